@@ -1,0 +1,363 @@
+//! One JSON-RPC exchange with a backend over Streamable HTTP (MCP 2025-11-25, transports §"Sending messages to
+//! the server", §"Resumability and redelivery").
+//!
+//! Rules: every POST carries `Accept: application/json, text/event-stream`, `Content-Type: application/json` and
+//! `Accept-Encoding: identity`; a response with any other `Content-Encoding` is refused. The answer is one JSON
+//! object or an SSE stream read until the response with the request's id; server-to-client requests met on the
+//! way are answered (`ping` → `{}`, anything else → -32601) so that the backend does not wait for us. A stream
+//! that ends early after carrying an event id is resumed with `GET` + `Last-Event-ID` after its `retry` (capped),
+//! at most [`MAX_RESUMPTIONS`] times. Everything runs under the caller's absolute deadline, and all bytes read
+//! in one exchange, resumptions included, count against one limit.
+//!
+//! Errors are classified here, where the facts are known: a failure to connect is `NotDelivered`; anything after
+//! the request may have left is `AfterDelivery`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::time::{Instant, timeout_at};
+
+use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use crate::backend::sse::{SseDecoder, SseEvent};
+use crate::jsonrpc::{self, Kind};
+
+/// How many times one exchange may resume a stream that ended early.
+pub const MAX_RESUMPTIONS: usize = 3;
+/// The longest a backend's `retry` may make us wait before resuming.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// The wait before resuming when the stream never sent `retry`.
+const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
+/// How much of an HTTP error body is kept for the error message.
+const ERROR_BODY_EXCERPT: usize = 512;
+
+/// Why an exchange failed, before the caller decides what it means.
+#[derive(Debug)]
+pub(super) enum ExchangeError {
+    /// `404` on a request that carried a session id: the backend ended the session and did not process the
+    /// request (transports §"Session Management" 3–4).
+    SessionGone,
+    Failed(McpError),
+}
+
+impl From<McpError> for ExchangeError {
+    fn from(error: McpError) -> Self {
+        ExchangeError::Failed(error)
+    }
+}
+
+/// A JSON-RPC response and the HTTP headers it came with.
+pub(super) struct Answer {
+    pub(super) message: Value,
+    pub(super) headers: HeaderMap,
+}
+
+/// One exchange's fixed context: where to, with which session, until when, how many bytes at most.
+pub(super) struct Exchange<'a> {
+    pub(super) http: &'a reqwest::Client,
+    pub(super) endpoint: &'a BackendEndpoint,
+    /// `None` only for `initialize`.
+    pub(super) session: Option<&'a BackendSession>,
+    pub(super) limit: usize,
+}
+
+fn after_delivery(reason: impl Into<String>) -> McpError {
+    McpError::AfterDelivery { reason: reason.into() }
+}
+
+impl Exchange<'_> {
+    /// Sends a request and reads until its response arrives.
+    pub(super) async fn call(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
+        let response = self.post(message).await?;
+        let headers = response.headers().clone();
+        let mut budget = self.limit;
+        let message = match content_type(&response) {
+            ContentType::Json => self.read_json(response, &mut budget).await?,
+            ContentType::EventStream => self.read_stream(response, id, &mut budget).await?,
+            ContentType::Other(other) => {
+                return Err(after_delivery(format!("the backend answered with Content-Type `{other}`")).into());
+            }
+        };
+        Ok(Answer { message, headers })
+    }
+
+    /// Sends a notification or a response; the backend must accept it (any 2xx, normally 202).
+    pub(super) async fn deliver(&self, message: &Value) -> Result<(), ExchangeError> {
+        self.post(message).await.map(drop)
+    }
+
+    async fn post(&self, message: &Value) -> Result<Response, ExchangeError> {
+        let body = serde_json::to_vec(message).map_err(|e| McpError::NotDelivered { reason: e.to_string() })?;
+        let request = self
+            .with_common_headers(self.http.post(self.endpoint.url.clone()))
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body);
+        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
+            Err(_) => return Err(after_delivery("the deadline passed while sending the request").into()),
+            Ok(Err(error)) => return Err(classify_send_error(&error).into()),
+            Ok(Ok(response)) => response,
+        };
+        self.check_status(response).await
+    }
+
+    fn with_common_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request = request.header(header::ACCEPT_ENCODING, "identity");
+        if let Some(session) = self.session {
+            if let Some(id) = &session.id {
+                request = request.header(SESSION_ID_HEADER, id.as_ref());
+            }
+            request = request.header(PROTOCOL_VERSION_HEADER, session.version);
+        }
+        if let Some((name, value)) = &self.endpoint.credential {
+            request = request.header(name, value);
+        }
+        for (name, value) in &self.endpoint.headers {
+            request = request.header(name, value);
+        }
+        request
+    }
+
+    async fn check_status(&self, response: Response) -> Result<Response, ExchangeError> {
+        let status = response.status();
+        let had_session_id = self.session.is_some_and(|session| session.id.is_some());
+        if status == StatusCode::NOT_FOUND && had_session_id {
+            return Err(ExchangeError::SessionGone);
+        }
+        if !status.is_success() {
+            let body = self.error_excerpt(response).await;
+            return Err(McpError::HttpStatus { status: status.as_u16(), body }.into());
+        }
+        if let Some(encoding) = response.headers().get(header::CONTENT_ENCODING)
+            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            let encoding = String::from_utf8_lossy(encoding.as_bytes()).into_owned();
+            return Err(after_delivery(format!(
+                "the backend answered with Content-Encoding `{encoding}` although identity was asked for"
+            ))
+            .into());
+        }
+        Ok(response)
+    }
+
+    async fn error_excerpt(&self, mut response: Response) -> String {
+        let mut excerpt = Vec::new();
+        while excerpt.len() < ERROR_BODY_EXCERPT {
+            match timeout_at(self.endpoint.deadline, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => excerpt.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        excerpt.truncate(ERROR_BODY_EXCERPT);
+        String::from_utf8_lossy(&excerpt).into_owned()
+    }
+
+    /// The next chunk of a body, within the deadline and the byte budget. `Ok(None)` is the end of the body.
+    async fn next_chunk(&self, response: &mut Response, budget: &mut usize) -> Result<Option<Bytes>, ReadError> {
+        let chunk = match timeout_at(self.endpoint.deadline, response.chunk()).await {
+            Err(_) => return Err(ReadError::Deadline),
+            Ok(Err(error)) => return Err(ReadError::Broken(error_chain(&error))),
+            Ok(Ok(chunk)) => chunk,
+        };
+        if let Some(chunk) = &chunk {
+            *budget = budget.checked_sub(chunk.len()).ok_or(ReadError::TooLarge)?;
+        }
+        Ok(chunk)
+    }
+
+    fn too_large(&self) -> McpError {
+        after_delivery(format!("the backend's answer exceeded the {} byte limit", self.limit))
+    }
+
+    fn read_failed(&self, error: ReadError) -> McpError {
+        match error {
+            ReadError::Deadline => after_delivery("the deadline passed while waiting for the backend's answer"),
+            ReadError::Broken(cause) => after_delivery(format!("reading the backend's answer failed: {cause}")),
+            ReadError::TooLarge => self.too_large(),
+        }
+    }
+
+    async fn read_json(&self, mut response: Response, budget: &mut usize) -> Result<Value, McpError> {
+        if response.content_length().is_some_and(|length| length > *budget as u64) {
+            return Err(self.too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e))? {
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| after_delivery(format!("the backend's answer is not JSON: {e}")))
+    }
+
+    /// Reads SSE until the response to `id`, resuming the stream when it ends early with an event id.
+    async fn read_stream(&self, mut response: Response, id: &Value, budget: &mut usize) -> Result<Value, McpError> {
+        let mut cursor = StreamCursor::default();
+        for resumption in 0..=MAX_RESUMPTIONS {
+            if resumption > 0 {
+                response = self.resume(&cursor).await?;
+            }
+            if let Some(answer) = self.read_one_stream(&mut response, id, budget, &mut cursor).await? {
+                return Ok(answer);
+            }
+            if cursor.last_event_id.is_empty() {
+                return Err(after_delivery("the backend's event stream ended before the response"));
+            }
+        }
+        Err(after_delivery(format!(
+            "the backend's event stream ended early {} times; gave up resuming",
+            MAX_RESUMPTIONS + 1
+        )))
+    }
+
+    /// Reads one HTTP body of events. `Ok(None)`: the body ended (or broke) before the response.
+    async fn read_one_stream(
+        &self,
+        response: &mut Response,
+        id: &Value,
+        budget: &mut usize,
+        cursor: &mut StreamCursor,
+    ) -> Result<Option<Value>, McpError> {
+        let mut decoder = SseDecoder::new(self.limit);
+        loop {
+            let chunk = match self.next_chunk(response, budget).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                // A connection that broke mid-stream is resumable like one that ended.
+                Err(ReadError::Broken(_)) => break,
+                Err(error) => return Err(self.read_failed(error)),
+            };
+            decoder.feed(&chunk).map_err(|e| after_delivery(format!("the backend's event stream is invalid: {e}")))?;
+            while let Some(event) = decoder.next_event() {
+                if let Some(answer) = self.handle_event(event, id).await? {
+                    return Ok(Some(answer));
+                }
+            }
+            cursor.remember(&decoder);
+        }
+        cursor.remember(&decoder);
+        Ok(None)
+    }
+
+    /// Returns the response when `event` carries it; answers server-to-client requests.
+    async fn handle_event(&self, event: SseEvent, id: &Value) -> Result<Option<Value>, McpError> {
+        if event.data.is_empty() {
+            return Ok(None); // a priming event: it only carries an id
+        }
+        let message: Value = serde_json::from_str(&event.data)
+            .map_err(|e| after_delivery(format!("the backend sent an event that is not JSON: {e}")))?;
+        match jsonrpc::kind(&message) {
+            Kind::Response { id: answered } if answered == id => Ok(Some(message)),
+            Kind::Request { id: request_id, method } => {
+                let reply = answer_server_request(request_id, method);
+                self.reply(&reply).await;
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Answers a backend's request. A failed answer is not fatal: the exchange's own deadline still bounds us.
+    async fn reply(&self, reply: &Value) {
+        if let Err(error) = self.deliver(reply).await {
+            tracing::warn!(?error, "could not answer a backend's request");
+        }
+    }
+
+    async fn resume(&self, cursor: &StreamCursor) -> Result<Response, McpError> {
+        let wait = cursor.retry.unwrap_or(DEFAULT_RETRY_WAIT).min(MAX_RETRY_WAIT);
+        let wake = Instant::now() + wait;
+        if wake >= self.endpoint.deadline {
+            return Err(after_delivery("the deadline passed before the event stream could be resumed"));
+        }
+        tokio::time::sleep_until(wake).await;
+        let request = self
+            .with_common_headers(self.http.get(self.endpoint.url.clone()))
+            .header(header::ACCEPT, "text/event-stream")
+            .header("last-event-id", cursor.last_event_id.as_str());
+        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
+            Err(_) => return Err(after_delivery("the deadline passed while resuming the event stream")),
+            Ok(Err(error)) => return Err(after_delivery(format!("resuming the event stream failed: {error}"))),
+            Ok(Ok(response)) => response,
+        };
+        let response = self.check_status(response).await.map_err(|error| match error {
+            ExchangeError::SessionGone => after_delivery("the backend ended the session during the call"),
+            ExchangeError::Failed(error) => after_delivery(format!("resuming the event stream failed: {error}")),
+        })?;
+        match content_type(&response) {
+            ContentType::EventStream => Ok(response),
+            _ => Err(after_delivery("the backend resumed the stream without an event stream")),
+        }
+    }
+}
+
+/// Why reading a body stopped early.
+enum ReadError {
+    Deadline,
+    Broken(String),
+    TooLarge,
+}
+
+/// Where a broken stream can be picked up again.
+#[derive(Default)]
+struct StreamCursor {
+    last_event_id: String,
+    retry: Option<Duration>,
+}
+
+impl StreamCursor {
+    fn remember(&mut self, decoder: &SseDecoder) {
+        if !decoder.last_event_id().is_empty() {
+            decoder.last_event_id().clone_into(&mut self.last_event_id);
+        }
+        if let Some(ms) = decoder.retry_ms() {
+            self.retry = Some(Duration::from_millis(ms));
+        }
+    }
+}
+
+/// The gateway's own answer to a server-to-client request.
+fn answer_server_request(id: &Value, method: &str) -> Value {
+    match method {
+        "ping" => jsonrpc::result(id, json!({})),
+        _ => jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}")),
+    }
+}
+
+fn classify_send_error(error: &reqwest::Error) -> McpError {
+    if error.is_connect() {
+        McpError::NotDelivered { reason: format!("could not connect: {}", error_chain(error)) }
+    } else {
+        after_delivery(format!("the request failed after connecting: {}", error_chain(error)))
+    }
+}
+
+/// reqwest's top-level message hides the cause ("error sending request"); the chain names it.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+enum ContentType {
+    Json,
+    EventStream,
+    Other(String),
+}
+
+fn content_type(response: &Response) -> ContentType {
+    let value = response.headers().get(header::CONTENT_TYPE).map(HeaderValue::as_bytes).unwrap_or_default();
+    let essence = value.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+    if essence.eq_ignore_ascii_case(b"application/json") {
+        ContentType::Json
+    } else if essence.eq_ignore_ascii_case(b"text/event-stream") {
+        ContentType::EventStream
+    } else {
+        ContentType::Other(String::from_utf8_lossy(value).into_owned())
+    }
+}

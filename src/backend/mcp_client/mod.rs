@@ -1,0 +1,455 @@
+//! The gateway's client to backend MCP servers over Streamable HTTP, protocol 2025-11-25 (design §2).
+//!
+//! Owns: the handshake (`initialize` offering [`LATEST_PROTOCOL_VERSION`], then `notifications/initialized`),
+//! session-id validation (exactly one header, 1–1024 visible ASCII), the headers every later request carries,
+//! the reaction to `404` (drop the session, re-initialize, retry exactly once — the backend did not process the
+//! request, so the retry cannot run a tool twice), paginated `tools/list` within bounds, and the bounded table of
+//! backend sessions per (agent session, backend) pair. The wire exchange itself lives in [`exchange`].
+//!
+//! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
+//! above is the error class: only [`McpError::NotDelivered`] proves that a request never reached the backend.
+
+mod exchange;
+mod table;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use tokio::time::{Instant, timeout_at};
+
+use exchange::{Exchange, ExchangeError};
+pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
+use table::{SessionTable, Slot};
+
+/// Protocol versions this client accepts from a backend, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The version offered in `initialize`.
+pub const LATEST_PROTOCOL_VERSION: &str = SUPPORTED_PROTOCOL_VERSIONS[0];
+pub const SESSION_ID_HEADER: &str = "mcp-session-id";
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// The most bytes one exchange may read, resumptions included.
+pub const MAX_EXCHANGE_BYTES: usize = 16 * 1024 * 1024;
+/// `tools/list` discovery bounds: pages followed, tools accepted.
+pub const MAX_TOOL_PAGES: usize = 32;
+pub const MAX_TOOLS: usize = 2048;
+/// The default bound of the (agent session, backend) table.
+pub const DEFAULT_MAX_SESSIONS: usize = 4096;
+const MAX_SESSION_ID_LEN: usize = 1024;
+/// Best-effort `DELETE`s of forgotten sessions get this long.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn is_supported_version(version: &str) -> bool {
+    SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
+}
+
+/// Why a request to a backend failed. Callers branch on the class.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    /// The request never reached the backend: connecting failed, or the handshake before it did. Only this
+    /// error proves that a tool did not run.
+    #[error("the request did not reach the backend: {reason}")]
+    NotDelivered { reason: String },
+    /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
+    #[error("the backend may have received the request, but its answer was unusable: {reason}")]
+    AfterDelivery { reason: String },
+    /// The backend answered with an HTTP error status (other than the `404` of an ended session).
+    #[error("the backend answered HTTP {status}: {body}")]
+    HttpStatus { status: u16, body: String },
+    /// The backend answered with a JSON-RPC error.
+    #[error("the backend answered with error {code}: {message}")]
+    Rpc { code: i64, message: String, data: Option<Value> },
+}
+
+impl McpError {
+    /// True only when the request provably did not reach the backend.
+    pub fn proves_not_delivered(&self) -> bool {
+        matches!(self, McpError::NotDelivered { .. })
+    }
+}
+
+/// Where and how to send one exchange: the URL, the backend's credential (marked sensitive, so it is never
+/// printed), extra headers (such as a per-call intent token), and the absolute deadline of the exchange.
+#[derive(Debug, Clone)]
+pub struct BackendEndpoint {
+    url: Url,
+    credential: Option<(HeaderName, HeaderValue)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    deadline: Instant,
+}
+
+impl BackendEndpoint {
+    /// An endpoint whose deadline is `timeout` from now.
+    pub fn new(url: Url, timeout: Duration) -> Self {
+        Self { url, credential: None, headers: Vec::new(), deadline: Instant::now() + timeout }
+    }
+
+    pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.credential = Some((name, value));
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// One live backend session.
+#[derive(Debug, Clone)]
+pub struct BackendSession {
+    id: Option<Arc<str>>,
+    version: &'static str,
+    /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
+    generation: u64,
+    /// Where a `DELETE` goes when the session is forgotten (without per-call headers).
+    home: Arc<BackendEndpoint>,
+}
+
+impl BackendSession {
+    /// The backend-assigned `MCP-Session-Id`, if it assigned one.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// The negotiated protocol version.
+    pub fn version(&self) -> &'static str {
+        self.version
+    }
+}
+
+/// Identifies one slot of the session table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SlotKey {
+    pub agent_session: Arc<str>,
+    pub backend: Arc<str>,
+}
+
+impl SlotKey {
+    pub fn new(agent_session: &str, backend: &str) -> Self {
+        Self { agent_session: agent_session.into(), backend: backend.into() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Bound of the (agent session, backend) table.
+    pub max_sessions: usize,
+    /// Bytes one exchange may read.
+    pub max_exchange_bytes: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self { max_sessions: DEFAULT_MAX_SESSIONS, max_exchange_bytes: MAX_EXCHANGE_BYTES }
+    }
+}
+
+/// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
+pub struct McpBackendClient {
+    http: reqwest::Client,
+    table: SessionTable,
+    config: ClientConfig,
+    next_request_id: AtomicU64,
+    next_generation: AtomicU64,
+}
+
+impl McpBackendClient {
+    pub fn new(config: ClientConfig) -> Self {
+        let http = reqwest::Client::builder()
+            // Backend URLs come only from configuration; a redirect could lead anywhere (design §6).
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            table: SessionTable::new(config.max_sessions),
+            config,
+            next_request_id: AtomicU64::new(1),
+            next_generation: AtomicU64::new(1),
+        }
+    }
+
+    /// The slot's backend session, initializing one if there is none (concurrent callers share one handshake).
+    pub async fn session(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<BackendSession, McpError> {
+        let slot = self.acquire(key)?;
+        self.ensure_session(&slot, endpoint, None).await
+    }
+
+    /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for the
+    /// session re-initializes and retries exactly once. `params` of `Value::Null` are omitted.
+    pub async fn request(
+        &self,
+        key: &SlotKey,
+        endpoint: &BackendEndpoint,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, McpError> {
+        let slot = self.acquire(key)?;
+        let mut session = self.ensure_session(&slot, endpoint, None).await?;
+        let params = (!params.is_null()).then_some(params);
+        let mut retried = false;
+        loop {
+            match self.send(&session, endpoint, method, params.clone()).await {
+                Err(ExchangeError::SessionGone) if !retried => {
+                    tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
+                    retried = true;
+                    session = self.ensure_session(&slot, endpoint, Some(&session)).await?;
+                }
+                Err(ExchangeError::SessionGone) => {
+                    return Err(McpError::NotDelivered {
+                        reason: "the backend ended the freshly initialized session too (404 twice)".into(),
+                    });
+                }
+                Err(ExchangeError::Failed(error)) => return Err(error),
+                Ok(result) => return Ok(result),
+            }
+        }
+    }
+
+    /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
+    pub async fn list_tools(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<Vec<Value>, McpError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
+            let mut page = self.request(key, endpoint, "tools/list", params).await?;
+            let Some(Value::Array(listed)) = page.get_mut("tools").map(Value::take) else {
+                return Err(McpError::AfterDelivery { reason: "tools/list answered without a `tools` array".into() });
+            };
+            if tools.len() + listed.len() > MAX_TOOLS {
+                return Err(McpError::AfterDelivery {
+                    reason: format!("the backend lists more than {MAX_TOOLS} tools"),
+                });
+            }
+            tools.extend(listed);
+            match page.get_mut("nextCursor").map(Value::take) {
+                Some(next @ Value::String(_)) => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+        Err(McpError::AfterDelivery { reason: format!("tools/list did not end within {MAX_TOOL_PAGES} pages") })
+    }
+
+    /// Drops every backend session of one agent session and ends them at the backends (best effort, in the
+    /// background: the agent does not wait for backends to acknowledge).
+    pub fn forget_agent_session(&self, agent_session: &str) {
+        for slot in self.table.remove_agent(agent_session) {
+            self.end_in_background(&slot);
+        }
+    }
+
+    /// How many (agent session, backend) slots the table holds.
+    pub fn cached_sessions(&self) -> usize {
+        self.table.len()
+    }
+
+    fn acquire(&self, key: &SlotKey) -> Result<table::SlotGuard, McpError> {
+        let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
+            reason: format!("all {} backend session slots are in use", full.capacity),
+        })?;
+        if let Some(evicted) = evicted {
+            self.end_in_background(&evicted);
+        }
+        Ok(slot)
+    }
+
+    fn end_in_background(&self, slot: &Slot) {
+        let Some(session) = slot.take_session() else { return };
+        let (Some(id), Ok(runtime)) = (session.id.clone(), tokio::runtime::Handle::try_current()) else { return };
+        let http = self.http.clone();
+        runtime.spawn(async move {
+            let mut request = http
+                .delete(session.home.url.clone())
+                .header(SESSION_ID_HEADER, id.as_ref())
+                .header(PROTOCOL_VERSION_HEADER, session.version)
+                .timeout(DELETE_TIMEOUT);
+            if let Some((name, value)) = &session.home.credential {
+                request = request.header(name, value);
+            }
+            // The backend may refuse (405) or have forgotten the session already; neither matters.
+            let _ = request.send().await;
+        });
+    }
+
+    /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
+    /// concurrent caller already replaced it.
+    async fn ensure_session(
+        &self,
+        slot: &Slot,
+        endpoint: &BackendEndpoint,
+        stale: Option<&BackendSession>,
+    ) -> Result<BackendSession, McpError> {
+        let not_delivered = |reason: &str| McpError::NotDelivered { reason: reason.into() };
+        let mut current = timeout_at(endpoint.deadline, slot.session.lock())
+            .await
+            .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
+        if let (Some(held), Some(stale)) = (current.as_ref(), stale)
+            && held.generation == stale.generation
+        {
+            *current = None;
+        }
+        if let Some(session) = current.as_ref() {
+            return Ok(session.clone());
+        }
+        let session = timeout_at(endpoint.deadline, self.handshake(endpoint))
+            .await
+            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))?
+            .map_err(|error| McpError::NotDelivered { reason: format!("the backend handshake failed: {error}") })?;
+        *current = Some(session.clone());
+        Ok(session)
+    }
+
+    async fn handshake(&self, endpoint: &BackendEndpoint) -> Result<BackendSession, McpError> {
+        let id = self.next_id();
+        let initialize = crate::jsonrpc::request(
+            &id,
+            "initialize",
+            Some(json!({
+                "protocolVersion": LATEST_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")},
+            })),
+        );
+        let exchange = Exchange { http: &self.http, endpoint, session: None, limit: self.config.max_exchange_bytes };
+        let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
+        let result = into_result(answer.message)?;
+        let version = negotiated_version(&result)?;
+        let session_id = session_id(&answer.headers)?;
+        let session = BackendSession {
+            id: session_id,
+            version,
+            generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            home: Arc::new(BackendEndpoint { headers: Vec::new(), ..endpoint.clone() }),
+        };
+        let exchange = Exchange { session: Some(&session), ..exchange };
+        exchange
+            .deliver(&crate::jsonrpc::notification("notifications/initialized", None))
+            .await
+            .map_err(handshake_error)?;
+        Ok(session)
+    }
+
+    async fn send(
+        &self,
+        session: &BackendSession,
+        endpoint: &BackendEndpoint,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ExchangeError> {
+        let id = self.next_id();
+        let message = crate::jsonrpc::request(&id, method, params);
+        let exchange =
+            Exchange { http: &self.http, endpoint, session: Some(session), limit: self.config.max_exchange_bytes };
+        let answer = exchange.call(&id, &message).await?;
+        Ok(into_result(answer.message)?)
+    }
+
+    /// Request ids are the client's own, unique across all its backend sessions; agents' ids never reach a
+    /// backend.
+    fn next_id(&self) -> Value {
+        Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+fn handshake_error(error: ExchangeError) -> McpError {
+    match error {
+        ExchangeError::SessionGone => McpError::NotDelivered { reason: "the backend ended the new session".into() },
+        ExchangeError::Failed(error) => error,
+    }
+}
+
+/// The `result` of a JSON-RPC response, or its `error` as [`McpError::Rpc`].
+fn into_result(mut message: Value) -> Result<Value, McpError> {
+    if let Some(result) = message.get_mut("result") {
+        return Ok(result.take());
+    }
+    let error = message.get("error");
+    let field = |name: &str| error.and_then(|error| error.get(name));
+    match field("code").and_then(Value::as_i64) {
+        Some(code) => Err(McpError::Rpc {
+            code,
+            message: field("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            data: field("data").cloned(),
+        }),
+        None => Err(McpError::AfterDelivery { reason: "the backend's response has neither result nor error".into() }),
+    }
+}
+
+fn negotiated_version(result: &Value) -> Result<&'static str, McpError> {
+    let offered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|supported| *supported == offered).ok_or_else(|| {
+        McpError::NotDelivered { reason: format!("the backend negotiated unsupported protocol version `{offered}`") }
+    })
+}
+
+/// The backend's `MCP-Session-Id`: none, or exactly one header of 1–1024 visible ASCII characters.
+fn session_id(headers: &reqwest::header::HeaderMap) -> Result<Option<Arc<str>>, McpError> {
+    let mut values = headers.get_all(SESSION_ID_HEADER).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.get_all(SESSION_ID_HEADER).iter().count() {
+            0 => Ok(None),
+            n => Err(McpError::NotDelivered { reason: format!("the backend sent {n} MCP-Session-Id headers") }),
+        };
+    };
+    let bytes = value.as_bytes();
+    let visible = bytes.iter().all(|byte| (0x21..=0x7e).contains(byte));
+    if bytes.is_empty() || bytes.len() > MAX_SESSION_ID_LEN || !visible {
+        return Err(McpError::NotDelivered {
+            reason: "the backend's MCP-Session-Id is not 1–1024 visible ASCII characters".into(),
+        });
+    }
+    Ok(Some(String::from_utf8_lossy(bytes).into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderMap;
+
+    #[test]
+    fn supported_versions_are_newest_first() {
+        assert_eq!(LATEST_PROTOCOL_VERSION, "2025-11-25");
+        assert!(is_supported_version("2024-11-05"));
+        assert!(!is_supported_version("2026-07-28"));
+    }
+
+    #[test]
+    fn session_id_must_be_one_header_of_visible_ascii() {
+        let mut headers = HeaderMap::new();
+        assert!(session_id(&headers).unwrap().is_none());
+        headers.insert(SESSION_ID_HEADER, HeaderValue::from_static("abc-123"));
+        assert_eq!(session_id(&headers).unwrap().as_deref(), Some("abc-123"));
+        headers.append(SESSION_ID_HEADER, HeaderValue::from_static("other"));
+        assert!(session_id(&headers).unwrap_err().proves_not_delivered());
+        for bad in [&b""[..], b"a b", &[b'x'; 1025][..], b"a\x80b"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(SESSION_ID_HEADER, HeaderValue::from_bytes(bad).unwrap());
+            assert!(session_id(&headers).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn rpc_errors_keep_code_message_and_data() {
+        let error = into_result(json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad","data":[1]}}));
+        assert!(matches!(error, Err(McpError::Rpc { code: -32602, ref message, data: Some(_) }) if message == "bad"));
+        assert!(matches!(into_result(json!({"id": 1})), Err(McpError::AfterDelivery { .. })));
+    }
+}

@@ -1,0 +1,5 @@
+//! Everything that speaks to backend MCP servers. Nothing in here knows about agents' HTTP requests; nothing
+//! above this module knows about backend wire formats (MCP 2025-11-25, Streamable HTTP).
+
+pub mod mcp_client;
+pub mod sse;
