@@ -5,4 +5,6 @@
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
 pub mod backend;
+pub mod catalog;
 pub mod jsonrpc;
+pub mod router;

@@ -1,0 +1,58 @@
+//! Catalog discovery (design §4): each backend is discovered on its own task, so one broken backend never
+//! delays or breaks the others. A backend that fails is retried with capped exponential backoff, and its tools
+//! appear when it comes up; a discovered backend is refreshed every `ttl`.
+//!
+//! Discovery uses the gateway's own backend session per backend (slot agent id [`CATALOG_SESSION`]), never an
+//! agent's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::CallRouter;
+use crate::backend::mcp_client::SlotKey;
+
+/// The agent-session key of the gateway's own discovery sessions. Agent keys are hex, so this cannot collide.
+pub const CATALOG_SESSION: &str = "switchyard/catalog";
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+impl CallRouter {
+    /// Discovers one backend's tools once and records the result. Returns whether agents' view changed.
+    pub async fn discover(&self, backend: &str) -> Result<bool, String> {
+        let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
+        let slot = SlotKey::new(CATALOG_SESSION, backend);
+        match self.client.list_tools(&slot, &target.endpoint()).await {
+            Ok(tools) => Ok(self.catalog.update(backend, Ok(tools))),
+            Err(error) => {
+                let text = error.to_string();
+                self.catalog.update(backend, Err(text.clone()));
+                Err(text)
+            }
+        }
+    }
+}
+
+/// Starts one discovery task per backend. The tasks run until aborted.
+pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>> {
+    let names: Vec<String> = router.catalog.backend_names().map(str::to_owned).collect();
+    names.into_iter().map(|name| tokio::spawn(keep_discovered(Arc::clone(router), name, ttl))).collect()
+}
+
+async fn keep_discovered(router: Arc<CallRouter>, backend: String, ttl: Duration) {
+    let mut retry = FIRST_RETRY;
+    loop {
+        match router.discover(&backend).await {
+            Ok(_) => {
+                retry = FIRST_RETRY;
+                tokio::time::sleep(ttl).await;
+            }
+            Err(error) => {
+                tracing::warn!(%backend, %error, retry_in = ?retry, "tool discovery failed");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(MAX_RETRY);
+            }
+        }
+    }
+}

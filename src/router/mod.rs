@@ -1,0 +1,177 @@
+//! The router: turns an agent's request into catalog lookups and backend calls, and a backend failure into an
+//! answer an agent (and the LLM behind it) can act on (design §3, §4, §5).
+//!
+//! Rules: a tool is called on the backend session of the (agent session, backend) pair, never on another
+//! agent's; the backend sees its own tool name and the backend client's own request ids; a backend's result —
+//! `isError` included — passes through verbatim; a failure of the call itself becomes a `CallToolResult` with
+//! `isError: true`, a sentence that says whether the call ran, and `_meta["switchyard/outcome"]`.
+//!
+//! Must not know: HTTP, agent session tokens, backend wire formats.
+
+pub mod discovery;
+mod outcome;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, McpError, SlotKey};
+pub use crate::catalog::View;
+use crate::catalog::{BackendStatus, Catalog};
+use crate::jsonrpc;
+
+/// How to reach one backend.
+#[derive(Debug, Clone)]
+pub struct BackendTarget {
+    pub url: Url,
+    pub timeout: Duration,
+    pub credential: Option<(HeaderName, HeaderValue)>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl BackendTarget {
+    /// An endpoint for one exchange, its deadline starting now.
+    pub fn endpoint(&self) -> BackendEndpoint {
+        let mut endpoint = BackendEndpoint::new(self.url.clone(), self.timeout);
+        if let Some((name, value)) = &self.credential {
+            endpoint = endpoint.with_credential(name.clone(), value.clone());
+        }
+        for (name, value) in &self.headers {
+            endpoint = endpoint.with_header(name.clone(), value.clone());
+        }
+        endpoint
+    }
+}
+
+/// Who is asking.
+pub struct Caller<'a> {
+    /// The agent session's stable key (not its token).
+    pub session: String,
+    pub principal: &'a str,
+}
+
+/// A JSON-RPC error for the agent.
+#[derive(Debug, PartialEq)]
+pub struct RpcFailure {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcFailure {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    pub fn into_message(self, id: &Value) -> Value {
+        let mut message = jsonrpc::error(Some(id), self.code, &self.message);
+        if let Some(data) = self.data {
+            message["error"]["data"] = data;
+        }
+        message
+    }
+}
+
+/// What `/readyz` reports.
+pub struct Readiness {
+    pub ready: bool,
+    pub detail: Value,
+}
+
+pub struct CallRouter {
+    catalog: Arc<Catalog>,
+    client: Arc<McpBackendClient>,
+    targets: HashMap<Arc<str>, BackendTarget>,
+}
+
+impl CallRouter {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        client: Arc<McpBackendClient>,
+        targets: HashMap<Arc<str>, BackendTarget>,
+    ) -> Self {
+        Self { catalog, client, targets }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn has_backend(&self, name: &str) -> bool {
+        self.targets.contains_key(name)
+    }
+
+    /// The `instructions` of the gateway's `initialize` result.
+    pub fn instructions(&self) -> String {
+        let names: Vec<&str> = self.catalog.backend_names().collect();
+        format!(
+            "Switchyard MCP gateway. Tools of these backends are available, each prefixed by its backend's name: {}.",
+            names.join(", ")
+        )
+    }
+
+    /// Ready once every backend's discovery has been tried at least once.
+    pub fn readiness(&self) -> Readiness {
+        let statuses = self.catalog.statuses();
+        let ready = statuses.iter().all(|(_, status)| *status != BackendStatus::Pending);
+        let backends: serde_json::Map<String, Value> = statuses
+            .into_iter()
+            .map(|(name, status)| {
+                let detail = match status {
+                    BackendStatus::Pending => json!({"status": "pending"}),
+                    BackendStatus::Discovered { tools } => json!({"status": "discovered", "tools": tools}),
+                    BackendStatus::Failed { error } => json!({"status": "failed", "error": error}),
+                };
+                (name.to_string(), detail)
+            })
+            .collect();
+        Readiness { ready, detail: json!({"ready": ready, "backends": backends}) }
+    }
+
+    /// Ends an agent session's backend sessions.
+    pub fn forget_session(&self, session: &str) {
+        self.client.forget_agent_session(session);
+    }
+
+    /// Serves one request of an agent.
+    pub async fn handle(
+        &self,
+        caller: &Caller<'_>,
+        view: View<'_>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcFailure> {
+        match method {
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({ "tools": self.catalog.tools(view) })),
+            "tools/call" => self.call_tool(caller, view, params).await,
+            _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
+        }
+    }
+
+    async fn call_tool(&self, caller: &Caller<'_>, view: View<'_>, mut params: Value) -> Result<Value, RpcFailure> {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
+        };
+        let Some(route) = self.catalog.resolve(view, name) else {
+            return Err(RpcFailure::new(
+                jsonrpc::INVALID_PARAMS,
+                format!("unknown tool `{name}`; call tools/list for the available tools"),
+            ));
+        };
+        let Some(target) = self.targets.get(&route.backend) else {
+            return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
+        };
+        params["name"] = Value::String(route.tool.clone());
+        let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: route.backend.clone() };
+        match self.client.request(&slot, &target.endpoint(), "tools/call", params).await {
+            Ok(result) => Ok(result),
+            Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
+            Err(error) => Ok(outcome::failed_call(&route.backend, &error)),
+        }
+    }
+}
