@@ -73,9 +73,12 @@ struct Snapshot {
     withheld: Vec<Withheld>,
 }
 
+/// Each backend's discovery status and last good tool list.
+type Discovered = HashMap<Arc<str>, (BackendStatus, Arc<Vec<Value>>)>;
+
 pub struct Catalog {
     specs: Vec<BackendSpec>,
-    discovered: RwLock<HashMap<Arc<str>, (BackendStatus, Arc<Vec<Value>>)>>,
+    discovered: RwLock<Discovered>,
     snapshot: RwLock<Arc<Snapshot>>,
 }
 
@@ -166,7 +169,7 @@ impl Catalog {
         Arc::clone(&read(&self.snapshot))
     }
 
-    fn build(&self, discovered: &HashMap<Arc<str>, (BackendStatus, Arc<Vec<Value>>)>) -> Snapshot {
+    fn build(&self, discovered: &Discovered) -> Snapshot {
         let mut snapshot = Snapshot::default();
         for spec in &self.specs {
             let Some((_, tools)) = discovered.get(&spec.name) else { continue };

@@ -1,0 +1,442 @@
+//! The backend client (`switchyard::backend::mcp_client`) against the fault-injecting backend: every rule of
+//! design §2, asserted on what crossed the wire and on the class of every failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard::backend::mcp_client::{
+    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
+};
+use tokio::time::Instant;
+
+use crate::support::fault_backend::{Answer, FaultBackend, Resume, Script, SessionIds};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn client() -> McpBackendClient {
+    McpBackendClient::new(ClientConfig::default())
+}
+
+fn endpoint(backend: &FaultBackend) -> BackendEndpoint {
+    BackendEndpoint::new(backend.url().parse().unwrap(), TIMEOUT)
+}
+
+fn slot(agent: &str) -> SlotKey {
+    SlotKey::new(agent, "fault")
+}
+
+async fn echo(client: &McpBackendClient, backend: &FaultBackend, agent: &str) -> Result<Value, McpError> {
+    echo_with(client, &endpoint(backend), agent).await
+}
+
+async fn echo_with(client: &McpBackendClient, endpoint: &BackendEndpoint, agent: &str) -> Result<Value, McpError> {
+    let params = json!({"name": "echo", "arguments": {"text": "hello"}});
+    client.request(&slot(agent), endpoint, "tools/call", params).await
+}
+
+async fn backend(script: Script) -> FaultBackend {
+    FaultBackend::start(script).await
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+fn assert_not_delivered(result: Result<Value, McpError>) {
+    assert!(matches!(result, Err(McpError::NotDelivered { .. })), "expected NotDelivered, got {result:?}");
+}
+
+fn assert_after_delivery(result: Result<Value, McpError>) {
+    assert!(matches!(result, Err(McpError::AfterDelivery { .. })), "expected AfterDelivery, got {result:?}");
+}
+
+#[tokio::test]
+async fn handshake_then_every_request_carries_the_session_headers() {
+    let server = backend(Script::default()).await;
+    let client = client();
+    let endpoint = endpoint(&server)
+        .with_credential("authorization".parse().unwrap(), "Bearer backend-secret".parse().unwrap())
+        .with_header("x-intent".parse().unwrap(), "token-1".parse().unwrap());
+    let result = echo_with(&client, &endpoint, "a").await.unwrap();
+    assert_eq!(text(&result), "hello");
+
+    let requests = server.requests();
+    let methods: Vec<_> = requests.iter().map(|r| r.rpc_method.clone().unwrap_or_default()).collect();
+    assert_eq!(methods, ["initialize", "notifications/initialized", "tools/call"]);
+    let init = &requests[0];
+    assert_eq!(init.body.as_ref().unwrap()["params"]["protocolVersion"], LATEST_PROTOCOL_VERSION);
+    assert_eq!(init.header("mcp-session-id"), None, "initialize carries no session id");
+    for request in &requests {
+        assert_eq!(request.header("accept"), Some("application/json, text/event-stream"));
+        assert_eq!(request.header("content-type"), Some("application/json"));
+        assert_eq!(request.header("accept-encoding"), Some("identity"));
+        assert_eq!(request.header("authorization"), Some("Bearer backend-secret"));
+        assert_eq!(request.header("x-intent"), Some("token-1"));
+    }
+    for later in &requests[1..] {
+        assert_eq!(later.header("mcp-session-id"), Some("sess-1"));
+        assert_eq!(later.header("mcp-protocol-version"), Some(LATEST_PROTOCOL_VERSION));
+    }
+    let call = requests[2].body.as_ref().unwrap();
+    assert!(call["id"].is_u64(), "the client's own request id");
+    assert_eq!(server.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn a_slot_reuses_its_session_and_another_agent_gets_its_own() {
+    let server = backend(Script::default()).await;
+    let client = client();
+    echo(&client, &server, "a").await.unwrap();
+    echo(&client, &server, "a").await.unwrap();
+    echo(&client, &server, "b").await.unwrap();
+    assert_eq!(server.rpc_count("initialize"), 2);
+    let sessions: Vec<_> = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc_method.as_deref() == Some("tools/call"))
+        .map(|r| r.header("mcp-session-id").unwrap().to_owned())
+        .collect();
+    assert_eq!(sessions, ["sess-1", "sess-1", "sess-2"]);
+    assert_eq!(client.cached_sessions(), 2);
+}
+
+#[tokio::test]
+async fn a_backend_that_assigns_no_session_gets_no_session_header() {
+    let server = backend(Script { session: SessionIds::Omit, ..Script::default() }).await;
+    let client = client();
+    echo(&client, &server, "a").await.unwrap();
+    let session = client.session(&slot("a"), &endpoint(&server)).await.unwrap();
+    assert_eq!(session.id(), None);
+    assert!(server.requests().iter().all(|r| r.header("mcp-session-id").is_none()));
+    assert!(server.requests()[1..].iter().all(|r| r.header("mcp-protocol-version") == Some(LATEST_PROTOCOL_VERSION)));
+}
+
+#[tokio::test]
+async fn connect_refused_is_not_delivered() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    drop(listener);
+    let endpoint = BackendEndpoint::new(url.parse().unwrap(), TIMEOUT);
+    assert_not_delivered(echo_with(&client(), &endpoint, "a").await);
+}
+
+#[tokio::test]
+async fn every_refused_handshake_is_not_delivered_and_no_call_is_sent() {
+    let refusals: Vec<(&str, Script)> = vec![
+        ("HTTP 500", Script { initialize_status: Some(500), ..Script::default() }),
+        ("JSON-RPC error", Script { initialize_error: true, ..Script::default() }),
+        ("unsupported version", Script { version: Some("2099-01-01".into()), ..Script::default() }),
+        ("initialized refused", Script { refuse_initialized: true, ..Script::default() }),
+        ("duplicate session ids", Script { session: SessionIds::Duplicate, ..Script::default() }),
+        ("empty session id", Script { session: SessionIds::Invalid(Vec::new()), ..Script::default() }),
+        ("space in session id", Script { session: SessionIds::Invalid(b"a b".to_vec()), ..Script::default() }),
+        ("non-ASCII session id", Script { session: SessionIds::Invalid(b"a\x80b".to_vec()), ..Script::default() }),
+        ("1025-character session id", Script { session: SessionIds::Invalid(vec![b'x'; 1025]), ..Script::default() }),
+    ];
+    for (what, script) in refusals {
+        let server = backend(script).await;
+        let result = echo(&client(), &server, "a").await;
+        assert!(matches!(result, Err(McpError::NotDelivered { .. })), "{what}: {result:?}");
+        assert_eq!(server.rpc_count("tools/call"), 0, "{what}: the call must not be sent");
+    }
+}
+
+#[tokio::test]
+async fn a_1024_character_session_id_is_accepted() {
+    let id = vec![b'~'; 1024];
+    let server = backend(Script { session: SessionIds::Invalid(id.clone()), ..Script::default() }).await;
+    echo(&client(), &server, "a").await.unwrap();
+    let call = server.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    assert_eq!(call.header("mcp-session-id").map(str::len), Some(1024));
+}
+
+#[tokio::test]
+async fn older_supported_versions_are_accepted_and_sent_back() {
+    let server = backend(Script { version: Some("2025-03-26".into()), ..Script::default() }).await;
+    let client = client();
+    echo(&client, &server, "a").await.unwrap();
+    assert_eq!(client.session(&slot("a"), &endpoint(&server)).await.unwrap().version(), "2025-03-26");
+    assert_eq!(server.requests()[2].header("mcp-protocol-version"), Some("2025-03-26"));
+}
+
+#[tokio::test]
+async fn an_ended_session_is_reinitialized_and_the_call_retried_once() {
+    let server = backend(Script::default()).await;
+    let client = client();
+    echo(&client, &server, "a").await.unwrap();
+    server.end_all_sessions();
+    let result = echo(&client, &server, "a").await.unwrap();
+    assert_eq!(text(&result), "hello");
+    assert_eq!(server.rpc_count("initialize"), 2, "one re-initialize");
+    assert_eq!(server.rpc_count("tools/call"), 3, "the 404'd call and exactly one retry");
+    assert_eq!(server.executions("echo"), 2, "the 404'd call did not run");
+    let last = server.requests().into_iter().last().unwrap();
+    assert_eq!(last.header("mcp-session-id"), Some("sess-2"));
+}
+
+#[tokio::test]
+async fn a_second_404_is_an_error_without_another_retry() {
+    let server = backend(Script { calls_404: true, ..Script::default() }).await;
+    let result = echo(&client(), &server, "a").await;
+    assert_not_delivered(result);
+    assert_eq!(server.rpc_count("initialize"), 2);
+    assert_eq!(server.rpc_count("tools/call"), 2);
+}
+
+#[tokio::test]
+async fn a_404_without_a_session_id_is_returned_as_such() {
+    let server = backend(Script { calls_404: true, session: SessionIds::Omit, ..Script::default() }).await;
+    let result = echo(&client(), &server, "a").await;
+    assert!(matches!(result, Err(McpError::HttpStatus { status: 404, .. })), "{result:?}");
+    assert_eq!(server.rpc_count("initialize"), 1, "no re-initialize without a session");
+    assert_eq!(server.rpc_count("tools/call"), 1);
+}
+
+#[tokio::test]
+async fn sse_answers_are_read_and_priming_events_ignored() {
+    let server = backend(Script { answer: Answer::Sse, ..Script::default() }).await;
+    let result = echo(&client(), &server, "a").await.unwrap();
+    assert_eq!(text(&result), "hello");
+}
+
+#[tokio::test]
+async fn server_requests_on_the_stream_are_answered_while_the_call_waits() {
+    let script = Script {
+        answer: Answer::Sse,
+        before_result: vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}),
+            json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": "srv-2", "method": "sampling/createMessage", "params": {}}),
+        ],
+        await_answers: true,
+        ..Script::default()
+    };
+    let server = backend(script).await;
+    let result = echo(&client(), &server, "a").await.unwrap();
+    assert_eq!(text(&result), "hello");
+    let answers = server.client_answers();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0], json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}}));
+    assert_eq!(answers[1]["id"], "srv-2");
+    assert_eq!(answers[1]["error"]["code"], -32601);
+    let posts = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.body.as_ref().is_some_and(|b| b.get("result").is_some() || b.get("error").is_some()));
+    for post in posts {
+        assert_eq!(post.header("mcp-session-id"), Some("sess-1"), "answers go to the same session");
+    }
+}
+
+fn resume(retry_ms: u64, breaks: usize, with_id: bool) -> Script {
+    Script { answer: Answer::Sse, resume: Some(Resume { retry_ms, breaks, with_id }), ..Script::default() }
+}
+
+#[tokio::test]
+async fn an_early_end_with_an_event_id_is_resumed_after_retry() {
+    let server = backend(resume(300, 1, true)).await;
+    let result = echo(&client(), &server, "a").await.unwrap();
+    assert_eq!(text(&result), "hello");
+    let requests = server.requests();
+    let post = requests.iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    let gets: Vec<_> = requests.iter().filter(|r| r.http_method == "GET").collect();
+    assert_eq!(gets.len(), 1);
+    let last_event_id = gets[0].header("last-event-id").unwrap();
+    assert!(last_event_id.starts_with("stream"), "{last_event_id}");
+    assert_eq!(gets[0].header("mcp-session-id"), Some("sess-1"));
+    assert_eq!(gets[0].header("accept"), Some("text/event-stream"));
+    let waited = gets[0].at - post.at;
+    assert!(waited >= Duration::from_millis(300), "resumed after {waited:?}, before the stream's retry");
+    assert_eq!(server.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn resumption_gives_up_after_three_tries() {
+    let server = backend(resume(10, 10, true)).await;
+    assert_after_delivery(echo(&client(), &server, "a").await);
+    let gets: Vec<_> = server.requests().into_iter().filter(|r| r.http_method == "GET").collect();
+    assert_eq!(gets.len(), 3);
+    let ids: Vec<_> = gets.iter().map(|g| g.header("last-event-id").unwrap().to_owned()).collect();
+    assert_eq!(ids.iter().collect::<std::collections::HashSet<_>>().len(), 3, "each GET names the newest id: {ids:?}");
+}
+
+#[tokio::test]
+async fn the_retry_wait_is_capped_at_five_seconds() {
+    let server = backend(resume(60_000, 1, true)).await;
+    let started = Instant::now();
+    echo(&client(), &server, "a").await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(9), "waited {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn an_early_end_without_an_event_id_is_after_delivery() {
+    let server = backend(resume(10, 1, false)).await;
+    assert_after_delivery(echo(&client(), &server, "a").await);
+    assert!(server.requests().iter().all(|r| r.http_method != "GET"), "nothing to resume from");
+    assert_eq!(server.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn a_stall_is_after_delivery_at_the_deadline() {
+    let server = backend(Script { stall: true, ..Script::default() }).await;
+    let client = client();
+    client.session(&slot("a"), &endpoint(&server)).await.unwrap();
+    let deadline = Duration::from_millis(400);
+    let endpoint = BackendEndpoint::new(server.url().parse().unwrap(), deadline);
+    let started = Instant::now();
+    assert_after_delivery(echo_with(&client, &endpoint, "a").await);
+    let took = started.elapsed();
+    assert!(took >= deadline && took < deadline + Duration::from_secs(2), "took {took:?}");
+}
+
+#[tokio::test]
+async fn the_deadline_covers_resumptions() {
+    let server = backend(resume(1_000, 10, true)).await;
+    let client = client();
+    client.session(&slot("a"), &endpoint(&server)).await.unwrap();
+    let endpoint = BackendEndpoint::new(server.url().parse().unwrap(), Duration::from_millis(1_500));
+    let started = Instant::now();
+    assert_after_delivery(echo_with(&client, &endpoint, "a").await);
+    assert!(started.elapsed() < Duration::from_millis(2_500), "took {:?}", started.elapsed());
+    let gets = server.requests().into_iter().filter(|r| r.http_method == "GET").count();
+    assert_eq!(gets, 1, "only one resumption fits in the deadline");
+}
+
+#[tokio::test]
+async fn oversize_answers_are_after_delivery() {
+    for answer in [Answer::Json, Answer::Sse] {
+        let server = backend(Script { answer, oversize: Some(17 * 1024 * 1024), ..Script::default() }).await;
+        assert_after_delivery(echo(&client(), &server, "a").await);
+    }
+}
+
+#[tokio::test]
+async fn an_endless_sse_line_is_after_delivery() {
+    let server = backend(Script { answer: Answer::Sse, endless_line: true, ..Script::default() }).await;
+    assert_after_delivery(echo(&client(), &server, "a").await);
+}
+
+#[tokio::test]
+async fn gzip_non_json_and_dropped_connections_are_after_delivery() {
+    let faults: Vec<(&str, Script)> = vec![
+        ("gzip", Script { gzip: true, ..Script::default() }),
+        ("non-JSON body", Script { non_json: true, ..Script::default() }),
+        ("non-JSON event", Script { non_json: true, answer: Answer::Sse, ..Script::default() }),
+        ("dropped connection", Script { drop_after_call: true, ..Script::default() }),
+    ];
+    for (what, script) in faults {
+        let server = backend(script).await;
+        let result = echo(&client(), &server, "a").await;
+        assert!(matches!(result, Err(McpError::AfterDelivery { .. })), "{what}: {result:?}");
+        assert_eq!(server.executions("echo"), 1, "{what}: the call reached the backend once");
+    }
+}
+
+#[tokio::test]
+async fn a_backend_error_result_passes_through() {
+    let server = backend(Script { tool_is_error: true, ..Script::default() }).await;
+    let result = echo(&client(), &server, "a").await.unwrap();
+    assert_eq!(result["isError"], true);
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_on_one_slot_share_one_handshake() {
+    let server = backend(Script { initialize_delay: Some(Duration::from_millis(200)), ..Script::default() }).await;
+    let client = Arc::new(client());
+    let endpoint = endpoint(&server);
+    let calls = (0..8).map(|_| {
+        let (client, endpoint) = (Arc::clone(&client), endpoint.clone());
+        tokio::spawn(async move { echo_with(&client, &endpoint, "a").await })
+    });
+    for call in calls.collect::<Vec<_>>() {
+        call.await.unwrap().unwrap();
+    }
+    assert_eq!(server.rpc_count("initialize"), 1);
+    assert_eq!(server.executions("echo"), 8);
+}
+
+#[tokio::test]
+async fn eviction_takes_the_oldest_idle_slot_and_never_one_in_use() {
+    let server = backend(Script::default()).await;
+    let client = Arc::new(McpBackendClient::new(ClientConfig { max_sessions: 2, ..ClientConfig::default() }));
+    echo(&client, &server, "a").await.unwrap();
+    // "b" holds its slot during a slow call while "c" needs room: "a" (idle) must go, "b" must stay.
+    server.update(|script| script.call_delay = Some(Duration::from_millis(300)));
+    let in_use = {
+        let (client, endpoint) = (Arc::clone(&client), endpoint(&server));
+        tokio::spawn(async move { echo_with(&client, &endpoint, "b").await })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    server.update(|script| script.call_delay = None);
+    echo(&client, &server, "c").await.unwrap();
+    in_use.await.unwrap().unwrap();
+    assert_eq!(client.cached_sessions(), 2);
+    let before = server.rpc_count("initialize");
+    echo(&client, &server, "b").await.unwrap();
+    assert_eq!(server.rpc_count("initialize"), before, "b kept its session");
+    wait_until(|| {
+        server.requests().iter().any(|r| r.http_method == "DELETE" && r.header("mcp-session-id") == Some("sess-1"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_full_table_of_slots_in_use_refuses_without_evicting() {
+    let server = backend(Script { call_delay: Some(Duration::from_millis(300)), ..Script::default() }).await;
+    let client = Arc::new(McpBackendClient::new(ClientConfig { max_sessions: 1, ..ClientConfig::default() }));
+    let busy = {
+        let (client, endpoint) = (Arc::clone(&client), endpoint(&server));
+        tokio::spawn(async move { echo_with(&client, &endpoint, "a").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_not_delivered(echo(&client, &server, "b").await);
+    busy.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn forgetting_an_agent_drops_only_its_slots_and_deletes_its_sessions() {
+    let server = backend(Script::default()).await;
+    let client = client();
+    echo(&client, &server, "a").await.unwrap();
+    echo(&client, &server, "b").await.unwrap();
+    client.forget_agent_session("a");
+    assert_eq!(client.cached_sessions(), 1);
+    wait_until(|| server.requests().iter().any(|r| r.http_method == "DELETE")).await;
+    let deletes: Vec<_> = server.requests().into_iter().filter(|r| r.http_method == "DELETE").collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(deletes[0].header("mcp-session-id"), Some("sess-1"));
+    let before = server.rpc_count("initialize");
+    echo(&client, &server, "b").await.unwrap();
+    assert_eq!(server.rpc_count("initialize"), before, "b's session survived");
+    echo(&client, &server, "a").await.unwrap();
+    assert_eq!(server.rpc_count("initialize"), before + 1, "a starts afresh");
+}
+
+#[tokio::test]
+async fn tools_list_follows_cursors_within_bounds() {
+    let tools: Vec<Value> =
+        (0..25).map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}})).collect();
+    let server = backend(Script { tools, page_size: Some(10), ..Script::default() }).await;
+    let listed = client().list_tools(&slot("a"), &endpoint(&server)).await.unwrap();
+    let names: Vec<_> = listed.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 25);
+    assert_eq!(names[24], "t24");
+    assert_eq!(server.rpc_count("tools/list"), 3);
+
+    let endless = backend(Script { endless_pages: true, page_size: Some(1), ..Script::default() }).await;
+    assert_after_delivery(client().list_tools(&slot("a"), &endpoint(&endless)).await.map(Value::from));
+    assert_eq!(endless.rpc_count("tools/list"), 32, "at most 32 pages");
+
+    let many: Vec<Value> = (0..2049).map(|i| json!({"name": format!("t{i}")})).collect();
+    let crowded = backend(Script { tools: many, ..Script::default() }).await;
+    assert_after_delivery(client().list_tools(&slot("a"), &endpoint(&crowded)).await.map(Value::from));
+}
+
+async fn wait_until(done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "condition not met within 5 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,277 @@
+//! Third-party MCP servers as real peers for interop tests: the reference `server-everything` (Node) and a
+//! server on the official Python SDK (`tests/interop/python_server.py`), each started on a free loopback port for
+//! one test and killed when its [`InteropServer`] is dropped.
+//!
+//! The peers are installed by `scripts/test` (npm packages in `tests/interop/node_modules`, a venv in
+//! `target/interop-venv`), which exports where they are:
+//!
+//! - `SWITCHYARD_INTEROP_NODE_MODULES`: the `node_modules` holding `@modelcontextprotocol/server-everything`;
+//! - `SWITCHYARD_INTEROP_PYTHON`: the venv's `python`, with the `mcp` package;
+//! - `SWITCHYARD_INTEROP_NODE`: the `node` binary (default: `node` on `PATH`).
+//!
+//! Without the variables the default install locations in this checkout are used, so a plain `cargo test` works
+//! once `scripts/test` has run. When a peer is missing, a test is skipped with a loud `SKIPPED:` line — except
+//! under `CI=true`, where a missing peer is a setup bug and panics.
+//!
+//! Every peer listens on 127.0.0.1 only: server-everything binds all interfaces by itself, so it is started with
+//! `tests/interop/loopback-preload.cjs`, which gives its `listen(PORT)` the host 127.0.0.1. No peer outlives its
+//! test: Drop kills its process group, and should this process die without unwinding, the peer sees its stdin
+//! close and exits.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a peer gets to accept connections (Node and Python cold starts on a busy 2-core machine are slow).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Attempts at starting a peer; a port picked from the kernel can be taken by someone else before the peer binds.
+const START_ATTEMPTS: usize = 3;
+/// Bytes of output kept per stream; older output is dropped so a chatty peer cannot grow without bound.
+const LOG_CAP: usize = 256 * 1024;
+
+/// Tools per `tools/list` page the Python server is started with.
+pub const PYTHON_PAGE_SIZE: usize = 10;
+/// Every tool the Python server lists, in its order: `echo`, `add`, then `tool_01` … `tool_25`.
+pub fn python_tool_names() -> Vec<String> {
+    let mut names = vec!["echo".to_owned(), "add".to_owned()];
+    names.extend((1..=25).map(|i| format!("tool_{i:02}")));
+    names
+}
+
+/// How the Python server answers POSTs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PythonMode {
+    /// Every response as a `text/event-stream`.
+    Sse,
+    /// Every response as one `application/json` body (the SDK's `json_response`).
+    Json,
+}
+
+/// The stdout line prefixes with which a server reports, by itself, a session it started and one a client ended
+/// with `DELETE`; each is followed by the session id.
+#[derive(Clone, Copy)]
+struct SessionMarkers {
+    started: &'static str,
+    ended: &'static str,
+}
+
+/// server-everything's own per-request logging (its `console.log` lines).
+const EVERYTHING_MARKERS: SessionMarkers = SessionMarkers {
+    started: "Session initialized with ID: ",
+    ended: "Received session termination request for session ",
+};
+/// Printed by `python_server.py` for exactly this purpose.
+const PYTHON_MARKERS: SessionMarkers = SessionMarkers { started: "SESSION ", ended: "ENDED " };
+
+/// A running third-party MCP server. Dropping it kills the server's whole process group.
+pub struct InteropServer {
+    name: String,
+    markers: SessionMarkers,
+    child: Child,
+    /// Held open for the server's lifetime: both peers exit when their stdin ends, so if this test process dies
+    /// without running Drop, the kernel closes the pipe and the servers follow instead of lingering.
+    _stdin: Option<ChildStdin>,
+    port: u16,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl InteropServer {
+    /// `@modelcontextprotocol/server-everything` in `streamableHttp` mode, or `None` if it is not installed
+    /// (outside CI).
+    pub fn everything() -> Option<Self> {
+        let node_modules = tool_path("SWITCHYARD_INTEROP_NODE_MODULES", || interop_dir().join("node_modules"));
+        let entry = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+        if !entry.is_file() {
+            return missing(&format!("server-everything is not installed ({} does not exist)", entry.display()));
+        }
+        let node = std::env::var_os("SWITCHYARD_INTEROP_NODE").map_or_else(|| PathBuf::from("node"), PathBuf::from);
+        if Command::new(&node).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            return missing(&format!("Node.js is not runnable as `{}`", node.display()));
+        }
+        let preload = interop_dir().join("loopback-preload.cjs");
+        Some(Self::start("server-everything", EVERYTHING_MARKERS, |port| {
+            let mut command = Command::new(&node);
+            command
+                .arg("--require")
+                .arg(&preload)
+                .arg(&entry)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .env("SWITCHYARD_EXIT_ON_STDIN_EOF", "1")
+                .current_dir(interop_dir());
+            command
+        }))
+    }
+
+    /// The Python SDK server in the given response mode, or `None` if its venv is not installed (outside CI).
+    pub fn python(mode: PythonMode) -> Option<Self> {
+        let python = tool_path("SWITCHYARD_INTEROP_PYTHON", || {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-venv/bin/python")
+        });
+        if !python.is_file() {
+            return missing(&format!("the Python venv is not installed ({} does not exist)", python.display()));
+        }
+        let script = interop_dir().join("python_server.py");
+        let name = match mode {
+            PythonMode::Sse => "python-sdk (SSE)",
+            PythonMode::Json => "python-sdk (JSON)",
+        };
+        Some(Self::start(name, PYTHON_MARKERS, |port| {
+            let mut command = Command::new(&python);
+            command.arg(&script).arg(port.to_string()).arg("--exit-on-stdin-eof");
+            command.arg("--page-size").arg(PYTHON_PAGE_SIZE.to_string());
+            if mode == PythonMode::Json {
+                command.arg("--json");
+            }
+            // Unbuffered, so the ready line and any traceback reach the captured logs promptly.
+            command.env("PYTHONUNBUFFERED", "1").current_dir(interop_dir());
+            command
+        }))
+    }
+
+    /// The MCP endpoint, `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Everything the server printed so far, for assertion messages.
+    pub fn logs(&self) -> String {
+        let stdout = String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned();
+        let stderr = String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned();
+        format!("--- {} stderr ---\n{stderr}\n--- {} stdout ---\n{stdout}", self.name, self.name)
+    }
+
+    /// Ids of the sessions the server says it started, in order, as far as its output has been read.
+    pub fn started_sessions(&self) -> Vec<String> {
+        self.marked(self.markers.started)
+    }
+
+    /// Ids of the sessions the server says a client ended with `DELETE`, as far as its output has been read.
+    pub fn ended_sessions(&self) -> Vec<String> {
+        self.marked(self.markers.ended)
+    }
+
+    fn marked(&self, prefix: &str) -> Vec<String> {
+        let stdout = self.stdout.lock().unwrap();
+        String::from_utf8_lossy(&stdout)
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(prefix))
+            .map(|id| id.trim().to_owned())
+            .collect()
+    }
+
+    /// Starts the server, retrying on a fresh port if the picked one was taken in the meantime.
+    fn start(name: &str, markers: SessionMarkers, command: impl Fn(u16) -> Command) -> Self {
+        let mut last_logs = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let mut command = command(port);
+            // Its own process group, so Drop can kill anything the server spawned along with it.
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {name}: {error}"));
+            let stdin = child.stdin.take();
+            let stdout = capture(child.stdout.take().expect("piped stdout"));
+            let stderr = capture(child.stderr.take().expect("piped stderr"));
+            let mut server = Self { name: name.to_owned(), markers, child, _stdin: stdin, port, stdout, stderr };
+            match server.wait_until_accepting() {
+                Ok(()) => return server,
+                Err(reason) => {
+                    last_logs = format!("{reason}\n{}", server.logs());
+                    let taken = last_logs.contains("EADDRINUSE") || last_logs.contains("address already in use");
+                    // Drop kills it; only a lost port race is worth another try.
+                    drop(server);
+                    if !taken {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!("{name} did not start:\n{last_logs}");
+    }
+
+    fn wait_until_accepting(&mut self) -> Result<(), String> {
+        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|error| error.to_string())? {
+                return Err(format!("{} exited before accepting connections ({status})", self.name));
+            }
+            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if started.elapsed() > STARTUP_TIMEOUT {
+                return Err(format!("{} did not accept on {address} within {STARTUP_TIMEOUT:?}", self.name));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for InteropServer {
+    fn drop(&mut self) {
+        // The group is killed before the child is reaped: until `wait`, the child's pid (= the group id) cannot
+        // be reused, so the signal cannot hit an unrelated process.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // A failing test unwinds through here: show what the server said, next to the assertion message.
+        if thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}
+
+fn tool_path(variable: &str, default: impl FnOnce() -> PathBuf) -> PathBuf {
+    std::env::var_os(variable).filter(|value| !value.is_empty()).map_or_else(default, PathBuf::from)
+}
+
+/// A peer is not installed: skip the test, unless this is CI, where every peer must be present.
+fn missing<T>(what: &str) -> Option<T> {
+    let hint = "run scripts/test (it installs the interop peers)";
+    if std::env::var("CI").is_ok_and(|ci| ci == "true") {
+        panic!("interop peer missing under CI=true: {what}; {hint}");
+    }
+    eprintln!("\n*** SKIPPED: {what}; {hint} ***\n");
+    None
+}
+
+/// A port that was free a moment ago. The listener is dropped so the peer can bind it; the small race with other
+/// processes is covered by [`START_ATTEMPTS`].
+fn free_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local address of a bound listener").port()
+}
+
+/// Drains a child's output on a thread (an undrained pipe would stall a chatty server) into a bounded buffer.
+fn capture(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buffer);
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            let mut kept = sink.lock().unwrap();
+            kept.extend_from_slice(&line);
+            if kept.len() > LOG_CAP {
+                let excess = kept.len() - LOG_CAP / 2;
+                kept.drain(..excess);
+            }
+            line.clear();
+        }
+    });
+    buffer
+}

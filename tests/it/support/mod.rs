@@ -1,0 +1,5 @@
+//! Support code shared by the integration tests: scripted backends the gateway talks to, and helpers to drive
+//! them. Each submodule owns one kind of peer.
+
+pub mod fault_backend;
+pub mod interop;
