@@ -6,5 +6,8 @@
 
 pub mod backend;
 pub mod catalog;
+pub mod config;
+pub mod demo;
+pub mod front;
 pub mod jsonrpc;
 pub mod router;

@@ -254,7 +254,7 @@ async fn oversize_results_are_well_framed_in_both_modes() {
 
     backend.update(|script| script.answer = Answer::Sse);
     let sse = post(&backend.url(), Some(&session), &call_echo(2, "big")).await.text().await.unwrap();
-    let data = sse.lines().filter_map(|line| line.strip_prefix("data: ")).last().expect("a result event");
+    let data = sse.lines().rev().find_map(|line| line.strip_prefix("data: ")).expect("a result event");
     let result: Value = serde_json::from_str(data).unwrap();
     assert_eq!(result["result"]["content"][0]["text"].as_str().unwrap().len(), SIZE);
     assert_eq!(backend.executions("echo"), 2);

@@ -1,0 +1,279 @@
+//! One `[[backends]]` entry: which MCP server to reach, how, under which exposed names, and with which headers
+//! and credential.
+//!
+//! Rules:
+//! - Backend names are 1–32 characters of `[a-z0-9-]` (they appear in URLs and in exposed names).
+//! - URLs come only from here: http or https, never with `user:pass@` (secrets belong in `credential`, where
+//!   they are kept out of logs).
+//! - A prefix may only use the characters exposed names allow (`[A-Za-z0-9_-]`) and must leave room for a name
+//!   within 64 characters; otherwise every tool of the backend would be withheld.
+//! - `tools.allow` / `tools.deny` match the backend's own (bare) tool names, before the prefix is added, so
+//!   renaming a prefix never changes what is exposed.
+//! - `headers` may not set what the MCP client manages itself (framing, content negotiation, sessions), nor the
+//!   credential's header.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::Url;
+use serde::Deserialize;
+
+use super::credential::{self, BackendCredential};
+use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
+use super::glob::Glob;
+use super::raw::{RawBackend, RawTools};
+use super::units::parse_positive_duration;
+
+pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest backend name.
+pub const MAX_BACKEND_NAME: usize = 32;
+/// Longest exposed tool or prompt name: LLM provider APIs reject longer ones.
+pub const MAX_EXPOSED_NAME: usize = 64;
+
+/// Headers the MCP client sets itself; letting configuration override them would break the protocol.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "connection",
+    "content-encoding",
+    "content-length",
+    "content-type",
+    "host",
+    "keep-alive",
+    "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// How the gateway talks to a backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Streamable HTTP MCP (protocol 2025-11-25).
+    #[default]
+    Mcp,
+}
+
+/// A validated `[[backends]]` entry.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    pub name: String,
+    pub url: Url,
+    pub transport: Transport,
+    /// Prepended to the backend's tool and prompt names at `/mcp` (`""` exposes bare names).
+    pub prefix: String,
+    /// Deadline of one exchange with the backend.
+    pub timeout: Duration,
+    pub tools: ToolFilter,
+    /// Extra headers sent on every request to the backend.
+    pub headers: HeaderMap,
+    pub credential: Option<BackendCredential>,
+}
+
+impl BackendConfig {
+    /// The name a backend's tool or prompt gets at `/mcp`.
+    pub fn exposed_name(&self, bare: &str) -> String {
+        format!("{}{bare}", self.prefix)
+    }
+}
+
+/// Which of a backend's tools are exposed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// Empty means every tool.
+    pub allow: Vec<Glob>,
+    pub deny: Vec<Glob>,
+}
+
+impl ToolFilter {
+    /// Whether the tool with this bare name is exposed: it matches `allow` (or `allow` is empty) and no `deny`.
+    pub fn exposes(&self, bare: &str) -> bool {
+        let allowed = self.allow.is_empty() || self.allow.iter().any(|glob| glob.matches(bare));
+        allowed && !self.deny.iter().any(|glob| glob.matches(bare))
+    }
+}
+
+/// Validates `backends[index]`, resolving its credential from `env` or the file system.
+pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String>) -> Result<BackendConfig, Fault> {
+    let entry = KeyPath::root().key("backends").index(index);
+    let name = required(&entry.key("name"), raw.name.as_deref(), parse_backend_name, NAME_EXPECTED)?;
+    let url = required(
+        &entry.key("url"),
+        raw.url.as_deref(),
+        parse_backend_url,
+        "an http or https URL such as \"http://127.0.0.1:9000/mcp\"",
+    )?;
+    let prefix =
+        optional(&entry.key("prefix"), raw.prefix.as_deref(), parse_prefix)?.unwrap_or_else(|| format!("{name}__"));
+    let timeout = optional(&entry.key("timeout"), raw.timeout.as_deref(), parse_positive_duration)?
+        .unwrap_or(DEFAULT_BACKEND_TIMEOUT);
+    let tools = build_tools(&entry.key("tools"), &raw.tools)?;
+    let headers = build_headers(&entry.key("headers"), &raw.headers)?;
+    let credential = raw
+        .credential
+        .as_ref()
+        .map(|credential| credential::resolve(&entry.key("credential"), &name, credential, env))
+        .transpose()?;
+    check_credential_header(&entry, credential.as_ref(), &headers)?;
+    Ok(BackendConfig { name, url, transport: raw.transport, prefix, timeout, tools, headers, credential })
+}
+
+pub(super) const NAME_EXPECTED: &str = "1–32 characters of a-z, 0-9 and '-'";
+
+fn parse_backend_name(text: &str) -> Result<String, Expected> {
+    let valid = (1..=MAX_BACKEND_NAME).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    valid.then(|| text.to_owned()).ok_or_else(|| NAME_EXPECTED.into())
+}
+
+fn parse_backend_url(text: &str) -> Result<Url, Expected> {
+    let url = Url::parse(text)
+        .map_err(|error| Expected(format!("an http or https URL such as \"http://127.0.0.1:9000/mcp\" ({error})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("an http or https URL, not a {} URL", url.scheme()).into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("a URL without credentials (`user:pass@`); put secrets in `credential` instead".into());
+    }
+    Ok(url)
+}
+
+fn parse_prefix(text: &str) -> Result<String, Expected> {
+    let valid =
+        text.len() < MAX_EXPOSED_NAME && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    valid.then(|| text.to_owned()).ok_or_else(|| {
+        "a prefix of at most 63 characters of A-Z, a-z, 0-9, '_' and '-' (the only characters exposed names may \
+         use), or \"\" for bare names"
+            .into()
+    })
+}
+
+fn build_tools(key: &KeyPath, raw: &RawTools) -> Result<ToolFilter, Fault> {
+    Ok(ToolFilter {
+        allow: list(&key.key("allow"), &raw.allow, parse_glob)?,
+        deny: list(&key.key("deny"), &raw.deny, parse_glob)?,
+    })
+}
+
+fn parse_glob(text: &str) -> Result<Glob, Expected> {
+    Glob::new(text).map_err(|_| {
+        "a non-empty glob pattern over the backend's tool names (`*` matches any run of characters, `?` one)".into()
+    })
+}
+
+fn build_headers(key: &KeyPath, raw: &std::collections::BTreeMap<String, String>) -> Result<HeaderMap, Fault> {
+    let mut headers = HeaderMap::with_capacity(raw.len());
+    for (name, value) in raw {
+        let key = key.key(name);
+        let header = parse_header_name(name).map_err(|expected| Fault::invalid(&key, Some(quoted(name)), expected))?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            Fault::invalid(&key, Some(quoted(value)), "a header value of visible ASCII, spaces and tabs".into())
+        })?;
+        if headers.insert(header, value).is_some() {
+            return Err(Fault::invalid(
+                &key,
+                Some(quoted(name)),
+                "a header set only once (header names ignore case)".into(),
+            ));
+        }
+    }
+    Ok(headers)
+}
+
+/// A header name the configuration may set (any valid name the MCP client does not manage itself).
+pub(super) fn parse_header_name(text: &str) -> Result<HeaderName, Expected> {
+    let name = HeaderName::from_bytes(text.as_bytes())
+        .map_err(|_| Expected::from("a header name such as \"Authorization\" or \"X-Api-Key\""))?;
+    if RESERVED_HEADERS.contains(&name.as_str()) {
+        return Err("a header the gateway does not manage itself (it sets this one per the MCP protocol)".into());
+    }
+    Ok(name)
+}
+
+fn check_credential_header(
+    entry: &KeyPath,
+    credential: Option<&BackendCredential>,
+    headers: &HeaderMap,
+) -> Result<(), Fault> {
+    match credential {
+        Some(credential) if headers.contains_key(&credential.header) => Err(Fault::invalid(
+            &entry.key("credential").key("header"),
+            Some(quoted(credential.header.as_str())),
+            "a header not also set in `headers` (the credential would be ambiguous)".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(allow: &[&str], deny: &[&str]) -> ToolFilter {
+        let globs = |patterns: &[&str]| patterns.iter().map(|pattern| Glob::new(pattern).expect("valid")).collect();
+        ToolFilter { allow: globs(allow), deny: globs(deny) }
+    }
+
+    #[test]
+    fn empty_allow_exposes_everything_not_denied() {
+        let tools = filter(&[], &["delete_*"]);
+        assert!(tools.exposes("get_issue"));
+        assert!(!tools.exposes("delete_repo"));
+        assert!(ToolFilter::default().exposes("anything"));
+    }
+
+    #[test]
+    fn allow_restricts_and_deny_wins() {
+        let tools = filter(&["get_*", "search"], &["get_secret*"]);
+        assert!(tools.exposes("get_issue"));
+        assert!(tools.exposes("search"));
+        assert!(!tools.exposes("search_all"));
+        assert!(!tools.exposes("get_secret_key"));
+        assert!(!tools.exposes("create_issue"));
+    }
+
+    #[test]
+    fn names_follow_the_rule() {
+        assert!(parse_backend_name("github").is_ok());
+        assert!(parse_backend_name("a-1").is_ok());
+        assert!(parse_backend_name(&"a".repeat(32)).is_ok());
+        for bad in ["", "GitHub", "git_hub", "git.hub", "gït", &"a".repeat(33)] {
+            assert_eq!(parse_backend_name(bad), Err(NAME_EXPECTED.into()), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn urls_are_http_without_credentials() {
+        assert!(parse_backend_url("http://127.0.0.1:9000/mcp").is_ok());
+        assert!(parse_backend_url("https://api.example.com/mcp").is_ok());
+        assert!(parse_backend_url("ftp://example.com/").is_err_and(|e| e.0.contains("not a ftp URL")));
+        assert!(parse_backend_url("file:///etc/passwd").is_err());
+        assert!(parse_backend_url("https://user:pw@example.com/").is_err_and(|e| e.0.contains("without credentials")));
+        assert!(parse_backend_url("https://user@example.com/").is_err());
+        assert!(parse_backend_url("not a url").is_err());
+    }
+
+    #[test]
+    fn prefixes_keep_exposed_names_valid() {
+        assert_eq!(parse_prefix(""), Ok(String::new()));
+        assert!(parse_prefix("gh_").is_ok());
+        assert!(parse_prefix(&"p".repeat(63)).is_ok());
+        assert!(parse_prefix(&"p".repeat(64)).is_err());
+        assert!(parse_prefix("gh.").is_err());
+        assert!(parse_prefix("gh/").is_err());
+    }
+
+    #[test]
+    fn reserved_and_invalid_header_names_are_refused() {
+        assert!(parse_header_name("X-Team").is_ok());
+        assert!(parse_header_name("Mcp-Session-Id").is_err());
+        assert!(parse_header_name("Content-Type").is_err());
+        assert!(parse_header_name("bad header").is_err());
+    }
+}

@@ -1,0 +1,162 @@
+//! The vocabulary shared by every validation step: where a value sits in the file ([`KeyPath`]), what a value
+//! should have looked like ([`Expected`]), and the file-independent [`Fault`] a step reports.
+//!
+//! Rules: validation code never knows the file name (the caller attaches it once, in [`Fault::in_file`]); every
+//! fault carries the dotted key path the operator has to edit; secrets never appear in a fault.
+
+use std::fmt;
+
+use super::error::ConfigError;
+
+/// A dotted key path such as `backends[1].tools.allow[0]`, spelled the way TOML would address it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct KeyPath(String);
+
+impl KeyPath {
+    pub(super) fn root() -> Self {
+        Self::default()
+    }
+
+    /// The path of the child `name`; keys TOML could not write bare are quoted so the path stays unambiguous.
+    pub(super) fn key(&self, name: &str) -> Self {
+        let separator = if self.0.is_empty() { "" } else { "." };
+        if is_bare_key(name) {
+            Self(format!("{}{separator}{name}", self.0))
+        } else {
+            Self(format!("{}{separator}{name:?}", self.0))
+        }
+    }
+
+    pub(super) fn index(&self, index: usize) -> Self {
+        Self(format!("{}[{index}]", self.0))
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() { f.write_str("<top level>") } else { f.write_str(&self.0) }
+    }
+}
+
+fn is_bare_key(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// What a value should have been, phrased to follow "expected" in a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Expected(pub(super) String);
+
+impl From<&str> for Expected {
+    fn from(text: &str) -> Self {
+        Self(text.to_owned())
+    }
+}
+
+impl From<String> for Expected {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
+}
+
+/// A problem found while turning parsed TOML into a [`super::Config`], before the file name is attached.
+#[derive(Debug)]
+pub(super) enum Fault {
+    Invalid {
+        key: KeyPath,
+        /// The offending value as written in TOML (strings quoted), or `None` when the key is missing.
+        value: Option<String>,
+        expected: Expected,
+    },
+    Credential {
+        key: KeyPath,
+        backend: String,
+        problem: String,
+    },
+}
+
+impl Fault {
+    pub(super) fn invalid(key: &KeyPath, value: Option<String>, expected: Expected) -> Self {
+        Self::Invalid { key: key.clone(), value, expected }
+    }
+
+    pub(super) fn in_file(self, file: &str) -> ConfigError {
+        match self {
+            Self::Invalid { key, value, expected } => {
+                ConfigError::Invalid { file: file.to_owned(), key: key.to_string(), value, expected: expected.0 }
+            }
+            Self::Credential { key, backend, problem } => {
+                ConfigError::Credential { file: file.to_owned(), key: key.to_string(), backend, problem }
+            }
+        }
+    }
+}
+
+/// Renders a string value the way the message shows it: quoted, with escapes, so blanks and odd characters show.
+pub(super) fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// Parses an optional string key; `Ok(None)` when absent, so the caller picks the default.
+pub(super) fn optional<T>(
+    key: &KeyPath,
+    raw: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, Expected>,
+) -> Result<Option<T>, Fault> {
+    raw.map(|text| parse(text).map_err(|expected| Fault::invalid(key, Some(quoted(text)), expected))).transpose()
+}
+
+/// Parses a string key that has no default; a missing key is reported with what it should contain.
+pub(super) fn required<T>(
+    key: &KeyPath,
+    raw: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, Expected>,
+    expected_when_missing: &str,
+) -> Result<T, Fault> {
+    optional(key, raw, parse)?
+        .ok_or_else(|| Fault::invalid(key, None, Expected(format!("{expected_when_missing} (this key is required)"))))
+}
+
+/// Parses every element of a string list, naming the failing element by its index.
+pub(super) fn list<T>(
+    key: &KeyPath,
+    raw: &[String],
+    parse: impl Fn(&str) -> Result<T, Expected>,
+) -> Result<Vec<T>, Fault> {
+    raw.iter()
+        .enumerate()
+        .map(|(index, text)| {
+            parse(text).map_err(|expected| Fault::invalid(&key.index(index), Some(quoted(text)), expected))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths_read_like_toml() {
+        let path = KeyPath::root().key("backends").index(1).key("name");
+        assert_eq!(path.to_string(), "backends[1].name");
+        let header = KeyPath::root().key("headers").key("X Team");
+        assert_eq!(header.to_string(), "headers.\"X Team\"");
+        assert_eq!(KeyPath::root().to_string(), "<top level>");
+    }
+
+    #[test]
+    fn list_names_the_failing_element() {
+        let key = KeyPath::root().key("items");
+        let items = vec!["ok".to_owned(), String::new()];
+        let fault = list(&key, &items, |text| if text.is_empty() { Err(Expected::from("something")) } else { Ok(()) })
+            .expect_err("the empty element fails");
+        let message = fault.in_file("f.toml").to_string();
+        assert_eq!(message, "f.toml: items[1] = \"\": expected something");
+    }
+
+    #[test]
+    fn required_reports_a_missing_key() {
+        let key = KeyPath::root().key("url");
+        let fault = required(&key, None, |_| Ok(()), "a URL").expect_err("missing");
+        assert_eq!(fault.in_file("f.toml").to_string(), "f.toml: url: expected a URL (this key is required)");
+    }
+}

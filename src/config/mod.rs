@@ -1,0 +1,507 @@
+//! The gateway's configuration: `switchyard.toml` (see `switchyard.example.toml`, which documents every key)
+//! plus `SWITCHYARD_*` environment overrides, validated into a [`Config`] the rest of the gateway can trust.
+//!
+//! Rules:
+//! - Loading is three steps: TOML syntax (errors keep the parser's line and column), shape (unknown keys and
+//!   wrong types, reported with their dotted key path), rules (names, URLs, durations, duplicates; each error
+//!   quotes the value and says what was expected). The first problem found stops the load.
+//! - Every message names the file (or the environment variable) and the key; none contains a secret.
+//! - Everything that can fail is resolved here, at load (credentials included), so a running gateway never
+//!   discovers a configuration mistake on its first call.
+//! - The environment is passed in as pairs; only [`Config::load`] and [`Config::find`] read the process
+//!   environment, so tests never touch it.
+//! - Relative paths (data directory, key file, credential files) are relative to the working directory, like
+//!   the default data directory.
+
+mod backend;
+mod credential;
+mod de;
+mod error;
+mod fields;
+pub mod glob;
+mod raw;
+mod server;
+mod units;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub use backend::{BackendConfig, DEFAULT_BACKEND_TIMEOUT, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport};
+pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
+pub use error::ConfigError;
+pub use glob::{Glob, GlobError};
+pub use server::{
+    DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL, MAX_BODY_LIMIT, SESSION_SECRET_FILE_NAME,
+    ServerConfig,
+};
+
+use fields::{Fault, KeyPath, quoted};
+use raw::RawConfig;
+
+/// The file looked for in the working directory when no path is given.
+pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    /// In file order; names are unique.
+    pub backends: Vec<BackendConfig>,
+}
+
+impl Config {
+    /// Reads, parses and validates `path`, then applies the process's `SWITCHYARD_*` overrides.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Self::from_toml_str(&text, &file, process_env())
+    }
+
+    /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
+    /// (overrides and credential variables).
+    pub fn from_toml_str<I, K, V>(text: &str, source_name: &str, env: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let env = collect_env(env);
+        let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
+        let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
+        let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
+        server::apply_env(&mut config.server, &env)?;
+        Ok(config)
+    }
+
+    /// The configuration of a first run: server defaults and no backends (the caller serves its demo backend).
+    pub fn default_demo() -> Config {
+        Config { server: ServerConfig::default(), backends: Vec::new() }
+    }
+
+    /// Applies `SWITCHYARD_*` overrides, for configurations that did not come from a file
+    /// (`Config::default_demo().with_env_overrides(std::env::vars())`).
+    pub fn with_env_overrides<I, K, V>(mut self, env: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        server::apply_env(&mut self.server, &collect_env(env))?;
+        Ok(self)
+    }
+
+    /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
+    /// else `None` (the caller falls back to [`Config::default_demo`]).
+    pub fn find(explicit: Option<&Path>) -> Result<Option<(PathBuf, Config)>, ConfigError> {
+        find_in(explicit, Path::new(DEFAULT_CONFIG_FILE))
+    }
+
+    pub fn backend(&self, name: &str) -> Option<&BackendConfig> {
+        self.backends.iter().find(|backend| backend.name == name)
+    }
+}
+
+fn find_in(explicit: Option<&Path>, default_file: &Path) -> Result<Option<(PathBuf, Config)>, ConfigError> {
+    let path = match explicit {
+        Some(path) => path,
+        None if default_file.is_file() => default_file,
+        None => return Ok(None),
+    };
+    Config::load(path).map(|config| Some((path.to_path_buf(), config)))
+}
+
+/// The process environment; variables whose name or value is not Unicode cannot be settings and are skipped.
+fn process_env() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+}
+
+fn collect_env<I, K, V>(env: I) -> HashMap<String, String>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: Into<String>,
+    V: Into<String>,
+{
+    env.into_iter().map(|(name, value)| (name.into(), value.into())).collect()
+}
+
+fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault> {
+    let server = server::build(&raw.server)?;
+    let backends = raw
+        .backends
+        .iter()
+        .enumerate()
+        .map(|(index, backend)| backend::build(index, backend, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_unique_names(&backends)?;
+    Ok(Config { server, backends })
+}
+
+fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(backends.len());
+    for (index, backend) in backends.iter().enumerate() {
+        if let Some(first) = seen.insert(&backend.name, index) {
+            return Err(Fault::invalid(
+                &KeyPath::root().key("backends").index(index).key("name"),
+                Some(quoted(&backend.name)),
+                format!("a name no other backend uses (backends[{first}] is also named {:?})", backend.name).into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const FILE: &str = "test.toml";
+
+    /// A fresh directory under the system temp dir, unique per test and process.
+    pub(in crate::config) fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("switchyard-config-{}-{name}", std::process::id()));
+        // Leftovers of an earlier run with the same pid would only confuse the test.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        dir
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        parse_with_env(text, &[])
+    }
+
+    fn parse_with_env(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_toml_str(text, FILE, env.iter().copied())
+    }
+
+    /// The message of a failing load, after checking it names the file and `key`.
+    fn error_naming(text: &str, key: &str) -> String {
+        let message = parse(text).expect_err("configuration should be refused").to_string();
+        assert!(message.contains(FILE), "message does not name the file: {message}");
+        assert!(message.contains(key), "message does not name {key}: {message}");
+        message
+    }
+
+    const ONE_BACKEND: &str = "[[backends]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9000/mcp\"\n";
+
+    #[test]
+    fn the_example_file_parses() {
+        let text = include_str!("../../switchyard.example.toml");
+        let config = parse_with_env(text, &[("GITHUB_TOKEN", "ghp_example")]).expect("the example is valid");
+        assert_eq!(config.backends.len(), 2);
+        let github = config.backend("github").expect("github backend");
+        assert_eq!(github.prefix, "github__");
+        assert!(github.credential.is_some());
+        assert!(!github.tools.exposes("delete_repository"));
+        let docs = config.backend("docs").expect("docs backend");
+        assert_eq!(docs.prefix, "");
+        assert!(docs.tools.exposes("search_pages"));
+        assert!(!docs.tools.exposes("delete_page"));
+        let server = &config.server;
+        assert_eq!(server.listen, DEFAULT_LISTEN);
+        assert_eq!(server.session_secret_path(), PathBuf::from("./switchyard-data/session.key"));
+        assert_eq!(server.allowed_origins, ["https://console.example.com"]);
+        assert_eq!(server.max_body, DEFAULT_MAX_BODY);
+        assert_eq!(server.session_ttl, DEFAULT_SESSION_TTL);
+    }
+
+    #[test]
+    fn an_empty_file_is_the_demo_configuration() {
+        let config = parse("").expect("empty is valid");
+        assert_eq!(config.server, Config::default_demo().server);
+        assert!(config.backends.is_empty());
+        let demo = Config::default_demo();
+        assert_eq!(demo.server.listen.to_string(), "127.0.0.1:8808");
+        assert_eq!(demo.server.data_dir, PathBuf::from("./switchyard-data"));
+        assert_eq!(demo.server.session_secret_path(), PathBuf::from("./switchyard-data/session.key"));
+        assert_eq!(demo.server.max_body, 4 * 1024 * 1024);
+        assert_eq!(demo.server.session_ttl, Duration::from_secs(86_400));
+        assert!(demo.server.allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn every_server_key_is_read() {
+        let config = parse(
+            "[server]\nlisten = \"0.0.0.0:9000\"\ndata_dir = \"/var/lib/sy\"\nsession_secret_file = \"/etc/sy.key\"\n\
+             allowed_origins = [\"https://App.Example.com\"]\nallowed_hosts = [\"gw.internal\"]\n\
+             max_body = \"1MiB\"\nsession_ttl = \"1h30m\"\n",
+        )
+        .expect("valid");
+        let server = &config.server;
+        assert_eq!(server.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!(server.data_dir, PathBuf::from("/var/lib/sy"));
+        assert_eq!(server.session_secret_path(), PathBuf::from("/etc/sy.key"));
+        assert_eq!(server.allowed_origins, ["https://app.example.com"]);
+        assert_eq!(server.allowed_hosts, ["gw.internal"]);
+        assert_eq!(server.max_body, 1 << 20);
+        assert_eq!(server.session_ttl, Duration::from_secs(5_400));
+        assert_eq!(parse("server.max_body = 1000\n").expect("int").server.max_body, 1000);
+    }
+
+    #[test]
+    fn backend_defaults_apply() {
+        let config = parse(ONE_BACKEND).expect("valid");
+        let docs = &config.backends[0];
+        assert_eq!(docs.url.as_str(), "http://127.0.0.1:9000/mcp");
+        assert_eq!(docs.transport, Transport::Mcp);
+        assert_eq!(docs.prefix, "docs__");
+        assert_eq!(docs.exposed_name("search"), "docs__search");
+        assert_eq!(docs.timeout, Duration::from_secs(60));
+        assert_eq!(docs.tools, ToolFilter::default());
+        assert!(docs.headers.is_empty());
+        assert!(docs.credential.is_none());
+    }
+
+    #[test]
+    fn every_backend_key_is_read() {
+        let text = format!(
+            "{ONE_BACKEND}transport = \"mcp\"\nprefix = \"\"\ntimeout = \"500ms\"\n\
+             tools = {{ allow = [\"search*\"], deny = [\"search_private\"] }}\n\
+             headers = {{ X-Team = \"platform\" }}\n\
+             credential = {{ header = \"X-Api-Key\", env = \"DOCS_KEY\" }}\n"
+        );
+        let config = parse_with_env(&text, &[("DOCS_KEY", "k")]).expect("valid");
+        let docs = &config.backends[0];
+        assert_eq!(docs.prefix, "");
+        assert_eq!(docs.exposed_name("search"), "search");
+        assert_eq!(docs.timeout, Duration::from_millis(500));
+        assert!(docs.tools.exposes("search_public"));
+        assert!(!docs.tools.exposes("search_private"));
+        assert!(!docs.tools.exposes("fetch"));
+        assert_eq!(docs.headers["x-team"], "platform");
+        let credential = docs.credential.as_ref().expect("credential");
+        assert_eq!(credential.header.as_str(), "x-api-key");
+        assert_eq!(credential.value.header_value(), "k");
+    }
+
+    #[test]
+    fn syntax_errors_keep_line_and_column() {
+        let message = error_naming("[server]\nlisten = \n", "line 2, column");
+        assert!(message.starts_with("test.toml: TOML syntax error at line 2, column"), "{message}");
+        let duplicate = error_naming("[server]\nlisten = \"a\"\nlisten = \"b\"\n", "line 3");
+        assert!(duplicate.contains("duplicate key"), "{duplicate}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let message = error_naming("[server]\nlisen = \"1\"\n", "server.lisen");
+        assert!(message.starts_with("test.toml: unknown key server.lisen: expected one of"), "{message}");
+        error_naming("bogus = 1\n", "unknown key bogus");
+        error_naming(&format!("{ONE_BACKEND}[[backends]]\nnmae = \"x\"\n"), "unknown key backends[1].nmae");
+        error_naming(&format!("{ONE_BACKEND}tools.alow = [\"x\"]\n"), "unknown key backends[0].tools.alow");
+        error_naming(
+            &format!("{ONE_BACKEND}credential = {{ header = \"A\", env = \"B\", scheme = \"x\" }}\n"),
+            "unknown key backends[0].credential.scheme",
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_named() {
+        let message = error_naming("[server]\nlisten = 8808\n", "server.listen");
+        assert!(message.contains("invalid type: integer `8808`, expected an IP address and port"), "{message}");
+        error_naming("server = 3\n", "test.toml: server: invalid type");
+        error_naming("[server]\nmax_body = true\n", "server.max_body: invalid type: boolean");
+        error_naming(&format!("{ONE_BACKEND}transport = \"stdio\"\n"), "backends[0].transport: unknown variant");
+        error_naming(&format!("{ONE_BACKEND}tools.deny = [\"a\", 1]\n"), "backends[0].tools.deny[1]: invalid type");
+        error_naming(&format!("{ONE_BACKEND}headers.X-A = 1\n"), "backends[0].headers.X-A: invalid type");
+        error_naming("backends = 1\n", "test.toml: backends: invalid type");
+        error_naming(
+            &format!("{ONE_BACKEND}timeout = 60\n"),
+            "backends[0].timeout: invalid type: integer `60`, expected a duration",
+        );
+        error_naming(
+            "server.session_ttl = 60\n",
+            "server.session_ttl: invalid type: integer `60`, expected a duration",
+        );
+    }
+
+    #[test]
+    fn bad_server_values_are_named() {
+        let cases = [
+            ("listen = \"localhost\"", "server.listen = \"localhost\": expected an IP address and port"),
+            ("data_dir = \"\"", "server.data_dir = \"\": expected a non-empty path"),
+            ("session_secret_file = \" \"", "server.session_secret_file = \" \": expected a non-empty path"),
+            ("allowed_origins = [\"https://a.example/\"]", "server.allowed_origins[0] = \"https://a.example/\""),
+            ("allowed_origins = [\"a.example\"]", "server.allowed_origins[0] = \"a.example\": expected an origin"),
+            ("allowed_hosts = [\"http://x\"]", "server.allowed_hosts[0] = \"http://x\": expected a host name"),
+            ("allowed_hosts = [\"\"]", "server.allowed_hosts[0] = \"\""),
+            ("max_body = \"4 parsecs\"", "server.max_body = \"4 parsecs\": expected a byte size"),
+            ("max_body = 0", "server.max_body = 0: expected a byte size"),
+            ("max_body = -5", "server.max_body = -5"),
+            ("max_body = \"2GiB\"", "server.max_body = \"2GiB\": expected a byte size"),
+            ("session_ttl = \"24\"", "server.session_ttl = \"24\": expected a duration"),
+            ("session_ttl = \"0s\"", "longer than zero"),
+        ];
+        for (line, expected) in cases {
+            let message = error_naming(&format!("[server]\n{line}\n"), expected);
+            assert!(message.starts_with("test.toml: server."), "{message}");
+        }
+    }
+
+    #[test]
+    fn bad_backend_values_are_named() {
+        let cases = [
+            (
+                "name = \"GitHub\"\nurl = \"http://x\"",
+                "test.toml: backends[0].name = \"GitHub\": expected 1–32 characters of a-z, 0-9 and '-'",
+            ),
+            ("url = \"http://x\"", "backends[0].name: expected 1–32 characters"),
+            ("name = \"a\"", "backends[0].url: expected an http or https URL"),
+            ("name = \"a\"\nurl = \"ftp://x\"", "backends[0].url = \"ftp://x\": expected an http or https URL"),
+            ("name = \"a\"\nurl = \"https://u:p@x\"", "backends[0].url = \"https://u:p@x\": expected a URL without"),
+            ("name = \"a\"\nurl = \"http://x\"\nprefix = \"a.\"", "backends[0].prefix = \"a.\": expected a prefix"),
+            ("name = \"a\"\nurl = \"http://x\"\ntimeout = \"soon\"", "backends[0].timeout = \"soon\""),
+            ("name = \"a\"\nurl = \"http://x\"\ntimeout = \"0ms\"", "backends[0].timeout = \"0ms\""),
+            ("name = \"a\"\nurl = \"http://x\"\ntools.allow = [\"\"]", "backends[0].tools.allow[0] = \"\""),
+            ("name = \"a\"\nurl = \"http://x\"\ntools.deny = [\"x\", \"\"]", "backends[0].tools.deny[1] = \"\""),
+            (
+                "name = \"a\"\nurl = \"http://x\"\nheaders.\"Bad Name\" = \"v\"",
+                "backends[0].headers.\"Bad Name\" = \"Bad Name\": expected a header name",
+            ),
+            (
+                "name = \"a\"\nurl = \"http://x\"\nheaders.Accept = \"v\"",
+                "backends[0].headers.Accept = \"Accept\": expected a header the gateway does not manage",
+            ),
+            ("name = \"a\"\nurl = \"http://x\"\nheaders.X-A = \"v\\n\"", "backends[0].headers.X-A = \"v\\n\""),
+            (
+                "name = \"a\"\nurl = \"http://x\"\nheaders.X-A = \"1\"\nheaders.x-a = \"2\"",
+                "expected a header set only once",
+            ),
+        ];
+        for (body, expected) in cases {
+            error_naming(&format!("[[backends]]\n{body}\n"), expected);
+        }
+    }
+
+    #[test]
+    fn credential_problems_name_backend_and_key() {
+        let message = error_naming(
+            &format!("{ONE_BACKEND}credential = {{ header = \"Authorization\", env = \"DOCS_TOKEN\" }}\n"),
+            "backends[0].credential.env",
+        );
+        assert!(message.contains("backend `docs`"), "{message}");
+        assert!(message.contains("DOCS_TOKEN is not set"), "{message}");
+        let message = error_naming(
+            &format!("{ONE_BACKEND}credential = {{ header = \"Authorization\", file = \"/nonexistent/sy\" }}\n"),
+            "backends[0].credential.file",
+        );
+        assert!(message.contains("cannot read file /nonexistent/sy"), "{message}");
+        let clash = parse_with_env(
+            &format!(
+                "{ONE_BACKEND}headers.Authorization = \"x\"\n\
+                 credential = {{ header = \"authorization\", env = \"T\" }}\n"
+            ),
+            &[("T", "v")],
+        )
+        .expect_err("clash")
+        .to_string();
+        assert!(clash.starts_with("test.toml: backends[0].credential.header = \"authorization\""), "{clash}");
+    }
+
+    #[test]
+    fn duplicate_backend_names_are_refused() {
+        let message = error_naming(&format!("{ONE_BACKEND}{ONE_BACKEND}"), "backends[1].name = \"docs\"");
+        assert!(message.contains("backends[0] is also named \"docs\""), "{message}");
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let config = parse_with_env(
+            "[server]\nlisten = \"127.0.0.1:1\"\nallowed_hosts = [\"a\"]\n",
+            &[
+                ("SWITCHYARD_LISTEN", "127.0.0.1:2"),
+                ("SWITCHYARD_DATA_DIR", "/data"),
+                ("SWITCHYARD_ALLOWED_ORIGINS", "https://a.example, https://b.example"),
+                ("SWITCHYARD_ALLOWED_HOSTS", "b,c"),
+                ("SWITCHYARD_MAX_BODY", "64KiB"),
+                ("SWITCHYARD_SESSION_TTL", "2h"),
+                ("UNRELATED", "x"),
+            ],
+        )
+        .expect("valid");
+        let server = &config.server;
+        assert_eq!(server.listen.port(), 2);
+        assert_eq!(server.session_secret_path(), PathBuf::from("/data/session.key"));
+        assert_eq!(server.allowed_origins, ["https://a.example", "https://b.example"]);
+        assert_eq!(server.allowed_hosts, ["b", "c"]);
+        assert_eq!(server.max_body, 64 << 10);
+        assert_eq!(server.session_ttl, Duration::from_secs(7_200));
+        let keyed = parse_with_env("", &[("SWITCHYARD_SESSION_SECRET_FILE", "/k")]).expect("valid");
+        assert_eq!(keyed.server.session_secret_path(), PathBuf::from("/k"));
+    }
+
+    #[test]
+    fn empty_environment_values_are_ignored() {
+        let config = parse_with_env(
+            "[server]\nlisten = \"127.0.0.1:1\"\n",
+            &[("SWITCHYARD_LISTEN", ""), ("SWITCHYARD_ALLOWED_ORIGINS", "")],
+        )
+        .expect("valid");
+        assert_eq!(config.server.listen.port(), 1);
+    }
+
+    #[test]
+    fn bad_environment_values_name_the_variable() {
+        let cases = [
+            ("SWITCHYARD_LISTEN", "nope", "overrides server.listen"),
+            ("SWITCHYARD_DATA_DIR", " ", "overrides server.data_dir"),
+            ("SWITCHYARD_SESSION_SECRET_FILE", " ", "overrides server.session_secret_file"),
+            ("SWITCHYARD_ALLOWED_ORIGINS", "https://ok.example,bad", "\"bad\" is not"),
+            ("SWITCHYARD_ALLOWED_HOSTS", "ok, a/b", "\"a/b\" is not"),
+            ("SWITCHYARD_MAX_BODY", "lots", "overrides server.max_body"),
+            ("SWITCHYARD_SESSION_TTL", "forever", "overrides server.session_ttl"),
+        ];
+        for (var, value, expected) in cases {
+            let message = parse_with_env("", &[(var, value)]).expect_err(var).to_string();
+            assert!(message.starts_with(&format!("environment variable {var} = ")), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn demo_configuration_takes_overrides() {
+        let config =
+            Config::default_demo().with_env_overrides([("SWITCHYARD_LISTEN", "127.0.0.1:9999")]).expect("valid");
+        assert_eq!(config.server.listen.port(), 9999);
+        assert!(Config::default_demo().with_env_overrides([("SWITCHYARD_LISTEN", "x")]).is_err());
+    }
+
+    #[test]
+    fn load_reads_files_and_names_them() {
+        let dir = scratch_dir("load");
+        let path = dir.join("switchyard.toml");
+        std::fs::write(&path, ONE_BACKEND).expect("write");
+        let config = Config::load(&path).expect("valid");
+        assert_eq!(config.backends[0].name, "docs");
+
+        std::fs::write(&path, "[server]\nlisten = 1\n").expect("write");
+        let message = Config::load(&path).expect_err("invalid").to_string();
+        assert!(message.starts_with(&format!("{}: server.listen", path.display())), "{message}");
+
+        let missing = dir.join("missing.toml");
+        let message = Config::load(&missing).expect_err("missing").to_string();
+        assert!(message.starts_with(&format!("{}: cannot read", missing.display())), "{message}");
+    }
+
+    #[test]
+    fn find_prefers_the_explicit_path_then_the_default_file() {
+        let dir = scratch_dir("find");
+        let default_file = dir.join("switchyard.toml");
+        assert!(find_in(None, &default_file).expect("nothing to find").is_none());
+
+        std::fs::write(&default_file, ONE_BACKEND).expect("write");
+        let (found, config) = find_in(None, &default_file).expect("valid").expect("found");
+        assert_eq!(found, default_file);
+        assert_eq!(config.backends.len(), 1);
+
+        let explicit = dir.join("other.toml");
+        std::fs::write(&explicit, "").expect("write");
+        let (found, config) = find_in(Some(&explicit), &default_file).expect("valid").expect("found");
+        assert_eq!(found, explicit);
+        assert!(config.backends.is_empty());
+
+        let missing = dir.join("missing.toml");
+        assert!(matches!(find_in(Some(&missing), &default_file), Err(ConfigError::Read { .. })));
+    }
+}

@@ -1,0 +1,125 @@
+//! The file's shape exactly as written: every key optional, every value in its TOML type, no rule applied yet.
+//!
+//! Rules: every struct denies unknown keys (a typo must never silently fall back to a default); values that need
+//! rules (names, URLs, durations, sizes) stay strings here so the validation step can quote them back with their
+//! key path; nothing here is public outside `config`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
+
+use super::backend::Transport;
+use super::server::LISTEN_EXPECTED;
+use super::units::{DURATION_EXPECTED, SIZE_EXPECTED};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawConfig {
+    pub(super) server: RawServer,
+    pub(super) backends: Vec<RawBackend>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    #[serde(deserialize_with = "listen_text")]
+    pub(super) listen: Option<String>,
+    pub(super) data_dir: Option<String>,
+    pub(super) session_secret_file: Option<String>,
+    pub(super) allowed_origins: Vec<String>,
+    pub(super) allowed_hosts: Vec<String>,
+    pub(super) max_body: Option<SizeInput>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) session_ttl: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawBackend {
+    pub(super) name: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) transport: Transport,
+    pub(super) prefix: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) timeout: Option<String>,
+    pub(super) tools: RawTools,
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) credential: Option<RawCredential>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTools {
+    pub(super) allow: Vec<String>,
+    pub(super) deny: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawCredential {
+    pub(super) header: Option<String>,
+    pub(super) env: Option<String>,
+    pub(super) file: Option<String>,
+    pub(super) prefix: Option<String>,
+}
+
+/// A byte size as written: a TOML integer (bytes) or a string with a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SizeInput {
+    Bytes(i64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for SizeInput {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+struct SizeVisitor;
+
+impl Visitor<'_> for SizeVisitor {
+    type Value = SizeInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(SIZE_EXPECTED)
+    }
+
+    fn visit_i64<E: de::Error>(self, bytes: i64) -> Result<SizeInput, E> {
+        Ok(SizeInput::Bytes(bytes))
+    }
+
+    fn visit_u64<E: de::Error>(self, bytes: u64) -> Result<SizeInput, E> {
+        i64::try_from(bytes).map(SizeInput::Bytes).map_err(|_| E::invalid_value(de::Unexpected::Unsigned(bytes), &self))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<SizeInput, E> {
+        Ok(SizeInput::Text(text.to_owned()))
+    }
+}
+
+/// Reads a string key whose content has rules, so that a value of another type (`timeout = 60`) is answered
+/// with what the string should contain rather than with a bare "expected a string".
+struct TextVisitor(&'static str);
+
+impl Visitor<'_> for TextVisitor {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<String, E> {
+        Ok(text.to_owned())
+    }
+}
+
+fn duration_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    deserializer.deserialize_str(TextVisitor(DURATION_EXPECTED)).map(Some)
+}
+
+fn listen_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    deserializer.deserialize_str(TextVisitor(LISTEN_EXPECTED)).map(Some)
+}

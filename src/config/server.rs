@@ -1,0 +1,351 @@
+//! The `[server]` section: where the gateway listens, where it keeps its files, and which browsers and `Host`
+//! names it trusts; plus the `SWITCHYARD_*` environment overrides of those keys.
+//!
+//! Rules:
+//! - One parser per key, shared by the file and the environment, so both accept exactly the same spellings.
+//! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
+//!   ignored, because shells and container runtimes often pass unset variables as empty ones.
+//! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` header is always accepted from a
+//!   loopback page (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port), because such a page runs on the
+//!   same machine as a loopback-bound gateway; any other origin must match an `allowed_origins` entry. The
+//!   default (empty list) therefore lets no remote web page call the gateway. `"*"` disables the check.
+//! - `Host` is only checked when the gateway listens on a loopback address: then it must be a loopback name or
+//!   match an `allowed_hosts` entry. On other addresses the agents' authentication protects the gateway.
+//! - Entries are compared case-insensitively (they are stored lowercased) and may use `*` and `?` globs.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::fields::{Expected, Fault, KeyPath, list, optional};
+use super::glob::glob_match;
+use super::raw::{RawServer, SizeInput};
+use super::units::{SIZE_EXPECTED, parse_byte_size, parse_positive_duration};
+
+/// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
+pub const DEFAULT_DATA_DIR: &str = "./switchyard-data";
+/// The session key's file name inside the data directory when `session_secret_file` is not set.
+pub const SESSION_SECRET_FILE_NAME: &str = "session.key";
+pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+/// The largest accepted `max_body`: request bodies are buffered, so the limit must stay a sane bound.
+pub const MAX_BODY_LIMIT: usize = 1 << 30;
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// The validated `[server]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// As configured; use [`ServerConfig::session_secret_path`] for the file to actually use.
+    pub session_secret_file: Option<PathBuf>,
+    /// Extra browser origins (lowercase globs such as `https://*.example.com`) besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Extra `Host` values (lowercase globs, with or without `:port`) accepted while bound to loopback.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted request body, in bytes.
+    pub max_body: usize,
+    /// How long an agent session id stays valid after `initialize`.
+    pub session_ttl: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            session_secret_file: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body: DEFAULT_MAX_BODY,
+            session_ttl: DEFAULT_SESSION_TTL,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The session key file: the configured one, else `<data_dir>/session.key` (so moving the data directory,
+    /// also through `SWITCHYARD_DATA_DIR`, moves the key with it).
+    pub fn session_secret_path(&self) -> PathBuf {
+        self.session_secret_file.clone().unwrap_or_else(|| self.data_dir.join(SESSION_SECRET_FILE_NAME))
+    }
+
+    pub fn binds_loopback(&self) -> bool {
+        self.listen.ip().is_loopback()
+    }
+
+    /// Whether a request carrying this `Origin` header may be served (see the module rules).
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.to_ascii_lowercase();
+        is_loopback_origin(&origin) || self.allowed_origins.iter().any(|pattern| glob_match(pattern, &origin))
+    }
+
+    /// Whether a request carrying this `Host` header may be served (see the module rules).
+    pub fn host_allowed(&self, host: &str) -> bool {
+        if !self.binds_loopback() {
+            return true;
+        }
+        let host = host.to_ascii_lowercase();
+        let Some((name, _port)) = split_host_port(&host) else {
+            return false;
+        };
+        is_loopback_name(name)
+            || self.allowed_hosts.iter().any(|pattern| glob_match(pattern, &host) || glob_match(pattern, name))
+    }
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(authority) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    split_host_port(authority).is_some_and(|(name, _port)| is_loopback_name(name))
+}
+
+fn is_loopback_name(name: &str) -> bool {
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// Splits `host[:port]` (IPv6 hosts in brackets); `None` when the port part is not a number.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    let host_end = if authority.starts_with('[') {
+        authority.find(']')? + 1
+    } else {
+        authority.find(':').unwrap_or(authority.len())
+    };
+    let (name, rest) = authority.split_at(host_end);
+    if rest.is_empty() {
+        return Some((name, None));
+    }
+    let port = rest.strip_prefix(':')?;
+    let numeric = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    numeric.then_some((name, Some(port)))
+}
+
+/// Validates the `[server]` section read from the file.
+pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
+    let section = KeyPath::root().key("server");
+    let defaults = ServerConfig::default();
+    Ok(ServerConfig {
+        listen: optional(&section.key("listen"), raw.listen.as_deref(), parse_listen)?.unwrap_or(defaults.listen),
+        data_dir: optional(&section.key("data_dir"), raw.data_dir.as_deref(), parse_path)?.unwrap_or(defaults.data_dir),
+        session_secret_file: optional(
+            &section.key("session_secret_file"),
+            raw.session_secret_file.as_deref(),
+            parse_path,
+        )?,
+        allowed_origins: list(&section.key("allowed_origins"), &raw.allowed_origins, parse_origin_pattern)?,
+        allowed_hosts: list(&section.key("allowed_hosts"), &raw.allowed_hosts, parse_host_pattern)?,
+        max_body: build_max_body(&section.key("max_body"), raw.max_body.as_ref())?.unwrap_or(defaults.max_body),
+        session_ttl: optional(&section.key("session_ttl"), raw.session_ttl.as_deref(), parse_ttl)?
+            .unwrap_or(defaults.session_ttl),
+    })
+}
+
+fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
+    match raw {
+        None => Ok(None),
+        Some(SizeInput::Text(text)) => optional(key, Some(text), parse_max_body),
+        Some(SizeInput::Bytes(bytes)) => u64::try_from(*bytes)
+            .map_err(|_| Expected::from(SIZE_EXPECTED))
+            .and_then(check_max_body)
+            .map(Some)
+            .map_err(|expected| Fault::invalid(key, Some(bytes.to_string()), expected)),
+    }
+}
+
+/// Applies the `SWITCHYARD_*` overrides found in `env`.
+pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>) -> Result<(), ConfigError> {
+    let lookup = EnvLookup(env);
+    if let Some(listen) = lookup.get("SWITCHYARD_LISTEN", "listen", parse_listen)? {
+        server.listen = listen;
+    }
+    if let Some(dir) = lookup.get("SWITCHYARD_DATA_DIR", "data_dir", parse_path)? {
+        server.data_dir = dir;
+    }
+    if let Some(file) = lookup.get("SWITCHYARD_SESSION_SECRET_FILE", "session_secret_file", parse_path)? {
+        server.session_secret_file = Some(file);
+    }
+    if let Some(origins) = lookup
+        .get("SWITCHYARD_ALLOWED_ORIGINS", "allowed_origins", |text| parse_comma_list(text, parse_origin_pattern))?
+    {
+        server.allowed_origins = origins;
+    }
+    if let Some(hosts) =
+        lookup.get("SWITCHYARD_ALLOWED_HOSTS", "allowed_hosts", |text| parse_comma_list(text, parse_host_pattern))?
+    {
+        server.allowed_hosts = hosts;
+    }
+    if let Some(max_body) = lookup.get("SWITCHYARD_MAX_BODY", "max_body", parse_max_body)? {
+        server.max_body = max_body;
+    }
+    if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
+        server.session_ttl = ttl;
+    }
+    Ok(())
+}
+
+struct EnvLookup<'a>(&'a HashMap<String, String>);
+
+impl EnvLookup<'_> {
+    fn get<T>(
+        &self,
+        var: &str,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, Expected>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(text) = self.0.get(var).filter(|text| !text.is_empty()) else {
+            return Ok(None);
+        };
+        parse(text).map(Some).map_err(|expected| ConfigError::Env {
+            var: var.to_owned(),
+            key: key.to_owned(),
+            value: text.clone(),
+            expected: expected.0,
+        })
+    }
+}
+
+fn parse_comma_list<T>(text: &str, parse_item: impl Fn(&str) -> Result<T, Expected>) -> Result<Vec<T>, Expected> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            parse_item(item).map_err(|expected| {
+                Expected(format!("a comma-separated list of items, each {}; {item:?} is not", expected.0))
+            })
+        })
+        .collect()
+}
+
+pub(super) const LISTEN_EXPECTED: &str = "an IP address and port such as \"127.0.0.1:8808\" or \"[::1]:8808\"";
+
+fn parse_listen(text: &str) -> Result<SocketAddr, Expected> {
+    text.trim().parse().map_err(|_| LISTEN_EXPECTED.into())
+}
+
+fn parse_path(text: &str) -> Result<PathBuf, Expected> {
+    if text.trim().is_empty() {
+        return Err("a non-empty path".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
+fn parse_max_body(text: &str) -> Result<usize, Expected> {
+    parse_byte_size(text).and_then(check_max_body)
+}
+
+fn check_max_body(bytes: u64) -> Result<usize, Expected> {
+    usize::try_from(bytes)
+        .ok()
+        .filter(|bytes| (1..=MAX_BODY_LIMIT).contains(bytes))
+        .ok_or_else(|| Expected(format!("{SIZE_EXPECTED}, between 1 byte and 1GiB")))
+}
+
+fn parse_ttl(text: &str) -> Result<Duration, Expected> {
+    parse_positive_duration(text)
+}
+
+const ORIGIN_EXPECTED: &str = "an origin such as \"https://app.example.com\" or \"http://*.example.com:8080\" \
+     (scheme http or https, host, optional port, no path or trailing slash), or \"*\" for any origin";
+
+fn parse_origin_pattern(text: &str) -> Result<String, Expected> {
+    if text == "*" {
+        return Ok(text.to_owned());
+    }
+    let lower = text.to_ascii_lowercase();
+    let authority = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://")).ok_or(ORIGIN_EXPECTED)?;
+    if !is_authority_pattern(authority) {
+        return Err(ORIGIN_EXPECTED.into());
+    }
+    Ok(lower)
+}
+
+fn parse_host_pattern(text: &str) -> Result<String, Expected> {
+    if !is_authority_pattern(text) {
+        return Err("a host name such as \"gateway.internal\" or \"gateway.internal:8808\" (no scheme or path)".into());
+    }
+    Ok(text.to_ascii_lowercase())
+}
+
+/// A host with an optional port, possibly with globs: no scheme, path, blank or credentials.
+fn is_authority_pattern(text: &str) -> bool {
+    !text.is_empty()
+        && !text.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '@' | '\\' | '#' | ','))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(listen: &str, origins: &[&str], hosts: &[&str]) -> ServerConfig {
+        ServerConfig {
+            listen: listen.parse().expect("address"),
+            allowed_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+            allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            ..ServerConfig::default()
+        }
+    }
+
+    #[test]
+    fn loopback_origins_are_always_allowed() {
+        let config = server("127.0.0.1:8808", &[], &[]);
+        for origin in
+            ["http://localhost", "http://localhost:3000", "https://127.0.0.1:1", "http://[::1]:80", "HTTP://LOCALHOST"]
+        {
+            assert!(config.origin_allowed(origin), "{origin}");
+        }
+        for origin in [
+            "https://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io",
+            "null",
+            "http://localhost:x",
+        ] {
+            assert!(!config.origin_allowed(origin), "{origin}");
+        }
+    }
+
+    #[test]
+    fn configured_origins_are_globs() {
+        let config = server("127.0.0.1:8808", &["https://*.example.com", "http://tool.internal:8080"], &[]);
+        assert!(config.origin_allowed("https://app.example.com"));
+        assert!(config.origin_allowed("https://App.Example.com"));
+        assert!(config.origin_allowed("http://tool.internal:8080"));
+        assert!(!config.origin_allowed("http://app.example.com"));
+        assert!(!config.origin_allowed("http://tool.internal:8081"));
+        assert!(server("0.0.0.0:1", &["*"], &[]).origin_allowed("https://anything"));
+    }
+
+    #[test]
+    fn hosts_are_checked_only_on_loopback() {
+        let config = server("127.0.0.1:8808", &[], &["gw.localhost"]);
+        for host in ["localhost", "localhost:8808", "127.0.0.1:8808", "[::1]:8808", "gw.localhost", "GW.localhost:8808"]
+        {
+            assert!(config.host_allowed(host), "{host}");
+        }
+        for host in ["evil.example", "evil.example:8808", "localhost:abc", "[::1", ""] {
+            assert!(!config.host_allowed(host), "{host}");
+        }
+        assert!(server("0.0.0.0:8808", &[], &[]).host_allowed("evil.example"));
+        assert!(server("[::1]:8808", &[], &[]).binds_loopback());
+    }
+
+    #[test]
+    fn patterns_are_validated_and_lowercased() {
+        assert_eq!(parse_origin_pattern("HTTPS://A.Example"), Ok("https://a.example".to_owned()));
+        assert_eq!(parse_origin_pattern("*"), Ok("*".to_owned()));
+        assert!(parse_origin_pattern("https://a.example/").is_err());
+        assert!(parse_origin_pattern("https://").is_err());
+        assert!(parse_origin_pattern("ws://a.example").is_err());
+        assert_eq!(parse_host_pattern("GW.Internal:8808"), Ok("gw.internal:8808".to_owned()));
+        assert!(parse_host_pattern("a b").is_err());
+        assert!(parse_host_pattern("user@host").is_err());
+    }
+
+    #[test]
+    fn comma_lists_skip_blank_items() {
+        assert_eq!(parse_comma_list(" a, ,b ,", parse_host_pattern), Ok(vec!["a".to_owned(), "b".to_owned()]));
+    }
+}

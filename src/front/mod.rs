@@ -1,0 +1,217 @@
+//! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
+//! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
+//!
+//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`), the
+//! admission checks ([`guard`]), sealed session ids ([`session`]) and the mapping of JSON-RPC messages to router
+//! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
+//! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
+//! principal's → 404; notifications and responses → 202 without a body.
+//!
+//! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
+//! the caller and the method, and writes back what the router answers.
+
+pub mod guard;
+mod http;
+pub mod session;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use crate::backend::mcp_client::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::jsonrpc::{self, Kind};
+use crate::router::{Caller, CallRouter, View};
+use guard::Admission;
+use session::{AgentSession, OpenError, Revocations, Sealer, SessionRef};
+
+/// The principal of every request while no authentication is configured.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// Everything the front needs to serve requests.
+pub struct Front {
+    pub admission: Admission,
+    pub sealer: Sealer,
+    pub revocations: Revocations,
+    pub router: Arc<CallRouter>,
+    pub max_body: usize,
+}
+
+/// The HTTP application.
+pub fn app(front: Arc<Front>) -> Router {
+    let max_body = front.max_body;
+    Router::new()
+        .route("/mcp", post(post_all).delete(delete_session).get(http::no_standalone_stream))
+        .route("/mcp/{backend}", post(post_one).delete(delete_session).get(http::no_standalone_stream))
+        .route("/healthz", get(http::healthz))
+        .route("/readyz", get(readyz))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(front)
+}
+
+async fn post_all(State(front): State<Arc<Front>>, headers: HeaderMap, body: Bytes) -> Response {
+    front.serve_post(View::All, &headers, &body).await
+}
+
+async fn post_one(
+    State(front): State<Arc<Front>>,
+    Path(backend): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !front.router.has_backend(&backend) {
+        return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
+    }
+    front.serve_post(View::Backend(&backend), &headers, &body).await
+}
+
+async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = front.admission.check(&headers) {
+        return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
+    }
+    match front.open_session(&headers) {
+        Ok(session) => {
+            front.revocations.revoke(session.id, front.sealer.expires_at(&session));
+            front.router.forget_session(&session.id.to_string());
+            StatusCode::OK.into_response()
+        }
+        Err(failure) => failure.response(),
+    }
+}
+
+async fn readyz(State(front): State<Arc<Front>>) -> Response {
+    let report = front.router.readiness();
+    let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    http::json(status, &report.detail)
+}
+
+/// Why a request's session could not be used.
+enum SessionFailure {
+    Missing,
+    Unknown(&'static str),
+}
+
+impl SessionFailure {
+    fn response(&self) -> Response {
+        match self {
+            SessionFailure::Missing => http::error(
+                StatusCode::BAD_REQUEST,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "missing MCP-Session-Id header: send `initialize` first",
+            ),
+            SessionFailure::Unknown(why) => {
+                http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, &format!("session {why}"))
+            }
+        }
+    }
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
+}
+
+impl Front {
+    async fn serve_post(&self, view: View<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
+        if let Err(refusal) = self.admission.check(headers) {
+            return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
+        }
+        let message: Value = match serde_json::from_slice(body) {
+            Ok(message) => message,
+            Err(error) => {
+                let text = format!("the body is not valid JSON: {error}");
+                return http::error(StatusCode::BAD_REQUEST, None, jsonrpc::PARSE_ERROR, &text);
+            }
+        };
+        if message.is_array() {
+            let text = "JSON-RPC batches are not supported (removed in MCP 2025-06-18); send one message per POST";
+            return http::error(StatusCode::BAD_REQUEST, None, jsonrpc::INVALID_REQUEST, text);
+        }
+        match jsonrpc::kind(&message) {
+            Kind::Request { id, method: "initialize" } => self.initialize(id, &message),
+            Kind::Invalid => {
+                let text = "not a JSON-RPC 2.0 request, notification or response";
+                http::error(StatusCode::BAD_REQUEST, None, jsonrpc::INVALID_REQUEST, text)
+            }
+            kind => match self.open_session(headers) {
+                Ok(session) => self.serve_in_session(&session, view, kind, &message).await,
+                Err(failure) => failure.response(),
+            },
+        }
+    }
+
+    async fn serve_in_session(&self, session: &AgentSession, view: View<'_>, kind: Kind<'_>, message: &Value) -> Response {
+        let Kind::Request { id, method } = kind else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let caller = Caller { session: session.id.to_string(), principal: &session.principal };
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let reply = match self.router.handle(&caller, view, method, params).await {
+            Ok(result) => jsonrpc::result(id, result),
+            Err(failure) => failure.into_message(id),
+        };
+        http::json(StatusCode::OK, &reply)
+    }
+
+    fn initialize(&self, id: &Value, message: &Value) -> Response {
+        let params = message.get("params");
+        let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or_default();
+        let version = SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| *v == requested).unwrap_or(LATEST_PROTOCOL_VERSION);
+        let Ok(session_ref) = SessionRef::random() else {
+            let text = "the system's random source failed; no session could be created";
+            return http::error(StatusCode::INTERNAL_SERVER_ERROR, Some(id), jsonrpc::INTERNAL_ERROR, text);
+        };
+        let session = AgentSession {
+            id: session_ref,
+            principal: ANONYMOUS.to_owned(),
+            version,
+            issued_at: now_unix(),
+            capabilities: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_else(|| json!({})),
+        };
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "switchyard", "title": "Switchyard MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": self.router.instructions(),
+        });
+        let token = match self.sealer.seal(&session) {
+            Ok(token) => token,
+            Err(error) => {
+                let text = format!("cannot start a session: {error}");
+                return http::error(StatusCode::BAD_REQUEST, Some(id), jsonrpc::INVALID_PARAMS, &text);
+            }
+        };
+        let mut response = http::json(StatusCode::OK, &jsonrpc::result(id, result));
+        // A sealed token is base64url and '.', always a valid header value.
+        if let Ok(value) = HeaderValue::from_str(&token) {
+            response.headers_mut().insert(SESSION_ID_HEADER, value);
+        }
+        response
+    }
+
+    fn open_session(&self, headers: &HeaderMap) -> Result<AgentSession, SessionFailure> {
+        let token = headers.get(SESSION_ID_HEADER).ok_or(SessionFailure::Missing)?;
+        let token = token.to_str().map_err(|_| SessionFailure::Unknown("id is malformed"))?;
+        let now = now_unix();
+        let session = self.sealer.open(token, now).map_err(|error| {
+            SessionFailure::Unknown(match error {
+                OpenError::Malformed => "id is malformed",
+                OpenError::Forged => "id was not issued by this gateway",
+                OpenError::Expired => "has expired; initialize a new one",
+            })
+        })?;
+        if !session.belongs_to(ANONYMOUS) {
+            return Err(SessionFailure::Unknown("belongs to another principal"));
+        }
+        if self.revocations.is_revoked(&session.id, now) {
+            return Err(SessionFailure::Unknown("was deleted; initialize a new one"));
+        }
+        Ok(session)
+    }
+}
