@@ -9,5 +9,6 @@ pub mod catalog;
 pub mod config;
 pub mod demo;
 pub mod front;
+pub mod gateway;
 pub mod jsonrpc;
 pub mod router;

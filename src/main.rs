@@ -1,1 +1,212 @@
-fn main() {}
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `demo-server`. This is the binary's
+//! edge: errors become `anyhow` reports and exit codes here, nowhere else.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use switchyard::catalog::BackendStatus;
+use switchyard::config::Config;
+use switchyard::gateway::Gateway;
+
+#[derive(Parser)]
+#[command(
+    name = "switchyard",
+    version,
+    about = "An MCP gateway: one Streamable HTTP endpoint in front of many MCP servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve agents. Without a configuration file, serves an embedded demo backend.
+    Serve {
+        /// The configuration file (default: ./switchyard.toml if present).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The address to listen on (overrides `[server] listen`).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Validate the configuration, discover the backends, and print the routing table.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Discover the backends and print the tools agents will see.
+    Tools {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
+    DemoServer {
+        #[arg(long, default_value = "127.0.0.1:8809")]
+        listen: SocketAddr,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| "switchyard=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve { config, listen } => serve(config, listen).await,
+        Command::Check { config } => check(config).await,
+        Command::Tools { config } => tools(config).await,
+        Command::DemoServer { listen } => demo_server(listen).await,
+    }
+}
+
+/// The gateway of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo backend.
+async fn load(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
+    match Config::find(config.as_deref())? {
+        Some((path, config)) => {
+            tracing::info!(config = %path.display(), "configuration loaded");
+            Ok(Gateway::new(config))
+        }
+        None => {
+            tracing::info!("no configuration file: serving the embedded demo backend `demo`");
+            Ok(Gateway::with_demo_backend().await?)
+        }
+    }
+}
+
+async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
+    let mut gateway = load(config).await?;
+    if let Some(listen) = listen {
+        gateway.config.server.listen = listen;
+    }
+    let address = gateway.config.server.listen;
+    let listener =
+        tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
+    let address = listener.local_addr()?;
+    print_welcome(&gateway, address);
+    gateway.serve(listener, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_welcome(gateway: &Gateway, address: SocketAddr) {
+    let url = format!("http://{address}/mcp");
+    let backends: Vec<&str> = gateway.config.backends.iter().map(|b| b.name.as_str()).collect();
+    println!("Switchyard is serving MCP at {url}  (backends: {})", backends.join(", "));
+    println!("  Claude Code:    claude mcp add --transport http switchyard {url}");
+    println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
+    println!("  One backend:    {url}/<backend>  (bare tool names)");
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => return interrupt.await.unwrap_or_default(),
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or_default();
+    tracing::info!("shutting down");
+}
+
+/// Exit status 1 when a backend failed discovery or a tool was withheld: both need the operator's attention.
+async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let gateway = load(config).await?;
+    gateway.discover_once().await;
+    let catalog = gateway.router.catalog();
+    let rows = catalog
+        .routes()
+        .iter()
+        .map(|route| [route.exposed.clone(), route.backend.to_string(), route.tool.clone()])
+        .collect();
+    print_table(["EXPOSED NAME", "BACKEND", "TOOL"], rows);
+    let mut healthy = true;
+    for (backend, status) in catalog.statuses() {
+        if let BackendStatus::Failed { error } = status {
+            healthy = false;
+            println!("backend `{backend}` failed discovery: {error}");
+        }
+    }
+    for withheld in catalog.withheld() {
+        healthy = false;
+        println!("withheld: tool `{}` of backend `{}`: {}", withheld.tool, withheld.backend, withheld.reason);
+    }
+    Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let gateway = load(config).await?;
+    gateway.discover_once().await;
+    let rows = gateway
+        .router
+        .catalog()
+        .routes()
+        .iter()
+        .map(|route| {
+            let description = route.definition.get("description").and_then(|d| d.as_str()).unwrap_or_default();
+            [route.exposed.clone(), route.backend.to_string(), first_line(description, 60)]
+        })
+        .collect();
+    print_table(["NAME", "BACKEND", "DESCRIPTION"], rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
+    let (address, server) =
+        switchyard::demo::spawn(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    println!("Switchyard demo MCP server at http://{address}/mcp (tools: echo, add, counter, sleep, fail)");
+    shutdown_signal().await;
+    server.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= max { line.to_owned() } else { line.chars().take(max - 1).chain(['…']).collect() }
+}
+
+fn print_table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) {
+    let mut widths = header.map(|title| title.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let padded: Vec<String> = cells.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(header);
+    for row in &rows {
+        line(row.each_ref().map(String::as_str));
+    }
+}
