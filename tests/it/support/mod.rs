@@ -2,4 +2,5 @@
 //! them. Each submodule owns one kind of peer.
 
 pub mod fault_backend;
+pub mod gateway;
 pub mod interop;

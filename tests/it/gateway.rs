@@ -1,0 +1,261 @@
+//! The gateway end to end over HTTP: the front's rules (design §3), the catalog's names (§4) and the routing of
+//! `tools/call` with failures reported as outcomes (§5), against the demo server and the fault backend.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::fault_backend::{FaultBackend, Script};
+use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
+
+async fn demo() -> (String, tokio::task::JoinHandle<()>) {
+    let (address, task) = switchyard::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    (format!("http://{address}/mcp"), task)
+}
+
+async fn gateway_with_demo() -> (TestGateway, tokio::task::JoinHandle<()>) {
+    let (url, task) = demo().await;
+    (TestGateway::start("", &backend_toml("demo", &url, "")).await, task)
+}
+
+async fn readyz(gateway: &TestGateway) -> Value {
+    let body = reqwest::get(format!("{}/readyz", gateway.base)).await.unwrap().text().await.unwrap();
+    serde_json::from_str(&body).unwrap()
+}
+
+fn error_code(body: &Value) -> i64 {
+    body["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {body}"))
+}
+
+fn text(body: &Value) -> &str {
+    body["result"]["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn initialize_negotiates_and_seals_a_session() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut agent = Agent::new(gateway.mcp());
+    let reply = agent.initialize("2025-06-18").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = reply.body.unwrap();
+    assert_eq!(body["result"]["protocolVersion"], "2025-06-18", "a supported client version is kept");
+    assert!(body["result"]["capabilities"]["tools"].is_object());
+    let id = agent.session.clone().expect("a session id");
+    assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "visible ASCII");
+
+    let mut newer = Agent::new(gateway.mcp());
+    let body = newer.initialize("2099-01-01").await.body.unwrap();
+    assert_eq!(body["result"]["protocolVersion"], "2025-11-25", "an unknown version gets the latest");
+}
+
+#[tokio::test]
+async fn lists_prefixed_tools_at_mcp_and_bare_ones_per_backend() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut all = Agent::connected(gateway.mcp()).await;
+    let names = all.tool_names().await;
+    assert!(names.contains(&"demo__echo".to_owned()), "{names:?}");
+    assert!(names.iter().all(|name| name.starts_with("demo__")));
+    let echoed = all.call_tool("demo__echo", json!({"text": "through the gateway"})).await;
+    assert_eq!(text(&echoed), "through the gateway");
+
+    let mut one = Agent::connected(format!("{}/demo", gateway.mcp())).await;
+    assert!(one.tool_names().await.contains(&"echo".to_owned()));
+    assert_eq!(text(&one.call_tool("echo", json!({"text": "bare"})).await), "bare");
+
+    let unknown = Agent::new(format!("{}/nope", gateway.mcp())).initialize("2025-11-25").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn session_ids_are_required_and_checked() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+
+    let mut anonymous = Agent::new(gateway.mcp());
+    assert_eq!(anonymous.send(&list).await.status, StatusCode::BAD_REQUEST, "no id → 400");
+
+    anonymous.session = Some("garbage".into());
+    assert_eq!(anonymous.send(&list).await.status, StatusCode::NOT_FOUND, "unknown id → 404");
+
+    let genuine = agent.session.clone().unwrap();
+    let (payload, mac) = genuine.split_once('.').unwrap();
+    let mut flipped = mac.as_bytes().to_vec();
+    flipped[0] = if flipped[0] == b'A' { b'B' } else { b'A' };
+    anonymous.session = Some(format!("{payload}.{}", String::from_utf8(flipped).unwrap()));
+    assert_eq!(anonymous.send(&list).await.status, StatusCode::NOT_FOUND, "forged id → 404");
+
+    let (other, _demo2) = gateway_with_demo().await;
+    let mut foreign = Agent::new(other.mcp());
+    foreign.session = Some(genuine.clone());
+    assert_eq!(foreign.send(&list).await.status, StatusCode::NOT_FOUND, "another gateway's id (other key) → 404");
+
+    assert_eq!(agent.send(&list).await.status, StatusCode::OK);
+    let deleted = agent.http.delete(gateway.mcp()).header(SESSION, &genuine).send().await.unwrap();
+    assert_eq!(deleted.status(), StatusCode::OK);
+    assert_eq!(agent.send(&list).await.status, StatusCode::NOT_FOUND, "deleted id → 404");
+    agent.session = None;
+    assert_eq!(agent.initialize("2025-11-25").await.status, StatusCode::OK, "a new session can be started");
+}
+
+#[tokio::test]
+async fn protocol_version_origin_and_host_are_checked() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let ping = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})).unwrap();
+    let status = |headers: &'static [(&'static str, &'static str)]| {
+        let ping = ping.clone();
+        let agent = &agent;
+        async move { agent.post_raw(ping, headers).await.status }
+    };
+    assert_eq!(status(&[]).await, StatusCode::OK);
+    assert_eq!(status(&[("mcp-protocol-version", "2025-03-26")]).await, StatusCode::OK, "any supported version");
+    assert_eq!(status(&[("mcp-protocol-version", "1.0")]).await, StatusCode::BAD_REQUEST);
+    assert_eq!(status(&[("origin", "http://evil.example")]).await, StatusCode::FORBIDDEN);
+    assert_eq!(status(&[("origin", "http://localhost:6274")]).await, StatusCode::OK);
+    assert_eq!(status(&[("host", "evil.example")]).await, StatusCode::FORBIDDEN, "DNS rebinding");
+}
+
+#[tokio::test]
+async fn notifications_and_responses_are_accepted_without_a_body() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    for message in [
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}),
+        json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}}),
+    ] {
+        let reply = agent.send(&message).await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED);
+        assert!(reply.raw.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_answer() {
+    let (url, _demo) = demo().await;
+    let gateway = TestGateway::start("max_body = \"2KiB\"", &backend_toml("demo", &url, "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+
+    let malformed = agent.post_raw(b"{\"jsonrpc\": \"2.0\", ".to_vec(), &[]).await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&malformed.body.unwrap()), -32700);
+
+    let batch = agent.send(&json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])).await;
+    assert_eq!(batch.status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&batch.body.unwrap()), -32600);
+
+    let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "demo__echo", "arguments": {"text": "x".repeat(4096)}}});
+    assert_eq!(agent.send(&huge).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    assert_eq!(error_code(&agent.request("no/such/method", json!({})).await), -32601);
+    assert_eq!(error_code(&agent.request("tools/call", json!({"name": "demo__nope"})).await), -32602);
+    assert_eq!(error_code(&agent.request("tools/call", json!({"arguments": {}})).await), -32602);
+    assert_eq!(
+        text(&agent.call_tool("demo__echo", json!({"text": "still fine"})).await),
+        "still fine",
+        "nothing was lost"
+    );
+}
+
+#[tokio::test]
+async fn each_agent_gets_its_own_backend_session() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut first = Agent::connected(gateway.mcp()).await;
+    let mut second = Agent::connected(gateway.mcp()).await;
+    for expected in ["1", "2", "3"] {
+        assert_eq!(text(&first.call_tool("demo__counter", json!({})).await), expected);
+    }
+    assert_eq!(text(&second.call_tool("demo__counter", json!({})).await), "1", "the second agent's counter is its own");
+
+    let fault = FaultBackend::start(Script::default()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let (mut a, mut b) = (Agent::connected(gateway.mcp()).await, Agent::connected(gateway.mcp()).await);
+    a.call_tool("fault__echo", json!({"text": "a"})).await;
+    b.call_tool("fault__echo", json!({"text": "b"})).await;
+    a.call_tool("fault__echo", json!({"text": "a"})).await;
+    let sessions: Vec<String> = fault
+        .requests()
+        .iter()
+        .filter(|r| r.rpc_method.as_deref() == Some("tools/call"))
+        .map(|r| r.header("mcp-session-id").unwrap().to_owned())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    assert_ne!(sessions[0], sessions[1], "two agents, two backend sessions");
+    assert_eq!(sessions[0], sessions[2], "one agent keeps its backend session");
+    let ids: Vec<Value> = fault.requests().iter().filter_map(|r| r.body.as_ref()?.get("id").cloned()).collect();
+    let unique: std::collections::HashSet<String> = ids.iter().map(Value::to_string).collect();
+    assert_eq!(unique.len(), ids.len(), "the backend sees the gateway's own ids, never repeated: {ids:?}");
+}
+
+#[tokio::test]
+async fn a_backend_that_ended_the_session_is_reinitialized_transparently() {
+    let fault = FaultBackend::start(Script::default()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    assert_eq!(text(&agent.call_tool("fault__echo", json!({"text": "before"})).await), "before");
+    fault.end_all_sessions();
+    assert_eq!(text(&agent.call_tool("fault__echo", json!({"text": "after"})).await), "after");
+    assert_eq!(fault.executions("echo"), 2);
+}
+
+#[tokio::test]
+async fn failures_are_results_that_say_whether_the_call_ran() {
+    let fault = FaultBackend::start(Script { tool_is_error: true, ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let own_error = agent.call_tool("fault__echo", json!({"text": "x"})).await;
+    assert_eq!(own_error["result"]["isError"], true);
+    assert!(own_error["result"]["_meta"].get("switchyard/outcome").is_none(), "the backend's own error passes through");
+
+    fault.update(|script| {
+        script.tool_is_error = false;
+        script.drop_after_call = true;
+    });
+    let lost = agent.call_tool("fault__echo", json!({"text": "x"})).await;
+    assert_eq!(lost["result"]["isError"], true);
+    assert_eq!(lost["result"]["_meta"]["switchyard/outcome"], "unknown");
+    assert!(text(&lost).contains("may have run"), "{}", text(&lost));
+
+    drop(fault);
+    let refused = agent.call_tool("fault__echo", json!({"text": "x"})).await;
+    assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered");
+    assert!(text(&refused).contains("did not run"), "{}", text(&refused));
+}
+
+#[tokio::test]
+async fn a_dead_backend_does_not_break_the_others_and_appears_when_it_comes_up() {
+    let (live, _demo) = demo().await;
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let late_address = reserved.local_addr().unwrap();
+    drop(reserved);
+    let backends = backend_toml("live", &live, "") + &backend_toml("late", &format!("http://{late_address}/mcp"), "");
+    let gateway = TestGateway::start("", &backends).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let names = agent.tool_names().await;
+    assert!(names.contains(&"live__echo".to_owned()) && !names.iter().any(|n| n.starts_with("late__")), "{names:?}");
+    let readyz = readyz(&gateway).await;
+    assert_eq!(readyz["backends"]["late"]["status"], "failed");
+
+    let (_, _late) = switchyard::demo::spawn(late_address).await.unwrap();
+    for _ in 0..100 {
+        if agent.tool_names().await.contains(&"late__echo".to_owned()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the late backend's tools never appeared");
+}
+
+#[tokio::test]
+async fn health_endpoints_and_get_without_stream() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let health = reqwest::get(format!("{}/healthz", gateway.base)).await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    let ready = readyz(&gateway).await;
+    assert_eq!(ready["backends"]["demo"]["status"], "discovered");
+    let get = reqwest::get(gateway.mcp()).await.unwrap();
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+}

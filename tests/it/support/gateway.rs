@@ -1,0 +1,163 @@
+//! A Switchyard gateway running in the test process on 127.0.0.1:0, and a minimal agent that speaks to it over
+//! HTTP, so tests can assert exactly what crosses the agent-facing wire.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use switchyard::config::Config;
+use switchyard::gateway::Gateway;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const SESSION: &str = "mcp-session-id";
+
+/// A running gateway; dropping it shuts it down.
+pub struct TestGateway {
+    pub base: String,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+    pub data_dir: std::path::PathBuf,
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.server.abort();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_data_dir() -> std::path::PathBuf {
+    let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("switchyard-it-{}-{n}", std::process::id()))
+}
+
+impl TestGateway {
+    /// Starts a gateway whose configuration is `[server]` defaults plus `extra` TOML (backends, server keys).
+    pub async fn start(extra_server: &str, backends: &str) -> TestGateway {
+        let data_dir = fresh_data_dir();
+        let text = format!("[server]\ndata_dir = {:?}\n{extra_server}\n{backends}", data_dir.display().to_string());
+        let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
+        let gateway = Gateway::new(config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            gateway.serve(listener, async move { drop(stopped.await) }).await.expect("gateway serve");
+        });
+        let gateway = TestGateway { base, stop: Some(stop), server, data_dir };
+        gateway.wait_ready().await;
+        gateway
+    }
+
+    pub fn mcp(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// Waits until every backend's discovery has been tried once.
+    async fn wait_ready(&self) {
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if let Ok(response) = http.get(format!("{}/readyz", self.base)).send().await
+                && response.status() == StatusCode::OK
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("the gateway did not become ready");
+    }
+}
+
+pub fn backend_toml(name: &str, url: &str, extra: &str) -> String {
+    format!("[[backends]]\nname = \"{name}\"\nurl = \"{url}\"\n{extra}\n")
+}
+
+/// What came back for one POST.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Option<Value>,
+    pub raw: String,
+}
+
+/// An agent: an HTTP client bound to one endpoint and, after `initialize`, one session.
+pub struct Agent {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub session: Option<String>,
+    next_id: u64,
+}
+
+impl Agent {
+    pub fn new(url: String) -> Agent {
+        Agent { http: reqwest::Client::new(), url, session: None, next_id: 1 }
+    }
+
+    /// An agent that has initialized a session (and sent `notifications/initialized`).
+    pub async fn connected(url: String) -> Agent {
+        let mut agent = Agent::new(url);
+        let reply = agent.initialize("2025-11-25").await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.raw);
+        let ack = agent.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        assert_eq!(ack.status, StatusCode::ACCEPTED);
+        agent
+    }
+
+    pub async fn initialize(&mut self, version: &str) -> Reply {
+        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}});
+        let reply = self.send(&message).await;
+        self.session = reply.headers.get(SESSION).map(|v| v.to_str().unwrap().to_owned());
+        reply
+    }
+
+    pub async fn send(&self, message: &Value) -> Reply {
+        self.post_raw(serde_json::to_vec(message).unwrap(), &[]).await
+    }
+
+    pub async fn post_raw(&self, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(session) = &self.session {
+            request = request.header(SESSION, session);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("gateway reachable");
+        let (status, headers) = (response.status(), response.headers().clone());
+        let raw = response.text().await.unwrap_or_default();
+        Reply { status, headers, body: serde_json::from_str(&raw).ok(), raw }
+    }
+
+    /// Sends a request and returns the whole JSON-RPC response (asserting HTTP 200).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let reply = self.send(&message).await;
+        assert_eq!(reply.status, StatusCode::OK, "{method}: {}", reply.raw);
+        let body = reply.body.expect("a JSON body");
+        assert_eq!(body["id"], json!(self.next_id), "the agent's own id comes back");
+        body
+    }
+
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments})).await
+    }
+
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        let listed = self.request("tools/list", json!({})).await;
+        listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    }
+}
