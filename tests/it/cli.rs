@@ -1,0 +1,135 @@
+//! The `switchyard` binary: `check`, `tools`, configuration errors, and the first run of `serve` with no
+//! configuration (embedded demo backend).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::json;
+
+use crate::support::gateway::Agent;
+
+fn switchyard() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_switchyard"))
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("switchyard.toml");
+    std::fs::write(&path, format!("[server]\ndata_dir = {:?}\n{text}", dir.join("data").display().to_string()))
+        .unwrap();
+    path
+}
+
+async fn run(command: &mut Command) -> Output {
+    let mut command = tokio::process::Command::from(std::mem::replace(command, switchyard()));
+    command.output().await.expect("run switchyard")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn demo_url() -> (String, tokio::task::JoinHandle<()>) {
+    let (address, task) = switchyard::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    (format!("http://{address}/mcp"), task)
+}
+
+#[tokio::test]
+async fn check_prints_the_routing_table() {
+    let (url, _demo) = demo_url().await;
+    let dir = scratch_dir("check");
+    let config = write_config(&dir, &format!("[[backends]]\nname = \"demo\"\nurl = \"{url}\"\nprefix = \"d_\"\n"));
+    let output = run(switchyard().arg("check").arg("--config").arg(&config)).await;
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(text.lines().next().unwrap().starts_with("EXPOSED NAME"), "{text}");
+    let echo = text.lines().find(|line| line.starts_with("d_echo")).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(echo.split_whitespace().collect::<Vec<_>>(), ["d_echo", "demo", "echo"]);
+}
+
+#[tokio::test]
+async fn check_fails_on_collisions_and_dead_backends_naming_them() {
+    let (url, _demo) = demo_url().await;
+    let dir = scratch_dir("collide");
+    let backends = format!(
+        "[[backends]]\nname = \"one\"\nurl = \"{url}\"\nprefix = \"\"\n[[backends]]\nname = \"two\"\nurl = \"{url}\"\nprefix = \"\"\n[[backends]]\nname = \"gone\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"2s\"\n"
+    );
+    let output = run(switchyard().arg("check").arg("--config").arg(write_config(&dir, &backends))).await;
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("withheld: tool `echo` of backend `two`") && text.contains("backend `one`"), "{text}");
+    assert!(text.contains("backend `gone` failed discovery"), "{text}");
+}
+
+#[tokio::test]
+async fn configuration_errors_name_the_file_and_key() {
+    let dir = scratch_dir("bad");
+    let config = write_config(&dir, "[[backends]]\nname = \"Bad Name\"\nurl = \"http://127.0.0.1:1/mcp\"\n");
+    let output = run(switchyard().arg("check").arg("--config").arg(&config)).await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("switchyard.toml") && error.contains("backends[0].name"), "{error}");
+}
+
+#[tokio::test]
+async fn tools_prints_the_catalog() {
+    let (url, _demo) = demo_url().await;
+    let dir = scratch_dir("tools");
+    let config = write_config(&dir, &format!("[[backends]]\nname = \"demo\"\nurl = \"{url}\"\n"));
+    let output = run(switchyard().arg("tools").arg("--config").arg(&config)).await;
+    let text = stdout(&output);
+    assert!(output.status.success());
+    for tool in ["demo__echo", "demo__add", "demo__counter"] {
+        assert!(text.lines().any(|line| line.starts_with(tool)), "{tool} missing from\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn serve_without_configuration_serves_the_demo_backend() {
+    let dir = scratch_dir("first-run");
+    let mut child = tokio::process::Command::from({
+        let mut command = switchyard();
+        command.args(["serve", "--listen", "127.0.0.1:0"]).current_dir(&dir).env_remove("SWITCHYARD_LISTEN");
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+        command
+    })
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
+    let stdout = child.stdout.take().unwrap().into_owned_fd().unwrap();
+    // The reader is kept until the end: closing the pipe would kill the gateway at its next line of output.
+    let (first_line, _reader) = tokio::task::spawn_blocking(move || {
+        let mut reader = BufReader::new(std::fs::File::from(stdout));
+        let mut line = String::new();
+        reader.read_line(&mut line).map(|_| (line, reader))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let url = first_line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{first_line}"));
+    let mut agent = Agent::connected(url.to_owned()).await;
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        names = agent.tool_names().await;
+        if !names.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(names.contains(&"demo__echo".to_owned()), "{names:?}");
+    let echoed = agent.call_tool("demo__echo", json!({"text": "first run"})).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "first run");
+    assert!(dir.join("switchyard-data/session.key").exists(), "the session key is created in the data dir");
+    child.kill().await.unwrap();
+}
