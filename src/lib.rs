@@ -11,4 +11,5 @@ pub mod demo;
 pub mod front;
 pub mod gateway;
 pub mod jsonrpc;
+pub mod ledger;
 pub mod router;

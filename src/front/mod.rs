@@ -13,6 +13,7 @@
 pub mod guard;
 mod http;
 pub mod session;
+mod stream;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,10 +25,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
+use crate::backend::mcp_client::Relay;
 use crate::backend::mcp_client::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::jsonrpc::{self, Kind};
-use crate::router::{Caller, CallRouter, View};
+use crate::router::{CallRouter, Caller, View};
 use guard::Admission;
 use session::{AgentSession, OpenError, Revocations, Sealer, SessionRef};
 
@@ -56,7 +59,7 @@ pub fn app(front: Arc<Front>) -> Router {
 }
 
 async fn post_all(State(front): State<Arc<Front>>, headers: HeaderMap, body: Bytes) -> Response {
-    front.serve_post(View::All, &headers, &body).await
+    front.serve_post(None, &headers, &body).await
 }
 
 async fn post_one(
@@ -68,7 +71,7 @@ async fn post_one(
     if !front.router.has_backend(&backend) {
         return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
     }
-    front.serve_post(View::Backend(&backend), &headers, &body).await
+    front.serve_post(Some(backend), &headers, &body).await
 }
 
 async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
@@ -113,12 +116,20 @@ impl SessionFailure {
     }
 }
 
+/// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
+        value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
+    })
+}
+
 fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
 }
 
 impl Front {
-    async fn serve_post(&self, view: View<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
+    /// `backend`: the backend of `/mcp/{backend}`, `None` for `/mcp`.
+    async fn serve_post(self: &Arc<Self>, backend: Option<String>, headers: &HeaderMap, body: &[u8]) -> Response {
         if let Err(refusal) = self.admission.check(headers) {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
         }
@@ -140,29 +151,59 @@ impl Front {
                 http::error(StatusCode::BAD_REQUEST, None, jsonrpc::INVALID_REQUEST, text)
             }
             kind => match self.open_session(headers) {
-                Ok(session) => self.serve_in_session(&session, view, kind, &message).await,
+                Ok(session) => self.serve_in_session(&session, backend, kind, &message, headers).await,
                 Err(failure) => failure.response(),
             },
         }
     }
 
-    async fn serve_in_session(&self, session: &AgentSession, view: View<'_>, kind: Kind<'_>, message: &Value) -> Response {
+    async fn serve_in_session(
+        self: &Arc<Self>,
+        session: &AgentSession,
+        backend: Option<String>,
+        kind: Kind<'_>,
+        message: &Value,
+        headers: &HeaderMap,
+    ) -> Response {
         let Kind::Request { id, method } = kind else {
             return StatusCode::ACCEPTED.into_response();
         };
-        let caller = Caller { session: session.id.to_string(), principal: &session.principal };
+        let caller = Caller { session: session.id.to_string(), principal: session.principal.clone() };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let reply = match self.router.handle(&caller, view, method, params).await {
+        if method != "tools/call" || !accepts_event_stream(headers) {
+            let reply = self.reply(&caller, backend.as_deref(), id, method, params, &Relay::default()).await;
+            return http::json(StatusCode::OK, &reply);
+        }
+        let (sender, notifications) = mpsc::unbounded_channel();
+        let (front, id, method) = (Arc::clone(self), id.clone(), method.to_owned());
+        let call = tokio::spawn(async move {
+            front.reply(&caller, backend.as_deref(), &id, &method, params, &Relay::to(sender)).await
+        });
+        stream::answer(call, notifications).await
+    }
+
+    /// The JSON-RPC response to one request.
+    async fn reply(
+        &self,
+        caller: &Caller,
+        backend: Option<&str>,
+        id: &Value,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Value {
+        let view = backend.map_or(View::All, View::Backend);
+        match self.router.handle(caller, view, method, params, relay).await {
             Ok(result) => jsonrpc::result(id, result),
             Err(failure) => failure.into_message(id),
-        };
-        http::json(StatusCode::OK, &reply)
+        }
     }
 
     fn initialize(&self, id: &Value, message: &Value) -> Response {
         let params = message.get("params");
         let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or_default();
-        let version = SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| *v == requested).unwrap_or(LATEST_PROTOCOL_VERSION);
+        let version =
+            SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| *v == requested).unwrap_or(LATEST_PROTOCOL_VERSION);
         let Ok(session_ref) = SessionRef::random() else {
             let text = "the system's random source failed; no session could be created";
             return http::error(StatusCode::INTERNAL_SERVER_ERROR, Some(id), jsonrpc::INTERNAL_ERROR, text);

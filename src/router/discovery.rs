@@ -34,10 +34,25 @@ impl CallRouter {
     }
 }
 
-/// Starts one discovery task per backend. The tasks run until aborted.
+/// Starts one discovery task per backend, and one that rediscovers a backend when it announces
+/// `notifications/tools/list_changed`. The tasks run until aborted.
 pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>> {
     let names: Vec<String> = router.catalog.backend_names().map(str::to_owned).collect();
-    names.into_iter().map(|name| tokio::spawn(keep_discovered(Arc::clone(router), name, ttl))).collect()
+    let mut tasks: Vec<JoinHandle<()>> =
+        names.into_iter().map(|name| tokio::spawn(keep_discovered(Arc::clone(router), name, ttl))).collect();
+    tasks.push(tokio::spawn(follow_announcements(Arc::clone(router))));
+    tasks
+}
+
+async fn follow_announcements(router: Arc<CallRouter>) {
+    let mut announcements = router.client.subscribe_list_changed();
+    while let Some(change) = announcements.recv().await {
+        if change.method == "notifications/tools/list_changed"
+            && let Err(error) = router.discover(&change.backend).await
+        {
+            tracing::warn!(backend = %change.backend, %error, "rediscovery after list_changed failed");
+        }
+    }
 }
 
 async fn keep_discovered(router: Arc<CallRouter>, backend: String, ttl: Duration) {

@@ -19,7 +19,7 @@ use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, McpError, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, McpError, Relay, SlotKey};
 pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
 use crate::jsonrpc;
@@ -48,10 +48,11 @@ impl BackendTarget {
 }
 
 /// Who is asking.
-pub struct Caller<'a> {
+#[derive(Debug, Clone)]
+pub struct Caller {
     /// The agent session's stable key (not its token).
     pub session: String,
-    pub principal: &'a str,
+    pub principal: String,
 }
 
 /// A JSON-RPC error for the agent.
@@ -137,23 +138,30 @@ impl CallRouter {
         self.client.forget_agent_session(session);
     }
 
-    /// Serves one request of an agent.
+    /// Serves one request of an agent; the backend's progress and log notifications about it go to `relay`.
     pub async fn handle(
         &self,
-        caller: &Caller<'_>,
+        caller: &Caller,
         view: View<'_>,
         method: &str,
         params: Value,
+        relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         match method {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": self.catalog.tools(view) })),
-            "tools/call" => self.call_tool(caller, view, params).await,
+            "tools/call" => self.call_tool(caller, view, params, relay).await,
             _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
         }
     }
 
-    async fn call_tool(&self, caller: &Caller<'_>, view: View<'_>, mut params: Value) -> Result<Value, RpcFailure> {
+    async fn call_tool(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
@@ -168,7 +176,7 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.tool.clone());
         let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: route.backend.clone() };
-        match self.client.request(&slot, &target.endpoint(), "tools/call", params).await {
+        match self.client.request_relayed(&slot, &target.endpoint(), "tools/call", params, relay).await {
             Ok(result) => Ok(result),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
             Err(error) => Ok(outcome::failed_call(&route.backend, &error)),

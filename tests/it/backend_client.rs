@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
+    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay, SlotKey,
 };
 use tokio::time::Instant;
 
-use crate::support::fault_backend::{Answer, FaultBackend, Resume, Script, SessionIds};
+use crate::support::fault_backend::{Answer, FaultBackend, PROGRESS_TOKEN, Resume, Script, SessionIds};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -439,4 +439,59 @@ async fn wait_until(done: impl Fn() -> bool) {
         assert!(Instant::now() < deadline, "condition not met within 5 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test]
+async fn progress_and_log_notifications_are_relayed_with_the_callers_token() {
+    let script = Script {
+        answer: Answer::Sse,
+        before_result: vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": PROGRESS_TOKEN, "progress": 1}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "someone-else", "progress": 9}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": PROGRESS_TOKEN, "progress": 2}}),
+        ],
+        ..Script::default()
+    };
+    let server = backend(script).await;
+    let client = client();
+    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let params = json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "agent-token"}});
+    let result = client.request_relayed(&slot("a"), &endpoint(&server), "tools/call", params, &Relay::to(sender)).await;
+    assert_eq!(text(&result.unwrap()), "hi");
+
+    let sent = server.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    let sent_token = &sent.body.as_ref().unwrap()["params"]["_meta"]["progressToken"];
+    assert_ne!(sent_token, "agent-token", "the backend sees the client's own token");
+    let mut relayed = Vec::new();
+    while let Ok(message) = received.try_recv() {
+        relayed.push(message);
+    }
+    let summary: Vec<(String, Value)> =
+        relayed.iter().map(|m| (m["method"].as_str().unwrap().to_owned(), m["params"]["progress"].clone())).collect();
+    assert_eq!(
+        summary,
+        [
+            ("notifications/progress".to_owned(), json!(1)),
+            ("notifications/message".to_owned(), Value::Null),
+            ("notifications/progress".to_owned(), json!(2)),
+        ],
+        "in order, foreign tokens dropped"
+    );
+    assert_eq!(relayed[0]["params"]["progressToken"], "agent-token");
+}
+
+#[tokio::test]
+async fn list_changed_notifications_reach_the_subscriber() {
+    let script = Script {
+        answer: Answer::Sse,
+        before_result: vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})],
+        ..Script::default()
+    };
+    let server = backend(script).await;
+    let client = client();
+    let mut changes = client.subscribe_list_changed();
+    echo(&client, &server, "a").await.unwrap();
+    let change = changes.try_recv().expect("a list_changed was announced");
+    assert_eq!((&*change.backend, change.method.as_str()), ("fault", "notifications/tools/list_changed"));
 }

@@ -259,3 +259,85 @@ async fn health_endpoints_and_get_without_stream() {
     let get = reqwest::get(gateway.mcp()).await.unwrap();
     assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// The events of an SSE body, decoded with the gateway's own decoder.
+fn events(raw: &str) -> Vec<switchyard::backend::sse::SseEvent> {
+    let mut decoder = switchyard::backend::sse::SseDecoder::new(1 << 20);
+    decoder.feed(raw.as_bytes()).unwrap();
+    std::iter::from_fn(|| decoder.next_event()).collect()
+}
+
+fn chatty_backend() -> Script {
+    Script {
+        answer: crate::support::fault_backend::Answer::Sse,
+        before_result: vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": crate::support::fault_backend::PROGRESS_TOKEN, "progress": 1, "total": 2}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "half way"}}),
+        ],
+        ..Script::default()
+    }
+}
+
+#[tokio::test]
+async fn notifications_during_a_call_stream_to_the_agent_before_the_result() {
+    let fault = FaultBackend::start(chatty_backend()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let call = json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "done"}, "_meta": {"progressToken": "mine"}}});
+    let reply = agent.send(&call).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["content-type"], "text/event-stream");
+    assert_eq!(reply.headers["cache-control"], "no-cache");
+    assert_eq!(reply.headers["x-accel-buffering"], "no");
+    let events = events(&reply.raw);
+    assert!(events[0].data.is_empty() && !events[0].id.is_empty(), "a priming event first: {events:?}");
+    let messages: Vec<Value> = events[1..].iter().map(|e| serde_json::from_str(&e.data).unwrap()).collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(messages[0]["method"], "notifications/progress");
+    assert_eq!(messages[0]["params"]["progressToken"], "mine", "the agent's own token comes back");
+    assert_eq!(messages[1]["method"], "notifications/message");
+    assert_eq!(messages[2]["id"], "call-7");
+    assert_eq!(messages[2]["result"]["content"][0]["text"], "done");
+    let ids: std::collections::HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), events.len(), "event ids are unique");
+}
+
+#[tokio::test]
+async fn quiet_calls_and_json_only_agents_get_json() {
+    let fault = FaultBackend::start(chatty_backend()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let call = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "x"}}}))
+    .unwrap();
+    let json_only = agent.post_raw(call.clone(), &[("accept", "application/json")]).await;
+    assert_eq!(json_only.headers["content-type"], "application/json");
+    assert_eq!(json_only.body.unwrap()["result"]["content"][0]["text"], "x");
+
+    fault.update(|script| script.before_result.clear());
+    let quiet = agent.post_raw(call, &[]).await;
+    assert_eq!(quiet.headers["content-type"], "application/json", "no notification: plain JSON");
+}
+
+#[tokio::test]
+async fn a_backends_tools_list_changed_refreshes_the_catalog() {
+    let fault = FaultBackend::start(Script::default()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    assert_eq!(agent.tool_names().await, ["fault__echo"]);
+    fault.update(|script| {
+        script.answer = crate::support::fault_backend::Answer::Sse;
+        script.tools.push(json!({"name": "added", "inputSchema": {"type": "object"}}));
+        script.before_result = vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})];
+    });
+    agent.call_tool("fault__echo", json!({"text": "x"})).await;
+    for _ in 0..100 {
+        if agent.tool_names().await.contains(&"fault__added".to_owned()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the catalog was not refreshed after list_changed");
+}

@@ -20,7 +20,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
-use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::sse::{SseDecoder, SseEvent};
 use crate::jsonrpc::{self, Kind};
 
@@ -61,6 +61,38 @@ pub(super) struct Exchange<'a> {
     /// `None` only for `initialize`.
     pub(super) session: Option<&'a BackendSession>,
     pub(super) limit: usize,
+    /// Where the backend's notifications about this request go.
+    pub(super) listener: Listener<'a>,
+}
+
+/// What the exchange does with notifications: progress and log messages go to the caller's relay (a progress
+/// token of ours translated back to the caller's), `list_changed` notifications to the client's subscriber.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Listener<'a> {
+    pub(super) relay: Option<&'a Relay>,
+    /// (our token, the caller's token) when the request carried a progress token.
+    pub(super) progress: Option<(&'a Value, &'a Value)>,
+    pub(super) list_changed: Option<&'a (dyn Fn(&str) + Sync)>,
+}
+
+impl Listener<'_> {
+    fn hear(&self, mut message: Value, method: &str) {
+        if method.ends_with("/list_changed") {
+            if let Some(list_changed) = self.list_changed {
+                list_changed(method);
+            }
+            return;
+        }
+        let Some(relay) = self.relay else { return };
+        if method == "notifications/progress" {
+            let token = message.pointer_mut("/params/progressToken");
+            match (token, self.progress) {
+                (Some(token), Some((ours, theirs))) if token == ours => *token = theirs.clone(),
+                _ => return, // progress for another request (or a token we never issued) is not this caller's
+            }
+        }
+        relay.forward(message);
+    }
 }
 
 fn after_delivery(reason: impl Into<String>) -> McpError {
@@ -251,6 +283,11 @@ impl Exchange<'_> {
             Kind::Request { id: request_id, method } => {
                 let reply = answer_server_request(request_id, method);
                 self.reply(&reply).await;
+                Ok(None)
+            }
+            Kind::Notification { method } => {
+                let method = method.to_owned();
+                self.listener.hear(message, &method);
                 Ok(None)
             }
             _ => Ok(None),

@@ -19,9 +19,10 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
-use exchange::{Exchange, ExchangeError};
+use exchange::{Exchange, ExchangeError, Listener};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 use table::{SessionTable, Slot};
 
@@ -135,6 +136,27 @@ impl BackendSession {
     }
 }
 
+/// Where a backend's progress and log notifications about one request go while the request runs. The progress
+/// token the caller put in `params._meta.progressToken` is replaced by one of the client's own on the way to the
+/// backend and restored on the way back, so tokens never collide within a backend session.
+#[derive(Debug, Clone, Default)]
+pub struct Relay {
+    notifications: Option<mpsc::UnboundedSender<Value>>,
+}
+
+impl Relay {
+    pub fn to(notifications: mpsc::UnboundedSender<Value>) -> Self {
+        Self { notifications: Some(notifications) }
+    }
+
+    fn forward(&self, message: Value) {
+        if let Some(notifications) = &self.notifications {
+            // The caller may have stopped listening (its agent went away); the call itself goes on.
+            let _ = notifications.send(message);
+        }
+    }
+}
+
 /// Identifies one slot of the session table.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SlotKey {
@@ -162,6 +184,22 @@ impl Default for ClientConfig {
     }
 }
 
+/// A backend announced that one of its lists (tools, prompts, resources) changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListChanged {
+    pub backend: Arc<str>,
+    /// e.g. `notifications/tools/list_changed`.
+    pub method: String,
+}
+
+/// One request as the caller asked for it.
+struct Call<'a> {
+    key: &'a SlotKey,
+    method: &'a str,
+    params: Option<Value>,
+    relay: &'a Relay,
+}
+
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
     http: reqwest::Client,
@@ -169,6 +207,7 @@ pub struct McpBackendClient {
     config: ClientConfig,
     next_request_id: AtomicU64,
     next_generation: AtomicU64,
+    list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
 }
 
 impl McpBackendClient {
@@ -184,6 +223,7 @@ impl McpBackendClient {
             config,
             next_request_id: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),
+            list_changed: std::sync::Mutex::default(),
         }
     }
 
@@ -202,12 +242,25 @@ impl McpBackendClient {
         method: &str,
         params: Value,
     ) -> Result<Value, McpError> {
+        self.request_relayed(key, endpoint, method, params, &Relay::default()).await
+    }
+
+    /// [`request`](Self::request), relaying the backend's notifications about it.
+    pub async fn request_relayed(
+        &self,
+        key: &SlotKey,
+        endpoint: &BackendEndpoint,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Result<Value, McpError> {
         let slot = self.acquire(key)?;
         let mut session = self.ensure_session(&slot, endpoint, None).await?;
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
-            match self.send(&session, endpoint, method, params.clone()).await {
+            let call = Call { key, method, params: params.clone(), relay };
+            match self.send(&session, endpoint, call).await {
                 Err(ExchangeError::SessionGone) if !retried => {
                     tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
                     retried = true;
@@ -328,7 +381,8 @@ impl McpBackendClient {
                 "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")},
             })),
         );
-        let exchange = Exchange { http: &self.http, endpoint, session: None, limit: self.config.max_exchange_bytes };
+        let limit = self.config.max_exchange_bytes;
+        let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener: Listener::default() };
         let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
         let result = into_result(answer.message)?;
         let version = negotiated_version(&result)?;
@@ -351,15 +405,40 @@ impl McpBackendClient {
         &self,
         session: &BackendSession,
         endpoint: &BackendEndpoint,
-        method: &str,
-        params: Option<Value>,
+        call: Call<'_>,
     ) -> Result<Value, ExchangeError> {
         let id = self.next_id();
-        let message = crate::jsonrpc::request(&id, method, params);
-        let exchange =
-            Exchange { http: &self.http, endpoint, session: Some(session), limit: self.config.max_exchange_bytes };
+        let mut params = call.params;
+        let token = params.as_mut().and_then(|params| params.pointer_mut("/_meta/progressToken"));
+        let theirs = token.map(|token| std::mem::replace(token, id.clone()));
+        let message = crate::jsonrpc::request(&id, call.method, params);
+        let backend = &call.key.backend;
+        let list_changed = |method: &str| self.announce_list_changed(backend, method);
+        let listener = Listener {
+            relay: Some(call.relay),
+            progress: theirs.as_ref().map(|theirs| (&id, theirs)),
+            list_changed: Some(&list_changed),
+        };
+        let limit = self.config.max_exchange_bytes;
+        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener };
         let answer = exchange.call(&id, &message).await?;
         Ok(into_result(answer.message)?)
+    }
+
+    /// Tells the subscriber (the catalog's discovery) that a backend's list changed.
+    fn announce_list_changed(&self, backend: &Arc<str>, method: &str) {
+        let subscriber = self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(subscriber) = subscriber.as_ref() {
+            let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
+        }
+    }
+
+    /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a
+    /// time; subscribing again replaces it.
+    pub fn subscribe_list_changed(&self) -> mpsc::UnboundedReceiver<ListChanged> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(sender);
+        receiver
     }
 
     /// Request ids are the client's own, unique across all its backend sessions; agents' ids never reach a

@@ -159,6 +159,17 @@ fn echo_tool() -> Value {
     })
 }
 
+/// The placeholder a test puts in a `before_result` message where the call's own progress token belongs.
+pub const PROGRESS_TOKEN: &str = "$progressToken";
+
+/// Replaces [`PROGRESS_TOKEN`] in a message with the progress token the call carried.
+fn fill_progress_token(message: &mut Value, params: &Value) {
+    let token = params.pointer("/_meta/progressToken").cloned().unwrap_or(Value::Null);
+    if let Some(slot) = message.pointer_mut("/params/progressToken").filter(|slot| *slot == PROGRESS_TOKEN) {
+        *slot = token;
+    }
+}
+
 /// One HTTP request as the backend received it.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -616,14 +627,15 @@ impl Exchange<'_> {
         }
         match (self.script.answer, self.script.resume) {
             (Answer::Json, _) => self.send_json(200, Vec::new(), &result).await,
-            (Answer::Sse, None) => self.stream_result(&result).await,
+            (Answer::Sse, None) => self.stream_result(&result, params).await,
             (Answer::Sse, Some(resume)) => self.park(result, resume).await,
         }
     }
 
-    async fn stream_result(&mut self, result: &Value) -> io::Result<()> {
+    async fn stream_result(&mut self, result: &Value, params: &Value) -> io::Result<()> {
         let mut ids = self.open_sse(Vec::new()).await?;
-        for message in self.script.before_result.clone() {
+        for mut message in self.script.before_result.clone() {
+            fill_progress_token(&mut message, params);
             self.send_event(&mut ids, &message.to_string()).await?;
         }
         if self.script.await_answers && !self.await_answers().await {

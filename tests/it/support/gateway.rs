@@ -132,9 +132,12 @@ impl Agent {
         if let Some(session) = &self.session {
             request = request.header(SESSION, session);
         }
+        // `headers` replaces same-named defaults (an agent that accepts only JSON sends one Accept).
+        let mut extra = HeaderMap::new();
         for (name, value) in headers {
-            request = request.header(*name, *value);
+            extra.append(reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
         }
+        request = request.headers(extra);
         let response = request.send().await.expect("gateway reachable");
         let (status, headers) = (response.status(), response.headers().clone());
         let raw = response.text().await.unwrap_or_default();

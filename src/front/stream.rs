@@ -1,0 +1,140 @@
+//! Answers that may carry more than the result (MCP transports §"Sending Messages to the Server"; design §3):
+//! a request whose backend sends progress or log notifications while it runs is answered with an SSE stream —
+//! a priming event (id, empty data), the notifications in order as they arrive, keep-alive comments while
+//! idle, then the result — with `Cache-Control: no-cache` and `X-Accel-Buffering: no`. A request that produced
+//! no notification by the time its result is ready is answered with plain JSON, the cheaper form.
+//!
+//! Rules: the call runs on its own task, so an agent that disconnects does not cancel it (a disconnect is not a
+//! cancel); event ids are `<stream>-<sequence>` with a random stream id, unique within the session.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body::Frame;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::http;
+
+/// How long a stream may stay silent before a keep-alive comment is sent.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Waits for the call; answers JSON when it finished without notifications, SSE as soon as one arrives.
+pub(super) async fn answer(call: JoinHandle<Value>, mut notifications: mpsc::UnboundedReceiver<Value>) -> Response {
+    let mut call: Pending = Box::pin(async move { call.await.unwrap_or_else(|error| internal_error(&error)) });
+    tokio::select! {
+        biased;
+        Some(note) = notifications.recv() => sse_response(note, notifications, call),
+        reply = &mut call => match notifications.try_recv() {
+            Ok(note) => sse_response(note, notifications, Box::pin(std::future::ready(reply))),
+            Err(_) => http::json(StatusCode::OK, &reply),
+        },
+    }
+}
+
+/// The agent's JSON-RPC response, once the call is done.
+type Pending = Pin<Box<dyn Future<Output = Value> + Send>>;
+
+fn internal_error(error: &tokio::task::JoinError) -> Value {
+    crate::jsonrpc::error(None, crate::jsonrpc::INTERNAL_ERROR, &format!("the call failed inside the gateway: {error}"))
+}
+
+fn sse_response(first: Value, notifications: mpsc::UnboundedReceiver<Value>, call: Pending) -> Response {
+    let (events, body) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(pump(EventWriter::new(events), first, notifications, call));
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+    ];
+    (StatusCode::OK, headers, Body::new(ChannelBody(body))).into_response()
+}
+
+/// Feeds the stream: priming event, notifications, keep-alives, the result. Stops when the agent goes away.
+async fn pump(
+    mut out: EventWriter,
+    first: Value,
+    mut notifications: mpsc::UnboundedReceiver<Value>,
+    mut call: Pending,
+) {
+    if out.priming().await.is_err() || out.message(&first).await.is_err() {
+        return;
+    }
+    loop {
+        let sent = tokio::select! {
+            biased;
+            Some(note) = notifications.recv() => out.message(&note).await,
+            finished = &mut call => {
+                while let Ok(note) = notifications.try_recv() {
+                    if out.message(&note).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = out.message(&finished).await;
+                return;
+            }
+            () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive").await,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes SSE events with ids `<stream>-<n>`.
+struct EventWriter {
+    events: mpsc::Sender<Bytes>,
+    stream: String,
+    next: u64,
+}
+
+/// The agent closed the stream.
+struct Gone;
+
+impl EventWriter {
+    fn new(events: mpsc::Sender<Bytes>) -> Self {
+        let stream = super::session::SessionRef::random().map(|r| r.to_string()[..12].to_owned()).unwrap_or_default();
+        Self { events, stream, next: 0 }
+    }
+
+    async fn send(&mut self, text: String) -> Result<(), Gone> {
+        self.events.send(Bytes::from(text)).await.map_err(|_| Gone)
+    }
+
+    async fn priming(&mut self) -> Result<(), Gone> {
+        let id = self.next_id();
+        self.send(format!("id: {id}\ndata: \n\n")).await
+    }
+
+    async fn message(&mut self, message: &Value) -> Result<(), Gone> {
+        let id = self.next_id();
+        // serde_json never writes a raw newline, so the message is one `data` line.
+        self.send(format!("id: {id}\ndata: {message}\n\n")).await
+    }
+
+    async fn comment(&mut self, text: &str) -> Result<(), Gone> {
+        self.send(format!(": {text}\n\n")).await
+    }
+
+    fn next_id(&mut self) -> String {
+        self.next += 1;
+        format!("{}-{}", self.stream, self.next - 1)
+    }
+}
+
+/// A response body fed from a channel; it ends when the sender is dropped.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}

@@ -1,0 +1,61 @@
+//! [`LedgerError`]: everything a ledger operation can report instead of a result.
+//!
+//! Rules: the ledger fails closed, so every problem is an error the caller must handle (never a panic, never a
+//! silent success). Store problems are split by what the caller can do about them: [`LedgerError::Unavailable`]
+//! (connection, disk, read-only file, timeout: try later or refuse the call), [`LedgerError::Corrupt`] (the
+//! stored data cannot be trusted: an operator must look). Rule violations (another instance's claim, a claim in
+//! the wrong state) name the claim. No message contains a database password.
+
+use super::types::ClaimState;
+
+/// Why a ledger operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The store cannot be reached or written right now (connection lost, disk full, read-only file, timeout).
+    #[error("the call ledger is unavailable: {cause}")]
+    Unavailable { cause: String },
+
+    /// The store answered with data that cannot be the ledger's (malformed file, unreadable row).
+    #[error("the call ledger is corrupt: {cause}")]
+    Corrupt { cause: String },
+
+    /// The store was created by a newer Switchyard; this one must not write to it.
+    #[error("the call ledger has schema version {found}; this Switchyard supports up to {supported}")]
+    SchemaTooNew { found: i64, supported: i64 },
+
+    /// The ledger URL cannot be used (the message shows it with any password removed).
+    #[error("invalid ledger URL {url}: expected {expected}")]
+    InvalidUrl { url: String, expected: String },
+
+    /// A claim key given by an operator is not in the ledger's key format.
+    #[error("invalid claim key {key:?}: expected a key such as \"idem:5:alice:order-42\" or \"req:…\"")]
+    InvalidKey { key: String },
+
+    /// No claim has this key (it was never made, was released, or was purged).
+    #[error("no claim with key {key}")]
+    NotFound { key: String },
+
+    /// The claim belongs to another gateway instance, which alone may settle it.
+    #[error("claim {key} belongs to {owner}, not to {caller}")]
+    NotOwner { key: String, owner: String, caller: String },
+
+    /// The claim is in a state the operation cannot start from (for example completing a completed claim with a
+    /// different result, or resolving a claim that is not unknown).
+    #[error("claim {key} is {state}; {operation} is not possible")]
+    WrongState { key: String, state: ClaimState, operation: &'static str },
+}
+
+impl LedgerError {
+    pub(crate) fn unavailable(cause: impl std::fmt::Display) -> Self {
+        Self::Unavailable { cause: cause.to_string() }
+    }
+
+    pub(crate) fn corrupt(cause: impl std::fmt::Display) -> Self {
+        Self::Corrupt { cause: cause.to_string() }
+    }
+
+    /// Whether retrying later may succeed (the store itself is fine, only unreachable).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}

@@ -1,0 +1,203 @@
+//! The in-memory store: a map behind one mutex. For tests, demos and as the benchmarks' baseline; everything is
+//! lost when the process exits, so it gives no protection across restarts or replicas.
+//!
+//! Rules: every operation is one critical section over the map, which makes it atomic; the lock is never held
+//! across an `.await` or while waking waiters. The state machine is [`super::rules`]'s.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::digest::StoredResult;
+use super::error::LedgerError;
+use super::rules::{self, EXPIRED_NOTE, ORPHANED_NOTE, RESOLVED_NOTE, Settle, Verdict};
+use super::types::{
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, new_claim_id,
+    truncate_to_millis,
+};
+use super::waiters::Waiters;
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    claims: Mutex<HashMap<String, ClaimRecord>>,
+    waiters: Waiters,
+}
+
+impl MemoryStore {
+    fn claims(&self) -> MutexGuard<'_, HashMap<String, ClaimRecord>> {
+        // Every critical section leaves the map consistent, so a panic elsewhere cannot have broken it.
+        self.inner.claims.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn waiters(&self) -> &Waiters {
+        &self.inner.waiters
+    }
+
+    pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
+        let id = new_claim_id()?;
+        let mut claims = self.claims();
+        match claims.entry(new.key.as_str().to_owned()) {
+            Entry::Occupied(existing) => Ok(ClaimOutcome::Existing(existing.get().clone())),
+            Entry::Vacant(slot) => {
+                let record = ClaimRecord::claimed(&new, id, SystemTime::now());
+                slot.insert(record.clone());
+                Ok(ClaimOutcome::Claimed(record))
+            }
+        }
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        key: &ClaimKey,
+        owner: &str,
+        result: &Value,
+        max_result: usize,
+    ) -> Result<(), LedgerError> {
+        let stored = StoredResult::bound(result, max_result);
+        self.settle(key, owner, Settle::Complete(&stored), |record| {
+            record.state = ClaimState::Completed;
+            record.result = stored.text.as_ref().map(|_| result.clone());
+            record.result_digest = stored.digest.clone();
+            record.error = None;
+        })
+    }
+
+    pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
+        self.settle(key, owner, Settle::MarkUnknown(error), |record| {
+            record.state = ClaimState::Unknown;
+            record.error = Some(error.to_owned());
+        })
+    }
+
+    pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
+        {
+            let mut claims = self.claims();
+            if rules::explain(Settle::Release, key, owner, claims.get(key.as_str()))? == Verdict::Apply {
+                claims.remove(key.as_str());
+            }
+        }
+        self.inner.waiters.wake(key.as_str());
+        Ok(())
+    }
+
+    /// Applies `change` to the claim when the rules allow `operation`, then wakes its waiters.
+    fn settle(
+        &self,
+        key: &ClaimKey,
+        owner: &str,
+        operation: Settle<'_>,
+        change: impl FnOnce(&mut ClaimRecord),
+    ) -> Result<(), LedgerError> {
+        {
+            let mut claims = self.claims();
+            let record = claims.get_mut(key.as_str());
+            if rules::explain(operation, key, owner, record.as_deref())? == Verdict::AlreadyDone {
+                return Ok(());
+            }
+            if let Some(record) = record {
+                change(record);
+                record.updated_at = truncate_to_millis(SystemTime::now());
+            }
+        }
+        self.inner.waiters.wake(key.as_str());
+        Ok(())
+    }
+
+    pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
+        Ok(self.claims().get(key.as_str()).cloned())
+    }
+
+    pub(crate) async fn renew_leases(&self, owner: &str, lease_until: SystemTime) -> Result<u64, LedgerError> {
+        let lease_until = truncate_to_millis(lease_until);
+        let mut renewed = 0;
+        for record in self.claims().values_mut() {
+            if record.owner == owner && record.state == ClaimState::InFlight {
+                record.lease_until = lease_until;
+                renewed += 1;
+            }
+        }
+        Ok(renewed)
+    }
+
+    pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
+        let now = truncate_to_millis(now);
+        Ok(self.to_unknown(|record| record.lease_until < now, EXPIRED_NOTE, now))
+    }
+
+    pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
+        let now = truncate_to_millis(SystemTime::now());
+        Ok(self.to_unknown(|record| record.owner == owner, ORPHANED_NOTE, now))
+    }
+
+    /// Marks every in-flight claim matching `select` unknown with `note`; returns how many changed.
+    fn to_unknown(&self, select: impl Fn(&ClaimRecord) -> bool, note: &str, now: SystemTime) -> u64 {
+        let mut changed = Vec::new();
+        for record in self.claims().values_mut() {
+            if record.state == ClaimState::InFlight && select(record) {
+                record.state = ClaimState::Unknown;
+                record.error = Some(note.to_owned());
+                record.updated_at = now;
+                changed.push(record.key.clone());
+            }
+        }
+        for key in &changed {
+            self.inner.waiters.wake(key.as_str());
+        }
+        changed.len() as u64
+    }
+
+    pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
+        let cutoff = truncate_to_millis(older_than);
+        let mut claims = self.claims();
+        let before = claims.len();
+        claims.retain(|_, record| record.state == ClaimState::InFlight || record.updated_at >= cutoff);
+        Ok((before - claims.len()) as u64)
+    }
+
+    pub(crate) async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {
+        let since = filter.since.map(truncate_to_millis);
+        let mut found: Vec<ClaimRecord> = self
+            .claims()
+            .values()
+            .filter(|record| filter.state.is_none_or(|state| record.state == state))
+            .filter(|record| filter.principal.as_ref().is_none_or(|principal| &record.principal == principal))
+            .filter(|record| filter.tool.as_ref().is_none_or(|tool| &record.tool == tool))
+            .filter(|record| since.is_none_or(|since| record.created_at >= since))
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.key.cmp(&b.key)));
+        found.truncate(filter.limit);
+        Ok(found)
+    }
+
+    pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
+        let mut claims = self.claims();
+        rules::explain_resolve(key, claims.get(key.as_str()))?;
+        match resolution {
+            Resolution::Failed => {
+                claims.remove(key.as_str());
+            }
+            Resolution::Completed => {
+                if let Some(record) = claims.get_mut(key.as_str()) {
+                    record.state = ClaimState::Completed;
+                    record.owner = OPERATOR.to_owned();
+                    record.error = Some(RESOLVED_NOTE.to_owned());
+                    record.updated_at = truncate_to_millis(SystemTime::now());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn ping(&self) -> Result<(), LedgerError> {
+        Ok(())
+    }
+}

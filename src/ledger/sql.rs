@@ -1,0 +1,239 @@
+//! The SQL both database stores run, written once with `$N` parameters and rendered per dialect (SQLite takes
+//! the same numbered parameters as `?N`), and the row shape they read back.
+//!
+//! Rules:
+//! - Every state-changing rule of [`super::rules`] is in the `WHERE` clause of one statement, so it holds across
+//!   processes without explicit locks: a conditional `UPDATE`/`DELETE` either applies or changes nothing.
+//! - State names in SQL are the spellings of [`ClaimState::as_str`] (a test checks them).
+//! - Times are `BIGINT` milliseconds since the Unix epoch, results JSON text: both dialects store them natively
+//!   and the text keeps the result's key order exactly.
+
+use super::error::LedgerError;
+use super::types::{ClaimKey, ClaimRecord, ClaimState, from_millis};
+
+/// The claims table's name (in the configured schema on Postgres).
+pub(crate) const CLAIMS_TABLE: &str = "switchyard_claims";
+
+/// The schema version this build creates and understands.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// How many times a store re-runs a conditional statement that lost a race before giving up.
+pub(crate) const RACE_ATTEMPTS: usize = 4;
+
+const COLUMNS: &str = "key, id, principal, agent_session, backend, tool, args_digest, state, result, result_digest, \
+                       error, created_at, updated_at, owner, lease_until";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// Every statement, rendered for one table and dialect.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// `$1` key … `$7` args_digest, `$8` now, `$9` owner, `$10` lease_until.
+    pub(crate) insert: String,
+    /// `$1` key.
+    pub(crate) select: String,
+    /// `$1` key, `$2` owner, `$3` result, `$4` result_digest, `$5` now.
+    pub(crate) complete: String,
+    /// `$1` key, `$2` owner, `$3` error, `$4` now.
+    pub(crate) mark_unknown: String,
+    /// `$1` key, `$2` owner.
+    pub(crate) release: String,
+    /// `$1` owner, `$2` lease_until.
+    pub(crate) renew: String,
+    /// `$1` now, `$2` error; returns the keys.
+    pub(crate) expire: String,
+    /// `$1` owner, `$2` error, `$3` now; returns the keys.
+    pub(crate) orphan: String,
+    /// `$1` cutoff.
+    pub(crate) purge: String,
+    /// `$1` state, `$2` principal, `$3` tool, `$4` since (each NULL for any), `$5` limit.
+    pub(crate) list: String,
+    /// `$1` key, `$2` owner (the operator), `$3` note, `$4` now.
+    pub(crate) resolve_completed: String,
+    /// `$1` key.
+    pub(crate) resolve_failed: String,
+}
+
+impl Statements {
+    pub(crate) fn new(table: &str, dialect: Dialect) -> Statements {
+        let render = |template: &str| {
+            let sql = template.replace("{t}", table).replace("{columns}", COLUMNS);
+            match dialect {
+                Dialect::Sqlite => sql.replace('$', "?"),
+                Dialect::Postgres => sql,
+            }
+        };
+        Statements {
+            insert: render(
+                "INSERT INTO {t} (key, id, principal, agent_session, backend, tool, args_digest, state, created_at, \
+                 updated_at, owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', $8, $8, $9, $10) \
+                 ON CONFLICT (key) DO NOTHING",
+            ),
+            select: render("SELECT {columns} FROM {t} WHERE key = $1"),
+            complete: render(
+                "UPDATE {t} SET state = 'completed', result = $3, result_digest = $4, error = NULL, updated_at = $5 \
+                 WHERE key = $1 AND owner = $2 AND state IN ('in_flight', 'unknown')",
+            ),
+            mark_unknown: render(
+                "UPDATE {t} SET state = 'unknown', error = $3, updated_at = $4 \
+                 WHERE key = $1 AND owner = $2 AND state IN ('in_flight', 'unknown')",
+            ),
+            release: render("DELETE FROM {t} WHERE key = $1 AND owner = $2 AND state IN ('in_flight', 'unknown')"),
+            renew: render("UPDATE {t} SET lease_until = $2 WHERE owner = $1 AND state = 'in_flight'"),
+            expire: render(
+                "UPDATE {t} SET state = 'unknown', error = $2, updated_at = $1 \
+                 WHERE state = 'in_flight' AND lease_until < $1 RETURNING key",
+            ),
+            orphan: render(
+                "UPDATE {t} SET state = 'unknown', error = $2, updated_at = $3 \
+                 WHERE owner = $1 AND state = 'in_flight' RETURNING key",
+            ),
+            purge: render("DELETE FROM {t} WHERE state IN ('completed', 'unknown') AND updated_at < $1"),
+            list: render(
+                // The casts give Postgres the parameters' types where `IS NULL` alone would leave them undetermined.
+                "SELECT {columns} FROM {t} WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
+                 AND (CAST($2 AS TEXT) IS NULL OR principal = $2) AND (CAST($3 AS TEXT) IS NULL OR tool = $3) \
+                 AND (CAST($4 AS BIGINT) IS NULL OR created_at >= $4) ORDER BY created_at DESC, key LIMIT $5",
+            ),
+            resolve_completed: render(
+                "UPDATE {t} SET state = 'completed', owner = $2, error = $3, updated_at = $4 \
+                 WHERE key = $1 AND state = 'unknown'",
+            ),
+            resolve_failed: render("DELETE FROM {t} WHERE key = $1 AND state = 'unknown'"),
+        }
+    }
+}
+
+/// The statements that create schema version 1 (tables and indexes; Postgres adds its trigger).
+pub(crate) fn create_statements(table: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE TABLE {table} (
+                key TEXT PRIMARY KEY,
+                id TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                agent_session TEXT NOT NULL,
+                backend TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                args_digest TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed', 'unknown')),
+                result TEXT,
+                result_digest TEXT,
+                error TEXT,
+                created_at BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL,
+                owner TEXT NOT NULL,
+                lease_until BIGINT NOT NULL
+            )"
+        ),
+        // Renewal and orphaning select by owner; expiry by lease; purging by age; listing newest first.
+        format!("CREATE INDEX {CLAIMS_TABLE}_owner ON {table} (owner, state)"),
+        format!("CREATE INDEX {CLAIMS_TABLE}_lease ON {table} (state, lease_until)"),
+        format!("CREATE INDEX {CLAIMS_TABLE}_updated ON {table} (updated_at)"),
+        format!("CREATE INDEX {CLAIMS_TABLE}_created ON {table} (created_at)"),
+    ]
+}
+
+/// One row as the drivers read it, before it is checked.
+#[derive(Debug)]
+pub(crate) struct RawRow {
+    pub(crate) key: String,
+    pub(crate) id: String,
+    pub(crate) principal: String,
+    pub(crate) session: String,
+    pub(crate) backend: String,
+    pub(crate) tool: String,
+    pub(crate) args_digest: String,
+    pub(crate) state: String,
+    pub(crate) result: Option<String>,
+    pub(crate) result_digest: Option<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) owner: String,
+    pub(crate) lease_until: i64,
+}
+
+impl RawRow {
+    /// The record, or [`LedgerError::Corrupt`] when a value cannot have been written by a ledger.
+    pub(crate) fn into_record(self) -> Result<ClaimRecord, LedgerError> {
+        let state = ClaimState::parse(&self.state).ok_or_else(|| {
+            LedgerError::corrupt(format!("claim {} has an unknown state {:?}", self.key, self.state))
+        })?;
+        let result = self
+            .result
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(|error| LedgerError::corrupt(format!("claim {} has a malformed result: {error}", self.key)))?;
+        Ok(ClaimRecord {
+            key: ClaimKey::from_stored(self.key),
+            id: self.id,
+            principal: self.principal,
+            session: self.session,
+            backend: self.backend,
+            tool: self.tool,
+            args_digest: self.args_digest,
+            state,
+            result,
+            result_digest: self.result_digest,
+            error: self.error,
+            created_at: from_millis(self.created_at),
+            updated_at: from_millis(self.updated_at),
+            owner: self.owner,
+            lease_until: from_millis(self.lease_until),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_gets_numbered_question_marks() {
+        let sqlite = Statements::new("t", Dialect::Sqlite);
+        assert_eq!(sqlite.select, format!("SELECT {COLUMNS} FROM t WHERE key = ?1"));
+        assert!(!sqlite.list.contains('$'));
+        let postgres = Statements::new("s.t", Dialect::Postgres);
+        assert!(postgres.complete.contains("WHERE key = $1 AND owner = $2"));
+    }
+
+    #[test]
+    fn state_literals_match_the_enum() {
+        let every = Statements::new("t", Dialect::Postgres);
+        let text = [every.insert, every.complete, every.mark_unknown, every.expire, every.purge].join(" ");
+        for state in [ClaimState::InFlight, ClaimState::Completed, ClaimState::Unknown] {
+            assert!(text.contains(&format!("'{}'", state.as_str())), "{state}");
+        }
+        assert!(create_statements("t")[0].contains("'in_flight', 'completed', 'unknown'"));
+    }
+
+    #[test]
+    fn bad_rows_are_corrupt() {
+        let row = || RawRow {
+            key: "idem:1:a:b".into(),
+            id: "i".into(),
+            principal: "a".into(),
+            session: "s".into(),
+            backend: "b".into(),
+            tool: "t".into(),
+            args_digest: "d".into(),
+            state: "completed".into(),
+            result: Some("{\"a\":1}".into()),
+            result_digest: None,
+            error: None,
+            created_at: 1,
+            updated_at: 2,
+            owner: "o".into(),
+            lease_until: 3,
+        };
+        assert_eq!(row().into_record().expect("valid").state, ClaimState::Completed);
+        assert!(matches!(RawRow { state: "done".into(), ..row() }.into_record(), Err(LedgerError::Corrupt { .. })));
+        let malformed = RawRow { result: Some("{".into()), ..row() }.into_record();
+        assert!(matches!(malformed, Err(LedgerError::Corrupt { .. })));
+    }
+}

@@ -1,0 +1,307 @@
+//! The ledger's vocabulary: claim keys, states, the claim a caller asks for and the record a store keeps.
+//!
+//! Rules:
+//! - A [`ClaimKey`] is scoped: an idempotency key only ever matches calls of the same principal, a request id
+//!   only calls of the same agent session. The principal/session part is length-prefixed, so no choice of
+//!   characters in one part can make two different scopes produce the same key.
+//! - Parts longer than [`MAX_KEY_PART`] bytes are replaced by their SHA-256, so keys (and Postgres notification
+//!   payloads, limited to 8000 bytes) stay small whatever an agent sends.
+//! - Times cross the API as [`SystemTime`] and are stored as whole milliseconds since the Unix epoch.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::digest::sha256_hex;
+use super::error::LedgerError;
+
+/// Longest key part kept verbatim; longer parts are replaced by `#<sha256>`.
+pub const MAX_KEY_PART: usize = 256;
+
+/// Longest key [`ClaimKey::parse`] accepts (two parts of at most 256 bytes plus framing fit easily).
+const MAX_KEY_LEN: usize = 1024;
+
+const IDEMPOTENCY_PREFIX: &str = "idem:";
+const REQUEST_PREFIX: &str = "req:";
+
+/// The identity of one tool call in the ledger, in its string form (`idem:5:alice:order-42`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClaimKey(String);
+
+impl ClaimKey {
+    /// The key of a call carrying an idempotency key, scoped to the authenticated principal.
+    pub fn idempotency(principal: &str, key: &str) -> ClaimKey {
+        Self::scoped(IDEMPOTENCY_PREFIX, principal, key)
+    }
+
+    /// The key of a call without an idempotency key: the agent session and the JSON-RPC request id, as JSON
+    /// (so the number `1` and the string `"1"` are different requests, as JSON-RPC says).
+    pub fn request(agent_session: &str, request_id: &Value) -> ClaimKey {
+        Self::scoped(REQUEST_PREFIX, agent_session, &request_id.to_string())
+    }
+
+    fn scoped(prefix: &str, scope: &str, key: &str) -> ClaimKey {
+        let scope = bounded_part(scope);
+        let key = bounded_part(key);
+        ClaimKey(format!("{prefix}{}:{scope}:{key}", scope.len()))
+    }
+
+    /// A key as an operator typed it (`switchyard calls resolve KEY`); only the format is checked.
+    pub fn parse(text: &str) -> Result<ClaimKey, LedgerError> {
+        let known = text.starts_with(IDEMPOTENCY_PREFIX) || text.starts_with(REQUEST_PREFIX);
+        if !known || text.len() > MAX_KEY_LEN {
+            return Err(LedgerError::InvalidKey { key: text.chars().take(80).collect() });
+        }
+        Ok(ClaimKey(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Rebuilds a key read back from a store, where it was written by this module.
+    pub(crate) fn from_stored(text: String) -> ClaimKey {
+        ClaimKey(text)
+    }
+}
+
+fn bounded_part(part: &str) -> String {
+    if part.len() > MAX_KEY_PART { format!("#{}", sha256_hex(part.as_bytes())) } else { part.to_owned() }
+}
+
+impl fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ClaimKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClaimKey({:?})", self.0)
+    }
+}
+
+/// Where a claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClaimState {
+    /// The call was claimed and may be running.
+    InFlight,
+    /// The call finished; its result (or the result's digest) is stored.
+    Completed,
+    /// The call may or may not have run (failure after delivery, timeout, or its owner died); it is never
+    /// repeated automatically.
+    Unknown,
+}
+
+impl ClaimState {
+    /// The spelling stored in the database and shown to operators.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InFlight => "in_flight",
+            Self::Completed => "completed",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ClaimState> {
+        match text {
+            "in_flight" => Some(Self::InFlight),
+            "completed" => Some(Self::Completed),
+            "unknown" => Some(Self::Unknown),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClaimState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A claim a gateway instance asks for before it sends a call to a backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewClaim {
+    pub key: ClaimKey,
+    pub principal: String,
+    pub session: String,
+    pub backend: String,
+    pub tool: String,
+    /// [`super::canonical_digest`] of the call's arguments.
+    pub args_digest: String,
+    /// The claiming gateway instance; only it may settle the claim.
+    pub owner: String,
+    /// How long the claim stays `in_flight` without a renewal before it may be expired to `unknown`.
+    pub lease: Duration,
+}
+
+/// Everything the ledger knows about one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimRecord {
+    pub key: ClaimKey,
+    /// A random id unique to this claim (32 hex digits); usable as a `jti`, and how a store recognises its own
+    /// insert when it retries a claim after a lost connection.
+    pub id: String,
+    pub principal: String,
+    pub session: String,
+    pub backend: String,
+    pub tool: String,
+    pub args_digest: String,
+    pub state: ClaimState,
+    /// The stored result, when completed and no larger than the store's `max_result`.
+    pub result: Option<Value>,
+    /// The result's [`super::canonical_digest`], when it was too large to keep.
+    pub result_digest: Option<String>,
+    /// Why the outcome is unknown, or an operator's note.
+    pub error: Option<String>,
+    pub created_at: SystemTime,
+    pub updated_at: SystemTime,
+    /// The gateway instance that claimed the call, or [`OPERATOR`] once an operator settled it.
+    pub owner: String,
+    pub lease_until: SystemTime,
+}
+
+/// The owner recorded on claims an operator settled with [`super::LedgerStore::resolve`].
+pub const OPERATOR: &str = "operator";
+
+/// What [`super::LedgerStore::claim`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// The caller owns the new claim and may send the call.
+    Claimed(ClaimRecord),
+    /// Another call holds or held the key; the call must not be sent.
+    Existing(ClaimRecord),
+}
+
+/// What [`super::LedgerStore::wait_settled`] saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WaitOutcome {
+    /// The claim left `in_flight` (completed or unknown).
+    Settled(ClaimRecord),
+    /// The claim is gone: the first call was not delivered (or an operator cleared it), so it may be claimed again.
+    Released,
+    /// The claim was still `in_flight` at the deadline.
+    TimedOut,
+}
+
+/// How an operator settles an `unknown` claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The call did run: the claim becomes `completed` (without a result) so retries are answered, not run.
+    Completed,
+    /// The call did not run: the claim is deleted so a retry runs it.
+    Failed,
+}
+
+/// Which claims [`super::LedgerStore::list`] returns; every set field must match. Newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListFilter {
+    pub state: Option<ClaimState>,
+    pub principal: Option<String>,
+    pub tool: Option<String>,
+    /// Only claims created at or after this time.
+    pub since: Option<SystemTime>,
+    /// At most this many claims.
+    pub limit: usize,
+}
+
+impl Default for ListFilter {
+    fn default() -> Self {
+        Self { state: None, principal: None, tool: None, since: None, limit: 1000 }
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 for earlier times, saturating far in the future).
+pub(crate) fn to_millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn from_millis(millis: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
+
+/// A random claim id: 128 bits as hex.
+pub(crate) fn new_claim_id() -> Result<String, LedgerError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))?;
+    Ok(super::digest::hex(&bytes))
+}
+
+impl ClaimRecord {
+    /// The record of a claim just made from `new`.
+    pub(crate) fn claimed(new: &NewClaim, id: String, now: SystemTime) -> ClaimRecord {
+        ClaimRecord {
+            key: new.key.clone(),
+            id,
+            principal: new.principal.clone(),
+            session: new.session.clone(),
+            backend: new.backend.clone(),
+            tool: new.tool.clone(),
+            args_digest: new.args_digest.clone(),
+            state: ClaimState::InFlight,
+            result: None,
+            result_digest: None,
+            error: None,
+            created_at: truncate_to_millis(now),
+            updated_at: truncate_to_millis(now),
+            owner: new.owner.clone(),
+            lease_until: truncate_to_millis(now + new.lease),
+        }
+    }
+}
+
+/// `time` as a store keeps it, so a record built in memory equals the one read back.
+pub(crate) fn truncate_to_millis(time: SystemTime) -> SystemTime {
+    from_millis(to_millis(time))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn keys_are_scoped_to_their_principal_or_session() {
+        assert_eq!(ClaimKey::idempotency("alice", "order-42").as_str(), "idem:5:alice:order-42");
+        assert_ne!(ClaimKey::idempotency("alice", "k"), ClaimKey::idempotency("bob", "k"));
+        // Without the length prefix both would read "idem:a:b:c".
+        assert_ne!(ClaimKey::idempotency("a:b", "c"), ClaimKey::idempotency("a", "b:c"));
+        assert_ne!(ClaimKey::request("s", &json!(1)), ClaimKey::request("s", &json!("1")));
+        assert_ne!(ClaimKey::request("s", &json!(1)), ClaimKey::idempotency("s", "1"));
+    }
+
+    #[test]
+    fn long_parts_are_digested() {
+        let long = "x".repeat(MAX_KEY_PART + 1);
+        let key = ClaimKey::idempotency(&long, &long);
+        assert!(key.as_str().len() < 200, "{key}");
+        assert_ne!(key, ClaimKey::idempotency(&long, "y"));
+        assert_eq!(ClaimKey::parse(key.as_str()).expect("parses"), key);
+    }
+
+    #[test]
+    fn parse_checks_the_format() {
+        assert!(ClaimKey::parse("idem:1:a:b").is_ok());
+        assert!(ClaimKey::parse("req:1:s:1").is_ok());
+        assert!(matches!(ClaimKey::parse("bogus"), Err(LedgerError::InvalidKey { .. })));
+        assert!(ClaimKey::parse(&format!("idem:{}", "x".repeat(MAX_KEY_LEN))).is_err());
+    }
+
+    #[test]
+    fn states_round_trip() {
+        for state in [ClaimState::InFlight, ClaimState::Completed, ClaimState::Unknown] {
+            assert_eq!(ClaimState::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(ClaimState::parse("done"), None);
+    }
+
+    #[test]
+    fn millis_round_trip() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        assert_eq!(from_millis(to_millis(time)), time);
+        assert_eq!(to_millis(UNIX_EPOCH - Duration::from_secs(1)), 0);
+        assert_eq!(from_millis(-5), UNIX_EPOCH);
+    }
+}
