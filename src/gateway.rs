@@ -102,6 +102,7 @@ impl Gateway {
             revocations: Revocations::default(),
             router: Arc::clone(&self.router),
             max_body: self.config.server.max_body,
+            streams: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         let app = front::app(front);

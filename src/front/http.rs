@@ -18,11 +18,6 @@ pub(super) fn error(status: StatusCode, id: Option<&Value>, code: i64, message: 
     json(status, &jsonrpc::error(id, code, message))
 }
 
-/// The standalone `GET` stream is not offered yet; the spec's answer for that is 405.
-pub(super) async fn no_standalone_stream() -> Response {
-    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST, DELETE")]).into_response()
-}
-
 pub(super) async fn healthz() -> &'static str {
     "ok\n"
 }

@@ -13,6 +13,7 @@
 pub mod guard;
 mod http;
 pub mod session;
+pub mod standalone;
 mod stream;
 
 use std::sync::Arc;
@@ -44,14 +45,16 @@ pub struct Front {
     pub revocations: Revocations,
     pub router: Arc<CallRouter>,
     pub max_body: usize,
+    /// The standalone `GET` streams open on this replica.
+    pub streams: Arc<standalone::Streams>,
 }
 
 /// The HTTP application.
 pub fn app(front: Arc<Front>) -> Router {
     let max_body = front.max_body;
     Router::new()
-        .route("/mcp", post(post_all).delete(delete_session).get(http::no_standalone_stream))
-        .route("/mcp/{backend}", post(post_one).delete(delete_session).get(http::no_standalone_stream))
+        .route("/mcp", post(post_all).delete(delete_session).get(get_all))
+        .route("/mcp/{backend}", post(post_one).delete(delete_session).get(get_one))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(max_body))
@@ -72,6 +75,17 @@ async fn post_one(
         return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
     }
     front.serve_post(Some(backend), &headers, &body).await
+}
+
+async fn get_all(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    front.open_standalone(None, &headers)
+}
+
+async fn get_one(State(front): State<Arc<Front>>, Path(backend): Path<String>, headers: HeaderMap) -> Response {
+    if !front.router.has_backend(&backend) {
+        return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
+    }
+    front.open_standalone(Some(backend), &headers)
 }
 
 async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
@@ -128,6 +142,18 @@ fn now_unix() -> u64 {
 }
 
 impl Front {
+    fn open_standalone(&self, backend: Option<String>, headers: &HeaderMap) -> Response {
+        if let Err(refusal) = self.admission.check(headers) {
+            return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
+        }
+        match self.open_session(headers) {
+            Ok(session) => {
+                standalone::open(&self.streams, session.id.to_string(), backend, self.router.tool_changes())
+            }
+            Err(failure) => failure.response(),
+        }
+    }
+
     /// `backend`: the backend of `/mcp/{backend}`, `None` for `/mcp`.
     async fn serve_post(self: &Arc<Self>, backend: Option<String>, headers: &HeaderMap, body: &[u8]) -> Response {
         if let Err(refusal) = self.admission.check(headers) {

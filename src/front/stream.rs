@@ -45,8 +45,13 @@ fn internal_error(error: &tokio::task::JoinError) -> Value {
 }
 
 fn sse_response(first: Value, notifications: mpsc::UnboundedReceiver<Value>, call: Pending) -> Response {
+    event_stream(move |out| pump(out, first, notifications, call))
+}
+
+/// An SSE response whose events `feed` writes on its own task; the stream ends when `feed` returns.
+pub(super) fn event_stream<F: Future<Output = ()> + Send + 'static>(feed: impl FnOnce(EventWriter) -> F) -> Response {
     let (events, body) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(pump(EventWriter::new(events), first, notifications, call));
+    tokio::spawn(feed(EventWriter::new(events)));
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
@@ -87,14 +92,14 @@ async fn pump(
 }
 
 /// Writes SSE events with ids `<stream>-<n>`.
-struct EventWriter {
+pub(super) struct EventWriter {
     events: mpsc::Sender<Bytes>,
     stream: String,
     next: u64,
 }
 
 /// The agent closed the stream.
-struct Gone;
+pub(super) struct Gone;
 
 impl EventWriter {
     fn new(events: mpsc::Sender<Bytes>) -> Self {
@@ -106,19 +111,24 @@ impl EventWriter {
         self.events.send(Bytes::from(text)).await.map_err(|_| Gone)
     }
 
-    async fn priming(&mut self) -> Result<(), Gone> {
+    pub(super) async fn priming(&mut self) -> Result<(), Gone> {
         let id = self.next_id();
         self.send(format!("id: {id}\ndata: \n\n")).await
     }
 
-    async fn message(&mut self, message: &Value) -> Result<(), Gone> {
+    pub(super) async fn message(&mut self, message: &Value) -> Result<(), Gone> {
         let id = self.next_id();
         // serde_json never writes a raw newline, so the message is one `data` line.
         self.send(format!("id: {id}\ndata: {message}\n\n")).await
     }
 
-    async fn comment(&mut self, text: &str) -> Result<(), Gone> {
+    pub(super) async fn comment(&mut self, text: &str) -> Result<(), Gone> {
         self.send(format!(": {text}\n\n")).await
+    }
+
+    /// Completes when the agent has gone away.
+    pub(super) async fn closed(&self) {
+        self.events.closed().await;
     }
 
     fn next_id(&mut self) -> String {

@@ -24,7 +24,14 @@ impl CallRouter {
         let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
         let slot = SlotKey::new(CATALOG_SESSION, backend);
         match self.client.list_tools(&slot, &target.endpoint()).await {
-            Ok(tools) => Ok(self.catalog.update(backend, Ok(tools))),
+            Ok(tools) => {
+                let changed = self.catalog.update(backend, Ok(tools));
+                if changed {
+                    // Nobody listening (no agent stream open) is fine.
+                    let _ = self.tool_changes.send(Arc::from(backend));
+                }
+                Ok(changed)
+            }
             Err(error) => {
                 let text = error.to_string();
                 self.catalog.update(backend, Err(text.clone()));

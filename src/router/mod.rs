@@ -18,6 +18,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, McpError, Relay, SlotKey};
 pub use crate::catalog::View;
@@ -87,6 +88,8 @@ pub struct CallRouter {
     catalog: Arc<Catalog>,
     client: Arc<McpBackendClient>,
     targets: HashMap<Arc<str>, BackendTarget>,
+    /// Announces the backend whose exposed tools changed.
+    tool_changes: broadcast::Sender<Arc<str>>,
 }
 
 impl CallRouter {
@@ -95,7 +98,12 @@ impl CallRouter {
         client: Arc<McpBackendClient>,
         targets: HashMap<Arc<str>, BackendTarget>,
     ) -> Self {
-        Self { catalog, client, targets }
+        Self { catalog, client, targets, tool_changes: broadcast::channel(64).0 }
+    }
+
+    /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
+    pub fn tool_changes(&self) -> broadcast::Receiver<Arc<str>> {
+        self.tool_changes.subscribe()
     }
 
     pub fn catalog(&self) -> &Catalog {

@@ -250,14 +250,14 @@ async fn a_dead_backend_does_not_break_the_others_and_appears_when_it_comes_up()
 }
 
 #[tokio::test]
-async fn health_endpoints_and_get_without_stream() {
+async fn health_endpoints_and_get_without_session() {
     let (gateway, _demo) = gateway_with_demo().await;
     let health = reqwest::get(format!("{}/healthz", gateway.base)).await.unwrap();
     assert_eq!(health.status(), StatusCode::OK);
     let ready = readyz(&gateway).await;
     assert_eq!(ready["backends"]["demo"]["status"], "discovered");
     let get = reqwest::get(gateway.mcp()).await.unwrap();
-    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(get.status(), StatusCode::BAD_REQUEST, "a standalone stream needs a session");
 }
 
 /// The events of an SSE body, decoded with the gateway's own decoder.
@@ -340,4 +340,45 @@ async fn a_backends_tools_list_changed_refreshes_the_catalog() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("the catalog was not refreshed after list_changed");
+}
+
+/// Reads a streaming body until an event whose data contains `needle`, or gives up after `wait`.
+async fn read_until(response: &mut reqwest::Response, needle: &str, wait: Duration) -> Option<String> {
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if seen.contains(needle) {
+            return Some(seen);
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn the_standalone_stream_tells_one_stream_per_session_that_tools_changed() {
+    let fault = FaultBackend::start(Script::default()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let session = agent.session.clone().unwrap();
+    let open = || agent.http.get(gateway.mcp()).header("accept", "text/event-stream").header(SESSION, &session).send();
+    let mut first = open().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(first.headers()["content-type"], "text/event-stream");
+    let mut second = open().await.unwrap();
+    assert!(read_until(&mut first, "data: \n", Duration::from_secs(5)).await.is_some(), "a priming event");
+
+    let without = agent.http.get(gateway.mcp()).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(without.status(), StatusCode::BAD_REQUEST);
+
+    fault.update(|script| {
+        script.answer = crate::support::fault_backend::Answer::Sse;
+        script.tools.push(json!({"name": "added", "inputSchema": {"type": "object"}}));
+        script.before_result = vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})];
+    });
+    agent.call_tool("fault__echo", json!({"text": "x"})).await;
+    let told = read_until(&mut first, "notifications/tools/list_changed", Duration::from_secs(5)).await;
+    assert!(told.is_some(), "the oldest stream is told");
+    let also = read_until(&mut second, "notifications/tools/list_changed", Duration::from_millis(500)).await;
+    assert!(also.is_none(), "a message goes to exactly one stream");
 }

@@ -1,0 +1,111 @@
+//! The agent's standalone stream: `GET /mcp` (MCP transports §"Listening for Messages from the Server"; design
+//! §3). It carries messages not tied to a call — today `notifications/tools/list_changed` when the tools the
+//! stream's view shows have changed — and keep-alive comments while idle.
+//!
+//! Rules: an agent may hold several standalone streams; each message goes to exactly one of them (the oldest
+//! one still open for that session), never to all (transports §"Multiple Connections"). Streams are connection
+//! state of this replica only; the session itself stays sealed and stateless.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::response::Response;
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
+use crate::jsonrpc;
+
+/// The standalone streams open on this replica, by agent session, oldest first.
+#[derive(Default)]
+pub struct Streams {
+    open: Mutex<HashMap<String, Vec<u64>>>,
+    next: AtomicU64,
+}
+
+/// Keeps a stream registered while it is open.
+struct Registration {
+    streams: Arc<Streams>,
+    session: String,
+    id: u64,
+}
+
+impl Streams {
+    fn register(self: &Arc<Self>, session: String) -> Registration {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().entry(session.clone()).or_default().push(id);
+        Registration { streams: Arc::clone(self), session, id }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<u64>>> {
+        // Each update is a single push or removal: a poisoned map is still consistent.
+        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many standalone streams are open for a session.
+    pub fn count(&self, session: &str) -> usize {
+        self.lock().get(session).map_or(0, Vec::len)
+    }
+}
+
+impl Registration {
+    fn is_oldest(&self) -> bool {
+        self.streams.lock().get(&self.session).and_then(|ids| ids.first()) == Some(&self.id)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut open = self.streams.lock();
+        if let Some(ids) = open.get_mut(&self.session) {
+            ids.retain(|id| *id != self.id);
+            if ids.is_empty() {
+                open.remove(&self.session);
+            }
+        }
+    }
+}
+
+/// Opens a standalone stream for `session`, showing the view of `backend` (`None`: every backend).
+pub(super) fn open(
+    streams: &Arc<Streams>,
+    session: String,
+    backend: Option<String>,
+    changes: broadcast::Receiver<Arc<str>>,
+) -> Response {
+    let registration = streams.register(session);
+    event_stream(move |out| feed(out, registration, backend, changes))
+}
+
+async fn feed(
+    mut out: EventWriter,
+    registration: Registration,
+    backend: Option<String>,
+    mut changes: broadcast::Receiver<Arc<str>>,
+) {
+    if out.priming().await.is_err() {
+        return;
+    }
+    let list_changed = jsonrpc::notification("notifications/tools/list_changed", None);
+    loop {
+        let sent = tokio::select! {
+            change = changes.recv() => match change {
+                Ok(changed) if !shows(backend.as_deref(), &changed) => Ok(()),
+                // A lagging receiver missed changes: telling the agent once more is harmless.
+                Ok(_) | Err(RecvError::Lagged(_)) if registration.is_oldest() => out.message(&list_changed).await,
+                Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),
+                Err(RecvError::Closed) => return,
+            },
+            () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive").await,
+            () = out.closed() => return,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether a view (`None`: all backends) shows the tools of `changed`.
+fn shows(view: Option<&str>, changed: &str) -> bool {
+    view.is_none_or(|backend| backend == changed)
+}
