@@ -19,10 +19,13 @@ use crate::config::{BackendConfig, Config, ConfigError};
 use crate::front::guard::Admission;
 use crate::front::session::{Revocations, Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
-use crate::router::{BackendTarget, CallRouter, discovery};
+use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
+use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
 
 /// How often a discovered backend's tool list is refreshed.
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
+/// How long a graceful shutdown waits for running calls before it marks them `unknown`.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
 
@@ -36,6 +39,8 @@ pub enum GatewayError {
     Demo(std::io::Error),
     #[error("serving agents failed: {0}")]
     Serve(std::io::Error),
+    #[error("ledger: {0}")]
+    Ledger(#[from] LedgerError),
 }
 
 /// The parts of a running gateway.
@@ -53,26 +58,53 @@ impl Drop for Gateway {
 }
 
 impl Gateway {
-    /// Builds the router and catalog for `config`, without starting discovery.
-    pub fn new(config: Config) -> Gateway {
+    /// Builds the gateway for `config`: opens (and migrates) its ledger, and marks the in-flight claims this
+    /// instance left behind when it last stopped `unknown`. Discovery starts with [`Gateway::serve`].
+    pub async fn build(config: Config) -> Result<Gateway, GatewayError> {
+        let data_dir = &config.server.data_dir;
+        let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
+        let owner = instance_id(data_dir)?;
+        let orphaned = store.orphan(&owner).await?;
+        if orphaned > 0 {
+            tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
+        }
+        let ledger = CallLedger { store, owner, lease: config.ledger.lease, max_result: config.ledger.max_result };
+        Ok(Gateway::assemble(config, ledger))
+    }
+
+    /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
+    pub fn for_discovery(config: Config) -> Gateway {
+        let ledger = CallLedger {
+            store: LedgerStore::memory(),
+            owner: "discovery".into(),
+            lease: config.ledger.lease,
+            max_result: config.ledger.max_result,
+        };
+        Gateway::assemble(config, ledger)
+    }
+
+    fn assemble(config: Config, ledger: CallLedger) -> Gateway {
         let client = Arc::new(McpBackendClient::new(ClientConfig::default()));
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets: HashMap<Arc<str>, BackendTarget> =
             config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
-        let router = Arc::new(CallRouter::new(catalog, client, targets));
+        let router = Arc::new(CallRouter::new(catalog, client, targets, ledger));
         Gateway { config, router, tasks: Vec::new() }
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
     /// backend, served in-process on a loopback port and reached through the real backend client.
-    pub async fn with_demo_backend() -> Result<Gateway, GatewayError> {
+    pub async fn demo_config() -> Result<(Config, JoinHandle<()>), GatewayError> {
         let (address, demo) =
             crate::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.map_err(GatewayError::Demo)?;
         let text = format!("[[backends]]\nname = \"{DEMO_BACKEND}\"\nurl = \"http://{address}/mcp\"\n");
         let config = Config::from_toml_str(&text, "<embedded demo configuration>", std::env::vars())?;
-        let mut gateway = Gateway::new(config);
-        gateway.tasks.push(demo);
-        Ok(gateway)
+        Ok((config, demo))
+    }
+
+    /// Keeps a background task (such as the embedded demo backend) alive as long as the gateway.
+    pub fn adopt(&mut self, task: JoinHandle<()>) {
+        self.tasks.push(task);
     }
 
     /// Discovers every backend once, concurrently (for `check` and `tools`).
@@ -105,8 +137,36 @@ impl Gateway {
             streams: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
+        let ledger = self.router.ledger().clone();
+        let upkeep =
+            Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };
+        self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
         let app = front::app(front);
-        axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(GatewayError::Serve)
+        let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
+        let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stopping.send(());
+        });
+        let drained = tokio::select! {
+            served = serving => served.map_err(GatewayError::Serve),
+            () = drain_deadline(stop) => Ok(()),
+        };
+        // Calls still running now will not be settled by this process: their outcome is unknown.
+        match ledger.store.orphan(&ledger.owner).await {
+            Ok(0) => {}
+            Ok(left) => tracing::warn!(left, "calls still running at shutdown are marked `unknown`"),
+            Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
+        }
+        drained
+    }
+}
+
+/// Completes [`DRAIN_TIMEOUT`] after the shutdown signal (never, if there is none).
+async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>) {
+    if stop.await.is_ok() {
+        tokio::time::sleep(DRAIN_TIMEOUT).await;
+    } else {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
+use tokio::task::JoinHandle;
 
 #[derive(Parser)]
 #[command(
@@ -83,25 +84,37 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The gateway of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo backend.
-async fn load(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
+/// The configuration of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo
+/// backend (whose task is returned too).
+async fn load(config: Option<PathBuf>) -> anyhow::Result<(Config, Option<JoinHandle<()>>)> {
     match Config::find(config.as_deref())? {
         Some((path, config)) => {
             tracing::info!(config = %path.display(), "configuration loaded");
-            Ok(Gateway::new(config))
+            Ok((config, None))
         }
         None => {
             tracing::info!("no configuration file: serving the embedded demo backend `demo`");
-            Ok(Gateway::with_demo_backend().await?)
+            let (config, demo) = Gateway::demo_config().await?;
+            Ok((config, Some(demo)))
         }
     }
 }
 
+/// A gateway for `check` and `tools`, which only discover.
+async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
+    let (config, demo) = load(config).await?;
+    let mut gateway = Gateway::for_discovery(config);
+    demo.into_iter().for_each(|task| gateway.adopt(task));
+    Ok(gateway)
+}
+
 async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
-    let mut gateway = load(config).await?;
+    let (mut config, demo) = load(config).await?;
     if let Some(listen) = listen {
-        gateway.config.server.listen = listen;
+        config.server.listen = listen;
     }
+    let mut gateway = Gateway::build(config).await?;
+    demo.into_iter().for_each(|task| gateway.adopt(task));
     let address = gateway.config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
@@ -140,7 +153,7 @@ async fn shutdown_signal() {
 
 /// Exit status 1 when a backend failed discovery or a tool was withheld: both need the operator's attention.
 async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let gateway = load(config).await?;
+    let gateway = load_for_discovery(config).await?;
     gateway.discover_once().await;
     let catalog = gateway.router.catalog();
     let rows = catalog
@@ -164,7 +177,7 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 }
 
 async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let gateway = load(config).await?;
+    let gateway = load_for_discovery(config).await?;
     gateway.discover_once().await;
     let rows = gateway
         .router

@@ -103,7 +103,7 @@ async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> 
 }
 
 async fn readyz(State(front): State<Arc<Front>>) -> Response {
-    let report = front.router.readiness();
+    let report = front.router.readiness().await;
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     http::json(status, &report.detail)
 }
@@ -147,9 +147,7 @@ impl Front {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
         }
         match self.open_session(headers) {
-            Ok(session) => {
-                standalone::open(&self.streams, session.id.to_string(), backend, self.router.tool_changes())
-            }
+            Ok(session) => standalone::open(&self.streams, session.id.to_string(), backend, self.router.tool_changes()),
             Err(failure) => failure.response(),
         }
     }
@@ -194,7 +192,13 @@ impl Front {
         let Kind::Request { id, method } = kind else {
             return StatusCode::ACCEPTED.into_response();
         };
-        let caller = Caller { session: session.id.to_string(), principal: session.principal.clone() };
+        let idempotency_key = headers.get("idempotency-key").and_then(|key| key.to_str().ok()).map(str::to_owned);
+        let caller = Caller {
+            session: session.id.to_string(),
+            principal: session.principal.clone(),
+            request_id: id.clone(),
+            idempotency_key,
+        };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         if method != "tools/call" || !accepts_event_stream(headers) {
             let reply = self.reply(&caller, backend.as_deref(), id, method, params, &Relay::default()).await;

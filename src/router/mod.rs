@@ -8,6 +8,7 @@
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
+mod claims;
 pub mod discovery;
 mod outcome;
 
@@ -20,10 +21,13 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, McpError, Relay, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, Relay, SlotKey};
 pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
 use crate::jsonrpc;
+use claims::{Admission, GuardedCall};
+pub use claims::{CallLedger, IDEMPOTENCY_META, REPLAYED_META};
+pub use outcome::{CLAIM_META, OUTCOME_META};
 
 /// How to reach one backend.
 #[derive(Debug, Clone)]
@@ -48,12 +52,16 @@ impl BackendTarget {
     }
 }
 
-/// Who is asking.
+/// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The agent session's stable key (not its token).
     pub session: String,
     pub principal: String,
+    /// The agent's JSON-RPC request id.
+    pub request_id: Value,
+    /// The `Idempotency-Key` HTTP header, if the agent sent one.
+    pub idempotency_key: Option<String>,
 }
 
 /// A JSON-RPC error for the agent.
@@ -65,7 +73,7 @@ pub struct RpcFailure {
 }
 
 impl RpcFailure {
-    fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), data: None }
     }
 
@@ -90,6 +98,7 @@ pub struct CallRouter {
     targets: HashMap<Arc<str>, BackendTarget>,
     /// Announces the backend whose exposed tools changed.
     tool_changes: broadcast::Sender<Arc<str>>,
+    ledger: CallLedger,
 }
 
 impl CallRouter {
@@ -97,13 +106,18 @@ impl CallRouter {
         catalog: Arc<Catalog>,
         client: Arc<McpBackendClient>,
         targets: HashMap<Arc<str>, BackendTarget>,
+        ledger: CallLedger,
     ) -> Self {
-        Self { catalog, client, targets, tool_changes: broadcast::channel(64).0 }
+        Self { catalog, client, targets, tool_changes: broadcast::channel(64).0, ledger }
     }
 
     /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
     pub fn tool_changes(&self) -> broadcast::Receiver<Arc<str>> {
         self.tool_changes.subscribe()
+    }
+
+    pub fn ledger(&self) -> &CallLedger {
+        &self.ledger
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -123,10 +137,17 @@ impl CallRouter {
         )
     }
 
-    /// Ready once every backend's discovery has been tried at least once.
-    pub fn readiness(&self) -> Readiness {
+    /// Ready once every backend's discovery has been tried at least once and the ledger answers.
+    pub async fn readiness(&self) -> Readiness {
+        let ledger = self.ledger.store.ping().await;
         let statuses = self.catalog.statuses();
-        let ready = statuses.iter().all(|(_, status)| *status != BackendStatus::Pending);
+        let ready = ledger.is_ok() && statuses.iter().all(|(_, status)| *status != BackendStatus::Pending);
+        let ledger = match ledger {
+            Ok(()) => json!({"status": "ok", "store": self.ledger.store.kind()}),
+            Err(error) => {
+                json!({"status": "unavailable", "store": self.ledger.store.kind(), "error": error.to_string()})
+            }
+        };
         let backends: serde_json::Map<String, Value> = statuses
             .into_iter()
             .map(|(name, status)| {
@@ -138,7 +159,7 @@ impl CallRouter {
                 (name.to_string(), detail)
             })
             .collect();
-        Readiness { ready, detail: json!({"ready": ready, "backends": backends}) }
+        Readiness { ready, detail: json!({"ready": ready, "ledger": ledger, "backends": backends}) }
     }
 
     /// Ends an agent session's backend sessions.
@@ -182,12 +203,15 @@ impl CallRouter {
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
+        let endpoint = target.endpoint();
+        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: endpoint.deadline() };
+        let key = match self.ledger.admit(&guarded).await {
+            Admission::Run(key) => key,
+            Admission::Answered(answer) => return answer,
+        };
         params["name"] = Value::String(route.tool.clone());
         let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: route.backend.clone() };
-        match self.client.request_relayed(&slot, &target.endpoint(), "tools/call", params, relay).await {
-            Ok(result) => Ok(result),
-            Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
-            Err(error) => Ok(outcome::failed_call(&route.backend, &error)),
-        }
+        let answer = self.client.request_relayed(&slot, &endpoint, "tools/call", params, relay).await;
+        self.ledger.settle(&key, &route.backend, answer).await
     }
 }

@@ -1,33 +1,80 @@
-//! How a failed tool call reads to an agent (design §5): a `CallToolResult` with `isError: true`, one sentence
-//! an LLM can act on — did the call run, may it be retried — and the machine-readable outcome in
-//! `_meta["switchyard/outcome"]`.
+//! How a tool call that did not simply succeed reads to an agent (design §5): a `CallToolResult` with
+//! `isError: true`, one sentence an LLM can act on — did the call run, may it be retried — and the
+//! machine-readable outcome in `_meta["switchyard/outcome"]` (`not_delivered` | `unknown` | `in_progress`),
+//! with the ledger key in `_meta["switchyard/claim"]` when there is one.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::backend::mcp_client::McpError;
+use crate::ledger::{ClaimKey, ClaimRecord, LedgerError};
 
 pub const OUTCOME_META: &str = "switchyard/outcome";
+pub const CLAIM_META: &str = "switchyard/claim";
 
-/// The agent-facing result of a call that failed in the gateway or on the way.
-pub fn failed_call(backend: &str, error: &McpError) -> Value {
-    let (outcome, sentence) = if error.proves_not_delivered() {
-        (
-            "not_delivered",
-            format!("The backend `{backend}` could not be reached; the call did not run; it is safe to retry."),
-        )
-    } else {
-        (
-            "unknown",
-            format!(
-                "The backend `{backend}` failed after receiving the call; it may have run; it was not repeated. Check its effects before retrying."
-            ),
-        )
+/// The result of a call that failed on the way to or from the backend.
+pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) -> Value {
+    if error.proves_not_delivered() {
+        let sentence =
+            format!("The backend `{backend}` could not be reached; the call did not run; it is safe to retry.");
+        return error_result("not_delivered", &format!("{sentence} ({error})"), claim, false);
+    }
+    let sentence = format!(
+        "The backend `{backend}` failed after receiving the call; it may have run; it was not repeated. Check its effects before retrying."
+    );
+    error_result("unknown", &format!("{sentence} ({error})"), claim, false)
+}
+
+/// The ledger could not record the call, so it was not sent (fail closed).
+pub fn ledger_unavailable(error: &LedgerError) -> Value {
+    let sentence = format!(
+        "The gateway could not record the call in its ledger ({error}); the call did not run; it is safe to retry once the ledger is back."
+    );
+    error_result("not_delivered", &sentence, None, false)
+}
+
+/// A duplicate found the first call still running past its own deadline.
+pub fn in_progress(first: &ClaimRecord) -> Value {
+    let sentence = "The same call is still running (started by an earlier request with this key); it was not started again. Retry later with the same key to get its result.";
+    error_result("in_progress", sentence, Some(&first.key), false)
+}
+
+/// A duplicate kept finding the key claimed and released by others.
+pub fn in_progress_unclaimed() -> Value {
+    let sentence = "The same call is being retried by other requests with this key; it was not started again. Retry later with the same key.";
+    error_result("in_progress", sentence, None, false)
+}
+
+/// A duplicate of a call whose outcome is unknown.
+pub fn unknown_duplicate(first: &ClaimRecord) -> Value {
+    let why = first.error.as_deref().unwrap_or("the gateway stopped while it ran");
+    let sentence = format!(
+        "An earlier call with this key reached the backend `{}` but its outcome is unknown ({why}); it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
+        first.backend
+    );
+    error_result("unknown", &sentence, Some(&first.key), true)
+}
+
+/// A duplicate of a completed call whose result was not kept (too large, or settled by an operator).
+pub fn settled_without_result(first: &ClaimRecord) -> Value {
+    let sentence = match &first.result_digest {
+        Some(_) => {
+            "An earlier call with this key completed, but its result was too large to keep; it was not repeated."
+        }
+        None => "An earlier call with this key was marked completed by an operator; it was not repeated.",
     };
-    json!({
-        "content": [{"type": "text", "text": format!("{sentence} ({error})")}],
-        "isError": true,
-        "_meta": {OUTCOME_META: outcome},
-    })
+    error_result("completed", sentence, Some(&first.key), true)
+}
+
+fn error_result(outcome: &str, text: &str, claim: Option<&ClaimKey>, replayed: bool) -> Value {
+    let mut meta = Map::new();
+    meta.insert(OUTCOME_META.into(), outcome.into());
+    if let Some(claim) = claim {
+        meta.insert(CLAIM_META.into(), claim.as_str().into());
+    }
+    if replayed {
+        meta.insert(super::claims::REPLAYED_META.into(), true.into());
+    }
+    json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta})
 }
 
 #[cfg(test)]
@@ -36,14 +83,16 @@ mod tests {
 
     #[test]
     fn outcome_follows_the_error_class() {
-        let refused = failed_call("github", &McpError::NotDelivered { reason: "refused".into() });
+        let refused = failed_call("github", &McpError::NotDelivered { reason: "refused".into() }, None);
         assert_eq!(refused["_meta"][OUTCOME_META], "not_delivered");
         assert_eq!(refused["isError"], true);
         assert!(refused["content"][0]["text"].as_str().unwrap().contains("safe to retry"));
-        let lost = failed_call("github", &McpError::AfterDelivery { reason: "reset".into() });
+        let key = ClaimKey::request("s", &json!(1));
+        let lost = failed_call("github", &McpError::AfterDelivery { reason: "reset".into() }, Some(&key));
         assert_eq!(lost["_meta"][OUTCOME_META], "unknown");
+        assert_eq!(lost["_meta"][CLAIM_META], key.as_str());
         assert!(lost["content"][0]["text"].as_str().unwrap().contains("not repeated"));
-        let status = failed_call("github", &McpError::HttpStatus { status: 500, body: String::new() });
+        let status = failed_call("github", &McpError::HttpStatus { status: 500, body: String::new() }, None);
         assert_eq!(status["_meta"][OUTCOME_META], "unknown", "an HTTP error may come after the tool ran");
     }
 }

@@ -44,7 +44,7 @@ impl TestGateway {
         let data_dir = fresh_data_dir();
         let text = format!("[server]\ndata_dir = {:?}\n{extra_server}\n{backends}", data_dir.display().to_string());
         let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
-        let gateway = Gateway::new(config);
+        let gateway = Gateway::build(config).await.expect("gateway builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
