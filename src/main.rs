@@ -10,7 +10,10 @@ use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
+use switchyard::ledger::LedgerStore;
 use tokio::task::JoinHandle;
+
+mod cli;
 
 #[derive(Parser)]
 #[command(
@@ -44,10 +47,58 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// List the ledger's calls, show one, or settle an `unknown` one.
+    #[command(args_conflicts_with_subcommands = true)]
+    Calls {
+        #[command(subcommand)]
+        action: Option<CallsAction>,
+        #[command(flatten)]
+        filter: CallsFilter,
+    },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
         listen: SocketAddr,
+    },
+}
+
+#[derive(clap::Args)]
+struct CallsFilter {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Only calls in this state: in_flight, completed or unknown.
+    #[arg(long)]
+    state: Option<String>,
+    #[arg(long)]
+    principal: Option<String>,
+    /// Only calls of this tool (the backend's own name).
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only calls started within this long, e.g. "1h".
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+}
+
+#[derive(Subcommand)]
+enum CallsAction {
+    /// Everything the ledger knows about one call.
+    Show {
+        key: String,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
+    /// (it did not run; the claim is deleted so a retry runs it).
+    Resolve {
+        key: String,
+        #[arg(long, conflicts_with = "failed", required_unless_present = "failed")]
+        completed: bool,
+        #[arg(long)]
+        failed: bool,
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -81,6 +132,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check { config } => check(config).await,
         Command::Tools { config } => tools(config).await,
         Command::DemoServer { listen } => demo_server(listen).await,
+        Command::Calls { action, filter } => cli::calls::run(action, filter).await,
     }
 }
 
@@ -200,6 +252,15 @@ async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     shutdown_signal().await;
     server.abort();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
+async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
+    let config = match Config::find(config.as_deref())? {
+        Some((_, config)) => config,
+        None => Config::default_demo().with_env_overrides(std::env::vars())?,
+    };
+    Ok(LedgerStore::open_url(&config.ledger.url, &config.server.data_dir).await?)
 }
 
 fn first_line(text: &str, max: usize) -> String {

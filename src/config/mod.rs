@@ -19,6 +19,7 @@ mod de;
 mod error;
 mod fields;
 pub mod glob;
+mod ledger;
 mod raw;
 mod server;
 mod units;
@@ -30,6 +31,7 @@ pub use backend::{BackendConfig, DEFAULT_BACKEND_TIMEOUT, MAX_BACKEND_NAME, MAX_
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
+pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL, MAX_BODY_LIMIT, SESSION_SECRET_FILE_NAME,
     ServerConfig,
@@ -45,6 +47,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
+    pub ledger: LedgerConfig,
     /// In file order; names are unique.
     pub backends: Vec<BackendConfig>,
 }
@@ -69,13 +72,13 @@ impl Config {
         let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
         let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
-        server::apply_env(&mut config.server, &env)?;
+        config.apply_env(&env)?;
         Ok(config)
     }
 
     /// The configuration of a first run: server defaults and no backends (the caller serves its demo backend).
     pub fn default_demo() -> Config {
-        Config { server: ServerConfig::default(), backends: Vec::new() }
+        Config { server: ServerConfig::default(), ledger: LedgerConfig::default(), backends: Vec::new() }
     }
 
     /// Applies `SWITCHYARD_*` overrides, for configurations that did not come from a file
@@ -86,8 +89,13 @@ impl Config {
         K: Into<String>,
         V: Into<String>,
     {
-        server::apply_env(&mut self.server, &collect_env(env))?;
+        self.apply_env(&collect_env(env))?;
         Ok(self)
+    }
+
+    fn apply_env(&mut self, env: &HashMap<String, String>) -> Result<(), ConfigError> {
+        server::apply_env(&mut self.server, env)?;
+        ledger::apply_env(&mut self.ledger, env)
     }
 
     /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
@@ -126,6 +134,7 @@ where
 
 fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault> {
     let server = server::build(&raw.server)?;
+    let ledger = ledger::build(&raw.ledger)?;
     let backends = raw
         .backends
         .iter()
@@ -133,7 +142,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .map(|(index, backend)| backend::build(index, backend, env))
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
-    Ok(Config { server, backends })
+    Ok(Config { server, ledger, backends })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {
@@ -155,6 +164,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::ledger::LedgerUrl;
 
     const FILE: &str = "test.toml";
 
@@ -204,6 +214,7 @@ mod tests {
         assert_eq!(server.allowed_origins, ["https://console.example.com"]);
         assert_eq!(server.max_body, DEFAULT_MAX_BODY);
         assert_eq!(server.session_ttl, DEFAULT_SESSION_TTL);
+        assert_eq!(config.ledger, LedgerConfig::default(), "the example spells out the ledger's defaults");
     }
 
     #[test]
@@ -218,6 +229,85 @@ mod tests {
         assert_eq!(demo.server.max_body, 4 * 1024 * 1024);
         assert_eq!(demo.server.session_ttl, Duration::from_secs(86_400));
         assert!(demo.server.allowed_origins.is_empty());
+        assert_eq!(config.ledger, demo.ledger);
+        assert_eq!(demo.ledger.url, LedgerUrl::SqliteInDataDir);
+        assert_eq!(
+            demo.ledger.url.sqlite_path(&demo.server.data_dir),
+            Some(PathBuf::from("./switchyard-data/ledger.db"))
+        );
+        assert_eq!(demo.ledger.retention, Duration::from_secs(86_400));
+        assert_eq!(demo.ledger.max_result, 1 << 20);
+        assert_eq!(demo.ledger.lease, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn every_ledger_key_is_read() {
+        let config = parse(
+            "[ledger]\nurl = \"postgres://sy:pw@db.internal:5432/switchyard?schema=gw\"\nretention = \"7d\"\n\
+             max_result = \"64KiB\"\nlease = \"1m\"\n",
+        )
+        .expect("valid");
+        let ledger = &config.ledger;
+        assert_eq!(ledger.url.to_string(), "postgres://sy:***@db.internal:5432/switchyard (schema gw)");
+        assert_eq!(ledger.retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(ledger.max_result, 64 << 10);
+        assert_eq!(ledger.lease, Duration::from_secs(60));
+        assert_eq!(parse("ledger.url = \"memory\"\n").expect("memory").ledger.url, LedgerUrl::Memory);
+        let file = parse("ledger.url = \"sqlite:///var/lib/sy/calls.db\"\n").expect("file").ledger.url;
+        assert_eq!(file.sqlite_path(Path::new("/ignored")), Some(PathBuf::from("/var/lib/sy/calls.db")));
+        assert_eq!(parse("ledger.max_result = 0\n").expect("digests only").ledger.max_result, 0);
+    }
+
+    #[test]
+    fn bad_ledger_values_are_named() {
+        let cases = [
+            ("url = \"mysql://db/x\"", "ledger.url = \"mysql://db/x\": expected \"memory\", \"sqlite\""),
+            ("url = \"postgres://u:hunter2@db/x?schema=Bad\"", "ledger.url = \"postgres://u:***@db/x?schema=Bad\""),
+            ("url = 5", "ledger.url: invalid type: integer `5`"),
+            ("retention = \"1 week\"", "ledger.retention = \"1 week\": expected a duration"),
+            ("retention = \"0s\"", "longer than zero"),
+            ("retention = 86400", "ledger.retention: invalid type: integer `86400`, expected a duration"),
+            ("max_result = \"lots\"", "ledger.max_result = \"lots\": expected a byte size"),
+            ("max_result = -1", "ledger.max_result = -1"),
+            ("max_result = \"2GiB\"", "at most 1GiB"),
+            ("lease = \"500ms\"", "ledger.lease = \"500ms\": expected a duration"),
+            ("lease = \"soon\"", "of at least 1s"),
+            ("leese = \"30s\"", "unknown key ledger.leese"),
+        ];
+        for (line, expected) in cases {
+            let message = error_naming(&format!("[ledger]\n{line}\n"), expected);
+            assert!(!message.contains("hunter2"), "{message}");
+        }
+    }
+
+    #[test]
+    fn ledger_environment_overrides() {
+        let config = parse_with_env(
+            "[ledger]\nurl = \"memory\"\nlease = \"10s\"\n",
+            &[
+                ("SWITCHYARD_LEDGER_URL", "postgres://gw@db/ledger"),
+                ("SWITCHYARD_LEDGER_RETENTION", "12h"),
+                ("SWITCHYARD_LEDGER_MAX_RESULT", "1KiB"),
+                ("SWITCHYARD_LEDGER_LEASE", "45s"),
+            ],
+        )
+        .expect("valid");
+        assert_eq!(config.ledger.url.to_string(), "postgres://gw@db/ledger");
+        assert_eq!(config.ledger.retention, Duration::from_secs(43_200));
+        assert_eq!(config.ledger.max_result, 1024);
+        assert_eq!(config.ledger.lease, Duration::from_secs(45));
+        let demo = Config::default_demo().with_env_overrides([("SWITCHYARD_LEDGER_URL", "memory")]).expect("valid");
+        assert_eq!(demo.ledger.url, LedgerUrl::Memory);
+
+        let message = parse_with_env("", &[("SWITCHYARD_LEDGER_URL", "postgres://u:hunter2@db/x?schema=X")])
+            .expect_err("bad schema")
+            .to_string();
+        assert!(message.starts_with("environment variable SWITCHYARD_LEDGER_URL = \"postgres://u:***@"), "{message}");
+        assert!(message.contains("(overrides ledger.url)") && !message.contains("hunter2"), "{message}");
+        for (var, value) in [("SWITCHYARD_LEDGER_LEASE", "1ms"), ("SWITCHYARD_LEDGER_MAX_RESULT", "much")] {
+            let message = parse_with_env("", &[(var, value)]).expect_err(var).to_string();
+            assert!(message.contains("(overrides ledger."), "{message}");
+        }
     }
 
     #[test]
@@ -504,4 +594,9 @@ mod tests {
         let missing = dir.join("missing.toml");
         assert!(matches!(find_in(Some(&missing), &default_file), Err(ConfigError::Read { .. })));
     }
+}
+
+/// Parses a duration the way configuration files write it (`"30s"`, `"1h30m"`), for command-line flags.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    units::parse_duration(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
 }

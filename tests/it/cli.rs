@@ -133,3 +133,65 @@ async fn serve_without_configuration_serves_the_demo_backend() {
     assert!(dir.join("switchyard-data/session.key").exists(), "the session key is created in the data dir");
     child.kill().await.unwrap();
 }
+
+/// Starts `switchyard serve --config FILE` and returns the child and its MCP URL (the stdout reader must live
+/// as long as the child).
+async fn serve(config: &Path) -> (tokio::process::Child, String, BufReader<std::fs::File>) {
+    let mut command = switchyard();
+    command.arg("serve").arg("--config").arg(config).args(["--listen", "127.0.0.1:0"]);
+    command.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = tokio::process::Command::from(command).kill_on_drop(true).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap().into_owned_fd().unwrap();
+    let (line, reader) = tokio::task::spawn_blocking(move || {
+        let mut reader = BufReader::new(std::fs::File::from(stdout));
+        let mut line = String::new();
+        reader.read_line(&mut line).map(|_| (line, reader))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let url = line.split_whitespace().find(|word| word.starts_with("http://")).unwrap_or_else(|| panic!("{line}"));
+    (child, url.to_owned(), reader)
+}
+
+#[tokio::test]
+async fn calls_lists_shows_and_resolves_the_ledger() {
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let fault = FaultBackend::start(Script { drop_after_call: true, ..Script::default() }).await;
+    let dir = scratch_dir("calls");
+    let config = write_config(&dir, &format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url()));
+    let (mut child, url, _reader) = serve(&config).await;
+    let mut agent = Agent::connected(url).await;
+    let key_meta = json!({"switchyard/idempotency-key": "order-42"});
+    let call = json!({"name": "fault__echo", "arguments": {"text": "x"}, "_meta": key_meta});
+    let lost = agent.request("tools/call", call.clone()).await;
+    assert_eq!(lost["result"]["_meta"]["switchyard/outcome"], "unknown");
+    let key = lost["result"]["_meta"]["switchyard/claim"].as_str().unwrap().to_owned();
+
+    let listed = run(switchyard().args(["calls", "--state", "unknown", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    let line = text.lines().find(|line| line.contains(&key)).unwrap_or_else(|| panic!("{key} not in\n{text}"));
+    assert!(line.contains("unknown") && line.contains("anonymous") && line.contains("fault") && line.contains("echo"));
+    let none = run(switchyard().args(["calls", "--state", "completed", "--config"]).arg(&config)).await;
+    assert!(!stdout(&none).contains(&key), "the state filter applies");
+
+    let shown = run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await;
+    assert!(stdout(&shown).contains("state: unknown"), "{}", stdout(&shown));
+
+    let retry = agent.request("tools/call", call.clone()).await;
+    assert_eq!(retry["result"]["_meta"]["switchyard/outcome"], "unknown", "not repeated");
+    assert_eq!(fault.executions("echo"), 1);
+
+    let resolved = run(switchyard().args(["calls", "resolve", &key, "--failed", "--config"]).arg(&config)).await;
+    assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
+    fault.update(|script| script.drop_after_call = false);
+    let ran = agent.request("tools/call", call).await;
+    assert_eq!(ran["result"]["content"][0]["text"], "x", "after --failed the retry runs");
+    assert_eq!(fault.executions("echo"), 2);
+
+    let bad = run(switchyard().args(["calls", "--state", "lost", "--config"]).arg(&config)).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected in_flight, completed or unknown"));
+    child.kill().await.unwrap();
+}

@@ -1,0 +1,116 @@
+//! `switchyard calls`: the operator's view of the ledger (design §5) — list and filter claims, show one, and
+//! settle an `unknown` one. Part of the binary's edge, like `main.rs`.
+
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resolution};
+
+use crate::{CallsAction, CallsFilter, open_ledger, print_table};
+
+pub async fn run(action: Option<CallsAction>, filter: CallsFilter) -> anyhow::Result<ExitCode> {
+    match action {
+        None => list(filter).await,
+        Some(CallsAction::Show { key, config }) => show(&key, config).await,
+        Some(CallsAction::Resolve { key, completed, config, .. }) => {
+            let resolution = if completed { Resolution::Completed } else { Resolution::Failed };
+            resolve(&key, resolution, config).await
+        }
+    }
+}
+
+async fn list(filter: CallsFilter) -> anyhow::Result<ExitCode> {
+    let store = open_ledger(filter.config).await?;
+    let state = filter.state.as_deref().map(parse_state).transpose()?;
+    let since = match filter.since.as_deref() {
+        Some(text) => Some(SystemTime::now() - switchyard::config::parse_duration(text).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let query = ListFilter { state, principal: filter.principal, tool: filter.tool, since, limit: filter.limit };
+    let rows = store.list(&query).await?.iter().map(row).collect();
+    print_table(["STARTED (UTC)", "STATE", "PRINCIPAL", "BACKEND", "TOOL", "KEY"], rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(key: &str, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let store = open_ledger(config).await?;
+    let key = ClaimKey::parse(key)?;
+    let Some(record) = store.get(&key).await? else { bail!("no call with key {key}") };
+    let fields = [
+        ("key", record.key.to_string()),
+        ("state", record.state.as_str().to_owned()),
+        ("principal", record.principal.clone()),
+        ("session", record.session.clone()),
+        ("backend", record.backend.clone()),
+        ("tool", record.tool.clone()),
+        ("arguments sha256", record.args_digest.clone()),
+        ("started", timestamp(record.created_at)),
+        ("updated", timestamp(record.updated_at)),
+        ("owner", record.owner.clone()),
+        ("error", record.error.clone().unwrap_or_default()),
+        ("result sha256", record.result_digest.clone().unwrap_or_default()),
+    ];
+    for (name, value) in fields {
+        println!("{name:>17}: {value}");
+    }
+    if let Some(result) = &record.result {
+        println!("{:>17}: {}", "result", serde_json::to_string_pretty(result).context("result")?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn resolve(key: &str, resolution: Resolution, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let store = open_ledger(config).await?;
+    let key = ClaimKey::parse(key)?;
+    store.resolve(&key, resolution).await?;
+    println!(
+        "{key}: {}",
+        if resolution == Resolution::Completed { "marked completed" } else { "deleted; a retry will run the call" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_state(text: &str) -> anyhow::Result<ClaimState> {
+    ClaimState::parse(text).with_context(|| format!("--state `{text}`: expected in_flight, completed or unknown"))
+}
+
+fn row(record: &ClaimRecord) -> [String; 6] {
+    [
+        timestamp(record.created_at),
+        record.state.as_str().to_owned(),
+        record.principal.clone(),
+        record.backend.clone(),
+        record.tool.clone(),
+        record.key.to_string(),
+    ]
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC, computed without a date crate (civil-from-days, proleptic Gregorian).
+fn timestamp(time: SystemTime) -> String {
+    let seconds = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    let (days, rest) = ((seconds / 86_400) as i64, seconds % 86_400);
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01 00:00:00");
+        assert_eq!(timestamp(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29 00:00:00");
+        assert_eq!(timestamp(UNIX_EPOCH + Duration::from_secs(1_795_969_230)), "2026-11-29 16:20:30");
+    }
+}

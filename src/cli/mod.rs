@@ -1,0 +1,3 @@
+//! The binary's subcommands that need more than a few lines; `main.rs` parses the command line and calls them.
+
+pub mod calls;
