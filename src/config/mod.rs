@@ -159,6 +159,11 @@ fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {
     Ok(())
 }
 
+/// Parses a duration the way configuration files write it (`"30s"`, `"1h30m"`), for command-line flags.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    units::parse_duration(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -594,9 +599,4 @@ mod tests {
         let missing = dir.join("missing.toml");
         assert!(matches!(find_in(Some(&missing), &default_file), Err(ConfigError::Read { .. })));
     }
-}
-
-/// Parses a duration the way configuration files write it (`"30s"`, `"1h30m"`), for command-line flags.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    units::parse_duration(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
 }
