@@ -135,6 +135,7 @@ impl Gateway {
             router: Arc::clone(&self.router),
             max_body: self.config.server.max_body,
             streams: Arc::default(),
+            pending: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         let ledger = self.router.ledger().clone();

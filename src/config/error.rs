@@ -42,8 +42,15 @@ pub enum ConfigError {
     Credential { file: String, key: String, backend: String, problem: String },
 
     /// A `SWITCHYARD_*` environment override with an unusable value.
-    #[error("environment variable {var} = {value:?} (overrides server.{key}): expected {expected}")]
-    Env { var: String, key: String, value: String, expected: String },
+    #[error("environment variable {var} = {value:?} (overrides {key}): expected {expected}")]
+    Env {
+        var: String,
+        /// The dotted key overridden, such as `server.listen`.
+        key: String,
+        /// As given, except that a password in a URL is shown as `***`.
+        value: String,
+        expected: String,
+    },
 }
 
 fn shown_value(value: &Option<String>) -> String {

@@ -4,9 +4,12 @@
 //! Rules: validation code never knows the file name (the caller attaches it once, in [`Fault::in_file`]); every
 //! fault carries the dotted key path the operator has to edit; secrets never appear in a fault.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use super::error::ConfigError;
+use super::raw::SizeInput;
+use super::units::{SIZE_EXPECTED, parse_byte_size};
 
 /// A dotted key path such as `backends[1].tools.allow[0]`, spelled the way TOML would address it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -128,6 +131,65 @@ pub(super) fn list<T>(
             parse(text).map_err(|expected| Fault::invalid(&key.index(index), Some(quoted(text)), expected))
         })
         .collect()
+}
+
+/// Parses an optional byte-size key (an integer of bytes or a string with a unit), then checks its range.
+pub(super) fn optional_size(
+    key: &KeyPath,
+    raw: Option<&SizeInput>,
+    check: impl Fn(u64) -> Result<usize, Expected>,
+) -> Result<Option<usize>, Fault> {
+    match raw {
+        None => Ok(None),
+        Some(SizeInput::Text(text)) => optional(key, Some(text), |text| parse_byte_size(text).and_then(&check)),
+        Some(SizeInput::Bytes(bytes)) => u64::try_from(*bytes)
+            .map_err(|_| Expected::from(SIZE_EXPECTED))
+            .and_then(&check)
+            .map(Some)
+            .map_err(|expected| Fault::invalid(key, Some(bytes.to_string()), expected)),
+    }
+}
+
+/// The `SWITCHYARD_*` variables of one section: an unset or empty variable leaves the file's value alone, a
+/// variable that does not parse is an error naming it and the key it overrides.
+pub(super) struct EnvLookup<'a> {
+    env: &'a HashMap<String, String>,
+    section: &'static str,
+}
+
+impl<'a> EnvLookup<'a> {
+    pub(super) fn new(env: &'a HashMap<String, String>, section: &'static str) -> Self {
+        Self { env, section }
+    }
+
+    /// The value of `var` parsed with `parse`; `key` is the overridden key within the section.
+    pub(super) fn get<T>(
+        &self,
+        var: &str,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, Expected>,
+    ) -> Result<Option<T>, ConfigError> {
+        self.get_shown(var, key, parse, str::to_owned)
+    }
+
+    /// [`EnvLookup::get`] for a value that may hold a secret: an error shows `shown(value)` instead.
+    pub(super) fn get_shown<T>(
+        &self,
+        var: &str,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, Expected>,
+        shown: impl Fn(&str) -> String,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(text) = self.env.get(var).filter(|text| !text.is_empty()) else {
+            return Ok(None);
+        };
+        parse(text).map(Some).map_err(|expected| ConfigError::Env {
+            var: var.to_owned(),
+            key: format!("{}.{key}", self.section),
+            value: shown(text),
+            expected: expected.0,
+        })
+    }
 }
 
 #[cfg(test)]

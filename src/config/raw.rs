@@ -18,6 +18,7 @@ use super::units::{DURATION_EXPECTED, SIZE_EXPECTED};
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawConfig {
     pub(super) server: RawServer,
+    pub(super) ledger: RawLedger,
     pub(super) backends: Vec<RawBackend>,
 }
 
@@ -33,6 +34,17 @@ pub(super) struct RawServer {
     pub(super) max_body: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) session_ttl: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawLedger {
+    pub(super) url: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) retention: Option<String>,
+    pub(super) max_result: Option<SizeInput>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) lease: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

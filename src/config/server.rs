@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::fields::{Expected, Fault, KeyPath, list, optional};
+use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_positive_duration};
@@ -144,20 +144,12 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
 }
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
-    match raw {
-        None => Ok(None),
-        Some(SizeInput::Text(text)) => optional(key, Some(text), parse_max_body),
-        Some(SizeInput::Bytes(bytes)) => u64::try_from(*bytes)
-            .map_err(|_| Expected::from(SIZE_EXPECTED))
-            .and_then(check_max_body)
-            .map(Some)
-            .map_err(|expected| Fault::invalid(key, Some(bytes.to_string()), expected)),
-    }
+    optional_size(key, raw, check_max_body)
 }
 
 /// Applies the `SWITCHYARD_*` overrides found in `env`.
 pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>) -> Result<(), ConfigError> {
-    let lookup = EnvLookup(env);
+    let lookup = EnvLookup::new(env, "server");
     if let Some(listen) = lookup.get("SWITCHYARD_LISTEN", "listen", parse_listen)? {
         server.listen = listen;
     }
@@ -184,27 +176,6 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         server.session_ttl = ttl;
     }
     Ok(())
-}
-
-struct EnvLookup<'a>(&'a HashMap<String, String>);
-
-impl EnvLookup<'_> {
-    fn get<T>(
-        &self,
-        var: &str,
-        key: &str,
-        parse: impl Fn(&str) -> Result<T, Expected>,
-    ) -> Result<Option<T>, ConfigError> {
-        let Some(text) = self.0.get(var).filter(|text| !text.is_empty()) else {
-            return Ok(None);
-        };
-        parse(text).map(Some).map_err(|expected| ConfigError::Env {
-            var: var.to_owned(),
-            key: key.to_owned(),
-            value: text.clone(),
-            expected: expected.0,
-        })
-    }
 }
 
 fn parse_comma_list<T>(text: &str, parse_item: impl Fn(&str) -> Result<T, Expected>) -> Result<Vec<T>, Expected> {

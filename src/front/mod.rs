@@ -12,6 +12,7 @@
 
 pub mod guard;
 mod http;
+pub mod pending;
 pub mod session;
 pub mod standalone;
 mod stream;
@@ -47,6 +48,8 @@ pub struct Front {
     pub max_body: usize,
     /// The standalone `GET` streams open on this replica.
     pub streams: Arc<standalone::Streams>,
+    /// Server-to-client requests relayed to agents, waiting for their answers.
+    pub pending: Arc<pending::PendingRequests>,
 }
 
 /// The HTTP application.
@@ -189,8 +192,14 @@ impl Front {
         message: &Value,
         headers: &HeaderMap,
     ) -> Response {
-        let Kind::Request { id, method } = kind else {
-            return StatusCode::ACCEPTED.into_response();
+        let (id, method) = match kind {
+            Kind::Request { id, method } => (id, method),
+            Kind::Response { .. } => {
+                // An answer to a relayed server-to-client request; an answer nobody waits for is dropped.
+                self.pending.answer(&session.id.to_string(), message.clone());
+                return StatusCode::ACCEPTED.into_response();
+            }
+            _ => return StatusCode::ACCEPTED.into_response(),
         };
         let idempotency_key = headers.get("idempotency-key").and_then(|key| key.to_str().ok()).map(str::to_owned);
         let caller = Caller {
@@ -201,15 +210,17 @@ impl Front {
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         if method != "tools/call" || !accepts_event_stream(headers) {
-            let reply = self.reply(&caller, backend.as_deref(), id, method, params, &Relay::default()).await;
+            let relay = Relay::new(session.capabilities.clone(), None);
+            let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
             return http::json(StatusCode::OK, &reply);
         }
-        let (sender, notifications) = mpsc::unbounded_channel();
+        let (sink, messages) = mpsc::unbounded_channel();
+        let relay = Relay::new(session.capabilities.clone(), Some(sink));
+        let outbox = stream::Outbox { messages, pending: Arc::clone(&self.pending), session: caller.session.clone() };
         let (front, id, method) = (Arc::clone(self), id.clone(), method.to_owned());
-        let call = tokio::spawn(async move {
-            front.reply(&caller, backend.as_deref(), &id, &method, params, &Relay::to(sender)).await
-        });
-        stream::answer(call, notifications).await
+        let call =
+            tokio::spawn(async move { front.reply(&caller, backend.as_deref(), &id, &method, params, &relay).await });
+        stream::answer(call, outbox).await
     }
 
     /// The JSON-RPC response to one request.

@@ -8,6 +8,7 @@
 //! cancel); event ids are `<stream>-<sequence>` with a random stream id, unique within the session.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,19 +21,40 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::http;
+use super::pending::PendingRequests;
+use crate::backend::mcp_client::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Waits for the call; answers JSON when it finished without notifications, SSE as soon as one arrives.
-pub(super) async fn answer(call: JoinHandle<Value>, mut notifications: mpsc::UnboundedReceiver<Value>) -> Response {
+/// The messages a backend sends about one call, and how they become what the agent sees.
+pub(super) struct Outbox {
+    pub(super) messages: mpsc::UnboundedReceiver<RelayMessage>,
+    pub(super) pending: Arc<PendingRequests>,
+    pub(super) session: String,
+}
+
+impl Outbox {
+    async fn next(&mut self) -> Option<Value> {
+        let message = self.messages.recv().await?;
+        Some(self.pending.prepare(&self.session, message))
+    }
+
+    fn try_next(&mut self) -> Option<Value> {
+        let message = self.messages.try_recv().ok()?;
+        Some(self.pending.prepare(&self.session, message))
+    }
+}
+
+/// Waits for the call; answers JSON when it finished without messages for the agent, SSE as soon as one arrives.
+pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Response {
     let mut call: Pending = Box::pin(async move { call.await.unwrap_or_else(|error| internal_error(&error)) });
     tokio::select! {
         biased;
-        Some(note) = notifications.recv() => sse_response(note, notifications, call),
-        reply = &mut call => match notifications.try_recv() {
-            Ok(note) => sse_response(note, notifications, Box::pin(std::future::ready(reply))),
-            Err(_) => http::json(StatusCode::OK, &reply),
+        Some(first) = outbox.next() => sse_response(first, outbox, call),
+        reply = &mut call => match outbox.try_next() {
+            Some(first) => sse_response(first, outbox, Box::pin(std::future::ready(reply))),
+            None => http::json(StatusCode::OK, &reply),
         },
     }
 }
@@ -44,8 +66,8 @@ fn internal_error(error: &tokio::task::JoinError) -> Value {
     crate::jsonrpc::error(None, crate::jsonrpc::INTERNAL_ERROR, &format!("the call failed inside the gateway: {error}"))
 }
 
-fn sse_response(first: Value, notifications: mpsc::UnboundedReceiver<Value>, call: Pending) -> Response {
-    event_stream(move |out| pump(out, first, notifications, call))
+fn sse_response(first: Value, outbox: Outbox, call: Pending) -> Response {
+    event_stream(move |out| pump(out, first, outbox, call))
 }
 
 /// An SSE response whose events `feed` writes on its own task; the stream ends when `feed` returns.
@@ -61,21 +83,16 @@ pub(super) fn event_stream<F: Future<Output = ()> + Send + 'static>(feed: impl F
 }
 
 /// Feeds the stream: priming event, notifications, keep-alives, the result. Stops when the agent goes away.
-async fn pump(
-    mut out: EventWriter,
-    first: Value,
-    mut notifications: mpsc::UnboundedReceiver<Value>,
-    mut call: Pending,
-) {
+async fn pump(mut out: EventWriter, first: Value, mut outbox: Outbox, mut call: Pending) {
     if out.priming().await.is_err() || out.message(&first).await.is_err() {
         return;
     }
     loop {
         let sent = tokio::select! {
             biased;
-            Some(note) = notifications.recv() => out.message(&note).await,
+            Some(note) = outbox.next() => out.message(&note).await,
             finished = &mut call => {
-                while let Ok(note) = notifications.try_recv() {
+                while let Some(note) = outbox.try_next() {
                     if out.message(&note).await.is_err() {
                         return;
                     }

@@ -21,7 +21,7 @@ use super::types::{
 use super::waiters::Waiters;
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct MemoryStore {
+pub struct MemoryStore {
     inner: Arc<Inner>,
 }
 

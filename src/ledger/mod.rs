@@ -1,1 +1,192 @@
-//! placeholder
+//! The call ledger: the store layer of the at-most-once guarantee (design §5). Every `tools/call` is claimed here
+//! before a byte goes to a backend, and settled here afterwards; a second call with the same key finds the claim
+//! and is answered from it instead of running the tool again.
+//!
+//! Rules:
+//! - One type, [`LedgerStore`], over three stores with identical behaviour (one test suite runs against all):
+//!   memory (tests, demos), SQLite (the embedded default) and PostgreSQL (shared by replicas).
+//! - Every operation is atomic in the store, also across processes; the state machine is written once, in
+//!   [`rules`], and the SQL stores encode it in the `WHERE` clause of single statements (see [`sql`]).
+//! - Fail closed: every failure is a [`LedgerError`]; nothing here panics or reports success it did not have.
+//! - Only the owning instance settles a claim ([`LedgerStore::complete`], [`LedgerStore::mark_unknown`],
+//!   [`LedgerStore::release`]); an operator settles `unknown` claims with [`LedgerStore::resolve`].
+//! - Single flight: [`LedgerStore::wait_settled`] returns as soon as a claim leaves `in_flight`, woken in-process
+//!   directly, across processes by PostgreSQL `LISTEN/NOTIFY` or (SQLite) a light poll.
+//! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
+//!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
+
+mod digest;
+mod error;
+mod instance;
+mod maintenance;
+mod memory;
+mod postgres;
+mod rules;
+mod sql;
+mod sqlite;
+mod types;
+mod url;
+mod waiters;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+pub use digest::canonical_digest;
+pub use error::LedgerError;
+pub use instance::{INSTANCE_ID_FILE, instance_id};
+pub use maintenance::{Maintenance, maintain};
+pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+pub use types::{
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR, Resolution,
+    WaitOutcome,
+};
+pub use url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
+
+use waiters::Waiters;
+
+/// The default bound on stored results (1 MiB); larger results are kept as a digest only.
+pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
+
+/// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
+#[derive(Debug, Clone)]
+pub enum LedgerStore {
+    Memory(MemoryStore),
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+/// Calls the same method on whichever store `self` is.
+macro_rules! dispatch {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match $self {
+            LedgerStore::Memory(store) => store.$method($($arg),*).await,
+            LedgerStore::Sqlite(store) => store.$method($($arg),*).await,
+            LedgerStore::Postgres(store) => store.$method($($arg),*).await,
+        }
+    };
+}
+
+impl LedgerStore {
+    /// Opens the store `url` names (see [`LedgerUrl`]), creating and migrating its schema; `data_dir` holds the
+    /// default SQLite file. Must run inside a Tokio runtime (stores start background tasks).
+    pub async fn open(url: &str, data_dir: &Path) -> Result<LedgerStore, LedgerError> {
+        Self::open_url(&LedgerUrl::parse(url)?, data_dir).await
+    }
+
+    /// [`LedgerStore::open`] for an already parsed URL (as the configuration holds it).
+    pub async fn open_url(url: &LedgerUrl, data_dir: &Path) -> Result<LedgerStore, LedgerError> {
+        match url {
+            LedgerUrl::Memory => Ok(Self::memory()),
+            LedgerUrl::SqliteInDataDir | LedgerUrl::Sqlite(_) => {
+                let path = url.sqlite_path(data_dir).unwrap_or_else(|| data_dir.join(SQLITE_FILE_NAME));
+                SqliteStore::open(&path).await.map(LedgerStore::Sqlite)
+            }
+            LedgerUrl::Postgres(postgres) => PostgresStore::open(postgres).await.map(LedgerStore::Postgres),
+        }
+    }
+
+    /// A new, empty in-memory store.
+    pub fn memory() -> LedgerStore {
+        LedgerStore::Memory(MemoryStore::default())
+    }
+
+    /// `"memory"`, `"sqlite"` or `"postgres"`, for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LedgerStore::Memory(_) => "memory",
+            LedgerStore::Sqlite(_) => "sqlite",
+            LedgerStore::Postgres(_) => "postgres",
+        }
+    }
+
+    fn waiters(&self) -> &Waiters {
+        match self {
+            LedgerStore::Memory(store) => store.waiters(),
+            LedgerStore::Sqlite(store) => store.waiters(),
+            LedgerStore::Postgres(store) => store.waiters(),
+        }
+    }
+
+    /// Claims `new.key` for `new.owner` unless a claim with that key exists: [`ClaimOutcome::Claimed`] means the
+    /// call may be sent, [`ClaimOutcome::Existing`] returns the claim that is already there.
+    pub async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
+        dispatch!(self.claim(new))
+    }
+
+    /// Settles the owner's claim as completed with `result`, or with only its digest when its JSON text is longer
+    /// than `max_result` bytes. Completing again with the same result is accepted.
+    pub async fn complete(
+        &self,
+        key: &ClaimKey,
+        owner: &str,
+        result: &Value,
+        max_result: usize,
+    ) -> Result<(), LedgerError> {
+        dispatch!(self.complete(key, owner, result, max_result))
+    }
+
+    /// Settles the owner's claim as unknown (the call may have run), recording `error`.
+    pub async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
+        dispatch!(self.mark_unknown(key, owner, error))
+    }
+
+    /// Deletes the owner's claim so the call may run again. Only for calls proven not delivered
+    /// (`McpError::NotDelivered`); releasing a claim that is already gone is accepted.
+    pub async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
+        dispatch!(self.release(key, owner))
+    }
+
+    pub async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
+        dispatch!(self.get(key))
+    }
+
+    /// Extends the lease of every in-flight claim of `owner` to `lease_until`; returns how many.
+    pub async fn renew_leases(&self, owner: &str, lease_until: SystemTime) -> Result<u64, LedgerError> {
+        dispatch!(self.renew_leases(owner, lease_until))
+    }
+
+    /// Marks every in-flight claim whose lease ended before `now` unknown (its owner died); returns how many.
+    pub async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
+        dispatch!(self.expire_leases(now))
+    }
+
+    /// At start: marks the in-flight claims `owner` left behind when it last stopped unknown; returns how many.
+    pub async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
+        dispatch!(self.orphan(owner))
+    }
+
+    /// Deletes completed and unknown claims last changed before `older_than`; returns how many.
+    pub async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
+        dispatch!(self.purge(older_than))
+    }
+
+    /// The claims matching `filter`, newest first.
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {
+        dispatch!(self.list(filter))
+    }
+
+    /// An operator settles an `unknown` claim: [`Resolution::Completed`] makes it completed (owner
+    /// [`OPERATOR`], no result, a note in `error`) so retries are answered without running;
+    /// [`Resolution::Failed`] deletes it so a retry runs the call.
+    pub async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
+        dispatch!(self.resolve(key, resolution))
+    }
+
+    /// Whether the store answers (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), LedgerError> {
+        dispatch!(self.ping())
+    }
+
+    /// Waits until the claim `key` leaves `in_flight` or `deadline` passes (single flight for duplicates).
+    pub async fn wait_settled(&self, key: &ClaimKey, deadline: Instant) -> Result<WaitOutcome, LedgerError> {
+        self.waiters().wait_settled(key, deadline, || self.get(key)).await
+    }
+}

@@ -178,7 +178,7 @@ pub enum ClaimOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WaitOutcome {
     /// The claim left `in_flight` (completed or unknown).
-    Settled(ClaimRecord),
+    Settled(Box<ClaimRecord>),
     /// The claim is gone: the first call was not delivered (or an operator cleared it), so it may be claimed again.
     Released,
     /// The claim was still `in_flight` at the deadline.

@@ -58,10 +58,9 @@ impl LedgerUrl {
             return Ok(LedgerUrl::Sqlite(PathBuf::from(path)));
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return PostgresUrl::parse(text).map(LedgerUrl::Postgres).map_err(|expected| LedgerError::InvalidUrl {
-                url: redact(text),
-                expected: expected.to_owned(),
-            });
+            return PostgresUrl::parse(text)
+                .map(LedgerUrl::Postgres)
+                .map_err(|expected| LedgerError::InvalidUrl { url: redact(text), expected: expected.to_owned() });
         }
         Err(invalid())
     }
@@ -129,7 +128,7 @@ fn check_schema(name: &str) -> Result<(), &'static str> {
 }
 
 /// `text` with any password replaced by `***`: the `user:password@` part and a `password=` parameter.
-pub(crate) fn redact(text: &str) -> String {
+pub fn redact(text: &str) -> String {
     let mut shown = redact_userinfo(text);
     if let Some(start) = shown.find("password=") {
         let value_start = start + "password=".len();

@@ -82,7 +82,9 @@ impl Waiters {
             notified.as_mut().enable();
             match read().await? {
                 None => return Ok(WaitOutcome::Released),
-                Some(record) if record.state != ClaimState::InFlight => return Ok(WaitOutcome::Settled(record)),
+                Some(record) if record.state != ClaimState::InFlight => {
+                    return Ok(WaitOutcome::Settled(Box::new(record)));
+                }
                 Some(_) => {}
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay, SlotKey,
+    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
 };
 use tokio::time::Instant;
 
@@ -457,14 +457,15 @@ async fn progress_and_log_notifications_are_relayed_with_the_callers_token() {
     let client = client();
     let (sender, mut received) = tokio::sync::mpsc::unbounded_channel();
     let params = json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "agent-token"}});
-    let result = client.request_relayed(&slot("a"), &endpoint(&server), "tools/call", params, &Relay::to(sender)).await;
+    let relay = Relay::new(json!({}), Some(sender));
+    let result = client.request_relayed(&slot("a"), &endpoint(&server), "tools/call", params, &relay).await;
     assert_eq!(text(&result.unwrap()), "hi");
 
     let sent = server.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
     let sent_token = &sent.body.as_ref().unwrap()["params"]["_meta"]["progressToken"];
     assert_ne!(sent_token, "agent-token", "the backend sees the client's own token");
     let mut relayed = Vec::new();
-    while let Ok(message) = received.try_recv() {
+    while let Ok(RelayMessage::Notification(message)) = received.try_recv() {
         relayed.push(message);
     }
     let summary: Vec<(String, Value)> =

@@ -382,3 +382,61 @@ async fn the_standalone_stream_tells_one_stream_per_session_that_tools_changed()
     let also = read_until(&mut second, "notifications/tools/list_changed", Duration::from_millis(500)).await;
     assert!(also.is_none(), "a message goes to exactly one stream");
 }
+
+fn asking_backend() -> Script {
+    Script {
+        answer: crate::support::fault_backend::Answer::Sse,
+        before_result: vec![json!({"jsonrpc": "2.0", "id": "srv-9", "method": "elicitation/create",
+            "params": {"message": "Which colour?", "requestedSchema": {"type": "object",
+                "properties": {"colour": {"type": "string"}}}}})],
+        await_answers: true,
+        ..Script::default()
+    }
+}
+
+#[tokio::test]
+async fn server_requests_reach_the_agent_and_its_answer_goes_back() {
+    let fault = FaultBackend::start(asking_backend()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected_with(gateway.mcp(), json!({"elicitation": {}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "painted"}}});
+    let mut stream = agent
+        .http
+        .post(gateway.mcp())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header(SESSION, agent.session.as_deref().unwrap())
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(5)).await.expect("the request");
+    let request: Value = events(&seen).into_iter().find(|e| e.data.contains("elicitation")).map(|e| serde_json::from_str(&e.data).unwrap()).unwrap();
+    assert_eq!(request["params"]["requestedSchema"]["properties"]["colour"]["type"], "string", "schema verbatim");
+    let gateway_id = request["id"].clone();
+    assert_ne!(gateway_id, "srv-9", "the agent sees the gateway's id");
+
+    let answer = json!({"jsonrpc": "2.0", "id": gateway_id, "result": {"action": "accept", "content": {"colour": "teal"}}});
+    assert_eq!(agent.send(&answer).await.status, StatusCode::ACCEPTED);
+    let rest = read_until(&mut stream, "painted", Duration::from_secs(5)).await.expect("the result follows");
+    assert!(rest.contains("\"id\":1"), "{rest}");
+    let answers = fault.client_answers();
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0]["id"], "srv-9", "the backend gets its own id back");
+    assert_eq!(answers[0]["result"]["content"]["colour"], "teal");
+}
+
+#[tokio::test]
+async fn requests_the_agent_did_not_declare_are_refused_by_the_gateway() {
+    let fault = FaultBackend::start(asking_backend()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let result = agent.call_tool("fault__echo", json!({"text": "plain"})).await;
+    assert_eq!(text(&result), "plain");
+    let answers = fault.client_answers();
+    assert_eq!(answers[0]["id"], "srv-9");
+    assert_eq!(answers[0]["error"]["code"], -32601);
+    let initialize = fault.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("initialize")).unwrap();
+    assert_eq!(initialize.body.unwrap()["params"]["capabilities"], json!({}), "the agent's own capabilities");
+}

@@ -281,7 +281,8 @@ impl Exchange<'_> {
         match jsonrpc::kind(&message) {
             Kind::Response { id: answered } if answered == id => Ok(Some(message)),
             Kind::Request { id: request_id, method } => {
-                let reply = answer_server_request(request_id, method);
+                let (request_id, method) = (request_id.clone(), method.to_owned());
+                let reply = self.answer_server_request(&request_id, &method, message).await;
                 self.reply(&reply).await;
                 Ok(None)
             }
@@ -353,11 +354,24 @@ impl StreamCursor {
     }
 }
 
-/// The gateway's own answer to a server-to-client request.
-fn answer_server_request(id: &Value, method: &str) -> Value {
-    match method {
-        "ping" => jsonrpc::result(id, json!({})),
-        _ => jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}")),
+impl Exchange<'_> {
+    /// The answer to a server-to-client request: `ping` is answered here; what the agent declared it can
+    /// answer is relayed to it (the answer keeps the backend's id); anything else is -32601.
+    async fn answer_server_request(&self, id: &Value, method: &str, message: Value) -> Value {
+        if method == "ping" {
+            return jsonrpc::result(id, json!({}));
+        }
+        let relayed = self.listener.relay.and_then(|relay| relay.ask(method, message));
+        let Some(answer) = relayed else {
+            return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}"));
+        };
+        match timeout_at(self.endpoint.deadline, answer).await {
+            Ok(Ok(mut reply)) => {
+                reply["id"] = id.clone();
+                reply
+            }
+            _ => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, "the agent did not answer the request"),
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
 use exchange::{Exchange, ExchangeError, Listener};
@@ -136,24 +136,56 @@ impl BackendSession {
     }
 }
 
-/// Where a backend's progress and log notifications about one request go while the request runs. The progress
-/// token the caller put in `params._meta.progressToken` is replaced by one of the client's own on the way to the
-/// backend and restored on the way back, so tokens never collide within a backend session.
+/// The agent's side of a request: the client capabilities the agent declared (backend sessions are initialized
+/// with them), and where the backend's messages about the request go while it runs — progress and log
+/// notifications, and server-to-client requests the agent declared it can answer (`sampling`, `elicitation`,
+/// `roots`). The progress token the caller put in `params._meta.progressToken` is replaced by one of the
+/// client's own on the way to the backend and restored on the way back, so tokens never collide within a
+/// backend session.
 #[derive(Debug, Clone, Default)]
 pub struct Relay {
-    notifications: Option<mpsc::UnboundedSender<Value>>,
+    capabilities: Value,
+    sink: Option<mpsc::UnboundedSender<RelayMessage>>,
+}
+
+/// A message from a backend for the agent.
+#[derive(Debug)]
+pub enum RelayMessage {
+    Notification(Value),
+    /// A server-to-client request; the agent's response (any id) goes to `reply`.
+    Request {
+        message: Value,
+        reply: oneshot::Sender<Value>,
+    },
 }
 
 impl Relay {
-    pub fn to(notifications: mpsc::UnboundedSender<Value>) -> Self {
-        Self { notifications: Some(notifications) }
+    /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
+    /// messages during this request, e.g. it accepts only JSON answers).
+    pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
+        Self { capabilities, sink }
     }
 
     fn forward(&self, message: Value) {
-        if let Some(notifications) = &self.notifications {
+        if let Some(sink) = &self.sink {
             // The caller may have stopped listening (its agent went away); the call itself goes on.
-            let _ = notifications.send(message);
+            let _ = sink.send(RelayMessage::Notification(message));
         }
+    }
+
+    /// Hands a server-to-client request to the agent when it declared the capability the method needs;
+    /// `None` when it cannot be relayed.
+    fn ask(&self, method: &str, message: Value) -> Option<oneshot::Receiver<Value>> {
+        let capability = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            _ => return None,
+        };
+        self.capabilities.get(capability)?;
+        let (reply, answer) = oneshot::channel();
+        self.sink.as_ref()?.send(RelayMessage::Request { message, reply }).ok()?;
+        Some(answer)
     }
 }
 
@@ -230,7 +262,7 @@ impl McpBackendClient {
     /// The slot's backend session, initializing one if there is none (concurrent callers share one handshake).
     pub async fn session(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<BackendSession, McpError> {
         let slot = self.acquire(key)?;
-        self.ensure_session(&slot, endpoint, None).await
+        self.ensure_session(&slot, endpoint, None, &Value::Null).await
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for the
@@ -255,7 +287,7 @@ impl McpBackendClient {
         relay: &Relay,
     ) -> Result<Value, McpError> {
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, endpoint, None).await?;
+        let mut session = self.ensure_session(&slot, endpoint, None, &relay.capabilities).await?;
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
@@ -264,7 +296,7 @@ impl McpBackendClient {
                 Err(ExchangeError::SessionGone) if !retried => {
                     tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
                     retried = true;
-                    session = self.ensure_session(&slot, endpoint, Some(&session)).await?;
+                    session = self.ensure_session(&slot, endpoint, Some(&session), &relay.capabilities).await?;
                 }
                 Err(ExchangeError::SessionGone) => {
                     return Err(McpError::NotDelivered {
@@ -349,6 +381,7 @@ impl McpBackendClient {
         slot: &Slot,
         endpoint: &BackendEndpoint,
         stale: Option<&BackendSession>,
+        capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
         let not_delivered = |reason: &str| McpError::NotDelivered { reason: reason.into() };
         let mut current = timeout_at(endpoint.deadline, slot.session.lock())
@@ -362,7 +395,7 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let session = timeout_at(endpoint.deadline, self.handshake(endpoint))
+        let session = timeout_at(endpoint.deadline, self.handshake(endpoint, capabilities))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))?
             .map_err(|error| McpError::NotDelivered { reason: format!("the backend handshake failed: {error}") })?;
@@ -370,14 +403,16 @@ impl McpBackendClient {
         Ok(session)
     }
 
-    async fn handshake(&self, endpoint: &BackendEndpoint) -> Result<BackendSession, McpError> {
+    /// `capabilities`: the agent's declared client capabilities (`null`: none), offered as the gateway's own.
+    async fn handshake(&self, endpoint: &BackendEndpoint, capabilities: &Value) -> Result<BackendSession, McpError> {
+        let capabilities = if capabilities.is_object() { capabilities.clone() } else { json!({}) };
         let id = self.next_id();
         let initialize = crate::jsonrpc::request(
             &id,
             "initialize",
             Some(json!({
                 "protocolVersion": LATEST_PROTOCOL_VERSION,
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")},
             })),
         );

@@ -1,13 +1,21 @@
 //! A Switchyard gateway running in the test process on 127.0.0.1:0, and a minimal agent that speaks to it over
-//! HTTP, so tests can assert exactly what crosses the agent-facing wire.
+//! HTTP, so tests can assert exactly what crosses the agent-facing wire. [`ChildGateway`] runs the real
+//! `switchyard` binary instead, for tests that kill or restart a gateway or run several replicas.
 
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
+use switchyard::router::CallRouter;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -19,6 +27,8 @@ pub struct TestGateway {
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
     pub data_dir: std::path::PathBuf,
+    /// The running gateway's router (and through it its ledger), for assertions on state the wire does not show.
+    pub router: Arc<CallRouter>,
 }
 
 impl Drop for TestGateway {
@@ -41,17 +51,27 @@ fn fresh_data_dir() -> std::path::PathBuf {
 impl TestGateway {
     /// Starts a gateway whose configuration is `[server]` defaults plus `extra` TOML (backends, server keys).
     pub async fn start(extra_server: &str, backends: &str) -> TestGateway {
+        TestGateway::start_with(extra_server, "", backends).await
+    }
+
+    /// [`TestGateway::start`] with `sections`, extra top-level TOML tables (such as `[ledger]`) placed between the
+    /// `[server]` keys and the backends.
+    pub async fn start_with(extra_server: &str, sections: &str, backends: &str) -> TestGateway {
         let data_dir = fresh_data_dir();
-        let text = format!("[server]\ndata_dir = {:?}\n{extra_server}\n{backends}", data_dir.display().to_string());
+        let text = format!(
+            "[server]\ndata_dir = {:?}\n{extra_server}\n{sections}\n{backends}",
+            data_dir.display().to_string()
+        );
         let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
         let gateway = Gateway::build(config).await.expect("gateway builds");
+        let router = Arc::clone(&gateway.router);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             gateway.serve(listener, async move { drop(stopped.await) }).await.expect("gateway serve");
         });
-        let gateway = TestGateway { base, stop: Some(stop), server, data_dir };
+        let gateway = TestGateway { base, stop: Some(stop), server, data_dir, router };
         gateway.wait_ready().await;
         gateway
     }
@@ -62,16 +82,109 @@ impl TestGateway {
 
     /// Waits until every backend's discovery has been tried once.
     async fn wait_ready(&self) {
-        let http = reqwest::Client::new();
-        for _ in 0..200 {
-            if let Ok(response) = http.get(format!("{}/readyz", self.base)).send().await
-                && response.status() == StatusCode::OK
-            {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        assert!(wait_ready(&self.base).await, "the gateway did not become ready");
+    }
+}
+
+/// Polls `{base}/readyz` for up to 5 s; whether it answered 200.
+pub async fn wait_ready(base: &str) -> bool {
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
+            && response.status() == StatusCode::OK
+        {
+            return true;
         }
-        panic!("the gateway did not become ready");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+/// A `switchyard serve` child process: the real binary, its own process, killable with SIGKILL. Dropping it kills
+/// the process.
+pub struct ChildGateway {
+    pub base: String,
+    child: Child,
+    /// Kept open for the life of the process: a gateway must never find its stdout closed.
+    _stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl ChildGateway {
+    /// Runs `switchyard serve --config CONFIG --listen 127.0.0.1:0` (no `SWITCHYARD_*` variables from the test's
+    /// environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
+    /// `/readyz` answers 200.
+    pub async fn spawn(config: &Path, log: &Path) -> ChildGateway {
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the gateway log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .kill_on_drop(true);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("SWITCHYARD_") {
+                command.env_remove(name);
+            }
+        }
+        command.env("SWITCHYARD_LOG", "switchyard=info");
+        let mut child = command.spawn().expect("spawn the switchyard binary");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line()).await;
+        let Ok(Ok(Some(line))) = first else {
+            let _ = child.start_kill();
+            panic!("the gateway did not start ({first:?}); its log:\n{}", read_log(log));
+        };
+        // "Switchyard is serving MCP at http://127.0.0.1:PORT/mcp  (backends: …)"
+        let url = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in the first line: {line:?}"));
+        let base = url.strip_suffix("/mcp").unwrap_or(url).to_owned();
+        let gateway = ChildGateway { base, child, _stdout: stdout };
+        assert!(wait_ready(&gateway.base).await, "the gateway did not become ready; its log:\n{}", read_log(log));
+        gateway
+    }
+
+    pub fn mcp(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// Kills the process with SIGKILL (no shutdown of any kind) and returns once it is gone.
+    pub async fn kill(mut self) {
+        self.child.start_kill().expect("SIGKILL the gateway");
+        let status = self.child.wait().await.expect("reap the gateway");
+        assert!(!status.success(), "a killed gateway does not exit cleanly: {status}");
+    }
+}
+
+fn read_log(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_else(|error| format!("<unreadable: {error}>"))
+}
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(tag: &str) -> ScratchDir {
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("switchyard-it-{}-{tag}-{n}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("create a scratch directory");
+        ScratchDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -102,8 +215,13 @@ impl Agent {
 
     /// An agent that has initialized a session (and sent `notifications/initialized`).
     pub async fn connected(url: String) -> Agent {
+        Agent::connected_with(url, json!({})).await
+    }
+
+    /// [`Agent::connected`], declaring these client capabilities.
+    pub async fn connected_with(url: String, capabilities: Value) -> Agent {
         let mut agent = Agent::new(url);
-        let reply = agent.initialize("2025-11-25").await;
+        let reply = agent.initialize_with("2025-11-25", capabilities).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.raw);
         let ack = agent.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         assert_eq!(ack.status, StatusCode::ACCEPTED);
@@ -111,8 +229,12 @@ impl Agent {
     }
 
     pub async fn initialize(&mut self, version: &str) -> Reply {
+        self.initialize_with(version, json!({})).await
+    }
+
+    pub async fn initialize_with(&mut self, version: &str, capabilities: Value) -> Reply {
         let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}});
+            "protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "it", "version": "1"}}});
         let reply = self.send(&message).await;
         self.session = reply.headers.get(SESSION).map(|v| v.to_str().unwrap().to_owned());
         reply

@@ -115,12 +115,7 @@ impl InteropServer {
 
     /// The Python SDK server in the given response mode, or `None` if its venv is not installed (outside CI).
     pub fn python(mode: PythonMode) -> Option<Self> {
-        let python = tool_path("SWITCHYARD_INTEROP_PYTHON", || {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-venv/bin/python")
-        });
-        if !python.is_file() {
-            return missing(&format!("the Python venv is not installed ({} does not exist)", python.display()));
-        }
+        let python = python_interpreter()?;
         let script = interop_dir().join("python_server.py");
         let name = match mode {
             PythonMode::Sse => "python-sdk (SSE)",
@@ -263,7 +258,21 @@ impl Drop for InteropServer {
     }
 }
 
-fn interop_dir() -> PathBuf {
+/// The venv's `python`, with the `mcp` package, or `None` if the venv is not installed (outside CI). For tests
+/// that run a script of `tests/interop` on the Python SDK themselves, such as the SDK client
+/// `python_agent.py`.
+pub fn python_interpreter() -> Option<PathBuf> {
+    let python = tool_path("SWITCHYARD_INTEROP_PYTHON", || {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-venv/bin/python")
+    });
+    if !python.is_file() {
+        return missing(&format!("the Python venv is not installed ({} does not exist)", python.display()));
+    }
+    Some(python)
+}
+
+/// `tests/interop`, where the peers' scripts and packages live.
+pub fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
 }
 

@@ -1,0 +1,55 @@
+//! The ledger's background upkeep for one gateway instance: renewing its leases, expiring other instances'
+//! dead leases, and purging old claims.
+//!
+//! Rules:
+//! - Leases are renewed every third of their length, so two renewals can fail before a live instance's claims
+//!   look dead.
+//! - Every instance expires every instance's overdue leases (whoever notices first; the statement is
+//!   idempotent), so a dead replica's claims become `unknown` even if it never comes back.
+//! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention.
+//! - Errors are logged and the next round tries again; upkeep never stops the gateway.
+
+use std::time::{Duration, SystemTime};
+
+use super::LedgerStore;
+
+/// How often old claims are purged.
+pub const PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// What [`maintain`] keeps up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Maintenance {
+    /// This instance's owner id (see [`super::instance_id`]).
+    pub owner: String,
+    /// The lease its claims are made with.
+    pub lease: Duration,
+    /// How long settled claims are kept.
+    pub retention: Duration,
+}
+
+/// Runs the upkeep until the task is dropped or aborted; spawn it once per instance.
+pub async fn maintain(store: LedgerStore, settings: Maintenance) {
+    let mut ticks = tokio::time::interval((settings.lease / 3).max(Duration::from_millis(10)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_purge: Option<tokio::time::Instant> = None;
+    loop {
+        ticks.tick().await;
+        let now = SystemTime::now();
+        if let Err(error) = store.renew_leases(&settings.owner, now + settings.lease).await {
+            tracing::warn!(%error, "ledger: cannot renew this instance's leases");
+        }
+        match store.expire_leases(now).await {
+            Ok(0) => {}
+            Ok(expired) => tracing::warn!(expired, "ledger: in-flight calls of a stopped instance marked unknown"),
+            Err(error) => tracing::warn!(%error, "ledger: cannot expire leases"),
+        }
+        if last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
+            last_purge = Some(tokio::time::Instant::now());
+            let cutoff = now.checked_sub(settings.retention).unwrap_or(SystemTime::UNIX_EPOCH);
+            match store.purge(cutoff).await {
+                Ok(purged) => tracing::debug!(purged, "ledger: old claims purged"),
+                Err(error) => tracing::warn!(%error, "ledger: cannot purge old claims"),
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! One reconnecting PostgreSQL connection with the ledger's statements prepared on it.
+//!
+//! Rules:
+//! - A dead connection never wedges the store: it is dropped as soon as an operation sees it closed (or an
+//!   operation times out), and the next operation connects again. Only one task reconnects at a time; the
+//!   others wait for its result instead of opening connections of their own.
+//! - An operation that failed because the connection broke is run once more on a fresh connection. That is
+//!   safe because every operation is idempotent for its caller: a claim retried with the same claim id
+//!   recognises its own insert, and settles that already happened are accepted (see [`crate::ledger::rules`]).
+//! - Every operation has a deadline ([`OPERATION_TIMEOUT`]); a store that does not answer is unavailable.
+//! - Statements are prepared once per connection; queries on one connection are pipelined by the driver, so
+//!   concurrent tasks share it without a pool.
+
+use std::future::Future;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use tokio_postgres::{Client, Config, NoTls, Statement};
+
+use crate::ledger::error::LedgerError;
+use crate::ledger::sql::Statements;
+
+/// How long one operation (including a reconnect) may take before the store reports itself unavailable.
+pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting may take, unless the URL sets `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why an operation on a session failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The driver or the server refused; may mean the connection broke.
+    Db(tokio_postgres::Error),
+    /// A ledger rule or a malformed row; final.
+    Ledger(LedgerError),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Failure::Db(error)
+    }
+}
+
+impl From<LedgerError> for Failure {
+    fn from(error: LedgerError) -> Self {
+        Failure::Ledger(error)
+    }
+}
+
+impl From<Failure> for LedgerError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Ledger(error) => error,
+            Failure::Db(error) => classify(&error),
+        }
+    }
+}
+
+/// Maps a driver error to the ledger's kinds: the server's data-corruption codes are [`LedgerError::Corrupt`],
+/// everything else means the ledger cannot be used right now.
+fn classify(error: &tokio_postgres::Error) -> LedgerError {
+    let code = error.code().map(|state| state.code().to_owned()).unwrap_or_default();
+    let message = error.as_db_error().map_or_else(|| error.to_string(), |db| db.message().to_owned());
+    if matches!(code.as_str(), "XX001" | "XX002") {
+        LedgerError::corrupt(format!("PostgreSQL: {message}"))
+    } else if code.is_empty() {
+        LedgerError::unavailable(format!("PostgreSQL: {message}"))
+    } else {
+        LedgerError::unavailable(format!("PostgreSQL ({code}): {message}"))
+    }
+}
+
+/// A connected client and its prepared statements.
+pub(super) struct Session {
+    pub(super) client: Client,
+    pub(super) prepared: Prepared,
+}
+
+/// [`Statements`], prepared.
+pub(super) struct Prepared {
+    pub(super) insert: Statement,
+    pub(super) select: Statement,
+    pub(super) complete: Statement,
+    pub(super) mark_unknown: Statement,
+    pub(super) release: Statement,
+    pub(super) renew: Statement,
+    pub(super) expire: Statement,
+    pub(super) orphan: Statement,
+    pub(super) purge: Statement,
+    pub(super) list: Statement,
+    pub(super) resolve_completed: Statement,
+    pub(super) resolve_failed: Statement,
+}
+
+impl Prepared {
+    async fn new(client: &Client, sql: &Statements) -> Result<Prepared, tokio_postgres::Error> {
+        // Prepared concurrently: the driver pipelines them into one round trip's worth of waiting.
+        let (insert, select, complete, mark_unknown, release, renew) = tokio::try_join!(
+            client.prepare(&sql.insert),
+            client.prepare(&sql.select),
+            client.prepare(&sql.complete),
+            client.prepare(&sql.mark_unknown),
+            client.prepare(&sql.release),
+            client.prepare(&sql.renew),
+        )?;
+        let (expire, orphan, purge, list, resolve_completed, resolve_failed) = tokio::try_join!(
+            client.prepare(&sql.expire),
+            client.prepare(&sql.orphan),
+            client.prepare(&sql.purge),
+            client.prepare(&sql.list),
+            client.prepare(&sql.resolve_completed),
+            client.prepare(&sql.resolve_failed),
+        )?;
+        Ok(Prepared {
+            insert,
+            select,
+            complete,
+            mark_unknown,
+            release,
+            renew,
+            expire,
+            orphan,
+            purge,
+            list,
+            resolve_completed,
+            resolve_failed,
+        })
+    }
+}
+
+/// The driver configuration for `connect_url`, with Switchyard's defaults filled in.
+pub(super) fn driver_config(connect_url: &str) -> Result<Config, LedgerError> {
+    let mut config: Config = connect_url.parse().map_err(|_| LedgerError::InvalidUrl {
+        url: crate::ledger::url::redact(connect_url),
+        expected: "a libpq connection URL".to_owned(),
+    })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("switchyard");
+    }
+    Ok(config)
+}
+
+/// Connects and spawns the task that drives the connection.
+pub(super) async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "ledger: PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// The store's connection, replaced whenever it dies.
+pub(super) struct Connector {
+    config: Config,
+    sql: Statements,
+    live: RwLock<Option<Arc<Session>>>,
+    /// Held while connecting, so a broken connection causes one reconnect, not one per waiting task.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Connector {
+    /// A connector whose first session is `client` (already connected and migrated by the caller).
+    pub(super) async fn new(config: Config, sql: Statements, client: Client) -> Result<Connector, LedgerError> {
+        let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
+        let session = Arc::new(Session { client, prepared });
+        Ok(Connector { config, sql, live: RwLock::new(Some(session)), connecting: tokio::sync::Mutex::new(()) })
+    }
+
+    fn current(&self) -> Option<Arc<Session>> {
+        let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
+        live.as_ref().filter(|session| !session.client.is_closed()).cloned()
+    }
+
+    /// Forgets `dead` unless another task already replaced it.
+    fn forget(&self, dead: &Arc<Session>) {
+        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
+        if live.as_ref().is_some_and(|session| Arc::ptr_eq(session, dead)) {
+            *live = None;
+        }
+    }
+
+    async fn session(&self) -> Result<Arc<Session>, Failure> {
+        if let Some(session) = self.current() {
+            return Ok(session);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(session) = self.current() {
+            return Ok(session);
+        }
+        let client = connect(&self.config).await?;
+        let prepared = Prepared::new(&client, &self.sql).await?;
+        let session = Arc::new(Session { client, prepared });
+        *self.live.write().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Runs `operation` on a live session, once more on a fresh one if the connection broke under it.
+    pub(super) async fn run<T, F, Fut>(&self, operation: F) -> Result<T, LedgerError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut retried = false;
+        loop {
+            let session = within(self.session()).await??;
+            match within(operation(session.clone())).await {
+                Err(timed_out) => {
+                    // A connection that stops answering is as good as dead.
+                    self.forget(&session);
+                    return Err(timed_out);
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(Failure::Db(error))) if connection_broke(&error, &session) => {
+                    self.forget(&session);
+                    if retried {
+                        return Err(classify(&error));
+                    }
+                    retried = true;
+                }
+                Ok(Err(failure)) => return Err(failure.into()),
+            }
+        }
+    }
+}
+
+async fn within<T>(future: impl Future<Output = T>) -> Result<T, LedgerError> {
+    tokio::time::timeout(OPERATION_TIMEOUT, future).await.map_err(|_| {
+        LedgerError::unavailable(format!("PostgreSQL did not answer within {}s", OPERATION_TIMEOUT.as_secs()))
+    })
+}
+
+/// Whether `error` means the connection is gone: closed under us, or the server said it is ending it
+/// (connection exceptions, class 08; administrator or crash shutdown, 57P01–57P03) before closing it.
+fn connection_broke(error: &tokio_postgres::Error, session: &Session) -> bool {
+    let ending = error
+        .code()
+        .map(|state| state.code())
+        .is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"));
+    ending || error.is_closed() || session.client.is_closed()
+}

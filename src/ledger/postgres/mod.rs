@@ -1,0 +1,146 @@
+//! The PostgreSQL store: one ledger shared by every replica of the gateway.
+//!
+//! Rules:
+//! - Atomicity comes from PostgreSQL: each operation is one statement in autocommit (see [`ops`]).
+//! - Queries go through one reconnecting, pipelined connection ([`conn`]); notifications arrive on a second,
+//!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle, so
+//!   they do not wait for the notification's round trip.
+//! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
+
+mod conn;
+mod listen;
+mod ops;
+mod schema;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::digest::StoredResult;
+use super::error::LedgerError;
+use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
+use super::sql::{Dialect, Statements};
+use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
+use super::url::PostgresUrl;
+use super::waiters::Waiters;
+use conn::Connector;
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Connector,
+    waiters: Arc<Waiters>,
+    /// Dropped with the store, which stops the listening task.
+    _stop_listening: oneshot::Sender<()>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects, creates or checks the schema, and starts listening for settled claims.
+    pub(crate) async fn open(url: &PostgresUrl) -> Result<PostgresStore, LedgerError> {
+        let config = conn::driver_config(&url.connect)?;
+        let names = schema::Names::new(url.schema.as_deref());
+        let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
+        schema::migrate(&mut client, &names).await?;
+        let conn = Connector::new(config.clone(), Statements::new(&names.claims, Dialect::Postgres), client).await?;
+        let waiters = Arc::new(Waiters::default());
+        let (stop, stopped) = oneshot::channel();
+        tokio::spawn(listen::run(config, names.channel, waiters.clone(), stopped));
+        Ok(PostgresStore { inner: Arc::new(Inner { conn, waiters, _stop_listening: stop }) })
+    }
+
+    pub(crate) fn waiters(&self) -> &Waiters {
+        &self.inner.waiters
+    }
+
+    pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
+        // Chosen once, so a retry after a broken connection recognises its own insert.
+        let (id, now) = (new_claim_id()?, SystemTime::now());
+        let (new, id) = (&new, id.as_str());
+        self.inner.conn.run(|session| async move { ops::claim(&session, new, id, now).await }).await
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        key: &ClaimKey,
+        owner: &str,
+        result: &Value,
+        max_result: usize,
+    ) -> Result<(), LedgerError> {
+        self.settle(key, owner, Settle::Complete(&StoredResult::bound(result, max_result))).await
+    }
+
+    pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
+        self.settle(key, owner, Settle::MarkUnknown(error)).await
+    }
+
+    pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
+        self.settle(key, owner, Settle::Release).await
+    }
+
+    async fn settle(&self, key: &ClaimKey, owner: &str, operation: Settle<'_>) -> Result<(), LedgerError> {
+        let now = SystemTime::now();
+        self.inner.conn.run(|session| async move { ops::settle(&session, key, owner, operation, now).await }).await?;
+        self.inner.waiters.wake(key.as_str());
+        Ok(())
+    }
+
+    pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
+        self.inner.conn.run(|session| async move { ops::get(&session, key.as_str()).await }).await
+    }
+
+    pub(crate) async fn renew_leases(&self, owner: &str, lease_until: SystemTime) -> Result<u64, LedgerError> {
+        self.inner.conn.run(|session| async move { ops::renew(&session, owner, lease_until).await }).await
+    }
+
+    pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
+        let keys = self.inner.conn.run(|session| async move { ops::expire(&session, now, EXPIRED_NOTE).await }).await?;
+        Ok(self.wake_all_of(&keys))
+    }
+
+    pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
+        let now = SystemTime::now();
+        let keys = self
+            .inner
+            .conn
+            .run(|session| async move { ops::orphan(&session, owner, ORPHANED_NOTE, now).await })
+            .await?;
+        Ok(self.wake_all_of(&keys))
+    }
+
+    fn wake_all_of(&self, keys: &[String]) -> u64 {
+        for key in keys {
+            self.inner.waiters.wake(key);
+        }
+        keys.len() as u64
+    }
+
+    pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
+        self.inner.conn.run(|session| async move { ops::purge(&session, older_than).await }).await
+    }
+
+    pub(crate) async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {
+        self.inner.conn.run(|session| async move { ops::list(&session, filter).await }).await
+    }
+
+    pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
+        let now = SystemTime::now();
+        self.inner.conn.run(|session| async move { ops::resolve(&session, key, resolution, now).await }).await?;
+        self.inner.waiters.wake(key.as_str());
+        Ok(())
+    }
+
+    pub(crate) async fn ping(&self) -> Result<(), LedgerError> {
+        self.inner.conn.run(|session| async move { ops::ping(&session).await }).await
+    }
+}

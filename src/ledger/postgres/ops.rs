@@ -1,0 +1,196 @@
+//! The ledger operations as prepared PostgreSQL statements on one [`Session`].
+//!
+//! Rules: each operation is one statement, atomic under PostgreSQL's row locks and `ON CONFLICT` (a concurrent
+//! insert of the same key waits for the first to commit, then does nothing); a statement that changed nothing
+//! is followed by a read to say why (see [`rules::explain`]). Statements run in autocommit, so the trigger's
+//! notification is sent as soon as the change is visible.
+
+use std::time::SystemTime;
+
+use tokio_postgres::Row;
+
+use super::conn::{Failure, Session};
+use crate::ledger::error::LedgerError;
+use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
+use crate::ledger::sql::{RACE_ATTEMPTS, RawRow};
+use crate::ledger::types::{
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, to_millis,
+};
+
+pub(super) async fn claim(
+    session: &Session,
+    new: &NewClaim,
+    id: &str,
+    now: SystemTime,
+) -> Result<ClaimOutcome, Failure> {
+    let (now_ms, lease_until) = (to_millis(now), to_millis(now + new.lease));
+    for _ in 0..RACE_ATTEMPTS {
+        let inserted = session
+            .client
+            .execute(
+                &session.prepared.insert,
+                &[
+                    &new.key.as_str(),
+                    &id,
+                    &new.principal,
+                    &new.session,
+                    &new.backend,
+                    &new.tool,
+                    &new.args_digest,
+                    &now_ms,
+                    &new.owner,
+                    &lease_until,
+                ],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(ClaimOutcome::Claimed(ClaimRecord::claimed(new, id.to_owned(), now)));
+        }
+        match get(session, new.key.as_str()).await? {
+            // Our own insert, committed before the connection broke and retried now.
+            Some(existing) if existing.id == id => return Ok(ClaimOutcome::Claimed(existing)),
+            Some(existing) => return Ok(ClaimOutcome::Existing(existing)),
+            // Released between the insert and the read: try again.
+            None => {}
+        }
+    }
+    Err(LedgerError::unavailable(format!("claim {} kept changing under concurrent updates", new.key)).into())
+}
+
+pub(super) async fn get(session: &Session, key: &str) -> Result<Option<ClaimRecord>, Failure> {
+    match session.client.query_opt(&session.prepared.select, &[&key]).await? {
+        Some(row) => Ok(Some(record(&row)?)),
+        None => Ok(None),
+    }
+}
+
+/// Applies an owner's settle; see [`rules`].
+pub(super) async fn settle(
+    session: &Session,
+    key: &ClaimKey,
+    owner: &str,
+    operation: Settle<'_>,
+    now: SystemTime,
+) -> Result<(), Failure> {
+    let (client, prepared, now) = (&session.client, &session.prepared, to_millis(now));
+    for _ in 0..RACE_ATTEMPTS {
+        let changed = match operation {
+            Settle::Complete(stored) => {
+                client.execute(&prepared.complete, &[&key.as_str(), &owner, &stored.text, &stored.digest, &now]).await?
+            }
+            Settle::MarkUnknown(error) => {
+                client.execute(&prepared.mark_unknown, &[&key.as_str(), &owner, &error, &now]).await?
+            }
+            Settle::Release => client.execute(&prepared.release, &[&key.as_str(), &owner]).await?,
+        };
+        if changed > 0 {
+            return Ok(());
+        }
+        let current = get(session, key.as_str()).await?;
+        if rules::explain(operation, key, owner, current.as_ref())? == Verdict::AlreadyDone {
+            return Ok(());
+        }
+    }
+    Err(LedgerError::unavailable(format!("claim {key} kept changing under concurrent updates")).into())
+}
+
+pub(super) async fn renew(session: &Session, owner: &str, lease_until: SystemTime) -> Result<u64, Failure> {
+    Ok(session.client.execute(&session.prepared.renew, &[&owner, &to_millis(lease_until)]).await?)
+}
+
+pub(super) async fn expire(session: &Session, now: SystemTime, note: &str) -> Result<Vec<String>, Failure> {
+    let rows = session.client.query(&session.prepared.expire, &[&to_millis(now), &note]).await?;
+    keys(&rows)
+}
+
+pub(super) async fn orphan(
+    session: &Session,
+    owner: &str,
+    note: &str,
+    now: SystemTime,
+) -> Result<Vec<String>, Failure> {
+    let rows = session.client.query(&session.prepared.orphan, &[&owner, &note, &to_millis(now)]).await?;
+    keys(&rows)
+}
+
+fn keys(rows: &[Row]) -> Result<Vec<String>, Failure> {
+    rows.iter().map(|row| row.try_get(0).map_err(corrupt_row)).collect()
+}
+
+pub(super) async fn purge(session: &Session, cutoff: SystemTime) -> Result<u64, Failure> {
+    Ok(session.client.execute(&session.prepared.purge, &[&to_millis(cutoff)]).await?)
+}
+
+pub(super) async fn list(session: &Session, filter: &ListFilter) -> Result<Vec<ClaimRecord>, Failure> {
+    let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+    let rows = session
+        .client
+        .query(
+            &session.prepared.list,
+            &[
+                &filter.state.map(ClaimState::as_str),
+                &filter.principal,
+                &filter.tool,
+                &filter.since.map(to_millis),
+                &limit,
+            ],
+        )
+        .await?;
+    rows.iter().map(record).collect()
+}
+
+pub(super) async fn resolve(
+    session: &Session,
+    key: &ClaimKey,
+    resolution: Resolution,
+    now: SystemTime,
+) -> Result<(), Failure> {
+    let (client, prepared) = (&session.client, &session.prepared);
+    let changed = match resolution {
+        Resolution::Completed => {
+            client
+                .execute(&prepared.resolve_completed, &[&key.as_str(), &OPERATOR, &RESOLVED_NOTE, &to_millis(now)])
+                .await?
+        }
+        Resolution::Failed => client.execute(&prepared.resolve_failed, &[&key.as_str()]).await?,
+    };
+    if changed > 0 {
+        return Ok(());
+    }
+    let current = get(session, key.as_str()).await?;
+    Ok(rules::explain_resolve(key, current.as_ref())?)
+}
+
+pub(super) async fn ping(session: &Session) -> Result<(), Failure> {
+    session.client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+fn record(row: &Row) -> Result<ClaimRecord, Failure> {
+    Ok(raw_row(row).map_err(corrupt_row)?.into_record()?)
+}
+
+fn raw_row(row: &Row) -> Result<RawRow, tokio_postgres::Error> {
+    Ok(RawRow {
+        key: row.try_get(0)?,
+        id: row.try_get(1)?,
+        principal: row.try_get(2)?,
+        session: row.try_get(3)?,
+        backend: row.try_get(4)?,
+        tool: row.try_get(5)?,
+        args_digest: row.try_get(6)?,
+        state: row.try_get(7)?,
+        result: row.try_get(8)?,
+        result_digest: row.try_get(9)?,
+        error: row.try_get(10)?,
+        created_at: row.try_get(11)?,
+        updated_at: row.try_get(12)?,
+        owner: row.try_get(13)?,
+        lease_until: row.try_get(14)?,
+    })
+}
+
+/// A row whose columns do not have the ledger's types was not written by this schema.
+fn corrupt_row(error: tokio_postgres::Error) -> Failure {
+    Failure::Ledger(LedgerError::corrupt(format!("unreadable claim row: {error}")))
+}

@@ -1,0 +1,122 @@
+//! The ledger's tables in PostgreSQL: names, creation, migration, and the trigger that announces settled claims.
+//!
+//! Rules:
+//! - The schema version lives in `switchyard_meta` (`name = 'schema_version'`). Migration runs in one transaction
+//!   under a transaction-level advisory lock, so replicas starting together migrate once and never see a
+//!   half-created schema.
+//! - A trigger on the claims table sends `NOTIFY <channel>, <key>` whenever a claim leaves `in_flight` (settled
+//!   or deleted), in the same transaction as the change, whichever replica (or operator) made it. Lease
+//!   renewals do not touch `state` and so do not fire it.
+//! - Names are built only from constants and a validated schema name (see [`crate::ledger::url`]), so splicing
+//!   them into SQL is safe.
+
+use tokio_postgres::Client;
+
+use super::conn::Failure;
+use crate::ledger::error::LedgerError;
+use crate::ledger::sql::{CLAIMS_TABLE, SCHEMA_VERSION, create_statements};
+
+/// Serialises migrations of every Switchyard ledger in a database ("SWLEDGER" in ASCII).
+const MIGRATION_LOCK: i64 = 0x5357_4c45_4447_4552;
+
+/// The qualified names of the ledger's objects.
+#[derive(Debug, Clone)]
+pub(super) struct Names {
+    schema: Option<String>,
+    pub(super) claims: String,
+    meta: String,
+    function: String,
+    /// The `LISTEN`/`NOTIFY` channel; one per schema, so ledgers in different schemas do not wake each other.
+    pub(super) channel: String,
+}
+
+impl Names {
+    pub(super) fn new(schema: Option<&str>) -> Names {
+        let qualify = |name: &str| schema.map_or_else(|| name.to_owned(), |schema| format!("{schema}.{name}"));
+        Names {
+            schema: schema.map(str::to_owned),
+            claims: qualify(CLAIMS_TABLE),
+            meta: qualify("switchyard_meta"),
+            function: qualify("switchyard_claim_settled"),
+            channel: schema
+                .map_or_else(|| "switchyard_settled".to_owned(), |schema| format!("switchyard_settled_{schema}")),
+        }
+    }
+}
+
+/// Creates or checks the schema on `client`.
+pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Failure> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    if let Some(schema) = &names.schema {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}")).await?;
+    }
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {} (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        names.meta
+    ))
+    .await?;
+    let select = format!("SELECT value FROM {} WHERE name = 'schema_version'", names.meta);
+    let version = match tx.query_opt(&select, &[]).await? {
+        None => None,
+        Some(row) => Some(parse_version(&row.try_get::<_, String>(0)?)?),
+    };
+    match version {
+        None => create(&tx, names).await?,
+        Some(SCHEMA_VERSION) => {}
+        Some(found) if found > SCHEMA_VERSION => {
+            return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION }.into());
+        }
+        Some(found) => return Err(LedgerError::corrupt(format!("impossible schema version {found}")).into()),
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn parse_version(text: &str) -> Result<i64, LedgerError> {
+    text.parse().map_err(|_| LedgerError::corrupt(format!("the schema version {text:?} is not a number")))
+}
+
+async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    for statement in create_statements(&names.claims) {
+        tx.batch_execute(&statement).await?;
+    }
+    tx.batch_execute(&format!(
+        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+         BEGIN
+             IF OLD.state = 'in_flight' AND (TG_OP = 'DELETE' OR NEW.state <> 'in_flight') THEN
+                 PERFORM pg_notify('{channel}', OLD.key);
+             END IF;
+             RETURN NULL;
+         END
+         $body$;
+         CREATE TRIGGER {CLAIMS_TABLE}_settled AFTER UPDATE OF state OR DELETE ON {claims}
+             FOR EACH ROW EXECUTE PROCEDURE {function}();",
+        function = names.function,
+        channel = names.channel,
+        claims = names.claims,
+    ))
+    .await?;
+    tx.execute(
+        &format!("INSERT INTO {} (name, value) VALUES ('schema_version', $1)", names.meta),
+        &[&SCHEMA_VERSION.to_string()],
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_qualified_by_the_schema() {
+        let plain = Names::new(None);
+        assert_eq!(plain.claims, "switchyard_claims");
+        assert_eq!(plain.channel, "switchyard_settled");
+        let scoped = Names::new(Some("sy"));
+        assert_eq!(scoped.claims, "sy.switchyard_claims");
+        assert_eq!(scoped.meta, "sy.switchyard_meta");
+        assert_eq!(scoped.channel, "switchyard_settled_sy");
+    }
+}

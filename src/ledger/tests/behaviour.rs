@@ -1,0 +1,326 @@
+//! The behaviour every store must have, one function per case, run against each store by the suite macro.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{Harness, claim_of};
+use crate::ledger::{
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, ListFilter,
+    OPERATOR, Resolution, WaitOutcome, canonical_digest,
+};
+
+fn key(name: &str) -> ClaimKey {
+    ClaimKey::idempotency("alice", name)
+}
+
+async fn claimed(store: &LedgerStore, name: &str, owner: &str) -> ClaimRecord {
+    match store.claim(claim_of(name, owner)).await.expect("claim") {
+        ClaimOutcome::Claimed(record) => record,
+        ClaimOutcome::Existing(record) => panic!("{name} was already claimed: {record:?}"),
+    }
+}
+
+async fn existing(store: &LedgerStore, name: &str, owner: &str) -> ClaimRecord {
+    match store.claim(claim_of(name, owner)).await.expect("claim") {
+        ClaimOutcome::Existing(record) => record,
+        ClaimOutcome::Claimed(record) => panic!("{name} was claimed twice: {record:?}"),
+    }
+}
+
+async fn stored(store: &LedgerStore, name: &str) -> ClaimRecord {
+    store.get(&key(name)).await.expect("get").expect("the claim exists")
+}
+
+fn result(text: &str) -> Value {
+    json!({ "content": [{ "type": "text", "text": text }], "isError": false })
+}
+
+pub(super) async fn claim_once_then_existing(h: &Harness) {
+    let record = claimed(&h.store, "k", "gw-a").await;
+    assert_eq!(record.state, ClaimState::InFlight);
+    assert_eq!((record.owner.as_str(), record.tool.as_str(), record.backend.as_str()), ("gw-a", "search", "docs"));
+    assert_eq!(record.id.len(), 32);
+    assert!(record.lease_until > record.created_at);
+    // What the store kept is exactly what the claimant was told, whoever asks.
+    assert_eq!(existing(&h.store, "k", "gw-b").await, record);
+    assert_eq!(stored(&h.store, "k").await, record);
+    assert_eq!(h.store.get(&key("other")).await.expect("get"), None);
+}
+
+pub(super) async fn concurrent_claims_have_one_winner(h: &Harness) {
+    let tasks: Vec<_> = (0..1000)
+        .map(|task| {
+            let store = h.store.clone();
+            tokio::spawn(async move { store.claim(claim_of("hot", &format!("gw-{}", task % 7))).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for task in tasks {
+        match task.await.expect("task").expect("claim") {
+            ClaimOutcome::Claimed(record) => winners.push(record),
+            ClaimOutcome::Existing(record) => losers.push(record),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one claim may win");
+    assert_eq!(losers.len(), 999);
+    assert!(losers.iter().all(|record| record.id == winners[0].id));
+}
+
+pub(super) async fn complete_then_replay(h: &Harness) {
+    claimed(&h.store, "k", "gw-a").await;
+    let answer = result("done");
+    h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("complete");
+    let record = existing(&h.store, "k", "gw-b").await;
+    assert_eq!(record.state, ClaimState::Completed);
+    assert_eq!(record.result, Some(answer.clone()));
+    assert_eq!((record.result_digest, record.error), (None, None));
+    assert!(record.updated_at >= record.created_at);
+    // A repeated completion (a retry after a lost reply) is accepted; a different result is not.
+    h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("same result again");
+    let different = h.store.complete(&key("k"), "gw-a", &result("other"), DEFAULT_MAX_RESULT).await;
+    assert!(matches!(different, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{different:?}");
+}
+
+pub(super) async fn oversize_result_is_kept_as_digest(h: &Harness) {
+    claimed(&h.store, "big", "gw-a").await;
+    let answer = result(&"x".repeat(2000));
+    h.store.complete(&key("big"), "gw-a", &answer, 1000).await.expect("complete");
+    let record = stored(&h.store, "big").await;
+    assert_eq!(record.state, ClaimState::Completed);
+    assert_eq!(record.result, None);
+    assert_eq!(record.result_digest, Some(canonical_digest(&answer)));
+}
+
+pub(super) async fn mark_unknown_records_the_error(h: &Harness) {
+    claimed(&h.store, "k", "gw-a").await;
+    h.store.mark_unknown(&key("k"), "gw-a", "backend timed out after delivery").await.expect("mark unknown");
+    let record = existing(&h.store, "k", "gw-b").await;
+    assert_eq!(record.state, ClaimState::Unknown);
+    assert_eq!(record.error.as_deref(), Some("backend timed out after delivery"));
+    // The owner learning the outcome later replaces "unknown" with it.
+    h.store.complete(&key("k"), "gw-a", &result("late"), DEFAULT_MAX_RESULT).await.expect("late completion");
+    let record = stored(&h.store, "k").await;
+    assert_eq!((record.state, record.error), (ClaimState::Completed, None));
+}
+
+pub(super) async fn release_lets_the_call_run_again(h: &Harness) {
+    claimed(&h.store, "k", "gw-a").await;
+    h.store.release(&key("k"), "gw-a").await.expect("release");
+    assert_eq!(h.store.get(&key("k")).await.expect("get"), None);
+    h.store.release(&key("k"), "gw-a").await.expect("releasing a released claim is accepted");
+    assert_eq!(claimed(&h.store, "k", "gw-b").await.owner, "gw-b");
+}
+
+pub(super) async fn only_the_owner_settles(h: &Harness) {
+    let record = claimed(&h.store, "k", "gw-a").await;
+    let (k, answer) = (key("k"), result("r"));
+    let attempts = [
+        h.store.complete(&k, "gw-b", &answer, DEFAULT_MAX_RESULT).await,
+        h.store.mark_unknown(&k, "gw-b", "no").await,
+        h.store.release(&k, "gw-b").await,
+    ];
+    for attempt in attempts {
+        assert!(matches!(&attempt, Err(LedgerError::NotOwner { owner, .. }) if owner == "gw-a"), "{attempt:?}");
+    }
+    assert_eq!(stored(&h.store, "k").await, record, "refused settles change nothing");
+    let missing = h.store.complete(&key("missing"), "gw-a", &answer, DEFAULT_MAX_RESULT).await;
+    assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
+    assert!(matches!(h.store.mark_unknown(&key("missing"), "gw-a", "x").await, Err(LedgerError::NotFound { .. })));
+    h.store.complete(&k, "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("owner completes");
+    for late in [h.store.mark_unknown(&k, "gw-a", "x").await, h.store.release(&k, "gw-a").await] {
+        assert!(matches!(late, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{late:?}");
+    }
+}
+
+pub(super) async fn expired_leases_become_unknown(h: &Harness) {
+    claimed(&h.store, "alive", "gw-a").await;
+    claimed(&h.store, "dead", "gw-b").await;
+    claimed(&h.store, "done", "gw-b").await;
+    h.store.complete(&key("done"), "gw-b", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    let now = SystemTime::now();
+    assert_eq!(h.store.renew_leases("gw-a", now + Duration::from_secs(7200)).await.expect("renew"), 1);
+    assert_eq!(h.store.expire_leases(now + Duration::from_secs(10)).await.expect("nothing due yet"), 0);
+    assert_eq!(h.store.expire_leases(now + Duration::from_secs(3600)).await.expect("expire"), 1);
+    assert_eq!(stored(&h.store, "alive").await.state, ClaimState::InFlight);
+    let dead = stored(&h.store, "dead").await;
+    assert_eq!(dead.state, ClaimState::Unknown);
+    assert!(dead.error.as_deref().is_some_and(|error| error.contains("lease")), "{dead:?}");
+    assert_eq!(stored(&h.store, "done").await.state, ClaimState::Completed);
+    assert_eq!(h.store.renew_leases("gw-b", now).await.expect("renew"), 0, "only in-flight claims are renewed");
+}
+
+pub(super) async fn orphan_marks_leftovers_unknown(h: &Harness) {
+    for name in ["a1", "a2", "a3"] {
+        claimed(&h.store, name, "gw-a").await;
+    }
+    claimed(&h.store, "b1", "gw-b").await;
+    h.store.complete(&key("a3"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    assert_eq!(h.store.orphan("gw-a").await.expect("orphan"), 2);
+    for name in ["a1", "a2"] {
+        let record = stored(&h.store, name).await;
+        assert_eq!(record.state, ClaimState::Unknown);
+        assert!(record.error.as_deref().is_some_and(|error| error.contains("restarted")), "{record:?}");
+    }
+    assert_eq!(stored(&h.store, "a3").await.state, ClaimState::Completed);
+    assert_eq!(stored(&h.store, "b1").await.state, ClaimState::InFlight);
+    assert_eq!(h.store.orphan("gw-a").await.expect("again"), 0);
+}
+
+pub(super) async fn purge_removes_old_settled_claims(h: &Harness) {
+    for name in ["done", "lost", "running"] {
+        claimed(&h.store, name, "gw-a").await;
+    }
+    h.store.complete(&key("done"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.mark_unknown(&key("lost"), "gw-a", "timeout").await.expect("mark unknown");
+    let now = SystemTime::now();
+    assert_eq!(h.store.purge(now - Duration::from_secs(3600)).await.expect("purge"), 0, "too recent");
+    assert_eq!(h.store.purge(now + Duration::from_secs(1)).await.expect("purge"), 2);
+    assert_eq!(h.store.get(&key("done")).await.expect("get"), None);
+    assert_eq!(h.store.get(&key("lost")).await.expect("get"), None);
+    assert_eq!(stored(&h.store, "running").await.state, ClaimState::InFlight, "in-flight claims are never purged");
+}
+
+pub(super) async fn list_filters(h: &Harness) {
+    let start = SystemTime::now() - Duration::from_millis(5);
+    let mut other_principal = claim_of("bob-1", "gw-a");
+    other_principal.principal = "bob".to_owned();
+    other_principal.key = ClaimKey::idempotency("bob", "1");
+    h.store.claim(other_principal).await.expect("claim");
+    for name in ["first", "second", "third"] {
+        // Distinct creation times make "newest first" observable.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        claimed(&h.store, name, "gw-a").await;
+    }
+    let mut fetch = claim_of("fetch", "gw-a");
+    fetch.tool = "fetch".to_owned();
+    h.store.claim(fetch).await.expect("claim");
+    h.store.complete(&key("second"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+
+    let names =
+        |records: Vec<ClaimRecord>| records.into_iter().map(|record| record.key.to_string()).collect::<Vec<_>>();
+    let list = |filter: ListFilter| async move { h.store.list(&filter).await.expect("list") };
+    assert_eq!(list(ListFilter::default()).await.len(), 5);
+    let alice = list(ListFilter { principal: Some("alice".into()), tool: Some("search".into()), ..Default::default() });
+    assert_eq!(names(alice.await), [key("third"), key("second"), key("first")].map(|key| key.to_string()));
+    let completed = list(ListFilter { state: Some(ClaimState::Completed), ..Default::default() }).await;
+    assert_eq!(names(completed), [key("second").to_string()]);
+    let fetches = list(ListFilter { tool: Some("fetch".into()), ..Default::default() }).await;
+    assert_eq!(names(fetches), [key("fetch").to_string()]);
+    assert_eq!(list(ListFilter { principal: Some("bob".into()), ..Default::default() }).await.len(), 1);
+    assert_eq!(list(ListFilter { since: Some(start), ..Default::default() }).await.len(), 5);
+    let future = SystemTime::now() + Duration::from_secs(60);
+    assert!(list(ListFilter { since: Some(future), ..Default::default() }).await.is_empty());
+    assert_eq!(list(ListFilter { limit: 2, ..Default::default() }).await.len(), 2);
+}
+
+pub(super) async fn resolve_settles_unknown_claims(h: &Harness) {
+    let missing = h.store.resolve(&key("missing"), Resolution::Completed).await;
+    assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
+    claimed(&h.store, "ran", "gw-a").await;
+    let in_flight = h.store.resolve(&key("ran"), Resolution::Failed).await;
+    assert!(matches!(in_flight, Err(LedgerError::WrongState { state: ClaimState::InFlight, .. })), "{in_flight:?}");
+
+    h.store.mark_unknown(&key("ran"), "gw-a", "timeout").await.expect("mark unknown");
+    h.store.resolve(&key("ran"), Resolution::Completed).await.expect("resolve completed");
+    let record = existing(&h.store, "ran", "gw-b").await;
+    assert_eq!((record.state, record.owner.as_str(), &record.result), (ClaimState::Completed, OPERATOR, &None));
+    assert!(record.error.as_deref().is_some_and(|note| note.contains("operator")), "{record:?}");
+    let late = h.store.complete(&key("ran"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await;
+    assert!(matches!(late, Err(LedgerError::NotOwner { .. })), "the operator's settlement stands: {late:?}");
+    let again = h.store.resolve(&key("ran"), Resolution::Failed).await;
+    assert!(matches!(again, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{again:?}");
+
+    claimed(&h.store, "never-ran", "gw-a").await;
+    h.store.mark_unknown(&key("never-ran"), "gw-a", "timeout").await.expect("mark unknown");
+    h.store.resolve(&key("never-ran"), Resolution::Failed).await.expect("resolve failed");
+    assert_eq!(h.store.get(&key("never-ran")).await.expect("get"), None);
+    claimed(&h.store, "never-ran", "gw-b").await;
+}
+
+pub(super) async fn wait_settled_wakes_and_times_out(h: &Harness) {
+    claimed(&h.store, "k", "gw-a").await;
+    let waiter = {
+        let store = h.store.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = store.wait_settled(&key("k"), started + Duration::from_secs(20)).await;
+            (outcome, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    h.store.complete(&key("k"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    let (outcome, waited) = waiter.await.expect("waiter");
+    let Ok(WaitOutcome::Settled(record)) = outcome else { panic!("not settled: {outcome:?}") };
+    assert_eq!(record.state, ClaimState::Completed);
+    assert!(waited < Duration::from_secs(5), "woken late: {waited:?}");
+    // Already settled: no waiting at all.
+    let immediate = h.store.wait_settled(&key("k"), Instant::now()).await.expect("wait");
+    assert!(matches!(immediate, WaitOutcome::Settled(_)));
+
+    claimed(&h.store, "slow", "gw-a").await;
+    let started = Instant::now();
+    let outcome = h.store.wait_settled(&key("slow"), started + Duration::from_millis(150)).await.expect("wait");
+    assert_eq!(outcome, WaitOutcome::TimedOut);
+    assert!(started.elapsed() >= Duration::from_millis(140));
+
+    let store = h.store.clone();
+    let waiter =
+        tokio::spawn(async move { store.wait_settled(&key("slow"), Instant::now() + Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    h.store.release(&key("slow"), "gw-a").await.expect("release");
+    assert_eq!(waiter.await.expect("waiter").expect("wait"), WaitOutcome::Released);
+    assert_eq!(h.store.wait_settled(&key("never"), Instant::now()).await.expect("wait"), WaitOutcome::Released);
+}
+
+pub(super) async fn many_waiters_on_one_key(h: &Harness) {
+    claimed(&h.store, "popular", "gw-a").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let store = h.store.clone();
+            tokio::spawn(async move { store.wait_settled(&key("popular"), deadline).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    h.store.complete(&key("popular"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    for waiter in waiters {
+        let outcome = waiter.await.expect("waiter").expect("wait");
+        assert!(matches!(outcome, WaitOutcome::Settled(record) if record.state == ClaimState::Completed));
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "1000 waiters took {:?}", started.elapsed());
+}
+
+pub(super) async fn second_instance_shares_claims_and_wakeups(h: &Harness) {
+    let second = h.second().await;
+    let record = claimed(&h.store, "shared", "gw-a").await;
+    let ClaimOutcome::Existing(seen) = second.claim(claim_of("shared", "gw-b")).await.expect("claim") else {
+        panic!("the second instance claimed a key the first holds");
+    };
+    assert_eq!(seen, record);
+    let waiter = {
+        let second = second.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            (second.wait_settled(&key("shared"), started + Duration::from_secs(20)).await, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.store.complete(&key("shared"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    let (outcome, waited) = waiter.await.expect("waiter");
+    assert!(matches!(outcome, Ok(WaitOutcome::Settled(_))), "{outcome:?}");
+    assert!(waited < Duration::from_secs(3), "the other instance was woken late: {waited:?}");
+    // And the other way round: a claim made through the second instance is seen by the first.
+    let ClaimOutcome::Claimed(_) = second.claim(claim_of("from-second", "gw-b")).await.expect("claim") else {
+        panic!("a fresh key was already claimed");
+    };
+    assert_eq!(existing(&h.store, "from-second", "gw-a").await.owner, "gw-b");
+}
+
+pub(super) async fn ping_answers(h: &Harness) {
+    h.store.ping().await.expect("ping");
+    assert!(["memory", "sqlite", "postgres"].contains(&h.store.kind()));
+}

@@ -1,0 +1,192 @@
+//! The ledger's tests: one behaviour suite ([`behaviour`]) run against every store, plus what only one store
+//! can show ([`stores`]).
+//!
+//! Rules:
+//! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
+//!   fresh PostgreSQL schema (`sy_test_<pid>_<n>_<nanos>`), so tests run in parallel without seeing each other.
+//! - PostgreSQL is found at `SWITCHYARD_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
+//!   When it is unreachable the PostgreSQL runs print `SKIPPED` on stderr and pass, unless `CI=true`: then they
+//!   fail, so CI never passes without having tested the shared store.
+
+mod behaviour;
+mod stores;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio_postgres::NoTls;
+
+use super::{ClaimKey, LedgerStore, NewClaim};
+
+const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A store under test and what it takes to open a second instance on the same data or to clean up.
+pub(super) struct Harness {
+    pub(super) store: LedgerStore,
+    backing: Backing,
+}
+
+enum Backing {
+    Memory,
+    Sqlite { dir: PathBuf },
+    Postgres { url: String, schema: String },
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name unique to this test in this run, and across runs.
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos());
+    format!("{prefix}_{}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), nanos % 1_000_000)
+}
+
+/// A fresh, empty directory.
+pub(super) fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(&format!("switchyard-ledger-{name}")));
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+pub(super) fn postgres_admin_url() -> String {
+    std::env::var("SWITCHYARD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned())
+}
+
+/// An admin connection to the test database, or `None` (after saying so loudly) when there is none outside CI.
+pub(super) async fn postgres_admin() -> Option<tokio_postgres::Client> {
+    let url = postgres_admin_url();
+    let connecting = tokio::time::timeout(Duration::from_secs(3), tokio_postgres::connect(&url, NoTls)).await;
+    match connecting {
+        Ok(Ok((client, connection))) => {
+            tokio::spawn(connection);
+            Some(client)
+        }
+        failed => {
+            let reason = match failed {
+                Ok(Err(error)) => error.to_string(),
+                _ => "connection timed out".to_owned(),
+            };
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("PostgreSQL at {url} is required in CI: {reason}");
+            }
+            eprintln!("SKIPPED: PostgreSQL ledger test: {url} is unreachable ({reason})");
+            None
+        }
+    }
+}
+
+impl Harness {
+    pub(super) async fn memory() -> Option<Harness> {
+        Some(Harness { store: LedgerStore::memory(), backing: Backing::Memory })
+    }
+
+    pub(super) async fn sqlite() -> Option<Harness> {
+        let dir = scratch_dir("suite");
+        let store = LedgerStore::open("sqlite", &dir).await.expect("open SQLite store");
+        Some(Harness { store, backing: Backing::Sqlite { dir } })
+    }
+
+    pub(super) async fn postgres() -> Option<Harness> {
+        postgres_admin().await?;
+        let schema = unique("sy_test");
+        let base = postgres_admin_url();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}application_name={schema}&schema={schema}");
+        let store = LedgerStore::open(&url, &std::env::temp_dir()).await.expect("open PostgreSQL store");
+        Some(Harness { store, backing: Backing::Postgres { url, schema } })
+    }
+
+    /// Another store instance on the same data (another connection or file handle, as another process would
+    /// have); the memory store can only share itself.
+    pub(super) async fn second(&self) -> LedgerStore {
+        match &self.backing {
+            Backing::Memory => self.store.clone(),
+            Backing::Sqlite { dir } => LedgerStore::open("sqlite", dir).await.expect("second SQLite store"),
+            Backing::Postgres { url, .. } => {
+                LedgerStore::open(url, &std::env::temp_dir()).await.expect("second PostgreSQL store")
+            }
+        }
+    }
+
+    /// The PostgreSQL `application_name` of this harness's connections, to find (and kill) them.
+    pub(super) fn postgres_application(&self) -> Option<&str> {
+        match &self.backing {
+            Backing::Postgres { schema, .. } => Some(schema),
+            _ => None,
+        }
+    }
+
+    pub(super) async fn finish(self) {
+        drop(self.store);
+        match self.backing {
+            Backing::Memory => {}
+            Backing::Sqlite { dir } => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Backing::Postgres { schema, .. } => {
+                if let Some(admin) = postgres_admin().await {
+                    let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+                }
+            }
+        }
+    }
+}
+
+/// A claim of `key` (an idempotency key of principal `alice`) by `owner`, calling `docs.search`.
+pub(super) fn claim_of(key: &str, owner: &str) -> NewClaim {
+    NewClaim {
+        key: ClaimKey::idempotency("alice", key),
+        principal: "alice".to_owned(),
+        session: "session-1".to_owned(),
+        backend: "docs".to_owned(),
+        tool: "search".to_owned(),
+        args_digest: super::canonical_digest(&serde_json::json!({ "query": key })),
+        owner: owner.to_owned(),
+        lease: Duration::from_secs(30),
+    }
+}
+
+/// Runs one behaviour case against each store, as one test per (store, case).
+macro_rules! behaviour_suite {
+    ($store:ident: $($case:ident),* $(,)?) => {
+        mod $store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(harness) = super::Harness::$store().await else {
+                        return;
+                    };
+                    super::behaviour::$case(&harness).await;
+                    harness.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! on_every_store {
+    ($($case:ident),* $(,)?) => {
+        behaviour_suite!(memory: $($case),*);
+        behaviour_suite!(sqlite: $($case),*);
+        behaviour_suite!(postgres: $($case),*);
+    };
+}
+
+on_every_store!(
+    claim_once_then_existing,
+    concurrent_claims_have_one_winner,
+    complete_then_replay,
+    oversize_result_is_kept_as_digest,
+    mark_unknown_records_the_error,
+    release_lets_the_call_run_again,
+    only_the_owner_settles,
+    expired_leases_become_unknown,
+    orphan_marks_leftovers_unknown,
+    purge_removes_old_settled_claims,
+    list_filters,
+    resolve_settles_unknown_claims,
+    wait_settled_wakes_and_times_out,
+    many_waiters_on_one_key,
+    second_instance_shares_claims_and_wakeups,
+    ping_answers,
+);

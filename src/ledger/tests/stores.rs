@@ -1,0 +1,175 @@
+//! What only one store can show: SQLite files that are read-only, corrupt, newer or reopened; PostgreSQL
+//! connections that die; opening by URL; the upkeep task.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{Harness, claim_of, postgres_admin, scratch_dir};
+use crate::ledger::{
+    ClaimKey, ClaimOutcome, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, Maintenance, WaitOutcome,
+    maintain,
+};
+
+fn key(name: &str) -> ClaimKey {
+    ClaimKey::idempotency("alice", name)
+}
+
+/// Makes a file read-only even for root (`chattr +i`), or with permissions otherwise; undone on drop.
+struct ReadOnly {
+    path: PathBuf,
+    immutable: bool,
+}
+
+impl ReadOnly {
+    fn make(path: &Path) -> ReadOnly {
+        let immutable = Command::new("chattr").arg("+i").arg(path).output().is_ok_and(|out| out.status.success());
+        if !immutable {
+            let mut permissions = std::fs::metadata(path).expect("metadata").permissions();
+            permissions.set_readonly(true);
+            std::fs::set_permissions(path, permissions).expect("chmod");
+        }
+        ReadOnly { path: path.to_path_buf(), immutable }
+    }
+
+    fn effective(&self) -> bool {
+        std::fs::OpenOptions::new().append(true).open(&self.path).is_err()
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if self.immutable {
+            let _ = Command::new("chattr").arg("-i").arg(&self.path).output();
+        }
+    }
+}
+
+#[tokio::test]
+async fn sqlite_read_only_file_is_unavailable() {
+    let dir = scratch_dir("read-only");
+    drop(LedgerStore::open("sqlite", &dir).await.expect("create the file"));
+    // Give the closed store's thread a moment to close the connection (it checkpoints and removes the WAL).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read_only = ReadOnly::make(&dir.join("ledger.db"));
+    if !read_only.effective() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "cannot make a read-only file in CI");
+        eprintln!("SKIPPED: cannot make a file read-only here (no chattr and running as root)");
+        return;
+    }
+    let failure = match LedgerStore::open("sqlite", &dir).await {
+        Err(error) => error,
+        Ok(store) => store.claim(claim_of("k", "gw-a")).await.expect_err("a read-only ledger refuses claims"),
+    };
+    assert!(matches!(failure, LedgerError::Unavailable { .. }), "{failure:?}");
+    assert!(failure.to_string().contains("ledger.db") || failure.to_string().contains("read"), "{failure}");
+    drop(read_only);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sqlite_garbage_file_is_corrupt() {
+    let dir = scratch_dir("corrupt");
+    std::fs::write(dir.join("ledger.db"), vec![0x5a; 8192]).expect("write garbage");
+    let error = LedgerStore::open("sqlite", &dir).await.expect_err("garbage is not a ledger");
+    assert!(matches!(error, LedgerError::Corrupt { .. }), "{error:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sqlite_newer_schema_is_refused() {
+    let dir = scratch_dir("newer");
+    let connection = rusqlite::Connection::open(dir.join("ledger.db")).expect("open");
+    connection.pragma_update(None, "user_version", 99).expect("set version");
+    drop(connection);
+    let error = LedgerStore::open("sqlite", &dir).await.expect_err("newer schema");
+    assert!(matches!(error, LedgerError::SchemaTooNew { found: 99, supported: 1 }), "{error:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sqlite_reopen_keeps_claims_and_creates_directories() {
+    let dir = scratch_dir("reopen").join("nested").join("data");
+    let store = LedgerStore::open("sqlite", &dir).await.expect("open");
+    assert!(dir.join("ledger.db").is_file());
+    assert!(matches!(store.claim(claim_of("k", "gw-a")).await, Ok(ClaimOutcome::Claimed(_))));
+    drop(store);
+    let path = dir.join("ledger.db");
+    let reopened =
+        LedgerStore::open(&format!("sqlite://{}", path.display()), Path::new("/unused")).await.expect("reopen");
+    assert!(matches!(reopened.claim(claim_of("k", "gw-b")).await, Ok(ClaimOutcome::Existing(_))));
+    assert_eq!(reopened.orphan("gw-a").await.expect("orphan"), 1, "the previous run's claim is left over");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn opening_by_url() {
+    assert_eq!(LedgerStore::open("memory", Path::new("/unused")).await.expect("memory").kind(), "memory");
+    let bad = LedgerStore::open("redis://localhost", Path::new("/unused")).await.expect_err("unknown scheme");
+    assert!(matches!(bad, LedgerError::InvalidUrl { .. }), "{bad:?}");
+    // Nothing listens on port 1: the store must say it is unavailable, quickly and without panicking.
+    let unreachable = LedgerStore::open("postgres://postgres@127.0.0.1:1/test", Path::new("/unused")).await;
+    assert!(matches!(unreachable, Err(LedgerError::Unavailable { .. })), "{unreachable:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reconnects_after_its_connections_die() {
+    let Some(harness) = Harness::postgres().await else {
+        return;
+    };
+    let Some(admin) = postgres_admin().await else {
+        return;
+    };
+    let application = harness.postgres_application().expect("a postgres harness").to_owned();
+    let second = harness.second().await;
+    assert!(matches!(harness.store.claim(claim_of("k", "gw-a")).await, Ok(ClaimOutcome::Claimed(_))));
+    // The listeners connect in the background; let them, so their death is part of the test.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let killed = admin
+        .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&application])
+        .await
+        .expect("terminate");
+    assert_eq!(killed, 4, "both stores' query and LISTEN connections");
+
+    // The next operations reconnect instead of failing or hanging.
+    let after = second.claim(claim_of("k", "gw-b")).await;
+    assert!(matches!(after, Ok(ClaimOutcome::Existing(_))), "{after:?}");
+    // The second store's listener reconnects on its own and still wakes its waiters.
+    let waiter = {
+        let second = second.clone();
+        tokio::spawn(async move { second.wait_settled(&key("k"), Instant::now() + Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    harness.store.complete(&key("k"), "gw-a", &json!({"ok": true}), DEFAULT_MAX_RESULT).await.expect("complete");
+    assert!(matches!(waiter.await.expect("waiter"), Ok(WaitOutcome::Settled(_))));
+    assert!(started.elapsed() < Duration::from_secs(3), "woken after {:?}", started.elapsed());
+    drop(second);
+    harness.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upkeep_renews_own_leases_and_expires_dead_ones() {
+    let store = LedgerStore::memory();
+    let mut mine = claim_of("mine", "gw-a");
+    mine.lease = Duration::from_millis(300);
+    let mut dead = claim_of("dead", "gw-dead");
+    dead.lease = Duration::from_millis(300);
+    store.claim(mine).await.expect("claim");
+    store.claim(dead).await.expect("claim");
+    let settings =
+        Maintenance { owner: "gw-a".into(), lease: Duration::from_millis(300), retention: Duration::from_secs(3600) };
+    let upkeep = tokio::spawn(maintain(store.clone(), settings));
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    upkeep.abort();
+    let state = |name: &'static str| {
+        let store = store.clone();
+        async move { store.get(&key(name)).await.expect("get").expect("exists").state }
+    };
+    assert_eq!(state("mine").await, ClaimState::InFlight);
+    assert_eq!(state("dead").await, ClaimState::Unknown);
+}
