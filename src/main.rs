@@ -211,7 +211,7 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let rows = catalog
         .routes()
         .iter()
-        .map(|route| [route.exposed.clone(), route.backend.to_string(), route.tool.clone()])
+        .map(|route| [route.exposed.clone(), route.backend.to_string(), route.name.clone()])
         .collect();
     print_table(["EXPOSED NAME", "BACKEND", "TOOL"], rows);
     let mut healthy = true;
@@ -223,7 +223,10 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     }
     for withheld in catalog.withheld() {
         healthy = false;
-        println!("withheld: tool `{}` of backend `{}`: {}", withheld.tool, withheld.backend, withheld.reason);
+        println!(
+            "withheld: {} `{}` of backend `{}`: {}",
+            withheld.kind, withheld.name, withheld.backend, withheld.reason
+        );
     }
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

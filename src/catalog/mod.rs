@@ -1,28 +1,42 @@
-//! The catalog: which tools exist, under which names, and which backend serves each (design §4).
+//! The catalog: which tools and prompts exist, under which names, which backend serves each, and which backend
+//! owns which resource templates (design §4).
 //!
-//! Rules: at `/mcp` a tool is exposed as `<prefix><name>`; at `/mcp/{backend}` under its bare name. An exposed
-//! name must be 1–64 characters of `[A-Za-z0-9_-]` (LLM provider APIs reject others) or it is withheld, never
-//! renamed. When two backends expose one name, the backend listed first in the configuration keeps it and the
-//! later tool is withheld with both sources named. Tool definitions are kept as `serde_json::Value` and passed
-//! through verbatim (schemas, annotations, icons, `_meta`); only `name` is rewritten. Each backend's list is
-//! replaced as a whole when it is rediscovered, and a backend that failed keeps its last good list.
+//! Rules: at `/mcp` a tool or prompt is exposed as `<prefix><name>`; at `/mcp/{backend}` under its bare name.
+//! An exposed name must be 1–64 characters of `[A-Za-z0-9_-]` (LLM provider APIs reject others) or it is
+//! withheld, never renamed. When two backends expose one name, the backend listed first in the configuration
+//! keeps it and the later one is withheld with both sources named. Definitions are kept as `serde_json::Value`
+//! and passed through verbatim (schemas, annotations, icons, `_meta`); only `name` is rewritten. Each backend's
+//! listing is replaced as a whole when it is rediscovered, and a backend that failed keeps its last good one.
 //!
-//! Must not know: how tools are discovered or called (the router does that), agents, HTTP.
+//! Must not know: how listings are discovered or requests routed (the router does that), agents, HTTP.
 
+mod named;
 mod names;
+mod template;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use named::Named;
 pub use names::is_valid_tool_name;
+pub use template::UriTemplate;
 
-/// Which tools a request sees: all backends' (prefixed) or one backend's (bare names).
+/// Which items a request sees: all backends' (prefixed) or one backend's (bare names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View<'a> {
     All,
     Backend(&'a str),
+}
+
+impl View<'_> {
+    pub fn shows(&self, backend: &str) -> bool {
+        match self {
+            View::All => true,
+            View::Backend(shown) => *shown == backend,
+        }
+    }
 }
 
 /// What the catalog needs to know of a configured backend.
@@ -33,12 +47,12 @@ pub struct BackendSpec {
     pub exposes: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
-/// One exposed tool and where it goes.
+/// One exposed tool or prompt and where it goes.
 #[derive(Debug)]
-pub struct ToolRoute {
+pub struct Route {
     pub backend: Arc<str>,
-    /// The backend's own name for the tool.
-    pub tool: String,
+    /// The backend's own name for it.
+    pub name: String,
     /// The name agents see at `/mcp`.
     pub exposed: String,
     /// The definition as agents see it at `/mcp` (name rewritten; everything else verbatim).
@@ -47,11 +61,13 @@ pub struct ToolRoute {
     pub bare: Value,
 }
 
-/// A tool that is not exposed at `/mcp`, and why.
+/// A tool or prompt that is not exposed at `/mcp`, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Withheld {
     pub backend: Arc<str>,
-    pub tool: String,
+    /// "tool" or "prompt".
+    pub kind: &'static str,
+    pub name: String,
     pub reason: String,
 }
 
@@ -63,18 +79,33 @@ pub enum BackendStatus {
     Failed { error: String },
 }
 
+/// What discovery found on one backend.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// The backend's `ServerCapabilities`.
+    pub capabilities: Value,
+    pub tools: Vec<Value>,
+    pub prompts: Vec<Value>,
+    pub templates: Vec<Value>,
+}
+
+impl Listing {
+    pub fn tools(tools: Vec<Value>) -> Listing {
+        Listing { capabilities: serde_json::json!({"tools": {}}), tools, ..Listing::default() }
+    }
+}
+
 #[derive(Default)]
 struct Snapshot {
-    routes: Vec<Arc<ToolRoute>>,
-    /// Index into `routes` by exposed name (only the routes exposed at `/mcp`).
-    by_exposed: HashMap<String, usize>,
-    /// Index into `routes` by (backend, bare name) for `/mcp/{backend}`.
-    by_bare: HashMap<(Arc<str>, String), usize>,
+    tools: Named,
+    prompts: Named,
+    /// Resource templates in configuration order.
+    templates: Vec<(Arc<str>, UriTemplate)>,
     withheld: Vec<Withheld>,
 }
 
-/// Each backend's discovery status and last good tool list.
-type Discovered = HashMap<Arc<str>, (BackendStatus, Arc<Vec<Value>>)>;
+/// Each backend's discovery status and last good listing.
+type Discovered = HashMap<Arc<str>, (BackendStatus, Arc<Listing>)>;
 
 pub struct Catalog {
     specs: Vec<BackendSpec>,
@@ -97,56 +128,66 @@ impl Catalog {
         self.specs.iter().any(|spec| &*spec.name == name)
     }
 
-    /// Records a discovery result for one backend. A failure keeps the last good list. Returns whether the tools
-    /// agents see changed.
-    pub fn update(&self, backend: &str, listed: Result<Vec<Value>, String>) -> bool {
+    /// Records a discovery result for one backend. A failure keeps the last good listing. Returns whether the
+    /// tools agents see changed.
+    pub fn update(&self, backend: &str, listed: Result<Listing, String>) -> bool {
         let mut discovered = write(&self.discovered);
-        let Some((status, tools)) = discovered.get_mut(backend) else { return false };
-        match listed {
-            Ok(listed) => {
-                let changed = **tools != listed;
-                *status = BackendStatus::Discovered { tools: listed.len() };
-                *tools = Arc::new(listed);
-                if !changed {
-                    return false;
-                }
-            }
+        let Some((status, last)) = discovered.get_mut(backend) else { return false };
+        let listing = match listed {
+            Ok(listing) => listing,
             Err(error) => {
                 *status = BackendStatus::Failed { error };
                 return false;
             }
+        };
+        *status = BackendStatus::Discovered { tools: listing.tools.len() };
+        if **last == listing {
+            return false;
         }
+        let tools_changed = last.tools != listing.tools;
+        *last = Arc::new(listing);
         let fresh = Arc::new(self.build(&discovered));
         drop(discovered);
         *write(&self.snapshot) = fresh;
-        true
+        tools_changed
     }
 
     /// The tool definitions a view shows, in configuration order, then in each backend's order.
     pub fn tools(&self, view: View<'_>) -> Vec<Value> {
-        let snapshot = self.snapshot();
-        match view {
-            View::All => snapshot
-                .routes
-                .iter()
-                .filter(|route| snapshot.is_exposed(route))
-                .map(|r| r.definition.clone())
-                .collect(),
-            View::Backend(backend) => {
-                let shown = |route: &&Arc<ToolRoute>| &*route.backend == backend && is_valid_tool_name(&route.tool);
-                snapshot.routes.iter().filter(shown).map(|route| route.bare.clone()).collect()
-            }
-        }
+        self.snapshot().tools.list(view)
+    }
+
+    pub fn prompts(&self, view: View<'_>) -> Vec<Value> {
+        self.snapshot().prompts.list(view)
     }
 
     /// The route of a tool by the name the view shows it under.
-    pub fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<ToolRoute>> {
+    pub fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
+        self.snapshot().tools.resolve(view, name)
+    }
+
+    pub fn resolve_prompt(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
+        self.snapshot().prompts.resolve(view, name)
+    }
+
+    /// The backends (in the view) owning a resource template that matches `uri`, in configuration order.
+    pub fn template_owners(&self, view: View<'_>, uri: &str) -> Vec<Arc<str>> {
         let snapshot = self.snapshot();
-        let index = match view {
-            View::All => snapshot.by_exposed.get(name),
-            View::Backend(backend) => snapshot.by_bare.get(&(Arc::from(backend), name.to_owned())),
+        let matching =
+            snapshot.templates.iter().filter(|(backend, template)| view.shows(backend) && template.matches(uri));
+        let mut owners: Vec<Arc<str>> = matching.map(|(backend, _)| backend.clone()).collect();
+        owners.dedup();
+        owners
+    }
+
+    /// The backends in the view whose server capabilities include `capability` (e.g. "resources"), in
+    /// configuration order.
+    pub fn backends_with(&self, view: View<'_>, capability: &str) -> Vec<Arc<str>> {
+        let discovered = read(&self.discovered);
+        let has = |spec: &&BackendSpec| {
+            discovered.get(&spec.name).is_some_and(|(_, listing)| listing.capabilities.get(capability).is_some())
         };
-        index.map(|&index| Arc::clone(&snapshot.routes[index]))
+        self.specs.iter().filter(|spec| view.shows(&spec.name)).filter(has).map(|spec| spec.name.clone()).collect()
     }
 
     pub fn withheld(&self) -> Vec<Withheld> {
@@ -156,13 +197,13 @@ impl Catalog {
     /// Every backend's discovery status, in configuration order.
     pub fn statuses(&self) -> Vec<(Arc<str>, BackendStatus)> {
         let discovered = read(&self.discovered);
-        self.specs.iter().filter_map(|spec| Some((spec.name.clone(), discovered.get(&spec.name)?.0.clone()))).collect()
+        let status = |spec: &BackendSpec| Some((spec.name.clone(), discovered.get(&spec.name)?.0.clone()));
+        self.specs.iter().filter_map(status).collect()
     }
 
-    /// Exposed routes at `/mcp`, for `switchyard check` and `switchyard tools`.
-    pub fn routes(&self) -> Vec<Arc<ToolRoute>> {
-        let snapshot = self.snapshot();
-        snapshot.routes.iter().filter(|route| snapshot.is_exposed(route)).cloned().collect()
+    /// Exposed tool routes at `/mcp`, for `switchyard check` and `switchyard tools`.
+    pub fn routes(&self) -> Vec<Arc<Route>> {
+        self.snapshot().tools.exposed()
     }
 
     fn snapshot(&self) -> Arc<Snapshot> {
@@ -172,69 +213,23 @@ impl Catalog {
     fn build(&self, discovered: &Discovered) -> Snapshot {
         let mut snapshot = Snapshot::default();
         for spec in &self.specs {
-            let Some((_, tools)) = discovered.get(&spec.name) else { continue };
-            for definition in tools.iter() {
-                snapshot.add(spec, definition);
+            let Some((_, listing)) = discovered.get(&spec.name) else { continue };
+            for tool in listing.tools.iter().filter(|tool| name_of(tool).is_none_or(|name| (spec.exposes)(name))) {
+                snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld);
             }
+            for prompt in &listing.prompts {
+                snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
+            }
+            let templates =
+                listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str().map(UriTemplate::parse));
+            snapshot.templates.extend(templates.map(|template| (spec.name.clone(), template)));
         }
         snapshot
     }
 }
 
-impl Snapshot {
-    fn is_exposed(&self, route: &ToolRoute) -> bool {
-        self.by_exposed.get(&route.exposed).is_some_and(|&index| std::ptr::eq(&*self.routes[index], route))
-    }
-
-    fn add(&mut self, spec: &BackendSpec, bare: &Value) {
-        let Some(tool) = bare.get("name").and_then(Value::as_str) else {
-            self.withhold(spec, "<unnamed>", "the backend listed a tool without a name".into());
-            return;
-        };
-        if !(spec.exposes)(tool) {
-            return;
-        }
-        let exposed = format!("{}{tool}", spec.prefix);
-        let mut definition = bare.clone();
-        definition["name"] = Value::String(exposed.clone());
-        let route = Arc::new(ToolRoute {
-            backend: spec.name.clone(),
-            tool: tool.to_owned(),
-            exposed,
-            definition,
-            bare: bare.clone(),
-        });
-        let index = self.routes.len();
-        if is_valid_tool_name(tool) {
-            self.by_bare.entry((spec.name.clone(), tool.to_owned())).or_insert(index);
-        }
-        if let Some(reason) = self.exposure_problem(&route) {
-            self.withhold(spec, tool, reason);
-        } else {
-            self.by_exposed.insert(route.exposed.clone(), index);
-        }
-        self.routes.push(route);
-    }
-
-    fn exposure_problem(&self, route: &ToolRoute) -> Option<String> {
-        if !is_valid_tool_name(&route.exposed) {
-            return Some(format!(
-                "exposed name `{}` is not 1–64 characters of A-Z, a-z, 0-9, '_' and '-'; set a shorter `prefix` or deny the tool",
-                route.exposed
-            ));
-        }
-        let &owner = self.by_exposed.get(&route.exposed)?;
-        let first = &self.routes[owner];
-        Some(format!(
-            "exposed name `{}` is already taken by tool `{}` of backend `{}`; give one backend another `prefix` or deny one tool",
-            route.exposed, first.tool, first.backend
-        ))
-    }
-
-    fn withhold(&mut self, spec: &BackendSpec, tool: &str, reason: String) {
-        tracing::warn!(backend = %spec.name, tool, %reason, "tool withheld");
-        self.withheld.push(Withheld { backend: spec.name.clone(), tool: tool.to_owned(), reason });
-    }
+fn name_of(definition: &Value) -> Option<&str> {
+    definition.get("name").and_then(Value::as_str)
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -16,15 +16,15 @@ fn names(tools: &[Value]) -> Vec<&str> {
 #[test]
 fn prefixes_names_and_passes_definitions_through() {
     let catalog = Catalog::new(vec![spec("github", "github__"), spec("bare", "")]);
-    assert!(catalog.update("github", Ok(vec![tool("search")])));
-    assert!(catalog.update("bare", Ok(vec![tool("echo")])));
+    assert!(catalog.update("github", Ok(Listing::tools(vec![tool("search")]))));
+    assert!(catalog.update("bare", Ok(Listing::tools(vec![tool("echo")]))));
     let all = catalog.tools(View::All);
     assert_eq!(names(&all), ["github__search", "echo"]);
     assert_eq!(all[0]["_meta"], json!({"x": 1}), "unknown members pass through verbatim");
     assert_eq!(all[0]["annotations"]["readOnlyHint"], json!(true));
     assert_eq!(names(&catalog.tools(View::Backend("github"))), ["search"]);
     let route = catalog.resolve(View::All, "github__search").unwrap();
-    assert_eq!((&*route.backend, route.tool.as_str()), ("github", "search"));
+    assert_eq!((&*route.backend, route.name.as_str()), ("github", "search"));
     assert!(catalog.resolve(View::All, "search").is_none());
     assert!(catalog.resolve(View::Backend("github"), "search").is_some());
 }
@@ -32,8 +32,8 @@ fn prefixes_names_and_passes_definitions_through() {
 #[test]
 fn collision_keeps_the_first_backend_and_names_both() {
     let catalog = Catalog::new(vec![spec("a", ""), spec("b", "")]);
-    catalog.update("b", Ok(vec![tool("echo")]));
-    catalog.update("a", Ok(vec![tool("echo")]));
+    catalog.update("b", Ok(Listing::tools(vec![tool("echo")])));
+    catalog.update("a", Ok(Listing::tools(vec![tool("echo")])));
     assert_eq!(&*catalog.resolve(View::All, "echo").unwrap().backend, "a", "configuration order decides");
     let withheld = catalog.withheld();
     assert_eq!(withheld.len(), 1);
@@ -47,9 +47,9 @@ fn collision_keeps_the_first_backend_and_names_both() {
 fn invalid_or_long_names_are_withheld_not_renamed() {
     let long = "x".repeat(60);
     let catalog = Catalog::new(vec![spec("svc", "svc__")]);
-    catalog.update("svc", Ok(vec![tool("dotted.name"), tool(&long), tool("ok")]));
+    catalog.update("svc", Ok(Listing::tools(vec![tool("dotted.name"), tool(&long), tool("ok")])));
     assert_eq!(names(&catalog.tools(View::All)), ["svc__ok"]);
-    let reasons: Vec<String> = catalog.withheld().into_iter().map(|w| w.tool).collect();
+    let reasons: Vec<String> = catalog.withheld().into_iter().map(|w| w.name).collect();
     assert_eq!(reasons, ["dotted.name", long.as_str()]);
     assert!(is_valid_tool_name(&long), "valid bare, too long only with the prefix");
     assert_eq!(catalog.tools(View::Backend("svc")).len(), 2, "the bare view keeps the valid bare name");
@@ -60,7 +60,7 @@ fn allow_and_deny_filter_what_is_exposed() {
     let only_read =
         BackendSpec { name: "fs".into(), prefix: "fs__".into(), exposes: Box::new(|name| name.starts_with("read")) };
     let catalog = Catalog::new(vec![only_read]);
-    catalog.update("fs", Ok(vec![tool("read_file"), tool("write_file")]));
+    catalog.update("fs", Ok(Listing::tools(vec![tool("read_file"), tool("write_file")])));
     assert_eq!(names(&catalog.tools(View::All)), ["fs__read_file"]);
     assert!(catalog.resolve(View::Backend("fs"), "write_file").is_none());
 }
@@ -69,10 +69,30 @@ fn allow_and_deny_filter_what_is_exposed() {
 fn a_failure_keeps_the_last_good_list_and_reports_the_error() {
     let catalog = Catalog::new(vec![spec("a", "a__")]);
     assert_eq!(catalog.statuses()[0].1, BackendStatus::Pending);
-    catalog.update("a", Ok(vec![tool("t")]));
+    catalog.update("a", Ok(Listing::tools(vec![tool("t")])));
     assert!(!catalog.update("a", Err("connection refused".into())));
     assert_eq!(names(&catalog.tools(View::All)), ["a__t"]);
     assert_eq!(catalog.statuses()[0].1, BackendStatus::Failed { error: "connection refused".into() });
-    assert!(!catalog.update("a", Ok(vec![tool("t")])), "same list: the view did not change");
-    assert!(catalog.update("a", Ok(vec![tool("t"), tool("u")])));
+    assert!(!catalog.update("a", Ok(Listing::tools(vec![tool("t")]))), "same list: the view did not change");
+    assert!(catalog.update("a", Ok(Listing::tools(vec![tool("t"), tool("u")]))));
+}
+
+#[test]
+fn prompts_are_prefixed_and_templates_route_uris() {
+    let catalog = Catalog::new(vec![spec("a", "a__"), spec("b", "b__")]);
+    let listing = |template: &str| Listing {
+        capabilities: json!({"prompts": {}, "resources": {}}),
+        prompts: vec![json!({"name": "review", "arguments": [{"name": "code"}]})],
+        templates: vec![json!({"uriTemplate": template, "name": "t"})],
+        ..Listing::default()
+    };
+    catalog.update("a", Ok(listing("test://template/{id}/data")));
+    catalog.update("b", Ok(listing("other://{id}")));
+    assert_eq!(names(&catalog.prompts(View::All)), ["a__review", "b__review"]);
+    assert_eq!(catalog.prompts(View::All)[0]["arguments"][0]["name"], "code");
+    assert_eq!(&*catalog.resolve_prompt(View::All, "b__review").unwrap().backend, "b");
+    assert_eq!(catalog.template_owners(View::All, "test://template/123/data"), [Arc::from("a")]);
+    assert!(catalog.template_owners(View::Backend("b"), "test://template/123/data").is_empty());
+    assert_eq!(catalog.backends_with(View::All, "resources").len(), 2);
+    assert!(catalog.backends_with(View::All, "logging").is_empty());
 }

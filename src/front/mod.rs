@@ -36,6 +36,10 @@ use crate::router::{CallRouter, Caller, View};
 use guard::Admission;
 use session::{AgentSession, OpenError, Revocations, Sealer, SessionRef};
 
+/// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
+/// arrives.
+const RELAYING_METHODS: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+
 /// The principal of every request while no authentication is configured.
 pub const ANONYMOUS: &str = "anonymous";
 
@@ -209,7 +213,7 @@ impl Front {
             idempotency_key,
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
-        if method != "tools/call" || !accepts_event_stream(headers) {
+        if !RELAYING_METHODS.contains(&method) || !accepts_event_stream(headers) {
             let relay = Relay::new(session.capabilities.clone(), None);
             let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
             return http::json(StatusCode::OK, &reply);
@@ -258,7 +262,13 @@ impl Front {
         };
         let result = json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": false},
+                "resources": {"subscribe": true, "listChanged": false},
+                "completions": {},
+                "logging": {},
+            },
             "serverInfo": {"name": "switchyard", "title": "Switchyard MCP gateway", "version": env!("CARGO_PKG_VERSION")},
             "instructions": self.router.instructions(),
         });

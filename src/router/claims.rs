@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::outcome;
 use super::{Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
-use crate::catalog::ToolRoute;
+use crate::catalog::Route;
 use crate::jsonrpc;
 use crate::ledger::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, WaitOutcome, canonical_digest,
@@ -45,7 +45,7 @@ pub struct CallLedger {
 /// What the router asks the ledger to guard: one call of one tool.
 pub(super) struct GuardedCall<'a> {
     pub caller: &'a Caller,
-    pub route: &'a ToolRoute,
+    pub route: &'a Route,
     pub params: &'a Value,
     pub deadline: Instant,
 }
@@ -68,7 +68,7 @@ impl CallLedger {
             principal: call.caller.principal.clone(),
             session: call.caller.session.clone(),
             backend: call.route.backend.to_string(),
-            tool: call.route.tool.clone(),
+            tool: call.route.name.clone(),
             args_digest: digest.clone(),
             owner: self.owner.clone(),
             lease: self.lease,

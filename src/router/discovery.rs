@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::CallRouter;
-use crate::backend::mcp_client::SlotKey;
+use crate::backend::mcp_client::{McpError, SlotKey};
+use crate::catalog::Listing;
 
 /// The agent-session key of the gateway's own discovery sessions. Agent keys are hex, so this cannot collide.
 pub const CATALOG_SESSION: &str = "switchyard/catalog";
@@ -19,13 +20,13 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
 impl CallRouter {
-    /// Discovers one backend's tools once and records the result. Returns whether agents' view changed.
+    /// Discovers one backend's tools, prompts and resource templates once and records the result. Returns
+    /// whether the tools agents see changed.
     pub async fn discover(&self, backend: &str) -> Result<bool, String> {
         let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
-        let slot = SlotKey::new(CATALOG_SESSION, backend);
-        match self.client.list_tools(&slot, &target.endpoint()).await {
-            Ok(tools) => {
-                let changed = self.catalog.update(backend, Ok(tools));
+        match self.list_everything(backend, target).await {
+            Ok(listing) => {
+                let changed = self.catalog.update(backend, Ok(listing));
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
                     let _ = self.tool_changes.send(Arc::from(backend));
@@ -38,6 +39,26 @@ impl CallRouter {
                 Err(text)
             }
         }
+    }
+}
+
+impl CallRouter {
+    /// What the backend offers, by the capabilities it declared: tools always, prompts and resource templates
+    /// when it has them.
+    async fn list_everything(&self, backend: &str, target: &super::BackendTarget) -> Result<Listing, McpError> {
+        let slot = SlotKey::new(CATALOG_SESSION, backend);
+        let endpoint = target.endpoint();
+        let capabilities = self.client.session(&slot, &endpoint).await?.capabilities().clone();
+        let list = |method, field| self.client.list_all(&slot, &endpoint, method, field);
+        let tools = list("tools/list", "tools").await?;
+        let prompts =
+            if capabilities.get("prompts").is_some() { list("prompts/list", "prompts").await? } else { Vec::new() };
+        let templates = if capabilities.get("resources").is_some() {
+            list("resources/templates/list", "resourceTemplates").await?
+        } else {
+            Vec::new()
+        };
+        Ok(Listing { capabilities, tools, prompts, templates })
     }
 }
 

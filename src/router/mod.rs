@@ -10,6 +10,7 @@
 
 mod claims;
 pub mod discovery;
+mod forward;
 mod outcome;
 
 use std::collections::HashMap;
@@ -99,6 +100,7 @@ pub struct CallRouter {
     /// Announces the backend whose exposed tools changed.
     tool_changes: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
+    resource_owners: forward::ResourceOwners,
 }
 
 impl CallRouter {
@@ -108,7 +110,14 @@ impl CallRouter {
         targets: HashMap<Arc<str>, BackendTarget>,
         ledger: CallLedger,
     ) -> Self {
-        Self { catalog, client, targets, tool_changes: broadcast::channel(64).0, ledger }
+        Self {
+            catalog,
+            client,
+            targets,
+            tool_changes: broadcast::channel(64).0,
+            ledger,
+            resource_owners: Default::default(),
+        }
     }
 
     /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
@@ -180,6 +189,15 @@ impl CallRouter {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": self.catalog.tools(view) })),
             "tools/call" => self.call_tool(caller, view, params, relay).await,
+            "prompts/list" => Ok(json!({ "prompts": self.catalog.prompts(view) })),
+            "prompts/get" => self.get_prompt(caller, view, params, relay).await,
+            "resources/list" => self.list_resources(caller, view, method, "resources", &params).await,
+            "resources/templates/list" => self.list_resources(caller, view, method, "resourceTemplates", &params).await,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.resource_request(caller, view, method, params, relay).await
+            }
+            "completion/complete" => self.complete(caller, view, params, relay).await,
+            "logging/setLevel" => self.set_level(caller, view, params).await,
             _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
         }
     }
@@ -209,7 +227,7 @@ impl CallRouter {
             Admission::Run(key) => key,
             Admission::Answered(answer) => return answer,
         };
-        params["name"] = Value::String(route.tool.clone());
+        params["name"] = Value::String(route.name.clone());
         let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: route.backend.clone() };
         let answer = self.client.request_relayed(&slot, &endpoint, "tools/call", params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await

@@ -1,14 +1,13 @@
 //! The `switchyard` binary: `check`, `tools`, configuration errors, and the first run of `serve` with no
 //! configuration (embedded demo backend).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::json;
 
-use crate::support::gateway::Agent;
+use crate::support::gateway::{Agent, ChildGateway};
 
 fn switchyard() -> Command {
     Command::new(env!("CARGO_BIN_EXE_switchyard"))
@@ -95,63 +94,14 @@ async fn tools_prints_the_catalog() {
 #[tokio::test]
 async fn serve_without_configuration_serves_the_demo_backend() {
     let dir = scratch_dir("first-run");
-    let mut child = tokio::process::Command::from({
-        let mut command = switchyard();
-        command.args(["serve", "--listen", "127.0.0.1:0"]).current_dir(&dir).env_remove("SWITCHYARD_LISTEN");
-        command.stdout(Stdio::piped()).stderr(Stdio::null());
-        command
-    })
-    .kill_on_drop(true)
-    .spawn()
-    .unwrap();
-    let stdout = child.stdout.take().unwrap().into_owned_fd().unwrap();
-    // The reader is kept until the end: closing the pipe would kill the gateway at its next line of output.
-    let (first_line, _reader) = tokio::task::spawn_blocking(move || {
-        let mut reader = BufReader::new(std::fs::File::from(stdout));
-        let mut line = String::new();
-        reader.read_line(&mut line).map(|_| (line, reader))
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let url = first_line
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{first_line}"));
-    let mut agent = Agent::connected(url.to_owned()).await;
-    let mut names = Vec::new();
-    for _ in 0..50 {
-        names = agent.tool_names().await;
-        if !names.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let gateway = ChildGateway::spawn_in(None, &dir, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let names = agent.tool_names().await;
     assert!(names.contains(&"demo__echo".to_owned()), "{names:?}");
     let echoed = agent.call_tool("demo__echo", json!({"text": "first run"})).await;
     assert_eq!(echoed["result"]["content"][0]["text"], "first run");
     assert!(dir.join("switchyard-data/session.key").exists(), "the session key is created in the data dir");
-    child.kill().await.unwrap();
-}
-
-/// Starts `switchyard serve --config FILE` and returns the child and its MCP URL (the stdout reader must live
-/// as long as the child).
-async fn serve(config: &Path) -> (tokio::process::Child, String, BufReader<std::fs::File>) {
-    let mut command = switchyard();
-    command.arg("serve").arg("--config").arg(config).args(["--listen", "127.0.0.1:0"]);
-    command.stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut child = tokio::process::Command::from(command).kill_on_drop(true).spawn().unwrap();
-    let stdout = child.stdout.take().unwrap().into_owned_fd().unwrap();
-    let (line, reader) = tokio::task::spawn_blocking(move || {
-        let mut reader = BufReader::new(std::fs::File::from(stdout));
-        let mut line = String::new();
-        reader.read_line(&mut line).map(|_| (line, reader))
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let url = line.split_whitespace().find(|word| word.starts_with("http://")).unwrap_or_else(|| panic!("{line}"));
-    (child, url.to_owned(), reader)
+    gateway.kill().await;
 }
 
 #[tokio::test]
@@ -160,8 +110,8 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
     let fault = FaultBackend::start(Script { drop_after_call: true, ..Script::default() }).await;
     let dir = scratch_dir("calls");
     let config = write_config(&dir, &format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url()));
-    let (mut child, url, _reader) = serve(&config).await;
-    let mut agent = Agent::connected(url).await;
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
     let key_meta = json!({"switchyard/idempotency-key": "order-42"});
     let call = json!({"name": "fault__echo", "arguments": {"text": "x"}, "_meta": key_meta});
     let lost = agent.request("tools/call", call.clone()).await;
@@ -193,5 +143,5 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
     let bad = run(switchyard().args(["calls", "--state", "lost", "--config"]).arg(&config)).await;
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected in_flight, completed or unknown"));
-    child.kill().await.unwrap();
+    gateway.kill().await;
 }

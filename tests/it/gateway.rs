@@ -412,12 +412,17 @@ async fn server_requests_reach_the_agent_and_its_answer_goes_back() {
         .await
         .unwrap();
     let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(5)).await.expect("the request");
-    let request: Value = events(&seen).into_iter().find(|e| e.data.contains("elicitation")).map(|e| serde_json::from_str(&e.data).unwrap()).unwrap();
+    let request: Value = events(&seen)
+        .into_iter()
+        .find(|e| e.data.contains("elicitation"))
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .unwrap();
     assert_eq!(request["params"]["requestedSchema"]["properties"]["colour"]["type"], "string", "schema verbatim");
     let gateway_id = request["id"].clone();
     assert_ne!(gateway_id, "srv-9", "the agent sees the gateway's id");
 
-    let answer = json!({"jsonrpc": "2.0", "id": gateway_id, "result": {"action": "accept", "content": {"colour": "teal"}}});
+    let answer =
+        json!({"jsonrpc": "2.0", "id": gateway_id, "result": {"action": "accept", "content": {"colour": "teal"}}});
     assert_eq!(agent.send(&answer).await.status, StatusCode::ACCEPTED);
     let rest = read_until(&mut stream, "painted", Duration::from_secs(5)).await.expect("the result follows");
     assert!(rest.contains("\"id\":1"), "{rest}");

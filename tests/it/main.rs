@@ -1,7 +1,10 @@
+mod at_most_once;
 mod backend_client;
 mod backend_interop;
 mod cli;
 mod demo_server;
 mod fault_backend_selftest;
 mod gateway;
+mod real_clients;
+mod relays;
 mod support;

@@ -118,6 +118,8 @@ impl BackendEndpoint {
 pub struct BackendSession {
     id: Option<Arc<str>>,
     version: &'static str,
+    /// The backend's `ServerCapabilities` from its `InitializeResult`.
+    capabilities: Arc<Value>,
     /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
     generation: u64,
     /// Where a `DELETE` goes when the session is forgotten (without per-call headers).
@@ -133,6 +135,11 @@ impl BackendSession {
     /// The negotiated protocol version.
     pub fn version(&self) -> &'static str {
         self.version
+    }
+
+    /// The backend's declared server capabilities.
+    pub fn capabilities(&self) -> &Value {
+        &self.capabilities
     }
 }
 
@@ -311,26 +318,38 @@ impl McpBackendClient {
 
     /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
     pub async fn list_tools(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<Vec<Value>, McpError> {
-        let mut tools = Vec::new();
+        self.list_all(key, endpoint, "tools/list", "tools").await
+    }
+
+    /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
+    /// `nextCursor` within [`MAX_TOOL_PAGES`] pages and [`MAX_TOOLS`] items.
+    pub async fn list_all(
+        &self,
+        key: &SlotKey,
+        endpoint: &BackendEndpoint,
+        method: &str,
+        field: &str,
+    ) -> Result<Vec<Value>, McpError> {
+        let mut items = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
-            let mut page = self.request(key, endpoint, "tools/list", params).await?;
-            let Some(Value::Array(listed)) = page.get_mut("tools").map(Value::take) else {
-                return Err(McpError::AfterDelivery { reason: "tools/list answered without a `tools` array".into() });
+            let mut page = self.request(key, endpoint, method, params).await?;
+            let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
+                return Err(McpError::AfterDelivery { reason: format!("{method} answered without a `{field}` array") });
             };
-            if tools.len() + listed.len() > MAX_TOOLS {
+            if items.len() + listed.len() > MAX_TOOLS {
                 return Err(McpError::AfterDelivery {
-                    reason: format!("the backend lists more than {MAX_TOOLS} tools"),
+                    reason: format!("the backend lists more than {MAX_TOOLS} {field}"),
                 });
             }
-            tools.extend(listed);
+            items.extend(listed);
             match page.get_mut("nextCursor").map(Value::take) {
                 Some(next @ Value::String(_)) => cursor = Some(next),
-                _ => return Ok(tools),
+                _ => return Ok(items),
             }
         }
-        Err(McpError::AfterDelivery { reason: format!("tools/list did not end within {MAX_TOOL_PAGES} pages") })
+        Err(McpError::AfterDelivery { reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages") })
     }
 
     /// Drops every backend session of one agent session and ends them at the backends (best effort, in the
@@ -425,6 +444,7 @@ impl McpBackendClient {
         let session = BackendSession {
             id: session_id,
             version,
+            capabilities: Arc::new(result.get("capabilities").cloned().unwrap_or_else(|| json!({}))),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
             home: Arc::new(BackendEndpoint { headers: Vec::new(), ..endpoint.clone() }),
         };

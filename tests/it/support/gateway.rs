@@ -114,12 +114,19 @@ impl ChildGateway {
     /// environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
     /// `/readyz` answers 200.
     pub async fn spawn(config: &Path, log: &Path) -> ChildGateway {
+        ChildGateway::spawn_in(Some(config), Path::new("."), log).await
+    }
+
+    /// [`ChildGateway::spawn`] in the working directory `dir`; without a configuration file the gateway looks
+    /// for one there and otherwise serves its embedded demo backend.
+    pub async fn spawn_in(config: Option<&Path>, dir: &Path, log: &Path) -> ChildGateway {
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the gateway log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command.arg("serve").current_dir(dir);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
         command
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .stdin(Stdio::null())

@@ -4,3 +4,4 @@
 pub mod fault_backend;
 pub mod gateway;
 pub mod interop;
+pub mod pg_proxy;

@@ -1,0 +1,93 @@
+//! An index of named items (tools or prompts) across backends: exposed names at `/mcp`, bare names per backend,
+//! and the rules that withhold a name (invalid, or taken by a backend listed earlier).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{BackendSpec, Route, View, Withheld, is_valid_tool_name, name_of};
+
+#[derive(Default)]
+pub(super) struct Named {
+    routes: Vec<Arc<Route>>,
+    /// Index into `routes` by exposed name (only the routes exposed at `/mcp`).
+    by_exposed: HashMap<String, usize>,
+    /// Index into `routes` by (backend, bare name) for `/mcp/{backend}`.
+    by_bare: HashMap<(Arc<str>, String), usize>,
+}
+
+impl Named {
+    pub(super) fn list(&self, view: View<'_>) -> Vec<Value> {
+        match view {
+            View::All => self.exposed().iter().map(|route| route.definition.clone()).collect(),
+            View::Backend(backend) => {
+                let shown = |route: &&Arc<Route>| &*route.backend == backend && is_valid_tool_name(&route.name);
+                self.routes.iter().filter(shown).map(|route| route.bare.clone()).collect()
+            }
+        }
+    }
+
+    pub(super) fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
+        let index = match view {
+            View::All => self.by_exposed.get(name),
+            View::Backend(backend) => self.by_bare.get(&(Arc::from(backend), name.to_owned())),
+        };
+        index.map(|&index| Arc::clone(&self.routes[index]))
+    }
+
+    pub(super) fn exposed(&self) -> Vec<Arc<Route>> {
+        self.routes.iter().filter(|route| self.is_exposed(route)).cloned().collect()
+    }
+
+    fn is_exposed(&self, route: &Route) -> bool {
+        self.by_exposed.get(&route.exposed).is_some_and(|&index| std::ptr::eq(&*self.routes[index], route))
+    }
+
+    pub(super) fn add(&mut self, spec: &BackendSpec, bare: &Value, kind: &'static str, withheld: &mut Vec<Withheld>) {
+        let mut withhold = |name: &str, reason: String| {
+            tracing::warn!(backend = %spec.name, kind, name, %reason, "withheld");
+            withheld.push(Withheld { backend: spec.name.clone(), kind, name: name.to_owned(), reason });
+        };
+        let Some(name) = name_of(bare) else {
+            withhold("<unnamed>", format!("the backend listed a {kind} without a name"));
+            return;
+        };
+        let exposed = format!("{}{name}", spec.prefix);
+        let mut definition = bare.clone();
+        definition["name"] = Value::String(exposed.clone());
+        let route = Arc::new(Route {
+            backend: spec.name.clone(),
+            name: name.to_owned(),
+            exposed,
+            definition,
+            bare: bare.clone(),
+        });
+        let index = self.routes.len();
+        if is_valid_tool_name(name) {
+            self.by_bare.entry((spec.name.clone(), name.to_owned())).or_insert(index);
+        }
+        match self.exposure_problem(&route) {
+            Some(reason) => withhold(name, reason),
+            None => {
+                self.by_exposed.insert(route.exposed.clone(), index);
+            }
+        }
+        self.routes.push(route);
+    }
+
+    fn exposure_problem(&self, route: &Route) -> Option<String> {
+        if !is_valid_tool_name(&route.exposed) {
+            return Some(format!(
+                "exposed name `{}` is not 1–64 characters of A-Z, a-z, 0-9, '_' and '-'; set a shorter `prefix` or deny it",
+                route.exposed
+            ));
+        }
+        let &owner = self.by_exposed.get(&route.exposed)?;
+        let first = &self.routes[owner];
+        Some(format!(
+            "exposed name `{}` is already taken by `{}` of backend `{}`; give one backend another `prefix` or deny one",
+            route.exposed, first.name, first.backend
+        ))
+    }
+}

@@ -1,0 +1,251 @@
+//! Everything an agent asks besides tools (design §3 "Relaying", §4): prompts, resources, completions and
+//! logging, forwarded on the agent's own backend sessions.
+//!
+//! Rules: `prompts/get` goes to the backend whose prompt the name denotes (bare name on the wire);
+//! `resources/list` and `resources/templates/list` are aggregated live across the backends in view, one backend
+//! page per gateway page, with an opaque gateway cursor naming (backend, backend cursor); a resource URI is routed
+//! to the backend that listed it, else to the one whose template matches it, else to the only backend with
+//! resources; `completion/complete` follows its `ref` (a prompt or a resource); `logging/setLevel` is sent to
+//! every backend in view that declared logging. A backend that cannot be reached while listing is skipped, not
+//! fatal. These requests run no tools, so the ledger is not involved.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use super::{CallRouter, Caller, RpcFailure, View};
+use crate::backend::mcp_client::{McpError, Relay, SlotKey};
+use crate::jsonrpc;
+
+/// MCP's error code for an unknown resource (server/resources §"Error Handling").
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// Bound of the URI → backend map; it is cleared when full (it only remembers who listed what).
+const MAX_REMEMBERED_URIS: usize = 100_000;
+
+/// Which backend listed which resource URI.
+#[derive(Default)]
+pub(super) struct ResourceOwners(Mutex<HashMap<String, Arc<str>>>);
+
+impl ResourceOwners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<str>>> {
+        // Each update is one insert or a clear: a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn remember(&self, backend: &Arc<str>, resources: &[Value]) {
+        let mut owners = self.lock();
+        if owners.len() + resources.len() > MAX_REMEMBERED_URIS {
+            owners.clear();
+        }
+        for uri in resources.iter().filter_map(|resource| resource.get("uri")?.as_str()) {
+            owners.insert(uri.to_owned(), Arc::clone(backend));
+        }
+    }
+
+    fn owner(&self, uri: &str) -> Option<Arc<str>> {
+        self.lock().get(uri).cloned()
+    }
+}
+
+/// Where a paginated aggregate continues: the index of a backend in the view, and that backend's cursor.
+#[derive(Debug, PartialEq)]
+struct GatewayCursor {
+    backend: usize,
+    cursor: Option<Value>,
+}
+
+impl GatewayCursor {
+    fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(json!({"b": self.backend, "c": self.cursor}).to_string())
+    }
+
+    fn decode(text: &str) -> Option<GatewayCursor> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        let value: Value = serde_json::from_slice(&bytes).ok()?;
+        let backend = usize::try_from(value.get("b")?.as_u64()?).ok()?;
+        let cursor = value.get("c").filter(|cursor| !cursor.is_null()).cloned();
+        Some(GatewayCursor { backend, cursor })
+    }
+}
+
+impl CallRouter {
+    /// Sends one request to one backend on the caller's backend session.
+    async fn forward(
+        &self,
+        caller: &Caller,
+        backend: &Arc<str>,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let Some(target) = self.targets.get(backend) else {
+            return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
+        };
+        let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: Arc::clone(backend) };
+        self.client.request_relayed(&slot, &target.endpoint(), method, params, relay).await.map_err(|error| match error
+        {
+            McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
+            other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
+        })
+    }
+
+    pub(super) async fn get_prompt(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        let Some(route) = self.catalog.resolve_prompt(view, name) else {
+            return Err(RpcFailure::new(
+                jsonrpc::INVALID_PARAMS,
+                format!("unknown prompt `{name}`; call prompts/list"),
+            ));
+        };
+        params["name"] = Value::String(route.name.clone());
+        self.forward(caller, &route.backend, "prompts/get", params, relay).await
+    }
+
+    /// `resources/list` (`field` = "resources") or `resources/templates/list` ("resourceTemplates").
+    pub(super) async fn list_resources(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        method: &str,
+        field: &str,
+        params: &Value,
+    ) -> Result<Value, RpcFailure> {
+        let backends = self.catalog.backends_with(view, "resources");
+        let mut position = match params.get("cursor").and_then(Value::as_str) {
+            None => GatewayCursor { backend: 0, cursor: None },
+            Some(text) => GatewayCursor::decode(text)
+                .filter(|cursor| cursor.backend < backends.len())
+                .ok_or_else(|| RpcFailure::new(jsonrpc::INVALID_PARAMS, "invalid cursor"))?,
+        };
+        while let Some(backend) = backends.get(position.backend) {
+            let params = position.cursor.take().map_or(Value::Null, |cursor| json!({"cursor": cursor}));
+            match self.forward(caller, backend, method, params, &Relay::default()).await {
+                Ok(mut page) => {
+                    let items = match page.get_mut(field).map(Value::take) {
+                        Some(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    };
+                    self.resource_owners.remember(backend, &items);
+                    let next = match page.get("nextCursor").filter(|next| next.is_string()) {
+                        Some(next) => Some(GatewayCursor { backend: position.backend, cursor: Some(next.clone()) }),
+                        None => Some(GatewayCursor { backend: position.backend + 1, cursor: None })
+                            .filter(|next| next.backend < backends.len()),
+                    };
+                    let mut answer = json!({ field: items });
+                    if let Some(next) = next {
+                        answer["nextCursor"] = Value::String(next.encode());
+                    }
+                    return Ok(answer);
+                }
+                Err(failure) => {
+                    tracing::warn!(%backend, error = %failure.message, "{method}: backend skipped");
+                    position = GatewayCursor { backend: position.backend + 1, cursor: None };
+                }
+            }
+        }
+        Ok(json!({ field: [] }))
+    }
+
+    /// `resources/read`, `resources/subscribe`, `resources/unsubscribe`: routed by `params.uri`.
+    pub(super) async fn resource_request(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+        let backend = self.resource_owner(view, uri)?;
+        self.forward(caller, &backend, method, params, relay).await
+    }
+
+    fn resource_owner(&self, view: View<'_>, uri: &str) -> Result<Arc<str>, RpcFailure> {
+        if let Some(owner) = self.resource_owners.owner(uri).filter(|owner| view.shows(owner)) {
+            return Ok(owner);
+        }
+        let mut candidates = self.catalog.template_owners(view, uri);
+        if candidates.is_empty() {
+            candidates = self.catalog.backends_with(view, "resources");
+        }
+        match candidates.as_slice() {
+            [only] => Ok(Arc::clone(only)),
+            [] => Err(RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"))),
+            several => {
+                let names: Vec<&str> = several.iter().map(|name| &**name).collect();
+                Err(RpcFailure::new(
+                    RESOURCE_NOT_FOUND,
+                    format!(
+                        "the resource `{uri}` is ambiguous between backends {}; list resources first",
+                        names.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    pub(super) async fn complete(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let reference = params.get("ref").cloned().unwrap_or_default();
+        let backend = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let route = self
+                    .catalog
+                    .resolve_prompt(view, name)
+                    .ok_or_else(|| RpcFailure::new(jsonrpc::INVALID_PARAMS, format!("unknown prompt `{name}`")))?;
+                params["ref"]["name"] = Value::String(route.name.clone());
+                Arc::clone(&route.backend)
+            }
+            Some("ref/resource") => {
+                self.resource_owner(view, reference.get("uri").and_then(Value::as_str).unwrap_or_default())?
+            }
+            _ => {
+                return Err(RpcFailure::new(
+                    jsonrpc::INVALID_PARAMS,
+                    "completion/complete needs a ref/prompt or ref/resource",
+                ));
+            }
+        };
+        self.forward(caller, &backend, "completion/complete", params, relay).await
+    }
+
+    /// Sets the level on every backend in view that declared logging; the agent gets `{}` once all answered.
+    pub(super) async fn set_level(&self, caller: &Caller, view: View<'_>, params: Value) -> Result<Value, RpcFailure> {
+        for backend in self.catalog.backends_with(view, "logging") {
+            if let Err(failure) =
+                self.forward(caller, &backend, "logging/setLevel", params.clone(), &Relay::default()).await
+            {
+                tracing::warn!(%backend, error = %failure.message, "logging/setLevel not applied");
+            }
+        }
+        Ok(json!({}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        let cursor = GatewayCursor { backend: 2, cursor: Some(json!("page-3")) };
+        assert_eq!(GatewayCursor::decode(&cursor.encode()), Some(cursor));
+        assert_eq!(GatewayCursor::decode("not a cursor"), None);
+        assert_eq!(GatewayCursor::decode(&URL_SAFE_NO_PAD.encode("{\"b\": -1}")), None);
+    }
+}
