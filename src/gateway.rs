@@ -136,6 +136,7 @@ impl Gateway {
             max_body: self.config.server.max_body,
             streams: Arc::default(),
             pending: Arc::default(),
+            cancels: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         let ledger = self.router.ledger().clone();

@@ -10,6 +10,7 @@
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
+pub mod cancels;
 pub mod guard;
 mod http;
 pub mod pending;
@@ -54,6 +55,8 @@ pub struct Front {
     pub streams: Arc<standalone::Streams>,
     /// Server-to-client requests relayed to agents, waiting for their answers.
     pub pending: Arc<pending::PendingRequests>,
+    /// Agents' requests that are running and may be cancelled.
+    pub cancels: Arc<cancels::Cancels>,
 }
 
 /// The HTTP application.
@@ -203,6 +206,12 @@ impl Front {
                 self.pending.answer(&session.id.to_string(), message.clone());
                 return StatusCode::ACCEPTED.into_response();
             }
+            Kind::Notification { method: "notifications/cancelled" } => {
+                if let Some(id) = message.pointer("/params/requestId") {
+                    self.cancels.cancel(&session.id.to_string(), id);
+                }
+                return StatusCode::ACCEPTED.into_response();
+            }
             _ => return StatusCode::ACCEPTED.into_response(),
         };
         let idempotency_key = headers.get("idempotency-key").and_then(|key| key.to_str().ok()).map(str::to_owned);
@@ -214,16 +223,20 @@ impl Front {
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         if !RELAYING_METHODS.contains(&method) || !accepts_event_stream(headers) {
-            let relay = Relay::new(session.capabilities.clone(), None);
+            let cancellable = self.cancels.register(&caller.session, id);
+            let relay = Relay::new(session.capabilities.clone(), None).cancellable(Arc::clone(&cancellable.signal));
             let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
             return http::json(StatusCode::OK, &reply);
         }
         let (sink, messages) = mpsc::unbounded_channel();
-        let relay = Relay::new(session.capabilities.clone(), Some(sink));
+        let cancellable = self.cancels.register(&caller.session, id);
+        let relay = Relay::new(session.capabilities.clone(), Some(sink)).cancellable(Arc::clone(&cancellable.signal));
         let outbox = stream::Outbox { messages, pending: Arc::clone(&self.pending), session: caller.session.clone() };
         let (front, id, method) = (Arc::clone(self), id.clone(), method.to_owned());
-        let call =
-            tokio::spawn(async move { front.reply(&caller, backend.as_deref(), &id, &method, params, &relay).await });
+        let call = tokio::spawn(async move {
+            let _cancellable = cancellable;
+            front.reply(&caller, backend.as_deref(), &id, &method, params, &relay).await
+        });
         stream::answer(call, outbox).await
     }
 

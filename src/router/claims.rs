@@ -113,6 +113,9 @@ impl CallLedger {
         let recorded = match (&stored, &answer) {
             (Some(stored), _) => self.store.complete(key, &self.owner, stored, self.max_result).await,
             (None, Err(error)) if error.proves_not_delivered() => self.store.release(key, &self.owner).await,
+            (None, Err(McpError::Cancelled)) => {
+                self.store.mark_unknown(key, &self.owner, "cancelled by the agent while it ran").await
+            }
             (None, Err(error)) => self.store.mark_unknown(key, &self.owner, &error.to_string()).await,
             (None, Ok(_)) => Ok(()),
         };

@@ -13,6 +13,12 @@ pub const CLAIM_META: &str = "switchyard/claim";
 
 /// The result of a call that failed on the way to or from the backend.
 pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) -> Value {
+    if let McpError::Cancelled = error {
+        let sentence = format!(
+            "The call to `{backend}` was cancelled at your request after the backend received it; it may have partly run; it was not repeated."
+        );
+        return error_result("unknown", &sentence, claim, false);
+    }
     if error.proves_not_delivered() {
         let sentence =
             format!("The backend `{backend}` could not be reached; the call did not run; it is safe to retry.");

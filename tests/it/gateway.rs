@@ -445,3 +445,37 @@ async fn requests_the_agent_did_not_declare_are_refused_by_the_gateway() {
     let initialize = fault.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("initialize")).unwrap();
     assert_eq!(initialize.body.unwrap()["params"]["capabilities"], json!({}), "the agent's own capabilities");
 }
+
+#[tokio::test]
+async fn a_cancelled_call_is_cancelled_at_the_backend_by_its_own_id_and_never_repeated() {
+    let fault = FaultBackend::start(Script { stall: true, ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = std::sync::Arc::new(Agent::connected(gateway.mcp()).await);
+    let call = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "slow"}}});
+    let running = {
+        let (agent, call) = (std::sync::Arc::clone(&agent), call.clone());
+        tokio::spawn(async move { agent.send(&call).await })
+    };
+    for _ in 0..200 {
+        if fault.executions("echo") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11}});
+    assert_eq!(agent.send(&cancel).await.status, StatusCode::ACCEPTED);
+    let answered = tokio::time::timeout(Duration::from_secs(5), running).await.expect("the call ends").unwrap();
+    let body = answered.body.unwrap();
+    assert!(text(&body).contains("cancelled"), "{body}");
+
+    let requests = fault.requests();
+    let sent = requests.iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    let forwarded = requests.iter().find(|r| r.rpc_method.as_deref() == Some("notifications/cancelled")).expect("forwarded");
+    assert_eq!(forwarded.body.as_ref().unwrap()["params"]["requestId"], sent.body.as_ref().unwrap()["id"], "the backend's id");
+    assert_ne!(sent.body.as_ref().unwrap()["id"], json!(11));
+
+    let again = agent.send(&call).await.body.unwrap();
+    assert_eq!(again["result"]["_meta"]["switchyard/outcome"], "unknown", "recorded, not retried: {again}");
+    assert_eq!(fault.executions("echo"), 1);
+}

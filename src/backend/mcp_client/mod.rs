@@ -19,7 +19,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
 use exchange::{Exchange, ExchangeError, Listener};
@@ -60,6 +60,9 @@ pub enum McpError {
     /// The backend answered with an HTTP error status (other than the `404` of an ended session).
     #[error("the backend answered HTTP {status}: {body}")]
     HttpStatus { status: u16, body: String },
+    /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
+    #[error("the request was cancelled by the agent after it was sent")]
+    Cancelled,
     /// The backend answered with a JSON-RPC error.
     #[error("the backend answered with error {code}: {message}")]
     Rpc { code: i64, message: String, data: Option<Value> },
@@ -153,6 +156,8 @@ impl BackendSession {
 pub struct Relay {
     capabilities: Value,
     sink: Option<mpsc::UnboundedSender<RelayMessage>>,
+    /// Notified when the agent cancels the request (`notifications/cancelled`).
+    cancel: Option<Arc<Notify>>,
 }
 
 /// A message from a backend for the agent.
@@ -170,7 +175,13 @@ impl Relay {
     /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
     /// messages during this request, e.g. it accepts only JSON answers).
     pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
-        Self { capabilities, sink }
+        Self { capabilities, sink, cancel: None }
+    }
+
+    /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
+    pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
+        self.cancel = Some(cancel);
+        self
     }
 
     fn forward(&self, message: Value) {
@@ -476,8 +487,20 @@ impl McpBackendClient {
         };
         let limit = self.config.max_exchange_bytes;
         let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener };
-        let answer = exchange.call(&id, &message).await?;
-        Ok(into_result(answer.message)?)
+        let Some(cancel) = &call.relay.cancel else {
+            return Ok(into_result(exchange.call(&id, &message).await?.message)?);
+        };
+        tokio::select! {
+            answer = exchange.call(&id, &message) => Ok(into_result(answer?.message)?),
+            () = cancel.notified() => {
+                // The backend learns which of its requests to stop by its own id (utilities/cancellation).
+                let params = json!({"requestId": id, "reason": "cancelled by the agent"});
+                if let Err(error) = exchange.deliver(&crate::jsonrpc::notification("notifications/cancelled", Some(params))).await {
+                    tracing::warn!(?error, "could not forward a cancellation to the backend");
+                }
+                Err(ExchangeError::Failed(McpError::Cancelled))
+            }
+        }
     }
 
     /// Tells the subscriber (the catalog's discovery) that a backend's list changed.

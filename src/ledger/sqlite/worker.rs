@@ -130,7 +130,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     match version {
         0 => {
-            for statement in create_statements(CLAIMS_TABLE) {
+            for statement in create_statements(CLAIMS_TABLE, " WITHOUT ROWID") {
                 tx.execute_batch(&statement)?;
             }
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
