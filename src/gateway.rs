@@ -137,6 +137,7 @@ impl Gateway {
             streams: Arc::default(),
             pending: Arc::default(),
             cancels: Arc::default(),
+            replays: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         let ledger = self.router.ledger().clone();

@@ -14,6 +14,7 @@ pub mod cancels;
 pub mod guard;
 mod http;
 pub mod pending;
+pub mod replay;
 pub mod session;
 pub mod standalone;
 mod stream;
@@ -57,6 +58,8 @@ pub struct Front {
     pub pending: Arc<pending::PendingRequests>,
     /// Agents' requests that are running and may be cancelled.
     pub cancels: Arc<cancels::Cancels>,
+    /// Call streams kept for resumption with `Last-Event-ID`.
+    pub replays: Arc<replay::Replays>,
 }
 
 /// The HTTP application.
@@ -156,9 +159,16 @@ impl Front {
         if let Err(refusal) = self.admission.check(headers) {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
         }
-        match self.open_session(headers) {
-            Ok(session) => standalone::open(&self.streams, session.id.to_string(), backend, self.router.tool_changes()),
-            Err(failure) => failure.response(),
+        let session = match self.open_session(headers) {
+            Ok(session) => session.id.to_string(),
+            Err(failure) => return failure.response(),
+        };
+        let Some(last_event_id) = headers.get("last-event-id").and_then(|id| id.to_str().ok()) else {
+            return standalone::open(&self.streams, session, backend, self.router.tool_changes());
+        };
+        match self.replays.resume(&session, last_event_id) {
+            Some(rest) => stream::sse_body(rest),
+            None => http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such stream to resume"),
         }
     }
 
@@ -231,7 +241,12 @@ impl Front {
         let (sink, messages) = mpsc::unbounded_channel();
         let cancellable = self.cancels.register(&caller.session, id);
         let relay = Relay::new(session.capabilities.clone(), Some(sink)).cancellable(Arc::clone(&cancellable.signal));
-        let outbox = stream::Outbox { messages, pending: Arc::clone(&self.pending), session: caller.session.clone() };
+        let outbox = stream::Outbox {
+            messages,
+            pending: Arc::clone(&self.pending),
+            replays: Arc::clone(&self.replays),
+            session: caller.session.clone(),
+        };
         let (front, id, method) = (Arc::clone(self), id.clone(), method.to_owned());
         let call = tokio::spawn(async move {
             let _cancellable = cancellable;

@@ -83,7 +83,7 @@ async fn feed(
     backend: Option<String>,
     mut changes: broadcast::Receiver<Arc<str>>,
 ) {
-    if out.priming().await.is_err() {
+    if out.priming().is_err() {
         return;
     }
     let list_changed = jsonrpc::notification("notifications/tools/list_changed", None);
@@ -92,11 +92,11 @@ async fn feed(
             change = changes.recv() => match change {
                 Ok(changed) if !shows(backend.as_deref(), &changed) => Ok(()),
                 // A lagging receiver missed changes: telling the agent once more is harmless.
-                Ok(_) | Err(RecvError::Lagged(_)) if registration.is_oldest() => out.message(&list_changed).await,
+                Ok(_) | Err(RecvError::Lagged(_)) if registration.is_oldest() => out.message(&list_changed),
                 Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),
                 Err(RecvError::Closed) => return,
             },
-            () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive").await,
+            () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive"),
             () = out.closed() => return,
         };
         if sent.is_err() {

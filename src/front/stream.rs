@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::http;
 use super::pending::PendingRequests;
+use super::replay::{CallLog, Replays, SharedLog};
 use crate::backend::mcp_client::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
@@ -31,6 +32,7 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub(super) struct Outbox {
     pub(super) messages: mpsc::UnboundedReceiver<RelayMessage>,
     pub(super) pending: Arc<PendingRequests>,
+    pub(super) replays: Arc<Replays>,
     pub(super) session: String,
 }
 
@@ -67,13 +69,24 @@ fn internal_error(error: &tokio::task::JoinError) -> Value {
 }
 
 fn sse_response(first: Value, outbox: Outbox, call: Pending) -> Response {
-    event_stream(move |out| pump(out, first, outbox, call))
+    let (live, body) = mpsc::unbounded_channel();
+    let stream = new_stream_id();
+    let log = outbox.replays.open(&stream, &outbox.session, live);
+    let out = EventWriter { sink: Sink::Logged(log), stream, next: 0 };
+    tokio::spawn(pump(out, first, outbox, call));
+    sse_body(body)
 }
 
-/// An SSE response whose events `feed` writes on its own task; the stream ends when `feed` returns.
+/// An SSE response whose events `feed` writes on its own task; the stream ends when `feed` returns or the agent
+/// goes away (nothing is kept for a resumption).
 pub(super) fn event_stream<F: Future<Output = ()> + Send + 'static>(feed: impl FnOnce(EventWriter) -> F) -> Response {
-    let (events, body) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(feed(EventWriter::new(events)));
+    let (live, body) = mpsc::unbounded_channel();
+    tokio::spawn(feed(EventWriter { sink: Sink::Direct(live), stream: new_stream_id(), next: 0 }));
+    sse_body(body)
+}
+
+/// The SSE response reading `body`.
+pub(super) fn sse_body(body: mpsc::UnboundedReceiver<Bytes>) -> Response {
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
@@ -82,70 +95,93 @@ pub(super) fn event_stream<F: Future<Output = ()> + Send + 'static>(feed: impl F
     (StatusCode::OK, headers, Body::new(ChannelBody(body))).into_response()
 }
 
-/// Feeds the stream: priming event, notifications, keep-alives, the result. Stops when the agent goes away.
+fn new_stream_id() -> String {
+    super::session::SessionRef::random().map(|r| r.to_string()[..12].to_owned()).unwrap_or_default()
+}
+
+/// Feeds a call stream: priming event, the backend's messages, keep-alives, the result. It runs until the call
+/// is over, whether or not an agent is connected (events are logged for resumption).
 async fn pump(mut out: EventWriter, first: Value, mut outbox: Outbox, mut call: Pending) {
-    if out.priming().await.is_err() || out.message(&first).await.is_err() {
-        return;
-    }
+    let _ = out.priming();
+    let _ = out.message(&first);
     loop {
-        let sent = tokio::select! {
+        tokio::select! {
             biased;
-            Some(note) = outbox.next() => out.message(&note).await,
+            Some(note) = outbox.next() => drop(out.message(&note)),
             finished = &mut call => {
                 while let Some(note) = outbox.try_next() {
-                    if out.message(&note).await.is_err() {
-                        return;
-                    }
+                    let _ = out.message(&note);
                 }
-                let _ = out.message(&finished).await;
-                return;
+                let _ = out.message(&finished);
+                break;
             }
-            () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive").await,
-        };
-        if sent.is_err() {
-            return;
+            () = tokio::time::sleep(KEEP_ALIVE) => drop(out.comment("keep-alive")),
         }
+    }
+    if let Sink::Logged(log) = &out.sink {
+        CallLog::finish(log);
+        outbox.replays.expire(out.stream);
     }
 }
 
 /// Writes SSE events with ids `<stream>-<n>`.
 pub(super) struct EventWriter {
-    events: mpsc::Sender<Bytes>,
+    sink: Sink,
     stream: String,
     next: u64,
+}
+
+/// Where events go: straight to one connection, or into a call's log (and its current connection).
+enum Sink {
+    Direct(mpsc::UnboundedSender<Bytes>),
+    Logged(SharedLog),
 }
 
 /// The agent closed the stream.
 pub(super) struct Gone;
 
+/// How long an agent waits before resuming a call stream that broke (the SSE `retry` field).
+const RETRY_MS: u64 = 1000;
+
 impl EventWriter {
-    fn new(events: mpsc::Sender<Bytes>) -> Self {
-        let stream = super::session::SessionRef::random().map(|r| r.to_string()[..12].to_owned()).unwrap_or_default();
-        Self { events, stream, next: 0 }
+    fn event(&mut self, text: String) -> Result<(), Gone> {
+        match &self.sink {
+            Sink::Direct(live) => live.send(Bytes::from(text)).map_err(|_| Gone),
+            Sink::Logged(log) => {
+                CallLog::record(log, Bytes::from(text));
+                Ok(())
+            }
+        }
     }
 
-    async fn send(&mut self, text: String) -> Result<(), Gone> {
-        self.events.send(Bytes::from(text)).await.map_err(|_| Gone)
-    }
-
-    pub(super) async fn priming(&mut self) -> Result<(), Gone> {
+    pub(super) fn priming(&mut self) -> Result<(), Gone> {
         let id = self.next_id();
-        self.send(format!("id: {id}\ndata: \n\n")).await
+        self.event(format!("id: {id}\nretry: {RETRY_MS}\ndata: \n\n"))
     }
 
-    pub(super) async fn message(&mut self, message: &Value) -> Result<(), Gone> {
+    pub(super) fn message(&mut self, message: &Value) -> Result<(), Gone> {
         let id = self.next_id();
         // serde_json never writes a raw newline, so the message is one `data` line.
-        self.send(format!("id: {id}\ndata: {message}\n\n")).await
+        self.event(format!("id: {id}\ndata: {message}\n\n"))
     }
 
-    pub(super) async fn comment(&mut self, text: &str) -> Result<(), Gone> {
-        self.send(format!(": {text}\n\n")).await
+    pub(super) fn comment(&mut self, text: &str) -> Result<(), Gone> {
+        let bytes = Bytes::from(format!(": {text}\n\n"));
+        match &self.sink {
+            Sink::Direct(live) => live.send(bytes).map_err(|_| Gone),
+            Sink::Logged(log) => {
+                CallLog::pass_through(log, bytes);
+                Ok(())
+            }
+        }
     }
 
-    /// Completes when the agent has gone away.
+    /// Completes when the agent has gone away (direct streams only; a logged stream outlives its connection).
     pub(super) async fn closed(&self) {
-        self.events.closed().await;
+        match &self.sink {
+            Sink::Direct(live) => live.closed().await,
+            Sink::Logged(_) => std::future::pending().await,
+        }
     }
 
     fn next_id(&mut self) -> String {
@@ -155,7 +191,7 @@ impl EventWriter {
 }
 
 /// A response body fed from a channel; it ends when the sender is dropped.
-struct ChannelBody(mpsc::Receiver<Bytes>);
+struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
 
 impl http_body::Body for ChannelBody {
     type Data = Bytes;

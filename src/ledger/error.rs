@@ -9,7 +9,7 @@
 use super::types::ClaimState;
 
 /// Why a ledger operation did not happen.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LedgerError {
     /// The store cannot be reached or written right now (connection lost, disk full, read-only file, timeout).
     #[error("the call ledger is unavailable: {cause}")]

@@ -471,11 +471,75 @@ async fn a_cancelled_call_is_cancelled_at_the_backend_by_its_own_id_and_never_re
 
     let requests = fault.requests();
     let sent = requests.iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
-    let forwarded = requests.iter().find(|r| r.rpc_method.as_deref() == Some("notifications/cancelled")).expect("forwarded");
-    assert_eq!(forwarded.body.as_ref().unwrap()["params"]["requestId"], sent.body.as_ref().unwrap()["id"], "the backend's id");
+    let forwarded =
+        requests.iter().find(|r| r.rpc_method.as_deref() == Some("notifications/cancelled")).expect("forwarded");
+    assert_eq!(
+        forwarded.body.as_ref().unwrap()["params"]["requestId"],
+        sent.body.as_ref().unwrap()["id"],
+        "the backend's id"
+    );
     assert_ne!(sent.body.as_ref().unwrap()["id"], json!(11));
 
     let again = agent.send(&call).await.body.unwrap();
     assert_eq!(again["result"]["_meta"]["switchyard/outcome"], "unknown", "recorded, not retried: {again}");
+    assert_eq!(fault.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn a_broken_call_stream_is_resumed_with_last_event_id_and_delivers_the_result() {
+    let fault = FaultBackend::start(asking_backend()).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected_with(gateway.mcp(), json!({"elicitation": {}})).await;
+    let session = agent.session.clone().unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "resumed"}}});
+    let mut stream = agent
+        .http
+        .post(gateway.mcp())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header(SESSION, &session)
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(5)).await.expect("the request");
+    let received = events(&seen);
+    assert!(seen.contains("retry: "), "the priming event tells how soon to reconnect: {seen}");
+    let asking = received.iter().find(|e| e.data.contains("elicitation")).unwrap().clone();
+    drop(stream); // the connection breaks; the call goes on
+
+    let request: Value = serde_json::from_str(&asking.data).unwrap();
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}});
+    assert_eq!(agent.send(&answer).await.status, StatusCode::ACCEPTED);
+
+    let resume = |last: &str| {
+        agent
+            .http
+            .get(gateway.mcp())
+            .header("accept", "text/event-stream")
+            .header(SESSION, &session)
+            .header("last-event-id", last)
+            .send()
+    };
+    let mut resumed = resume(&asking.id).await.unwrap();
+    assert_eq!(resumed.status(), StatusCode::OK);
+    let rest = read_until(&mut resumed, "resumed", Duration::from_secs(5)).await.expect("the result on the GET");
+    assert!(!rest.contains("elicitation/create"), "only what followed the given id is replayed");
+    assert!(rest.contains("\"id\":21"), "{rest}");
+
+    let (stream_id, _) = asking.id.rsplit_once('-').unwrap();
+    let unknown = resume(&format!("{stream_id}x-0")).await.unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let stranger = Agent::connected(gateway.mcp()).await;
+    let foreign = agent
+        .http
+        .get(gateway.mcp())
+        .header(SESSION, stranger.session.as_deref().unwrap())
+        .header("last-event-id", &asking.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), StatusCode::NOT_FOUND, "another session cannot resume it");
     assert_eq!(fault.executions("echo"), 1);
 }

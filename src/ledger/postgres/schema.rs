@@ -78,7 +78,7 @@ fn parse_version(text: &str) -> Result<i64, LedgerError> {
 }
 
 async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
-    for statement in create_statements(&names.claims, "") {
+    for statement in create_statements(&names.claims) {
         tx.batch_execute(&statement).await?;
     }
     tx.batch_execute(&format!(

@@ -8,6 +8,7 @@
 //!   file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits, and reads only the
 //!   watched keys.
 
+mod batch;
 mod checkpoint;
 mod ops;
 mod worker;

@@ -1,5 +1,6 @@
 //! The thread that owns the SQLite connection: it opens and migrates the file, then runs the jobs the async side
-//! sends it, one at a time, and answers each through a oneshot channel.
+//! sends it (committing those that queue up together at once, see [`batch`](super::batch)) and answers each
+//! through a oneshot channel.
 //!
 //! Rules:
 //! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
@@ -20,6 +21,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::batch::{Job, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::error::LedgerError;
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
@@ -34,8 +36,6 @@ pub(super) struct Db {
     pub(super) conn: Connection,
     pub(super) sql: Statements,
 }
-
-type Job = Box<dyn FnOnce(&mut Db) + Send>;
 
 /// The async side's handle on the thread.
 #[derive(Debug)]
@@ -76,17 +76,14 @@ impl Worker {
     {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |db| {
-            // The caller may have been cancelled; its answer is then not needed.
-            let _ = reply.send(job(db));
+            let outcome = job(db);
+            Box::new(move |committed: Result<(), LedgerError>| {
+                // The caller may have been cancelled; its answer is then not needed.
+                let _ = reply.send(committed.and(outcome));
+            })
         });
         self.jobs.send(job).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))?;
         answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
-    }
-}
-
-fn serve(mut db: Db, queue: &mpsc::Receiver<Job>) {
-    while let Ok(job) = queue.recv() {
-        job(&mut db);
     }
 }
 
@@ -130,7 +127,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     match version {
         0 => {
-            for statement in create_statements(CLAIMS_TABLE, " WITHOUT ROWID") {
+            for statement in create_statements(CLAIMS_TABLE) {
                 tx.execute_batch(&statement)?;
             }
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;

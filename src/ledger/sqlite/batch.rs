@@ -1,0 +1,84 @@
+//! Group commit: the worker runs the jobs that queued up while it was busy in one transaction.
+//!
+//! Rules:
+//! - A lone job runs in autocommit mode, as its own transaction, so an idle store pays nothing extra. Jobs that
+//!   arrived together run in one `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page
+//!   instead of one per job, which is what lets many concurrent callers share one connection.
+//! - A job answers only after its transaction committed: it returns a [`Reply`] that is called with the commit's
+//!   outcome, and a failed commit turns every answer of the batch into that error, so nobody is told about a
+//!   change that did not happen.
+//! - Every job makes at most one change, with the last statement that changed anything (the operations in
+//!   [`super::ops`] read after a write only when the write changed nothing), so a job that fails leaves nothing
+//!   half-done in the batch for the others to commit.
+//! - If SQLite rolls the whole transaction back on an error (disk full, I/O error), the jobs that ran in it are
+//!   answered with an error and the rest of the batch runs one by one.
+
+use std::sync::mpsc;
+
+use super::worker::Db;
+use crate::ledger::error::LedgerError;
+
+/// The most jobs committed together.
+const MAX_BATCH: usize = 256;
+
+/// A job's answer, sent once the outcome of its transaction is known.
+pub(super) type Reply = Box<dyn FnOnce(Result<(), LedgerError>) + Send>;
+/// A job: runs on the connection and returns how to answer.
+pub(super) type Job = Box<dyn FnOnce(&mut Db) -> Reply + Send>;
+
+/// Runs jobs until every sender is gone.
+pub(super) fn serve(mut db: Db, queue: &mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        run(&mut db, batch);
+    }
+}
+
+fn run(db: &mut Db, batch: Vec<Job>) {
+    if batch.len() > 1 && db.conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
+        in_transaction(db, batch);
+    } else {
+        // One job, or a transaction could not start (then each job meets the problem and reports it itself).
+        one_by_one(db, batch);
+    }
+}
+
+fn one_by_one(db: &mut Db, jobs: impl IntoIterator<Item = Job>) {
+    for job in jobs {
+        job(db)(Ok(()));
+    }
+}
+
+fn in_transaction(db: &mut Db, batch: Vec<Job>) {
+    let mut jobs = batch.into_iter();
+    let mut replies = Vec::new();
+    for job in jobs.by_ref() {
+        replies.push(job(db));
+        if db.conn.is_autocommit() {
+            break;
+        }
+    }
+    let outcome = if db.conn.is_autocommit() {
+        Err(LedgerError::unavailable("SQLite rolled back a transaction after an error"))
+    } else {
+        commit(db)
+    };
+    for reply in replies {
+        reply(outcome.clone());
+    }
+    one_by_one(db, jobs);
+}
+
+fn commit(db: &mut Db) -> Result<(), LedgerError> {
+    db.conn.execute_batch("COMMIT").map_err(|error| {
+        // A failed COMMIT can leave the transaction open; nothing of it may survive.
+        let _ = db.conn.execute_batch("ROLLBACK");
+        LedgerError::from(error)
+    })
+}
