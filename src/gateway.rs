@@ -140,6 +140,13 @@ impl Gateway {
             replays: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
+        let mut session_messages = self.router.session_messages();
+        let deliverer = Arc::clone(&front);
+        self.tasks.push(tokio::spawn(async move {
+            while let Some(message) = session_messages.recv().await {
+                deliverer.deliver_session_message(message);
+            }
+        }));
         let ledger = self.router.ledger().clone();
         let upkeep =
             Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };

@@ -31,8 +31,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::backend::mcp_client::Relay;
 use crate::backend::mcp_client::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::backend::mcp_client::{Relay, SessionMessage};
 use crate::jsonrpc::{self, Kind};
 use crate::router::{CallRouter, Caller, View};
 use guard::Admission;
@@ -155,6 +155,15 @@ fn now_unix() -> u64 {
 }
 
 impl Front {
+    /// Delivers what a backend sent on its standalone stream to the agent's standalone stream. With none open,
+    /// the message is dropped (a request then fails at once at the backend instead of waiting).
+    pub fn deliver_session_message(&self, message: SessionMessage) {
+        if self.streams.has(&message.agent_session) {
+            let prepared = self.pending.prepare(&message.agent_session, message.message);
+            self.streams.deliver(&message.agent_session, prepared);
+        }
+    }
+
     fn open_standalone(&self, backend: Option<String>, headers: &HeaderMap) -> Response {
         if let Err(refusal) = self.admission.check(headers) {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());

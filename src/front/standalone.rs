@@ -1,6 +1,7 @@
 //! The agent's standalone stream: `GET /mcp` (MCP transports §"Listening for Messages from the Server"; design
-//! §3). It carries messages not tied to a call — today `notifications/tools/list_changed` when the tools the
-//! stream's view shows have changed — and keep-alive comments while idle.
+//! §3). It carries messages not tied to a call — `notifications/tools/list_changed` when the tools the stream's
+//! view shows have changed, and what backends send on their own standalone streams of this agent's sessions
+//! (server-to-client requests, `notifications/resources/updated`, log messages) — and keep-alive comments.
 //!
 //! Rules: an agent may hold several standalone streams; each message goes to exactly one of them (the oldest
 //! one still open for that session), never to all (transports §"Multiple Connections"). Streams are connection
@@ -11,15 +12,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
+use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::mpsc;
 
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
 use crate::jsonrpc;
 
+type Inbox = mpsc::UnboundedSender<Value>;
+
 /// The standalone streams open on this replica, by agent session, oldest first.
 #[derive(Default)]
 pub struct Streams {
-    open: Mutex<HashMap<String, Vec<u64>>>,
+    open: Mutex<HashMap<String, Vec<(u64, Inbox)>>>,
     next: AtomicU64,
 }
 
@@ -31,13 +36,26 @@ struct Registration {
 }
 
 impl Streams {
-    fn register(self: &Arc<Self>, session: String) -> Registration {
+    fn register(self: &Arc<Self>, session: String) -> (Registration, mpsc::UnboundedReceiver<Value>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().entry(session.clone()).or_default().push(id);
-        Registration { streams: Arc::clone(self), session, id }
+        let (inbox, messages) = mpsc::unbounded_channel();
+        self.lock().entry(session.clone()).or_default().push((id, inbox));
+        (Registration { streams: Arc::clone(self), session, id }, messages)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<u64>>> {
+    /// Whether the session has a standalone stream open on this replica.
+    pub fn has(&self, session: &str) -> bool {
+        self.count(session) > 0
+    }
+
+    /// Sends a message on the session's oldest standalone stream; false when it has none.
+    pub fn deliver(&self, session: &str, message: Value) -> bool {
+        let open = self.lock();
+        let oldest = open.get(session).and_then(|streams| streams.first());
+        oldest.is_some_and(|(_, inbox)| inbox.send(message).is_ok())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, Inbox)>>> {
         // Each update is a single push or removal: a poisoned map is still consistent.
         self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -50,7 +68,7 @@ impl Streams {
 
 impl Registration {
     fn is_oldest(&self) -> bool {
-        self.streams.lock().get(&self.session).and_then(|ids| ids.first()) == Some(&self.id)
+        self.streams.lock().get(&self.session).and_then(|streams| streams.first()).is_some_and(|(id, _)| *id == self.id)
     }
 }
 
@@ -58,7 +76,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let mut open = self.streams.lock();
         if let Some(ids) = open.get_mut(&self.session) {
-            ids.retain(|id| *id != self.id);
+            ids.retain(|(id, _)| *id != self.id);
             if ids.is_empty() {
                 open.remove(&self.session);
             }
@@ -73,13 +91,14 @@ pub(super) fn open(
     backend: Option<String>,
     changes: broadcast::Receiver<Arc<str>>,
 ) -> Response {
-    let registration = streams.register(session);
-    event_stream(move |out| feed(out, registration, backend, changes))
+    let (registration, inbox) = streams.register(session);
+    event_stream(move |out| feed(out, registration, inbox, backend, changes))
 }
 
 async fn feed(
     mut out: EventWriter,
     registration: Registration,
+    mut inbox: mpsc::UnboundedReceiver<Value>,
     backend: Option<String>,
     mut changes: broadcast::Receiver<Arc<str>>,
 ) {
@@ -96,6 +115,7 @@ async fn feed(
                 Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),
                 Err(RecvError::Closed) => return,
             },
+            Some(message) = inbox.recv() => out.message(&message),
             () = tokio::time::sleep(KEEP_ALIVE) => out.comment("keep-alive"),
             () = out.closed() => return,
         };

@@ -125,6 +125,11 @@ impl CallRouter {
         self.tool_changes.subscribe()
     }
 
+    /// What backends send on the standalone streams of agents' backend sessions, for the agents.
+    pub fn session_messages(&self) -> tokio::sync::mpsc::UnboundedReceiver<crate::backend::mcp_client::SessionMessage> {
+        self.client.subscribe_session_messages()
+    }
+
     pub fn ledger(&self) -> &CallLedger {
         &self.ledger
     }

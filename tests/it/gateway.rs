@@ -543,3 +543,43 @@ async fn a_broken_call_stream_is_resumed_with_last_event_id_and_delivers_the_res
     assert_eq!(foreign.status(), StatusCode::NOT_FOUND, "another session cannot resume it");
     assert_eq!(fault.executions("echo"), 1);
 }
+
+#[tokio::test]
+async fn what_a_backend_sends_on_its_own_stream_reaches_the_agents_stream() {
+    let standalone = vec![
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "test://watched"}}),
+        json!({"jsonrpc": "2.0", "id": "srv-roots", "method": "roots/list"}),
+    ];
+    let fault = FaultBackend::start(Script { standalone: Some(standalone), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let mut agent = Agent::connected_with(gateway.mcp(), json!({"roots": {}})).await;
+    let session = agent.session.clone().unwrap();
+    let mut stream = agent
+        .http
+        .get(gateway.mcp())
+        .header("accept", "text/event-stream")
+        .header(SESSION, &session)
+        .send()
+        .await
+        .unwrap();
+    agent.call_tool("fault__echo", json!({"text": "x"})).await; // creates the backend session, which opens its stream
+    let seen = read_until(&mut stream, "roots/list", Duration::from_secs(5)).await.expect("relayed to the agent");
+    assert!(seen.contains("notifications/resources/updated"), "{seen}");
+    let request: Value = events(&seen)
+        .into_iter()
+        .find(|e| e.data.contains("roots/list"))
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .unwrap();
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": [{"uri": "file:///work"}]}});
+    assert_eq!(agent.send(&answer).await.status, StatusCode::ACCEPTED);
+    for _ in 0..100 {
+        if let Some(answer) = fault.client_answers().into_iter().find(|a| a["id"] == "srv-roots") {
+            assert_eq!(answer["result"]["roots"][0]["uri"], "file:///work");
+            let get = fault.requests().into_iter().find(|r| r.http_method == "GET").unwrap();
+            assert!(get.header("mcp-session-id").is_some(), "the backend stream belongs to the session");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the agent's answer did not reach the backend");
+}

@@ -309,23 +309,47 @@ impl Exchange<'_> {
             return Err(after_delivery("the deadline passed before the event stream could be resumed"));
         }
         tokio::time::sleep_until(wake).await;
-        let request = self
-            .with_common_headers(self.http.get(self.endpoint.url.clone()))
-            .header(header::ACCEPT, "text/event-stream")
-            .header("last-event-id", cursor.last_event_id.as_str());
-        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
-            Err(_) => return Err(after_delivery("the deadline passed while resuming the event stream")),
-            Ok(Err(error)) => return Err(after_delivery(format!("resuming the event stream failed: {error}"))),
-            Ok(Ok(response)) => response,
-        };
-        let response = self.check_status(response).await.map_err(|error| match error {
+        self.open_stream(Some(&cursor.last_event_id)).await.map_err(|error| match error {
             ExchangeError::SessionGone => after_delivery("the backend ended the session during the call"),
             ExchangeError::Failed(error) => after_delivery(format!("resuming the event stream failed: {error}")),
-        })?;
+        })
+    }
+
+    /// `GET` on the endpoint: the session's standalone stream, or (with `last_event_id`) the rest of a stream.
+    pub(super) async fn open_stream(&self, last_event_id: Option<&str>) -> Result<Response, ExchangeError> {
+        let mut request = self
+            .with_common_headers(self.http.get(self.endpoint.url.clone()))
+            .header(header::ACCEPT, "text/event-stream");
+        if let Some(last_event_id) = last_event_id {
+            request = request.header("last-event-id", last_event_id);
+        }
+        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
+            Err(_) => return Err(after_delivery("the deadline passed while opening the event stream").into()),
+            Ok(Err(error)) => return Err(after_delivery(format!("opening the event stream failed: {error}")).into()),
+            Ok(Ok(response)) => response,
+        };
+        let response = self.check_status(response).await?;
         match content_type(&response) {
             ContentType::EventStream => Ok(response),
-            _ => Err(after_delivery("the backend resumed the stream without an event stream")),
+            _ => Err(after_delivery("the backend answered GET without an event stream").into()),
         }
+    }
+
+    /// Reads a standalone stream until it ends, handling every message on it; returns its last event id.
+    pub(super) async fn listen(&self, mut response: Response) -> Option<String> {
+        let mut decoder = SseDecoder::new(self.limit);
+        let mut budget = usize::MAX;
+        while let Ok(Some(chunk)) = self.next_chunk(&mut response, &mut budget).await {
+            if decoder.feed(&chunk).is_err() {
+                break;
+            }
+            while let Some(event) = decoder.next_event() {
+                if let Err(error) = self.handle_event(event, &Value::Null).await {
+                    tracing::warn!(%error, "a backend's standalone stream carried an unusable event");
+                }
+            }
+        }
+        Some(decoder.last_event_id().to_owned()).filter(|id| !id.is_empty())
     }
 }
 

@@ -10,6 +10,7 @@
 //! above is the error class: only [`McpError::NotDelivered`] proves that a request never reached the backend.
 
 mod exchange;
+mod listener;
 mod table;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokio::time::{Instant, timeout_at};
 
 use exchange::{Exchange, ExchangeError, Listener};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
+pub use listener::SessionMessage;
 use table::{SessionTable, Slot};
 
 /// Protocol versions this client accepts from a backend, newest first.
@@ -258,6 +260,7 @@ pub struct McpBackendClient {
     next_request_id: AtomicU64,
     next_generation: AtomicU64,
     list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
+    session_messages: std::sync::Mutex<Option<mpsc::UnboundedSender<SessionMessage>>>,
 }
 
 impl McpBackendClient {
@@ -274,6 +277,7 @@ impl McpBackendClient {
             next_request_id: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),
             list_changed: std::sync::Mutex::default(),
+            session_messages: std::sync::Mutex::default(),
         }
     }
 
@@ -306,6 +310,9 @@ impl McpBackendClient {
     ) -> Result<Value, McpError> {
         let slot = self.acquire(key)?;
         let mut session = self.ensure_session(&slot, endpoint, None, &relay.capabilities).await?;
+        if listener::wanted(&relay.capabilities) || method == "resources/subscribe" {
+            self.listen(&slot, key, &session, &relay.capabilities);
+        }
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
@@ -509,6 +516,33 @@ impl McpBackendClient {
         if let Some(subscriber) = subscriber.as_ref() {
             let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
         }
+    }
+
+    /// Receives what backends send on the standalone streams of agents' backend sessions. One subscriber at a
+    /// time; subscribing again replaces it. Without a subscriber no standalone stream is opened.
+    pub fn subscribe_session_messages(&self) -> mpsc::UnboundedReceiver<SessionMessage> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *self.session_messages.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(sender);
+        receiver
+    }
+
+    /// Keeps a listener on `session`'s standalone stream (see [`listener`]).
+    fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
+        let sink = self.session_messages.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let Some(sink) = sink else { return };
+        let announce = self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        slot.ensure_listener(session.generation, || {
+            let limit = self.config.max_exchange_bytes;
+            listener::spawn(
+                self.http.clone(),
+                session.clone(),
+                key.clone(),
+                capabilities.clone(),
+                sink,
+                announce,
+                limit,
+            )
+        });
     }
 
     /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a

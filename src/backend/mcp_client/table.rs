@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::task::AbortHandle;
+
 use super::{BackendSession, SlotKey};
 
 /// One (agent session, backend) slot. The async mutex is held while a handshake runs, so concurrent first
@@ -17,9 +19,36 @@ use super::{BackendSession, SlotKey};
 pub(super) struct Slot {
     pub(super) session: tokio::sync::Mutex<Option<BackendSession>>,
     users: AtomicUsize,
+    /// The listener on the session's standalone stream, with the generation of the session it listens to.
+    listener: std::sync::Mutex<Option<(u64, AbortHandle)>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some((_, listener)) = self.listener_lock().take() {
+            listener.abort();
+        }
+    }
 }
 
 impl Slot {
+    fn listener_lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, AbortHandle)>> {
+        // One assignment per update: a poisoned value is still consistent.
+        self.listener.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a listener for the session of `generation` unless one is running for it; a listener of an older
+    /// session is aborted.
+    pub(super) fn ensure_listener(&self, generation: u64, start: impl FnOnce() -> AbortHandle) {
+        let mut listener = self.listener_lock();
+        if listener.as_ref().is_some_and(|(running, handle)| *running == generation && !handle.is_finished()) {
+            return;
+        }
+        if let Some((_, old)) = listener.replace((generation, start())) {
+            old.abort();
+        }
+    }
+
     /// The session this slot holds, when nobody is handshaking on it right now.
     pub(super) fn take_session(&self) -> Option<BackendSession> {
         self.session.try_lock().ok().and_then(|mut session| session.take())

@@ -1,4 +1,4 @@
-//! One reconnecting PostgreSQL connection with the ledger's statements prepared on it.
+//! A few reconnecting PostgreSQL connections with the ledger's statements prepared on each.
 //!
 //! Rules:
 //! - A dead connection never wedges the store: it is dropped as soon as an operation sees it closed (or an
@@ -8,10 +8,11 @@
 //!   safe because every operation is idempotent for its caller: a claim retried with the same claim id
 //!   recognises its own insert, and settles that already happened are accepted (see [`crate::ledger::rules`]).
 //! - Every operation has a deadline ([`OPERATION_TIMEOUT`]); a store that does not answer is unavailable.
-//! - Statements are prepared once per connection; queries on one connection are pipelined by the driver, so
-//!   concurrent tasks share it without a pool.
+//! - Statements are prepared once per connection; operations go round-robin over [`CONNECTIONS`] connections
+//!   (opened on first use), and queries on one connection are pipelined by the driver.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ use crate::ledger::sql::Statements;
 
 /// How long one operation (including a reconnect) may take before the store reports itself unavailable.
 pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections per store: enough for PostgreSQL to commit concurrent claims together (one connection runs its
+/// statements one after the other, each waiting for its own WAL flush), few enough to leave room for replicas.
+const CONNECTIONS: usize = 4;
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -153,10 +157,18 @@ pub(super) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
     Ok(client)
 }
 
-/// The store's connection, replaced whenever it dies.
+/// The store's connections, each replaced whenever it dies.
 pub(super) struct Connector {
     config: Config,
     sql: Statements,
+    slots: Vec<Slot>,
+    /// Round-robin position: operations are spread over the slots.
+    next: AtomicUsize,
+}
+
+/// One connection of the pool, opened on first use.
+#[derive(Default)]
+struct Slot {
     live: RwLock<Option<Arc<Session>>>,
     /// Held while connecting, so a broken connection causes one reconnect, not one per waiting task.
     connecting: tokio::sync::Mutex<()>,
@@ -166,10 +178,64 @@ impl Connector {
     /// A connector whose first session is `client` (already connected and migrated by the caller).
     pub(super) async fn new(config: Config, sql: Statements, client: Client) -> Result<Connector, LedgerError> {
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
-        let session = Arc::new(Session { client, prepared });
-        Ok(Connector { config, sql, live: RwLock::new(Some(session)), connecting: tokio::sync::Mutex::new(()) })
+        let slots: Vec<Slot> = (0..CONNECTIONS).map(|_| Slot::default()).collect();
+        if let Some(first) = slots.first() {
+            *first.live.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Session { client, prepared }));
+        }
+        Ok(Connector { config, sql, slots, next: AtomicUsize::new(0) })
     }
 
+    fn slot(&self) -> &Slot {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len().max(1);
+        &self.slots[index]
+    }
+
+    async fn session(&self, slot: &Slot) -> Result<Arc<Session>, Failure> {
+        if let Some(session) = slot.current() {
+            return Ok(session);
+        }
+        let _connecting = slot.connecting.lock().await;
+        if let Some(session) = slot.current() {
+            return Ok(session);
+        }
+        let client = connect(&self.config).await?;
+        let prepared = Prepared::new(&client, &self.sql).await?;
+        let session = Arc::new(Session { client, prepared });
+        *slot.live.write().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Runs `operation` on a live session, once more on a fresh one if the connection broke under it.
+    pub(super) async fn run<T, F, Fut>(&self, operation: F) -> Result<T, LedgerError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let slot = self.slot();
+        let mut retried = false;
+        loop {
+            let session = within(self.session(slot)).await??;
+            match within(operation(session.clone())).await {
+                Err(timed_out) => {
+                    // A connection that stops answering is as good as dead.
+                    slot.forget(&session);
+                    return Err(timed_out);
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(Failure::Db(error))) if connection_broke(&error, &session) => {
+                    slot.forget(&session);
+                    if retried {
+                        return Err(classify(&error));
+                    }
+                    retried = true;
+                }
+                Ok(Err(failure)) => return Err(failure.into()),
+            }
+        }
+    }
+}
+
+impl Slot {
     fn current(&self) -> Option<Arc<Session>> {
         let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
         live.as_ref().filter(|session| !session.client.is_closed()).cloned()
@@ -180,49 +246,6 @@ impl Connector {
         let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
         if live.as_ref().is_some_and(|session| Arc::ptr_eq(session, dead)) {
             *live = None;
-        }
-    }
-
-    async fn session(&self) -> Result<Arc<Session>, Failure> {
-        if let Some(session) = self.current() {
-            return Ok(session);
-        }
-        let _connecting = self.connecting.lock().await;
-        if let Some(session) = self.current() {
-            return Ok(session);
-        }
-        let client = connect(&self.config).await?;
-        let prepared = Prepared::new(&client, &self.sql).await?;
-        let session = Arc::new(Session { client, prepared });
-        *self.live.write().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
-        Ok(session)
-    }
-
-    /// Runs `operation` on a live session, once more on a fresh one if the connection broke under it.
-    pub(super) async fn run<T, F, Fut>(&self, operation: F) -> Result<T, LedgerError>
-    where
-        F: Fn(Arc<Session>) -> Fut,
-        Fut: Future<Output = Result<T, Failure>>,
-    {
-        let mut retried = false;
-        loop {
-            let session = within(self.session()).await??;
-            match within(operation(session.clone())).await {
-                Err(timed_out) => {
-                    // A connection that stops answering is as good as dead.
-                    self.forget(&session);
-                    return Err(timed_out);
-                }
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(Failure::Db(error))) if connection_broke(&error, &session) => {
-                    self.forget(&session);
-                    if retried {
-                        return Err(classify(&error));
-                    }
-                    retried = true;
-                }
-                Ok(Err(failure)) => return Err(failure.into()),
-            }
         }
     }
 }

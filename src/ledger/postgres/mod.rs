@@ -2,7 +2,7 @@
 //!
 //! Rules:
 //! - Atomicity comes from PostgreSQL: each operation is one statement in autocommit (see [`ops`]).
-//! - Queries go through one reconnecting, pipelined connection ([`conn`]); notifications arrive on a second,
+//! - Queries go through a few reconnecting, pipelined connections ([`conn`]); notifications arrive on another,
 //!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle, so
 //!   they do not wait for the notification's round trip.
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).

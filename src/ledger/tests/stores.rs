@@ -133,7 +133,7 @@ async fn postgres_reconnects_after_its_connections_die() {
         .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&application])
         .await
         .expect("terminate");
-    assert_eq!(killed, 4, "both stores' query and LISTEN connections");
+    assert!(killed >= 4, "both stores' query and LISTEN connections, killed {killed}");
 
     // The next operations reconnect instead of failing or hanging.
     let after = second.claim(claim_of("k", "gw-b")).await;

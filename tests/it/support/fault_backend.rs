@@ -115,6 +115,8 @@ pub struct Script {
     pub delete_status: u16,
     /// Answer every `tools/call` with 404 without running it, whatever session it carries.
     pub calls_404: bool,
+    /// Serve a standalone stream on `GET` (without `Last-Event-ID`) carrying these messages; `None`: 405.
+    pub standalone: Option<Vec<Value>>,
 }
 
 impl Default for Script {
@@ -143,6 +145,7 @@ impl Default for Script {
             drop_after_call: false,
             delete_status: 200,
             calls_404: false,
+            standalone: None,
         }
     }
 }
@@ -673,13 +676,26 @@ impl Exchange<'_> {
 
     async fn resume(&mut self) -> io::Result<()> {
         let Some(last_event_id) = self.request.header("last-event-id") else {
-            return self.text(405, "no standalone SSE stream; GET only resumes").await;
+            return match self.script.standalone.clone() {
+                Some(messages) => self.standalone(messages).await,
+                None => self.text(405, "no standalone SSE stream; GET only resumes").await,
+            };
         };
         let Some(step) = self.shared.resume_step(last_event_id, self.session()) else {
             return self.text(400, "Last-Event-ID names no open stream of this session").await;
         };
         self.write_sse_head(Vec::new()).await?;
         self.stream.write_all(&step).await
+    }
+
+    /// The session's standalone stream: the scripted messages, then silence until the client goes away.
+    async fn standalone(&mut self, messages: Vec<Value>) -> io::Result<()> {
+        let mut ids = self.open_sse(Vec::new()).await?;
+        for message in messages {
+            self.send_event(&mut ids, &message.to_string()).await?;
+        }
+        let _ = client_gone(self.stream).await;
+        Ok(())
     }
 
     async fn delete(&mut self) -> io::Result<()> {

@@ -1,0 +1,102 @@
+//! A backend session's standalone stream (MCP transports §"Listening for Messages from the Server"; design §3):
+//! opened with `GET` when the agent declared capabilities a backend may call on outside a request (sampling,
+//! elicitation, roots) or subscribed to a resource, so that server-to-client requests and notifications not tied
+//! to a call (`notifications/resources/updated`, `…/list_changed`) reach the agent.
+//!
+//! Rules: one listener per backend session, aborted with its slot; a stream that ends is reopened with
+//! `Last-Event-ID` after a pause; a backend that answers `GET` with 405 offers no stream and is not asked again;
+//! a 404 means the session ended. Each connection is bounded in time ([`CONNECTION_LIFETIME`]) and reopened.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use super::exchange::{Exchange, ExchangeError, Listener};
+use super::{BackendSession, ListChanged, McpError, Relay, RelayMessage, SlotKey};
+
+/// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
+const REOPEN_PAUSE: Duration = Duration::from_secs(1);
+/// Failed attempts in a row after which the listener gives up.
+const MAX_FAILURES: usize = 5;
+
+/// A message a backend sent on a standalone stream, for the agent session it belongs to.
+#[derive(Debug)]
+pub struct SessionMessage {
+    pub agent_session: Arc<str>,
+    pub backend: Arc<str>,
+    pub message: RelayMessage,
+}
+
+/// Whether an agent with these capabilities needs the backend's standalone stream.
+pub(super) fn wanted(capabilities: &Value) -> bool {
+    ["sampling", "elicitation", "roots"].iter().any(|capability| capabilities.get(capability).is_some())
+}
+
+/// Starts listening on `session`'s standalone stream, delivering to `sink`.
+pub(super) fn spawn(
+    http: reqwest::Client,
+    session: BackendSession,
+    key: SlotKey,
+    capabilities: Value,
+    sink: mpsc::UnboundedSender<SessionMessage>,
+    announce: Option<mpsc::UnboundedSender<ListChanged>>,
+    limit: usize,
+) -> AbortHandle {
+    tokio::spawn(async move {
+        let backend = key.backend.clone();
+        let list_changed = move |method: &str| {
+            if let Some(announce) = &announce {
+                let _ = announce.send(ListChanged { backend: backend.clone(), method: method.to_owned() });
+            }
+        };
+        let (relayed, mut messages) = mpsc::unbounded_channel();
+        let relay = Relay::new(capabilities, Some(relayed));
+        let forward = async {
+            while let Some(message) = messages.recv().await {
+                let tagged =
+                    SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
+                if sink.send(tagged).is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            () = listen(&http, &session, &relay, &list_changed, limit) => {}
+            () = forward => {}
+        }
+    })
+    .abort_handle()
+}
+
+async fn listen(
+    http: &reqwest::Client,
+    session: &BackendSession,
+    relay: &Relay,
+    list_changed: &(dyn Fn(&str) + Sync),
+    limit: usize,
+) {
+    let mut last_event_id: Option<String> = None;
+    let mut failures = 0;
+    while failures < MAX_FAILURES {
+        let endpoint = (*session.home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
+        let listener = Listener { relay: Some(relay), progress: None, list_changed: Some(list_changed) };
+        let exchange = Exchange { http, endpoint: &endpoint, session: Some(session), limit, listener };
+        match exchange.open_stream(last_event_id.as_deref()).await {
+            Ok(response) => {
+                failures = 0;
+                last_event_id = exchange.listen(response).await.or(last_event_id);
+            }
+            Err(ExchangeError::SessionGone) => return,
+            Err(ExchangeError::Failed(McpError::HttpStatus { status: 405, .. })) => return,
+            Err(error) => {
+                failures += 1;
+                tracing::debug!(?error, "could not open a backend's standalone stream");
+            }
+        }
+        tokio::time::sleep(REOPEN_PAUSE).await;
+    }
+}
