@@ -1,0 +1,239 @@
+//! Latency of the ledger's hot path, one claim followed by its completion, on each store: memory (the baseline),
+//! SQLite (a file in a temporary directory) and PostgreSQL (a fresh schema in the test database), with one task
+//! calling sequentially and with 64 concurrent tasks.
+//!
+//! Run with `cargo bench --bench ledger`; it prints a table and writes it, with the command and the machine, to
+//! `docs/bench-ledger.md`. PostgreSQL is found at `SWITCHYARD_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`) and skipped, with a note, when unreachable. No bench framework:
+//! every pair is timed on its own, after a warm-up, and the median and 99th percentile are reported.
+//! Without `--bench` (as under `cargo test --all-targets`) it only runs a few pairs per store as a smoke test.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use switchyard::ledger::{ClaimKey, ClaimOutcome, DEFAULT_MAX_RESULT, LedgerStore, NewClaim, canonical_digest};
+
+const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const CONCURRENT_TASKS: usize = 64;
+
+/// How many pairs each measurement times.
+#[derive(Clone, Copy)]
+struct Sizes {
+    warm_up: usize,
+    sequential: usize,
+    per_task: usize,
+}
+
+const FULL: Sizes = Sizes { warm_up: 2_000, sequential: 20_000, per_task: 500 };
+const SMOKE: Sizes = Sizes { warm_up: 10, sequential: 50, per_task: 3 };
+
+/// One store's figures for one mode.
+struct Figures {
+    store: &'static str,
+    mode: &'static str,
+    median: Duration,
+    p99: Duration,
+    pairs_per_second: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let figures = runtime.block_on(measure_all(if full { FULL } else { SMOKE }))?;
+    if !full {
+        println!("ledger bench smoke test: {} measurements ran (use --bench for figures)", figures.len());
+        return Ok(());
+    }
+    let table = render_table(&figures);
+    println!("{table}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs").join("bench-ledger.md");
+    std::fs::write(&path, render_document(&table)).with_context(|| format!("writing {}", path.display()))?;
+    println!("written to {}", path.display());
+    Ok(())
+}
+
+async fn measure_all(sizes: Sizes) -> anyhow::Result<Vec<Figures>> {
+    let mut figures = Vec::new();
+    figures.extend(measure_store("memory", &LedgerStore::memory(), sizes).await?);
+
+    let dir = std::env::temp_dir().join(format!("switchyard-ledger-bench-{}", std::process::id()));
+    let sqlite = LedgerStore::open("sqlite", &dir).await?;
+    figures.extend(measure_store("sqlite", &sqlite, sizes).await?);
+    drop(sqlite);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    match open_postgres().await {
+        Ok((store, schema)) => {
+            figures.extend(measure_store("postgres", &store, sizes).await?);
+            drop(store);
+            drop_schema(&schema).await;
+        }
+        Err(error) => eprintln!("SKIPPED: PostgreSQL ({error:#})"),
+    }
+    Ok(figures)
+}
+
+async fn measure_store(name: &'static str, store: &LedgerStore, sizes: Sizes) -> anyhow::Result<Vec<Figures>> {
+    pairs(store, "warm-up", sizes.warm_up).await?;
+    let started = Instant::now();
+    let sequential = pairs(store, "sequential", sizes.sequential).await?;
+    let sequential_rate = sizes.sequential as f64 / started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONCURRENT_TASKS)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move { pairs(&store, &format!("task-{task}"), sizes.per_task).await })
+        })
+        .collect();
+    let mut concurrent = Vec::with_capacity(CONCURRENT_TASKS * sizes.per_task);
+    for task in tasks {
+        concurrent.extend(task.await??);
+    }
+    let concurrent_rate = concurrent.len() as f64 / started.elapsed().as_secs_f64();
+    Ok(vec![
+        figures(name, "1 task", sequential, sequential_rate),
+        figures(name, "64 tasks", concurrent, concurrent_rate),
+    ])
+}
+
+/// Claims and completes `count` fresh keys, timing each pair.
+async fn pairs(store: &LedgerStore, label: &str, count: usize) -> anyhow::Result<Vec<Duration>> {
+    let result = json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false });
+    let mut timings = Vec::with_capacity(count);
+    for index in 0..count {
+        let new = new_claim(&format!("{label}-{index}"));
+        let key = new.key.clone();
+        let started = Instant::now();
+        claim_and_complete(store, new, &key, &result).await?;
+        timings.push(started.elapsed());
+    }
+    Ok(timings)
+}
+
+async fn claim_and_complete(store: &LedgerStore, new: NewClaim, key: &ClaimKey, result: &Value) -> anyhow::Result<()> {
+    let owner = new.owner.clone();
+    match store.claim(new).await? {
+        ClaimOutcome::Claimed(_) => {}
+        ClaimOutcome::Existing(record) => bail!("fresh key {key} was already claimed: {record:?}"),
+    }
+    store.complete(key, &owner, result, DEFAULT_MAX_RESULT).await?;
+    Ok(())
+}
+
+fn new_claim(name: &str) -> NewClaim {
+    NewClaim {
+        key: ClaimKey::idempotency("bench", name),
+        principal: "bench".to_owned(),
+        session: "bench-session".to_owned(),
+        backend: "docs".to_owned(),
+        tool: "search".to_owned(),
+        args_digest: canonical_digest(&json!({ "query": name })),
+        owner: "bench-instance".to_owned(),
+        lease: Duration::from_secs(30),
+    }
+}
+
+fn figures(store: &'static str, mode: &'static str, mut timings: Vec<Duration>, rate: f64) -> Figures {
+    timings.sort_unstable();
+    let at = |fraction: f64| {
+        let index = ((timings.len() as f64 * fraction) as usize).min(timings.len().saturating_sub(1));
+        timings.get(index).copied().unwrap_or_default()
+    };
+    Figures { store, mode, median: at(0.5), p99: at(0.99), pairs_per_second: rate }
+}
+
+async fn open_postgres() -> anyhow::Result<(LedgerStore, String)> {
+    let base = std::env::var("SWITCHYARD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos());
+    let schema = format!("sy_bench_{}_{}", std::process::id(), nanos % 1_000_000);
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}schema={schema}");
+    let store = LedgerStore::open(&url, Path::new(".")).await?;
+    Ok((store, schema))
+}
+
+async fn drop_schema(schema: &str) {
+    let base = std::env::var("SWITCHYARD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned());
+    if let Ok((client, connection)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await {
+        tokio::spawn(connection);
+        let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+    }
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn render_table(figures: &[Figures]) -> String {
+    let mut table = String::from(
+        "| store    | callers  | median µs | p99 µs | median vs memory | added median µs | pairs/s |\n\
+         |----------|----------|----------:|-------:|-----------------:|----------------:|--------:|\n",
+    );
+    for row in figures {
+        let baseline = figures.iter().find(|base| base.store == "memory" && base.mode == row.mode);
+        let (ratio, added) = baseline.map_or((f64::NAN, f64::NAN), |base| {
+            (micros(row.median) / micros(base.median), micros(row.median) - micros(base.median))
+        });
+        let _ = writeln!(
+            table,
+            "| {:<8} | {:<8} | {:>9.1} | {:>6.1} | {:>15.1}× | {:>15.1} | {:>7.0} |",
+            row.store,
+            row.mode,
+            micros(row.median),
+            micros(row.p99),
+            ratio,
+            added,
+            row.pairs_per_second
+        );
+    }
+    table
+}
+
+fn render_document(table: &str) -> String {
+    format!(
+        "## Ledger: claim + completion (`benches/ledger.rs`)\n\n\
+         What it measures: the time of one `LedgerStore::claim` of a fresh key followed by `LedgerStore::complete` \
+         with a small result (the ledger work added to every tool call), per store. \"1 task\": one caller in a \
+         loop ({sequential} timed pairs after {warm_up} warm-up pairs). \"64 tasks\": 64 concurrent callers, {per_task} \
+         pairs each; each pair is timed on its own, so the latency includes waiting behind the other callers. \
+         \"added median\" = the store's median − the memory store's median in the same mode; \"pairs/s\" = pairs \
+         completed per second of wall time. SQLite: a file in a temporary directory (WAL, synchronous = NORMAL); \
+         PostgreSQL: a fresh schema in the local `test` database over TCP on 127.0.0.1.\n\n\
+         Command:\n\n```\ncargo bench --bench ledger\n```\n\n\
+         Machine: {machine}.\n\n{table}\n",
+        sequential = FULL.sequential,
+        warm_up = FULL.warm_up,
+        per_task = FULL.per_task,
+        machine = machine(),
+    )
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|model| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = command_output("uname", &["-sr"]);
+    let rustc = command_output("rustc", &["--version"]);
+    let postgres = command_output("psql", &["--version"]);
+    format!("{cores} cores of \"{cpu}\", {kernel}, {rustc}, {postgres}, bench profile (release)")
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map_or_else(|| format!("{program} unknown"), |text| text.trim().to_owned())
+}
