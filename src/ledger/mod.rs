@@ -15,6 +15,7 @@
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 
+mod detach;
 mod digest;
 mod error;
 mod instance;

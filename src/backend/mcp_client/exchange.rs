@@ -63,6 +63,60 @@ pub(super) struct Exchange<'a> {
     pub(super) limit: usize,
     /// Where the backend's notifications about this request go.
     pub(super) listener: Listener<'a>,
+    /// Responses that arrive on another stream of the session find their exchange here.
+    pub(super) strays: Option<&'a Strays>,
+}
+
+/// Responses that arrive on a stream other than their request's — a backend answering on its standalone stream,
+/// which the spec forbids but servers do — still reach the exchange waiting for that id (ids are unique per
+/// client).
+#[derive(Default)]
+pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>>);
+
+/// Waits for a stray response to one id; forgets the id when dropped.
+pub(super) struct Stray<'a> {
+    strays: &'a Strays,
+    key: String,
+    arrival: Option<tokio::sync::oneshot::Receiver<Value>>,
+}
+
+impl Strays {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>> {
+        // Each update is one insert or removal: a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn expect(&self, id: &Value) -> Stray<'_> {
+        let (sender, arrival) = tokio::sync::oneshot::channel();
+        let key = id.to_string();
+        self.lock().insert(key.clone(), sender);
+        Stray { strays: self, key, arrival: Some(arrival) }
+    }
+
+    fn deliver(&self, message: Value) {
+        let Some(id) = message.get("id") else { return };
+        if let Some(waiting) = self.lock().remove(&id.to_string()) {
+            let _ = waiting.send(message);
+        }
+    }
+}
+
+impl Stray<'_> {
+    /// The stray response, if one arrives; pends forever otherwise.
+    async fn arrival(&mut self) -> Option<Value> {
+        match self.arrival.as_mut() {
+            Some(arrival) => arrival.await.ok(),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for Stray<'_> {
+    fn drop(&mut self) {
+        self.strays.lock().remove(&self.key);
+    }
 }
 
 /// What the exchange does with notifications: progress and log messages go to the caller's relay (a progress
@@ -102,6 +156,15 @@ fn after_delivery(reason: impl Into<String>) -> McpError {
 impl Exchange<'_> {
     /// Sends a request and reads until its response arrives.
     pub(super) async fn call(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
+        let Some(strays) = self.strays else { return self.send_and_read(id, message).await };
+        let mut stray = strays.expect(id);
+        tokio::select! {
+            answer = self.send_and_read(id, message) => answer,
+            Some(message) = stray.arrival() => Ok(Answer { message, headers: HeaderMap::new() }),
+        }
+    }
+
+    async fn send_and_read(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
         let response = self.post(message).await?;
         let headers = response.headers().clone();
         let mut budget = self.limit;
@@ -280,6 +343,12 @@ impl Exchange<'_> {
             .map_err(|e| after_delivery(format!("the backend sent an event that is not JSON: {e}")))?;
         match jsonrpc::kind(&message) {
             Kind::Response { id: answered } if answered == id => Ok(Some(message)),
+            Kind::Response { .. } => {
+                if let Some(strays) = self.strays {
+                    strays.deliver(message);
+                }
+                Ok(None)
+            }
             Kind::Request { id: request_id, method } => {
                 let (request_id, method) = (request_id.clone(), method.to_owned());
                 let reply = self.answer_server_request(&request_id, &method, message).await;

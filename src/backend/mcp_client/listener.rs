@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::exchange::{Exchange, ExchangeError, Listener};
+use super::exchange::{Exchange, ExchangeError, Listener, Strays};
 use super::{BackendSession, ListChanged, McpError, Relay, RelayMessage, SlotKey};
 
 /// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
@@ -36,18 +36,30 @@ pub(super) fn wanted(capabilities: &Value) -> bool {
     ["sampling", "elicitation", "roots"].iter().any(|capability| capabilities.get(capability).is_some())
 }
 
-/// Starts listening on `session`'s standalone stream, delivering to `sink`.
+/// What a listener needs of its client.
+pub(super) struct Context {
+    pub(super) http: reqwest::Client,
+    pub(super) strays: Arc<Strays>,
+    pub(super) sink: mpsc::UnboundedSender<SessionMessage>,
+    pub(super) announce: Option<mpsc::UnboundedSender<ListChanged>>,
+    pub(super) limit: usize,
+}
+
+/// How long the first request of a session waits for its new standalone stream to open.
+pub(super) const OPEN_WAIT: Duration = Duration::from_secs(2);
+
+/// Starts listening on `session`'s standalone stream; the receiver completes once the first attempt to open it
+/// has an answer (open or refused).
 pub(super) fn spawn(
-    http: reqwest::Client,
+    context: Context,
     session: BackendSession,
     key: SlotKey,
     capabilities: Value,
-    sink: mpsc::UnboundedSender<SessionMessage>,
-    announce: Option<mpsc::UnboundedSender<ListChanged>>,
-    limit: usize,
-) -> AbortHandle {
-    tokio::spawn(async move {
+) -> (AbortHandle, oneshot::Receiver<()>) {
+    let (opened, ready) = oneshot::channel();
+    let handle = tokio::spawn(async move {
         let backend = key.backend.clone();
+        let announce = context.announce.clone();
         let list_changed = move |method: &str| {
             if let Some(announce) = &announce {
                 let _ = announce.send(ListChanged { backend: backend.clone(), method: method.to_owned() });
@@ -55,6 +67,7 @@ pub(super) fn spawn(
         };
         let (relayed, mut messages) = mpsc::unbounded_channel();
         let relay = Relay::new(capabilities, Some(relayed));
+        let sink = context.sink.clone();
         let forward = async {
             while let Some(message) = messages.recv().await {
                 let tagged =
@@ -64,28 +77,42 @@ pub(super) fn spawn(
                 }
             }
         };
+        let hooks = Hooks { relay: &relay, list_changed: &list_changed, opened: Some(opened) };
         tokio::select! {
-            () = listen(&http, &session, &relay, &list_changed, limit) => {}
+            () = listen(&context, &session, hooks) => {}
             () = forward => {}
         }
     })
-    .abort_handle()
+    .abort_handle();
+    (handle, ready)
 }
 
-async fn listen(
-    http: &reqwest::Client,
-    session: &BackendSession,
-    relay: &Relay,
-    list_changed: &(dyn Fn(&str) + Sync),
-    limit: usize,
-) {
+/// What the listener does with what it hears, and whom it tells that its stream is open.
+struct Hooks<'a> {
+    relay: &'a Relay,
+    list_changed: &'a (dyn Fn(&str) + Sync),
+    opened: Option<oneshot::Sender<()>>,
+}
+
+async fn listen(context: &Context, session: &BackendSession, mut hooks: Hooks<'_>) {
     let mut last_event_id: Option<String> = None;
     let mut failures = 0;
     while failures < MAX_FAILURES {
         let endpoint = (*session.home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
-        let listener = Listener { relay: Some(relay), progress: None, list_changed: Some(list_changed) };
-        let exchange = Exchange { http, endpoint: &endpoint, session: Some(session), limit, listener };
-        match exchange.open_stream(last_event_id.as_deref()).await {
+        let listener = Listener { relay: Some(hooks.relay), progress: None, list_changed: Some(hooks.list_changed) };
+        let exchange = Exchange {
+            http: &context.http,
+            endpoint: &endpoint,
+            session: Some(session),
+            limit: context.limit,
+            listener,
+            strays: Some(&context.strays),
+        };
+        let opening = exchange.open_stream(last_event_id.as_deref()).await;
+        if let Some(opened) = hooks.opened.take() {
+            let _ = opened.send(());
+        }
+        match opening {
             Ok(response) => {
                 failures = 0;
                 last_event_id = exchange.listen(response).await.or(last_event_id);

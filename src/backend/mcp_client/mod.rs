@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
-use exchange::{Exchange, ExchangeError, Listener};
+use exchange::{Exchange, ExchangeError, Listener, Strays};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub use listener::SessionMessage;
 use table::{SessionTable, Slot};
@@ -261,6 +261,7 @@ pub struct McpBackendClient {
     next_generation: AtomicU64,
     list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
     session_messages: std::sync::Mutex<Option<mpsc::UnboundedSender<SessionMessage>>>,
+    strays: Arc<Strays>,
 }
 
 impl McpBackendClient {
@@ -278,6 +279,7 @@ impl McpBackendClient {
             next_generation: AtomicU64::new(1),
             list_changed: std::sync::Mutex::default(),
             session_messages: std::sync::Mutex::default(),
+            strays: Arc::default(),
         }
     }
 
@@ -311,7 +313,7 @@ impl McpBackendClient {
         let slot = self.acquire(key)?;
         let mut session = self.ensure_session(&slot, endpoint, None, &relay.capabilities).await?;
         if listener::wanted(&relay.capabilities) || method == "resources/subscribe" {
-            self.listen(&slot, key, &session, &relay.capabilities);
+            self.listen(&slot, key, &session, &relay.capabilities).await;
         }
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
@@ -454,7 +456,8 @@ impl McpBackendClient {
             })),
         );
         let limit = self.config.max_exchange_bytes;
-        let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener: Listener::default() };
+        let listener = Listener::default();
+        let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None };
         let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
         let result = into_result(answer.message)?;
         let version = negotiated_version(&result)?;
@@ -493,7 +496,8 @@ impl McpBackendClient {
             list_changed: Some(&list_changed),
         };
         let limit = self.config.max_exchange_bytes;
-        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener };
+        let strays = Some(&*self.strays);
+        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener, strays };
         let Some(cancel) = &call.relay.cancel else {
             return Ok(into_result(exchange.call(&id, &message).await?.message)?);
         };
@@ -526,23 +530,29 @@ impl McpBackendClient {
         receiver
     }
 
-    /// Keeps a listener on `session`'s standalone stream (see [`listener`]).
-    fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
+    /// Keeps a listener on `session`'s standalone stream (see [`listener`]). A new listener is waited for (up to
+    /// [`listener::OPEN_WAIT`]) until its stream is open, so that what the backend sends there while serving the
+    /// request about to go out is not lost.
+    async fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
         let sink = self.session_messages.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let Some(sink) = sink else { return };
         let announce = self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let mut opened = None;
         slot.ensure_listener(session.generation, || {
-            let limit = self.config.max_exchange_bytes;
-            listener::spawn(
-                self.http.clone(),
-                session.clone(),
-                key.clone(),
-                capabilities.clone(),
+            let context = listener::Context {
+                http: self.http.clone(),
+                strays: Arc::clone(&self.strays),
                 sink,
                 announce,
-                limit,
-            )
+                limit: self.config.max_exchange_bytes,
+            };
+            let (handle, ready) = listener::spawn(context, session.clone(), key.clone(), capabilities.clone());
+            opened = Some(ready);
+            handle
         });
+        if let Some(ready) = opened {
+            let _ = tokio::time::timeout(listener::OPEN_WAIT, ready).await;
+        }
     }
 
     /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a

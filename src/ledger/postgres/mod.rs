@@ -5,6 +5,8 @@
 //! - Queries go through a few reconnecting, pipelined connections ([`conn`]); notifications arrive on another,
 //!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle, so
 //!   they do not wait for the notification's round trip.
+//! - Claims and settles run on tasks of their own, so a caller that is dropped mid-operation neither cuts a
+//!   settle short nor leaves behind a claim nobody knows it holds (see [`super::detach`]).
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
 mod conn;
@@ -18,6 +20,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
@@ -66,9 +69,24 @@ impl PostgresStore {
     pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
         // Chosen once, so a retry after a broken connection recognises its own insert.
         let (id, now) = (new_claim_id()?, SystemTime::now());
-        let (new, id) = (&new, id.as_str());
-        self.inner.conn.run(|session| async move { ops::claim(&session, new, id, now).await }).await
+        let (store, abandon) = (self.clone(), self.abandon());
+        let delivery = detached(async move {
+            let (new, id) = (&new, id.as_str());
+            let outcome = store.inner.conn.run(|session| async move { ops::claim(&session, new, id, now).await });
+            Ok(Delivery::new(outcome.await?, abandon))
+        });
+        delivery.await?.take()
     }
+
+    /// Releases a claim whose caller went away (see [`super::detach`]).
+    fn abandon(&self) -> Abandon {
+        let store = self.clone();
+        Box::new(move |record: ClaimRecord| {
+            spawn_release(async move { store.release(&record.key, &record.owner).await });
+        })
+    }
+
+    // The settles below run detached: once started they finish, even if their caller is dropped.
 
     pub(crate) async fn complete(
         &self,
@@ -77,15 +95,19 @@ impl PostgresStore {
         result: &Value,
         max_result: usize,
     ) -> Result<(), LedgerError> {
-        self.settle(key, owner, Settle::Complete(&StoredResult::bound(result, max_result))).await
+        let stored = StoredResult::bound(result, max_result);
+        let (store, key, owner) = (self.clone(), key.clone(), owner.to_owned());
+        detached(async move { store.settle(&key, &owner, Settle::Complete(&stored)).await }).await
     }
 
     pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
-        self.settle(key, owner, Settle::MarkUnknown(error)).await
+        let (store, key, owner, error) = (self.clone(), key.clone(), owner.to_owned(), error.to_owned());
+        detached(async move { store.settle(&key, &owner, Settle::MarkUnknown(&error)).await }).await
     }
 
     pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
-        self.settle(key, owner, Settle::Release).await
+        let (store, key, owner) = (self.clone(), key.clone(), owner.to_owned());
+        detached(async move { store.settle(&key, &owner, Settle::Release).await }).await
     }
 
     async fn settle(&self, key: &ClaimKey, owner: &str, operation: Settle<'_>) -> Result<(), LedgerError> {
@@ -134,10 +156,14 @@ impl PostgresStore {
     }
 
     pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        let now = SystemTime::now();
-        self.inner.conn.run(|session| async move { ops::resolve(&session, key, resolution, now).await }).await?;
-        self.inner.waiters.wake(key.as_str());
-        Ok(())
+        let (store, key, now) = (self.clone(), key.clone(), SystemTime::now());
+        detached(async move {
+            let key = &key;
+            store.inner.conn.run(|session| async move { ops::resolve(&session, key, resolution, now).await }).await?;
+            store.inner.waiters.wake(key.as_str());
+            Ok(())
+        })
+        .await
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

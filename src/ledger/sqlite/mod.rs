@@ -1,7 +1,8 @@
 //! The SQLite store: the embedded default, one file (normally `<data_dir>/ledger.db`).
 //!
 //! Rules:
-//! - Every call is a job for the [`worker`] thread; nothing blocks the async runtime.
+//! - Every call is a job for the [`worker`] thread; nothing blocks the async runtime. Once queued, a job runs
+//!   even if its caller is dropped, and a claim whose caller went away is released (see [`super::detach`]).
 //! - Atomicity comes from SQLite itself: each operation is one statement (see [`ops`]), serialised by the
 //!   database's write lock, so it also holds when several processes share the file.
 //! - Waiters in this process are woken right after a local settle; changes made by another process on the same
@@ -19,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
@@ -56,7 +58,24 @@ impl SqliteStore {
     pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
         let id = new_claim_id()?;
         let now = SystemTime::now();
-        self.inner.worker.run(move |db| ops::claim(db, &new, id, now)).await
+        let abandon = self.abandon();
+        let delivery = self
+            .inner
+            .worker
+            .run(move |db| ops::claim(db, &new, id, now).map(|outcome| Delivery::new(outcome, abandon)));
+        delivery.await?.take()
+    }
+
+    /// Releases a claim whose caller went away (see [`super::detach`]); runs on whatever thread drops it.
+    fn abandon(&self) -> Abandon {
+        let queue = self.inner.worker.queue();
+        Box::new(move |record: ClaimRecord| {
+            queue(Box::new(move |db| {
+                if let Err(error) = ops::settle(db, &record.key, &record.owner, Settle::Release, SystemTime::now()) {
+                    tracing::warn!(%error, "ledger: cannot release a claim whose caller went away");
+                }
+            }));
+        })
     }
 
     pub(crate) async fn complete(

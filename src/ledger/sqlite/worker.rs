@@ -37,6 +37,9 @@ pub(super) struct Db {
     pub(super) sql: Statements,
 }
 
+/// A job nobody waits for.
+pub(super) type Chore = Box<dyn FnOnce(&mut Db) + Send>;
+
 /// The async side's handle on the thread.
 #[derive(Debug)]
 pub(super) struct Worker {
@@ -66,6 +69,19 @@ impl Worker {
             .map_err(|error| LedgerError::unavailable(format!("cannot start the SQLite thread: {error}")))?;
         opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
         Ok(Worker { jobs, _checkpointer: Checkpointer::start(checkpointed) })
+    }
+
+    /// Queues `job` without waiting for it; usable from any thread, with or without a runtime.
+    pub(super) fn queue(&self) -> impl Fn(Chore) + Send + 'static {
+        let jobs = self.jobs.clone();
+        move |job| {
+            let job: Job = Box::new(move |db| {
+                job(db);
+                Box::new(|_| {})
+            });
+            // A stopped worker has nothing left to do the job on; the claim then expires with its lease.
+            let _ = jobs.send(job);
+        }
     }
 
     /// Runs `job` on the connection and returns its answer.

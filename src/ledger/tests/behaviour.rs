@@ -324,3 +324,37 @@ pub(super) async fn ping_answers(h: &Harness) {
     h.store.ping().await.expect("ping");
     assert!(["memory", "sqlite", "postgres"].contains(&h.store.kind()));
 }
+
+/// Polls `key` until `done` holds for its claim (or its absence), for changes made in the background.
+async fn eventually(store: &LedgerStore, name: &str, done: impl Fn(Option<&ClaimRecord>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let current = store.get(&key(name)).await.expect("get");
+        if done(current.as_ref()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never got there: {current:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub(super) async fn abandoned_claims_are_released(h: &Harness) {
+    // A zero timeout polls the claim once, then drops it: the caller is gone before it hears the outcome.
+    let attempt = tokio::time::timeout(Duration::ZERO, h.store.claim(claim_of("dropped", "gw-a"))).await;
+    if let Ok(outcome) = attempt {
+        // Finished within its first poll (the memory store): the caller did hear it, and holds the claim.
+        assert!(matches!(outcome, Ok(ClaimOutcome::Claimed(_))), "{outcome:?}");
+        return;
+    }
+    // The caller never learned it held the claim, so it cannot have sent the call: the claim is released.
+    eventually(&h.store, "dropped", |record| record.is_none()).await;
+    claimed(&h.store, "dropped", "gw-b").await;
+}
+
+pub(super) async fn settles_finish_when_their_caller_leaves(h: &Harness) {
+    claimed(&h.store, "k", "gw-a").await;
+    let answer = result("r");
+    let _ =
+        tokio::time::timeout(Duration::ZERO, h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT)).await;
+    eventually(&h.store, "k", |record| record.is_some_and(|record| record.state == ClaimState::Completed)).await;
+}

@@ -189,4 +189,6 @@ on_every_store!(
     many_waiters_on_one_key,
     second_instance_shares_claims_and_wakeups,
     ping_answers,
+    abandoned_claims_are_released,
+    settles_finish_when_their_caller_leaves,
 );

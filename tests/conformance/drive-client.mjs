@@ -1,0 +1,169 @@
+#!/usr/bin/env node
+// The agent in front of Switchyard for the conformance CLIENT scenarios: an MCP
+// client on the official TypeScript SDK that connects to Switchyard's /mcp,
+// initializes, lists the tools and calls them, so that Switchyard's backend
+// client does what the scenario's mock server checks. Started by
+// client-wrapper.sh; usable on its own against any MCP endpoint:
+//
+//   node tests/conformance/drive-client.mjs http://127.0.0.1:PORT/mcp
+//
+// What it does, by MCP_CONFORMANCE_SCENARIO (set by the conformance runner):
+//   initialize   initialize + tools/list only (the mock answers any other
+//                method with {}, which is no tool result)
+//   anything else (tools_call, sse-retry, elicitation-sep1034-client-defaults,
+//                or unset): initialize, tools/list, then call every listed tool
+//                with arguments made up from its inputSchema (numbers 1,
+//                strings "x", booleans true, arrays [], objects {}); a tool
+//                named in DRIVE_TOOLS (comma-separated) restricts the calls.
+//
+// Client capabilities: sampling (answers with a canned message) and
+// elicitation in form mode with applyDefaults, which the SEP-1034 client
+// scenario needs: the elicitation handler accepts with empty content and the
+// SDK fills every field from the schema's defaults.
+//
+// Exit status 0 when every request succeeded and no tool result had isError;
+// 1 otherwise; 2 on bad usage. Progress goes to stderr.
+//
+// Environment: DRIVE_CALL_TIMEOUT_MS (default 20000) bounds each request;
+// DRIVE_CAPABILITIES (JSON) replaces the client capabilities above, e.g. '{}'
+// to see how Switchyard behaves for an agent that declares none.
+import { sdk } from "./sdk.mjs";
+
+const { Client } = await sdk("client/index.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+const { CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema } =
+  await sdk("types.js");
+
+const url = process.argv[2];
+if (!url) {
+  console.error("usage: drive-client.mjs <MCP endpoint URL>");
+  process.exit(2);
+}
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? "";
+const timeout = Number(process.env.DRIVE_CALL_TIMEOUT_MS ?? 20000);
+const onlyTools = (process.env.DRIVE_TOOLS ?? "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
+
+const say = (...args) => console.error("drive-client:", ...args);
+
+function exampleValue(schema) {
+  if (!schema || typeof schema !== "object") {
+    return "x";
+  }
+  if ("default" in schema) {
+    return schema.default;
+  }
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) {
+    return schema.enum[0];
+  }
+  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
+  switch (type) {
+    case "number":
+    case "integer":
+      return 1;
+    case "boolean":
+      return true;
+    case "array":
+      return [];
+    case "object":
+      return {};
+    case "null":
+      return null;
+    default:
+      return "x";
+  }
+}
+
+function exampleArguments(inputSchema) {
+  const args = {};
+  for (const [name, schema] of Object.entries(inputSchema?.properties ?? {})) {
+    args[name] = exampleValue(schema);
+  }
+  return args;
+}
+
+const capabilities = process.env.DRIVE_CAPABILITIES
+  ? JSON.parse(process.env.DRIVE_CAPABILITIES)
+  : { sampling: {}, elicitation: { form: { applyDefaults: true } } };
+const client = new Client({ name: "switchyard-conformance-driver", version: "1.0.0" }, { capabilities });
+
+if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  say(`elicitation/create: ${JSON.stringify(request.params.message)}; accepting with the schema's defaults`);
+  return { action: "accept", content: {} };
+});
+
+if (capabilities.sampling) client.setRequestHandler(CreateMessageRequestSchema, async () => {
+  say("sampling/createMessage: answering with a canned message");
+  return {
+    role: "assistant",
+    content: { type: "text", text: "A canned response from the conformance driver" },
+    model: "switchyard-conformance-driver",
+    stopReason: "endTurn",
+  };
+});
+
+client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+  say(`log ${notification.params.level}: ${JSON.stringify(notification.params.data)}`);
+});
+
+let failures = 0;
+const transport = new StreamableHTTPClientTransport(new URL(url));
+try {
+  await client.connect(transport, { timeout });
+  const server = client.getServerVersion();
+  say(`initialized with ${server?.name} ${server?.version}, protocol ${transport.protocolVersion ?? "?"}`);
+
+  const tools = [];
+  let cursor;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : {}, { timeout });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor);
+  say(`tools/list: ${tools.map((t) => t.name).join(", ") || "(none)"}`);
+
+  if (scenario !== "initialize") {
+    const toCall = onlyTools.length > 0 ? tools.filter((t) => onlyTools.includes(t.name)) : tools;
+    for (const name of onlyTools.filter((n) => !tools.some((t) => t.name === n))) {
+      say(`FAILED: tool ${name} is not listed`);
+      failures += 1;
+    }
+    for (const tool of toCall) {
+      const args = exampleArguments(tool.inputSchema);
+      say(`tools/call ${tool.name} ${JSON.stringify(args)}`);
+      const started = Date.now();
+      try {
+        const result = await client.callTool({ name: tool.name, arguments: args }, undefined, {
+          timeout,
+          resetTimeoutOnProgress: true,
+        });
+        const elapsed = Date.now() - started;
+        const summary = JSON.stringify(result.content ?? result).slice(0, 300);
+        if (result.isError) {
+          failures += 1;
+          say(`FAILED: ${tool.name} returned isError after ${elapsed} ms: ${summary}`);
+        } else {
+          say(`${tool.name} returned after ${elapsed} ms: ${summary}`);
+        }
+      } catch (error) {
+        failures += 1;
+        say(`FAILED: ${tool.name} after ${Date.now() - started} ms: ${error?.message ?? error}`);
+      }
+    }
+  }
+} catch (error) {
+  failures += 1;
+  say(`FAILED: ${error?.message ?? error}`);
+} finally {
+  try {
+    await transport.terminateSession();
+  } catch {
+    // A server without sessions or DELETE is fine.
+  }
+  await client.close().catch(() => {});
+}
+
+say(failures === 0 ? "done" : `${failures} failure(s)`);
+process.exit(failures === 0 ? 0 : 1);

@@ -1,0 +1,22 @@
+// ESM resolve hook registered by register.mjs: inside the
+// @modelcontextprotocol/conformance package, `fs` and `node:fs` resolve to
+// fs-shim.mjs (the real fs plus a `globSync` export). Every other specifier, and
+// every import from outside that package, goes through unchanged.
+const SHIM_URL = new URL("./fs-shim.mjs", import.meta.url).href;
+const PACKAGE_SEGMENT = "/node_modules/@modelcontextprotocol/conformance/";
+
+function insideConformance(parentURL) {
+  if (typeof parentURL !== "string") {
+    return false;
+  }
+  // Windows-style separators never occur in file: URLs, but a symlinked or
+  // pnpm-style layout still contains this segment.
+  return decodeURIComponent(parentURL).includes(PACKAGE_SEGMENT);
+}
+
+export async function resolve(specifier, context, nextResolve) {
+  if ((specifier === "fs" || specifier === "node:fs") && insideConformance(context.parentURL)) {
+    return { url: SHIM_URL, shortCircuit: true };
+  }
+  return nextResolve(specifier, context);
+}

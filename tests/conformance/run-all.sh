@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Both official conformance runs against Switchyard (issue 5, conformance.md §12):
+#
+# 1. server role: `conformance server --suite all` against Switchyard's /mcp in front of the project's fixture
+#    (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed backend);
+# 2. client role: the four core non-auth client scenarios with Switchyard as the client (run-client-suite.sh).
+#
+#   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
+#
+# Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when both runs pass against
+# their baselines; the summary lines `conformance-server: …` and `conformance-client: …` end up in the log.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+BIN="${SWITCHYARD_BIN:-$ROOT/target/debug/switchyard}"
+NODE_MODULES="${SWITCHYARD_INTEROP_NODE_MODULES:-$ROOT/tests/interop/node_modules}"
+NODE="${NODE:-node}"
+[[ -x "$BIN" ]] || { echo "run-all.sh: $BIN is missing: cargo build --bin switchyard" >&2; exit 1; }
+
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Waits until `curl URL` succeeds and its output satisfies the grep pattern.
+wait_for() {
+    local url="$1" pattern="$2" what="$3"
+    for _ in $(seq 1 300); do
+        if curl -s --max-time 1 "$url" 2>/dev/null | grep -q "$pattern"; then return 0; fi
+        sleep 0.1
+    done
+    echo "run-all.sh: $what did not come up; logs:" >&2
+    tail -n 20 "$work"/*.log >&2 || true
+    exit 1
+}
+
+fixture_port="$(free_port)"
+PORT="$fixture_port" "$NODE" "$HERE/fixture.mjs" >"$work/fixture.log" 2>&1 &
+pids+=($!)
+everything_port="$(free_port)"
+(cd "$ROOT/tests/interop" && PORT="$everything_port" exec "$NODE" --require ./loopback-preload.cjs \
+    "$NODE_MODULES/@modelcontextprotocol/server-everything/dist/index.js" streamableHttp) >"$work/everything.log" 2>&1 &
+pids+=($!)
+
+cat >"$work/switchyard.toml" <<TOML
+[server]
+data_dir = "$work/data"
+[ledger]
+url = "memory"
+[[backends]]
+name = "fixture"
+url = "http://127.0.0.1:$fixture_port/mcp"
+prefix = ""
+[[backends]]
+name = "everything"
+url = "http://127.0.0.1:$everything_port/mcp"
+TOML
+gateway_port="$(free_port)"
+"$BIN" serve --config "$work/switchyard.toml" --listen "127.0.0.1:$gateway_port" >"$work/switchyard.log" 2>&1 &
+pids+=($!)
+# Ready once both backends are discovered (a backend still starting is retried by the gateway).
+wait_for "http://127.0.0.1:$gateway_port/readyz" '"fixture":{"status":"discovered"' "the fixture behind Switchyard"
+wait_for "http://127.0.0.1:$gateway_port/readyz" '"everything":{"status":"discovered"' "server-everything behind Switchyard"
+
+status=0
+echo "==> conformance, server role: Switchyard in front of the fixture and server-everything" >&2
+bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$gateway_port/mcp" "$HERE/baseline-server.txt" || status=1
+echo "==> conformance, client role: Switchyard as the client of the suite's mock servers" >&2
+SWITCHYARD_BIN="$BIN" bash "$HERE/run-client-suite.sh" "$HERE/baseline-client.txt" || status=1
+exit "$status"

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance CLIENT scenarios that apply to Switchyard
+# (the four non-auth core ones: initialize, tools_call, sse-retry,
+# elicitation-sep1034-client-defaults) with Switchyard as the client under
+# test: for each scenario the runner starts a mock server and launches
+# client-wrapper.sh, which puts Switchyard in front of the mock and drives it
+# from the front with drive-client.mjs.
+#
+#   tests/conformance/run-client-suite.sh [expected-failures-file]
+#
+#   expected-failures-file  one scenario name per line; '#' starts a comment
+#                           (e.g. tests/conformance/baseline-client.txt).
+#                           Default: none (every scenario must pass).
+#
+# Needs `cargo build --bin switchyard` first (or SWITCHYARD_BIN). The runner's
+# mock servers listen on every interface, so when this runs as root the whole
+# run happens inside a private network namespace (`unshare -n`, loopback only);
+# otherwise it runs as is, and the mocks are only ever contacted on loopback.
+#
+# Scenarios run one after another, each in its own runner process (a
+# scenario's verdict is the runner's exit status: any FAILURE or WARNING, a
+# timeout, or a non-zero wrapper exit fails it). Exit status: 0 when every
+# scenario passed or is listed in the baseline; 1 otherwise; 2 on bad usage.
+# The last line is "conformance-client: P passed, F failed, X skipped" over
+# scenarios (F: unexpected failures, X: baselined ones).
+#
+# Environment:
+#   CONFORMANCE_CLIENT_SCENARIOS  space-separated scenarios to run instead
+#   CONFORMANCE_OUT     where results go (default: a new directory under
+#                       target/conformance/); per scenario checks.json,
+#                       stdout.txt and stderr.txt (the wrapper's and
+#                       Switchyard's logs)
+#   CONFORMANCE_TIMEOUT_MS  per-scenario client timeout (default 30000)
+#   CONFORMANCE_NO_NETNS=1  do not use a network namespace
+#   SWITCHYARD_BIN, SWITCHYARD_INTEROP_NODE_MODULES, NODE
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+if [[ $# -gt 1 || "${1:-}" == -* ]]; then
+    sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+fi
+BASELINE="${1:-}"
+if [[ -n "$BASELINE" && ! -f "$BASELINE" ]]; then
+    echo "run-client-suite: no such baseline file: $BASELINE" >&2
+    exit 2
+fi
+[[ -z "$BASELINE" || "$BASELINE" == /* ]] || BASELINE="$PWD/$BASELINE"
+
+NODE="${NODE:-node}"
+NODE_MODULES="${SWITCHYARD_INTEROP_NODE_MODULES:-$ROOT/tests/interop/node_modules}"
+CLI="$NODE_MODULES/@modelcontextprotocol/conformance/dist/index.js"
+HOOK="$HERE/node20-compat/register.mjs"
+if [[ ! -f "$CLI" ]]; then
+    echo "run-client-suite: $CLI not found: install the interop packages (scripts/test, or cd tests/interop && npm ci)" >&2
+    exit 1
+fi
+BIN="${SWITCHYARD_BIN:-target/debug/switchyard}"
+[[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
+if [[ ! -x "$BIN" ]]; then
+    echo "run-client-suite: $BIN is not built (cargo build --bin switchyard)" >&2
+    exit 1
+fi
+export SWITCHYARD_BIN="$BIN" SWITCHYARD_INTEROP_NODE_MODULES="$NODE_MODULES" NODE
+
+SCENARIOS="${CONFORMANCE_CLIENT_SCENARIOS:-initialize tools_call sse-retry elicitation-sep1034-client-defaults}"
+TIMEOUT_MS="${CONFORMANCE_TIMEOUT_MS:-30000}"
+OUT="${CONFORMANCE_OUT:-}"
+if [[ -z "$OUT" ]]; then
+    mkdir -p "$ROOT/target/conformance"
+    OUT="$(mktemp -d "$ROOT/target/conformance/client-XXXXXX")"
+fi
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+# One runner per scenario; all of them inside one network namespace when we
+# can make one.
+RUN_ALL="$OUT/run-scenarios.sh"
+cat >"$RUN_ALL" <<EOF
+#!/usr/bin/env bash
+set -u
+cd $(printf '%q' "$ROOT")
+for scenario in $SCENARIOS; do
+    flat="\${scenario//\//_}"
+    log="$OUT/\$flat.runner.log"
+    $(printf '%q' "$NODE") --import $(printf '%q' "$HOOK") $(printf '%q' "$CLI") client \\
+        --command $(printf '%q' "$HERE/client-wrapper.sh") --scenario "\$scenario" \\
+        --timeout $TIMEOUT_MS -o $(printf '%q' "$OUT") >"\$log" 2>&1
+    echo "\$?" >"$OUT/\$flat.status"
+done
+EOF
+chmod +x "$RUN_ALL"
+
+netns=0
+if [[ "${CONFORMANCE_NO_NETNS:-0}" != 1 && "$(id -u)" == 0 ]] && command -v unshare >/dev/null &&
+    unshare -n true 2>/dev/null; then
+    netns=1
+fi
+echo "==> conformance client scenarios through Switchyard: $SCENARIOS" >&2
+echo "    (results in $OUT$([[ $netns == 1 ]] && echo ', inside a private network namespace'))" >&2
+if [[ $netns == 1 ]]; then
+    unshare -n bash -c "ip link set lo up && exec $(printf '%q' "$RUN_ALL")"
+else
+    "$RUN_ALL"
+fi
+
+"$NODE" - "$OUT" "${BASELINE:-}" $SCENARIOS <<'EOF'
+const fs = require("fs");
+const path = require("path");
+const [outDir, baselineFile, ...scenarios] = process.argv.slice(2);
+
+const baseline = new Set(
+  (baselineFile ? fs.readFileSync(baselineFile, "utf8") : "")
+    .split("\n")
+    .map((line) => line.replace(/#.*/, "").trim())
+    .filter(Boolean),
+);
+
+// The runner writes <scenario>-<ISO timestamp>/checks.json ('/' in a name
+// becomes nested directories).
+function checksFor(scenario) {
+  const dir = path.join(outDir, path.dirname(scenario));
+  const base = path.basename(scenario);
+  if (!fs.existsSync(dir)) return undefined;
+  const runs = fs
+    .readdirSync(dir)
+    .filter((d) => d.startsWith(`${base}-`) && /-\d{4}-\d\d-\d\dT[\d-]+Z$/.test(d))
+    .sort();
+  if (runs.length === 0) return undefined;
+  const file = path.join(dir, runs[runs.length - 1], "checks.json");
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+let passed = 0, failed = 0, skipped = 0;
+const unexpected = [], expectedFailures = [], stale = [];
+console.log("=== CLIENT SCENARIOS THROUGH SWITCHYARD ===");
+for (const scenario of scenarios) {
+  const flat = scenario.replace(/\//g, "_");
+  const statusFile = path.join(outDir, `${flat}.status`);
+  const status = Number(fs.existsSync(statusFile) ? fs.readFileSync(statusFile, "utf8").trim() : "1");
+  const checks = checksFor(scenario) ?? [];
+  const count = (s) => checks.filter((c) => c.status === s).length;
+  const ok = status === 0;
+  console.log(
+    `${ok ? "✓" : "✗"} ${scenario}: ${count("SUCCESS")} passed, ${count("FAILURE")} failed, ${count("WARNING")} warnings` +
+      (ok ? "" : ` (runner exit ${status})`),
+  );
+  const problems = checks
+    .filter((c) => c.status === "FAILURE" || c.status === "WARNING")
+    .map((c) => `${c.status} ${c.name} (${c.id})${c.errorMessage ? `: ${c.errorMessage}` : ""}`);
+  if (!ok && problems.length === 0) {
+    problems.push(`the client failed (non-zero exit or timeout): see ${outDir}/${flat}.runner.log and the scenario's stderr.txt`);
+  }
+  for (const p of problems) console.log(`    ${p}`);
+  const listed = baseline.has(scenario);
+  if (ok) {
+    passed += 1;
+    if (listed) stale.push(scenario);
+  } else if (listed) {
+    skipped += 1;
+    expectedFailures.push(scenario);
+  } else {
+    failed += 1;
+    unexpected.push(scenario);
+  }
+}
+if (expectedFailures.length) console.log(`\nexpected failures (in the baseline): ${expectedFailures.join(", ")}`);
+if (stale.length) console.log(`\nstale baseline entries (passed; remove them): ${stale.join(", ")}`);
+if (unexpected.length) console.log(`\nUNEXPECTED FAILURES: ${unexpected.join(", ")}`);
+console.log("");
+console.log(`conformance-client: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 ? 1 : 0);
+EOF
