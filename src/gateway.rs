@@ -24,8 +24,6 @@ use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
 
 /// How often a discovered backend's tool list is refreshed.
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
-/// How long a graceful shutdown waits for running calls before it marks them `unknown`.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
 
@@ -159,7 +157,7 @@ impl Gateway {
         });
         let drained = tokio::select! {
             served = serving => served.map_err(GatewayError::Serve),
-            () = drain_deadline(stop) => Ok(()),
+            () = drain_deadline(stop, self.config.server.shutdown_drain) => Ok(()),
         };
         // Calls still running now will not be settled by this process: their outcome is unknown.
         match ledger.store.orphan(&ledger.owner).await {
@@ -171,10 +169,10 @@ impl Gateway {
     }
 }
 
-/// Completes [`DRAIN_TIMEOUT`] after the shutdown signal (never, if there is none).
-async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>) {
+/// Completes `drain` after the shutdown signal (never, if there is none).
+async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>, drain: Duration) {
     if stop.await.is_ok() {
-        tokio::time::sleep(DRAIN_TIMEOUT).await;
+        tokio::time::sleep(drain).await;
     } else {
         std::future::pending::<()>().await;
     }

@@ -34,6 +34,8 @@ pub(super) struct RawServer {
     pub(super) max_body: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) session_ttl: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) shutdown_drain: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -22,7 +22,7 @@ use super::error::ConfigError;
 use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
-use super::units::{SIZE_EXPECTED, parse_byte_size, parse_positive_duration};
+use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
@@ -33,6 +33,8 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 /// The largest accepted `max_body`: request bodies are buffered, so the limit must stay a sane bound.
 pub const MAX_BODY_LIMIT: usize = 1 << 30;
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a graceful shutdown waits for running calls by default.
+pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
 /// The validated `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,8 @@ pub struct ServerConfig {
     pub max_body: usize,
     /// How long an agent session id stays valid after `initialize`.
     pub session_ttl: Duration,
+    /// How long a graceful shutdown waits for running calls before marking them `unknown`.
+    pub shutdown_drain: Duration,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +65,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
+            shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
         }
     }
 }
@@ -140,6 +145,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_body: build_max_body(&section.key("max_body"), raw.max_body.as_ref())?.unwrap_or(defaults.max_body),
         session_ttl: optional(&section.key("session_ttl"), raw.session_ttl.as_deref(), parse_ttl)?
             .unwrap_or(defaults.session_ttl),
+        shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
+            .unwrap_or(defaults.shutdown_drain),
     })
 }
 

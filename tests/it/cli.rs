@@ -145,3 +145,50 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected in_flight, completed or unknown"));
     gateway.kill().await;
 }
+
+#[tokio::test]
+async fn a_graceful_shutdown_drains_running_calls_then_marks_the_rest_unknown() {
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let slow = Script { call_delay: Some(std::time::Duration::from_millis(400)), ..Script::default() };
+    let fault = FaultBackend::start(slow).await;
+    let dir = scratch_dir("drain");
+    let backend = format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url());
+    let config = write_config(&dir, &format!("shutdown_drain = \"3s\"\n{backend}"));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let call = tokio::spawn(async move { agent.call_tool("fault__echo", json!({"text": "drained"})).await });
+    while fault.executions("echo") == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let status = gateway.terminate().await;
+    assert!(status.success(), "a graceful shutdown exits cleanly: {status}");
+    let answered = call.await.unwrap();
+    assert_eq!(answered["result"]["content"][0]["text"], "drained", "the running call finished within the drain");
+
+    fault.update(|script| script.stall = true);
+    let config = write_config(&dir, &format!("shutdown_drain = \"200ms\"\n{backend}"));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let keyed =
+        json!({"name": "fault__echo", "arguments": {"text": "stuck"}, "_meta": {"switchyard/idempotency-key": "k-1"}});
+    let stuck = {
+        let agent = Agent::connected(gateway.mcp()).await;
+        let keyed = keyed.clone();
+        tokio::spawn(async move {
+            agent.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": keyed})).await
+        })
+    };
+    while fault.executions("echo") < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let started = std::time::Instant::now();
+    assert!(gateway.terminate().await.success());
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the drain is bounded");
+    drop(stuck);
+
+    let restarted = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(restarted.mcp()).await;
+    let retry = agent.request("tools/call", keyed).await;
+    assert_eq!(retry["result"]["_meta"]["switchyard/outcome"], "unknown", "{retry}");
+    assert_eq!(fault.executions("echo"), 2, "the stuck call was not run again");
+    restarted.kill().await;
+}

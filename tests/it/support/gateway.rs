@@ -161,6 +161,14 @@ impl ChildGateway {
         format!("{}/mcp", self.base)
     }
 
+    /// Sends SIGTERM (a graceful shutdown) and returns the exit status once the process is gone.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("a running gateway").to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().await.expect("run kill");
+        assert!(sent.success(), "SIGTERM the gateway");
+        self.child.wait().await.expect("reap the gateway")
+    }
+
     /// Kills the process with SIGKILL (no shutdown of any kind) and returns once it is gone.
     pub async fn kill(mut self) {
         self.child.start_kill().expect("SIGKILL the gateway");
