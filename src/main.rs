@@ -15,6 +15,11 @@ use tokio::task::JoinHandle;
 
 mod cli;
 
+// glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
+// thread-local free lists fit the many short-lived allocations of request handling.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "switchyard",

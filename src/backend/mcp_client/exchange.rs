@@ -166,7 +166,8 @@ impl Exchange<'_> {
 
     async fn send_and_read(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
         let response = self.post(message).await?;
-        let headers = response.headers().clone();
+        // Only the handshake reads the answer's headers (for the session id); other calls skip the copy.
+        let headers = if self.session.is_none() { response.headers().clone() } else { HeaderMap::new() };
         let mut budget = self.limit;
         let message = match content_type(&response) {
             ContentType::Json => self.read_json(response, &mut budget).await?,

@@ -1,0 +1,172 @@
+# Shared by run.sh and profile.sh (source it; not executable on its own).
+# Provides: HERE ROOT BIN LUA, build_if_needed, cpu_busy_pct, start_targets (sets DEMO_URL DEMO_PID GW_URL GW_PID
+# DIRECT_SESSION GW_SESSION WORK), run_wrk, field. Everything started is stopped by the EXIT trap.
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+DURATION="${DURATION:-10s}"
+WARMUP="${WARMUP:-3s}"
+ROUNDS="${ROUNDS:-1}"
+BIN="${BIN:-$ROOT/target/release/switchyard}"
+LUA="$HERE/call.lua"
+# NICE=-10 (say) runs wrk, the gateway and the demo server at that priority, so that other work on a shared
+# machine disturbs the measurement less (negative values need root).
+# The kernel groups processes by session (autogroup) and shares the CPU fairly between groups before nice
+# counts, so the benchmark first moves into a session of its own and gives that group the same nice level.
+PRIO=()
+if [[ -n "${NICE:-}" ]]; then
+    if [[ -z "${SY_OWN_SESSION:-}" && -e /proc/self/autogroup ]]; then
+        SY_OWN_SESSION=1 exec setsid --wait "$BASH" "$0" "$@"
+    fi
+    if [[ -e /proc/self/autogroup ]]; then
+        echo "$NICE" >/proc/self/autogroup || echo "cannot set the autogroup nice level" >&2
+    fi
+    PRIO=(nice -n "$NICE")
+fi
+
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 2; }
+command -v curl >/dev/null || { echo "curl is missing: apt-get install -y curl" >&2; exit 2; }
+
+build_if_needed() {
+    if [[ "${NO_BUILD:-}" != 1 ]]; then
+        echo "building: cargo build --release --bin switchyard" >&2
+        (cd "$ROOT" && cargo build --release --bin switchyard) >&2
+    fi
+    [[ -x "$BIN" ]] || { echo "no binary at $BIN" >&2; exit 2; }
+}
+
+# Other load on the machine skews everything (2 cores shared by wrk, gateway and backend): measure it first.
+cpu_busy_pct() {  # CPU busy % of the whole machine over 2 s, from /proc/stat
+    local a b
+    a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
+    local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) total=0 i
+    for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+    echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
+}
+check_idle() {  # sets BUSY_BEFORE; with WAIT_IDLE=SECONDS, first waits up to that long for a quiet machine
+    BUSY_BEFORE="$(cpu_busy_pct)"
+    local waited=0
+    while (( BUSY_BEFORE > 10 && waited < ${WAIT_IDLE:-0} )); do
+        echo "machine ${BUSY_BEFORE}% busy; waiting for it to calm down (${waited}/${WAIT_IDLE}s)" >&2
+        sleep 8; waited=$((waited + 10))
+        BUSY_BEFORE="$(cpu_busy_pct)"
+    done
+    echo "machine CPU busy before the run: ${BUSY_BEFORE}% (load average: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    if (( BUSY_BEFORE > 10 )); then
+        echo "WARNING: the machine is busy (${BUSY_BEFORE}% CPU) before the benchmark; results will be skewed" >&2
+    fi
+}
+
+WORK="$(mktemp -d /tmp/sy-bench.XXXXXX)"
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [[ "${KEEP:-}" == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Start a process whose first stdout line names its address (`http://127.0.0.1:PORT/mcp`).
+# Sets START_URL and LAST_PID (not in a subshell, so PIDS keeps the process for the trap).
+start() {
+    local name="$1"; shift
+    "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    LAST_PID=$!
+    PIDS+=("$LAST_PID")
+    local url="" i
+    for i in $(seq 1 200); do
+        url="$(grep -o 'http://127\.0\.0\.1:[0-9]*/mcp' "$WORK/$name.out" 2>/dev/null | head -1 || true)"
+        [[ -n "$url" ]] && break
+        kill -0 "$LAST_PID" 2>/dev/null || { echo "$name exited:" >&2; cat "$WORK/$name.err" >&2; exit 1; }
+        sleep 0.05
+    done
+    [[ -n "$url" ]] || { echo "$name did not report its address" >&2; cat "$WORK/$name.err" >&2; exit 1; }
+    START_URL="$url"
+}
+
+HDRS=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
+      -H 'MCP-Protocol-Version: 2025-11-25')
+
+# Open a session on URL; echo its mcp-session-id.
+open_session() {
+    local url="$1" session
+    session="$(curl -sS -D - -o /dev/null "${HDRS[@]}" -X POST "$url" --data \
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sy-bench","version":"0"}}}' \
+        | tr -d '\r' | awk -F': *' 'tolower($1)=="mcp-session-id" {print $2}')"
+    [[ -n "$session" ]] || { echo "initialize on $url returned no mcp-session-id" >&2; return 1; }
+    curl -sS -o /dev/null "${HDRS[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
+        --data '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    echo "$session"
+}
+
+# One tools/call with curl; succeeds when the answer is a result echoing the text.
+probe() {
+    local url="$1" session="$2" tool="$3"
+    curl -sS "${HDRS[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
+        --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$tool\",\"arguments\":{\"text\":\"hello\"}}}" \
+        2>/dev/null | grep -q '"result".*hello'
+}
+
+start_targets() {
+    # shellcheck disable=SC2086 # DEMO_ENV / GATEWAY_ENV are lists of NAME=VALUE words
+    start demo "${PRIO[@]}" env ${DEMO_ENV:-} "$BIN" demo-server --listen 127.0.0.1:0
+    DEMO_URL="$START_URL" DEMO_PID="$LAST_PID"
+    printf '[server]\ndata_dir = "%s"\n[[backends]]\nname = "demo"\nurl = "%s"\n' "$WORK/data" "$DEMO_URL" \
+        >"$WORK/gateway.toml"
+    # shellcheck disable=SC2086
+    start gateway "${PRIO[@]}" env ${GATEWAY_ENV:-} "$BIN" serve --config "$WORK/gateway.toml" --listen 127.0.0.1:0
+    GW_URL="$START_URL" GW_PID="$LAST_PID"
+    echo "direct:  $DEMO_URL (pid $DEMO_PID)" >&2
+    echo "gateway: $GW_URL (pid $GW_PID)" >&2
+
+    DIRECT_SESSION="$(open_session "$DEMO_URL")"
+    probe "$DEMO_URL" "$DIRECT_SESSION" echo || { echo "direct echo probe failed" >&2; exit 1; }
+    # The gateway discovers its backend in the background: retry the session + probe until the tool is routed.
+    GW_SESSION=""
+    for i in $(seq 1 100); do
+        GW_SESSION="$(open_session "$GW_URL" 2>/dev/null || true)"
+        if [[ -n "$GW_SESSION" ]] && probe "$GW_URL" "$GW_SESSION" demo__echo; then break; fi
+        GW_SESSION=""
+        sleep 0.1
+    done
+    [[ -n "$GW_SESSION" ]] || { echo "gateway demo__echo probe failed; gateway log:" >&2; cat "$WORK/gateway.err" >&2; exit 1; }
+}
+
+# run_wrk LABEL URL SESSION TOOL THREADS CONNS DURATION → prints the SYBENCH line, aborts on any failed request.
+run_wrk() {
+    local label="$1" url="$2" session="$3" tool="$4" threads="$5" conns="$6" duration="$7" out line
+    out="$WORK/wrk-$label.txt"
+    local gw0 demo0 gw1 demo1 sys0 sys1 TIMEFORMAT='%U %S'
+    gw0=$(cpu_ticks "$GW_PID"); demo0=$(cpu_ticks "$DEMO_PID"); sys0="$(head -1 /proc/stat)"
+    { time SY_SESSION="$session" SY_TOOL="$tool" "${PRIO[@]}" wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$LUA" "$url" \
+        >"$out" 2>"$WORK/wrk-$label.err"; } 2>"$WORK/wrk-$label.time"
+    gw1=$(cpu_ticks "$GW_PID"); demo1=$(cpu_ticks "$DEMO_PID"); sys1="$(head -1 /proc/stat)"
+    line="$(grep '^SYBENCH ' "$out" || true)"
+    [[ -n "$line" ]] || { echo "wrk $label printed no SYBENCH line:" >&2; cat "$out" "$WORK/wrk-$label.err" >&2; exit 1; }
+    local v
+    for v in non200 noresult sock_connect sock_read sock_write sock_timeout; do
+        if [[ "$(field "$line" "$v")" != 0 ]]; then
+            echo "wrk $label: $v=$(field "$line" "$v") — failed requests, the benchmark is void:" >&2
+            echo "$line" >&2; cat "$WORK/wrk-$label.err" >&2; exit 1
+        fi
+    done
+    if [[ "$(field "$line" ok)" != "$(field "$line" requests)" || "$(field "$line" ok)" == 0 ]]; then
+        echo "wrk $label: ok=$(field "$line" ok) of requests=$(field "$line" requests)" >&2; exit 1
+    fi
+    # CPU accounting of the measurement, in clock ticks: ours (gateway, demo server, wrk) and the whole machine's,
+    # so that load from other processes during the run can be reported (it skews everything on 2 cores).
+    local wrk_ticks machine
+    wrk_ticks="$(awk -v hz="$CLK_TCK" '{printf "%d", ($1 + $2) * hz}' "$WORK/wrk-$label.time")"
+    machine="$(awk -v a="$sys0" -v b="$sys1" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); total = 0
+        for (i = 2; i <= 9; i++) total += y[i] - x[i]
+        idle = (y[5] + y[6]) - (x[5] + x[6]); steal = y[9] - x[9]
+        printf "machine_busy_ticks=%d machine_total_ticks=%d steal_ticks=%d", total - idle - steal, total, steal }')"
+    echo "$line gw_cpu_ticks=$((gw1 - gw0)) demo_cpu_ticks=$((demo1 - demo0)) wrk_cpu_ticks=$wrk_ticks $machine"
+}
+# utime + stime of a process, in clock ticks (user + kernel CPU time it used)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+CLK_TCK="$(getconf CLK_TCK)"
+field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<" $1"; }
+
