@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::backend::mcp_client::{ClientConfig, McpBackendClient};
+use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{BackendConfig, Config, ConfigError};
 use crate::front::guard::Admission;
@@ -141,7 +141,10 @@ impl Gateway {
         let mut session_messages = self.router.session_messages();
         let deliverer = Arc::clone(&front);
         self.tasks.push(tokio::spawn(async move {
-            while let Some(message) = session_messages.recv().await {
+            while let Some(mut message) = session_messages.recv().await {
+                if let RelayMessage::Notification(note) = &mut message.message {
+                    deliverer.router.expose_to_agent(&message.backend, note);
+                }
                 deliverer.deliver_session_message(message);
             }
         }));
@@ -184,6 +187,7 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
         name: backend.name.as_str().into(),
         prefix: backend.prefix.clone(),
         exposes: Box::new(move |tool| filter.exposes(tool)),
+        resource_prefix: backend.resource_prefix.clone(),
     }
 }
 

@@ -45,6 +45,8 @@ pub struct BackendSpec {
     pub prefix: String,
     /// Whether a tool (by the backend's own name) is exposed at all (`tools.allow` / `tools.deny`).
     pub exposes: Box<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Put in front of the backend's resource URIs and templates, for URIs two backends share.
+    pub resource_prefix: Option<String>,
 }
 
 /// One exposed tool or prompt and where it goes.
@@ -180,6 +182,20 @@ impl Catalog {
         owners
     }
 
+    /// The backend's resource prefix, if it has one.
+    pub fn resource_prefix(&self, backend: &str) -> Option<&str> {
+        self.specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.as_deref()
+    }
+
+    /// The backend in the view whose resource prefix starts `uri` (the longest such prefix), and the URI as that
+    /// backend knows it.
+    pub fn split_resource_prefix<'u>(&self, view: View<'_>, uri: &'u str) -> Option<(Arc<str>, &'u str)> {
+        let shown = self.specs.iter().filter(|spec| view.shows(&spec.name));
+        let matching = shown.filter_map(|spec| Some((spec, uri.strip_prefix(spec.resource_prefix.as_deref()?)?)));
+        let (spec, rest) = matching.max_by_key(|(spec, _)| spec.resource_prefix.as_ref().map_or(0, String::len))?;
+        Some((spec.name.clone(), rest))
+    }
+
     /// The backends in the view whose server capabilities include `capability` (e.g. "resources"), in
     /// configuration order.
     pub fn backends_with(&self, view: View<'_>, capability: &str) -> Vec<Arc<str>> {
@@ -220,11 +236,29 @@ impl Catalog {
             for prompt in &listing.prompts {
                 snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
             }
-            let templates =
-                listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str().map(UriTemplate::parse));
-            snapshot.templates.extend(templates.map(|template| (spec.name.clone(), template)));
+            for template in listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str()) {
+                snapshot.add_template(spec, template);
+            }
         }
         snapshot
+    }
+}
+
+impl Snapshot {
+    /// Records a template under its exposed form; the same exposed template from a later backend is withheld:
+    /// which backend a matching URI belongs to would be a guess.
+    fn add_template(&mut self, spec: &BackendSpec, template: &str) {
+        let exposed = format!("{}{template}", spec.resource_prefix.as_deref().unwrap_or_default());
+        if let Some((first, _)) = self.templates.iter().find(|(_, known)| known.as_str() == exposed) {
+            let reason = format!(
+                "resource template `{exposed}` is also offered by backend `{first}`; set `resource_prefix` on one of them"
+            );
+            tracing::warn!(backend = %spec.name, %reason, "withheld");
+            let name = template.to_owned();
+            self.withheld.push(Withheld { backend: spec.name.clone(), kind: "resource template", name, reason });
+            return;
+        }
+        self.templates.push((spec.name.clone(), UriTemplate::parse(&exposed)));
     }
 }
 

@@ -2,7 +2,7 @@ use super::*;
 use serde_json::json;
 
 fn spec(name: &str, prefix: &str) -> BackendSpec {
-    BackendSpec { name: name.into(), prefix: prefix.into(), exposes: Box::new(|_| true) }
+    BackendSpec { name: name.into(), prefix: prefix.into(), exposes: Box::new(|_| true), resource_prefix: None }
 }
 
 fn tool(name: &str) -> Value {
@@ -57,8 +57,12 @@ fn invalid_or_long_names_are_withheld_not_renamed() {
 
 #[test]
 fn allow_and_deny_filter_what_is_exposed() {
-    let only_read =
-        BackendSpec { name: "fs".into(), prefix: "fs__".into(), exposes: Box::new(|name| name.starts_with("read")) };
+    let only_read = BackendSpec {
+        name: "fs".into(),
+        prefix: "fs__".into(),
+        exposes: Box::new(|name| name.starts_with("read")),
+        resource_prefix: None,
+    };
     let catalog = Catalog::new(vec![only_read]);
     catalog.update("fs", Ok(Listing::tools(vec![tool("read_file"), tool("write_file")])));
     assert_eq!(names(&catalog.tools(View::All)), ["fs__read_file"]);
@@ -95,4 +99,28 @@ fn prompts_are_prefixed_and_templates_route_uris() {
     assert!(catalog.template_owners(View::Backend("b"), "test://template/123/data").is_empty());
     assert_eq!(catalog.backends_with(View::All, "resources").len(), 2);
     assert!(catalog.backends_with(View::All, "logging").is_empty());
+}
+
+#[test]
+fn resource_prefixes_split_uris_and_identical_templates_are_withheld() {
+    let mut prefixed = spec("gh", "gh__");
+    prefixed.resource_prefix = Some("gh+".into());
+    let catalog = Catalog::new(vec![spec("a", "a__"), spec("b", "b__"), prefixed]);
+    let listing = || Listing {
+        capabilities: json!({"resources": {}}),
+        templates: vec![json!({"uriTemplate": "repo://{name}", "name": "t"})],
+        ..Listing::default()
+    };
+    for backend in ["a", "b", "gh"] {
+        catalog.update(backend, Ok(listing()));
+    }
+    let withheld = catalog.withheld();
+    assert_eq!(withheld.len(), 1, "{withheld:?}");
+    assert_eq!((&*withheld[0].backend, withheld[0].kind), ("b", "resource template"));
+    assert!(withheld[0].reason.contains("resource_prefix"));
+    assert_eq!(catalog.template_owners(View::All, "repo://x"), [Arc::from("a")]);
+    assert_eq!(catalog.template_owners(View::All, "gh+repo://x"), [Arc::from("gh")]);
+    assert_eq!(catalog.split_resource_prefix(View::All, "gh+repo://x"), Some((Arc::from("gh"), "repo://x")));
+    assert_eq!(catalog.split_resource_prefix(View::All, "repo://x"), None);
+    assert_eq!(catalog.resource_prefix("gh"), Some("gh+"));
 }

@@ -68,6 +68,8 @@ pub struct BackendConfig {
     pub transport: Transport,
     /// Prepended to the backend's tool and prompt names at `/mcp` (`""` exposes bare names).
     pub prefix: String,
+    /// Prepended to the backend's resource URIs and URI templates at `/mcp` (for URIs two backends share).
+    pub resource_prefix: Option<String>,
     /// Deadline of one exchange with the backend.
     pub timeout: Duration,
     pub tools: ToolFilter,
@@ -111,6 +113,8 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
     )?;
     let prefix =
         optional(&entry.key("prefix"), raw.prefix.as_deref(), parse_prefix)?.unwrap_or_else(|| format!("{name}__"));
+    let resource_prefix =
+        optional(&entry.key("resource_prefix"), raw.resource_prefix.as_deref(), parse_resource_prefix)?;
     let timeout = optional(&entry.key("timeout"), raw.timeout.as_deref(), parse_positive_duration)?
         .unwrap_or(DEFAULT_BACKEND_TIMEOUT);
     let tools = build_tools(&entry.key("tools"), &raw.tools)?;
@@ -121,7 +125,17 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         .map(|credential| credential::resolve(&entry.key("credential"), &name, credential, env))
         .transpose()?;
     check_credential_header(&entry, credential.as_ref(), &headers)?;
-    Ok(BackendConfig { name, url, transport: raw.transport, prefix, timeout, tools, headers, credential })
+    Ok(BackendConfig {
+        name,
+        url,
+        transport: raw.transport,
+        prefix,
+        resource_prefix,
+        timeout,
+        tools,
+        headers,
+        credential,
+    })
 }
 
 pub(super) const NAME_EXPECTED: &str = "1–32 characters of a-z, 0-9 and '-'";
@@ -142,6 +156,13 @@ fn parse_backend_url(text: &str) -> Result<Url, Expected> {
         return Err("a URL without credentials (`user:pass@`); put secrets in `credential` instead".into());
     }
     Ok(url)
+}
+
+/// A resource prefix is put in front of URIs, so it must keep them URIs: 1–64 visible ASCII characters, no
+/// whitespace, e.g. `"gh+"` or `"github:"`.
+fn parse_resource_prefix(text: &str) -> Result<String, Expected> {
+    let valid = (1..=MAX_EXPOSED_NAME).contains(&text.len()) && text.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    valid.then(|| text.to_owned()).ok_or_else(|| "1–64 visible ASCII characters such as \"github+\"".into())
 }
 
 fn parse_prefix(text: &str) -> Result<String, Expected> {

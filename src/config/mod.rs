@@ -201,6 +201,16 @@ mod tests {
     const ONE_BACKEND: &str = "[[backends]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9000/mcp\"\n";
 
     #[test]
+    fn resource_prefixes_are_optional_visible_ascii() {
+        let config = parse(&format!("{ONE_BACKEND}resource_prefix = \"docs+\"\n")).unwrap();
+        assert_eq!(config.backends[0].resource_prefix.as_deref(), Some("docs+"));
+        assert_eq!(parse(ONE_BACKEND).unwrap().backends[0].resource_prefix, None);
+        let message = error_naming(&format!("{ONE_BACKEND}resource_prefix = \"a b\"\n"), "backends[0].resource_prefix");
+        assert!(message.contains("visible ASCII"), "{message}");
+        error_naming(&format!("{ONE_BACKEND}resource_prefix = \"\"\n"), "backends[0].resource_prefix");
+    }
+
+    #[test]
     fn the_example_file_parses() {
         let text = include_str!("../../switchyard.example.toml");
         let config = parse_with_env(text, &[("GITHUB_TOKEN", "ghp_example")]).expect("the example is valid");

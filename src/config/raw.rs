@@ -56,6 +56,7 @@ pub(super) struct RawBackend {
     pub(super) url: Option<String>,
     pub(super) transport: Transport,
     pub(super) prefix: Option<String>,
+    pub(super) resource_prefix: Option<String>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) timeout: Option<String>,
     pub(super) tools: RawTools,

@@ -130,10 +130,12 @@ impl CallRouter {
             let params = position.cursor.take().map_or(Value::Null, |cursor| json!({"cursor": cursor}));
             match self.forward(caller, backend, method, params, &Relay::default()).await {
                 Ok(mut page) => {
-                    let items = match page.get_mut(field).map(Value::take) {
+                    let mut items = match page.get_mut(field).map(Value::take) {
                         Some(Value::Array(items)) => items,
                         _ => Vec::new(),
                     };
+                    let member = if field == "resources" { "uri" } else { "uriTemplate" };
+                    self.expose_uris(backend, items.iter_mut().filter_map(|item| item.get_mut(member)));
                     self.resource_owners.remember(backend, &items);
                     let next = match page.get("nextCursor").filter(|next| next.is_string()) {
                         Some(next) => Some(GatewayCursor { backend: position.backend, cursor: Some(next.clone()) }),
@@ -161,31 +163,60 @@ impl CallRouter {
         caller: &Caller,
         view: View<'_>,
         method: &str,
-        params: Value,
+        mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
-        let backend = self.resource_owner(view, uri)?;
-        self.forward(caller, &backend, method, params, relay).await
+        let (backend, backend_uri) = self.resource_owner(view, uri)?;
+        params["uri"] = Value::String(backend_uri);
+        let mut result = self.forward(caller, &backend, method, params, relay).await?;
+        if let Some(Value::Array(contents)) = result.get_mut("contents") {
+            self.expose_uris(&backend, contents.iter_mut().filter_map(|content| content.get_mut("uri")));
+        }
+        Ok(result)
     }
 
-    fn resource_owner(&self, view: View<'_>, uri: &str) -> Result<Arc<str>, RpcFailure> {
-        if let Some(owner) = self.resource_owners.owner(uri).filter(|owner| view.shows(owner)) {
-            return Ok(owner);
+    /// Puts the backend's resource prefix (if any) in front of URIs it sent.
+    fn expose_uris<'v>(&self, backend: &str, uris: impl Iterator<Item = &'v mut Value>) {
+        let Some(prefix) = self.catalog.resource_prefix(backend) else { return };
+        for uri in uris {
+            if let Value::String(text) = uri {
+                text.insert_str(0, prefix);
+            }
+        }
+    }
+
+    /// Rewrites what a backend sends an agent outside a call so it names resources as the agent knows them.
+    pub fn expose_to_agent(&self, backend: &str, message: &mut Value) {
+        if message.get("method").and_then(Value::as_str) == Some("notifications/resources/updated") {
+            self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
+        }
+    }
+
+    /// The backend a resource URI goes to, and the URI as that backend knows it: by resource prefix, else the
+    /// backend that listed it, else the one whose template matches, else the only backend with resources.
+    fn resource_owner(&self, view: View<'_>, uri: &str) -> Result<(Arc<str>, String), RpcFailure> {
+        if let Some((backend, rest)) = self.catalog.split_resource_prefix(view, uri) {
+            return Ok((backend, rest.to_owned()));
+        }
+        let unprefixed = |backend: &Arc<str>| self.catalog.resource_prefix(backend).is_none();
+        if let Some(owner) = self.resource_owners.owner(uri).filter(|owner| view.shows(owner) && unprefixed(owner)) {
+            return Ok((owner, uri.to_owned()));
         }
         let mut candidates = self.catalog.template_owners(view, uri);
         if candidates.is_empty() {
             candidates = self.catalog.backends_with(view, "resources");
+            candidates.retain(unprefixed);
         }
         match candidates.as_slice() {
-            [only] => Ok(Arc::clone(only)),
+            [only] => Ok((Arc::clone(only), uri.to_owned())),
             [] => Err(RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"))),
             several => {
                 let names: Vec<&str> = several.iter().map(|name| &**name).collect();
                 Err(RpcFailure::new(
                     RESOURCE_NOT_FOUND,
                     format!(
-                        "the resource `{uri}` is ambiguous between backends {}; list resources first",
+                        "the resource `{uri}` is ambiguous between backends {}; list resources first, or configure `resource_prefix`",
                         names.join(", ")
                     ),
                 ))
@@ -212,7 +243,10 @@ impl CallRouter {
                 Arc::clone(&route.backend)
             }
             Some("ref/resource") => {
-                self.resource_owner(view, reference.get("uri").and_then(Value::as_str).unwrap_or_default())?
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                let (backend, backend_uri) = self.resource_owner(view, uri)?;
+                params["ref"]["uri"] = Value::String(backend_uri);
+                backend
             }
             _ => {
                 return Err(RpcFailure::new(

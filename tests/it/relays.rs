@@ -113,3 +113,28 @@ async fn progress_from_a_real_backend_streams_before_the_result() {
     assert!(progress < answer, "progress arrives before the result");
     assert!(reply.raw.contains("\"progressToken\":\"p-1\""), "with the agent's own token");
 }
+
+#[tokio::test]
+async fn a_resource_prefix_separates_two_backends_with_the_same_uris() {
+    let (Some(first), Some(second)) = (InteropServer::everything(), InteropServer::everything()) else { return };
+    let backends = backend_toml("one", &first.url(), "timeout = \"20s\"")
+        + &backend_toml("two", &second.url(), "timeout = \"20s\"\nresource_prefix = \"two+\"");
+    let gateway = TestGateway::start("", &backends).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let templates = agent.request("resources/templates/list", json!({})).await;
+    let mut all = result(&templates)["resourceTemplates"].as_array().unwrap().clone();
+    let mut cursor = result(&templates).get("nextCursor").cloned();
+    while let Some(next) = cursor.take() {
+        let page = agent.request("resources/templates/list", json!({"cursor": next})).await;
+        all.extend(result(&page)["resourceTemplates"].as_array().unwrap().iter().cloned());
+        cursor = result(&page).get("nextCursor").cloned();
+    }
+    let uris: Vec<&str> = all.iter().map(|t| t["uriTemplate"].as_str().unwrap()).collect();
+    assert!(uris.iter().any(|t| t.starts_with("two+demo://")), "{uris:?}");
+    assert!(uris.iter().any(|t| t.starts_with("demo://")), "{uris:?}");
+
+    let prefixed = agent.request("resources/read", json!({"uri": "two+demo://resource/dynamic/text/5"})).await;
+    assert_eq!(result(&prefixed)["contents"][0]["uri"], "two+demo://resource/dynamic/text/5", "the prefix comes back");
+    let plain = agent.request("resources/read", json!({"uri": "demo://resource/dynamic/text/5"})).await;
+    assert_eq!(result(&plain)["contents"][0]["uri"], "demo://resource/dynamic/text/5");
+}

@@ -14,7 +14,7 @@ use tokio_postgres::Client;
 
 use super::conn::Failure;
 use crate::ledger::error::LedgerError;
-use crate::ledger::sql::{CLAIMS_TABLE, SCHEMA_VERSION, create_statements};
+use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
 /// Serialises migrations of every Switchyard ledger in a database ("SWLEDGER" in ASCII).
 const MIGRATION_LOCK: i64 = 0x5357_4c45_4447_4552;
@@ -78,7 +78,7 @@ fn parse_version(text: &str) -> Result<i64, LedgerError> {
 }
 
 async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
-    for statement in create_statements(&names.claims) {
+    for statement in create_statements(&names.claims, Dialect::Postgres) {
         tx.batch_execute(&statement).await?;
     }
     tx.batch_execute(&format!(

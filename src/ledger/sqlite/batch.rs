@@ -16,14 +16,16 @@
 use std::sync::mpsc::{self, TryRecvError};
 use std::time::{Duration, Instant};
 
-use super::worker::Db;
+use rusqlite::ErrorCode;
+
+use super::worker::{BUSY_TIMEOUT, Db};
 use crate::ledger::error::LedgerError;
 
 /// The most jobs committed together.
 const MAX_BATCH: usize = 256;
-/// How long the worker polls for the next job before it sleeps.
-const SPIN: Duration = Duration::from_micros(SPIN_MICROS);
-const SPIN_MICROS: u64 = 200;
+/// How long the worker polls for the next job before it sleeps: long enough to catch a burst, short enough that
+/// an idle store burns next to nothing.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// A job's answer, sent once the outcome of its transaction is known.
 pub(super) type Reply = Box<dyn FnOnce(Result<(), LedgerError>) + Send>;
@@ -60,11 +62,20 @@ fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
 }
 
 fn run(db: &mut Db, batch: Vec<Job>) {
-    if batch.len() > 1 && db.conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
-        in_transaction(db, batch);
-    } else {
-        // One job, or a transaction could not start (then each job meets the problem and reports it itself).
-        one_by_one(db, batch);
+    if batch.len() == 1 {
+        return one_by_one(db, batch);
+    }
+    match db.conn.execute_batch("BEGIN IMMEDIATE") {
+        Ok(()) => in_transaction(db, batch),
+        Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
+            // Another process held the write lock for the whole busy timeout: rather than have every queued
+            // job wait that long again, writes fail at once (reads still work), and the next batch tries anew.
+            let _ = db.conn.busy_timeout(Duration::ZERO);
+            one_by_one(db, batch);
+            let _ = db.conn.busy_timeout(BUSY_TIMEOUT);
+        }
+        // Each job meets the problem (a read-only file, say) and reports it itself.
+        Err(_) => one_by_one(db, batch),
     }
 }
 

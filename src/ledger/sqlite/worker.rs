@@ -27,7 +27,7 @@ use crate::ledger::error::LedgerError;
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
 
 /// How long a statement waits for another process's write lock before the store reports it unavailable.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The log size (in pages) at which the worker checkpoints itself: only reached if [`Checkpointer`] falls behind.
 const AUTOCHECKPOINT_PAGES: u32 = 8192;
 
@@ -143,7 +143,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     match version {
         0 => {
-            for statement in create_statements(CLAIMS_TABLE) {
+            for statement in create_statements(CLAIMS_TABLE, Dialect::Sqlite) {
                 tx.execute_batch(&statement)?;
             }
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
