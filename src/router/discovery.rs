@@ -75,7 +75,8 @@ pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>>
 async fn follow_announcements(router: Arc<CallRouter>) {
     let mut announcements = router.client.subscribe_list_changed();
     while let Some(change) = announcements.recv().await {
-        if change.method == "notifications/tools/list_changed"
+        let catalogued = ["notifications/tools/list_changed", "notifications/prompts/list_changed"];
+        if catalogued.contains(&change.method.as_str())
             && let Err(error) = router.discover(&change.backend).await
         {
             tracing::warn!(backend = %change.backend, %error, "rediscovery after list_changed failed");

@@ -486,13 +486,26 @@ async fn progress_and_log_notifications_are_relayed_with_the_callers_token() {
 async fn list_changed_notifications_reach_the_subscriber() {
     let script = Script {
         answer: Answer::Sse,
-        before_result: vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})],
+        before_result: vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
+        ],
         ..Script::default()
     };
     let server = backend(script).await;
     let client = client();
     let mut changes = client.subscribe_list_changed();
-    echo(&client, &server, "a").await.unwrap();
-    let change = changes.try_recv().expect("a list_changed was announced");
-    assert_eq!((&*change.backend, change.method.as_str()), ("fault", "notifications/tools/list_changed"));
+    let (sender, mut relayed) = tokio::sync::mpsc::unbounded_channel();
+    let params = json!({"name": "echo", "arguments": {"text": "x"}});
+    let relay = Relay::new(json!({}), Some(sender));
+    client.request_relayed(&slot("a"), &endpoint(&server), "tools/call", params, &relay).await.unwrap();
+    let announced: Vec<String> = std::iter::from_fn(|| changes.try_recv().ok()).map(|c| c.method).collect();
+    assert_eq!(announced, ["notifications/tools/list_changed", "notifications/resources/list_changed"]);
+    let to_agent: Vec<Value> = std::iter::from_fn(|| match relayed.try_recv() {
+        Ok(RelayMessage::Notification(note)) => Some(note),
+        _ => None,
+    })
+    .collect();
+    assert_eq!(to_agent.len(), 1, "only the resources change goes to the agent: {to_agent:?}");
+    assert_eq!(to_agent[0]["method"], "notifications/resources/list_changed");
 }

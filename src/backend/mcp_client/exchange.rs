@@ -120,7 +120,8 @@ impl Drop for Stray<'_> {
 }
 
 /// What the exchange does with notifications: progress and log messages go to the caller's relay (a progress
-/// token of ours translated back to the caller's), `list_changed` notifications to the client's subscriber.
+/// token of ours translated back to the caller's), `list_changed` notifications to the client's subscriber (and
+/// the resources one to the caller too).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Listener<'a> {
     pub(super) relay: Option<&'a Relay>,
@@ -135,7 +136,11 @@ impl Listener<'_> {
             if let Some(list_changed) = self.list_changed {
                 list_changed(method);
             }
-            return;
+            // Tools and prompts are the catalog's (it tells agents itself); resources are listed live, so the
+            // agent hears the backend's own news.
+            if method != "notifications/resources/list_changed" {
+                return;
+            }
         }
         let Some(relay) = self.relay else { return };
         if method == "notifications/progress" {
