@@ -241,26 +241,33 @@ impl Front {
             idempotency_key,
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
-        if !RELAYING_METHODS.contains(&method) || !accepts_event_stream(headers) {
-            let cancellable = self.cancels.register(&caller.session, id);
+        let cancellable = self.cancels.register(&caller.session, id);
+        if !RELAYING_METHODS.contains(&method) {
             let relay = Relay::new(session.capabilities.clone(), None).cancellable(Arc::clone(&cancellable.signal));
             let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
             return http::json(StatusCode::OK, &reply);
         }
+        // The call runs on its own task, so an agent that goes away (a disconnect is not a cancel) neither stops
+        // it half-way nor leaves its ledger claim unsettled.
         let (sink, messages) = mpsc::unbounded_channel();
-        let cancellable = self.cancels.register(&caller.session, id);
-        let relay = Relay::new(session.capabilities.clone(), Some(sink)).cancellable(Arc::clone(&cancellable.signal));
+        let streaming = accepts_event_stream(headers);
+        let relay = Relay::new(session.capabilities.clone(), streaming.then_some(sink))
+            .cancellable(Arc::clone(&cancellable.signal));
+        let (front, owned_id, owned_method) = (Arc::clone(self), id.clone(), method.to_owned());
+        let call = tokio::spawn(async move {
+            let _cancellable = cancellable;
+            front.reply(&caller, backend.as_deref(), &owned_id, &owned_method, params, &relay).await
+        });
+        if !streaming {
+            let reply = call.await.unwrap_or_else(|error| stream::internal_error(&error));
+            return http::json(StatusCode::OK, &reply);
+        }
         let outbox = stream::Outbox {
             messages,
             pending: Arc::clone(&self.pending),
             replays: Arc::clone(&self.replays),
-            session: caller.session.clone(),
+            session: session.id.to_string(),
         };
-        let (front, id, method) = (Arc::clone(self), id.clone(), method.to_owned());
-        let call = tokio::spawn(async move {
-            let _cancellable = cancellable;
-            front.reply(&caller, backend.as_deref(), &id, &method, params, &relay).await
-        });
         stream::answer(call, outbox).await
     }
 

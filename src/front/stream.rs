@@ -64,7 +64,7 @@ pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Respo
 /// The agent's JSON-RPC response, once the call is done.
 type Pending = Pin<Box<dyn Future<Output = Value> + Send>>;
 
-fn internal_error(error: &tokio::task::JoinError) -> Value {
+pub(super) fn internal_error(error: &tokio::task::JoinError) -> Value {
     crate::jsonrpc::error(None, crate::jsonrpc::INTERNAL_ERROR, &format!("the call failed inside the gateway: {error}"))
 }
 

@@ -22,7 +22,7 @@ use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
 use crate::jsonrpc;
 use crate::ledger::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, WaitOutcome, canonical_digest,
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, NewClaim, WaitOutcome, canonical_digest,
 };
 
 /// Where the agent may put its idempotency key inside the request.
@@ -103,25 +103,12 @@ impl CallLedger {
         backend: &str,
         answer: Result<Value, McpError>,
     ) -> Result<Value, RpcFailure> {
-        let stored = match &answer {
-            Ok(result) => Some(json!({ "result": result })),
-            Err(McpError::Rpc { code, message, data }) => {
-                Some(json!({ "error": { "code": code, "message": message, "data": data } }))
-            }
-            Err(_) => None,
-        };
-        let recorded = match (&stored, &answer) {
-            (Some(stored), _) => self.store.complete(key, &self.owner, stored, self.max_result).await,
-            (None, Err(error)) if error.proves_not_delivered() => self.store.release(key, &self.owner).await,
-            (None, Err(McpError::Cancelled)) => {
-                self.store.mark_unknown(key, &self.owner, "cancelled by the agent while it ran").await
-            }
-            (None, Err(error)) => self.store.mark_unknown(key, &self.owner, &error.to_string()).await,
-            (None, Ok(_)) => Ok(()),
-        };
-        if let Err(error) = recorded {
-            // The agent still gets the real answer; the claim stays in flight until its lease expires to unknown.
-            tracing::error!(%key, %error, "ledger: cannot settle a claim");
+        let settlement = Settlement::of(&answer);
+        if let Err(error) = self.record(key, &settlement).await {
+            // The agent still gets the real answer. The claim must not stay in flight (this instance keeps
+            // renewing its leases), so settling is retried in the background until the store takes it.
+            tracing::error!(%key, %error, "ledger: cannot settle a claim; retrying in the background");
+            tokio::spawn(self.clone().settle_later(key.clone(), settlement));
         }
         match answer {
             Ok(result) => Ok(result),
@@ -129,7 +116,58 @@ impl CallLedger {
             Err(error) => Ok(outcome::failed_call(backend, &error, Some(key))),
         }
     }
+
+    async fn record(&self, key: &ClaimKey, settlement: &Settlement) -> Result<(), LedgerError> {
+        match settlement {
+            Settlement::Completed(stored) => self.store.complete(key, &self.owner, stored, self.max_result).await,
+            Settlement::Released => self.store.release(key, &self.owner).await,
+            Settlement::Unknown(why) => self.store.mark_unknown(key, &self.owner, why).await,
+        }
+    }
+
+    /// Retries a settle that failed, with backoff, for as long as [`SETTLE_RETRY_FOR`]; after that the claim
+    /// waits for this instance's next start, which marks it `unknown`.
+    async fn settle_later(self, key: ClaimKey, settlement: Settlement) {
+        let give_up = Instant::now() + SETTLE_RETRY_FOR;
+        let mut pause = Duration::from_millis(200);
+        while Instant::now() < give_up {
+            tokio::time::sleep(pause).await;
+            if self.record(&key, &settlement).await.is_ok() {
+                tracing::info!(%key, "ledger: claim settled after a retry");
+                return;
+            }
+            pause = (pause * 2).min(Duration::from_secs(10));
+        }
+        tracing::error!(%key, "ledger: gave up settling a claim; it becomes `unknown` when this instance restarts");
+    }
 }
+
+/// How a claim is settled, by what the backend client reported.
+enum Settlement {
+    /// A result or the backend's JSON-RPC error, stored as `{"result": …}` or `{"error": …}` for replays.
+    Completed(Value),
+    /// The call provably did not reach the backend.
+    Released,
+    /// The call may have run; why the outcome is unknown.
+    Unknown(String),
+}
+
+impl Settlement {
+    fn of(answer: &Result<Value, McpError>) -> Settlement {
+        match answer {
+            Ok(result) => Settlement::Completed(json!({ "result": result })),
+            Err(McpError::Rpc { code, message, data }) => {
+                Settlement::Completed(json!({ "error": { "code": code, "message": message, "data": data } }))
+            }
+            Err(error) if error.proves_not_delivered() => Settlement::Released,
+            Err(McpError::Cancelled) => Settlement::Unknown("cancelled by the agent while it ran".into()),
+            Err(error) => Settlement::Unknown(error.to_string()),
+        }
+    }
+}
+
+/// How long a failed settle is retried.
+const SETTLE_RETRY_FOR: Duration = Duration::from_secs(600);
 
 /// The claim key of a call (see the module rules).
 fn claim_key(caller: &Caller, params: &Value) -> ClaimKey {

@@ -583,3 +583,30 @@ async fn what_a_backend_sends_on_its_own_stream_reaches_the_agents_stream() {
     }
     panic!("the agent's answer did not reach the backend");
 }
+
+#[tokio::test]
+async fn an_agent_that_hangs_up_does_not_stop_its_call_or_leave_the_claim_open() {
+    let slow = Script { call_delay: Some(Duration::from_millis(400)), ..Script::default() };
+    let fault = FaultBackend::start(slow).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let call = json!({"jsonrpc": "2.0", "id": 31, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "finished anyway"}}});
+    let hung_up = agent
+        .http
+        .post(gateway.mcp())
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header(SESSION, agent.session.as_deref().unwrap())
+        .timeout(Duration::from_millis(100))
+        .body(call.to_string())
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the agent gave up before the answer");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let again = agent.post_raw(call.to_string().into_bytes(), &[("accept", "application/json")]).await;
+    let body = again.body.unwrap();
+    assert_eq!(body["result"]["content"][0]["text"], "finished anyway", "{body}");
+    assert_eq!(body["result"]["_meta"]["switchyard/replayed"], true, "the call completed and was recorded");
+    assert_eq!(fault.executions("echo"), 1);
+}
