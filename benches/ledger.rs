@@ -3,7 +3,7 @@
 //! calling sequentially and with 64 concurrent tasks.
 //!
 //! Run with `cargo bench --bench ledger`; it prints a table and writes it, with the command and the machine, to
-//! `docs/bench-ledger.md`. PostgreSQL is found at `SWITCHYARD_TEST_POSTGRES_URL` (default
+//! `BENCHMARKS.md`. PostgreSQL is found at `SWITCHYARD_TEST_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`) and skipped, with a note, when unreachable. No bench framework:
 //! every pair is timed on its own, after a warm-up, and the median and 99th percentile are reported.
 //! Without `--bench` (as under `cargo test --all-targets`) it only runs a few pairs per store as a smoke test.
