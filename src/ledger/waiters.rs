@@ -51,6 +51,14 @@ impl Waiters {
         }
     }
 
+    /// Wakes the waiters of each key (claims a bulk update settled); returns how many keys there were.
+    pub(crate) fn wake_each(&self, keys: &[String]) -> u64 {
+        for key in keys {
+            self.wake(key);
+        }
+        keys.len() as u64
+    }
+
     /// Wakes every waiter (after a reconnect, when notifications may have been missed).
     pub(crate) fn wake_all(&self) {
         for notify in self.slots().values() {

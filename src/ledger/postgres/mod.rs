@@ -127,7 +127,7 @@ impl PostgresStore {
 
     pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let keys = self.inner.conn.run(|session| async move { ops::expire(&session, now, EXPIRED_NOTE).await }).await?;
-        Ok(self.wake_all_of(&keys))
+        Ok(self.inner.waiters.wake_each(&keys))
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
@@ -137,14 +137,7 @@ impl PostgresStore {
             .conn
             .run(|session| async move { ops::orphan(&session, owner, ORPHANED_NOTE, now).await })
             .await?;
-        Ok(self.wake_all_of(&keys))
-    }
-
-    fn wake_all_of(&self, keys: &[String]) -> u64 {
-        for key in keys {
-            self.inner.waiters.wake(key);
-        }
-        keys.len() as u64
+        Ok(self.inner.waiters.wake_each(&keys))
     }
 
     pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {

@@ -125,21 +125,14 @@ impl SqliteStore {
 
     pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let keys = self.inner.worker.run(move |db| ops::expire(db, now, EXPIRED_NOTE)).await?;
-        Ok(self.wake_all_of(&keys))
+        Ok(self.inner.waiters.wake_each(&keys))
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
         let owner = owner.to_owned();
         let now = SystemTime::now();
         let keys = self.inner.worker.run(move |db| ops::orphan(db, &owner, ORPHANED_NOTE, now)).await?;
-        Ok(self.wake_all_of(&keys))
-    }
-
-    fn wake_all_of(&self, keys: &[String]) -> u64 {
-        for key in keys {
-            self.inner.waiters.wake(key);
-        }
-        keys.len() as u64
+        Ok(self.inner.waiters.wake_each(&keys))
     }
 
     pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
