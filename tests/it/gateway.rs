@@ -610,3 +610,33 @@ async fn an_agent_that_hangs_up_does_not_stop_its_call_or_leave_the_claim_open()
     assert_eq!(body["result"]["_meta"]["switchyard/replayed"], true, "the call completed and was recorded");
     assert_eq!(fault.executions("echo"), 1);
 }
+
+#[tokio::test]
+async fn logging_set_level_reaches_every_backend_that_logs_on_the_agents_sessions() {
+    let logging = json!({"tools": {}, "logging": {}});
+    let first = FaultBackend::start(Script { capabilities: logging.clone(), ..Script::default() }).await;
+    let second = FaultBackend::start(Script { capabilities: logging, ..Script::default() }).await;
+    let silent = FaultBackend::start(Script::default()).await;
+    let backends = backend_toml("one", &first.url(), "")
+        + &backend_toml("two", &second.url(), "")
+        + &backend_toml("quiet", &silent.url(), "");
+    let gateway = TestGateway::start("", &backends).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    agent.call_tool("one__echo", json!({"text": "x"})).await;
+    let answer = agent.request("logging/setLevel", json!({"level": "warning"})).await;
+    assert_eq!(answer["result"], json!({}));
+    for backend in [&first, &second] {
+        let set = backend.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("logging/setLevel"));
+        let set = set.expect("the level reached the backend");
+        assert_eq!(set.body.unwrap()["params"]["level"], "warning");
+    }
+    let call_session = first.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    let level_session =
+        first.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("logging/setLevel")).unwrap();
+    assert_eq!(
+        call_session.header("mcp-session-id"),
+        level_session.header("mcp-session-id"),
+        "the agent's own session"
+    );
+    assert_eq!(silent.rpc_count("logging/setLevel"), 0, "a backend without logging is not asked");
+}

@@ -117,6 +117,8 @@ pub struct Script {
     pub calls_404: bool,
     /// Serve a standalone stream on `GET` (without `Last-Event-ID`) carrying these messages; `None`: 405.
     pub standalone: Option<Vec<Value>>,
+    /// The `ServerCapabilities` declared in the `initialize` result.
+    pub capabilities: Value,
 }
 
 impl Default for Script {
@@ -146,6 +148,7 @@ impl Default for Script {
             delete_status: 200,
             calls_404: false,
             standalone: None,
+            capabilities: json!({ "tools": { "listChanged": false } }),
         }
     }
 }
@@ -552,7 +555,7 @@ impl Exchange<'_> {
     async fn rpc(&mut self, method: &str, id: Value, params: &Value) -> io::Result<()> {
         match method {
             "initialize" => self.initialize(id, params).await,
-            "ping" => self.reply(Vec::new(), success(id, json!({}))).await,
+            "ping" | "logging/setLevel" => self.reply(Vec::new(), success(id, json!({}))).await,
             "tools/list" => {
                 let page = self.tools_page(id, params);
                 self.reply(Vec::new(), page).await
@@ -574,7 +577,7 @@ impl Exchange<'_> {
         let version = self.script.version.clone().unwrap_or_else(|| offered.to_owned());
         let result = json!({
             "protocolVersion": version,
-            "capabilities": { "tools": { "listChanged": false } },
+            "capabilities": self.script.capabilities.clone(),
             "serverInfo": { "name": "fault-backend", "version": "0.0.0" }
         });
         let headers = self.shared.issue_session(&self.script.session);
