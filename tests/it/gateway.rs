@@ -640,3 +640,20 @@ async fn logging_set_level_reaches_every_backend_that_logs_on_the_agents_session
     );
     assert_eq!(silent.rpc_count("logging/setLevel"), 0, "a backend without logging is not asked");
 }
+
+#[tokio::test]
+async fn a_result_too_large_to_keep_is_not_replayed_and_the_duplicate_is_told() {
+    let fault = FaultBackend::start(Script::default()).await;
+    let ledger = "[ledger]\nmax_result = 16\n";
+    let gateway = TestGateway::start_with("", ledger, &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let call = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "a result longer than sixteen bytes"}}});
+    let first = agent.send(&call).await.body.unwrap();
+    assert_eq!(text(&first), "a result longer than sixteen bytes", "the first caller gets the result");
+    let duplicate = agent.send(&call).await.body.unwrap();
+    assert_eq!(duplicate["result"]["isError"], true);
+    assert!(text(&duplicate).contains("too large to keep"), "{duplicate}");
+    assert_eq!(duplicate["result"]["_meta"]["switchyard/replayed"], true);
+    assert_eq!(fault.executions("echo"), 1, "not run again");
+}
