@@ -88,7 +88,7 @@ impl Strays {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn expect(&self, id: &Value) -> Stray<'_> {
+    fn watch(&self, id: &Value) -> Stray<'_> {
         let (sender, arrival) = tokio::sync::oneshot::channel();
         let key = id.to_string();
         self.lock().insert(key.clone(), sender);
@@ -162,7 +162,7 @@ impl Exchange<'_> {
     /// Sends a request and reads until its response arrives.
     pub(super) async fn call(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
         let Some(strays) = self.strays else { return self.send_and_read(id, message).await };
-        let mut stray = strays.expect(id);
+        let mut stray = strays.watch(id);
         tokio::select! {
             answer = self.send_and_read(id, message) => answer,
             Some(message) = stray.arrival() => Ok(Answer { message, headers: HeaderMap::new() }),
