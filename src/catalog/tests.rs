@@ -1,3 +1,5 @@
+//! The catalog's rules, one test each: names, collisions, withheld names, filters, failures, prompts and templates.
+
 use super::*;
 use serde_json::json;
 
