@@ -158,8 +158,9 @@ impl Front {
     /// Delivers what a backend sent on its standalone stream to the agent's standalone stream. With none open,
     /// the message is dropped (a request then fails at once at the backend instead of waiting).
     pub fn deliver_session_message(&self, message: SessionMessage) {
-        if self.streams.has(&message.agent_session) {
-            let prepared = self.pending.prepare(&message.agent_session, message.message);
+        if self.streams.has(&message.agent_session)
+            && let Some(prepared) = self.pending.prepare(&message.agent_session, message.message)
+        {
             self.streams.deliver(&message.agent_session, prepared);
         }
     }

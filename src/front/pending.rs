@@ -30,9 +30,11 @@ impl PendingRequests {
         self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Turns a relayed message into what the agent sees: a request gets a gateway id and is remembered.
-    pub fn prepare(&self, session: &str, message: RelayMessage) -> Value {
-        match message {
+    /// Turns a relayed message into what the agent sees: a request gets a gateway id and is remembered. A
+    /// message that carries nothing for the agent gives `None`.
+    pub fn prepare(&self, session: &str, message: RelayMessage) -> Option<Value> {
+        Some(match message {
+            RelayMessage::StreamOpened => return None,
             RelayMessage::Notification(note) => note,
             RelayMessage::Request { mut message, reply } => {
                 let id = format!("switchyard-{}", self.next.fetch_add(1, Ordering::Relaxed));
@@ -44,7 +46,7 @@ impl PendingRequests {
                 waiting.insert((session.to_owned(), id), reply);
                 message
             }
-        }
+        })
     }
 
     /// Hands the agent's response to the exchange waiting for it; false when nobody waits for that id in that
@@ -66,7 +68,7 @@ mod tests {
         let pending = PendingRequests::default();
         let (reply, mut answer) = oneshot::channel();
         let request = json!({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create"});
-        let sent = pending.prepare("s1", RelayMessage::Request { message: request, reply });
+        let sent = pending.prepare("s1", RelayMessage::Request { message: request, reply }).unwrap();
         let id = sent["id"].as_str().unwrap().to_owned();
         assert!(id.starts_with("switchyard-"));
         let response = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept"}});

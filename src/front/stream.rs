@@ -36,19 +36,30 @@ pub(super) struct Outbox {
     pub(super) session: String,
 }
 
+/// What the agent's stream gets next: a message, or only the news that the backend streams its answer.
+enum Outgoing {
+    Message(Value),
+    Opened,
+}
+
 impl Outbox {
-    async fn next(&mut self) -> Option<Value> {
+    async fn next(&mut self) -> Option<Outgoing> {
         let message = self.messages.recv().await?;
-        Some(self.pending.prepare(&self.session, message))
+        Some(self.outgoing(message))
     }
 
-    fn try_next(&mut self) -> Option<Value> {
+    fn try_next(&mut self) -> Option<Outgoing> {
         let message = self.messages.try_recv().ok()?;
-        Some(self.pending.prepare(&self.session, message))
+        Some(self.outgoing(message))
+    }
+
+    fn outgoing(&self, message: RelayMessage) -> Outgoing {
+        self.pending.prepare(&self.session, message).map_or(Outgoing::Opened, Outgoing::Message)
     }
 }
 
-/// Waits for the call; answers JSON when it finished without messages for the agent, SSE as soon as one arrives.
+/// Waits for the call; answers JSON when it finished without messages for the agent, SSE as soon as one arrives
+/// or the backend answers with a stream of its own (so the agent gets the same framing, priming event included).
 pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Response {
     let mut call: Pending = Box::pin(async move { call.await.unwrap_or_else(|error| internal_error(&error)) });
     tokio::select! {
@@ -68,7 +79,7 @@ pub(super) fn internal_error(error: &tokio::task::JoinError) -> Value {
     crate::jsonrpc::error(None, crate::jsonrpc::INTERNAL_ERROR, &format!("the call failed inside the gateway: {error}"))
 }
 
-fn sse_response(first: Value, outbox: Outbox, call: Pending) -> Response {
+fn sse_response(first: Outgoing, outbox: Outbox, call: Pending) -> Response {
     let (live, body) = mpsc::unbounded_channel();
     let stream = new_stream_id();
     let log = outbox.replays.open(&stream, &outbox.session, live);
@@ -101,16 +112,16 @@ fn new_stream_id() -> String {
 
 /// Feeds a call stream: priming event, the backend's messages, keep-alives, the result. It runs until the call
 /// is over, whether or not an agent is connected (events are logged for resumption).
-async fn pump(mut out: EventWriter, first: Value, mut outbox: Outbox, mut call: Pending) {
+async fn pump(mut out: EventWriter, first: Outgoing, mut outbox: Outbox, mut call: Pending) {
     let _ = out.priming();
-    let _ = out.message(&first);
+    out.send(first);
     loop {
         tokio::select! {
             biased;
-            Some(note) = outbox.next() => drop(out.message(&note)),
+            Some(next) = outbox.next() => out.send(next),
             finished = &mut call => {
-                while let Some(note) = outbox.try_next() {
-                    let _ = out.message(&note);
+                while let Some(next) = outbox.try_next() {
+                    out.send(next);
                 }
                 let _ = out.message(&finished);
                 break;
@@ -163,6 +174,13 @@ impl EventWriter {
         let id = self.next_id();
         // serde_json never writes a raw newline, so the message is one `data` line.
         self.event(format!("id: {id}\ndata: {message}\n\n"))
+    }
+
+    /// Writes a call stream's next item (a logged stream never reports `Gone`).
+    fn send(&mut self, outgoing: Outgoing) {
+        if let Outgoing::Message(message) = outgoing {
+            let _ = self.message(&message);
+        }
     }
 
     pub(super) fn comment(&mut self, text: &str) -> Result<(), Gone> {

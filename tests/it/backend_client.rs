@@ -465,8 +465,10 @@ async fn progress_and_log_notifications_are_relayed_with_the_callers_token() {
     let sent_token = &sent.body.as_ref().unwrap()["params"]["_meta"]["progressToken"];
     assert_ne!(sent_token, "agent-token", "the backend sees the client's own token");
     let mut relayed = Vec::new();
-    while let Ok(RelayMessage::Notification(message)) = received.try_recv() {
-        relayed.push(message);
+    while let Ok(message) = received.try_recv() {
+        if let RelayMessage::Notification(message) = message {
+            relayed.push(message);
+        }
     }
     let summary: Vec<(String, Value)> =
         relayed.iter().map(|m| (m["method"].as_str().unwrap().to_owned(), m["params"]["progress"].clone())).collect();
@@ -501,11 +503,12 @@ async fn list_changed_notifications_reach_the_subscriber() {
     client.request_relayed(&slot("a"), &endpoint(&server), "tools/call", params, &relay).await.unwrap();
     let announced: Vec<String> = std::iter::from_fn(|| changes.try_recv().ok()).map(|c| c.method).collect();
     assert_eq!(announced, ["notifications/tools/list_changed", "notifications/resources/list_changed"]);
-    let to_agent: Vec<Value> = std::iter::from_fn(|| match relayed.try_recv() {
-        Ok(RelayMessage::Notification(note)) => Some(note),
-        _ => None,
-    })
-    .collect();
+    let to_agent: Vec<Value> = std::iter::from_fn(|| relayed.try_recv().ok())
+        .filter_map(|message| match message {
+            RelayMessage::Notification(note) => Some(note),
+            _ => None,
+        })
+        .collect();
     assert_eq!(to_agent.len(), 1, "only the resources change goes to the agent: {to_agent:?}");
     assert_eq!(to_agent[0]["method"], "notifications/resources/list_changed");
 }

@@ -317,8 +317,22 @@ async fn quiet_calls_and_json_only_agents_get_json() {
     assert_eq!(json_only.body.unwrap()["result"]["content"][0]["text"], "x");
 
     fault.update(|script| script.before_result.clear());
-    let quiet = agent.post_raw(call, &[]).await;
-    assert_eq!(quiet.headers["content-type"], "application/json", "no notification: plain JSON");
+    let with_id = |id: u64| {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fault__echo", "arguments": {"text": "x"}}});
+        serde_json::to_vec(&call).unwrap()
+    };
+    let streamed = agent.post_raw(with_id(2), &[]).await;
+    assert_eq!(
+        streamed.headers["content-type"], "text/event-stream",
+        "a backend that streams: the agent gets a stream"
+    );
+    assert!(streamed.raw.starts_with("id: ") && streamed.raw.contains("retry: "), "a priming event: {}", streamed.raw);
+    assert_eq!(streamed.body.unwrap()["result"]["content"][0]["text"], "x");
+
+    fault.update(|script| script.answer = crate::support::fault_backend::Answer::Json);
+    let quiet = agent.post_raw(with_id(3), &[]).await;
+    assert_eq!(quiet.headers["content-type"], "application/json", "a JSON answer and no notification: plain JSON");
 }
 
 #[tokio::test]

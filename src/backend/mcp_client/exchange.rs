@@ -176,7 +176,12 @@ impl Exchange<'_> {
         let mut budget = self.limit;
         let message = match content_type(&response) {
             ContentType::Json => self.read_json(response, &mut budget).await?,
-            ContentType::EventStream => self.read_stream(response, id, &mut budget).await?,
+            ContentType::EventStream => {
+                if let Some(relay) = self.listener.relay {
+                    relay.stream_opened();
+                }
+                self.read_stream(response, id, &mut budget).await?
+            }
             ContentType::Other(other) => {
                 return Err(after_delivery(format!("the backend answered with Content-Type `{other}`")).into());
             }

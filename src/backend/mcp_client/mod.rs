@@ -171,6 +171,8 @@ pub enum RelayMessage {
         message: Value,
         reply: oneshot::Sender<Value>,
     },
+    /// The backend answers this request with an event stream (the agent may want one too).
+    StreamOpened,
 }
 
 impl Relay {
@@ -184,6 +186,12 @@ impl Relay {
     pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
         self.cancel = Some(cancel);
         self
+    }
+
+    fn stream_opened(&self) {
+        if let Some(sink) = &self.sink {
+            let _ = sink.send(RelayMessage::StreamOpened);
+        }
     }
 
     fn forward(&self, message: Value) {

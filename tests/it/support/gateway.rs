@@ -278,7 +278,9 @@ impl Agent {
         let response = request.send().await.expect("gateway reachable");
         let (status, headers) = (response.status(), response.headers().clone());
         let raw = response.text().await.unwrap_or_default();
-        Reply { status, headers, body: serde_json::from_str(&raw).ok(), raw }
+        let streamed = headers.get("content-type").is_some_and(|kind| kind == "text/event-stream");
+        let body = if streamed { response_event(&raw) } else { serde_json::from_str(&raw).ok() };
+        Reply { status, headers, body, raw }
     }
 
     /// Sends a request and returns the whole JSON-RPC response (asserting HTTP 200).
@@ -300,4 +302,13 @@ impl Agent {
         let listed = self.request("tools/list", json!({})).await;
         listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
     }
+}
+
+/// The JSON-RPC response in an SSE body (the last event that carries `result` or `error`).
+fn response_event(raw: &str) -> Option<Value> {
+    let mut decoder = switchyard::backend::sse::SseDecoder::new(1 << 24);
+    decoder.feed(raw.as_bytes()).ok()?;
+    let events = std::iter::from_fn(|| decoder.next_event());
+    let messages = events.filter_map(|event| serde_json::from_str::<Value>(&event.data).ok());
+    messages.filter(|message| message.get("result").is_some() || message.get("error").is_some()).last()
 }
