@@ -1,8 +1,9 @@
 //! Answers that may carry more than the result (MCP transports §"Sending Messages to the Server"; design §3):
-//! a request whose backend sends progress or log notifications while it runs is answered with an SSE stream —
-//! a priming event (id, empty data), the notifications in order as they arrive, keep-alive comments while
-//! idle, then the result — with `Cache-Control: no-cache` and `X-Accel-Buffering: no`. A request that produced
-//! no notification by the time its result is ready is answered with plain JSON, the cheaper form.
+//! a request whose backend answers with an event stream, or sends notifications or requests for the agent while
+//! it runs, is answered with an SSE stream — a priming event (id, `retry`, empty data), the messages in order as
+//! they arrive, keep-alive comments while idle, then the result — with `Cache-Control: no-cache` and
+//! `X-Accel-Buffering: no`. A request whose backend answered plain JSON with nothing for the agent on the way is
+//! answered with plain JSON, the cheaper form.
 //!
 //! Rules: the call runs on its own task, so an agent that disconnects does not cancel it (a disconnect is not a
 //! cancel); event ids are `<stream>-<sequence>` with a random stream id, unique within the session.
