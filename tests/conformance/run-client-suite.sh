@@ -49,14 +49,9 @@ if [[ -n "$BASELINE" && ! -f "$BASELINE" ]]; then
 fi
 [[ -z "$BASELINE" || "$BASELINE" == /* ]] || BASELINE="$PWD/$BASELINE"
 
-NODE="${NODE:-node}"
-NODE_MODULES="${SWITCHYARD_INTEROP_NODE_MODULES:-$ROOT/tests/interop/node_modules}"
-CLI="$NODE_MODULES/@modelcontextprotocol/conformance/dist/index.js"
-HOOK="$HERE/node20-compat/register.mjs"
-if [[ ! -f "$CLI" ]]; then
-    echo "run-client-suite: $CLI not found: install the interop packages (scripts/test, or cd tests/interop && npm ci)" >&2
-    exit 1
-fi
+ME=run-client-suite
+# shellcheck source=runner.sh
+source "$HERE/runner.sh"
 BIN="${SWITCHYARD_BIN:-target/debug/switchyard}"
 [[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
 if [[ ! -x "$BIN" ]]; then

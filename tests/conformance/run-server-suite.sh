@@ -56,14 +56,9 @@ if [[ -n "$BASELINE" && ! -f "$BASELINE" ]]; then
     exit 2
 fi
 
-NODE="${NODE:-node}"
-NODE_MODULES="${SWITCHYARD_INTEROP_NODE_MODULES:-$ROOT/tests/interop/node_modules}"
-CLI="$NODE_MODULES/@modelcontextprotocol/conformance/dist/index.js"
-HOOK="$HERE/node20-compat/register.mjs"
-if [[ ! -f "$CLI" ]]; then
-    echo "run-server-suite: $CLI not found: install the interop packages (scripts/test, or cd tests/interop && npm ci)" >&2
-    exit 1
-fi
+ME=run-server-suite
+# shellcheck source=runner.sh
+source "$HERE/runner.sh"
 
 SUITE="${CONFORMANCE_SUITE:-all}"
 OUT="${CONFORMANCE_OUT:-}"
