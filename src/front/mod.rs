@@ -255,6 +255,7 @@ impl Front {
         let relay = Relay::new(session.capabilities.clone(), streaming.then_some(sink))
             .cancellable(Arc::clone(&cancellable.signal));
         let (front, owned_id, owned_method) = (Arc::clone(self), id.clone(), method.to_owned());
+        let session_key = caller.session.clone();
         let call = tokio::spawn(async move {
             let _cancellable = cancellable;
             front.reply(&caller, backend.as_deref(), &owned_id, &owned_method, params, &relay).await
@@ -267,7 +268,7 @@ impl Front {
             messages,
             pending: Arc::clone(&self.pending),
             replays: Arc::clone(&self.replays),
-            session: session.id.to_string(),
+            session: session_key,
         };
         stream::answer(call, outbox).await
     }

@@ -70,23 +70,12 @@ where
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
     use super::*;
-    use crate::ledger::types::{ClaimKey, NewClaim};
 
     fn record() -> ClaimRecord {
-        let new = NewClaim {
-            key: ClaimKey::idempotency("p", "k"),
-            principal: "p".into(),
-            session: "s".into(),
-            backend: "b".into(),
-            tool: "t".into(),
-            args_digest: "d".into(),
-            owner: "o".into(),
-            lease: Duration::from_secs(1),
-        };
-        ClaimRecord::claimed(&new, "id".into(), SystemTime::now())
+        ClaimRecord::sample("o", Duration::from_secs(1))
     }
 
     fn recording() -> (Arc<Mutex<Vec<String>>>, Abandon) {

@@ -101,25 +101,14 @@ fn stored_result(record: &ClaimRecord) -> StoredResult {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
     use serde_json::json;
 
     use super::*;
-    use crate::ledger::types::NewClaim;
 
     fn record(state: ClaimState) -> ClaimRecord {
-        let new = NewClaim {
-            key: ClaimKey::idempotency("p", "k"),
-            principal: "p".into(),
-            session: "s".into(),
-            backend: "b".into(),
-            tool: "t".into(),
-            args_digest: "d".into(),
-            owner: "me".into(),
-            lease: Duration::from_secs(30),
-        };
-        ClaimRecord { state, ..ClaimRecord::claimed(&new, "id".into(), SystemTime::now()) }
+        ClaimRecord { state, ..ClaimRecord::sample("me", Duration::from_secs(30)) }
     }
 
     #[test]

@@ -257,6 +257,24 @@ pub(crate) fn truncate_to_millis(time: SystemTime) -> SystemTime {
 }
 
 #[cfg(test)]
+impl ClaimRecord {
+    /// A fresh `in_flight` claim of key `idem:p:k` owned by `owner`, for unit tests.
+    pub(crate) fn sample(owner: &str, lease: Duration) -> ClaimRecord {
+        let new = NewClaim {
+            key: ClaimKey::idempotency("p", "k"),
+            principal: "p".into(),
+            session: "s".into(),
+            backend: "b".into(),
+            tool: "t".into(),
+            args_digest: "d".into(),
+            owner: owner.into(),
+            lease,
+        };
+        ClaimRecord::claimed(&new, "id".into(), SystemTime::now())
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use serde_json::json;
 
