@@ -6,6 +6,7 @@
 //! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
 //! principal's → 404; notifications and responses → 202 without a body.
+//! A malformed `Idempotency-Key` header on a request → 400/-32602 (the key rules are `router::idempotency`'s).
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.

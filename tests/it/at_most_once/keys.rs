@@ -147,8 +147,8 @@ async fn malformed_keys_in_meta_are_refused() {
     assert_eq!(backend.executions(RAN), 0, "no call with a malformed key ran");
 }
 
-/// Each malformed `Idempotency-Key` header is refused with HTTP 400 and a `-32602` body saying why; so are two
-/// headers, and a header that differs from the key in `_meta`; nothing runs.
+/// Each malformed `Idempotency-Key` header is refused with HTTP 400 and a `-32602` body saying why, and so are
+/// two headers; a header that differs from the key in `_meta` is `-32602` (HTTP 200); nothing runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_key_headers_are_refused() {
     let Some(ledger) = Ledger::open(Store::Memory).await else { return };
@@ -172,6 +172,12 @@ async fn malformed_key_headers_are_refused() {
             assert_invalid_params(&refused, &["Idempotency-Key", why, "did not run"]);
         }
     }
+    // The header is checked on every request of a session, whatever its method.
+    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"});
+    let (status, refused) = post_with_key_headers(&agent, &list, &[b""]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_invalid_params(&refused, &["Idempotency-Key", "empty"]);
+
     let disagreeing = call_of(9, TOOL, "pay", Some(json!("K1")));
     let refused = post(&agent, &disagreeing, &[("Idempotency-Key", "K2")]).await;
     assert_invalid_params(&refused, &["Idempotency-Key", "_meta", "differ", "did not run"]);
