@@ -6,6 +6,7 @@
 //! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
 //! principal's → 404; notifications and responses → 202 without a body.
+//! A malformed `Idempotency-Key` header on a request → 400/-32602 (the key rules are `router::idempotency`'s).
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
@@ -34,7 +35,7 @@ use tokio::sync::mpsc;
 use crate::backend::mcp_client::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::backend::mcp_client::{Relay, SessionMessage};
 use crate::jsonrpc::{self, Kind};
-use crate::router::{CallRouter, Caller, View};
+use crate::router::{CallRouter, Caller, View, idempotency};
 use guard::Admission;
 use session::{AgentSession, OpenError, Revocations, Sealer, SessionRef};
 
@@ -234,7 +235,14 @@ impl Front {
             }
             _ => return StatusCode::ACCEPTED.into_response(),
         };
-        let idempotency_key = headers.get("idempotency-key").and_then(|key| key.to_str().ok()).map(str::to_owned);
+        let key_headers = headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(HeaderValue::as_bytes);
+        let idempotency_key = match idempotency::from_header(key_headers) {
+            Ok(key) => key,
+            Err(refusal) => {
+                let text = refusal.to_string();
+                return http::error(StatusCode::BAD_REQUEST, Some(id), jsonrpc::INVALID_PARAMS, &text);
+            }
+        };
         let caller = Caller {
             session: session.id.to_string(),
             principal: session.principal.clone(),

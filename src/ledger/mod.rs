@@ -46,8 +46,8 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR, Resolution,
-    WaitOutcome,
+    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
+    Resolution, WaitOutcome,
 };
 pub use url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 

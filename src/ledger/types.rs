@@ -6,6 +6,9 @@
 //!   characters in one part can make two different scopes produce the same key.
 //! - Parts longer than [`MAX_KEY_PART`] bytes are replaced by their SHA-256, so keys (and Postgres notification
 //!   payloads, limited to 8000 bytes) stay small whatever an agent sends.
+//! - A claim key names one call: one backend, one tool, one set of arguments (their digest). A second call
+//!   under the key is the same call only when all three match ([`ClaimRecord::mismatch`]); the stores keep the
+//!   first claim's columns untouched, so the comparison needs no schema of its own.
 //! - Times cross the API as [`SystemTime`] and are stored as whole milliseconds since the Unix epoch.
 
 use std::fmt;
@@ -160,6 +163,28 @@ pub struct ClaimRecord {
     /// The gateway instance that claimed the call, or [`OPERATOR`] once an operator settled it.
     pub owner: String,
     pub lease_until: SystemTime,
+}
+
+/// How a call differs from the call a claim was made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMismatch {
+    /// Another tool, or a tool of another backend.
+    Tool,
+    /// The same tool with other arguments.
+    Arguments,
+}
+
+impl ClaimRecord {
+    /// How `call` differs from the call this claim was made for, or `None` when it is the same call.
+    pub fn mismatch(&self, call: &NewClaim) -> Option<CallMismatch> {
+        if self.backend != call.backend || self.tool != call.tool {
+            Some(CallMismatch::Tool)
+        } else if self.args_digest != call.args_digest {
+            Some(CallMismatch::Arguments)
+        } else {
+            None
+        }
+    }
 }
 
 /// The owner recorded on claims an operator settled with [`super::LedgerStore::resolve`].

@@ -2,13 +2,16 @@
 //! settled by what the backend client reports; a second call with the same key is answered from the claim.
 //!
 //! Rules:
-//! - The key is the agent's idempotency key (`params._meta["switchyard/idempotency-key"]`, else the
-//!   `Idempotency-Key` header), scoped to the principal; without one, (agent session, JSON-RPC request id).
+//! - The key is the agent's idempotency key (`params._meta["switchyard/idempotency-key"]` or the
+//!   `Idempotency-Key` header, checked by [`super::idempotency`] before anything is claimed), scoped to the
+//!   principal; without one, (agent session, JSON-RPC request id).
+//! - A key names one call: backend, tool and arguments. The same key (or request id) for another tool or other
+//!   arguments is the agent's mistake, answered `-32602` naming what differs; it never replays another call's
+//!   result and never runs.
 //! - Claim settles: a result (or a backend's JSON-RPC error) → `completed`; `McpError::NotDelivered` → released,
 //!   the only proof that the tool did not run; anything else → `unknown`. Nothing is retried after delivery.
 //! - A duplicate: `completed` → the stored answer, marked `_meta["switchyard/replayed"]`; `in_flight` → waits
-//!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so; the
-//!   same key with other arguments → `-32602`.
+//!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so.
 //! - Fail closed: when the claim cannot be written, the call is not sent and the agent hears `not_delivered`.
 
 use std::time::Duration;
@@ -16,17 +19,17 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::idempotency::{self, KeyRefusal};
 use super::outcome;
 use super::{Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
 use crate::jsonrpc;
 use crate::ledger::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, NewClaim, WaitOutcome, canonical_digest,
+    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, NewClaim, WaitOutcome,
+    canonical_digest,
 };
 
-/// Where the agent may put its idempotency key inside the request.
-pub const IDEMPOTENCY_META: &str = "switchyard/idempotency-key";
 pub const REPLAYED_META: &str = "switchyard/replayed";
 /// How many times a duplicate re-claims a key whose first call turned out not delivered.
 const MAX_RECLAIMS: usize = 3;
@@ -61,15 +64,20 @@ pub(super) enum Admission {
 impl CallLedger {
     /// Claims the call, or answers it from an existing claim.
     pub(super) async fn admit(&self, call: &GuardedCall<'_>) -> Admission {
-        let key = claim_key(call.caller, call.params);
-        let digest = canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null));
+        let named = match claim_key(call.caller, call.params) {
+            Ok(named) => named,
+            Err(refusal) => {
+                return Admission::Answered(Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, refusal.to_string())));
+            }
+        };
+        let key = named.key.clone();
         let new = NewClaim {
             key: key.clone(),
             principal: call.caller.principal.clone(),
             session: call.caller.session.clone(),
             backend: call.route.backend.to_string(),
             tool: call.route.name.clone(),
-            args_digest: digest.clone(),
+            args_digest: canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null)),
             owner: self.owner.clone(),
             lease: self.lease,
         };
@@ -79,17 +87,19 @@ impl CallLedger {
                 Ok(ClaimOutcome::Existing(existing)) => existing,
                 Err(error) => return Admission::Answered(Ok(outcome::ledger_unavailable(&error))),
             };
-            if existing.args_digest != digest {
-                let text = "this idempotency key was already used for a call with other arguments; use a new key";
-                return Admission::Answered(Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, text)));
+            if let Some(mismatch) = existing.mismatch(&new) {
+                return Admission::Answered(Err(named.conflict(&existing, &new, mismatch)));
             }
             if existing.state != ClaimState::InFlight {
                 return Admission::Answered(replay(&existing));
             }
             match self.store.wait_settled(&key, call.deadline).await {
-                Ok(WaitOutcome::Settled(settled)) => return Admission::Answered(replay(&settled)),
+                Ok(WaitOutcome::Settled(settled)) if settled.id == existing.id => {
+                    return Admission::Answered(replay(&settled));
+                }
                 Ok(WaitOutcome::TimedOut) => return Admission::Answered(Ok(outcome::in_progress(&existing))),
-                Ok(WaitOutcome::Released) => continue,
+                // Released, or released and claimed again meanwhile (perhaps by another call): look again.
+                Ok(WaitOutcome::Released | WaitOutcome::Settled(_)) => continue,
                 Err(error) => return Admission::Answered(Ok(outcome::ledger_unavailable(&error))),
             }
         }
@@ -169,13 +179,48 @@ impl Settlement {
 /// How long a failed settle is retried.
 const SETTLE_RETRY_FOR: Duration = Duration::from_secs(600);
 
-/// The claim key of a call (see the module rules).
-fn claim_key(caller: &Caller, params: &Value) -> ClaimKey {
-    let in_meta = params.pointer("/_meta").and_then(|meta| meta.get(IDEMPOTENCY_META)).and_then(Value::as_str);
-    match in_meta.or(caller.idempotency_key.as_deref()) {
-        Some(key) => ClaimKey::idempotency(&caller.principal, key),
-        None => ClaimKey::request(&caller.session, &caller.request_id),
+/// A claim key and what the agent knows it as, for the sentence that refuses a conflicting call.
+struct NamedKey {
+    key: ClaimKey,
+    /// "the idempotency key `K`" or "the request id 7".
+    name: String,
+    /// What the agent should use for a new call.
+    fresh: &'static str,
+}
+
+impl NamedKey {
+    /// The `-32602` for `call`, which reuses the key of the other call `claimed`.
+    fn conflict(&self, claimed: &ClaimRecord, call: &NewClaim, mismatch: CallMismatch) -> RpcFailure {
+        let earlier = format!("tool `{}` of backend `{}`", claimed.tool, claimed.backend);
+        let difference = match mismatch {
+            CallMismatch::Tool => {
+                format!("{earlier}, but this call is for tool `{}` of backend `{}`", call.tool, call.backend)
+            }
+            CallMismatch::Arguments => format!("{earlier} with other arguments"),
+        };
+        let text = format!(
+            "{} was already used for a call of {difference}. A key names one call, so this call did not run; use a \
+             new {} for a new call",
+            self.name, self.fresh
+        );
+        RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
     }
+}
+
+/// The claim key of a call (see the module rules).
+fn claim_key(caller: &Caller, params: &Value) -> Result<NamedKey, KeyRefusal> {
+    Ok(match idempotency::of_call(params, caller.idempotency_key.as_ref())? {
+        Some(key) => NamedKey {
+            key: ClaimKey::idempotency(&caller.principal, key.as_str()),
+            name: format!("the idempotency key `{}`", key.as_str()),
+            fresh: "key",
+        },
+        None => NamedKey {
+            key: ClaimKey::request(&caller.session, &caller.request_id),
+            name: format!("the request id {}", caller.request_id),
+            fresh: "request id",
+        },
+    })
 }
 
 /// The answer a settled claim gives to a duplicate.
@@ -208,21 +253,48 @@ fn replay_stored(stored: &Value) -> Result<Value, RpcFailure> {
 mod tests {
     use super::*;
 
-    fn caller(idempotency_key: Option<&str>) -> Caller {
-        Caller {
-            session: "s1".into(),
-            principal: "alice".into(),
-            request_id: json!(7),
-            idempotency_key: idempotency_key.map(str::to_owned),
-        }
+    fn caller(header: Option<&str>) -> Caller {
+        let header = header.map(|key| idempotency::from_header([key.as_bytes()]).expect("valid").expect("a key"));
+        Caller { session: "s1".into(), principal: "alice".into(), request_id: json!(7), idempotency_key: header }
+    }
+
+    fn key_of(header: Option<&str>, params: &Value) -> ClaimKey {
+        claim_key(&caller(header), params).map(|named| named.key).expect("a valid key")
     }
 
     #[test]
-    fn the_key_prefers_meta_then_header_then_request_id() {
-        let with_meta = json!({"_meta": {IDEMPOTENCY_META: "from-meta"}});
-        assert_eq!(claim_key(&caller(Some("hdr")), &with_meta), ClaimKey::idempotency("alice", "from-meta"));
-        assert_eq!(claim_key(&caller(Some("hdr")), &json!({})), ClaimKey::idempotency("alice", "hdr"));
-        assert_eq!(claim_key(&caller(None), &json!({})), ClaimKey::request("s1", &json!(7)));
+    fn the_key_is_the_idempotency_key_else_the_request_id() {
+        let with_meta = json!({"_meta": {idempotency::IDEMPOTENCY_META: "k"}});
+        assert_eq!(key_of(None, &with_meta), ClaimKey::idempotency("alice", "k"));
+        assert_eq!(key_of(Some("k"), &with_meta), ClaimKey::idempotency("alice", "k"));
+        assert_eq!(key_of(Some("k"), &json!({})), ClaimKey::idempotency("alice", "k"));
+        assert_eq!(key_of(None, &json!({})), ClaimKey::request("s1", &json!(7)));
+        assert!(claim_key(&caller(Some("other")), &with_meta).is_err(), "two different keys");
+    }
+
+    #[test]
+    fn conflicts_name_the_key_and_what_differs() {
+        let named = claim_key(&caller(None), &json!({})).expect("a request id key");
+        let first = NewClaim {
+            key: named.key.clone(),
+            principal: "alice".into(),
+            session: "s1".into(),
+            backend: "b".into(),
+            tool: "t".into(),
+            args_digest: "d".into(),
+            owner: "gw".into(),
+            lease: Duration::from_secs(1),
+        };
+        let claimed = ClaimRecord::claimed(&first, "id".into(), std::time::SystemTime::now());
+        let other_tool = NewClaim { tool: "other".into(), ..first.clone() };
+        let refused = named.conflict(&claimed, &other_tool, CallMismatch::Tool);
+        assert_eq!(refused.code, jsonrpc::INVALID_PARAMS);
+        let text = refused.message;
+        assert!(text.starts_with("the request id 7 was already used for a call of tool `t` of backend `b`, but"));
+        assert!(text.contains("this call is for tool `other` of backend `b`"), "{text}");
+        assert!(text.ends_with("did not run; use a new request id for a new call"), "{text}");
+        let other_arguments = named.conflict(&claimed, &first, CallMismatch::Arguments).message;
+        assert!(other_arguments.contains("tool `t` of backend `b` with other arguments"), "{other_arguments}");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 mod claims;
 pub mod discovery;
 mod forward;
+pub mod idempotency;
 mod outcome;
 
 use std::collections::HashMap;
@@ -27,7 +28,8 @@ pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
 use crate::jsonrpc;
 use claims::{Admission, GuardedCall};
-pub use claims::{CallLedger, IDEMPOTENCY_META, REPLAYED_META};
+pub use claims::{CallLedger, REPLAYED_META};
+pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
 
 /// How to reach one backend.
@@ -61,8 +63,8 @@ pub struct Caller {
     pub principal: String,
     /// The agent's JSON-RPC request id.
     pub request_id: Value,
-    /// The `Idempotency-Key` HTTP header, if the agent sent one.
-    pub idempotency_key: Option<String>,
+    /// The `Idempotency-Key` HTTP header, if the agent sent one (checked by [`idempotency::from_header`]).
+    pub idempotency_key: Option<IdempotencyKey>,
 }
 
 /// A JSON-RPC error for the agent.

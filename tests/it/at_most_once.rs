@@ -22,6 +22,9 @@ use tokio::task::JoinSet;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
 use crate::support::pg_proxy::{POSTGRES, TcpProxy};
+use keys::{a_reused_request_id_for_another_call_is_refused, one_key_for_another_tool_is_refused};
+
+mod keys;
 
 /// The fault backend's tool as the gateway exposes it (backend `fault`, default prefix).
 const TOOL: &str = "fault__echo";
@@ -161,6 +164,8 @@ run_on!([memory, sqlite, postgres]
     a_resent_request_id_runs_once,
     one_key_from_two_sessions_runs_once,
     one_key_with_other_arguments_is_refused,
+    one_key_for_another_tool_is_refused,
+    a_reused_request_id_for_another_call_is_refused,
     a_thousand_concurrent_duplicates_run_once,
     a_lost_answer_is_unknown_and_never_repeated,
     an_unreachable_backend_releases_the_claim,

@@ -7,8 +7,8 @@ use tokio::time::Instant;
 
 use super::{Harness, claim_of};
 use crate::ledger::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, ListFilter,
-    OPERATOR, Resolution, WaitOutcome, canonical_digest,
+    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore,
+    ListFilter, NewClaim, OPERATOR, Resolution, WaitOutcome, canonical_digest,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -47,6 +47,26 @@ pub(super) async fn claim_once_then_existing(h: &Harness) {
     assert_eq!(existing(&h.store, "k", "gw-b").await, record);
     assert_eq!(stored(&h.store, "k").await, record);
     assert_eq!(h.store.get(&key("other")).await.expect("get"), None);
+}
+
+/// Another call under a claimed key finds the first call's claim unchanged, whatever it asks for, so the
+/// router can tell it is not the same call.
+pub(super) async fn a_key_names_one_call(h: &Harness) {
+    let first = claimed(&h.store, "k", "gw-a").await;
+    let tool = NewClaim { tool: "delete".into(), ..claim_of("k", "gw-b") };
+    let backend = NewClaim { backend: "mail".into(), ..claim_of("k", "gw-b") };
+    let arguments = NewClaim { args_digest: canonical_digest(&json!({"query": "other"})), ..claim_of("k", "gw-b") };
+    for (call, mismatch) in
+        [(tool, CallMismatch::Tool), (backend, CallMismatch::Tool), (arguments, CallMismatch::Arguments)]
+    {
+        let ClaimOutcome::Existing(found) = h.store.claim(call.clone()).await.expect("claim") else {
+            panic!("a claimed key was claimed again by {call:?}");
+        };
+        assert_eq!(found, first, "the first claim is untouched");
+        assert_eq!(found.mismatch(&call), Some(mismatch), "{call:?}");
+    }
+    assert_eq!(existing(&h.store, "k", "gw-b").await.mismatch(&claim_of("k", "gw-b")), None, "the same call");
+    assert_eq!(stored(&h.store, "k").await, first);
 }
 
 pub(super) async fn concurrent_claims_have_one_winner(h: &Harness) {

@@ -174,6 +174,7 @@ macro_rules! on_every_store {
 
 on_every_store!(
     claim_once_then_existing,
+    a_key_names_one_call,
     concurrent_claims_have_one_winner,
     complete_then_replay,
     oversize_result_is_kept_as_digest,
