@@ -1,6 +1,7 @@
 mod at_most_once;
 mod backend_client;
 mod backend_interop;
+mod backend_refusals;
 mod cli;
 mod demo_server;
 mod fault_backend_selftest;

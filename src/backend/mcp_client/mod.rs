@@ -4,13 +4,16 @@
 //! session-id validation (exactly one header, 1–1024 visible ASCII), the headers every later request carries,
 //! the reaction to `404` (drop the session, re-initialize, retry exactly once — the backend did not process the
 //! request, so the retry cannot run a tool twice), paginated `tools/list` within bounds, and the bounded table of
-//! backend sessions per (agent session, backend) pair. The wire exchange itself lives in [`exchange`].
+//! backend sessions per (agent session, backend) pair, shared fairly between owners ([`table`]). The wire exchange
+//! itself lives in [`exchange`]; which HTTP error statuses prove a refusal is decided in [`refusal`].
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
-//! above is the error class: only [`McpError::NotDelivered`] proves that a request never reached the backend.
+//! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request
+//! (it never reached the backend, or the backend refused it with a status that proves so).
 
 mod exchange;
 mod listener;
+mod refusal;
 mod table;
 
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use tokio::time::{Instant, timeout_at};
 use exchange::{Exchange, ExchangeError, Listener, Strays};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub use listener::SessionMessage;
+pub use refusal::Refusal;
 use table::{SessionTable, Slot};
 
 /// Protocol versions this client accepts from a backend, newest first.
@@ -52,14 +56,16 @@ pub fn is_supported_version(version: &str) -> bool {
 /// Why a request to a backend failed. Callers branch on the class.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
-    /// The request never reached the backend: connecting failed, or the handshake before it did. Only this
-    /// error proves that a tool did not run.
-    #[error("the request did not reach the backend: {reason}")]
+    /// The backend did not process the request: connecting failed, the handshake before it did, or the backend
+    /// refused it with a status that proves it was not processed ([`Refusal`]; the reason names the status).
+    /// Only this error proves that a tool did not run.
+    #[error("the backend did not process the request: {reason}")]
     NotDelivered { reason: String },
     /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
     #[error("the backend may have received the request, but its answer was unusable: {reason}")]
     AfterDelivery { reason: String },
-    /// The backend answered with an HTTP error status (other than the `404` of an ended session).
+    /// The backend answered with an HTTP error status that does not prove a refusal (see [`Refusal`]; nor the
+    /// `404` of an ended session). The outcome is unknown.
     #[error("the backend answered HTTP {status}: {body}")]
     HttpStatus { status: u16, body: String },
     /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
@@ -71,7 +77,7 @@ pub enum McpError {
 }
 
 impl McpError {
-    /// True only when the request provably did not reach the backend.
+    /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. })
     }
