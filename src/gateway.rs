@@ -154,10 +154,11 @@ impl Gateway {
         self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
         let app = front::app(front);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stopping.send(());
-        });
+        let serving = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stopping.send(());
+            });
         let drained = tokio::select! {
             served = serving => served.map_err(GatewayError::Serve),
             () = drain_deadline(stop, self.config.server.shutdown_drain) => Ok(()),

@@ -214,6 +214,7 @@ mod tests {
             principal: "alice".into(),
             request_id: json!(7),
             idempotency_key: idempotency_key.map(str::to_owned),
+            peer: None,
         }
     }
 

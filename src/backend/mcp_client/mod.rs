@@ -30,7 +30,7 @@ use exchange::{Exchange, ExchangeError, Listener, Strays};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub use listener::SessionMessage;
 pub use refusal::Refusal;
-use table::{SessionTable, Slot};
+use table::{SessionTable, Slot, TableFull};
 
 /// Protocol versions this client accepts from a backend, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -45,6 +45,8 @@ pub const MAX_TOOL_PAGES: usize = 32;
 pub const MAX_TOOLS: usize = 2048;
 /// The default bound of the (agent session, backend) table.
 pub const DEFAULT_MAX_SESSIONS: usize = 4096;
+/// The default share of the table one owner may hold: a quarter, so at least four owners always fit.
+pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = DEFAULT_MAX_SESSIONS / 4;
 const MAX_SESSION_ID_LEN: usize = 1024;
 /// Best-effort `DELETE`s of forgotten sessions get this long.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -223,16 +225,42 @@ impl Relay {
     }
 }
 
-/// Identifies one slot of the session table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Identifies one slot of the session table: the (agent session, backend) pair, and the owner the slot counts
+/// against for fairness. The owner is not part of the slot's identity (equality and hashing ignore it): an agent
+/// session may come back from another address, and must still find its backend session.
+#[derive(Debug, Clone)]
 pub struct SlotKey {
     pub agent_session: Arc<str>,
     pub backend: Arc<str>,
+    /// Who the slot counts against: the principal, or `anonymous@<address>` (see the router's `Caller`).
+    pub owner: Arc<str>,
 }
 
 impl SlotKey {
+    /// A slot owned by its own agent session (callers that know better say so with [`SlotKey::owned_by`]).
     pub fn new(agent_session: &str, backend: &str) -> Self {
-        Self { agent_session: agent_session.into(), backend: backend.into() }
+        let agent_session: Arc<str> = agent_session.into();
+        Self { owner: Arc::clone(&agent_session), agent_session, backend: backend.into() }
+    }
+
+    pub fn owned_by(mut self, owner: &str) -> Self {
+        self.owner = owner.into();
+        self
+    }
+}
+
+impl PartialEq for SlotKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.agent_session == other.agent_session && self.backend == other.backend
+    }
+}
+
+impl Eq for SlotKey {}
+
+impl std::hash::Hash for SlotKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.agent_session.hash(state);
+        self.backend.hash(state);
     }
 }
 
@@ -240,13 +268,19 @@ impl SlotKey {
 pub struct ClientConfig {
     /// Bound of the (agent session, backend) table.
     pub max_sessions: usize,
+    /// How many of the table's slots one owner (a [`SlotKey::owner`]) may hold.
+    pub max_sessions_per_owner: usize,
     /// Bytes one exchange may read.
     pub max_exchange_bytes: usize,
 }
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        Self { max_sessions: DEFAULT_MAX_SESSIONS, max_exchange_bytes: MAX_EXCHANGE_BYTES }
+        Self {
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_owner: DEFAULT_MAX_SESSIONS_PER_OWNER,
+            max_exchange_bytes: MAX_EXCHANGE_BYTES,
+        }
     }
 }
 
@@ -287,7 +321,7 @@ impl McpBackendClient {
             .unwrap_or_default();
         Self {
             http,
-            table: SessionTable::new(config.max_sessions),
+            table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
             config,
             next_request_id: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),
@@ -401,7 +435,12 @@ impl McpBackendClient {
 
     fn acquire(&self, key: &SlotKey) -> Result<table::SlotGuard, McpError> {
         let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
-            reason: format!("all {} backend session slots are in use", full.capacity),
+            reason: match full {
+                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
+                TableFull::OwnerBusy { cap } => {
+                    format!("all {cap} backend session slots this caller may hold are in use")
+                }
+            },
         })?;
         if let Some(evicted) = evicted {
             self.end_in_background(&evicted);
