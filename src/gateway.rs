@@ -82,7 +82,9 @@ impl Gateway {
     }
 
     fn assemble(config: Config, ledger: CallLedger) -> Gateway {
-        let client = Arc::new(McpBackendClient::new(ClientConfig::default()));
+        let per_owner = config.server.max_backend_sessions_per_principal;
+        let client_config = ClientConfig { max_sessions_per_owner: per_owner, ..ClientConfig::default() };
+        let client = Arc::new(McpBackendClient::new(client_config));
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets: HashMap<Arc<str>, BackendTarget> =
             config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();

@@ -8,4 +8,5 @@ mod fault_backend_selftest;
 mod gateway;
 mod real_clients;
 mod relays;
+mod session_fairness;
 mod support;
