@@ -82,7 +82,9 @@ impl Gateway {
     }
 
     fn assemble(config: Config, ledger: CallLedger) -> Gateway {
-        let client = Arc::new(McpBackendClient::new(ClientConfig::default()));
+        let per_owner = config.server.max_backend_sessions_per_principal;
+        let client_config = ClientConfig { max_sessions_per_owner: per_owner, ..ClientConfig::default() };
+        let client = Arc::new(McpBackendClient::new(client_config));
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets: HashMap<Arc<str>, BackendTarget> =
             config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
@@ -154,10 +156,11 @@ impl Gateway {
         self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
         let app = front::app(front);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stopping.send(());
-        });
+        let serving = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stopping.send(());
+            });
         let drained = tokio::select! {
             served = serving => served.map_err(GatewayError::Serve),
             () = drain_deadline(stop, self.config.server.shutdown_drain) => Ok(()),

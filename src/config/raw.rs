@@ -36,6 +36,7 @@ pub(super) struct RawServer {
     pub(super) session_ttl: Option<String>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) shutdown_drain: Option<String>,
+    pub(super) max_backend_sessions_per_principal: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

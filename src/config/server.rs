@@ -23,6 +23,7 @@ use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optiona
 use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
+use crate::backend::mcp_client::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_OWNER};
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub session_ttl: Duration,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold.
+    pub max_backend_sessions_per_principal: usize,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +69,7 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
         }
     }
 }
@@ -147,7 +151,17 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.session_ttl),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        max_backend_sessions_per_principal: build_per_principal(raw.max_backend_sessions_per_principal)?
+            .unwrap_or(defaults.max_backend_sessions_per_principal),
     })
+}
+
+fn build_per_principal(raw: Option<i64>) -> Result<Option<usize>, Fault> {
+    let key = KeyPath::root().key("server").key("max_backend_sessions_per_principal");
+    raw.map(|count| {
+        check_per_principal(count).map_err(|expected| Fault::invalid(&key, Some(count.to_string()), expected))
+    })
+    .transpose()
 }
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
@@ -181,6 +195,12 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    let per_principal = "max_backend_sessions_per_principal";
+    if let Some(cap) =
+        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", per_principal, parse_per_principal)?
+    {
+        server.max_backend_sessions_per_principal = cap;
     }
     Ok(())
 }
@@ -219,6 +239,21 @@ fn check_max_body(bytes: u64) -> Result<usize, Expected> {
         .ok()
         .filter(|bytes| (1..=MAX_BODY_LIMIT).contains(bytes))
         .ok_or_else(|| Expected(format!("{SIZE_EXPECTED}, between 1 byte and 1GiB")))
+}
+
+fn parse_per_principal(text: &str) -> Result<usize, Expected> {
+    text.trim().parse().map_err(|_| Expected(per_principal_expected())).and_then(check_per_principal)
+}
+
+fn check_per_principal(count: i64) -> Result<usize, Expected> {
+    usize::try_from(count)
+        .ok()
+        .filter(|count| (1..=DEFAULT_MAX_SESSIONS).contains(count))
+        .ok_or_else(|| Expected(per_principal_expected()))
+}
+
+fn per_principal_expected() -> String {
+    format!("a whole number of backend sessions from 1 to {DEFAULT_MAX_SESSIONS} (the size of the session table)")
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, Expected> {
@@ -320,6 +355,32 @@ mod tests {
         assert_eq!(parse_host_pattern("GW.Internal:8808"), Ok("gw.internal:8808".to_owned()));
         assert!(parse_host_pattern("a b").is_err());
         assert!(parse_host_pattern("user@host").is_err());
+    }
+
+    fn per_principal(text: &str, env: &[(&str, &str)]) -> Result<usize, String> {
+        let config = crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied());
+        config.map(|config| config.server.max_backend_sessions_per_principal).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn the_per_principal_cap_is_a_count_within_the_table() {
+        assert_eq!(per_principal("", &[]), Ok(DEFAULT_MAX_SESSIONS_PER_OWNER));
+        assert_eq!(per_principal("[server]\nmax_backend_sessions_per_principal = 16\n", &[]), Ok(16));
+        let overridden = [("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", " 32 ")];
+        assert_eq!(per_principal("[server]\nmax_backend_sessions_per_principal = 16\n", &overridden), Ok(32));
+        for bad in ["0", "-1", "4097"] {
+            let text = format!("[server]\nmax_backend_sessions_per_principal = {bad}\n");
+            let message = per_principal(&text, &[]).expect_err(bad);
+            let named = format!("t.toml: server.max_backend_sessions_per_principal = {bad}: expected a whole number");
+            assert!(message.starts_with(&named), "{message}");
+        }
+        let message = per_principal("[server]\nmax_backend_sessions_per_principal = \"8\"\n", &[]).expect_err("text");
+        assert!(message.contains("server.max_backend_sessions_per_principal: invalid type"), "{message}");
+        for bad in ["many", "0", "9999"] {
+            let message = per_principal("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", bad)]).expect_err(bad);
+            assert!(message.contains("overrides server.max_backend_sessions_per_principal"), "{message}");
+            assert!(message.contains("from 1 to 4096"), "{message}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! (design §8), and used as the fast backend of the latency benchmark. So the hot path stays lean: one parse of
 //! the body, one map lookup under a short lock, and the answer's JSON; tool definitions are built once.
 //!
-//! Owns: the endpoint ([`router`], [`spawn`]). The parts follow the spec's layers: [`http`] the transport (§A1),
+//! Owns: the endpoint ([`router`], [`spawn`]) and its body limit ([`MAX_BODY`], above what a gateway in front
+//! accepts, so that a request the gateway admits is never refused here). The parts follow the spec's layers: [`http`] the transport (§A1),
 //! [`methods`] the lifecycle and tool methods (§A2, §A3), [`tools`] the tools themselves, [`sessions`] the
 //! bounded session set (§A1.6). Each submodule's doc lists the rules it follows.
 //!
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
@@ -36,11 +38,18 @@ pub const MCP_PATH: &str = "/mcp";
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// The largest request body the demo accepts. A gateway in front of it may accept bodies of 4 MiB (Switchyard's
+/// default `max_body`) and forwards them slightly rewritten (its own request id, the backend's tool name), so the
+/// demo takes twice that: whatever such a gateway accepts, the demo accepts too.
+pub const MAX_BODY: usize = 8 << 20;
 
 /// The demo server's routes: `/mcp` only, with a fresh session set per call.
 pub fn router() -> Router {
     let sessions = Arc::new(Sessions::default());
-    Router::new().route(MCP_PATH, post(http::post).delete(http::delete).get(http::get)).with_state(sessions)
+    Router::new()
+        .route(MCP_PATH, post(http::post).delete(http::delete).get(http::get))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(sessions)
 }
 
 /// Binds `addr` (e.g. `127.0.0.1:0`) and serves [`router`] in a task until that task is aborted. Returns the

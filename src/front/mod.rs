@@ -20,12 +20,14 @@ pub mod session;
 pub mod standalone;
 mod stream;
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -75,20 +77,29 @@ pub fn app(front: Arc<Front>) -> Router {
         .with_state(front)
 }
 
-async fn post_all(State(front): State<Arc<Front>>, headers: HeaderMap, body: Bytes) -> Response {
-    front.serve_post(None, &headers, &body).await
+/// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart
+/// in the backend session table.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+fn peer_ip(peer: Peer) -> Option<IpAddr> {
+    peer.map(|Extension(ConnectInfo(address))| address.ip())
+}
+
+async fn post_all(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap, body: Bytes) -> Response {
+    front.serve_post(None, peer_ip(peer), &headers, &body).await
 }
 
 async fn post_one(
     State(front): State<Arc<Front>>,
     Path(backend): Path<String>,
+    peer: Peer,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     if !front.router.has_backend(&backend) {
         return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
     }
-    front.serve_post(Some(backend), &headers, &body).await
+    front.serve_post(Some(backend), peer_ip(peer), &headers, &body).await
 }
 
 async fn get_all(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
@@ -184,7 +195,13 @@ impl Front {
     }
 
     /// `backend`: the backend of `/mcp/{backend}`, `None` for `/mcp`.
-    async fn serve_post(self: &Arc<Self>, backend: Option<String>, headers: &HeaderMap, body: &[u8]) -> Response {
+    async fn serve_post(
+        self: &Arc<Self>,
+        backend: Option<String>,
+        peer: Option<IpAddr>,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Response {
         if let Err(refusal) = self.admission.check(headers) {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
         }
@@ -206,7 +223,7 @@ impl Front {
                 http::error(StatusCode::BAD_REQUEST, None, jsonrpc::INVALID_REQUEST, text)
             }
             kind => match self.open_session(headers) {
-                Ok(session) => self.serve_in_session(&session, backend, kind, &message, headers).await,
+                Ok(session) => self.serve_in_session(&session, backend, peer, kind, &message, headers).await,
                 Err(failure) => failure.response(),
             },
         }
@@ -216,6 +233,7 @@ impl Front {
         self: &Arc<Self>,
         session: &AgentSession,
         backend: Option<String>,
+        peer: Option<IpAddr>,
         kind: Kind<'_>,
         message: &Value,
         headers: &HeaderMap,
@@ -248,6 +266,7 @@ impl Front {
             principal: session.principal.clone(),
             request_id: id.clone(),
             idempotency_key,
+            peer,
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let cancellable = self.cancels.register(&caller.session, id);

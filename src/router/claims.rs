@@ -255,7 +255,13 @@ mod tests {
 
     fn caller(header: Option<&str>) -> Caller {
         let header = header.map(|key| idempotency::from_header([key.as_bytes()]).expect("valid").expect("a key"));
-        Caller { session: "s1".into(), principal: "alice".into(), request_id: json!(7), idempotency_key: header }
+        Caller {
+            session: "s1".into(),
+            principal: "alice".into(),
+            request_id: json!(7),
+            idempotency_key: header,
+            peer: None,
+        }
     }
 
     fn key_of(header: Option<&str>, params: &Value) -> ClaimKey {

@@ -17,7 +17,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::{CallRouter, Caller, RpcFailure, View};
-use crate::backend::mcp_client::{McpError, Relay, SlotKey};
+use crate::backend::mcp_client::{McpError, Relay};
 use crate::jsonrpc;
 
 /// MCP's error code for an unknown resource (server/resources §"Error Handling").
@@ -84,7 +84,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
         };
-        let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: Arc::clone(backend) };
+        let slot = caller.slot(backend);
         self.client.request_relayed(&slot, &target.endpoint(), method, params, relay).await.map_err(|error| match error
         {
             McpError::Rpc { code, message, data } => RpcFailure { code, message, data },

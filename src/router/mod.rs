@@ -2,8 +2,9 @@
 //! answer an agent (and the LLM behind it) can act on (design §3, §4, §5).
 //!
 //! Rules: a tool is called on the backend session of the (agent session, backend) pair, never on another
-//! agent's; the backend sees its own tool name and the backend client's own request ids; a backend's result —
-//! `isError` included — passes through verbatim; a failure of the call itself becomes a `CallToolResult` with
+//! agent's, and that session counts against the caller's fairness key ([`Caller::fairness_key`]) in the shared
+//! session table; the backend sees its own tool name and the backend client's own request ids; a backend's
+//! result — `isError` included — passes through verbatim; a failure of the call itself becomes a `CallToolResult` with
 //! `isError: true`, a sentence that says whether the call ran, and `_meta["switchyard/outcome"]`.
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
@@ -15,6 +16,7 @@ pub mod idempotency;
 mod outcome;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +67,28 @@ pub struct Caller {
     pub request_id: Value,
     /// The `Idempotency-Key` HTTP header, if the agent sent one (checked by [`idempotency::from_header`]).
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The address the request came from, when the transport knows it.
+    pub peer: Option<IpAddr>,
+}
+
+impl Caller {
+    /// Who the caller's backend sessions count against in the shared session table: the principal, except that
+    /// every unauthenticated agent is `anonymous`, so those are told apart by address (`anonymous@<ip>`,
+    /// `anonymous@unknown` when the address is not known).
+    pub fn fairness_key(&self) -> String {
+        if self.principal != crate::front::ANONYMOUS {
+            return self.principal.clone();
+        }
+        match self.peer {
+            Some(ip) => format!("{}@{ip}", self.principal),
+            None => format!("{}@unknown", self.principal),
+        }
+    }
+
+    /// The caller's slot for `backend` in the backend client's session table.
+    fn slot(&self, backend: &str) -> SlotKey {
+        SlotKey::new(&self.session, backend).owned_by(&self.fairness_key())
+    }
 }
 
 /// A JSON-RPC error for the agent.
@@ -235,7 +259,7 @@ impl CallRouter {
             Admission::Answered(answer) => return answer,
         };
         params["name"] = Value::String(route.name.clone());
-        let slot = SlotKey { agent_session: caller.session.as_str().into(), backend: route.backend.clone() };
+        let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &endpoint, "tools/call", params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await
     }

@@ -20,8 +20,9 @@ pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) ->
         return error_result("unknown", &sentence, claim, false);
     }
     if error.proves_not_delivered() {
-        let sentence =
-            format!("The backend `{backend}` could not be reached; the call did not run; it is safe to retry.");
+        let sentence = format!(
+            "The backend `{backend}` could not be reached or refused the call unprocessed; the call did not run; it is safe to retry."
+        );
         return error_result("not_delivered", &format!("{sentence} ({error})"), claim, false);
     }
     let sentence = format!(

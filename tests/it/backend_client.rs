@@ -193,6 +193,48 @@ async fn a_404_without_a_session_id_is_returned_as_such() {
     assert_eq!(server.rpc_count("tools/call"), 1);
 }
 
+/// Every status whose definition proves the backend refused the request unprocessed is `NotDelivered`, naming the
+/// status; nothing ran, and the slot keeps its session (no re-initialize).
+#[tokio::test]
+async fn statuses_that_prove_a_refusal_are_not_delivered() {
+    for status in [400, 401, 403, 405, 411, 413, 414, 415, 421, 429, 431] {
+        let server = backend(Script { call_status: Some(status), ..Script::default() }).await;
+        let result = echo(&client(), &server, "a").await;
+        let Err(McpError::NotDelivered { reason }) = &result else {
+            panic!("{status}: expected NotDelivered, got {result:?}")
+        };
+        assert!(reason.contains(&format!("HTTP {status} ")), "{status}: the reason names the status: {reason}");
+        assert!(reason.contains("scripted refusal"), "{status}: the backend's words are kept: {reason}");
+        assert_eq!(server.executions("echo"), 0);
+        assert_eq!(server.rpc_count("initialize"), 1, "{status}: a refusal is not a lost session");
+    }
+}
+
+/// Statuses that do not prove a refusal keep the outcome unknown: a 500 may come after the tool ran.
+#[tokio::test]
+async fn other_error_statuses_stay_unknown() {
+    for status in [406, 408, 409, 410, 422, 500, 502, 503, 504] {
+        let server = backend(Script { call_status: Some(status), ..Script::default() }).await;
+        let result = echo(&client(), &server, "a").await;
+        let error = result.expect_err("an error status");
+        assert!(matches!(error, McpError::HttpStatus { status: s, .. } if s == status), "{status}: {error:?}");
+        assert!(!error.proves_not_delivered(), "{status}");
+    }
+}
+
+/// A backend whose body limit is below the request's answers 413: not delivered, and nothing ran.
+#[tokio::test]
+async fn a_body_over_the_backends_limit_is_not_delivered() {
+    let server = backend(Script { body_limit: Some(1024), ..Script::default() }).await;
+    let client = client();
+    let params = json!({"name": "echo", "arguments": {"text": "x".repeat(4096)}});
+    let result = client.request(&slot("a"), &endpoint(&server), "tools/call", params).await;
+    let Err(McpError::NotDelivered { reason }) = &result else { panic!("expected NotDelivered, got {result:?}") };
+    assert!(reason.contains("HTTP 413 Content Too Large"), "{reason}");
+    assert_eq!(server.executions("echo"), 0);
+    assert_eq!(text(&echo(&client, &server, "a").await.unwrap()), "hello", "a small call still goes through");
+}
+
 #[tokio::test]
 async fn sse_answers_are_read_and_priming_events_ignored() {
     let server = backend(Script { answer: Answer::Sse, ..Script::default() }).await;

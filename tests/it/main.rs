@@ -1,10 +1,12 @@
 mod at_most_once;
 mod backend_client;
 mod backend_interop;
+mod backend_refusals;
 mod cli;
 mod demo_server;
 mod fault_backend_selftest;
 mod gateway;
 mod real_clients;
 mod relays;
+mod session_fairness;
 mod support;

@@ -9,8 +9,10 @@
 //! at most [`MAX_RESUMPTIONS`] times. Everything runs under the caller's absolute deadline, and all bytes read
 //! in one exchange, resumptions included, count against one limit.
 //!
-//! Errors are classified here, where the facts are known: a failure to connect is `NotDelivered`; anything after
-//! the request may have left is `AfterDelivery`.
+//! Errors are classified here, where the facts are known: a failure to connect, or an HTTP status that proves the
+//! backend refused the request unprocessed ([`Refusal`]), is `NotDelivered`; anything else after the request may
+//! have left is `AfterDelivery` (or `HttpStatus`, equally unknown). A refused resumption `GET` never makes the
+//! `POST` before it undelivered: [`Exchange::resume`] reclassifies every failure as `AfterDelivery`.
 
 use std::time::Duration;
 
@@ -20,6 +22,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
+use super::refusal::Refusal;
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::sse::{SseDecoder, SseEvent};
 use crate::jsonrpc::{self, Kind};
@@ -234,7 +237,11 @@ impl Exchange<'_> {
         }
         if !status.is_success() {
             let body = self.error_excerpt(response).await;
-            return Err(McpError::HttpStatus { status: status.as_u16(), body }.into());
+            let error = match Refusal::of(status.as_u16()) {
+                Some(refusal) => McpError::NotDelivered { reason: refusal.reason(&body) },
+                None => McpError::HttpStatus { status: status.as_u16(), body },
+            };
+            return Err(error.into());
         }
         if let Some(encoding) = response.headers().get(header::CONTENT_ENCODING)
             && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")

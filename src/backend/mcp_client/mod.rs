@@ -4,13 +4,16 @@
 //! session-id validation (exactly one header, 1–1024 visible ASCII), the headers every later request carries,
 //! the reaction to `404` (drop the session, re-initialize, retry exactly once — the backend did not process the
 //! request, so the retry cannot run a tool twice), paginated `tools/list` within bounds, and the bounded table of
-//! backend sessions per (agent session, backend) pair. The wire exchange itself lives in [`exchange`].
+//! backend sessions per (agent session, backend) pair, shared fairly between owners ([`table`]). The wire exchange
+//! itself lives in [`exchange`]; which HTTP error statuses prove a refusal is decided in [`refusal`].
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
-//! above is the error class: only [`McpError::NotDelivered`] proves that a request never reached the backend.
+//! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request
+//! (it never reached the backend, or the backend refused it with a status that proves so).
 
 mod exchange;
 mod listener;
+mod refusal;
 mod table;
 
 use std::sync::Arc;
@@ -26,7 +29,8 @@ use tokio::time::{Instant, timeout_at};
 use exchange::{Exchange, ExchangeError, Listener, Strays};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub use listener::SessionMessage;
-use table::{SessionTable, Slot};
+pub use refusal::Refusal;
+use table::{SessionTable, Slot, TableFull};
 
 /// Protocol versions this client accepts from a backend, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -41,6 +45,8 @@ pub const MAX_TOOL_PAGES: usize = 32;
 pub const MAX_TOOLS: usize = 2048;
 /// The default bound of the (agent session, backend) table.
 pub const DEFAULT_MAX_SESSIONS: usize = 4096;
+/// The default share of the table one owner may hold: a quarter, so at least four owners always fit.
+pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = DEFAULT_MAX_SESSIONS / 4;
 const MAX_SESSION_ID_LEN: usize = 1024;
 /// Best-effort `DELETE`s of forgotten sessions get this long.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -52,14 +58,16 @@ pub fn is_supported_version(version: &str) -> bool {
 /// Why a request to a backend failed. Callers branch on the class.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
-    /// The request never reached the backend: connecting failed, or the handshake before it did. Only this
-    /// error proves that a tool did not run.
-    #[error("the request did not reach the backend: {reason}")]
+    /// The backend did not process the request: connecting failed, the handshake before it did, or the backend
+    /// refused it with a status that proves it was not processed ([`Refusal`]; the reason names the status).
+    /// Only this error proves that a tool did not run.
+    #[error("the backend did not process the request: {reason}")]
     NotDelivered { reason: String },
     /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
     #[error("the backend may have received the request, but its answer was unusable: {reason}")]
     AfterDelivery { reason: String },
-    /// The backend answered with an HTTP error status (other than the `404` of an ended session).
+    /// The backend answered with an HTTP error status that does not prove a refusal (see [`Refusal`]; nor the
+    /// `404` of an ended session). The outcome is unknown.
     #[error("the backend answered HTTP {status}: {body}")]
     HttpStatus { status: u16, body: String },
     /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
@@ -71,7 +79,7 @@ pub enum McpError {
 }
 
 impl McpError {
-    /// True only when the request provably did not reach the backend.
+    /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. })
     }
@@ -217,16 +225,42 @@ impl Relay {
     }
 }
 
-/// Identifies one slot of the session table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Identifies one slot of the session table: the (agent session, backend) pair, and the owner the slot counts
+/// against for fairness. The owner is not part of the slot's identity (equality and hashing ignore it): an agent
+/// session may come back from another address, and must still find its backend session.
+#[derive(Debug, Clone)]
 pub struct SlotKey {
     pub agent_session: Arc<str>,
     pub backend: Arc<str>,
+    /// Who the slot counts against: the principal, or `anonymous@<address>` (see the router's `Caller`).
+    pub owner: Arc<str>,
 }
 
 impl SlotKey {
+    /// A slot owned by its own agent session (callers that know better say so with [`SlotKey::owned_by`]).
     pub fn new(agent_session: &str, backend: &str) -> Self {
-        Self { agent_session: agent_session.into(), backend: backend.into() }
+        let agent_session: Arc<str> = agent_session.into();
+        Self { owner: Arc::clone(&agent_session), agent_session, backend: backend.into() }
+    }
+
+    pub fn owned_by(mut self, owner: &str) -> Self {
+        self.owner = owner.into();
+        self
+    }
+}
+
+impl PartialEq for SlotKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.agent_session == other.agent_session && self.backend == other.backend
+    }
+}
+
+impl Eq for SlotKey {}
+
+impl std::hash::Hash for SlotKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.agent_session.hash(state);
+        self.backend.hash(state);
     }
 }
 
@@ -234,13 +268,19 @@ impl SlotKey {
 pub struct ClientConfig {
     /// Bound of the (agent session, backend) table.
     pub max_sessions: usize,
+    /// How many of the table's slots one owner (a [`SlotKey::owner`]) may hold.
+    pub max_sessions_per_owner: usize,
     /// Bytes one exchange may read.
     pub max_exchange_bytes: usize,
 }
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        Self { max_sessions: DEFAULT_MAX_SESSIONS, max_exchange_bytes: MAX_EXCHANGE_BYTES }
+        Self {
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_owner: DEFAULT_MAX_SESSIONS_PER_OWNER,
+            max_exchange_bytes: MAX_EXCHANGE_BYTES,
+        }
     }
 }
 
@@ -281,7 +321,7 @@ impl McpBackendClient {
             .unwrap_or_default();
         Self {
             http,
-            table: SessionTable::new(config.max_sessions),
+            table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
             config,
             next_request_id: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),
@@ -395,7 +435,12 @@ impl McpBackendClient {
 
     fn acquire(&self, key: &SlotKey) -> Result<table::SlotGuard, McpError> {
         let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
-            reason: format!("all {} backend session slots are in use", full.capacity),
+            reason: match full {
+                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
+                TableFull::OwnerBusy { cap } => {
+                    format!("all {cap} backend session slots this caller may hold are in use")
+                }
+            },
         })?;
         if let Some(evicted) = evicted {
             self.end_in_background(&evicted);

@@ -115,6 +115,11 @@ pub struct Script {
     pub delete_status: u16,
     /// Answer every `tools/call` with 404 without running it, whatever session it carries.
     pub calls_404: bool,
+    /// Answer every `tools/call` with this HTTP status (plain-text body) without running it.
+    pub call_status: Option<u16>,
+    /// Refuse a `tools/call` whose body is larger than this many bytes with 413, without running it (a backend
+    /// whose body limit is below the gateway's).
+    pub body_limit: Option<usize>,
     /// Serve a standalone stream on `GET` (without `Last-Event-ID`) carrying these messages; `None`: 405.
     pub standalone: Option<Vec<Value>>,
     /// The `ServerCapabilities` declared in the `initialize` result.
@@ -147,6 +152,8 @@ impl Default for Script {
             drop_after_call: false,
             delete_status: 200,
             calls_404: false,
+            call_status: None,
+            body_limit: None,
             standalone: None,
             capabilities: json!({ "tools": { "listChanged": false } }),
         }
@@ -185,6 +192,8 @@ pub struct Recorded {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON, if it was JSON.
     pub body: Option<Value>,
+    /// The body's size in bytes.
+    pub body_length: usize,
     pub rpc_method: Option<String>,
     /// When the request had been read completely.
     pub at: Instant,
@@ -446,9 +455,10 @@ async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded, u16
     let have = body.len().min(length);
     body.resize(length, 0);
     stream.read_exact(&mut body[have..]).await?;
+    let body_length = body.len();
     let body: Option<Value> = serde_json::from_slice(&body).ok();
     let rpc_method = body.as_ref().and_then(|b| b.get("method")).and_then(Value::as_str).map(str::to_owned);
-    Ok(Ok(Recorded { http_method, path, headers, body, rpc_method, at: Instant::now() }))
+    Ok(Ok(Recorded { http_method, path, headers, body, body_length, rpc_method, at: Instant::now() }))
 }
 
 type Head = (String, String, Vec<(String, String)>);
@@ -606,6 +616,12 @@ impl Exchange<'_> {
     async fn call_tool(&mut self, id: Value, params: &Value) -> io::Result<()> {
         if self.script.calls_404 {
             return self.text(404, "session not found").await;
+        }
+        if let Some(status) = self.script.call_status {
+            return self.text(status, "scripted refusal of tools/call").await;
+        }
+        if self.script.body_limit.is_some_and(|limit| self.request.body_length > limit) {
+            return self.text(413, "the request body exceeds this backend's limit").await;
         }
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
         self.shared.count_execution(name);
