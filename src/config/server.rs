@@ -33,6 +33,10 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 /// The largest accepted `max_body`: request bodies are buffered, so the limit must stay a sane bound.
 pub const MAX_BODY_LIMIT: usize = 1 << 30;
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How many deleted sessions are remembered (each until its own expiry) before new ones are refused.
+pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
+/// The largest accepted `max_revocations` (about 1 GiB of memory for the list).
+pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
@@ -51,6 +55,8 @@ pub struct ServerConfig {
     pub max_body: usize,
     /// How long an agent session id stays valid after `initialize`.
     pub session_ttl: Duration,
+    /// The bound on remembered deleted sessions; when reached, deletions and new sessions are refused.
+    pub max_revocations: usize,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
 }
@@ -65,6 +71,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
+            max_revocations: DEFAULT_MAX_REVOCATIONS,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
         }
     }
@@ -145,9 +152,18 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_body: build_max_body(&section.key("max_body"), raw.max_body.as_ref())?.unwrap_or(defaults.max_body),
         session_ttl: optional(&section.key("session_ttl"), raw.session_ttl.as_deref(), parse_ttl)?
             .unwrap_or(defaults.session_ttl),
+        max_revocations: build_max_revocations(&section.key("max_revocations"), raw.max_revocations)?
+            .unwrap_or(defaults.max_revocations),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
     })
+}
+
+fn build_max_revocations(key: &KeyPath, raw: Option<i64>) -> Result<Option<usize>, Fault> {
+    raw.map(|count| {
+        check_max_revocations(count).map_err(|expected| Fault::invalid(key, Some(count.to_string()), expected))
+    })
+    .transpose()
 }
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
@@ -181,6 +197,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    if let Some(count) = lookup.get("SWITCHYARD_MAX_REVOCATIONS", "max_revocations", parse_max_revocations)? {
+        server.max_revocations = count;
     }
     Ok(())
 }
@@ -219,6 +238,21 @@ fn check_max_body(bytes: u64) -> Result<usize, Expected> {
         .ok()
         .filter(|bytes| (1..=MAX_BODY_LIMIT).contains(bytes))
         .ok_or_else(|| Expected(format!("{SIZE_EXPECTED}, between 1 byte and 1GiB")))
+}
+
+fn parse_max_revocations(text: &str) -> Result<usize, Expected> {
+    text.trim().parse().map_err(|_| Expected(max_revocations_expected())).and_then(check_max_revocations)
+}
+
+fn check_max_revocations(count: i64) -> Result<usize, Expected> {
+    usize::try_from(count)
+        .ok()
+        .filter(|count| (1..=MAX_REVOCATIONS_LIMIT).contains(count))
+        .ok_or_else(|| Expected(max_revocations_expected()))
+}
+
+fn max_revocations_expected() -> String {
+    format!("a whole number of sessions between 1 and {MAX_REVOCATIONS_LIMIT}")
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, Expected> {

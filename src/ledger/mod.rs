@@ -44,6 +44,7 @@ pub use instance::{INSTANCE_ID_FILE, instance_id};
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
+pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
 pub use types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR, Resolution,
@@ -74,6 +75,9 @@ macro_rules! dispatch {
         }
     };
 }
+
+// Declared after `dispatch!` so the module can use it.
+mod revocations;
 
 impl LedgerStore {
     /// Opens the store `url` names (see [`LedgerUrl`]), creating and migrating its schema; `data_dir` holds the
