@@ -5,7 +5,8 @@
 //! admission checks ([`guard`]), sealed session ids ([`session`]) and the mapping of JSON-RPC messages to router
 //! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
-//! principal's → 404; notifications and responses → 202 without a body.
+//! principal's → 404; notifications and responses → 202 without a body; a `DELETE` or `initialize` the
+//! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error.
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.

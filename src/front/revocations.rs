@@ -230,9 +230,7 @@ impl Revocations {
     fn apply(&self, entry: &LogEntry) {
         match SessionRef::from_hex(&entry.session) {
             Some(id) => self.lock().insert(id, entry.expires_at),
-            None => {
-                tracing::warn!(session = %entry.session, "ignored a revocation of a session id this gateway never issues")
-            }
+            None => tracing::warn!(session = %entry.session, "ignored a revocation of an id this gateway never issues"),
         }
     }
 

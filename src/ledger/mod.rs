@@ -14,6 +14,8 @@
 //!   directly, across processes by PostgreSQL `LISTEN/NOTIFY` or (SQLite) a light poll.
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
+//! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
+//!   on plain types, beside the claims.
 
 mod detach;
 mod digest;
