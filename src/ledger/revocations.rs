@@ -204,6 +204,7 @@ mod tests {
         let of = |session: &str| Revocation { session: session.to_owned(), expires_at: 1 }.check();
         assert!(of("0123abcd").is_ok());
         assert!(of(&"a".repeat(MAX_SESSION_LEN)).is_ok());
+        assert!(of("").unwrap_err().to_string().contains("1–128 visible ASCII characters"));
         for bad in [String::new(), "a".repeat(MAX_SESSION_LEN + 1), "a b".into(), "é".into(), "a\n".into()] {
             assert!(matches!(of(&bad), Err(LedgerError::InvalidSession { .. })), "{bad:?}");
         }

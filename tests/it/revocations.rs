@@ -1,7 +1,9 @@
 //! Revocations that hold (issue 8, deliverable 5), end to end: a deleted session id stays refused (404) until
 //! the session would have expired — when the list is full (`server.max_revocations`, kept small here), across a
 //! restart on SQLite, and on another replica sharing a PostgreSQL ledger — and a full list refuses new deletions
-//! and new sessions (503, a JSON-RPC error naming the bound, `Retry-After`) instead of forgetting old deletions.
+//! and new sessions (503, a JSON-RPC error naming the bound, `Retry-After`) instead of forgetting old deletions;
+//! a deletion the ledger cannot record is refused and changes nothing. PostgreSQL tests use a schema of their own
+//! and are skipped (loudly) when PostgreSQL is unreachable outside CI, like the at-most-once suite's.
 
 use std::time::Duration;
 
@@ -11,7 +13,8 @@ use tokio::time::Instant;
 
 use crate::at_most_once::{PgSchema, ledger_section};
 use crate::support::fault_backend::{FaultBackend, Script};
-use crate::support::gateway::{Agent, SESSION, ScratchDir, TestGateway, backend_toml};
+use crate::support::gateway::{Agent, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
+use crate::support::pg_proxy::{POSTGRES, TcpProxy};
 
 /// How long another replica may take to hear of a deletion (PostgreSQL `NOTIFY`; normally milliseconds).
 const PROPAGATION_BOUND: Duration = Duration::from_secs(10);
@@ -155,4 +158,27 @@ async fn a_deletion_on_one_replica_is_refused_by_the_others() {
 
     let c = gateway(&server, &sections, &backend).await;
     assert_eq!(ping_status(&c.mcp(), &id).await, StatusCode::NOT_FOUND, "a replica started later loads it");
+}
+
+/// A deletion the ledger cannot record is refused (503, saying the session was not deleted) and changes nothing:
+/// the session still works, and deleting it succeeds once PostgreSQL is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_the_ledger_cannot_record_is_refused() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let mut proxy = TcpProxy::start(POSTGRES.parse().unwrap()).await;
+    let backend = FaultBackend::start(Script::default()).await;
+    let gateway = gateway("", &ledger_section(&schema.url(proxy.port())), &backend).await;
+    let id = session_of(&Agent::connected(gateway.mcp()).await);
+
+    proxy.cut().await;
+    let (status, _, body) = delete(&gateway.mcp(), &id).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not deleted") && message.contains("could not be recorded"), "{body}");
+    assert_eq!(ping_status(&gateway.mcp(), &id).await, StatusCode::OK, "the refused deletion changed nothing");
+
+    proxy.restore().await;
+    assert!(wait_ready(&gateway.base).await, "ready again once PostgreSQL is back");
+    assert_eq!(delete(&gateway.mcp(), &id).await.0, StatusCode::OK);
+    assert_eq!(ping_status(&gateway.mcp(), &id).await, StatusCode::NOT_FOUND);
 }
