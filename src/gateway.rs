@@ -17,10 +17,13 @@ use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{BackendConfig, Config, ConfigError};
 use crate::front::guard::Admission;
-use crate::front::session::{Revocations, Sealer, SessionError, SessionSecret};
+use crate::front::revocations::{LogError, Revocations};
+use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
+
+mod revocation_log;
 
 /// How often a discovered backend's tool list is refreshed.
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
@@ -39,6 +42,8 @@ pub enum GatewayError {
     Serve(std::io::Error),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
+    #[error("cannot load the deleted sessions from the ledger: {0}")]
+    Revocations(LogError),
 }
 
 /// The parts of a running gateway.
@@ -128,10 +133,13 @@ impl Gateway {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
+        let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
+        let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
+        self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
         let front = Arc::new(Front {
             admission: Admission { server: self.config.server.clone() },
             sealer: Sealer::new(secret, self.config.server.session_ttl),
-            revocations: Revocations::default(),
+            revocations,
             router: Arc::clone(&self.router),
             max_body: self.config.server.max_body,
             streams: Arc::default(),

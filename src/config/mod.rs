@@ -565,6 +565,23 @@ mod tests {
     }
 
     #[test]
+    fn max_revocations_is_read_checked_and_overridden() {
+        assert_eq!(parse("").expect("valid").server.max_revocations, server::DEFAULT_MAX_REVOCATIONS);
+        assert_eq!(parse("server.max_revocations = 3\n").expect("valid").server.max_revocations, 3);
+        let overridden = parse_with_env("server.max_revocations = 3\n", &[("SWITCHYARD_MAX_REVOCATIONS", "50")]);
+        assert_eq!(overridden.expect("valid").server.max_revocations, 50);
+        for line in ["max_revocations = 0", "max_revocations = -1", "max_revocations = 10000001"] {
+            let message = error_naming(&format!("[server]\n{line}\n"), "server.max_revocations = ");
+            assert!(message.contains("a whole number from 1 to 10000000 sessions"), "{message}");
+        }
+        error_naming("server.max_revocations = \"many\"\n", "server.max_revocations: invalid type: string");
+        for value in ["many", "0", "1.5"] {
+            let message = parse_with_env("", &[("SWITCHYARD_MAX_REVOCATIONS", value)]).expect_err(value).to_string();
+            assert!(message.contains("overrides server.max_revocations"), "{message}");
+        }
+    }
+
+    #[test]
     fn demo_configuration_takes_overrides() {
         let config =
             Config::default_demo().with_env_overrides([("SWITCHYARD_LISTEN", "127.0.0.1:9999")]).expect("valid");

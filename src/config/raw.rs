@@ -34,6 +34,7 @@ pub(super) struct RawServer {
     pub(super) max_body: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) session_ttl: Option<String>,
+    pub(super) max_revocations: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) shutdown_drain: Option<String>,
     pub(super) max_backend_sessions_per_principal: Option<i64>,

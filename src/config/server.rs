@@ -34,6 +34,10 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 /// The largest accepted `max_body`: request bodies are buffered, so the limit must stay a sane bound.
 pub const MAX_BODY_LIMIT: usize = 1 << 30;
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How many deleted sessions are remembered (each until its own expiry) before new ones are refused.
+pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
+/// The largest accepted `max_revocations` (about 1 GiB of memory for the list).
+pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
@@ -52,6 +56,8 @@ pub struct ServerConfig {
     pub max_body: usize,
     /// How long an agent session id stays valid after `initialize`.
     pub session_ttl: Duration,
+    /// The bound on remembered deleted sessions; when reached, deletions and new sessions are refused.
+    pub max_revocations: usize,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
     /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold.
@@ -68,6 +74,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
+            max_revocations: DEFAULT_MAX_REVOCATIONS,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
         }
@@ -149,19 +156,45 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_body: build_max_body(&section.key("max_body"), raw.max_body.as_ref())?.unwrap_or(defaults.max_body),
         session_ttl: optional(&section.key("session_ttl"), raw.session_ttl.as_deref(), parse_ttl)?
             .unwrap_or(defaults.session_ttl),
+        max_revocations: MAX_REVOCATIONS
+            .build(&section.key("max_revocations"), raw.max_revocations)?
+            .unwrap_or(defaults.max_revocations),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
-        max_backend_sessions_per_principal: build_per_principal(raw.max_backend_sessions_per_principal)?
+        max_backend_sessions_per_principal: PER_PRINCIPAL
+            .build(&section.key("max_backend_sessions_per_principal"), raw.max_backend_sessions_per_principal)?
             .unwrap_or(defaults.max_backend_sessions_per_principal),
     })
 }
 
-fn build_per_principal(raw: Option<i64>) -> Result<Option<usize>, Fault> {
-    let key = KeyPath::root().key("server").key("max_backend_sessions_per_principal");
-    raw.map(|count| {
-        check_per_principal(count).map_err(|expected| Fault::invalid(&key, Some(count.to_string()), expected))
-    })
-    .transpose()
+/// A whole-number key (`max_revocations`, `max_backend_sessions_per_principal`): 1 to `max` of `unit`, with one
+/// parser shared by the file and the environment.
+struct Count {
+    max: usize,
+    unit: &'static str,
+}
+
+const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
+/// At most the whole session table.
+const PER_PRINCIPAL: Count = Count { max: DEFAULT_MAX_SESSIONS, unit: "backend sessions (the session table's size)" };
+
+impl Count {
+    fn build(&self, key: &KeyPath, raw: Option<i64>) -> Result<Option<usize>, Fault> {
+        raw.map(|count| self.check(count).map_err(|expected| Fault::invalid(key, Some(count.to_string()), expected)))
+            .transpose()
+    }
+
+    fn parse(&self, text: &str) -> Result<usize, Expected> {
+        text.trim().parse().map_err(|_| self.expected()).and_then(|count| self.check(count))
+    }
+
+    fn check(&self, count: i64) -> Result<usize, Expected> {
+        usize::try_from(count).ok().filter(|count| (1..=self.max).contains(count)).ok_or_else(|| self.expected())
+    }
+
+    fn expected(&self) -> Expected {
+        Expected(format!("a whole number from 1 to {} {}", self.max, self.unit))
+    }
 }
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
@@ -198,9 +231,14 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     let per_principal = "max_backend_sessions_per_principal";
     if let Some(cap) =
-        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", per_principal, parse_per_principal)?
+        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", per_principal, |text| PER_PRINCIPAL.parse(text))?
     {
         server.max_backend_sessions_per_principal = cap;
+    }
+    if let Some(count) =
+        lookup.get("SWITCHYARD_MAX_REVOCATIONS", "max_revocations", |text| MAX_REVOCATIONS.parse(text))?
+    {
+        server.max_revocations = count;
     }
     Ok(())
 }
@@ -239,21 +277,6 @@ fn check_max_body(bytes: u64) -> Result<usize, Expected> {
         .ok()
         .filter(|bytes| (1..=MAX_BODY_LIMIT).contains(bytes))
         .ok_or_else(|| Expected(format!("{SIZE_EXPECTED}, between 1 byte and 1GiB")))
-}
-
-fn parse_per_principal(text: &str) -> Result<usize, Expected> {
-    text.trim().parse().map_err(|_| Expected(per_principal_expected())).and_then(check_per_principal)
-}
-
-fn check_per_principal(count: i64) -> Result<usize, Expected> {
-    usize::try_from(count)
-        .ok()
-        .filter(|count| (1..=DEFAULT_MAX_SESSIONS).contains(count))
-        .ok_or_else(|| Expected(per_principal_expected()))
-}
-
-fn per_principal_expected() -> String {
-    format!("a whole number of backend sessions from 1 to {DEFAULT_MAX_SESSIONS} (the size of the session table)")
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, Expected> {

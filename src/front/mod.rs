@@ -5,8 +5,9 @@
 //! admission checks ([`guard`]), sealed session ids ([`session`]) and the mapping of JSON-RPC messages to router
 //! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
-//! principal's → 404; notifications and responses → 202 without a body.
-//! A malformed `Idempotency-Key` header on a request → 400/-32602 (the key rules are `router::idempotency`'s).
+//! principal's → 404; notifications and responses → 202 without a body; a `DELETE` or `initialize` the
+//! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
+//! header on a request → 400/-32602 (the key rules are `router::idempotency`'s).
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
@@ -16,6 +17,7 @@ pub mod guard;
 mod http;
 pub mod pending;
 pub mod replay;
+pub mod revocations;
 pub mod session;
 pub mod standalone;
 mod stream;
@@ -39,7 +41,8 @@ use crate::backend::mcp_client::{Relay, SessionMessage};
 use crate::jsonrpc::{self, Kind};
 use crate::router::{CallRouter, Caller, View, idempotency};
 use guard::Admission;
-use session::{AgentSession, OpenError, Revocations, Sealer, SessionRef};
+use revocations::{Revocations, RevokeError};
+use session::{AgentSession, OpenError, Sealer, SessionRef};
 
 /// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
 /// arrives.
@@ -52,7 +55,7 @@ pub const ANONYMOUS: &str = "anonymous";
 pub struct Front {
     pub admission: Admission,
     pub sealer: Sealer,
-    pub revocations: Revocations,
+    pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
     pub max_body: usize,
     /// The standalone `GET` streams open on this replica.
@@ -119,12 +122,25 @@ async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> 
     }
     match front.open_session(&headers) {
         Ok(session) => {
-            front.revocations.revoke(session.id, front.sealer.expires_at(&session));
+            let expires_at = front.sealer.expires_at(&session);
+            if let Err(refused) = front.revocations.revoke(session.id, expires_at, now_unix()).await {
+                return revocation_refused(None, &format!("the session was not deleted: {refused}"), &refused);
+            }
             front.router.forget_session(&session.id.to_string());
             StatusCode::OK.into_response()
         }
         Err(failure) => failure.response(),
     }
+}
+
+/// 503 with a JSON-RPC error: the revocation list cannot take more now (`Retry-After` says when it can) or its
+/// log cannot be written.
+fn revocation_refused(id: Option<&Value>, text: &str, refused: &RevokeError) -> Response {
+    let mut response = http::error(StatusCode::SERVICE_UNAVAILABLE, id, jsonrpc::INTERNAL_ERROR, text);
+    if let RevokeError::Full { retry_after, .. } = refused {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(*retry_after));
+    }
+    response
 }
 
 async fn readyz(State(front): State<Arc<Front>>) -> Response {
@@ -318,6 +334,9 @@ impl Front {
     }
 
     fn initialize(&self, id: &Value, message: &Value) -> Response {
+        if let Err(full) = self.revocations.room(now_unix()) {
+            return revocation_refused(Some(id), &format!("cannot start a session: {full}"), &full);
+        }
         let params = message.get("params");
         let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or_default();
         let version =

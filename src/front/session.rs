@@ -1,9 +1,9 @@
 //! Sealed agent sessions: the `MCP-Session-Id` the front hands an agent (design §3, §6; MCP 2025-11-25 §A1.6,
 //! §A4.7).
 //!
-//! Owns: the session key ([`SessionSecret`]), sealing and opening session ids ([`Sealer`]), and the list of
-//! sessions ended early by `DELETE` ([`Revocations`]). The gateway keeps no session table to serve a request: the
-//! id is a token that any replica holding the key verifies,
+//! Owns: the session key ([`SessionSecret`]) and sealing and opening session ids ([`Sealer`]); the sessions
+//! ended early by `DELETE` are [`super::revocations`]'s. The gateway keeps no session table to serve a request:
+//! the id is a token that any replica holding the key verifies,
 //! `base64url(payload) "." base64url(HMAC-SHA256(key, domain || payload))`, where the payload binds a random
 //! [`SessionRef`], the principal, the negotiated protocol version, the issue time and the agent's declared
 //! capabilities.
@@ -19,19 +19,17 @@
 //! - The token is signed, not encrypted: its holder can read the principal and the capabilities. Nothing secret
 //!   goes in it.
 //! - A verified token is not enough. The caller must also check [`AgentSession::belongs_to`] against the principal
-//!   authenticated on this very request (§A4.7, design §6), and [`Revocations::is_revoked`]. Malformed, forged,
-//!   expired, foreign and revoked ids are all answered 404 (§A1.6); [`OpenError`] only tells them apart in logs.
-//! - Everything read is bounded: a token's length before it is decoded, the key file's length before it is read,
-//!   the revocation list's size.
+//!   authenticated on this very request (§A4.7, design §6), and the revocations
+//!   ([`super::revocations::Revocations::is_revoked`]). Malformed, forged, expired, foreign and revoked ids are
+//!   all answered 404 (§A1.6); [`OpenError`] only tells them apart in logs.
+//! - Everything read is bounded: a token's length before it is decoded, the key file's length before it is read.
 //!
 //! Must not know: HTTP, authentication, the backend sessions an agent session owns.
 
-use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -47,8 +45,6 @@ use crate::backend::mcp_client::SUPPORTED_PROTOCOL_VERSIONS;
 pub const SECRET_LEN: usize = 32;
 /// The longest session id [`Sealer::open`] decodes, and [`Sealer::seal`] produces.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
-/// A sensible capacity for [`Revocations`].
-pub const DEFAULT_REVOCATION_CAPACITY: usize = 100_000;
 
 /// Names what the MAC signs, so no other HMAC the gateway might compute with this key can pass for a session id.
 const DOMAIN: &[u8] = b"switchyard/agent-session/v1\n";
@@ -234,6 +230,20 @@ impl SessionRef {
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
+
+    /// The ref whose [`Display`](fmt::Display) form is `text` (32 lowercase hex digits), if any.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let digits = text.as_bytes();
+        if digits.len() != 32 || !digits.iter().all(|digit| matches!(digit, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            let pair = std::str::from_utf8(pair).ok()?;
+            *byte = u8::from_str_radix(pair, 16).ok()?;
+        }
+        Some(Self(bytes))
+    }
 }
 
 impl fmt::Display for SessionRef {
@@ -325,7 +335,7 @@ impl Sealer {
         self.ttl
     }
 
-    /// The last unix second at which `session`'s id still opens (what [`Revocations::revoke`] wants).
+    /// The last unix second at which `session`'s id still opens (what a revocation lasts until).
     pub fn expires_at(&self, session: &AgentSession) -> u64 {
         session.issued_at.saturating_add(self.ttl.as_secs())
     }
@@ -435,93 +445,6 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.0.split_at_checked(len).ok_or(OpenError::Malformed)?;
         self.0 = rest;
         Ok(head)
-    }
-}
-
-/// Sessions ended before their ids expire (`DELETE /mcp`). An entry lives until the session's own expiry, after
-/// which the id no longer opens anyway; then it is purged. When the list is full, the entries that expire soonest
-/// are dropped first, which makes their sessions usable again until they expire: the bound on memory wins, and
-/// the soonest-expiring entries have the least time left to be abused.
-#[derive(Debug)]
-pub struct Revocations {
-    capacity: usize,
-    revoked: Mutex<RevokedSet>,
-}
-
-#[derive(Debug, Default)]
-struct RevokedSet {
-    expiry_of: HashMap<SessionRef, u64>,
-    by_expiry: BTreeSet<(u64, SessionRef)>,
-}
-
-impl RevokedSet {
-    fn insert(&mut self, id: SessionRef, expires_at: u64) {
-        let expires_at = match self.expiry_of.get(&id) {
-            Some(&old) => {
-                self.by_expiry.remove(&(old, id));
-                old.max(expires_at)
-            }
-            None => expires_at,
-        };
-        self.expiry_of.insert(id, expires_at);
-        self.by_expiry.insert((expires_at, id));
-    }
-
-    fn pop_soonest(&mut self) -> Option<(u64, SessionRef)> {
-        let (expires_at, id) = self.by_expiry.pop_first()?;
-        self.expiry_of.remove(&id);
-        Some((expires_at, id))
-    }
-
-    fn purge_expired(&mut self, now: u64) {
-        while self.by_expiry.first().is_some_and(|&(expires_at, _)| expires_at < now) {
-            self.pop_soonest();
-        }
-    }
-}
-
-impl Default for Revocations {
-    fn default() -> Self {
-        Self::new(DEFAULT_REVOCATION_CAPACITY)
-    }
-}
-
-impl Revocations {
-    /// A list holding at most `capacity` entries (at least one).
-    pub fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.max(1), revoked: Mutex::new(RevokedSet::default()) }
-    }
-
-    /// Refuses `id` from now until `expires_at_unix` (see [`Sealer::expires_at`]).
-    pub fn revoke(&self, id: SessionRef, expires_at_unix: u64) {
-        let mut revoked = self.lock();
-        revoked.insert(id, expires_at_unix);
-        while revoked.by_expiry.len() > self.capacity
-            && let Some((expires_at, dropped)) = revoked.pop_soonest()
-        {
-            tracing::warn!(session = %dropped, expires_at, "revocation list full: dropped the soonest-expiring entry");
-        }
-    }
-
-    pub fn is_revoked(&self, id: &SessionRef, now_unix: u64) -> bool {
-        let mut revoked = self.lock();
-        revoked.purge_expired(now_unix);
-        revoked.expiry_of.contains_key(id)
-    }
-
-    /// The number of entries, expired ones not yet purged included.
-    pub fn len(&self) -> usize {
-        self.lock().expiry_of.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> MutexGuard<'_, RevokedSet> {
-        // Every update leaves the set consistent before anything that could panic, so a poisoned lock still
-        // guards a usable set.
-        self.revoked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -721,6 +644,16 @@ mod tests {
     }
 
     #[test]
+    fn session_ref_reads_back_its_hex_form_only() {
+        let id = SessionRef::random().unwrap();
+        assert_eq!(SessionRef::from_hex(&id.to_string()), Some(id));
+        let upper = SessionRef::from_bytes([0xab; 16]).to_string().to_uppercase();
+        for bad in ["", "ab", &"g".repeat(32), &"a".repeat(33), &upper, &format!("+{}", "a".repeat(31))] {
+            assert_eq!(SessionRef::from_hex(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn secret_debug_is_redacted() {
         let secret = SessionSecret::from_bytes([0x5a; SECRET_LEN]);
         assert_eq!(format!("{secret:?}"), "<redacted>");
@@ -793,59 +726,5 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         assert!(matches!(SessionSecret::load_or_create(&dir), Err(SessionError::NotAFile { .. })));
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn revocation_holds_until_expiry_then_is_purged() {
-        let revocations = Revocations::new(10);
-        let id = SessionRef::random().unwrap();
-        let other = SessionRef::random().unwrap();
-        revocations.revoke(id, NOW + 100);
-        assert!(revocations.is_revoked(&id, NOW));
-        assert!(revocations.is_revoked(&id, NOW + 100));
-        assert!(!revocations.is_revoked(&other, NOW));
-        assert!(!revocations.is_revoked(&id, NOW + 101));
-        assert!(revocations.is_empty());
-    }
-
-    #[test]
-    fn revoking_twice_keeps_the_later_expiry() {
-        let revocations = Revocations::new(10);
-        let id = SessionRef::random().unwrap();
-        revocations.revoke(id, NOW + 100);
-        revocations.revoke(id, NOW + 50);
-        assert_eq!(revocations.len(), 1);
-        assert!(revocations.is_revoked(&id, NOW + 100));
-    }
-
-    #[test]
-    fn full_revocation_list_drops_the_soonest_expiring() {
-        let revocations = Revocations::new(3);
-        let ids: Vec<SessionRef> = (0..5u8).map(|n| SessionRef::from_bytes([n; 16])).collect();
-        // Expiries 400, 100, 500, 200, 300: the two soonest (ids 1 and 3) must go.
-        for (id, expiry) in ids.iter().zip([400, 100, 500, 200, 300]) {
-            revocations.revoke(*id, NOW + expiry);
-        }
-        assert_eq!(revocations.len(), 3);
-        let kept: Vec<bool> = ids.iter().map(|id| revocations.is_revoked(id, NOW)).collect();
-        assert_eq!(kept, [true, false, true, false, true]);
-    }
-
-    #[test]
-    fn revocation_list_is_shared_across_threads() {
-        let revocations = Revocations::new(1000);
-        std::thread::scope(|scope| {
-            for n in 0..4u8 {
-                let revocations = &revocations;
-                scope.spawn(move || {
-                    for m in 0..100u8 {
-                        let mut bytes = [0u8; 16];
-                        bytes[..2].copy_from_slice(&[n, m]);
-                        revocations.revoke(SessionRef::from_bytes(bytes), NOW);
-                    }
-                });
-            }
-        });
-        assert_eq!(revocations.len(), 400);
     }
 }

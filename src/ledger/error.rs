@@ -31,6 +31,13 @@ pub enum LedgerError {
     #[error("invalid claim key {key:?}: expected a key such as \"idem:5:alice:order-42\" or \"req:…\"")]
     InvalidKey { key: String },
 
+    /// A revoked session's identifier is not 1–[`super::MAX_SESSION_LEN`] visible ASCII characters.
+    #[error(
+        "invalid session {session:?} for the revocation log: expected 1–{max} visible ASCII characters",
+        max = super::MAX_SESSION_LEN
+    )]
+    InvalidSession { session: String },
+
     /// No claim has this key (it was never made, was released, or was purged).
     #[error("no claim with key {key}")]
     NotFound { key: String },

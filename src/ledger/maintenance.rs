@@ -1,12 +1,13 @@
 //! The ledger's background upkeep for one gateway instance: renewing its leases, expiring other instances'
-//! dead leases, and purging old claims.
+//! dead leases, and purging old claims and expired revocations.
 //!
 //! Rules:
 //! - Leases are renewed every third of their length, so two renewals can fail before a live instance's claims
 //!   look dead.
 //! - Every instance expires every instance's overdue leases (whoever notices first; the statement is
 //!   idempotent), so a dead replica's claims become `unknown` even if it never comes back.
-//! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention.
+//! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention, and
+//!   revocations whose session has expired (an expired session id is refused without them).
 //! - Errors are logged and the next round tries again; upkeep never stops the gateway.
 
 use std::time::{Duration, SystemTime};
@@ -49,6 +50,10 @@ pub async fn maintain(store: LedgerStore, settings: Maintenance) {
             match store.purge(cutoff).await {
                 Ok(purged) => tracing::debug!(purged, "ledger: old claims purged"),
                 Err(error) => tracing::warn!(%error, "ledger: cannot purge old claims"),
+            }
+            let now_unix = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+            if let Err(error) = store.purge_revocations(now_unix).await {
+                tracing::warn!(%error, "ledger: cannot purge expired revocations");
             }
         }
     }

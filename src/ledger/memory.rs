@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::revocations::Revocation;
 use super::rules::{self, EXPIRED_NOTE, ORPHANED_NOTE, RESOLVED_NOTE, Settle, Verdict};
 use super::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, new_claim_id,
@@ -29,6 +30,8 @@ pub struct MemoryStore {
 struct Inner {
     claims: Mutex<HashMap<String, ClaimRecord>>,
     waiters: Waiters,
+    /// Revoked sessions and their expiry (unix seconds).
+    revocations: Mutex<HashMap<String, u64>>,
 }
 
 impl MemoryStore {
@@ -199,5 +202,34 @@ impl MemoryStore {
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {
         Ok(())
+    }
+}
+
+impl MemoryStore {
+    fn revocations(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        // Single map operations: a panic elsewhere cannot leave the map half-changed.
+        self.inner.revocations.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) async fn record_revocation(&self, revocation: &Revocation) -> Result<(), LedgerError> {
+        let mut revocations = self.revocations();
+        let expires_at = revocations.entry(revocation.session.clone()).or_default();
+        *expires_at = (*expires_at).max(revocation.expires_at);
+        Ok(())
+    }
+
+    pub(crate) async fn unexpired_revocations(&self, now_unix: u64) -> Result<Vec<Revocation>, LedgerError> {
+        let revocations = self.revocations();
+        let unexpired = revocations.iter().filter(|(_, expires_at)| **expires_at >= now_unix);
+        Ok(unexpired
+            .map(|(session, expires_at)| Revocation { session: session.clone(), expires_at: *expires_at })
+            .collect())
+    }
+
+    pub(crate) async fn purge_revocations(&self, now_unix: u64) -> Result<u64, LedgerError> {
+        let mut revocations = self.revocations();
+        let before = revocations.len();
+        revocations.retain(|_, expires_at| *expires_at >= now_unix);
+        Ok((before - revocations.len()) as u64)
     }
 }

@@ -14,6 +14,8 @@
 //!   directly, across processes by PostgreSQL `LISTEN/NOTIFY` or (SQLite) a light poll.
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
+//! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
+//!   on plain types, beside the claims.
 
 mod detach;
 mod digest;
@@ -44,6 +46,7 @@ pub use instance::{INSTANCE_ID_FILE, instance_id};
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
+pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
 pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
@@ -74,6 +77,9 @@ macro_rules! dispatch {
         }
     };
 }
+
+// Declared after `dispatch!` so the module can use it.
+mod revocations;
 
 impl LedgerStore {
     /// Opens the store `url` names (see [`LedgerUrl`]), creating and migrating its schema; `data_dir` holds the

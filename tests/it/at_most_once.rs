@@ -73,18 +73,18 @@ impl Ledger {
     }
 }
 
-fn ledger_section(url: &str) -> String {
+pub(crate) fn ledger_section(url: &str) -> String {
     format!("[ledger]\nurl = {url:?}\n")
 }
 
 /// A schema of its own in the `test` database, so parallel tests never see each other's claims; the gateway
 /// creates it (the store creates a missing schema), the test drops it when done.
-struct PgSchema {
+pub(crate) struct PgSchema {
     name: String,
 }
 
 impl PgSchema {
-    async fn create() -> Option<PgSchema> {
+    pub(crate) async fn create() -> Option<PgSchema> {
         if let Err(error) = pg_connect(5432).await {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("PostgreSQL at {POSTGRES} is unreachable in CI: {error}");
@@ -99,7 +99,7 @@ impl PgSchema {
     }
 
     /// The ledger URL of this schema on PostgreSQL reached at `127.0.0.1:port` (5432, or a proxy).
-    fn url(&self, port: u16) -> String {
+    pub(crate) fn url(&self, port: u16) -> String {
         format!("postgres://postgres@127.0.0.1:{port}/{PG_DATABASE}?schema={}", self.name)
     }
 }

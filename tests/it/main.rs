@@ -8,5 +8,6 @@ mod fault_backend_selftest;
 mod gateway;
 mod real_clients;
 mod relays;
+mod revocations;
 mod session_fairness;
 mod support;

@@ -12,17 +12,19 @@
 mod conn;
 mod listen;
 mod ops;
+mod revocations;
 mod schema;
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::sql::{Dialect, Statements};
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
@@ -38,6 +40,9 @@ pub struct PostgresStore {
 struct Inner {
     conn: Connector,
     waiters: Arc<Waiters>,
+    revocation_sql: RevocationSql,
+    /// Announces revocations to this store's subscribers (see [`revocations`]).
+    revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
     _stop_listening: oneshot::Sender<()>,
 }
@@ -58,8 +63,17 @@ impl PostgresStore {
         let conn = Connector::new(config.clone(), Statements::new(&names.claims, Dialect::Postgres), client).await?;
         let waiters = Arc::new(Waiters::default());
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(listen::run(config, names.channel, waiters.clone(), stopped));
-        Ok(PostgresStore { inner: Arc::new(Inner { conn, waiters, _stop_listening: stop }) })
+        let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
+        let (revocations, _) = broadcast::channel(FEED_CAPACITY);
+        let listeners = listen::Listeners {
+            settled: names.channel,
+            waiters: waiters.clone(),
+            revoked: names.revoked_channel,
+            revocations: revocations.clone(),
+        };
+        tokio::spawn(listen::run(config, listeners, stopped));
+        let inner = Inner { conn, waiters, revocation_sql, revocations, _stop_listening: stop };
+        Ok(PostgresStore { inner: Arc::new(inner) })
     }
 
     pub(crate) fn waiters(&self) -> &Waiters {

@@ -14,6 +14,7 @@ use tokio_postgres::Client;
 
 use super::conn::Failure;
 use crate::ledger::error::LedgerError;
+use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
 /// Serialises migrations of every Switchyard ledger in a database ("SWLEDGER" in ASCII).
@@ -28,6 +29,9 @@ pub(super) struct Names {
     function: String,
     /// The `LISTEN`/`NOTIFY` channel; one per schema, so ledgers in different schemas do not wake each other.
     pub(super) channel: String,
+    /// The revoked sessions' table, and the channel that announces them (one per schema, too).
+    pub(super) revocations: String,
+    pub(super) revoked_channel: String,
 }
 
 impl Names {
@@ -40,6 +44,9 @@ impl Names {
             function: qualify("switchyard_claim_settled"),
             channel: schema
                 .map_or_else(|| "switchyard_settled".to_owned(), |schema| format!("switchyard_settled_{schema}")),
+            revocations: qualify(REVOCATIONS_TABLE),
+            revoked_channel: schema
+                .map_or_else(|| "switchyard_revoked".to_owned(), |schema| format!("switchyard_revoked_{schema}")),
         }
     }
 }
@@ -68,6 +75,9 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
             return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION }.into());
         }
         Some(found) => return Err(LedgerError::corrupt(format!("impossible schema version {found}")).into()),
+    }
+    for statement in revocations::create_statements(&names.revocations, Dialect::Postgres) {
+        tx.batch_execute(&statement).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -118,5 +128,7 @@ mod tests {
         assert_eq!(scoped.claims, "sy.switchyard_claims");
         assert_eq!(scoped.meta, "sy.switchyard_meta");
         assert_eq!(scoped.channel, "switchyard_settled_sy");
+        assert_eq!(scoped.revocations, "sy.switchyard_revocations");
+        assert_eq!(scoped.revoked_channel, "switchyard_revoked_sy");
     }
 }

@@ -12,6 +12,7 @@
 mod batch;
 mod checkpoint;
 mod ops;
+mod revocations;
 mod worker;
 
 use std::path::Path;

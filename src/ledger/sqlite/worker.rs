@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use super::batch::{Job, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::error::LedgerError;
+use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
 
 /// How long a statement waits for another process's write lock before the store reports it unavailable.
@@ -153,6 +154,9 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
             return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION });
         }
         found => return Err(LedgerError::corrupt(format!("impossible schema version {found}"))),
+    }
+    for statement in revocations::create_statements(REVOCATIONS_TABLE, Dialect::Sqlite) {
+        tx.execute_batch(&statement)?;
     }
     tx.commit()?;
     Ok(())

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::{Harness, claim_of};
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore,
-    ListFilter, NewClaim, OPERATOR, Resolution, WaitOutcome, canonical_digest,
+    ListFilter, NewClaim, OPERATOR, Resolution, Revocation, WaitOutcome, canonical_digest,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -343,6 +343,51 @@ pub(super) async fn second_instance_shares_claims_and_wakeups(h: &Harness) {
 pub(super) async fn ping_answers(h: &Harness) {
     h.store.ping().await.expect("ping");
     assert!(["memory", "sqlite", "postgres"].contains(&h.store.kind()));
+}
+
+fn revoked(session: &str, expires_at: u64) -> Revocation {
+    Revocation { session: session.to_owned(), expires_at }
+}
+
+/// The unexpired revocations at `now`, in a stable order.
+async fn unexpired(store: &LedgerStore, now: u64) -> Vec<Revocation> {
+    let mut found = store.unexpired_revocations(now).await.expect("load revocations");
+    found.sort_by(|a, b| a.session.cmp(&b.session));
+    found
+}
+
+pub(super) async fn revocations_last_until_expiry_then_are_purged(h: &Harness) {
+    let store = &h.store;
+    store.record_revocation(&revoked("a", 100)).await.expect("record a");
+    store.record_revocation(&revoked("b", 200)).await.expect("record b");
+    // Recording again never shortens an entry.
+    store.record_revocation(&revoked("a", 50)).await.expect("record a again");
+    assert_eq!(unexpired(store, 100).await, [revoked("a", 100), revoked("b", 200)], "in force up to its expiry");
+    assert_eq!(unexpired(store, 101).await, [revoked("b", 200)], "expired entries are not loaded");
+    store.record_revocation(&revoked("b", 300)).await.expect("extend b");
+    assert_eq!(store.purge_revocations(101).await.expect("purge"), 1);
+    assert_eq!(store.purge_revocations(101).await.expect("purge again"), 0);
+    assert_eq!(unexpired(store, 0).await, [revoked("b", 300)], "only the expired entry was purged");
+    let far = revoked("c", u64::MAX);
+    store.record_revocation(&far).await.expect("record a far expiry");
+    assert_eq!(unexpired(store, u64::MAX).await.len(), 1, "an expiry beyond BIGINT never passes");
+}
+
+pub(super) async fn malformed_revocations_are_refused(h: &Harness) {
+    for session in ["", "has blank", "line\nbreak", &"x".repeat(129)] {
+        let refused = h.store.record_revocation(&revoked(session, 100)).await;
+        assert!(matches!(refused, Err(LedgerError::InvalidSession { .. })), "{session:?}: {refused:?}");
+    }
+    assert!(unexpired(&h.store, 0).await.is_empty(), "nothing was written");
+}
+
+pub(super) async fn revocations_are_seen_by_a_second_instance(h: &Harness) {
+    h.store.record_revocation(&revoked("deleted", 500)).await.expect("record");
+    // SQLite: the same file reopened, as after a restart; PostgreSQL: another replica.
+    let second = h.second().await;
+    assert_eq!(unexpired(&second, 0).await, [revoked("deleted", 500)]);
+    let announced = h.store.revocation_feed().is_some();
+    assert_eq!(announced, h.store.kind() == "postgres", "only a store others write announces revocations");
 }
 
 /// Polls `key` until `done` holds for its claim (or its absence), for changes made in the background.

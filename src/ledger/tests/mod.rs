@@ -190,6 +190,9 @@ on_every_store!(
     many_waiters_on_one_key,
     second_instance_shares_claims_and_wakeups,
     ping_answers,
+    revocations_last_until_expiry_then_are_purged,
+    malformed_revocations_are_refused,
+    revocations_are_seen_by_a_second_instance,
     abandoned_claims_are_released,
     settles_finish_when_their_caller_leaves,
 );

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::{Harness, claim_of, postgres_admin, scratch_dir};
 use crate::ledger::{
-    ClaimKey, ClaimOutcome, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, Maintenance, WaitOutcome,
-    maintain,
+    ClaimKey, ClaimOutcome, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, Maintenance, Revocation,
+    RevocationEvent, RevocationFeed, WaitOutcome, maintain,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -148,6 +148,56 @@ async fn postgres_reconnects_after_its_connections_die() {
     harness.store.complete(&key("k"), "gw-a", &json!({"ok": true}), DEFAULT_MAX_RESULT).await.expect("complete");
     assert!(matches!(waiter.await.expect("waiter"), Ok(WaitOutcome::Settled(_))));
     assert!(started.elapsed() < Duration::from_secs(3), "woken after {:?}", started.elapsed());
+    drop(second);
+    harness.finish().await;
+}
+
+/// The next event of `feed` that `wanted` accepts, within 10 s.
+async fn heard(feed: &mut RevocationFeed, wanted: impl Fn(&RevocationEvent) -> bool) -> RevocationEvent {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let next = tokio::time::timeout_at(deadline, feed.next()).await.expect("announced within 10 s");
+        let event = next.expect("the feed is open while the store lives");
+        if wanted(&event) {
+            return event;
+        }
+    }
+}
+
+/// A revocation recorded by one replica reaches the other's feed; when the other's listening connection dies, it
+/// is told it may have missed some (and reloads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_announces_revocations_to_other_replicas() {
+    let Some(harness) = Harness::postgres().await else {
+        return;
+    };
+    let Some(admin) = postgres_admin().await else {
+        return;
+    };
+    let second = harness.second().await;
+    let mut feed = second.revocation_feed().expect("PostgreSQL announces revocations");
+    // The other replica listens from a moment after it opened; recorded until it hears one.
+    let recorder = {
+        let store = harness.store.clone();
+        tokio::spawn(async move {
+            for expires_at in 4_000_000_000u64.. {
+                store.record_revocation(&Revocation { session: "gone".into(), expires_at }).await.expect("record");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let event = heard(&mut feed, |event| matches!(event, RevocationEvent::Recorded(_))).await;
+    recorder.abort();
+    let RevocationEvent::Recorded(revocation) = event else { unreachable!() };
+    assert_eq!(revocation.session, "gone");
+    assert!(revocation.expires_at >= 4_000_000_000, "{revocation:?}");
+
+    let application = harness.postgres_application().expect("a postgres harness").to_owned();
+    admin
+        .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&application])
+        .await
+        .expect("terminate");
+    heard(&mut feed, |event| *event == RevocationEvent::Missed).await;
     drop(second);
     harness.finish().await;
 }
