@@ -1,8 +1,10 @@
-//! The `[server]` section: where the gateway listens, where it keeps its files, and which browsers and `Host`
-//! names it trusts; plus the `SWITCHYARD_*` environment overrides of those keys.
+//! The `[server]` section: where the gateway listens, where it keeps its files, which browsers and `Host`
+//! names it trusts, and how long and how many clients it serves; plus the `SWITCHYARD_<KEY>` environment
+//! overrides of those keys (every key has one; a unit test holds the list to the parser's).
 //!
 //! Rules:
 //! - One parser per key, shared by the file and the environment, so both accept exactly the same spellings.
+//! - Timeouts are positive (a zero timeout would refuse every request); `max_connections` is 1 to 1 000 000.
 //! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
 //! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` header is always accepted from a
@@ -35,6 +37,14 @@ pub const MAX_BODY_LIMIT: usize = 1 << 30;
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longer than the 60 s idle timeout of common load balancers, so the balancer, not the gateway, closes an idle
+/// connection first and never sends a request on a connection the gateway is closing.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// The largest accepted `max_connections`: each connection needs a file descriptor, and far fewer are usual.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
 
 /// The validated `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +63,14 @@ pub struct ServerConfig {
     pub session_ttl: Duration,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// How long a client may take to send a request's header, from its first byte.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body, from the end of its header.
+    pub body_timeout: Duration,
+    /// How long a connection may stay open with no request on it.
+    pub idle_timeout: Duration,
+    /// How many connections are served at once; further ones wait to be accepted.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +84,10 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -147,7 +169,22 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.session_ttl),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        header_timeout: optional(&section.key("header_timeout"), raw.header_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.header_timeout),
+        body_timeout: optional(&section.key("body_timeout"), raw.body_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.body_timeout),
+        idle_timeout: optional(&section.key("idle_timeout"), raw.idle_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.idle_timeout),
+        max_connections: build_max_connections(&section.key("max_connections"), raw.max_connections)?
+            .unwrap_or(defaults.max_connections),
     })
+}
+
+fn build_max_connections(key: &KeyPath, raw: Option<i64>) -> Result<Option<usize>, Fault> {
+    raw.map(|count| {
+        check_max_connections(count).map_err(|expected| Fault::invalid(key, Some(count.to_string()), expected))
+    })
+    .transpose()
 }
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
@@ -181,6 +218,21 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
+        server.shutdown_drain = drain;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_HEADER_TIMEOUT", "header_timeout", parse_timeout)? {
+        server.header_timeout = timeout;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_BODY_TIMEOUT", "body_timeout", parse_timeout)? {
+        server.body_timeout = timeout;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_IDLE_TIMEOUT", "idle_timeout", parse_timeout)? {
+        server.idle_timeout = timeout;
+    }
+    if let Some(count) = lookup.get("SWITCHYARD_MAX_CONNECTIONS", "max_connections", parse_max_connections)? {
+        server.max_connections = count;
     }
     Ok(())
 }
@@ -223,6 +275,26 @@ fn check_max_body(bytes: u64) -> Result<usize, Expected> {
 
 fn parse_ttl(text: &str) -> Result<Duration, Expected> {
     parse_positive_duration(text)
+}
+
+/// A zero timeout would refuse every request, so timeouts must be positive.
+fn parse_timeout(text: &str) -> Result<Duration, Expected> {
+    parse_positive_duration(text)
+}
+
+fn parse_max_connections(text: &str) -> Result<usize, Expected> {
+    text.trim().parse::<i64>().map_err(|_| max_connections_expected()).and_then(check_max_connections)
+}
+
+fn check_max_connections(count: i64) -> Result<usize, Expected> {
+    usize::try_from(count)
+        .ok()
+        .filter(|count| (1..=MAX_CONNECTIONS_LIMIT).contains(count))
+        .ok_or_else(max_connections_expected)
+}
+
+fn max_connections_expected() -> Expected {
+    Expected(format!("a whole number of connections between 1 and {MAX_CONNECTIONS_LIMIT}"))
 }
 
 const ORIGIN_EXPECTED: &str = "an origin such as \"https://app.example.com\" or \"http://*.example.com:8080\" \
