@@ -79,17 +79,15 @@ async fn next_connection(
     slots: &Arc<Semaphore>,
 ) -> (TcpStream, SocketAddr, OwnedSemaphorePermit) {
     loop {
+        // `serve` never closes `slots`; if it did, no connection could be counted, so none would be accepted.
         let Ok(slot) = Arc::clone(slots).acquire_owned().await else {
-            // The semaphore is never closed; should it be, no connection can be accounted for any more.
-            std::future::pending::<()>().await;
-            continue;
+            return std::future::pending().await;
         };
         match listener.accept().await {
             Ok((stream, peer)) => return (stream, peer, slot),
             Err(error) if is_connection_error(&error) => {}
             Err(error) => {
                 tracing::warn!(%error, "cannot accept a connection; pausing");
-                drop(slot);
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
@@ -315,5 +313,43 @@ impl http_body::Body for Answer {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn handlers_see_the_peers_address_and_shutdown_waits_for_the_running_request() {
+        let app = Router::new().route(
+            "/peer",
+            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                peer.to_string()
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            max_connections: 4,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, limits, async move { drop(stopped.await) }));
+
+        let mut client = TcpStream::connect(address).await.unwrap();
+        client.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.send(()).unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        let peer = client.local_addr().unwrap().to_string();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(&peer), "the handler saw {answer:?}, the client is {peer}");
+        tokio::time::timeout(Duration::from_secs(5), server).await.expect("serve returns").unwrap();
+        assert!(TcpStream::connect(address).await.is_err(), "no longer accepting");
     }
 }
