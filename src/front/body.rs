@@ -60,19 +60,25 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// The whole body, refused as soon as it grows past `max_body`.
+/// The whole body, refused as soon as it grows past `max_body`. A body that came in one piece (the usual case)
+/// is not copied.
 async fn collect(mut body: Body, max_body: usize) -> Result<Bytes, Refusal> {
-    let mut collected = Vec::new();
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut size = 0;
     while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
         let Ok(data) = frame.map_err(Refusal::Unreadable)?.into_data() else {
             continue;
         };
-        if collected.len() + data.len() > max_body {
+        size += data.len();
+        if size > max_body {
             return Err(Refusal::TooLarge);
         }
-        collected.extend_from_slice(&data);
+        chunks.push(data);
     }
-    Ok(Bytes::from(collected))
+    Ok(match chunks.as_slice() {
+        [one] => one.clone(),
+        _ => Bytes::from(chunks.concat()),
+    })
 }
 
 impl Refusal {
@@ -132,6 +138,13 @@ mod tests {
         let json = headers(Some("application/json"), None);
         let read = read_json(&json, Body::from("12345678"), LIMITS).await.expect("within the limit");
         assert_eq!(&read[..], b"12345678");
+        let (sender, pieces) = tokio::sync::mpsc::channel(3);
+        for piece in ["123", "45", "678"] {
+            sender.send(Ok(http_body::Frame::data(Bytes::from(piece)))).await.unwrap();
+        }
+        drop(sender);
+        let joined = read_json(&json, Body::new(ChannelBody(pieces)), LIMITS).await.expect("in pieces");
+        assert_eq!(&joined[..], b"12345678");
         let over = read_json(&json, Body::from("123456789"), LIMITS).await.expect_err("over the limit");
         assert_eq!(over.status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(over.headers()[header::CONNECTION], "close");
@@ -145,17 +158,27 @@ mod tests {
     #[tokio::test]
     async fn a_body_that_never_ends_times_out() {
         let (_sender, stalled) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, axum::Error>>(1);
-        let body = Body::new(StalledBody(stalled));
+        let body = Body::new(ChannelBody(stalled));
         let limits = BodyLimits { body_timeout: Duration::from_millis(50), ..LIMITS };
         let refused = read_json(&headers(Some("application/json"), None), body, limits).await.expect_err("stalled");
         assert_eq!(refused.status(), StatusCode::REQUEST_TIMEOUT);
         assert_eq!(refused.headers()[header::CONNECTION], "close");
     }
 
-    /// A body whose frames come from a channel, so a test can stop sending.
-    struct StalledBody(tokio::sync::mpsc::Receiver<Result<http_body::Frame<Bytes>, axum::Error>>);
+    #[tokio::test]
+    async fn a_body_that_breaks_off_is_a_bad_request() {
+        let (sender, broken) = tokio::sync::mpsc::channel(2);
+        sender.send(Ok(http_body::Frame::data(Bytes::from("{")))).await.unwrap();
+        sender.send(Err(axum::Error::new("invalid chunk size"))).await.unwrap();
+        let body = Body::new(ChannelBody(broken));
+        let refused = read_json(&headers(Some("application/json"), None), body, LIMITS).await.expect_err("broken");
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    }
 
-    impl http_body::Body for StalledBody {
+    /// A body whose frames come from a channel, so a test can send it in pieces or stop sending.
+    struct ChannelBody(tokio::sync::mpsc::Receiver<Result<http_body::Frame<Bytes>, axum::Error>>);
+
+    impl http_body::Body for ChannelBody {
         type Data = Bytes;
         type Error = axum::Error;
 
