@@ -17,6 +17,7 @@ use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{BackendConfig, Config, ConfigError};
 use crate::front::guard::Admission;
+use crate::front::listener::{self, ConnectionLimits};
 use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
@@ -38,8 +39,6 @@ pub enum GatewayError {
     SessionKey(#[from] SessionError),
     #[error("cannot start the embedded demo backend: {0}")]
     Demo(std::io::Error),
-    #[error("serving agents failed: {0}")]
-    Serve(std::io::Error),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -142,6 +141,7 @@ impl Gateway {
             revocations,
             router: Arc::clone(&self.router),
             max_body: self.config.server.max_body,
+            body_timeout: self.config.server.body_timeout,
             streams: Arc::default(),
             pending: Arc::default(),
             cancels: Arc::default(),
@@ -164,22 +164,27 @@ impl Gateway {
         self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
         let app = front::app(front);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let serving = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = stopping.send(());
-            });
-        let drained = tokio::select! {
-            served = serving => served.map_err(GatewayError::Serve),
-            () = drain_deadline(stop, self.config.server.shutdown_drain) => Ok(()),
+        let server = &self.config.server;
+        let limits = ConnectionLimits {
+            header_timeout: server.header_timeout,
+            idle_timeout: server.idle_timeout,
+            max_connections: server.max_connections,
         };
+        let serving = listener::serve(listener, app, limits, async move {
+            shutdown.await;
+            let _ = stopping.send(());
+        });
+        tokio::select! {
+            () = serving => {}
+            () = drain_deadline(stop, server.shutdown_drain) => {}
+        }
         // Calls still running now will not be settled by this process: their outcome is unknown.
         match ledger.store.orphan(&ledger.owner).await {
             Ok(0) => {}
             Ok(left) => tracing::warn!(left, "calls still running at shutdown are marked `unknown`"),
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
         }
-        drained
+        Ok(())
     }
 }
 

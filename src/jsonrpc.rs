@@ -32,6 +32,12 @@ pub fn kind(message: &Value) -> Kind<'_> {
     }
 }
 
+/// Whether a message says it is JSON-RPC 2.0 (`"jsonrpc": "2.0"`, which the specification requires of every
+/// message).
+pub fn declares_version(message: &Value) -> bool {
+    message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+}
+
 /// MCP narrows JSON-RPC ids to strings and integers (never null).
 pub fn is_valid_id(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
@@ -76,6 +82,14 @@ mod tests {
         assert_eq!(kind(&response), Kind::Response { id: &json!("a") });
         let failure = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -1, "message": "x"}});
         assert_eq!(kind(&failure), Kind::Response { id: &json!(2) });
+    }
+
+    #[test]
+    fn only_version_2_0_is_declared() {
+        assert!(declares_version(&json!({"jsonrpc": "2.0", "method": "ping", "id": 1})));
+        for message in [json!({"method": "ping", "id": 1}), json!({"jsonrpc": "1.0"}), json!({"jsonrpc": 2.0})] {
+            assert!(!declares_version(&message), "{message}");
+        }
     }
 
     #[test]

@@ -27,6 +27,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "An MCP gateway: one Streamable HTTP endpoint in front of many MCP servers"
 )]
 struct Cli {
+    /// The configuration file (default: ./switchyard.toml if present). Accepted before or after the subcommand.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,25 +38,15 @@ struct Cli {
 enum Command {
     /// Serve agents. Without a configuration file, serves an embedded demo backend.
     Serve {
-        /// The configuration file (default: ./switchyard.toml if present).
-        #[arg(long)]
-        config: Option<PathBuf>,
         /// The address to listen on (overrides `[server] listen`).
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
     /// Validate the configuration, discover the backends, and print the routing table.
-    Check {
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Check,
     /// Discover the backends and print the tools agents will see.
-    Tools {
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Tools,
     /// List the ledger's calls, show one, or settle an `unknown` one.
-    #[command(args_conflicts_with_subcommands = true)]
     Calls {
         #[command(subcommand)]
         action: Option<CallsAction>,
@@ -69,8 +62,6 @@ enum Command {
 
 #[derive(clap::Args)]
 struct CallsFilter {
-    #[arg(long)]
-    config: Option<PathBuf>,
     /// Only calls in this state: in_flight, completed or unknown.
     #[arg(long)]
     state: Option<String>,
@@ -82,18 +73,15 @@ struct CallsFilter {
     /// Only calls started within this long, e.g. "1h".
     #[arg(long)]
     since: Option<String>,
-    #[arg(long, default_value_t = 100)]
-    limit: usize,
+    /// At most this many calls, the latest first [default: 100].
+    #[arg(long)]
+    limit: Option<usize>,
 }
 
 #[derive(Subcommand)]
 enum CallsAction {
     /// Everything the ledger knows about one call.
-    Show {
-        key: String,
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Show { key: String },
     /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
     /// (it did not run; the claim is deleted so a retry runs it).
     Resolve {
@@ -102,8 +90,6 @@ enum CallsAction {
         completed: bool,
         #[arg(long)]
         failed: bool,
-        #[arg(long)]
-        config: Option<PathBuf>,
     },
 }
 
@@ -122,7 +108,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli.command, cli.config)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -131,13 +117,13 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<ExitCode> {
+async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { config, listen } => serve(config, listen).await,
-        Command::Check { config } => check(config).await,
-        Command::Tools { config } => tools(config).await,
+        Command::Serve { listen } => serve(config, listen).await,
+        Command::Check => check(config).await,
+        Command::Tools => tools(config).await,
         Command::DemoServer { listen } => demo_server(listen).await,
-        Command::Calls { action, filter } => cli::calls::run(action, filter).await,
+        Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `switchyard calls`: the operator's view of the ledger (design §5) — list and filter claims, show one, and
 //! settle an `unknown` one. Part of the binary's edge, like `main.rs`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,31 +10,52 @@ use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resoluti
 
 use crate::{CallsAction, CallsFilter, open_ledger, print_table};
 
-pub async fn run(action: Option<CallsAction>, filter: CallsFilter) -> anyhow::Result<ExitCode> {
+/// How many calls `switchyard calls` lists without `--limit`.
+const DEFAULT_LIST_LIMIT: usize = 100;
+
+/// `config`: the global `--config`.
+pub async fn run(
+    action: Option<CallsAction>,
+    filter: CallsFilter,
+    config: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    // Checked here rather than by clap's `args_conflicts_with_subcommands`, which would refuse the global
+    // `--config` too (`switchyard calls --config X show KEY`).
+    if action.is_some() && filters_anything(&filter) {
+        bail!(
+            "--state, --principal, --tool, --since and --limit filter the list of calls; `show` and `resolve` take a key"
+        );
+    }
     match action {
-        None => list(filter).await,
-        Some(CallsAction::Show { key, config }) => show(&key, config).await,
-        Some(CallsAction::Resolve { key, completed, config, .. }) => {
+        None => list(filter, config).await,
+        Some(CallsAction::Show { key }) => show(&key, config).await,
+        Some(CallsAction::Resolve { key, completed, .. }) => {
             let resolution = if completed { Resolution::Completed } else { Resolution::Failed };
             resolve(&key, resolution, config).await
         }
     }
 }
 
-async fn list(filter: CallsFilter) -> anyhow::Result<ExitCode> {
-    let store = open_ledger(filter.config).await?;
+async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let store = open_ledger(config).await?;
     let state = filter.state.as_deref().map(parse_state).transpose()?;
     let since = match filter.since.as_deref() {
         Some(text) => Some(SystemTime::now() - switchyard::config::parse_duration(text).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let query = ListFilter { state, principal: filter.principal, tool: filter.tool, since, limit: filter.limit };
+    let query = ListFilter {
+        state,
+        principal: filter.principal,
+        tool: filter.tool,
+        since,
+        limit: filter.limit.unwrap_or(DEFAULT_LIST_LIMIT),
+    };
     let rows = store.list(&query).await?.iter().map(row).collect();
     print_table(["STARTED (UTC)", "STATE", "PRINCIPAL", "BACKEND", "TOOL", "KEY"], rows);
     Ok(ExitCode::SUCCESS)
 }
 
-async fn show(key: &str, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
     let Some(record) = store.get(&key).await? else { bail!("no call with key {key}") };
@@ -60,7 +82,7 @@ async fn show(key: &str, config: Option<std::path::PathBuf>) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-async fn resolve(key: &str, resolution: Resolution, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+async fn resolve(key: &str, resolution: Resolution, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
     store.resolve(&key, resolution).await?;
@@ -69,6 +91,11 @@ async fn resolve(key: &str, resolution: Resolution, config: Option<std::path::Pa
         if resolution == Resolution::Completed { "marked completed" } else { "deleted; a retry will run the call" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn filters_anything(filter: &CallsFilter) -> bool {
+    let CallsFilter { state, principal, tool, since, limit } = filter;
+    state.is_some() || principal.is_some() || tool.is_some() || since.is_some() || limit.is_some()
 }
 
 fn parse_state(text: &str) -> anyhow::Result<ClaimState> {

@@ -33,8 +33,9 @@ pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
 pub use server::{
-    DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
-    SESSION_SECRET_FILE_NAME, ServerConfig,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY, DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
+    MAX_CONNECTIONS_LIMIT, SESSION_SECRET_FILE_NAME, ServerConfig,
 };
 
 use fields::{Fault, KeyPath, quoted};
@@ -229,6 +230,11 @@ mod tests {
         assert_eq!(server.allowed_origins, ["https://console.example.com"]);
         assert_eq!(server.max_body, DEFAULT_MAX_BODY);
         assert_eq!(server.session_ttl, DEFAULT_SESSION_TTL);
+        let defaults = ServerConfig::default();
+        let timeouts = (server.header_timeout, server.body_timeout, server.idle_timeout, server.max_connections);
+        let expected =
+            (defaults.header_timeout, defaults.body_timeout, defaults.idle_timeout, defaults.max_connections);
+        assert_eq!(timeouts, expected, "the example spells out the connection limits' defaults");
         assert_eq!(config.ledger, LedgerConfig::default(), "the example spells out the ledger's defaults");
     }
 
@@ -243,6 +249,9 @@ mod tests {
         assert_eq!(demo.server.session_secret_path(), PathBuf::from("./switchyard-data/session.key"));
         assert_eq!(demo.server.max_body, 4 * 1024 * 1024);
         assert_eq!(demo.server.session_ttl, Duration::from_secs(86_400));
+        assert_eq!(demo.server.header_timeout, Duration::from_secs(10));
+        assert_eq!(demo.server.body_timeout, Duration::from_secs(30));
+        assert_eq!(demo.server.max_connections, 10_000);
         assert!(demo.server.allowed_origins.is_empty());
         assert_eq!(config.ledger, demo.ledger);
         assert_eq!(demo.ledger.url, LedgerUrl::SqliteInDataDir);
@@ -437,6 +446,12 @@ mod tests {
             ("max_body = \"2GiB\"", "server.max_body = \"2GiB\": expected a byte size"),
             ("session_ttl = \"24\"", "server.session_ttl = \"24\": expected a duration"),
             ("session_ttl = \"0s\"", "longer than zero"),
+            ("header_timeout = \"0s\"", "server.header_timeout = \"0s\": expected a duration"),
+            ("body_timeout = \"soon\"", "server.body_timeout = \"soon\": expected a duration"),
+            ("idle_timeout = \"0ms\"", "server.idle_timeout = \"0ms\": expected a duration"),
+            ("max_connections = 0", "server.max_connections = 0: expected a whole number from 1 to 1000000 connections"),
+            ("max_connections = 1000001", "server.max_connections = 1000001: expected a whole number"),
+            ("max_connections = -1", "server.max_connections = -1"),
         ];
         for (line, expected) in cases {
             let message = error_naming(&format!("[server]\n{line}\n"), expected);
@@ -521,6 +536,11 @@ mod tests {
                 ("SWITCHYARD_ALLOWED_HOSTS", "b,c"),
                 ("SWITCHYARD_MAX_BODY", "64KiB"),
                 ("SWITCHYARD_SESSION_TTL", "2h"),
+                ("SWITCHYARD_SHUTDOWN_DRAIN", "0s"),
+                ("SWITCHYARD_HEADER_TIMEOUT", "2s"),
+                ("SWITCHYARD_BODY_TIMEOUT", "3s"),
+                ("SWITCHYARD_IDLE_TIMEOUT", "4s"),
+                ("SWITCHYARD_MAX_CONNECTIONS", "5"),
                 ("UNRELATED", "x"),
             ],
         )
@@ -532,8 +552,32 @@ mod tests {
         assert_eq!(server.allowed_hosts, ["b", "c"]);
         assert_eq!(server.max_body, 64 << 10);
         assert_eq!(server.session_ttl, Duration::from_secs(7_200));
+        assert_eq!(server.shutdown_drain, Duration::ZERO);
+        assert_eq!(server.header_timeout, Duration::from_secs(2));
+        assert_eq!(server.body_timeout, Duration::from_secs(3));
+        assert_eq!(server.idle_timeout, Duration::from_secs(4));
+        assert_eq!(server.max_connections, 5);
         let keyed = parse_with_env("", &[("SWITCHYARD_SESSION_SECRET_FILE", "/k")]).expect("valid");
         assert_eq!(keyed.server.session_secret_path(), PathBuf::from("/k"));
+    }
+
+    /// The README promises an override for every `[server]` key: the keys are taken from the parser's own list
+    /// (the hint of an unknown key), so a key added later without its variable fails here.
+    #[test]
+    fn every_server_key_has_an_environment_override_and_an_example() {
+        let hint = error_naming("[server]\nno_such_key = 1\n", "expected one of");
+        let keys: Vec<&str> = hint.split('`').skip(1).step_by(2).filter(|key| *key != "no_such_key").collect();
+        assert!(keys.len() >= 12 && keys.contains(&"shutdown_drain"), "{hint}");
+        let example = include_str!("../../switchyard.example.toml");
+        for key in keys {
+            let var = format!("SWITCHYARD_{}", key.to_ascii_uppercase());
+            // A blank is no path, and a value with a blank inside is none of the other kinds of value.
+            let refused = [" ", "a b"].map(|bad| parse_with_env("", &[(&var, bad)]).err().map(|e| e.to_string()));
+            let overrides = format!("overrides server.{key}");
+            assert!(refused.iter().flatten().any(|message| message.contains(&overrides)), "{var}: {refused:?}");
+            assert!(example.contains(&format!("Env: {var}")), "the example does not document {var}");
+            assert!(example.contains(&format!("\n{key} = ")) || example.contains(&format!("# {key} = ")), "{key}");
+        }
     }
 
     #[test]
@@ -556,6 +600,12 @@ mod tests {
             ("SWITCHYARD_ALLOWED_HOSTS", "ok, a/b", "\"a/b\" is not"),
             ("SWITCHYARD_MAX_BODY", "lots", "overrides server.max_body"),
             ("SWITCHYARD_SESSION_TTL", "forever", "overrides server.session_ttl"),
+            ("SWITCHYARD_SHUTDOWN_DRAIN", "soon", "overrides server.shutdown_drain"),
+            ("SWITCHYARD_HEADER_TIMEOUT", "0s", "overrides server.header_timeout"),
+            ("SWITCHYARD_BODY_TIMEOUT", "1", "overrides server.body_timeout"),
+            ("SWITCHYARD_IDLE_TIMEOUT", "never", "overrides server.idle_timeout"),
+            ("SWITCHYARD_MAX_CONNECTIONS", "many", "overrides server.max_connections"),
+            ("SWITCHYARD_MAX_CONNECTIONS", "0", "expected a whole number from 1 to 1000000 connections"),
         ];
         for (var, value, expected) in cases {
             let message = parse_with_env("", &[(var, value)]).expect_err(var).to_string();

@@ -38,6 +38,13 @@ pub(super) struct RawServer {
     #[serde(deserialize_with = "duration_text")]
     pub(super) shutdown_drain: Option<String>,
     pub(super) max_backend_sessions_per_principal: Option<i64>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) header_timeout: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) body_timeout: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) idle_timeout: Option<String>,
+    pub(super) max_connections: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,8 +1,10 @@
-//! The `[server]` section: where the gateway listens, where it keeps its files, and which browsers and `Host`
-//! names it trusts; plus the `SWITCHYARD_*` environment overrides of those keys.
+//! The `[server]` section: where the gateway listens, where it keeps its files, which browsers and `Host`
+//! names it trusts, and how long and how many clients it serves; plus the `SWITCHYARD_<KEY>` environment
+//! overrides of those keys (every key has one; a unit test holds the list to the parser's).
 //!
 //! Rules:
 //! - One parser per key, shared by the file and the environment, so both accept exactly the same spellings.
+//! - Timeouts are positive (a zero timeout would refuse every request); `max_connections` is 1 to 1 000 000.
 //! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
 //! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` header is always accepted from a
@@ -40,6 +42,14 @@ pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
 pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longer than the 60 s idle timeout of common load balancers, so the balancer, not the gateway, closes an idle
+/// connection first and never sends a request on a connection the gateway is closing.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// The largest accepted `max_connections`: each connection needs a file descriptor, and far fewer are usual.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
 
 /// The validated `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +72,14 @@ pub struct ServerConfig {
     pub shutdown_drain: Duration,
     /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold.
     pub max_backend_sessions_per_principal: usize,
+    /// How long a client may take to send a request's header, from its first byte.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body, from the end of its header.
+    pub body_timeout: Duration,
+    /// How long a connection may stay open with no request on it.
+    pub idle_timeout: Duration,
+    /// How many connections are served at once; further ones wait to be accepted.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +95,10 @@ impl Default for ServerConfig {
             max_revocations: DEFAULT_MAX_REVOCATIONS,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -164,10 +186,19 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_backend_sessions_per_principal: PER_PRINCIPAL
             .build(&section.key("max_backend_sessions_per_principal"), raw.max_backend_sessions_per_principal)?
             .unwrap_or(defaults.max_backend_sessions_per_principal),
+        header_timeout: optional(&section.key("header_timeout"), raw.header_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.header_timeout),
+        body_timeout: optional(&section.key("body_timeout"), raw.body_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.body_timeout),
+        idle_timeout: optional(&section.key("idle_timeout"), raw.idle_timeout.as_deref(), parse_timeout)?
+            .unwrap_or(defaults.idle_timeout),
+        max_connections: MAX_CONNECTIONS
+            .build(&section.key("max_connections"), raw.max_connections)?
+            .unwrap_or(defaults.max_connections),
     })
 }
 
-/// A whole-number key (`max_revocations`, `max_backend_sessions_per_principal`): 1 to `max` of `unit`, with one
+/// A whole-number key (`max_revocations`, `max_connections`, `max_backend_sessions_per_principal`): 1 to `max` of `unit`, with one
 /// parser shared by the file and the environment.
 struct Count {
     max: usize,
@@ -175,6 +206,7 @@ struct Count {
 }
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
+const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
 /// At most the whole session table.
 const PER_PRINCIPAL: Count = Count { max: DEFAULT_MAX_SESSIONS, unit: "backend sessions (the session table's size)" };
 
@@ -240,6 +272,23 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     {
         server.max_revocations = count;
     }
+    if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
+        server.shutdown_drain = drain;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_HEADER_TIMEOUT", "header_timeout", parse_timeout)? {
+        server.header_timeout = timeout;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_BODY_TIMEOUT", "body_timeout", parse_timeout)? {
+        server.body_timeout = timeout;
+    }
+    if let Some(timeout) = lookup.get("SWITCHYARD_IDLE_TIMEOUT", "idle_timeout", parse_timeout)? {
+        server.idle_timeout = timeout;
+    }
+    if let Some(count) =
+        lookup.get("SWITCHYARD_MAX_CONNECTIONS", "max_connections", |text| MAX_CONNECTIONS.parse(text))?
+    {
+        server.max_connections = count;
+    }
     Ok(())
 }
 
@@ -280,6 +329,11 @@ fn check_max_body(bytes: u64) -> Result<usize, Expected> {
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, Expected> {
+    parse_positive_duration(text)
+}
+
+/// A zero timeout would refuse every request, so timeouts must be positive.
+fn parse_timeout(text: &str) -> Result<Duration, Expected> {
     parse_positive_duration(text)
 }
 

@@ -4,17 +4,22 @@
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`), the
 //! admission checks ([`guard`]), sealed session ids ([`session`]) and the mapping of JSON-RPC messages to router
 //! calls. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
-//! non-`initialize` request without a session id → 400; an id that is forged, expired, revoked or another
-//! principal's → 404; notifications and responses → 202 without a body; a `DELETE` or `initialize` the
+//! message without `"jsonrpc": "2.0"` → 400/-32600; a non-`initialize` request without a session id → 400; an
+//! id that is forged, expired, revoked or another principal's → 404; notifications and responses → 202 without
+//! a body; `/mcp/{backend}` for an unknown backend → 404 for every method; a `DELETE` or `initialize` the
 //! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
-//! header on a request → 400/-32602 (the key rules are `router::idempotency`'s).
+//! header on a request → 400/-32602 (the key rules are `router::idempotency`'s). How a body is read (415, 413,
+//! 408) is [`body`]'s rule, how connections are accepted and timed out [`listener`]'s. `/readyz` passes the same
+//! admission checks as `/mcp` (it names the backends); `/healthz` says only "ok" and passes none.
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
+mod body;
 pub mod cancels;
 pub mod guard;
 mod http;
+pub mod listener;
 pub mod pending;
 pub mod replay;
 pub mod revocations;
@@ -28,8 +33,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -58,6 +63,8 @@ pub struct Front {
     pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
     pub max_body: usize,
+    /// How long a request's body may take to arrive.
+    pub body_timeout: std::time::Duration,
     /// The standalone `GET` streams open on this replica.
     pub streams: Arc<standalone::Streams>,
     /// Server-to-client requests relayed to agents, waiting for their answers.
@@ -70,13 +77,11 @@ pub struct Front {
 
 /// The HTTP application.
 pub fn app(front: Arc<Front>) -> Router {
-    let max_body = front.max_body;
     Router::new()
         .route("/mcp", post(post_all).delete(delete_session).get(get_all))
-        .route("/mcp/{backend}", post(post_one).delete(delete_session).get(get_one))
+        .route("/mcp/{backend}", post(post_one).delete(delete_one).get(get_one))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
-        .layer(DefaultBodyLimit::max(max_body))
         .with_state(front)
 }
 
@@ -88,8 +93,8 @@ fn peer_ip(peer: Peer) -> Option<IpAddr> {
     peer.map(|Extension(ConnectInfo(address))| address.ip())
 }
 
-async fn post_all(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap, body: Bytes) -> Response {
-    front.serve_post(None, peer_ip(peer), &headers, &body).await
+async fn post_all(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap, body: Body) -> Response {
+    front.serve_post(None, peer_ip(peer), &headers, body).await
 }
 
 async fn post_one(
@@ -97,12 +102,12 @@ async fn post_one(
     Path(backend): Path<String>,
     peer: Peer,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if !front.router.has_backend(&backend) {
         return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
     }
-    front.serve_post(Some(backend), peer_ip(peer), &headers, &body).await
+    front.serve_post(Some(backend), peer_ip(peer), &headers, body).await
 }
 
 async fn get_all(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
@@ -114,6 +119,13 @@ async fn get_one(State(front): State<Arc<Front>>, Path(backend): Path<String>, h
         return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
     }
     front.open_standalone(Some(backend), &headers)
+}
+
+async fn delete_one(State(front): State<Arc<Front>>, Path(backend): Path<String>, headers: HeaderMap) -> Response {
+    if !front.router.has_backend(&backend) {
+        return http::error(StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend");
+    }
+    delete_session(State(front), headers).await
 }
 
 async fn delete_session(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
@@ -143,7 +155,10 @@ fn revocation_refused(id: Option<&Value>, text: &str, refused: &RevokeError) -> 
     response
 }
 
-async fn readyz(State(front): State<Arc<Front>>) -> Response {
+async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = front.admission.check(&headers) {
+        return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
+    }
     let report = front.router.readiness().await;
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     http::json(status, &report.detail)
@@ -216,12 +231,17 @@ impl Front {
         backend: Option<String>,
         peer: Option<IpAddr>,
         headers: &HeaderMap,
-        body: &[u8],
+        body: Body,
     ) -> Response {
         if let Err(refusal) = self.admission.check(headers) {
             return http::error(refusal.status(), None, jsonrpc::INVALID_REQUEST, &refusal.message());
         }
-        let message: Value = match serde_json::from_slice(body) {
+        let limits = body::BodyLimits { max_body: self.max_body, body_timeout: self.body_timeout };
+        let body = match body::read_json(headers, body, limits).await {
+            Ok(body) => body,
+            Err(refused) => return refused,
+        };
+        let message: Value = match serde_json::from_slice(&body) {
             Ok(message) => message,
             Err(error) => {
                 let text = format!("the body is not valid JSON: {error}");
@@ -231,6 +251,11 @@ impl Front {
         if message.is_array() {
             let text = "JSON-RPC batches are not supported (removed in MCP 2025-06-18); send one message per POST";
             return http::error(StatusCode::BAD_REQUEST, None, jsonrpc::INVALID_REQUEST, text);
+        }
+        if !jsonrpc::declares_version(&message) {
+            let text = "not a JSON-RPC 2.0 message: it must carry \"jsonrpc\": \"2.0\"";
+            let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id));
+            return http::error(StatusCode::BAD_REQUEST, id, jsonrpc::INVALID_REQUEST, text);
         }
         match jsonrpc::kind(&message) {
             Kind::Request { id, method: "initialize" } => self.initialize(id, &message),

@@ -128,6 +128,16 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
 
     let shown = run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await;
     assert!(stdout(&shown).contains("state: unknown"), "{}", stdout(&shown));
+    // --config is global: it may come before or after the subcommands.
+    for shown in [
+        run(switchyard().args(["calls", "--config"]).arg(&config).args(["show", &key])).await,
+        run(switchyard().arg("--config").arg(&config).args(["calls", "show", &key])).await,
+    ] {
+        assert!(stdout(&shown).contains("state: unknown"), "{}", String::from_utf8_lossy(&shown.stderr));
+    }
+    let mixed = run(switchyard().args(["calls", "--state", "unknown", "show", &key, "--config"]).arg(&config)).await;
+    assert_eq!(mixed.status.code(), Some(1), "a list filter with `show` is refused");
+    assert!(String::from_utf8_lossy(&mixed.stderr).contains("filter the list of calls"));
 
     let retry = agent.request("tools/call", call.clone()).await;
     assert_eq!(retry["result"]["_meta"]["switchyard/outcome"], "unknown", "not repeated");

@@ -1,0 +1,355 @@
+//! The agent-facing accept loop: HTTP/1.1 connections served by hyper, with the limits that keep slow, idle and
+//! too many clients from holding the gateway's memory and file descriptors (issue 8, D1).
+//!
+//! Rules:
+//! - At most `max_connections` connections are served at once. Beyond that the loop stops accepting, so new
+//!   connections wait in the kernel's backlog while the open ones (and `/healthz` on them) keep being served.
+//! - A connection with no request on it is closed after `idle_timeout`: before its first byte, and between
+//!   keep-alive requests. Once a request's first byte has arrived, its header must be complete within
+//!   `header_timeout`. While a request is being served (its body read, its answer written, an event stream held
+//!   open) neither applies: the body has its own deadline in the front (`body_timeout`, answered 408).
+//!   hyper's own header timer is not used because it starts when hyper waits for a request, so it would count
+//!   keep-alive idleness as header time; the phases are kept apart here instead.
+//! - Each request carries the peer's address as axum's `ConnectInfo<SocketAddr>`.
+//! - Shutdown stops accepting, lets every connection finish the request it is serving (hyper's graceful
+//!   shutdown closes idle ones at once) and returns when all are closed. Dropping the future closes them all.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::http::{Request, Response};
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
+
+/// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
+/// memory), so that it does not spin while the condition lasts.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The limits on clients' connections (`[server]` keys of the same names).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then until every connection has closed.
+pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl Future<Output = ()>) {
+    let mut shutdown = pin!(shutdown);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next() => {}
+            (stream, peer, slot) = next_connection(&listener, &slots) => {
+                let connection = graceful.watch(serve_connection(stream, slot, limits, peer, app.clone()));
+                connections.spawn(async move {
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%peer, %error, "connection closed");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Waits for a free connection slot, then for a client; errors about one connection are skipped.
+async fn next_connection(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> (TcpStream, SocketAddr, OwnedSemaphorePermit) {
+    loop {
+        // `serve` never closes `slots`; if it did, no connection could be counted, so none would be accepted.
+        let Ok(slot) = Arc::clone(slots).acquire_owned().await else {
+            return std::future::pending().await;
+        };
+        match listener.accept().await {
+            Ok((stream, peer)) => return (stream, peer, slot),
+            Err(error) if is_connection_error(&error) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept a connection; pausing");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Errors that concern only the connection being accepted (it was reset before it could be accepted).
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
+}
+
+type HttpConnection = hyper::server::conn::http1::Connection<TokioIo<Deadlined>, PerRequest>;
+
+/// One accepted connection, served by hyper; `slot` is released when it closes.
+fn serve_connection(
+    stream: TcpStream,
+    slot: OwnedSemaphorePermit,
+    limits: ConnectionLimits,
+    peer: SocketAddr,
+    app: Router,
+) -> HttpConnection {
+    let phase = Arc::new(Mutex::new(Phase::idle()));
+    let io = Deadlined { stream, limits, phase: Arc::clone(&phase), timer: None, _slot: slot };
+    let service = PerRequest { app: TowerToHyperService::new(app), peer, phase };
+    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service)
+}
+
+/// Where a connection is in its request cycle, which decides the deadline its reads run against.
+#[derive(Debug)]
+struct Phase {
+    /// Requests being served (HTTP/1.1 serves one at a time; a count keeps the bookkeeping obviously right).
+    serving: usize,
+    /// When the connection was last left without a request: at accept, or when an answer was finished.
+    idle_since: Instant,
+    /// When the first byte of the next request arrived, once it has.
+    head_since: Option<Instant>,
+    /// The reader waiting while a request was served, woken when the connection becomes idle again.
+    reader: Option<Waker>,
+}
+
+/// Which deadline expired.
+#[derive(Debug, Clone, Copy)]
+enum Expiry {
+    Idle,
+    Header,
+}
+
+impl Phase {
+    fn idle() -> Phase {
+        Phase { serving: 0, idle_since: Instant::now(), head_since: None, reader: None }
+    }
+
+    fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, Expiry)> {
+        if self.serving > 0 {
+            return None;
+        }
+        Some(match self.head_since {
+            Some(head) => (head + limits.header_timeout, Expiry::Header),
+            None => (self.idle_since + limits.idle_timeout, Expiry::Idle),
+        })
+    }
+}
+
+fn lock(phase: &Mutex<Phase>) -> std::sync::MutexGuard<'_, Phase> {
+    phase.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The connection's socket, whose reads fail with `TimedOut` once the current phase's deadline has passed.
+struct Deadlined {
+    stream: TcpStream,
+    limits: ConnectionLimits,
+    phase: Arc<Mutex<Phase>>,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// Held until the connection closes: it is what `max_connections` counts.
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Deadlined {
+    /// Called when a read found nothing: `Pending` until data comes or the deadline passes.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let deadline = {
+            let mut phase = lock(&self.phase);
+            let deadline = phase.deadline(&self.limits);
+            if deadline.is_none() {
+                phase.reader = Some(cx.waker().clone());
+            }
+            deadline
+        };
+        let Some((deadline, expiry)) = deadline else {
+            return Poll::Pending;
+        };
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                let what = match expiry {
+                    Expiry::Idle => "the connection was idle for longer than idle_timeout",
+                    Expiry::Header => "the request header was not complete within header_timeout",
+                };
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for Deadlined {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    let mut phase = lock(&this.phase);
+                    if phase.serving == 0 && phase.head_since.is_none() {
+                        phase.head_since = Some(Instant::now());
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => this.poll_deadline(cx),
+        }
+    }
+}
+
+impl AsyncWrite for Deadlined {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, data)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// The per-connection service: tags each request with the peer's address and keeps the connection's phase
+/// `serving` from the end of the request's header until its answer has been written (or abandoned).
+struct PerRequest {
+    app: TowerToHyperService<Router>,
+    peer: SocketAddr,
+    phase: Arc<Mutex<Phase>>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for PerRequest {
+    type Response = Response<Answer>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Answer>, Infallible>> + Send>>;
+
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        request.extensions_mut().insert(ConnectInfo(self.peer));
+        let serving = Serving::begin(Arc::clone(&self.phase));
+        let answered = hyper::service::Service::call(&self.app, request);
+        Box::pin(async move { Ok(answered.await?.map(|body| Answer { body, _serving: serving })) })
+    }
+}
+
+/// Marks a request as being served for as long as it lives.
+struct Serving(Arc<Mutex<Phase>>);
+
+impl Serving {
+    fn begin(phase: Arc<Mutex<Phase>>) -> Serving {
+        {
+            let mut state = lock(&phase);
+            state.serving += 1;
+            state.head_since = None;
+        }
+        Serving(phase)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let mut phase = lock(&self.0);
+        phase.serving -= 1;
+        if phase.serving == 0 {
+            phase.idle_since = Instant::now();
+            if let Some(reader) = phase.reader.take() {
+                reader.wake();
+            }
+        }
+    }
+}
+
+/// A response body that keeps its request `serving` until hyper has written it all (or dropped it).
+struct Answer {
+    body: Body,
+    _serving: Serving,
+}
+
+impl http_body::Body for Answer {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn handlers_see_the_peers_address_and_shutdown_waits_for_the_running_request() {
+        let app = Router::new().route(
+            "/peer",
+            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                peer.to_string()
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            max_connections: 4,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, limits, async move { drop(stopped.await) }));
+
+        let mut client = TcpStream::connect(address).await.unwrap();
+        client.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.send(()).unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        let peer = client.local_addr().unwrap().to_string();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(&peer), "the handler saw {answer:?}, the client is {peer}");
+        tokio::time::timeout(Duration::from_secs(5), server).await.expect("serve returns").unwrap();
+        assert!(TcpStream::connect(address).await.is_err(), "no longer accepting");
+    }
+}
