@@ -160,7 +160,7 @@ async fn load(config: Option<PathBuf>) -> anyhow::Result<(Config, Option<JoinHan
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
     let (config, demo) = load(config).await?;
-    let mut gateway = Gateway::for_discovery(config);
+    let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
 }

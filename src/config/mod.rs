@@ -22,12 +22,15 @@ pub mod glob;
 mod ledger;
 mod raw;
 mod server;
+mod stdio;
 mod units;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use backend::{BackendConfig, DEFAULT_BACKEND_TIMEOUT, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport};
+pub use backend::{
+    BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport,
+};
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
@@ -35,6 +38,10 @@ pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, M
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
     SESSION_SECRET_FILE_NAME, ServerConfig,
+};
+pub use stdio::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, EnvValue, MAX_PROCESS_CAP, SecretText,
+    StdioConfig, StdioSessions,
 };
 
 use fields::{Fault, KeyPath, quoted};
@@ -348,7 +355,7 @@ mod tests {
     fn backend_defaults_apply() {
         let config = parse(ONE_BACKEND).expect("valid");
         let docs = &config.backends[0];
-        assert_eq!(docs.url.as_str(), "http://127.0.0.1:9000/mcp");
+        assert_eq!(docs.url().map(reqwest::Url::as_str), Some("http://127.0.0.1:9000/mcp"));
         assert_eq!(docs.transport, Transport::Mcp);
         assert_eq!(docs.prefix, "docs__");
         assert_eq!(docs.exposed_name("search"), "docs__search");
@@ -407,7 +414,7 @@ mod tests {
         assert!(message.contains("invalid type: integer `8808`, expected an IP address and port"), "{message}");
         error_naming("server = 3\n", "test.toml: server: invalid type");
         error_naming("[server]\nmax_body = true\n", "server.max_body: invalid type: boolean");
-        error_naming(&format!("{ONE_BACKEND}transport = \"stdio\"\n"), "backends[0].transport: unknown variant");
+        error_naming(&format!("{ONE_BACKEND}transport = \"grpc\"\n"), "backends[0].transport: unknown variant");
         error_naming(&format!("{ONE_BACKEND}tools.deny = [\"a\", 1]\n"), "backends[0].tools.deny[1]: invalid type");
         error_naming(&format!("{ONE_BACKEND}headers.X-A = 1\n"), "backends[0].headers.X-A: invalid type");
         error_naming("backends = 1\n", "test.toml: backends: invalid type");

@@ -22,6 +22,7 @@ use super::error::ConfigError;
 use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
+use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, parse_process_cap, process_cap};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub session_ttl: Duration,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// Live stdio backend processes of the whole gateway, over all backends.
+    pub max_stdio_processes: usize,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +69,7 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
         }
     }
 }
@@ -147,6 +151,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.session_ttl),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        max_stdio_processes: process_cap(&section.key("max_stdio_processes"), raw.max_stdio_processes)?
+            .unwrap_or(defaults.max_stdio_processes),
     })
 }
 
@@ -181,6 +187,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    if let Some(cap) = lookup.get("SWITCHYARD_MAX_STDIO_PROCESSES", "max_stdio_processes", parse_process_cap)? {
+        server.max_stdio_processes = cap;
     }
     Ok(())
 }
