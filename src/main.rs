@@ -64,6 +64,9 @@ enum Command {
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
         listen: SocketAddr,
+        /// Speak MCP on stdin/stdout instead of HTTP (a stdio backend for tests and benchmarks).
+        #[arg(long, conflicts_with = "listen")]
+        stdio: bool,
     },
 }
 
@@ -136,7 +139,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve { config, listen } => serve(config, listen).await,
         Command::Check { config } => check(config).await,
         Command::Tools { config } => tools(config).await,
-        Command::DemoServer { listen } => demo_server(listen).await,
+        Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
+        Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter).await,
     }
 }
@@ -259,6 +263,11 @@ async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     println!("Switchyard demo MCP server at http://{address}/mcp (tools: echo, add, counter, sleep, fail)");
     shutdown_signal().await;
     server.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_server_stdio() -> anyhow::Result<ExitCode> {
+    switchyard::demo::stdio::serve(tokio::io::stdin(), tokio::io::stdout()).await.context("demo server over stdio")?;
     Ok(ExitCode::SUCCESS)
 }
 

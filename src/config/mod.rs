@@ -220,8 +220,15 @@ mod tests {
     #[test]
     fn the_example_file_parses() {
         let text = include_str!("../../switchyard.example.toml");
-        let config = parse_with_env(text, &[("GITHUB_TOKEN", "ghp_example")]).expect("the example is valid");
-        assert_eq!(config.backends.len(), 2);
+        let bin = scratch_dir("example-path");
+        std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let path = bin.display().to_string();
+        let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("PATH", &path)];
+        let config = parse_with_env(text, &env).expect("the example is valid");
+        assert_eq!(config.backends.len(), 3);
+        assert_eq!(config.backend("files").expect("files backend").transport, Transport::Stdio);
+        assert_eq!(config.server.max_stdio_processes, DEFAULT_MAX_STDIO_PROCESSES);
         let github = config.backend("github").expect("github backend");
         assert_eq!(github.prefix, "github__");
         assert!(github.credential.is_some());

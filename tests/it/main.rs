@@ -7,4 +7,5 @@ mod fault_backend_selftest;
 mod gateway;
 mod real_clients;
 mod relays;
+mod stdio;
 mod support;
