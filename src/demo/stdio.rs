@@ -115,3 +115,46 @@ async fn write_lines(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// Feeds `input` to a server and returns every line it wrote, parsed.
+    async fn exchange(input: &str) -> Vec<Value> {
+        let (mut client, server_end) = tokio::io::duplex(64 * 1024);
+        let (server_in, server_out) = tokio::io::split(server_end);
+        let server = tokio::spawn(serve(server_in, server_out));
+        client.write_all(input.as_bytes()).await.expect("write");
+        client.shutdown().await.expect("close");
+        let mut lines = BufReader::new(client).lines();
+        let mut answers = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            answers.push(serde_json::from_str(&line).expect("every line is JSON"));
+        }
+        server.await.expect("joined").expect("served");
+        answers
+    }
+
+    #[tokio::test]
+    async fn requests_before_initialize_bad_json_and_batches_are_refused() {
+        let answers = exchange("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\nnot json\n[]\n\n").await;
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        assert_eq!(answers[0]["id"], 1);
+        assert_eq!(answers[0]["error"]["code"], jsonrpc::INVALID_REQUEST);
+        assert_eq!(answers[1]["error"]["code"], jsonrpc::PARSE_ERROR);
+        assert_eq!(answers[2]["error"]["message"], "JSON-RPC batches are not supported");
+    }
+
+    #[tokio::test]
+    async fn after_initialize_the_tools_answer_and_notifications_get_nothing() {
+        let input = "{\"jsonrpc\":\"2.0\",\"id\":\"i\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\"}}\n\
+                     {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+                     {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}}\n";
+        let answers = exchange(input).await;
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        assert_eq!(answers[0]["result"]["protocolVersion"], "2025-06-18");
+        assert_eq!(answers[1]["result"]["content"][0]["text"], "hi");
+    }
+}

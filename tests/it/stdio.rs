@@ -220,7 +220,7 @@ async fn a_hung_call_ends_at_its_deadline_as_after_delivery_and_shutdown_still_s
 }
 
 #[tokio::test]
-async fn a_cancelled_call_is_reported_cancelled() {
+async fn cancelled_and_timed_out_calls_are_cancelled_at_the_process_by_its_own_id() {
     let connection = connect(&fault("hang")).await;
     let cancel = Arc::new(Notify::new());
     let relay = Relay::new(json!({}), None).cancellable(Arc::clone(&cancel));
@@ -230,6 +230,18 @@ async fn a_cancelled_call_is_reported_cancelled() {
         cancel.notify_one();
     });
     assert!(matches!(answer, Err(McpError::Cancelled)), "{answer:?}");
+    let hang = Instant::now() + Duration::from_millis(300);
+    assert_after_delivery(
+        connection.request("tools/call", json!({"name": "echo"}), &Relay::default(), hang).await,
+        "deadline",
+    );
+    let told = connection.request("fault/cancelled", Value::Null, &Relay::default(), deadline(10)).await.expect("told");
+    let reasons: Vec<&str> =
+        told["cancelled"].as_array().expect("a list").iter().filter_map(|p| p["reason"].as_str()).collect();
+    assert_eq!(reasons, ["cancelled by the agent", "the gateway's deadline for the request passed"]);
+    let ids: Vec<u64> =
+        told["cancelled"].as_array().expect("a list").iter().filter_map(|p| p["requestId"].as_u64()).collect();
+    assert!(ids.len() == 2 && ids[0] < ids[1], "the process-side ids of the two requests: {ids:?}");
     connection.close().await;
 }
 

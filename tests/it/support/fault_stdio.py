@@ -13,6 +13,9 @@ Usage: fault_stdio.py MODE. Every mode speaks newline-delimited JSON-RPC on stdi
   garbage   a line that is not JSON on stdout instead of an answer
   huge      an answer line of 64 MiB
   hang      tools/call is never answered, and stdin closing is ignored
+
+In every mode, `notifications/cancelled` is remembered and the method `fault/cancelled` answers with the
+params of every cancellation received so far.
 """
 
 import json
@@ -24,6 +27,7 @@ import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "normal"
 COUNT = [0]
+CANCELLED = []
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
@@ -115,8 +119,10 @@ def misbehave(request_id):
 
 def answer(message):
     method, request_id = message.get("method"), message.get("id")
+    if method == "notifications/cancelled":
+        CANCELLED.append(message.get("params"))
     if request_id is None or method is None:
-        return  # notifications and the client's answers need nothing
+        return  # notifications and the client's answers need no answer
     if MODE == "noise":
         for index in range(10000):
             sys.stderr.write(f"noise line {index} " + "." * 200 + "\n")
@@ -131,6 +137,8 @@ def answer(message):
         result = {}
     elif method == "tools/list":
         result = {"tools": TOOLS}
+    elif method == "fault/cancelled":
+        result = {"cancelled": CANCELLED}
     elif method == "tools/call":
         if misbehave(request_id):
             return
