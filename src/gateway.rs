@@ -14,8 +14,9 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
+use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
-use crate::config::{BackendConfig, Config, ConfigError};
+use crate::config::{BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport};
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::revocations::{LogError, Revocations};
@@ -43,6 +44,11 @@ pub enum GatewayError {
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
     Revocations(LogError),
+    #[error(
+        "backend `{backend}`: transport = \"{transport}\" is not served yet; only \"mcp\" (Streamable HTTP) backends \
+         can be used for now"
+    )]
+    TransportNotServed { backend: String, transport: &'static str },
 }
 
 /// The parts of a running gateway.
@@ -71,11 +77,11 @@ impl Gateway {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
         }
         let ledger = CallLedger { store, owner, lease: config.ledger.lease, max_result: config.ledger.max_result };
-        Ok(Gateway::assemble(config, ledger))
+        Gateway::assemble(config, ledger)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
-    pub fn for_discovery(config: Config) -> Gateway {
+    pub fn for_discovery(config: Config) -> Result<Gateway, GatewayError> {
         let ledger = CallLedger {
             store: LedgerStore::memory(),
             owner: "discovery".into(),
@@ -85,15 +91,18 @@ impl Gateway {
         Gateway::assemble(config, ledger)
     }
 
-    fn assemble(config: Config, ledger: CallLedger) -> Gateway {
+    fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
         let per_owner = config.server.max_backend_sessions_per_principal;
         let client_config = ClientConfig { max_sessions_per_owner: per_owner, ..ClientConfig::default() };
         let client = Arc::new(McpBackendClient::new(client_config));
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
-        let targets: HashMap<Arc<str>, BackendTarget> =
-            config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
+        let targets = config
+            .backends
+            .iter()
+            .map(|backend| Ok((Arc::from(backend.name.as_str()), target(backend)?)))
+            .collect::<Result<HashMap<Arc<str>, BackendTarget>, GatewayError>>()?;
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger));
-        Gateway { config, router, tasks: Vec::new() }
+        Ok(Gateway { config, router, tasks: Vec::new() })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -207,14 +216,42 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     }
 }
 
-fn target(backend: &BackendConfig) -> BackendTarget {
-    BackendTarget {
-        url: backend.url.clone(),
+fn target(backend: &BackendConfig) -> Result<BackendTarget, GatewayError> {
+    let (Transport::Mcp, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else {
+        return Err(GatewayError::TransportNotServed {
+            backend: backend.name.clone(),
+            transport: backend.transport.as_str(),
+        });
+    };
+    Ok(BackendTarget {
+        url: url.clone(),
         timeout: backend.timeout,
         credential: backend
             .credential
             .as_ref()
             .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
         headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
-    }
+    })
+}
+
+/// The stdio module's own description of a stdio backend (`None` for other transports).
+pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
+    let Endpoint::Process(stdio) = &backend.endpoint else { return None };
+    let command = StdioCommand {
+        program: stdio.command.clone(),
+        args: stdio.args.clone(),
+        env: stdio.env.iter().map(|(name, value)| (name.clone(), value.value().to_owned())).collect(),
+        cwd: stdio.cwd.clone(),
+    };
+    let sharing = match stdio.sessions {
+        StdioSessions::PerAgent => Sharing::PerAgent,
+        StdioSessions::Shared => Sharing::Shared,
+    };
+    Some(StdioBackend {
+        name: backend.name.as_str().into(),
+        command,
+        sharing,
+        idle_timeout: stdio.idle_timeout,
+        max_processes: stdio.max_processes,
+    })
 }

@@ -57,6 +57,9 @@ enum Command {
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
         listen: SocketAddr,
+        /// Speak MCP on stdin/stdout instead of HTTP (a stdio backend for tests and benchmarks).
+        #[arg(long, conflicts_with = "listen")]
+        stdio: bool,
     },
 }
 
@@ -122,7 +125,8 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Serve { listen } => serve(config, listen).await,
         Command::Check => check(config).await,
         Command::Tools => tools(config).await,
-        Command::DemoServer { listen } => demo_server(listen).await,
+        Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
+        Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
     }
 }
@@ -146,7 +150,7 @@ async fn load(config: Option<PathBuf>) -> anyhow::Result<(Config, Option<JoinHan
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
     let (config, demo) = load(config).await?;
-    let mut gateway = Gateway::for_discovery(config);
+    let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
 }
@@ -245,6 +249,11 @@ async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     println!("Switchyard demo MCP server at http://{address}/mcp (tools: echo, add, counter, sleep, fail)");
     shutdown_signal().await;
     server.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_server_stdio() -> anyhow::Result<ExitCode> {
+    switchyard::demo::stdio::serve(tokio::io::stdin(), tokio::io::stdout()).await.context("demo server over stdio")?;
     Ok(ExitCode::SUCCESS)
 }
 

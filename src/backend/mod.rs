@@ -3,3 +3,4 @@
 
 pub mod mcp_client;
 pub mod sse;
+pub mod stdio;

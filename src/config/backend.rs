@@ -11,6 +11,8 @@
 //!   renaming a prefix never changes what is exposed.
 //! - `headers` may not set what the MCP client manages itself (framing, content negotiation, sessions), nor the
 //!   credential's header.
+//! - `transport` decides which keys apply: `url` (required), `headers` and `credential` for "mcp" and "sse";
+//!   `command` (required) and the other keys of [`super::stdio`] for "stdio". A key of the other kind is refused.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -23,6 +25,7 @@ use super::credential::{self, BackendCredential};
 use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
 use super::glob::Glob;
 use super::raw::{RawBackend, RawTools};
+use super::stdio::{self, StdioConfig};
 use super::units::parse_positive_duration;
 
 pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,13 +61,35 @@ pub enum Transport {
     /// Streamable HTTP MCP (protocol 2025-11-25).
     #[default]
     Mcp,
+    /// A local process spoken to over stdin/stdout (newline-delimited JSON-RPC).
+    Stdio,
+    /// The 2024-11-05 HTTP+SSE transport.
+    Sse,
+}
+
+impl Transport {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Mcp => "mcp",
+            Transport::Stdio => "stdio",
+            Transport::Sse => "sse",
+        }
+    }
+}
+
+/// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    Url(Url),
+    Process(StdioConfig),
 }
 
 /// A validated `[[backends]]` entry.
 #[derive(Debug, Clone)]
 pub struct BackendConfig {
     pub name: String,
-    pub url: Url,
+    pub endpoint: Endpoint,
     pub transport: Transport,
     /// Prepended to the backend's tool and prompt names at `/mcp` (`""` exposes bare names).
     pub prefix: String,
@@ -82,6 +107,14 @@ impl BackendConfig {
     /// The name a backend's tool or prompt gets at `/mcp`.
     pub fn exposed_name(&self, bare: &str) -> String {
         format!("{}{bare}", self.prefix)
+    }
+
+    /// The URL of an HTTP backend (`None` for a stdio one).
+    pub fn url(&self) -> Option<&Url> {
+        match &self.endpoint {
+            Endpoint::Url(url) => Some(url),
+            Endpoint::Process(_) => None,
+        }
     }
 }
 
@@ -105,12 +138,7 @@ impl ToolFilter {
 pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String>) -> Result<BackendConfig, Fault> {
     let entry = KeyPath::root().key("backends").index(index);
     let name = required(&entry.key("name"), raw.name.as_deref(), parse_backend_name, NAME_EXPECTED)?;
-    let url = required(
-        &entry.key("url"),
-        raw.url.as_deref(),
-        parse_backend_url,
-        "an http or https URL such as \"http://127.0.0.1:9000/mcp\"",
-    )?;
+    let endpoint = build_endpoint(&entry, &name, raw, env)?;
     let prefix =
         optional(&entry.key("prefix"), raw.prefix.as_deref(), parse_prefix)?.unwrap_or_else(|| format!("{name}__"));
     let resource_prefix =
@@ -127,7 +155,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
     check_credential_header(&entry, credential.as_ref(), &headers)?;
     Ok(BackendConfig {
         name,
-        url,
+        endpoint,
         transport: raw.transport,
         prefix,
         resource_prefix,
@@ -136,6 +164,37 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         headers,
         credential,
     })
+}
+
+fn build_endpoint(
+    entry: &KeyPath,
+    name: &str,
+    raw: &RawBackend,
+    env: &HashMap<String, String>,
+) -> Result<Endpoint, Fault> {
+    if raw.transport == Transport::Stdio {
+        let http_only = [
+            ("url", raw.url.is_some()),
+            ("headers", !raw.headers.is_empty()),
+            ("credential", raw.credential.is_some()),
+        ];
+        if let Some((key, _)) = http_only.into_iter().find(|(_, set)| *set) {
+            return Err(Fault::invalid(
+                &entry.key(key),
+                None,
+                "no such key on this backend: transport = \"stdio\" starts a process from `command`".into(),
+            ));
+        }
+        return stdio::build(entry, name, raw, env).map(Endpoint::Process);
+    }
+    stdio::refuse_keys(entry, raw)?;
+    let url = required(
+        &entry.key("url"),
+        raw.url.as_deref(),
+        parse_backend_url,
+        "an http or https URL such as \"http://127.0.0.1:9000/mcp\"",
+    )?;
+    Ok(Endpoint::Url(url))
 }
 
 pub(super) const NAME_EXPECTED: &str = "1–32 characters of a-z, 0-9 and '-'";

@@ -66,7 +66,7 @@ pub(super) fn resolve(
         "the header to send, such as \"Authorization\"",
     )?;
     let prefix = optional(&key.key("prefix"), raw.prefix.as_deref(), parse_prefix)?;
-    let (source, secret, source_key) = read_source(key, backend, raw, env)?;
+    let (source, secret, source_key) = read_source(key, backend, raw.env.as_deref(), raw.file.as_deref(), env)?;
     let value = combine(&source_key, backend, prefix.as_deref().unwrap_or(""), &secret)?;
     Ok(BackendCredential { header, value, source })
 }
@@ -77,14 +77,16 @@ fn parse_prefix(text: &str) -> Result<String, Expected> {
         .map_err(|_| "a header value prefix such as \"Bearer \" (visible ASCII, spaces and tabs)".into())
 }
 
-/// Reads the secret; also returns the key it came from, to blame if the secret turns out unusable.
-fn read_source(
+/// Reads the secret named by exactly one of `env_var` and `file` (a credential's, or a secret in a stdio
+/// backend's `env`); also returns the key it came from, to blame if the secret turns out unusable.
+pub(super) fn read_source(
     key: &KeyPath,
     backend: &str,
-    raw: &RawCredential,
+    env_var: Option<&str>,
+    file: Option<&str>,
     env: &HashMap<String, String>,
 ) -> Result<(CredentialSource, String, KeyPath), Fault> {
-    match (raw.env.as_deref(), raw.file.as_deref()) {
+    match (env_var, file) {
         (Some(var), None) => {
             let key = key.key("env");
             let secret = read_env(&key, backend, var, env)?;
@@ -98,7 +100,7 @@ fn read_source(
         (env_var, _) => Err(Fault::invalid(
             &key.key(if env_var.is_some() { "file" } else { "env" }),
             None,
-            "exactly one of `env` (an environment variable name) or `file` (a path) in the credential".into(),
+            "exactly one of `env` (an environment variable name) or `file` (a path)".into(),
         )),
     }
 }

@@ -192,6 +192,32 @@ impl<'a> EnvLookup<'a> {
     }
 }
 
+/// A whole-number key such as `max_connections` or `max_processes`: 1 to `max` of `unit`, with one parser shared
+/// by the file and the environment.
+pub(super) struct Count {
+    pub(super) max: usize,
+    pub(super) unit: &'static str,
+}
+
+impl Count {
+    pub(super) fn build(&self, key: &KeyPath, raw: Option<i64>) -> Result<Option<usize>, Fault> {
+        raw.map(|count| self.check(count).map_err(|expected| Fault::invalid(key, Some(count.to_string()), expected)))
+            .transpose()
+    }
+
+    pub(super) fn parse(&self, text: &str) -> Result<usize, Expected> {
+        text.trim().parse().map_err(|_| self.expected()).and_then(|count| self.check(count))
+    }
+
+    fn check(&self, count: i64) -> Result<usize, Expected> {
+        usize::try_from(count).ok().filter(|count| (1..=self.max).contains(count)).ok_or_else(|| self.expected())
+    }
+
+    fn expected(&self) -> Expected {
+        Expected(format!("a whole number from 1 to {} {}", self.max, self.unit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

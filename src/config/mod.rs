@@ -22,12 +22,15 @@ pub mod glob;
 mod ledger;
 mod raw;
 mod server;
+mod stdio;
 mod units;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use backend::{BackendConfig, DEFAULT_BACKEND_TIMEOUT, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport};
+pub use backend::{
+    BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport,
+};
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
@@ -36,6 +39,10 @@ pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY, DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
     MAX_CONNECTIONS_LIMIT, SESSION_SECRET_FILE_NAME, ServerConfig,
+};
+pub use stdio::{
+    DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, DEFAULT_PROCESS_IDLE_TIMEOUT, EnvValue, MAX_PROCESS_CAP,
+    SecretText, StdioConfig, StdioSessions,
 };
 
 use fields::{Fault, KeyPath, quoted};
@@ -214,8 +221,15 @@ mod tests {
     #[test]
     fn the_example_file_parses() {
         let text = include_str!("../../switchyard.example.toml");
-        let config = parse_with_env(text, &[("GITHUB_TOKEN", "ghp_example")]).expect("the example is valid");
-        assert_eq!(config.backends.len(), 2);
+        let bin = scratch_dir("example-path");
+        std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let path = bin.display().to_string();
+        let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("PATH", &path)];
+        let config = parse_with_env(text, &env).expect("the example is valid");
+        assert_eq!(config.backends.len(), 3);
+        assert_eq!(config.backend("files").expect("files backend").transport, Transport::Stdio);
+        assert_eq!(config.server.max_stdio_processes, DEFAULT_MAX_STDIO_PROCESSES);
         let github = config.backend("github").expect("github backend");
         assert_eq!(github.prefix, "github__");
         assert!(github.credential.is_some());
@@ -357,7 +371,7 @@ mod tests {
     fn backend_defaults_apply() {
         let config = parse(ONE_BACKEND).expect("valid");
         let docs = &config.backends[0];
-        assert_eq!(docs.url.as_str(), "http://127.0.0.1:9000/mcp");
+        assert_eq!(docs.url().map(reqwest::Url::as_str), Some("http://127.0.0.1:9000/mcp"));
         assert_eq!(docs.transport, Transport::Mcp);
         assert_eq!(docs.prefix, "docs__");
         assert_eq!(docs.exposed_name("search"), "docs__search");
@@ -416,7 +430,7 @@ mod tests {
         assert!(message.contains("invalid type: integer `8808`, expected an IP address and port"), "{message}");
         error_naming("server = 3\n", "test.toml: server: invalid type");
         error_naming("[server]\nmax_body = true\n", "server.max_body: invalid type: boolean");
-        error_naming(&format!("{ONE_BACKEND}transport = \"stdio\"\n"), "backends[0].transport: unknown variant");
+        error_naming(&format!("{ONE_BACKEND}transport = \"grpc\"\n"), "backends[0].transport: unknown variant");
         error_naming(&format!("{ONE_BACKEND}tools.deny = [\"a\", 1]\n"), "backends[0].tools.deny[1]: invalid type");
         error_naming(&format!("{ONE_BACKEND}headers.X-A = 1\n"), "backends[0].headers.X-A: invalid type");
         error_naming("backends = 1\n", "test.toml: backends: invalid type");
@@ -449,7 +463,10 @@ mod tests {
             ("header_timeout = \"0s\"", "server.header_timeout = \"0s\": expected a duration"),
             ("body_timeout = \"soon\"", "server.body_timeout = \"soon\": expected a duration"),
             ("idle_timeout = \"0ms\"", "server.idle_timeout = \"0ms\": expected a duration"),
-            ("max_connections = 0", "server.max_connections = 0: expected a whole number from 1 to 1000000 connections"),
+            (
+                "max_connections = 0",
+                "server.max_connections = 0: expected a whole number from 1 to 1000000 connections",
+            ),
             ("max_connections = 1000001", "server.max_connections = 1000001: expected a whole number"),
             ("max_connections = -1", "server.max_connections = -1"),
         ];

@@ -12,6 +12,7 @@ use serde::de::{self, Visitor};
 
 use super::backend::Transport;
 use super::server::LISTEN_EXPECTED;
+use super::stdio::StdioSessions;
 use super::units::{DURATION_EXPECTED, SIZE_EXPECTED};
 
 #[derive(Debug, Default, Deserialize)]
@@ -45,6 +46,7 @@ pub(super) struct RawServer {
     #[serde(deserialize_with = "duration_text")]
     pub(super) idle_timeout: Option<String>,
     pub(super) max_connections: Option<i64>,
+    pub(super) max_stdio_processes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -71,6 +73,53 @@ pub(super) struct RawBackend {
     pub(super) tools: RawTools,
     pub(super) headers: BTreeMap<String, String>,
     pub(super) credential: Option<RawCredential>,
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<BTreeMap<String, RawEnvValue>>,
+    pub(super) cwd: Option<String>,
+    pub(super) sessions: Option<StdioSessions>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) idle_timeout: Option<String>,
+    pub(super) max_processes: Option<i64>,
+}
+
+/// A value of a stdio backend's `env` table: a plain string, or `{ env = "VAR" }` / `{ file = "/path" }` for a
+/// secret (the same forms as `credential`).
+#[derive(Debug)]
+pub(super) enum RawEnvValue {
+    Plain(String),
+    Secret(RawSecretRef),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawSecretRef {
+    pub(super) env: Option<String>,
+    pub(super) file: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawEnvValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(EnvValueVisitor)
+    }
+}
+
+struct EnvValueVisitor;
+
+impl<'de> Visitor<'de> for EnvValueVisitor {
+    type Value = RawEnvValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, or a secret written { env = \"VAR\" } or { file = \"/path\" }")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<RawEnvValue, E> {
+        Ok(RawEnvValue::Plain(text.to_owned()))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawEnvValue, A::Error> {
+        RawSecretRef::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawEnvValue::Secret)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

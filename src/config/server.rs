@@ -21,9 +21,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
+use super::fields::{Count, EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
+use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, PROCESSES};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
 use crate::backend::mcp_client::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_OWNER};
 
@@ -80,6 +81,8 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// How many connections are served at once; further ones wait to be accepted.
     pub max_connections: usize,
+    /// Live stdio backend processes of the whole gateway, over all backends.
+    pub max_stdio_processes: usize,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +102,7 @@ impl Default for ServerConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
         }
     }
 }
@@ -195,39 +199,16 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_connections: MAX_CONNECTIONS
             .build(&section.key("max_connections"), raw.max_connections)?
             .unwrap_or(defaults.max_connections),
+        max_stdio_processes: PROCESSES
+            .build(&section.key("max_stdio_processes"), raw.max_stdio_processes)?
+            .unwrap_or(defaults.max_stdio_processes),
     })
-}
-
-/// A whole-number key (`max_revocations`, `max_connections`, `max_backend_sessions_per_principal`): 1 to `max` of `unit`, with one
-/// parser shared by the file and the environment.
-struct Count {
-    max: usize,
-    unit: &'static str,
 }
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
 /// At most the whole session table.
 const PER_PRINCIPAL: Count = Count { max: DEFAULT_MAX_SESSIONS, unit: "backend sessions (the session table's size)" };
-
-impl Count {
-    fn build(&self, key: &KeyPath, raw: Option<i64>) -> Result<Option<usize>, Fault> {
-        raw.map(|count| self.check(count).map_err(|expected| Fault::invalid(key, Some(count.to_string()), expected)))
-            .transpose()
-    }
-
-    fn parse(&self, text: &str) -> Result<usize, Expected> {
-        text.trim().parse().map_err(|_| self.expected()).and_then(|count| self.check(count))
-    }
-
-    fn check(&self, count: i64) -> Result<usize, Expected> {
-        usize::try_from(count).ok().filter(|count| (1..=self.max).contains(count)).ok_or_else(|| self.expected())
-    }
-
-    fn expected(&self) -> Expected {
-        Expected(format!("a whole number from 1 to {} {}", self.max, self.unit))
-    }
-}
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
     optional_size(key, raw, check_max_body)
@@ -288,6 +269,11 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         lookup.get("SWITCHYARD_MAX_CONNECTIONS", "max_connections", |text| MAX_CONNECTIONS.parse(text))?
     {
         server.max_connections = count;
+    }
+    if let Some(cap) =
+        lookup.get("SWITCHYARD_MAX_STDIO_PROCESSES", "max_stdio_processes", |text| PROCESSES.parse(text))?
+    {
+        server.max_stdio_processes = cap;
     }
     Ok(())
 }

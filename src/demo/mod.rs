@@ -8,7 +8,8 @@
 //! Owns: the endpoint ([`router`], [`spawn`]) and its body limit ([`MAX_BODY`], above what a gateway in front
 //! accepts, so that a request the gateway admits is never refused here). The parts follow the spec's layers: [`http`] the transport (§A1),
 //! [`methods`] the lifecycle and tool methods (§A2, §A3), [`tools`] the tools themselves, [`sessions`] the
-//! bounded session set (§A1.6). Each submodule's doc lists the rules it follows.
+//! bounded session set (§A1.6); [`stdio`] serves the same methods over stdin/stdout (`demo-server --stdio`). Each
+//! submodule's doc lists the rules it follows.
 //!
 //! Must not know: anything of the gateway. The demo is an ordinary MCP server, and the gateway talks to it as to
 //! any other backend.
@@ -16,6 +17,7 @@
 pub mod http;
 pub mod methods;
 pub mod sessions;
+pub mod stdio;
 pub mod tools;
 
 use std::io;

@@ -12,4 +12,5 @@ mod relays;
 mod revocations;
 mod session_fairness;
 mod slow_clients;
+mod stdio;
 mod support;

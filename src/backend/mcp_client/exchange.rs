@@ -126,15 +126,15 @@ impl Drop for Stray<'_> {
 /// token of ours translated back to the caller's), `list_changed` notifications to the client's subscriber (and
 /// the resources one to the caller too).
 #[derive(Clone, Copy, Default)]
-pub(super) struct Listener<'a> {
-    pub(super) relay: Option<&'a Relay>,
+pub(crate) struct Listener<'a> {
+    pub(crate) relay: Option<&'a Relay>,
     /// (our token, the caller's token) when the request carried a progress token.
-    pub(super) progress: Option<(&'a Value, &'a Value)>,
-    pub(super) list_changed: Option<&'a (dyn Fn(&str) + Sync)>,
+    pub(crate) progress: Option<(&'a Value, &'a Value)>,
+    pub(crate) list_changed: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 impl Listener<'_> {
-    fn hear(&self, mut message: Value, method: &str) {
+    pub(crate) fn hear(&self, mut message: Value, method: &str) {
         if method.ends_with("/list_changed") {
             if let Some(list_changed) = self.list_changed {
                 list_changed(method);
@@ -466,23 +466,34 @@ impl StreamCursor {
 }
 
 impl Exchange<'_> {
-    /// The answer to a server-to-client request: `ping` is answered here; what the agent declared it can
-    /// answer is relayed to it (the answer keeps the backend's id); anything else is -32601.
     async fn answer_server_request(&self, id: &Value, method: &str, message: Value) -> Value {
-        if method == "ping" {
-            return jsonrpc::result(id, json!({}));
+        answer_server_request(self.listener.relay, self.endpoint.deadline, id, method, message).await
+    }
+}
+
+/// The answer to a backend's server-to-client request, whatever the transport: `ping` is answered here; what
+/// the agent declared it can answer is relayed to it (the answer keeps the backend's id, and the agent has until
+/// `deadline`); anything else is -32601.
+pub(crate) async fn answer_server_request(
+    relay: Option<&Relay>,
+    deadline: Instant,
+    id: &Value,
+    method: &str,
+    message: Value,
+) -> Value {
+    if method == "ping" {
+        return jsonrpc::result(id, json!({}));
+    }
+    let relayed = relay.and_then(|relay| relay.ask(method, message));
+    let Some(answer) = relayed else {
+        return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}"));
+    };
+    match timeout_at(deadline, answer).await {
+        Ok(Ok(mut reply)) => {
+            reply["id"] = id.clone();
+            reply
         }
-        let relayed = self.listener.relay.and_then(|relay| relay.ask(method, message));
-        let Some(answer) = relayed else {
-            return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}"));
-        };
-        match timeout_at(self.endpoint.deadline, answer).await {
-            Ok(Ok(mut reply)) => {
-                reply["id"] = id.clone();
-                reply
-            }
-            _ => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, "the agent did not answer the request"),
-        }
+        _ => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, "the agent did not answer the request"),
     }
 }
 

@@ -26,7 +26,8 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
-use exchange::{Exchange, ExchangeError, Listener, Strays};
+use exchange::{Exchange, ExchangeError, Strays};
+pub(crate) use exchange::{Listener, answer_server_request};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub use listener::SessionMessage;
 pub use refusal::Refusal;
@@ -194,6 +195,11 @@ impl Relay {
     pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
         self.cancel = Some(cancel);
         self
+    }
+
+    /// Notified when the agent cancels the request.
+    pub(crate) fn cancel(&self) -> Option<&Arc<Notify>> {
+        self.cancel.as_ref()
     }
 
     fn stream_opened(&self) {
@@ -497,17 +503,8 @@ impl McpBackendClient {
 
     /// `capabilities`: the agent's declared client capabilities (`null`: none), offered as the gateway's own.
     async fn handshake(&self, endpoint: &BackendEndpoint, capabilities: &Value) -> Result<BackendSession, McpError> {
-        let capabilities = if capabilities.is_object() { capabilities.clone() } else { json!({}) };
         let id = self.next_id();
-        let initialize = crate::jsonrpc::request(
-            &id,
-            "initialize",
-            Some(json!({
-                "protocolVersion": LATEST_PROTOCOL_VERSION,
-                "capabilities": capabilities,
-                "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")},
-            })),
-        );
+        let initialize = crate::jsonrpc::request(&id, "initialize", Some(initialize_params(capabilities)));
         let limit = self.config.max_exchange_bytes;
         let listener = Listener::default();
         let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None };
@@ -538,8 +535,7 @@ impl McpBackendClient {
     ) -> Result<Value, ExchangeError> {
         let id = self.next_id();
         let mut params = call.params;
-        let token = params.as_mut().and_then(|params| params.pointer_mut("/_meta/progressToken"));
-        let theirs = token.map(|token| std::mem::replace(token, id.clone()));
+        let theirs = swap_progress_token(&mut params, &id);
         let message = crate::jsonrpc::request(&id, call.method, params);
         let backend = &call.key.backend;
         let list_changed = |method: &str| self.announce_list_changed(backend, method);
@@ -623,6 +619,24 @@ impl McpBackendClient {
     }
 }
 
+/// The `initialize` params the gateway sends on every transport; `capabilities` are the agent's declared client
+/// capabilities (`null`: none), offered as the gateway's own.
+pub(crate) fn initialize_params(capabilities: &Value) -> Value {
+    let capabilities = if capabilities.is_object() { capabilities.clone() } else { json!({}) };
+    json!({
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+        "capabilities": capabilities,
+        "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// Replaces the caller's `params._meta.progressToken` with `ours` (the request's own id, unique within the
+/// backend session) and returns the caller's, to be restored on the way back.
+pub(crate) fn swap_progress_token(params: &mut Option<Value>, ours: &Value) -> Option<Value> {
+    let token = params.as_mut().and_then(|params| params.pointer_mut("/_meta/progressToken"));
+    token.map(|token| std::mem::replace(token, ours.clone()))
+}
+
 fn handshake_error(error: ExchangeError) -> McpError {
     match error {
         ExchangeError::SessionGone => McpError::NotDelivered { reason: "the backend ended the new session".into() },
@@ -631,7 +645,7 @@ fn handshake_error(error: ExchangeError) -> McpError {
 }
 
 /// The `result` of a JSON-RPC response, or its `error` as [`McpError::Rpc`].
-fn into_result(mut message: Value) -> Result<Value, McpError> {
+pub(crate) fn into_result(mut message: Value) -> Result<Value, McpError> {
     if let Some(result) = message.get_mut("result") {
         return Ok(result.take());
     }
@@ -647,7 +661,7 @@ fn into_result(mut message: Value) -> Result<Value, McpError> {
     }
 }
 
-fn negotiated_version(result: &Value) -> Result<&'static str, McpError> {
+pub(crate) fn negotiated_version(result: &Value) -> Result<&'static str, McpError> {
     let offered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
     SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|supported| *supported == offered).ok_or_else(|| {
         McpError::NotDelivered { reason: format!("the backend negotiated unsupported protocol version `{offered}`") }

@@ -1,0 +1,138 @@
+//! Starting a stdio backend's processes, with start-up health kept per backend (design §7; wave-2 notes §C.5).
+//!
+//! Rules:
+//! - A start is the spawn and the handshake. When starts keep failing, the next attempt waits an exponentially
+//!   growing delay ([`BACKOFF_BASE`] doubling up to [`BACKOFF_MAX`]) with jitter (a random point in the upper half
+//!   of the delay), so a broken command is not re-run on every call; a call during the wait is refused at once
+//!   as `NotDelivered`, naming the last error.
+//! - One success resets the backoff. A process that crashes later is not a failed start: the next call simply
+//!   starts a fresh one (the call that was in the crashed process is never replayed — that is the caller's rule).
+//! - [`Launcher::status`] is what `/readyz` and `switchyard check` report.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{StdioBackend, StdioConnection, StdioOptions};
+use crate::backend::mcp_client::McpError;
+
+/// The wait after the first failed start.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
+/// The longest wait between failed starts.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Whether a backend's processes start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnStatus {
+    /// The last start succeeded, or none was tried yet.
+    Ready,
+    /// The last `failures` starts failed; the next is allowed in `retry_in`.
+    Failing { failures: u32, last_error: String, retry_in: Duration },
+}
+
+/// Starts processes for one stdio backend.
+pub struct Launcher {
+    backend: StdioBackend,
+    options: StdioOptions,
+    health: Mutex<Health>,
+}
+
+#[derive(Default)]
+struct Health {
+    failures: u32,
+    last_error: String,
+    retry_at: Option<Instant>,
+}
+
+impl Launcher {
+    pub fn new(backend: StdioBackend, options: StdioOptions) -> Self {
+        Self { backend, options, health: Mutex::default() }
+    }
+
+    pub fn backend(&self) -> &StdioBackend {
+        &self.backend
+    }
+
+    /// A new process with its handshake done, unless starts are backing off.
+    pub async fn connect(&self, capabilities: &Value, deadline: Instant) -> Result<StdioConnection, McpError> {
+        self.check()?;
+        let started = StdioConnection::connect(&self.backend, &self.options, capabilities, deadline).await;
+        self.record(started.as_ref().err());
+        started
+    }
+
+    pub fn status(&self) -> SpawnStatus {
+        let health = self.lock();
+        match health.retry_at {
+            None => SpawnStatus::Ready,
+            Some(retry_at) => SpawnStatus::Failing {
+                failures: health.failures,
+                last_error: health.last_error.clone(),
+                retry_in: retry_at.saturating_duration_since(Instant::now()),
+            },
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Health> {
+        // Each update is a few assignments under the lock: a poisoned value is still usable.
+        self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn check(&self) -> Result<(), McpError> {
+        let health = self.lock();
+        match health.retry_at {
+            Some(retry_at) if Instant::now() < retry_at => Err(McpError::NotDelivered {
+                reason: format!(
+                    "backend `{}` failed to start {} time(s) in a row; the next attempt is in {} ms (last error: {})",
+                    self.backend.name,
+                    health.failures,
+                    retry_at.saturating_duration_since(Instant::now()).as_millis(),
+                    health.last_error
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn record(&self, error: Option<&McpError>) {
+        let mut health = self.lock();
+        let Some(error) = error else {
+            *health = Health::default();
+            return;
+        };
+        health.failures = health.failures.saturating_add(1);
+        health.last_error = error.to_string();
+        health.retry_at = Some(Instant::now() + backoff(health.failures, random_fraction()));
+        tracing::warn!(backend = %self.backend.name, failures = health.failures, %error, "stdio backend did not start");
+    }
+}
+
+/// The wait after `failures` failed starts in a row; `fraction` in [0, 1) picks the point in the upper half.
+fn backoff(failures: u32, fraction: f64) -> Duration {
+    let doubled = BACKOFF_BASE.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    let ceiling = doubled.min(BACKOFF_MAX);
+    ceiling / 2 + ceiling.mul_f64(fraction / 2.0)
+}
+
+fn random_fraction() -> f64 {
+    // Jitter only spreads retries; without randomness the midpoint of the upper half still works.
+    getrandom::u64().map_or(0.5, |bits| (bits >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_within_the_upper_half() {
+        assert_eq!(backoff(1, 0.0), BACKOFF_BASE / 2);
+        assert!(backoff(1, 0.999) < BACKOFF_BASE);
+        assert_eq!(backoff(3, 0.0), BACKOFF_BASE * 2);
+        for failures in [8, 20, u32::MAX] {
+            assert_eq!(backoff(failures, 0.0), BACKOFF_MAX / 2, "{failures}");
+            assert!(backoff(failures, 0.999) <= BACKOFF_MAX);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Backends that are local processes spoken to over stdin/stdout (`transport = "stdio"`; design §7, MCP
+//! 2025-11-25 `basic/transports.mdx` §stdio).
+//!
+//! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole
+//! group ([`process`]); bounded line framing ([`lines`]); one MCP session per process with the client rules of
+//! design §2 and the at-most-once error classes ([`connection`]); and the per-backend start-up health with
+//! exponential backoff and jitter ([`launcher`]).
+//!
+//! Must not know: agents, HTTP, the session table (the caller decides which agent session a process serves;
+//! see [`Sharing`]). The plain types here are what the composition root lowers a stdio backend's configuration
+//! into.
+
+mod connection;
+mod launcher;
+mod lines;
+mod process;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use connection::StdioConnection;
+pub use launcher::{Launcher, SpawnStatus};
+pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};
+
+use crate::backend::mcp_client::MAX_EXCHANGE_BYTES;
+
+/// How long each step of stopping a process may take (stdin closed → SIGTERM → SIGKILL), by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+
+/// The program to start: an absolute path (never run through a shell), its arguments, the variables it gets
+/// besides [`ENV_ALLOWLIST`], and its working directory.
+#[derive(Clone)]
+pub struct StdioCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// Shows the variables' names only: values may be secrets.
+impl fmt::Debug for StdioCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+/// Whether a process serves one agent session or all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// One process per (agent session, backend).
+    #[default]
+    PerAgent,
+    /// One process for every agent session (the operator declared the server stateless).
+    Shared,
+}
+
+/// A configured stdio backend, as the backend layer needs it.
+#[derive(Debug, Clone)]
+pub struct StdioBackend {
+    pub name: Arc<str>,
+    pub command: StdioCommand,
+    pub sharing: Sharing,
+    /// A process with no call for this long is stopped.
+    pub idle_timeout: Duration,
+    /// Live processes of this backend at most.
+    pub max_processes: usize,
+}
+
+/// How a connection treats its process.
+#[derive(Debug, Clone)]
+pub struct StdioOptions {
+    /// Longest stdout line (one JSON-RPC message) accepted.
+    pub max_line: usize,
+    /// Each step of stopping the process waits this long.
+    pub grace: Duration,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self { max_line: MAX_EXCHANGE_BYTES, grace: DEFAULT_GRACE }
+    }
+}

@@ -1,0 +1,158 @@
+//! Starting and stopping one stdio backend process, and draining its stderr (design §7; MCP 2025-11-25
+//! `basic/transports.mdx` §stdio: the server may log to stderr, and shutdown is closing stdin, then SIGTERM, then
+//! SIGKILL).
+//!
+//! Rules:
+//! - argv only, never a shell; the environment is cleared, then given [`ENV_ALLOWLIST`] from the gateway's own
+//!   environment and the backend's configured `env` (which wins).
+//! - Each child leads its own process group, so signals reach the grandchildren `npx` and `uvx` start. On Linux
+//!   the child also gets `PR_SET_PDEATHSIG` = SIGKILL, so it dies with the gateway even when the gateway itself
+//!   is killed (the signal fires when the spawning *thread* ends; spawns happen on the runtime's worker threads,
+//!   which live as long as the gateway).
+//! - Stopping: stdin is already closed by the caller; wait the grace period for the leader, SIGTERM the group,
+//!   wait, SIGKILL the group; reap the leader; then make sure no member of the group survives (SIGTERM, grace,
+//!   SIGKILL again), since a grandchild may outlive a leader that exited politely.
+//! - stderr is read continuously, line by line (an unread pipe would block the child), into `tracing` at info
+//!   level, tagged with the backend and pid; lines are cut at [`MAX_STDERR_LINE`] bytes.
+//! - The command and its arguments are logged at start; environment values never are (they may be secrets).
+
+use std::io;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::BufReader;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::time::{Instant, sleep, timeout};
+
+use super::StdioCommand;
+use super::lines::LineReader;
+
+/// The variables a child gets from the gateway's environment (when set there).
+pub const ENV_ALLOWLIST: [&str; 6] = ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
+/// Longest stderr line logged; the rest of a longer line is dropped.
+pub const MAX_STDERR_LINE: usize = 4096;
+/// How often a group that should be empty is checked while waiting for it.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// A started process with its pipes.
+pub(super) struct Spawned {
+    pub(super) child: Child,
+    /// Also the process group id.
+    pub(super) pid: u32,
+    pub(super) stdin: ChildStdin,
+    pub(super) stdout: ChildStdout,
+}
+
+/// Starts `command` for `backend`, draining its stderr in the background.
+pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Spawned> {
+    let mut process = Command::new(&command.program);
+    process.args(&command.args).env_clear();
+    for name in ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(name) {
+            process.env(name, value);
+        }
+    }
+    process.envs(command.env.iter().map(|(name, value)| (name, value)));
+    if let Some(cwd) = &command.cwd {
+        process.current_dir(cwd);
+    }
+    process.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    process.process_group(0);
+    // A backstop only: the supervisor stops the whole group; this catches a supervisor that never ran.
+    process.kill_on_drop(true);
+    die_with_parent(&mut process);
+    let mut child = process.spawn()?;
+    let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) =
+        (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(io::Error::other("the process started without its pipes"));
+    };
+    tracing::info!(
+        backend = %backend,
+        pid,
+        program = %command.program.display(),
+        args = ?command.args,
+        env = ?command.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        "started a stdio backend process"
+    );
+    drain_stderr(Arc::clone(backend), pid, stderr);
+    Ok(Spawned { child, pid, stdin, stdout })
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent(process: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe calls are
+    // allowed: it makes two system calls and builds an `io::Error` from a raw code (no allocation).
+    unsafe {
+        process.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // The gateway may have died before the line above; then no signal would ever come.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_process: &mut Command) {}
+
+fn drain_stderr(backend: Arc<str>, pid: u32, stderr: ChildStderr) {
+    tokio::spawn(async move {
+        let mut lines = LineReader::new(BufReader::new(stderr), MAX_STDERR_LINE);
+        while let Ok(Some(line)) = lines.next_line().await {
+            let text = String::from_utf8_lossy(&line.bytes);
+            let cut = if line.truncated { " [line cut]" } else { "" };
+            tracing::info!(backend = %backend, pid, "stderr: {text}{cut}");
+        }
+    });
+}
+
+/// Stops the process and its group (see the module rules) and reaps it. The caller has closed stdin.
+pub(super) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
+    let Some(group) = group_id(pid) else { return };
+    let exited = timeout(grace, child.wait()).await.is_ok();
+    signal_group(group, libc::SIGTERM);
+    if !exited && timeout(grace, child.wait()).await.is_err() {
+        signal_group(group, libc::SIGKILL);
+    }
+    match child.wait().await {
+        Ok(status) => tracing::debug!(pid, %status, "stdio backend process reaped"),
+        Err(error) => tracing::warn!(pid, %error, "could not reap a stdio backend process"),
+    }
+    if !group_empty_within(group, grace).await {
+        signal_group(group, libc::SIGKILL);
+    }
+}
+
+/// The process group to signal; never 0 or 1, which `killpg` would read as "our own group" or init.
+fn group_id(pid: u32) -> Option<libc::pid_t> {
+    libc::pid_t::try_from(pid).ok().filter(|group| *group > 1)
+}
+
+fn signal_group(group: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; `group` is a process group this module created (see `group_id`).
+    unsafe {
+        libc::killpg(group, signal);
+    }
+}
+
+/// Whether every member of the group is gone within `grace` (polled with signal 0).
+async fn group_empty_within(group: libc::pid_t, grace: Duration) -> bool {
+    let until = Instant::now() + grace;
+    loop {
+        // SAFETY: signal 0 checks for existence only.
+        if unsafe { libc::killpg(group, 0) } == -1 {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        sleep(GROUP_POLL).await;
+    }
+}

@@ -1,0 +1,364 @@
+//! The keys of a `transport = "stdio"` backend (design §7): the command to start, its arguments, environment
+//! and working directory, how its processes are shared, and how many may live.
+//!
+//! Rules:
+//! - `command` is argv[0] and is never given to a shell. A name without `/` is looked up on `PATH` (of the
+//!   gateway's environment, which the child also gets); a path is taken relative to the working directory. Either
+//!   way it is resolved to an absolute path of an executable file at load, so a missing program fails startup
+//!   (and `switchyard check`) rather than the first call.
+//! - `env` values are plain strings or secrets written `{ env = "VAR" }` / `{ file = "/path" }`, resolved at
+//!   load by the same code as `credential`; a secret's value is never shown (`Debug` prints `<redacted>`).
+//! - These keys belong to stdio backends only; an HTTP backend that sets one is refused, naming the key, as a
+//!   stdio backend that sets `url`, `headers` or `credential` is.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::credential::{CredentialSource, read_source};
+use super::fields::{Count, Expected, Fault, KeyPath, list, optional, quoted};
+use super::raw::{RawBackend, RawEnvValue};
+use super::units::parse_positive_duration;
+
+/// A stdio backend process with nothing to do is stopped after this long.
+pub const DEFAULT_PROCESS_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Live processes of one stdio backend, by default.
+pub const DEFAULT_MAX_PROCESSES: usize = 32;
+/// Live stdio backend processes of the whole gateway (`[server] max_stdio_processes`), by default.
+pub const DEFAULT_MAX_STDIO_PROCESSES: usize = 128;
+/// The largest process cap accepted: a larger number is almost certainly a typo.
+pub const MAX_PROCESS_CAP: usize = 65_536;
+
+/// Whether each agent session gets its own process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StdioSessions {
+    /// One process per (agent session, backend): state never leaks between agents.
+    #[default]
+    PerAgent,
+    /// One process for every agent session, for servers the operator knows to be stateless.
+    Shared,
+}
+
+/// A validated stdio backend.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// Absolute path of the executable.
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// In name order.
+    pub env: Vec<(String, EnvValue)>,
+    pub cwd: Option<PathBuf>,
+    pub sessions: StdioSessions,
+    pub idle_timeout: Duration,
+    pub max_processes: usize,
+}
+
+/// One value of `env`.
+#[derive(Debug, Clone)]
+pub enum EnvValue {
+    Plain(String),
+    Secret { value: SecretText, source: CredentialSource },
+}
+
+impl EnvValue {
+    /// The value the child gets.
+    pub fn value(&self) -> &str {
+        match self {
+            EnvValue::Plain(text) => text,
+            EnvValue::Secret { value, .. } => &value.0,
+        }
+    }
+}
+
+/// A secret string that must never be printed.
+#[derive(Clone)]
+pub struct SecretText(String);
+
+impl fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Validates the stdio keys of `backends[i]` (at `entry`) for the backend named `backend`.
+pub(super) fn build(
+    entry: &KeyPath,
+    backend: &str,
+    raw: &RawBackend,
+    env: &HashMap<String, String>,
+) -> Result<StdioConfig, Fault> {
+    let path = env.get("PATH").map(String::as_str);
+    let command = match raw.command.as_deref() {
+        Some(text) => {
+            resolve_command(text, path).map_err(|e| Fault::invalid(&entry.key("command"), Some(quoted(text)), e))
+        }
+        None => Err(Fault::invalid(
+            &entry.key("command"),
+            None,
+            format!("{COMMAND_EXPECTED} (required with transport = \"stdio\")").into(),
+        )),
+    }?;
+    Ok(StdioConfig {
+        command,
+        args: list(&entry.key("args"), raw.args.as_deref().unwrap_or_default(), parse_argument)?,
+        env: build_env(&entry.key("env"), backend, raw, env)?,
+        cwd: optional(&entry.key("cwd"), raw.cwd.as_deref(), parse_directory)?,
+        sessions: raw.sessions.unwrap_or_default(),
+        idle_timeout: optional(&entry.key("idle_timeout"), raw.idle_timeout.as_deref(), parse_positive_duration)?
+            .unwrap_or(DEFAULT_PROCESS_IDLE_TIMEOUT),
+        max_processes: PROCESSES
+            .build(&entry.key("max_processes"), raw.max_processes)?
+            .unwrap_or(DEFAULT_MAX_PROCESSES),
+    })
+}
+
+/// Refuses the stdio keys on a backend of another transport.
+pub(super) fn refuse_keys(entry: &KeyPath, raw: &RawBackend) -> Result<(), Fault> {
+    let present = [
+        ("command", raw.command.is_some()),
+        ("args", raw.args.is_some()),
+        ("env", raw.env.is_some()),
+        ("cwd", raw.cwd.is_some()),
+        ("sessions", raw.sessions.is_some()),
+        ("idle_timeout", raw.idle_timeout.is_some()),
+        ("max_processes", raw.max_processes.is_some()),
+    ];
+    match present.into_iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(Fault::invalid(
+            &entry.key(key),
+            None,
+            "no such key on this backend: it is only for transport = \"stdio\"".into(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A process cap (`max_processes`, `[server] max_stdio_processes`).
+pub(super) const PROCESSES: Count = Count { max: MAX_PROCESS_CAP, unit: "processes" };
+
+const COMMAND_EXPECTED: &str =
+    "a program name found on PATH, such as \"npx\", or a path to an executable, such as \"./bin/server\"";
+
+/// Resolves argv[0] to an absolute path of an executable file, searching `path` (the `PATH` variable) for a bare
+/// name, as `execvp` would but at load.
+fn resolve_command(text: &str, path: Option<&str>) -> Result<PathBuf, Expected> {
+    if text.trim().is_empty() || text.contains('\0') {
+        return Err(COMMAND_EXPECTED.into());
+    }
+    if text.contains('/') {
+        let absolute = std::path::absolute(text).map_err(|error| Expected(format!("{COMMAND_EXPECTED} ({error})")))?;
+        return match is_executable(&absolute) {
+            true => Ok(absolute),
+            false => Err(format!("a path to an executable file ({} is not one)", absolute.display()).into()),
+        };
+    }
+    let Some(path) = path.filter(|path| !path.is_empty()) else {
+        return Err(format!("{COMMAND_EXPECTED}; PATH is not set, so write the program's full path").into());
+    };
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(text))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| format!("a program found on PATH (no executable `{text}` in any directory of PATH)").into())
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+fn parse_argument(text: &str) -> Result<String, Expected> {
+    if text.contains('\0') {
+        return Err("an argument without NUL characters".into());
+    }
+    Ok(text.to_owned())
+}
+
+fn parse_directory(text: &str) -> Result<PathBuf, Expected> {
+    let dir = PathBuf::from(text);
+    if text.trim().is_empty() || !dir.is_dir() {
+        return Err("an existing directory".into());
+    }
+    Ok(dir)
+}
+
+fn build_env(
+    key: &KeyPath,
+    backend: &str,
+    raw: &RawBackend,
+    env: &HashMap<String, String>,
+) -> Result<Vec<(String, EnvValue)>, Fault> {
+    let Some(table) = &raw.env else { return Ok(Vec::new()) };
+    let mut vars = Vec::with_capacity(table.len());
+    for (name, value) in table {
+        let key = key.key(name);
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(Fault::invalid(
+                &key,
+                Some(quoted(name)),
+                "an environment variable name such as \"LOG_LEVEL\"".into(),
+            ));
+        }
+        let value = match value {
+            RawEnvValue::Plain(text) if text.contains('\0') => {
+                return Err(Fault::invalid(&key, Some(quoted(text)), "a value without NUL characters".into()));
+            }
+            RawEnvValue::Plain(text) => EnvValue::Plain(text.clone()),
+            RawEnvValue::Secret(secret) => {
+                let (source, value, _) =
+                    read_source(&key, backend, secret.env.as_deref(), secret.file.as_deref(), env)?;
+                EnvValue::Secret { value: SecretText(value), source }
+            }
+        };
+        vars.push((name.clone(), value));
+    }
+    Ok(vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_names_are_found_on_path_and_paths_must_be_executable() {
+        let dir = crate::config::tests::scratch_dir("stdio-command");
+        let program = dir.join("server");
+        std::fs::write(&program, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "").expect("write");
+        let path = format!("/nonexistent:{}", dir.display());
+        assert_eq!(resolve_command("server", Some(&path)), Ok(program.clone()));
+        assert_eq!(resolve_command(program.to_str().expect("utf-8"), None), Ok(program));
+        assert!(resolve_command("plain", Some(&path)).is_err_and(|e| e.0.contains("no executable `plain`")));
+        assert!(resolve_command(plain.to_str().expect("utf-8"), None).is_err_and(|e| e.0.contains("is not one")));
+        assert!(resolve_command("server", None).is_err_and(|e| e.0.contains("PATH is not set")));
+        assert!(resolve_command(" ", Some(&path)).is_err());
+    }
+
+    use crate::config::{Config, Endpoint, Transport};
+
+    /// A scratch directory holding an executable `server`, for `PATH`.
+    fn bin_dir(name: &str) -> String {
+        let dir = crate::config::tests::scratch_dir(name);
+        let program = dir.join("server");
+        std::fs::write(&program, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        dir.display().to_string()
+    }
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, String> {
+        Config::from_toml_str(text, "t.toml", env.iter().copied()).map_err(|error| error.to_string())
+    }
+
+    const STDIO: &str = "[[backends]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = \"server\"\n";
+
+    #[test]
+    fn every_stdio_key_is_read_and_defaults_apply() {
+        let path = bin_dir("stdio-keys");
+        let defaults = load(STDIO, &[("PATH", &path)]).expect("valid");
+        let Endpoint::Process(stdio) = &defaults.backends[0].endpoint else { panic!("a process") };
+        assert_eq!(stdio.command, PathBuf::from(&path).join("server"));
+        assert_eq!(
+            (stdio.sessions, stdio.idle_timeout, stdio.max_processes),
+            (StdioSessions::PerAgent, DEFAULT_PROCESS_IDLE_TIMEOUT, DEFAULT_MAX_PROCESSES)
+        );
+        assert_eq!(defaults.server.max_stdio_processes, DEFAULT_MAX_STDIO_PROCESSES);
+        let text = format!(
+            "server.max_stdio_processes = 9\n{STDIO}args = [\"--root\", \"/srv\"]\ncwd = \"/\"\nsessions = \"shared\"\n\
+             idle_timeout = \"30s\"\nmax_processes = 3\nenv = {{ MODE = \"fast\", KEY = {{ env = \"LOCAL_KEY\" }} }}\n"
+        );
+        let config = load(&text, &[("PATH", &path), ("LOCAL_KEY", "hidden-value")]).expect("valid");
+        let backend = &config.backends[0];
+        assert_eq!(backend.transport, Transport::Stdio);
+        assert!(backend.url().is_none());
+        let Endpoint::Process(stdio) = &backend.endpoint else { panic!("a process") };
+        assert_eq!(stdio.args, ["--root", "/srv"]);
+        assert_eq!(stdio.cwd.as_deref(), Some(Path::new("/")));
+        assert_eq!(
+            (stdio.sessions, stdio.idle_timeout, stdio.max_processes),
+            (StdioSessions::Shared, Duration::from_secs(30), 3)
+        );
+        let values: Vec<(&str, &str)> = stdio.env.iter().map(|(name, value)| (name.as_str(), value.value())).collect();
+        assert_eq!(values, [("KEY", "hidden-value"), ("MODE", "fast")]);
+        assert!(!format!("{config:?}").contains("hidden-value"), "a secret is never printed");
+        assert_eq!(config.server.max_stdio_processes, 9);
+        let overridden = load(&text, &[("PATH", &path), ("LOCAL_KEY", "k"), ("SWITCHYARD_MAX_STDIO_PROCESSES", "4")]);
+        assert_eq!(overridden.expect("valid").server.max_stdio_processes, 4);
+    }
+
+    #[test]
+    fn bad_stdio_values_and_misplaced_keys_are_named() {
+        let path = bin_dir("stdio-errors");
+        let http = "[[backends]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+        let cases = [
+            (format!("{STDIO}url = \"http://x\"\n"), "t.toml: backends[0].url: expected no such key on this backend"),
+            (
+                format!("{STDIO}credential = {{ header = \"A\", env = \"B\" }}\n"),
+                "backends[0].credential: expected no such key",
+            ),
+            (
+                format!("{http}command = \"server\"\n"),
+                "backends[0].command: expected no such key on this backend: it is only for transport = \"stdio\"",
+            ),
+            (
+                format!("{http}transport = \"sse\"\nmax_processes = 2\n"),
+                "backends[0].max_processes: expected no such key",
+            ),
+            (
+                "[[backends]]\nname = \"a\"\ntransport = \"stdio\"\n".to_owned(),
+                "backends[0].command: expected a program name found on PATH",
+            ),
+            (STDIO.replace("\"server\"", "\"\""), "backends[0].command = \"\": expected a program name"),
+            (format!("{STDIO}sessions = \"per-call\"\n"), "backends[0].sessions: unknown variant `per-call`"),
+            (
+                format!("{STDIO}max_processes = 0\n"),
+                "backends[0].max_processes = 0: expected a whole number from 1 to 65536 processes",
+            ),
+            (format!("{STDIO}idle_timeout = \"0s\"\n"), "backends[0].idle_timeout = \"0s\""),
+            (
+                format!("{STDIO}cwd = \"/nonexistent/dir\"\n"),
+                "backends[0].cwd = \"/nonexistent/dir\": expected an existing directory",
+            ),
+            (
+                format!("{STDIO}env = {{ \"A=B\" = \"x\" }}\n"),
+                "backends[0].env.\"A=B\" = \"A=B\": expected an environment variable name",
+            ),
+            (
+                format!("{STDIO}env = {{ K = {{ env = \"UNSET_VAR\" }} }}\n"),
+                "backends[0].env.K.env: credential of backend `local`: environment variable UNSET_VAR is not set",
+            ),
+            (
+                format!("{STDIO}env = {{ K = {{ env = \"A\", file = \"/f\" }} }}\n"),
+                "backends[0].env.K.file: expected exactly one of",
+            ),
+            (
+                format!("{STDIO}env = {{ K = 1 }}\n"),
+                "backends[0].env.K: invalid type: integer `1`, expected a string, or a secret",
+            ),
+            (format!("{STDIO}env = {{ K = {{ value = \"x\" }} }}\n"), "unknown key backends[0].env.K.value"),
+            (
+                "server.max_stdio_processes = -1\n".to_owned(),
+                "server.max_stdio_processes = -1: expected a whole number from 1 to 65536 processes",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = load(&text, &[("PATH", &path)]).expect_err(expected);
+            assert!(message.contains(expected), "{message}\n  does not contain\n{expected}");
+        }
+        let sse = load(&format!("{http}transport = \"sse\"\n"), &[]).expect("sse backends are configurable");
+        assert_eq!(sse.backends[0].transport, Transport::Sse);
+    }
+
+    #[test]
+    fn process_caps_are_bounded() {
+        assert_eq!(PROCESSES.parse("8"), Ok(8));
+        for bad in ["0", "-1", "x", "65537"] {
+            assert!(PROCESSES.parse(bad).is_err(), "{bad}");
+        }
+    }
+}
