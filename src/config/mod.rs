@@ -13,13 +13,15 @@
 //! - Relative paths (data directory, key file, credential files) are relative to the working directory, like
 //!   the default data directory.
 
+mod auth;
 mod backend;
 mod credential;
 mod de;
 mod error;
 mod fields;
-pub mod glob;
+pub use crate::glob;
 mod ledger;
+mod policy;
 mod raw;
 mod server;
 mod units;
@@ -27,11 +29,16 @@ mod units;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use auth::{
+    AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
+    MAX_PRINCIPAL_NAME,
+};
 pub use backend::{BackendConfig, DEFAULT_BACKEND_TIMEOUT, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport};
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
+pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
     SESSION_SECRET_FILE_NAME, ServerConfig,
@@ -50,6 +57,9 @@ pub struct Config {
     pub ledger: LedgerConfig,
     /// In file order; names are unique.
     pub backends: Vec<BackendConfig>,
+    pub auth: AuthConfig,
+    /// In file order.
+    pub policies: Vec<PolicyConfig>,
 }
 
 impl Config {
@@ -78,7 +88,13 @@ impl Config {
 
     /// The configuration of a first run: server defaults and no backends (the caller serves its demo backend).
     pub fn default_demo() -> Config {
-        Config { server: ServerConfig::default(), ledger: LedgerConfig::default(), backends: Vec::new() }
+        Config {
+            server: ServerConfig::default(),
+            ledger: LedgerConfig::default(),
+            backends: Vec::new(),
+            auth: AuthConfig::default(),
+            policies: Vec::new(),
+        }
     }
 
     /// Applies `SWITCHYARD_*` overrides, for configurations that did not come from a file
@@ -142,7 +158,14 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .map(|(index, backend)| backend::build(index, backend, env))
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
-    Ok(Config { server, ledger, backends })
+    let auth = auth::build(raw.auth.as_ref())?;
+    let policies = raw
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(index, policy)| policy::build(index, policy, &backends))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Config { server, ledger, backends, auth, policies })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

@@ -18,6 +18,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::auth::parse_public_url;
 use super::error::ConfigError;
 use super::fields::{EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub session_ttl: Duration,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// The URL agents use, as configured (no trailing slash); see [`ServerConfig::public_url`].
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +69,7 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            public_url: None,
         }
     }
 }
@@ -75,6 +79,12 @@ impl ServerConfig {
     /// also through `SWITCHYARD_DATA_DIR`, moves the key with it).
     pub fn session_secret_path(&self) -> PathBuf {
         self.session_secret_file.clone().unwrap_or_else(|| self.data_dir.join(SESSION_SECRET_FILE_NAME))
+    }
+
+    /// The URL agents reach the gateway at (the resource identifier of its Protected Resource Metadata and the
+    /// base of the default JWT audiences): `public_url` if configured, else `http://<listen>`.
+    pub fn public_url(&self) -> String {
+        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen))
     }
 
     pub fn binds_loopback(&self) -> bool {
@@ -147,6 +157,7 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.session_ttl),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        public_url: optional(&section.key("public_url"), raw.public_url.as_deref(), parse_public_url)?,
     })
 }
 
@@ -181,6 +192,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    if let Some(url) = lookup.get("SWITCHYARD_PUBLIC_URL", "public_url", parse_public_url)? {
+        server.public_url = Some(url);
     }
     Ok(())
 }
