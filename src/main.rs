@@ -1,4 +1,4 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `demo-server`. This is the binary's
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `calls`, `keys`, `demo-server`. This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
@@ -60,10 +60,28 @@ enum Command {
         #[command(flatten)]
         filter: CallsFilter,
     },
+    /// Make agent API keys.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
         listen: SocketAddr,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Print a fresh random key once, and the `[[auth.api_keys]]` lines to paste into switchyard.toml.
+    New {
+        /// The principal the key authenticates (what policies and the ledger name).
+        #[arg(long)]
+        principal: String,
+        /// A group of the principal (repeat for several).
+        #[arg(long = "group")]
+        groups: Vec<String>,
     },
 }
 
@@ -138,6 +156,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Tools { config } => tools(config).await,
         Command::DemoServer { listen } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter).await,
+        Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
     }
 }
 
@@ -170,6 +189,7 @@ async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::R
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
+    config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     let address = gateway.config.server.listen;
