@@ -339,6 +339,19 @@ mod tests {
     }
 
     #[test]
+    fn the_example_documents_every_auth_key() {
+        let text = include_str!("../../switchyard.example.toml");
+        let config = parse_with_env(text, &[("GITHUB_TOKEN", "ghp_example")]).expect("the example is valid");
+        assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
+        assert_eq!(config.auth.api_keys[0].groups, ["automation"]);
+        let jwt = config.auth.jwt.as_ref().expect("jwt");
+        assert_eq!((jwt.groups_claim.as_deref(), jwt.leeway), (Some("groups"), DEFAULT_JWT_LEEWAY));
+        assert_eq!(config.policies.len(), 2);
+        assert_eq!(config.policies[1].principals[0], PolicySubject::Group("automation".into()));
+        assert!(config.check_serving().is_ok());
+    }
+
+    #[test]
     fn without_auth_agents_are_anonymous_on_loopback() {
         let config = parse("").expect("valid");
         assert_eq!(config.auth, AuthConfig::default());
