@@ -18,17 +18,11 @@ pub const API_KEY_BYTES: usize = 32;
 pub const API_KEY_PREFIX: &str = "sy_";
 
 /// One configured key: who presents it, by its digest.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     pub principal: String,
     pub digest: [u8; 32],
     pub groups: Vec<String>,
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKey").field("principal", &self.principal).field("groups", &self.groups).finish()
-    }
 }
 
 /// The configured keys.

@@ -66,19 +66,12 @@ impl AuthConfig {
 }
 
 /// One `[[auth.api_keys]]` entry.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKeyConfig {
     pub principal: String,
     /// SHA-256 of the key as the agent sends it after `Bearer `.
     pub sha256: [u8; 32],
     pub groups: Vec<String>,
-}
-
-impl std::fmt::Debug for ApiKeyConfig {
-    // The digest is not a secret, but it identifies a key; logs need only the principal.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKeyConfig").field("principal", &self.principal).field("groups", &self.groups).finish()
-    }
 }
 
 /// The validated `[auth.jwt]` section.
