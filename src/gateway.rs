@@ -5,6 +5,8 @@
 //! front's admission rules and session sealer), discovery tasks, and the embedded demo backend of a first run.
 //! Nothing else reads the configuration types of other parts.
 
+mod access;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
+pub use access::{auth_settings, policies};
 
 mod revocation_log;
 

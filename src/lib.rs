@@ -4,12 +4,14 @@
 //!
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
+pub mod auth;
 pub mod backend;
 pub mod catalog;
 pub mod config;
 pub mod demo;
 pub mod front;
 pub mod gateway;
+pub mod glob;
 pub mod jsonrpc;
 pub mod ledger;
 pub mod router;

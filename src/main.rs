@@ -1,4 +1,4 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `demo-server`. This is the binary's
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `calls`, `keys`, `demo-server`. This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
@@ -53,6 +53,11 @@ enum Command {
         #[command(flatten)]
         filter: CallsFilter,
     },
+    /// Make agent API keys.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
@@ -60,6 +65,19 @@ enum Command {
         /// Speak MCP on stdin/stdout instead of HTTP (a stdio backend for tests and benchmarks).
         #[arg(long, conflicts_with = "listen")]
         stdio: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Print a fresh random key once, and the `[[auth.api_keys]]` lines to paste into switchyard.toml.
+    New {
+        /// The principal the key authenticates (what policies and the ledger name).
+        #[arg(long)]
+        principal: String,
+        /// A group of the principal (repeat for several).
+        #[arg(long = "group")]
+        groups: Vec<String>,
     },
 }
 
@@ -128,6 +146,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
+        Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
     }
 }
 
@@ -160,6 +179,7 @@ async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::R
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
+    config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     let address = gateway.config.server.listen;

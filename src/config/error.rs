@@ -51,6 +51,21 @@ pub enum ConfigError {
         value: String,
         expected: String,
     },
+
+    /// `serve` on an address other machines can reach, with no way to authenticate agents.
+    #[error(
+        "refusing to serve on {listen}, which other machines can reach, without agent authentication: add \
+         `[[auth.api_keys]]` (`switchyard keys new` prints one) or `[auth.jwt]`, or set `[auth] anonymous = true` \
+         to serve unauthenticated agents on purpose"
+    )]
+    Unprotected { listen: std::net::SocketAddr },
+
+    /// A JWT resource server on a wildcard address cannot guess the URL its agents use.
+    #[error(
+        "`server.public_url` (or SWITCHYARD_PUBLIC_URL) is required with `[auth.jwt]` when listening on {listen}: \
+         it is the URL agents use, and the audience their tokens must carry"
+    )]
+    NoPublicUrl { listen: std::net::SocketAddr },
 }
 
 fn shown_value(value: &Option<String>) -> String {

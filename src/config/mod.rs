@@ -13,13 +13,15 @@
 //! - Relative paths (data directory, key file, credential files) are relative to the working directory, like
 //!   the default data directory.
 
+mod auth;
 mod backend;
 mod credential;
 mod de;
 mod error;
 mod fields;
-pub mod glob;
+pub use crate::glob;
 mod ledger;
+mod policy;
 mod raw;
 mod server;
 mod stdio;
@@ -28,6 +30,10 @@ mod units;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use auth::{
+    AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
+    MAX_PRINCIPAL_NAME,
+};
 pub use backend::{
     BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport,
 };
@@ -35,6 +41,7 @@ pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, S
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
+pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY, DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN, MAX_BODY_LIMIT,
@@ -58,6 +65,9 @@ pub struct Config {
     pub ledger: LedgerConfig,
     /// In file order; names are unique.
     pub backends: Vec<BackendConfig>,
+    pub auth: AuthConfig,
+    /// In file order.
+    pub policies: Vec<PolicyConfig>,
 }
 
 impl Config {
@@ -86,7 +96,13 @@ impl Config {
 
     /// The configuration of a first run: server defaults and no backends (the caller serves its demo backend).
     pub fn default_demo() -> Config {
-        Config { server: ServerConfig::default(), ledger: LedgerConfig::default(), backends: Vec::new() }
+        Config {
+            server: ServerConfig::default(),
+            ledger: LedgerConfig::default(),
+            backends: Vec::new(),
+            auth: AuthConfig::default(),
+            policies: Vec::new(),
+        }
     }
 
     /// Applies `SWITCHYARD_*` overrides, for configurations that did not come from a file
@@ -150,7 +166,14 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .map(|(index, backend)| backend::build(index, backend, env))
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
-    Ok(Config { server, ledger, backends })
+    let auth = auth::build(raw.auth.as_ref())?;
+    let policies = raw
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(index, policy)| policy::build(index, policy, &backends))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Config { server, ledger, backends, auth, policies })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {
@@ -218,15 +241,20 @@ mod tests {
         error_naming(&format!("{ONE_BACKEND}resource_prefix = \"\"\n"), "backends[0].resource_prefix");
     }
 
-    #[test]
-    fn the_example_file_parses() {
+    /// `switchyard.example.toml` with what it needs to load: its secrets' variables and an `npx` on `PATH`.
+    pub(super) fn parse_example() -> Config {
         let text = include_str!("../../switchyard.example.toml");
         let bin = scratch_dir("example-path");
         std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
         std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         let path = bin.display().to_string();
         let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("PATH", &path)];
-        let config = parse_with_env(text, &env).expect("the example is valid");
+        parse_with_env(text, &env).expect("the example is valid")
+    }
+
+    #[test]
+    fn the_example_file_parses() {
+        let config = parse_example();
         assert_eq!(config.backends.len(), 3);
         assert_eq!(config.backend("files").expect("files backend").transport, Transport::Stdio);
         assert_eq!(config.server.max_stdio_processes, DEFAULT_MAX_STDIO_PROCESSES);

@@ -21,6 +21,9 @@ pub(super) struct RawConfig {
     pub(super) server: RawServer,
     pub(super) ledger: RawLedger,
     pub(super) backends: Vec<RawBackend>,
+    /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
+    pub(super) auth: Option<RawAuth>,
+    pub(super) policies: Vec<RawPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -47,6 +50,7 @@ pub(super) struct RawServer {
     pub(super) idle_timeout: Option<String>,
     pub(super) max_connections: Option<i64>,
     pub(super) max_stdio_processes: Option<i64>,
+    pub(super) public_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +140,47 @@ pub(super) struct RawCredential {
     pub(super) env: Option<String>,
     pub(super) file: Option<String>,
     pub(super) prefix: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawAuth {
+    pub(super) anonymous: bool,
+    pub(super) api_keys: Vec<RawApiKey>,
+    pub(super) jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawApiKey {
+    pub(super) principal: Option<String>,
+    pub(super) sha256: Option<String>,
+    pub(super) groups: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawJwt {
+    pub(super) issuer: Option<String>,
+    pub(super) audiences: Option<Vec<String>>,
+    pub(super) jwks_url: Option<String>,
+    pub(super) jwks_file: Option<String>,
+    pub(super) principal_claim: Option<String>,
+    pub(super) groups_claim: Option<String>,
+    pub(super) scopes_supported: Vec<String>,
+    pub(super) required_scopes: Vec<String>,
+    pub(super) authorization_servers: Option<Vec<String>>,
+    #[serde(deserialize_with = "duration_text")]
+    pub(super) leeway: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawPolicy {
+    pub(super) principals: Vec<String>,
+    pub(super) allow: Vec<String>,
+    pub(super) deny: Vec<String>,
+    pub(super) backends: Vec<String>,
 }
 
 /// A byte size as written: a TOML integer (bytes) or a string with a unit.

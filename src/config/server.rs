@@ -20,6 +20,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::auth::parse_public_url;
 use super::error::ConfigError;
 use super::fields::{Count, EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
 use super::glob::glob_match;
@@ -83,6 +84,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Live stdio backend processes of the whole gateway, over all backends.
     pub max_stdio_processes: usize,
+    /// The URL agents use, as configured (no trailing slash); see [`ServerConfig::public_url`].
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -103,6 +106,7 @@ impl Default for ServerConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
+            public_url: None,
         }
     }
 }
@@ -112,6 +116,12 @@ impl ServerConfig {
     /// also through `SWITCHYARD_DATA_DIR`, moves the key with it).
     pub fn session_secret_path(&self) -> PathBuf {
         self.session_secret_file.clone().unwrap_or_else(|| self.data_dir.join(SESSION_SECRET_FILE_NAME))
+    }
+
+    /// The URL agents reach the gateway at (the resource identifier of its Protected Resource Metadata and the
+    /// base of the default JWT audiences): `public_url` if configured, else `http://<listen>`.
+    pub fn public_url(&self) -> String {
+        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen))
     }
 
     pub fn binds_loopback(&self) -> bool {
@@ -202,6 +212,7 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_stdio_processes: PROCESSES
             .build(&section.key("max_stdio_processes"), raw.max_stdio_processes)?
             .unwrap_or(defaults.max_stdio_processes),
+        public_url: optional(&section.key("public_url"), raw.public_url.as_deref(), parse_public_url)?,
     })
 }
 
@@ -274,6 +285,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         lookup.get("SWITCHYARD_MAX_STDIO_PROCESSES", "max_stdio_processes", |text| PROCESSES.parse(text))?
     {
         server.max_stdio_processes = cap;
+    }
+    if let Some(url) = lookup.get("SWITCHYARD_PUBLIC_URL", "public_url", parse_public_url)? {
+        server.public_url = Some(url);
     }
     Ok(())
 }

@@ -202,3 +202,37 @@ async fn a_graceful_shutdown_drains_running_calls_then_marks_the_rest_unknown() 
     assert_eq!(fault.executions("echo"), 2, "the stuck call was not run again");
     restarted.kill().await;
 }
+
+#[tokio::test]
+async fn keys_new_prints_a_key_and_the_digest_of_that_key() {
+    let output =
+        run(switchyard().args(["keys", "new", "--principal", "ci-bot", "--group", "ops", "--group", "on call"])).await;
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", String::from_utf8_lossy(&output.stderr));
+    let key = text.lines().map(str::trim).find(|line| line.starts_with("sy_")).unwrap_or_else(|| panic!("{text}"));
+    assert!(key.len() >= 3 + 43, "at least 32 bytes of entropy: {key}");
+    let toml_text = &text[text.find("[[auth.api_keys]]").unwrap_or_else(|| panic!("{text}"))..];
+    let config = switchyard::config::Config::from_toml_str(toml_text, "pasted", Vec::<(String, String)>::new())
+        .expect("the printed lines are a valid configuration");
+    let entry = &config.auth.api_keys[0];
+    assert_eq!(entry.principal, "ci-bot");
+    assert_eq!(entry.groups, ["ops", "on call"]);
+    assert_eq!(entry.sha256, switchyard::auth::api_key_digest(key), "the digest is the printed key's");
+
+    let again = stdout(&run(switchyard().args(["keys", "new", "--principal", "ci-bot"])).await);
+    assert!(!again.contains(key), "every key is fresh");
+    let refused = run(switchyard().args(["keys", "new", "--principal", ""])).await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("auth.api_keys[0].principal"));
+}
+
+#[tokio::test]
+async fn serve_refuses_a_non_loopback_listen_without_authentication() {
+    let dir = scratch_dir("exposed");
+    let config = write_config(&dir, "");
+    let output = run(switchyard().arg("serve").arg("--config").arg(&config).args(["--listen", "0.0.0.0:0"])).await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("refusing to serve on 0.0.0.0:0") && error.contains("anonymous = true"), "{error}");
+    assert!(!dir.join("data").exists(), "refused before the gateway touched its data directory");
+}

@@ -1,4 +1,5 @@
 mod at_most_once;
+mod auth;
 mod backend_client;
 mod backend_interop;
 mod backend_refusals;

@@ -1,4 +1,5 @@
-//! A tiny glob matcher for name lists (`tools.allow`, `tools.deny`, allowed origins and hosts).
+//! A tiny glob matcher for name lists (`tools.allow`, `tools.deny`, allowed origins and hosts, policies). It
+//! lives outside `config` because the parts configuration is lowered into (auth's policies) match with it too.
 //!
 //! Rules: `*` matches any run of characters (including none), `?` exactly one character, everything else
 //! itself; there is no escape and no character class, so a pattern reads the same to every operator. Matching

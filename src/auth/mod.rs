@@ -1,0 +1,235 @@
+//! Agent authentication and authorization (design §6; MCP 2025-11-25 authorization): turns a request's
+//! `Authorization` header into a [`Principal`], and decides with [`Policies`] what that principal may use.
+//!
+//! Owns: reading bearer tokens, API keys (SHA-256 digests, constant-time comparison), JWT validation against
+//! the issuer's JWKS (cached by `kid`), the `AuthError` refusals with their HTTP status and `error` code, the
+//! Protected Resource Metadata documents and `WWW-Authenticate` challenges, and the policy model.
+//!
+//! Rules:
+//! - Knows no HTTP framework, no sessions, no backends' wire formats: callers pass header values as bytes and
+//!   get plain values back (a status number, a header value string, a JSON document).
+//! - Authentication happens before any session or backend work, on every request (sessions never
+//!   authenticate, MCP "Session Hijacking").
+//! - With no credentials configured every agent is `anonymous` and any `Authorization` header is ignored (the
+//!   loopback default); with credentials configured a request without one is `anonymous` only when anonymous
+//!   agents are allowed, and a request with a bad one is always refused.
+//! - A token shaped like a JWT (three dot-separated parts) is checked as a JWT when `[auth.jwt]` is
+//!   configured; anything else is looked up as an API key (generated keys never contain a dot).
+//! - The agent's token is never handed on: nothing here returns or stores it.
+
+mod api_key;
+mod bearer;
+mod error;
+mod jwks;
+mod jwt;
+mod metadata;
+mod policy;
+#[cfg(test)]
+mod test_tokens;
+
+pub use api_key::{API_KEY_BYTES, API_KEY_PREFIX, ApiKey, api_key_digest, generate_api_key, hex};
+pub use bearer::MAX_TOKEN;
+pub use error::{AuthError, AuthSetupError};
+pub use jwks::{ALLOWED_ALGORITHMS, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL, JwksSource, MAX_JWKS_BYTES};
+pub use jwt::JwtSettings;
+pub use metadata::{Endpoint, ResourceMetadata, WELL_KNOWN_PREFIX, plain_challenge};
+pub use policy::{Grants, Policies, Policy, Subject};
+
+use api_key::ApiKeys;
+use jwt::JwtValidator;
+
+/// Longest principal or group name taken from a token.
+pub(crate) const MAX_NAME: usize = 256;
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl Principal {
+    /// The name of every agent when no credentials are configured.
+    pub const ANONYMOUS: &'static str = "anonymous";
+
+    pub fn anonymous() -> Self {
+        Self { name: Self::ANONYMOUS.to_owned(), groups: Vec::new() }
+    }
+}
+
+/// How agents are authenticated, lowered from the configuration by the composition root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// Whether an agent without credentials is let in as `anonymous`.
+    pub anonymous: bool,
+    pub api_keys: Vec<ApiKey>,
+    pub jwt: Option<JwtSettings>,
+    /// The URL agents use (canonical, no trailing slash): the base of the resource identifiers.
+    pub public_url: String,
+}
+
+/// Turns credentials into principals.
+pub struct Authenticator {
+    anonymous: bool,
+    api_keys: ApiKeys,
+    jwt: Option<JwtValidator>,
+    metadata: Option<ResourceMetadata>,
+}
+
+impl Authenticator {
+    /// Sets authentication up; with `[auth.jwt]`, loads the issuer's keys (see [`JwksSource`] for what stops
+    /// startup and what does not).
+    pub async fn new(settings: AuthSettings) -> Result<Self, AuthSetupError> {
+        let metadata = settings.jwt.as_ref().map(|jwt| {
+            ResourceMetadata::new(
+                &settings.public_url,
+                jwt.authorization_servers.clone(),
+                jwt.scopes_supported.clone(),
+                jwt.required_scopes.clone(),
+            )
+        });
+        let jwt = match settings.jwt {
+            Some(jwt) => Some(JwtValidator::new(jwt).await?),
+            None => None,
+        };
+        Ok(Self { anonymous: settings.anonymous, api_keys: ApiKeys::new(settings.api_keys), jwt, metadata })
+    }
+
+    /// The authenticator of a gateway without `[auth]`: everyone is `anonymous`.
+    pub fn anonymous_only() -> Self {
+        Self { anonymous: true, api_keys: ApiKeys::default(), jwt: None, metadata: None }
+    }
+
+    /// The principal presenting `authorization` (the values of every `Authorization` header of the request).
+    pub async fn authenticate<'a>(
+        &self,
+        authorization: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Principal, AuthError> {
+        if self.api_keys.is_empty() && self.jwt.is_none() {
+            return Ok(Principal::anonymous());
+        }
+        let Some(token) = bearer::bearer_token(authorization)? else {
+            return if self.anonymous { Ok(Principal::anonymous()) } else { Err(AuthError::Missing) };
+        };
+        match &self.jwt {
+            Some(jwt) if token.split('.').count() == 3 => jwt.principal(token).await,
+            _ => self.api_keys.principal(token).ok_or(AuthError::UnknownKey),
+        }
+    }
+
+    /// The Protected Resource Metadata, when agents may get tokens from an authorization server.
+    pub fn metadata(&self) -> Option<&ResourceMetadata> {
+        self.metadata.as_ref()
+    }
+
+    /// The `WWW-Authenticate` value of the answer refusing `error` on `endpoint`.
+    pub fn challenge(&self, endpoint: Endpoint<'_>, error: &AuthError) -> String {
+        match &self.metadata {
+            Some(metadata) => metadata.challenge(endpoint, error),
+            None => plain_challenge(error),
+        }
+    }
+
+    /// `Err` with the reason while tokens cannot be checked (the issuer's keys are not loaded), for `/readyz`.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.jwt.as_ref().map_or(Ok(()), JwtValidator::readiness)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::test_tokens::{AUDIENCE, ISSUER, claims, jwks, mint};
+    use super::*;
+
+    fn key(principal: &str, key: &str) -> ApiKey {
+        ApiKey { principal: principal.to_owned(), digest: api_key_digest(key), groups: vec!["ops".to_owned()] }
+    }
+
+    fn keys_only(anonymous: bool) -> AuthSettings {
+        AuthSettings {
+            anonymous,
+            api_keys: vec![key("alice", "sy_alice")],
+            jwt: None,
+            public_url: "http://127.0.0.1:8808".to_owned(),
+        }
+    }
+
+    async fn with_jwt() -> Authenticator {
+        let dir = std::env::temp_dir().join(format!("switchyard-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let file = dir.join("jwks.json");
+        std::fs::write(&file, jwks(&[(1, "k1")]).to_string()).expect("write JWKS");
+        let jwt = JwtSettings {
+            issuer: ISSUER.to_owned(),
+            audiences: vec![AUDIENCE.to_owned()],
+            jwks: JwksSource::File(file),
+            principal_claim: "sub".to_owned(),
+            groups_claim: None,
+            scopes_supported: vec![],
+            required_scopes: vec![],
+            authorization_servers: vec![ISSUER.to_owned()],
+            leeway: std::time::Duration::from_secs(60),
+            refetch_interval: JWKS_REFETCH_INTERVAL,
+        };
+        Authenticator::new(AuthSettings { jwt: Some(jwt), ..keys_only(false) }).await.expect("starts")
+    }
+
+    async fn authenticate(auth: &Authenticator, header: Option<&str>) -> Result<Principal, AuthError> {
+        auth.authenticate(header.map(str::as_bytes)).await
+    }
+
+    #[tokio::test]
+    async fn without_credentials_configured_everyone_is_anonymous() {
+        let open = Authenticator::anonymous_only();
+        assert_eq!(authenticate(&open, None).await, Ok(Principal::anonymous()));
+        assert_eq!(authenticate(&open, Some("Bearer whatever")).await, Ok(Principal::anonymous()));
+        assert_eq!(authenticate(&open, Some("garbage")).await, Ok(Principal::anonymous()));
+        assert!(open.readiness().is_ok() && open.metadata().is_none());
+    }
+
+    #[tokio::test]
+    async fn api_keys_authenticate_and_refuse() {
+        let auth = Authenticator::new(keys_only(false)).await.expect("starts");
+        let alice = authenticate(&auth, Some("Bearer sy_alice")).await.expect("known key");
+        assert_eq!((alice.name.as_str(), alice.groups.len()), ("alice", 1));
+        assert_eq!(authenticate(&auth, None).await, Err(AuthError::Missing));
+        assert_eq!(authenticate(&auth, Some("Bearer sy_mallory")).await, Err(AuthError::UnknownKey));
+        assert!(matches!(authenticate(&auth, Some("Basic YTpi")).await, Err(AuthError::Malformed(_))));
+        let huge = format!("Bearer {}", "k".repeat(MAX_TOKEN + 1));
+        assert_eq!(authenticate(&auth, Some(&huge)).await, Err(AuthError::TooLarge));
+        let jwt_shaped = mint(1, "k1", &claims());
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {jwt_shaped}"))).await, Err(AuthError::UnknownKey));
+        assert_eq!(auth.challenge(Endpoint::Mcp, &AuthError::Missing), "Bearer", "no OAuth metadata to point to");
+    }
+
+    #[tokio::test]
+    async fn anonymous_agents_may_be_allowed_beside_credentials() {
+        let auth = Authenticator::new(keys_only(true)).await.expect("starts");
+        assert_eq!(authenticate(&auth, None).await, Ok(Principal::anonymous()));
+        assert_eq!(authenticate(&auth, Some("Bearer sy_alice")).await.map(|p| p.name), Ok("alice".to_owned()));
+        assert_eq!(authenticate(&auth, Some("Bearer sy_wrong")).await, Err(AuthError::UnknownKey), "never a fallback");
+    }
+
+    #[tokio::test]
+    async fn jwts_and_api_keys_work_side_by_side() {
+        let auth = with_jwt().await;
+        let token = mint(1, "k1", &claims());
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {token}"))).await.map(|p| p.name), Ok("alice".into()));
+        assert_eq!(authenticate(&auth, Some("bearer sy_alice")).await.map(|p| p.groups), Ok(vec!["ops".into()]));
+        let mut stale = claims();
+        stale["exp"] = json!(1);
+        let expired = mint(1, "k1", &stale);
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {expired}"))).await, Err(AuthError::Expired));
+        assert!(auth.readiness().is_ok());
+        let challenge = auth.challenge(Endpoint::Mcp, &AuthError::Missing);
+        assert_eq!(
+            challenge,
+            "Bearer resource_metadata=\"http://127.0.0.1:8808/.well-known/oauth-protected-resource/mcp\""
+        );
+        let document = auth.metadata().expect("metadata").document(Endpoint::Mcp);
+        assert_eq!(document["resource"], AUDIENCE);
+        assert_eq!(document["authorization_servers"], json!([ISSUER]));
+    }
+}

@@ -1,0 +1,191 @@
+//! The policy model (design §6): one rule decides both what a principal sees in lists and what it may use.
+//!
+//! Rules:
+//! - No policy at all: every principal may use everything (the configuration without `[[policies]]`).
+//! - Otherwise a principal may use a tool or prompt (by its exposed name) only if some policy that applies to
+//!   it allows the name and no policy that applies to it denies it: deny wins, and a principal no policy
+//!   applies to may use nothing.
+//! - A backend's resources (and resource templates) are granted by a policy that applies to the principal and
+//!   lists the backend (or `*`) in `backends`; there is no deny for resources.
+//! - A policy applies to a principal when one of its subjects is `*`, the principal's name, or a group of the
+//!   principal. Names and groups compare exactly (case matters, as in the claims they come from).
+
+use crate::glob::Glob;
+
+use super::Principal;
+
+/// Who a policy applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Anyone,
+    Principal(String),
+    Group(String),
+}
+
+/// One policy, lowered from `[[policies]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub subjects: Vec<Subject>,
+    pub allow: Vec<Glob>,
+    pub deny: Vec<Glob>,
+    /// Backend names whose resources are granted; `*` grants every backend's.
+    pub backends: Vec<String>,
+}
+
+impl Policy {
+    fn applies_to(&self, principal: &Principal) -> bool {
+        self.subjects.iter().any(|subject| match subject {
+            Subject::Anyone => true,
+            Subject::Principal(name) => *name == principal.name,
+            Subject::Group(group) => principal.groups.contains(group),
+        })
+    }
+}
+
+/// Every configured policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policies(Vec<Policy>);
+
+impl Policies {
+    pub fn new(policies: Vec<Policy>) -> Self {
+        Self(policies)
+    }
+
+    /// What `principal` may use; select once per request, then ask per name (list filtering).
+    pub fn for_principal(&self, principal: &Principal) -> Grants<'_> {
+        let applicable = if self.0.is_empty() {
+            None
+        } else {
+            Some(self.0.iter().filter(|policy| policy.applies_to(principal)).collect())
+        };
+        Grants { applicable }
+    }
+
+    pub fn may_use_tool(&self, principal: &Principal, exposed_name: &str) -> bool {
+        self.for_principal(principal).tool(exposed_name)
+    }
+
+    pub fn may_use_prompt(&self, principal: &Principal, exposed_name: &str) -> bool {
+        self.for_principal(principal).prompt(exposed_name)
+    }
+
+    pub fn may_use_backend_resources(&self, principal: &Principal, backend: &str) -> bool {
+        self.for_principal(principal).backend_resources(backend)
+    }
+}
+
+/// The policies that apply to one principal.
+#[derive(Debug)]
+pub struct Grants<'a> {
+    /// `None` when no policy is configured at all (everything is allowed).
+    applicable: Option<Vec<&'a Policy>>,
+}
+
+impl Grants<'_> {
+    pub fn tool(&self, exposed_name: &str) -> bool {
+        self.name(exposed_name)
+    }
+
+    /// Prompts obey the same allow and deny lists as tools (their exposed names follow the same rules).
+    pub fn prompt(&self, exposed_name: &str) -> bool {
+        self.name(exposed_name)
+    }
+
+    pub fn backend_resources(&self, backend: &str) -> bool {
+        let Some(applicable) = &self.applicable else {
+            return true;
+        };
+        applicable.iter().any(|policy| policy.backends.iter().any(|name| name == "*" || name == backend))
+    }
+
+    fn name(&self, name: &str) -> bool {
+        let Some(applicable) = &self.applicable else {
+            return true;
+        };
+        let matches = |globs: &[Glob]| globs.iter().any(|glob| glob.matches(name));
+        applicable.iter().any(|policy| matches(&policy.allow)) && !applicable.iter().any(|policy| matches(&policy.deny))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn globs(patterns: &[&str]) -> Vec<Glob> {
+        patterns.iter().map(|pattern| Glob::new(pattern).expect("valid")).collect()
+    }
+
+    fn policy(subjects: Vec<Subject>, allow: &[&str], deny: &[&str], backends: &[&str]) -> Policy {
+        Policy {
+            subjects,
+            allow: globs(allow),
+            deny: globs(deny),
+            backends: backends.iter().map(|name| (*name).to_owned()).collect(),
+        }
+    }
+
+    fn principal(name: &str, groups: &[&str]) -> Principal {
+        Principal { name: name.to_owned(), groups: groups.iter().map(|group| (*group).to_owned()).collect() }
+    }
+
+    #[test]
+    fn no_policies_allow_everything() {
+        let none = Policies::default();
+        let anyone = Principal::anonymous();
+        assert!(none.may_use_tool(&anyone, "github__delete_repo"));
+        assert!(none.may_use_prompt(&anyone, "anything"));
+        assert!(none.may_use_backend_resources(&anyone, "docs"));
+    }
+
+    #[test]
+    fn deny_wins_over_allow_from_any_applicable_policy() {
+        let policies = Policies::new(vec![
+            policy(vec![Subject::Anyone], &["github__*"], &[], &[]),
+            policy(vec![Subject::Group("contractors".into())], &[], &["github__delete_*"], &[]),
+        ]);
+        let staff = principal("alice", &["staff"]);
+        let contractor = principal("carol", &["contractors"]);
+        assert!(policies.may_use_tool(&staff, "github__delete_repo"));
+        assert!(policies.may_use_tool(&contractor, "github__get_issue"));
+        assert!(!policies.may_use_tool(&contractor, "github__delete_repo"));
+        assert!(!policies.may_use_tool(&staff, "docs__search"), "allowed by no policy");
+    }
+
+    #[test]
+    fn policies_apply_by_name_group_or_star() {
+        let policies = Policies::new(vec![
+            policy(vec![Subject::Principal("alice".into())], &["admin_*"], &[], &["github"]),
+            policy(vec![Subject::Group("readers".into())], &["docs__*"], &[], &["docs"]),
+        ]);
+        let alice = principal("alice", &[]);
+        let reader = principal("bob", &["readers"]);
+        let stranger = principal("mallory", &["Readers"]);
+        assert!(policies.may_use_tool(&alice, "admin_reset") && !policies.may_use_tool(&alice, "docs__search"));
+        assert!(policies.may_use_prompt(&reader, "docs__summarize") && !policies.may_use_tool(&reader, "admin_x"));
+        assert!(!policies.may_use_tool(&stranger, "docs__search"), "groups compare exactly");
+        assert!(!policies.may_use_tool(&principal("alice2", &[]), "admin_reset"), "names compare exactly");
+        assert!(policies.may_use_backend_resources(&alice, "github"));
+        assert!(!policies.may_use_backend_resources(&alice, "docs"));
+        assert!(policies.may_use_backend_resources(&reader, "docs"));
+        assert!(!policies.may_use_backend_resources(&stranger, "docs"));
+    }
+
+    #[test]
+    fn star_backends_grant_every_backends_resources() {
+        let policies = Policies::new(vec![policy(vec![Subject::Anyone], &[], &["*"], &["*"])]);
+        let anyone = Principal::anonymous();
+        assert!(policies.may_use_backend_resources(&anyone, "whatever"));
+        assert!(!policies.may_use_tool(&anyone, "echo"), "deny `*` hides every tool");
+    }
+
+    #[test]
+    fn grants_answer_like_the_single_questions() {
+        let policies = Policies::new(vec![policy(vec![Subject::Group("ops".into())], &["*"], &["rm_*"], &["a"])]);
+        let ops = principal("o", &["ops"]);
+        let grants = policies.for_principal(&ops);
+        for name in ["ls", "rm_rf", "deploy"] {
+            assert_eq!(grants.tool(name), policies.may_use_tool(&ops, name), "{name}");
+        }
+        assert!(grants.tool("ls") && !grants.tool("rm_rf") && grants.backend_resources("a"));
+    }
+}

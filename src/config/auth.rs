@@ -1,0 +1,504 @@
+//! The `[auth]` section (who the agents are, design §6) and `[server] public_url` (the URL agents use, which is
+//! the resource identifier of the gateway as an OAuth 2.1 resource server, MCP 2025-11-25 authorization).
+//!
+//! Rules:
+//! - No `[auth]` section: every agent is `anonymous`. An `[auth]` section must say how agents authenticate
+//!   (`api_keys`, `jwt`) or explicitly allow anonymous agents (`anonymous = true`); an empty one is a mistake.
+//! - API keys are stored as SHA-256 digests (64 hex digits); the keys themselves never appear in the file. Two
+//!   entries with the same digest are refused (one key would have two identities).
+//! - `[auth.jwt]`: `issuer` is compared with the `iss` claim exactly as written, so it is kept verbatim; exactly
+//!   one of `jwks_url` and `jwks_file`; a JWKS URL must be https unless its host is loopback (keys fetched in
+//!   the clear could be replaced on the way); `audiences` left out means "every resource the gateway
+//!   advertises", worked out from `public_url` when the gateway is assembled (it may still change through
+//!   `SWITCHYARD_PUBLIC_URL`); `authorization_servers` defaults to `[issuer]`.
+//! - Whether serving is safe depends on the final listen address (`--listen`, `SWITCHYARD_LISTEN`), so that
+//!   check is [`Config::check_serving`], called by `serve` after every override, not part of loading.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use super::Config;
+use super::error::ConfigError;
+use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
+use super::raw::{RawApiKey, RawAuth, RawJwt};
+use super::units::{DURATION_EXPECTED, parse_duration};
+
+/// The default allowance for clock skew when checking `exp` and `nbf`.
+pub const DEFAULT_JWT_LEEWAY: Duration = Duration::from_secs(60);
+/// The largest accepted leeway: more would keep expired tokens alive for long.
+pub const MAX_JWT_LEEWAY: Duration = Duration::from_secs(600);
+/// Longest principal or group name.
+pub const MAX_PRINCIPAL_NAME: usize = 256;
+
+/// The validated `[auth]` section; the default (no section) serves anonymous agents on loopback only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub anonymous: AnonymousAgents,
+    pub api_keys: Vec<ApiKeyConfig>,
+    pub jwt: Option<JwtConfig>,
+}
+
+/// Whether agents without credentials are served, as the principal `anonymous`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnonymousAgents {
+    /// No `[auth]` section: served, but `serve` refuses a listen address other machines can reach.
+    #[default]
+    LoopbackOnly,
+    /// `[auth] anonymous = true`: served on any address, on purpose.
+    Allowed,
+    /// Every agent must present a valid credential.
+    Refused,
+}
+
+impl AuthConfig {
+    /// Whether some agent credential is configured (API keys or JWTs).
+    pub fn has_credentials(&self) -> bool {
+        !self.api_keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// Whether an agent without credentials is let in as `anonymous`.
+    pub fn serves_anonymous(&self) -> bool {
+        self.anonymous != AnonymousAgents::Refused
+    }
+}
+
+/// One `[[auth.api_keys]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyConfig {
+    pub principal: String,
+    /// SHA-256 of the key as the agent sends it after `Bearer `.
+    pub sha256: [u8; 32],
+    pub groups: Vec<String>,
+}
+
+/// The validated `[auth.jwt]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtConfig {
+    /// Exactly as written: compared with `iss` byte for byte.
+    pub issuer: String,
+    /// Accepted `aud` values; empty means the default (every resource the gateway advertises).
+    pub audiences: Vec<String>,
+    pub jwks: JwksLocation,
+    pub principal_claim: String,
+    pub groups_claim: Option<String>,
+    pub scopes_supported: Vec<String>,
+    pub required_scopes: Vec<String>,
+    pub authorization_servers: Vec<String>,
+    pub leeway: Duration,
+}
+
+/// Where the signing keys of the issuer are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksLocation {
+    Url(Url),
+    File(PathBuf),
+}
+
+/// Validates the `[auth]` section (`None` when the file has none).
+pub(super) fn build(raw: Option<&RawAuth>) -> Result<AuthConfig, Fault> {
+    let Some(raw) = raw else {
+        return Ok(AuthConfig::default());
+    };
+    let section = KeyPath::root().key("auth");
+    let keys = section.key("api_keys");
+    let api_keys = raw
+        .api_keys
+        .iter()
+        .enumerate()
+        .map(|(index, key)| build_api_key(&keys.index(index), key))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_unique_digests(&keys, &api_keys)?;
+    let jwt = raw.jwt.as_ref().map(|jwt| build_jwt(&section.key("jwt"), jwt)).transpose()?;
+    let anonymous = if raw.anonymous { AnonymousAgents::Allowed } else { AnonymousAgents::Refused };
+    let auth = AuthConfig { anonymous, api_keys, jwt };
+    if !raw.anonymous && !auth.has_credentials() {
+        return Err(Fault::invalid(
+            &section,
+            None,
+            "at least one of `[[auth.api_keys]]`, `[auth.jwt]` or `anonymous = true`".into(),
+        ));
+    }
+    Ok(auth)
+}
+
+fn build_api_key(entry: &KeyPath, raw: &RawApiKey) -> Result<ApiKeyConfig, Fault> {
+    Ok(ApiKeyConfig {
+        principal: required(&entry.key("principal"), raw.principal.as_deref(), parse_principal, PRINCIPAL_EXPECTED)?,
+        sha256: required(&entry.key("sha256"), raw.sha256.as_deref(), parse_sha256, SHA256_EXPECTED)?,
+        groups: list(&entry.key("groups"), &raw.groups, parse_principal)?,
+    })
+}
+
+fn check_unique_digests(keys: &KeyPath, api_keys: &[ApiKeyConfig]) -> Result<(), Fault> {
+    for (index, key) in api_keys.iter().enumerate() {
+        if let Some(first) = api_keys[..index].iter().position(|earlier| earlier.sha256 == key.sha256) {
+            return Err(Fault::invalid(
+                &keys.index(index).key("sha256"),
+                None,
+                format!("the digest of a key no other entry has (auth.api_keys[{first}] has the same one)").into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn build_jwt(section: &KeyPath, raw: &RawJwt) -> Result<JwtConfig, Fault> {
+    let issuer = required(&section.key("issuer"), raw.issuer.as_deref(), parse_issuer, ISSUER_EXPECTED)?;
+    let audiences_key = section.key("audiences");
+    let audiences = match &raw.audiences {
+        Some(audiences) if audiences.is_empty() => {
+            return Err(Fault::invalid(&audiences_key, Some("[]".into()), AUDIENCES_EXPECTED.into()));
+        }
+        Some(audiences) => list(&audiences_key, audiences, parse_audience)?,
+        None => Vec::new(),
+    };
+    let authorization_servers = match &raw.authorization_servers {
+        Some(servers) if servers.is_empty() => {
+            let expected = "at least one authorization server URL (leave the key out for [issuer])";
+            return Err(Fault::invalid(&section.key("authorization_servers"), Some("[]".into()), expected.into()));
+        }
+        Some(servers) => list(&section.key("authorization_servers"), servers, parse_issuer)?,
+        None => vec![issuer.clone()],
+    };
+    Ok(JwtConfig {
+        issuer,
+        audiences,
+        jwks: build_jwks_location(section, raw)?,
+        principal_claim: optional(&section.key("principal_claim"), raw.principal_claim.as_deref(), parse_claim_name)?
+            .unwrap_or_else(|| "sub".to_owned()),
+        groups_claim: optional(&section.key("groups_claim"), raw.groups_claim.as_deref(), parse_claim_name)?,
+        scopes_supported: list(&section.key("scopes_supported"), &raw.scopes_supported, parse_scope)?,
+        required_scopes: list(&section.key("required_scopes"), &raw.required_scopes, parse_scope)?,
+        authorization_servers,
+        leeway: optional(&section.key("leeway"), raw.leeway.as_deref(), parse_leeway)?.unwrap_or(DEFAULT_JWT_LEEWAY),
+    })
+}
+
+fn build_jwks_location(section: &KeyPath, raw: &RawJwt) -> Result<JwksLocation, Fault> {
+    let url_key = section.key("jwks_url");
+    let file_key = section.key("jwks_file");
+    match (raw.jwks_url.as_deref(), raw.jwks_file.as_deref()) {
+        (Some(_), Some(file)) => {
+            Err(Fault::invalid(&file_key, Some(quoted(file)), "either `jwks_url` or `jwks_file`, not both".into()))
+        }
+        (Some(url), None) => parse_jwks_url(url)
+            .map(JwksLocation::Url)
+            .map_err(|expected| Fault::invalid(&url_key, Some(quoted(url)), expected)),
+        (None, Some(file)) => parse_path(file)
+            .map(JwksLocation::File)
+            .map_err(|expected| Fault::invalid(&file_key, Some(quoted(file)), expected)),
+        (None, None) => Err(Fault::invalid(
+            &url_key,
+            None,
+            "the issuer's JWKS URL (or `jwks_file` with a local copy); one of them is required".into(),
+        )),
+    }
+}
+
+const PRINCIPAL_EXPECTED: &str = "a name of 1–256 characters without control characters";
+const SHA256_EXPECTED: &str =
+    "the SHA-256 digest of the key as 64 hex digits (`switchyard keys new` prints the line to paste)";
+const ISSUER_EXPECTED: &str = "an http or https URL such as \"https://login.example.com/realms/agents\"";
+const AUDIENCES_EXPECTED: &str =
+    "at least one audience (leave the key out to accept the gateway's own URLs, from `server.public_url`)";
+
+/// Principal and group names: anything printable, so that JWT subjects (emails, `auth0|123`) fit.
+pub(super) fn parse_principal(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && text.chars().count() <= MAX_PRINCIPAL_NAME && !text.chars().any(char::is_control);
+    valid.then(|| text.to_owned()).ok_or_else(|| PRINCIPAL_EXPECTED.into())
+}
+
+fn parse_sha256(text: &str) -> Result<[u8; 32], Expected> {
+    let mut digest = [0u8; 32];
+    if text.len() != 64 {
+        return Err(SHA256_EXPECTED.into());
+    }
+    for (byte, pair) in digest.iter_mut().zip(text.as_bytes().chunks(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|_| Expected::from(SHA256_EXPECTED))?;
+        *byte = u8::from_str_radix(pair, 16).map_err(|_| Expected::from(SHA256_EXPECTED))?;
+    }
+    Ok(digest)
+}
+
+/// An http(s) URL without credentials, query or fragment.
+fn parse_http_url(text: &str, example: &str) -> Result<Url, Expected> {
+    let expected =
+        || Expected(format!("an http or https URL such as {example:?}, without credentials, query or fragment"));
+    let url = Url::parse(text).map_err(|_| expected())?;
+    let plain = url.username().is_empty() && url.password().is_none() && url.query().is_none();
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() || !plain || url.fragment().is_some() {
+        return Err(expected());
+    }
+    Ok(url)
+}
+
+/// `server.public_url`: kept in canonical form (lowercase scheme and host, no trailing slash, RFC 8707 §2).
+pub(super) fn parse_public_url(text: &str) -> Result<String, Expected> {
+    let url = parse_http_url(text, "https://switchyard.example.com")?;
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Issuers and authorization servers are compared as written, so only their syntax is checked.
+fn parse_issuer(text: &str) -> Result<String, Expected> {
+    parse_http_url(text, "https://login.example.com/realms/agents").map(|_| text.to_owned())
+}
+
+fn parse_jwks_url(text: &str) -> Result<Url, Expected> {
+    let url = parse_http_url(text, "https://login.example.com/.well-known/jwks.json")?;
+    let loopback = url.host_str().is_some_and(|host| {
+        host == "localhost" || host.trim_matches(['[', ']']).parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    });
+    if url.scheme() != "https" && !loopback {
+        return Err("an https URL (signing keys fetched over plain http could be replaced on the way; plain http \
+                    is accepted only for loopback hosts)"
+            .into());
+    }
+    Ok(url)
+}
+
+fn parse_path(text: &str) -> Result<PathBuf, Expected> {
+    if text.trim().is_empty() {
+        return Err("a non-empty path".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
+fn parse_audience(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && !text.chars().any(char::is_control);
+    valid.then(|| text.to_owned()).ok_or_else(|| "a non-empty audience such as \"https://gw.example.com/mcp\"".into())
+}
+
+fn parse_claim_name(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && !text.chars().any(|c| c.is_control() || c.is_whitespace());
+    valid.then(|| text.to_owned()).ok_or_else(|| {
+        "a claim name such as \"groups\" (a dotted path such as \"realm_access.roles\" reaches into objects)".into()
+    })
+}
+
+/// An OAuth scope token (RFC 6749 §3.3: visible ASCII except `"` and `\`).
+fn parse_scope(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && text.bytes().all(|b| matches!(b, 0x21 | 0x23..=0x5b | 0x5d..=0x7e));
+    valid.then(|| text.to_owned()).ok_or_else(|| "a scope such as \"mcp:tools\" (visible ASCII, no blanks)".into())
+}
+
+fn parse_leeway(text: &str) -> Result<Duration, Expected> {
+    parse_duration(text)
+        .ok()
+        .filter(|leeway| *leeway <= MAX_JWT_LEEWAY)
+        .ok_or_else(|| Expected(format!("{DURATION_EXPECTED}, at most 10m")))
+}
+
+impl Config {
+    /// Whether this configuration may serve on its (final) listen address: a gateway reachable from other
+    /// machines must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT
+    /// resource server listening on a wildcard address needs `public_url` (its audience and metadata cannot be
+    /// `http://0.0.0.0:…`).
+    pub fn check_serving(&self) -> Result<(), ConfigError> {
+        let listen = self.server.listen;
+        if !listen.ip().is_loopback() && self.auth.anonymous == AnonymousAgents::LoopbackOnly {
+            return Err(ConfigError::Unprotected { listen });
+        }
+        if self.auth.jwt.is_some() && self.server.public_url.is_none() && listen.ip().is_unspecified() {
+            return Err(ConfigError::NoPublicUrl { listen });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::policy::PolicySubject;
+    use super::*;
+
+    const FILE: &str = "test.toml";
+    const DIGEST: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    const JWT: &str = "[auth.jwt]\nissuer = \"https://login.example.com/realms/a\"\n\
+                       jwks_url = \"https://login.example.com/certs\"\n";
+
+    fn parse_with_env(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_toml_str(text, FILE, env.iter().copied())
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        parse_with_env(text, &[])
+    }
+
+    fn error_naming(text: &str, expected: &str) {
+        let message = parse(text).expect_err("refused").to_string();
+        assert!(message.starts_with(FILE) && message.contains(expected), "{message}\n(expected {expected:?})");
+    }
+
+    #[test]
+    fn the_example_documents_every_auth_key() {
+        let config = super::super::tests::parse_example();
+        assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
+        assert_eq!(config.auth.api_keys[0].groups, ["automation"]);
+        let jwt = config.auth.jwt.as_ref().expect("jwt");
+        assert_eq!((jwt.groups_claim.as_deref(), jwt.leeway), (Some("groups"), DEFAULT_JWT_LEEWAY));
+        assert_eq!(config.policies.len(), 2);
+        assert_eq!(config.policies[1].principals[0], PolicySubject::Group("automation".into()));
+        assert!(config.check_serving().is_ok());
+    }
+
+    #[test]
+    fn without_auth_agents_are_anonymous_on_loopback() {
+        let config = parse("").expect("valid");
+        assert_eq!(config.auth, AuthConfig::default());
+        assert_eq!(config.auth.anonymous, AnonymousAgents::LoopbackOnly);
+        assert!(config.auth.serves_anonymous() && !config.auth.has_credentials());
+        assert!(config.policies.is_empty());
+        assert_eq!(config.server.public_url(), "http://127.0.0.1:8808");
+    }
+
+    #[test]
+    fn every_auth_key_is_read() {
+        let config = parse(&format!(
+            "[auth]\nanonymous = true\n[[auth.api_keys]]\nprincipal = \"alice@example.com\"\nsha256 = \"{}\"\n\
+             groups = [\"ops\"]\n[auth.jwt]\nissuer = \"https://login.example.com/\"\naudiences = [\"api://gw\"]\n\
+             jwks_file = \"/etc/sy/jwks.json\"\nprincipal_claim = \"email\"\ngroups_claim = \"realm_access.roles\"\n\
+             scopes_supported = [\"mcp:tools\", \"mcp:admin\"]\nrequired_scopes = [\"mcp:tools\"]\n\
+             authorization_servers = [\"https://as.example.com\"]\nleeway = \"5s\"\n",
+            DIGEST.to_uppercase()
+        ))
+        .expect("valid");
+        let auth = &config.auth;
+        assert_eq!(auth.anonymous, AnonymousAgents::Allowed);
+        assert_eq!(auth.api_keys[0].principal, "alice@example.com");
+        assert_eq!(auth.api_keys[0].sha256[..2], [0xe3, 0xb0]);
+        assert_eq!(auth.api_keys[0].groups, ["ops"]);
+        let jwt = auth.jwt.as_ref().expect("jwt");
+        assert_eq!(jwt.issuer, "https://login.example.com/", "kept as written");
+        assert_eq!(jwt.audiences, ["api://gw"]);
+        assert_eq!(jwt.jwks, JwksLocation::File(PathBuf::from("/etc/sy/jwks.json")));
+        assert_eq!((jwt.principal_claim.as_str(), jwt.groups_claim.as_deref()), ("email", Some("realm_access.roles")));
+        assert_eq!(jwt.scopes_supported, ["mcp:tools", "mcp:admin"]);
+        assert_eq!(jwt.required_scopes, ["mcp:tools"]);
+        assert_eq!(jwt.authorization_servers, ["https://as.example.com"]);
+        assert_eq!(jwt.leeway, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn jwt_defaults_apply() {
+        let config = parse(JWT).expect("valid");
+        assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
+        let jwt = config.auth.jwt.expect("jwt");
+        assert!(jwt.audiences.is_empty(), "worked out from public_url when assembled");
+        assert_eq!(jwt.principal_claim, "sub");
+        assert_eq!(jwt.groups_claim, None);
+        assert_eq!(jwt.authorization_servers, ["https://login.example.com/realms/a"]);
+        assert_eq!(jwt.leeway, DEFAULT_JWT_LEEWAY);
+        let loopback = parse("[auth.jwt]\nissuer = \"http://127.0.0.1:9/\"\njwks_url = \"http://127.0.0.1:9/jwks\"\n");
+        assert!(loopback.is_ok(), "plain http is fine on loopback");
+    }
+
+    #[test]
+    fn bad_auth_values_are_named() {
+        let key =
+            |principal: &str, sha: &str| format!("[[auth.api_keys]]\nprincipal = {principal:?}\nsha256 = {sha:?}\n");
+        error_naming("[auth]\n", "test.toml: auth: expected at least one of `[[auth.api_keys]]`");
+        error_naming("[auth]\nanonymous = \"yes\"\n", "auth.anonymous: invalid type");
+        error_naming(&key("a", "abc"), "auth.api_keys[0].sha256 = \"abc\": expected the SHA-256 digest");
+        error_naming(&key("a", &"g".repeat(64)), "auth.api_keys[0].sha256");
+        error_naming(&key("", DIGEST), "auth.api_keys[0].principal = \"\": expected a name");
+        error_naming("[[auth.api_keys]]\nsha256 = \"x\"\n", "auth.api_keys[0].principal: expected a name");
+        error_naming(&format!("{}groups = [\"\"]\n", key("a", DIGEST)), "auth.api_keys[0].groups[0] = \"\"");
+        error_naming(
+            &format!("{}{}", key("a", DIGEST), key("b", DIGEST)),
+            "auth.api_keys[1].sha256: expected the digest",
+        );
+        error_naming(&format!("{}key = \"sy_x\"\n", key("a", DIGEST)), "unknown key auth.api_keys[0].key");
+        error_naming("[auth.jwt]\njwks_url = \"https://a/\"\n", "auth.jwt.issuer: expected an http or https URL");
+        error_naming("[auth.jwt]\nissuer = \"login\"\njwks_url = \"https://a/\"\n", "auth.jwt.issuer = \"login\"");
+        error_naming("[auth.jwt]\nissuer = \"https://a\"\n", "auth.jwt.jwks_url: expected the issuer's JWKS URL");
+        error_naming(&format!("{JWT}jwks_file = \"k.json\"\n"), "auth.jwt.jwks_file = \"k.json\": expected either");
+        error_naming(
+            "[auth.jwt]\nissuer = \"https://a\"\njwks_url = \"http://idp.example.com/certs\"\n",
+            "auth.jwt.jwks_url = \"http://idp.example.com/certs\": expected an https URL",
+        );
+        error_naming(&format!("{JWT}audiences = []\n"), "auth.jwt.audiences = []: expected at least one audience");
+        error_naming(&format!("{JWT}authorization_servers = []\n"), "auth.jwt.authorization_servers = []");
+        error_naming(&format!("{JWT}authorization_servers = [\"x\"]\n"), "auth.jwt.authorization_servers[0] = \"x\"");
+        error_naming(&format!("{JWT}required_scopes = [\"a b\"]\n"), "auth.jwt.required_scopes[0] = \"a b\"");
+        error_naming(&format!("{JWT}leeway = \"1h\"\n"), "auth.jwt.leeway = \"1h\": expected a duration");
+        error_naming(&format!("{JWT}leeway = 60\n"), "auth.jwt.leeway: invalid type: integer `60`");
+        error_naming(&format!("{JWT}principal_claim = \"\"\n"), "auth.jwt.principal_claim = \"\"");
+        error_naming(&format!("{JWT}audience = \"x\"\n"), "unknown key auth.jwt.audience");
+    }
+
+    #[test]
+    fn policies_are_read_and_checked_against_backends() {
+        let backends = "[[backends]]\nname = \"github\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+        let config = parse(&format!(
+            "{backends}[[policies]]\nprincipals = [\"alice\", \"group:ops\", \"*\"]\nallow = [\"github__*\"]\n\
+             deny = [\"*delete*\"]\nbackends = [\"github\"]\n[[policies]]\nprincipals = [\"bob\"]\nbackends = [\"*\"]\n"
+        ))
+        .expect("valid");
+        let policy = &config.policies[0];
+        assert_eq!(
+            policy.principals,
+            [PolicySubject::Principal("alice".into()), PolicySubject::Group("ops".into()), PolicySubject::Anyone]
+        );
+        assert!(policy.allow[0].matches("github__get") && policy.deny[0].matches("github__delete_repo"));
+        assert_eq!(policy.backends, ["github"]);
+        assert_eq!(config.policies[1].backends, ["*"]);
+        for (body, expected) in [
+            ("allow = [\"x\"]", "policies[0].principals: expected a list of principals"),
+            ("principals = [\"group:\"]\nallow = [\"x\"]", "policies[0].principals[0] = \"group:\": expected"),
+            ("principals = [\"\"]\nallow = [\"x\"]", "policies[0].principals[0] = \"\""),
+            ("principals = [\"a\"]\nallow = [\"\"]", "policies[0].allow[0] = \"\": expected a non-empty glob"),
+            (
+                "principals = [\"a\"]\nbackends = [\"gh\"]",
+                "policies[0].backends[0] = \"gh\": expected the name of a configured backend (\"github\")",
+            ),
+            ("principals = [\"a\"]", "policies[0]: expected a policy with at least one of"),
+            ("principals = [\"a\"]\nallow = [\"x\"]\ntools = [\"y\"]", "unknown key policies[0].tools"),
+        ] {
+            error_naming(&format!("{backends}[[policies]]\n{body}\n"), expected);
+        }
+    }
+
+    #[test]
+    fn public_url_is_canonical_and_overridable() {
+        let config = parse("[server]\npublic_url = \"HTTPS://GW.Example.com/\"\n").expect("valid");
+        assert_eq!(config.server.public_url(), "https://gw.example.com");
+        let prefixed = parse("server.public_url = \"https://host.example.com/switchyard/\"\n").expect("valid");
+        assert_eq!(prefixed.server.public_url(), "https://host.example.com/switchyard");
+        let env = parse_with_env("", &[("SWITCHYARD_PUBLIC_URL", "https://env.example.com")]).expect("valid");
+        assert_eq!(env.server.public_url(), "https://env.example.com");
+        let listen = parse_with_env("", &[("SWITCHYARD_LISTEN", "[::1]:9")]).expect("valid");
+        assert_eq!(listen.server.public_url(), "http://[::1]:9");
+        for bad in ["gw.example.com", "ftp://gw", "https://u:p@gw", "https://gw/?q=1", "https://gw/#x"] {
+            error_naming(&format!("server.public_url = {bad:?}\n"), "server.public_url");
+        }
+        let message = parse_with_env("", &[("SWITCHYARD_PUBLIC_URL", "nope")]).expect_err("bad").to_string();
+        assert!(message.contains("(overrides server.public_url)"), "{message}");
+    }
+
+    #[test]
+    fn serving_beyond_loopback_needs_authentication_or_an_explicit_anonymous() {
+        let exposed = [("SWITCHYARD_LISTEN", "0.0.0.0:8808")];
+        let message = parse_with_env("", &exposed).expect("loads").check_serving().expect_err("refused").to_string();
+        assert!(
+            message.contains("refusing to serve on 0.0.0.0:8808") && message.contains("anonymous = true"),
+            "{message}"
+        );
+        let lan = parse_with_env("", &[("SWITCHYARD_LISTEN", "192.0.2.7:1")]).expect("loads");
+        assert!(matches!(lan.check_serving(), Err(ConfigError::Unprotected { .. })));
+        assert!(parse("").expect("loads").check_serving().is_ok(), "loopback needs nothing");
+        assert!(parse_with_env("[auth]\nanonymous = true\n", &exposed).expect("loads").check_serving().is_ok());
+        let keyed = format!("[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{DIGEST}\"\n");
+        assert!(parse_with_env(&keyed, &exposed).expect("loads").check_serving().is_ok());
+    }
+
+    #[test]
+    fn a_jwt_gateway_on_a_wildcard_address_needs_its_public_url() {
+        let exposed = [("SWITCHYARD_LISTEN", "0.0.0.0:8808")];
+        let message = parse_with_env(JWT, &exposed).expect("loads").check_serving().expect_err("refused").to_string();
+        assert!(message.starts_with("`server.public_url` (or SWITCHYARD_PUBLIC_URL) is required"), "{message}");
+        let with_url = [exposed[0], ("SWITCHYARD_PUBLIC_URL", "https://gw.example.com")];
+        assert!(parse_with_env(JWT, &with_url).expect("loads").check_serving().is_ok());
+    }
+}

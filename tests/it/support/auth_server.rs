@@ -1,0 +1,303 @@
+//! A small OAuth 2.1 authorization server on 127.0.0.1:0 for tests: RFC 8414 metadata, a JWKS of the committed
+//! test keys (`tests/fixtures/`), dynamic client registration (RFC 7591, any client), `/authorize` with
+//! automatic consent (302 to `redirect_uri` with `code` and `state`), and `/token` for `authorization_code` with
+//! PKCE S256 verification and for `refresh_token` (rotated). It issues RS256 JWTs whose claims tests configure
+//! ([`TokenClaims`]), and [`AuthServer::mint`] signs arbitrary claims. The JWKS can be made to fail
+//! ([`JwksMode`]) and its fetches are counted, so tests can show what the gateway does when the issuer is down.
+//!
+//! Rules: loopback only; codes are single-use and bound to their `redirect_uri` and PKCE challenge; a `resource`
+//! parameter (RFC 8707) becomes the token's `aud`, as real servers do. Not a real authorization server: no
+//! client authentication, no consent screen, no expiry of codes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::task::JoinHandle;
+
+/// What the JWKS endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwksMode {
+    Keys,
+    /// 200 with a body that is not a JWKS.
+    Garbage,
+    /// 503.
+    Down,
+}
+
+/// The claims of the tokens `/token` issues (besides `iss`, `iat`, `exp`, and `aud` from `resource`).
+#[derive(Debug, Clone)]
+pub struct TokenClaims {
+    pub subject: String,
+    pub groups: Vec<String>,
+    pub scope: String,
+    /// Used when the client sends no `resource`.
+    pub audience: String,
+    pub lifetime_secs: i64,
+}
+
+/// A grant waiting for its code to be redeemed, or for its refresh token.
+#[derive(Debug, Clone)]
+struct Grant {
+    redirect_uri: String,
+    challenge: String,
+    resource: Option<String>,
+}
+
+struct ServerState {
+    issuer: String,
+    /// (test key number, kid) of every published key; the last one signs.
+    keys: Mutex<Vec<(u8, String)>>,
+    claims: Mutex<TokenClaims>,
+    jwks_mode: Mutex<JwksMode>,
+    jwks_fetches: AtomicUsize,
+    codes: Mutex<HashMap<String, Grant>>,
+    refresh_tokens: Mutex<HashMap<String, Grant>>,
+    counter: AtomicUsize,
+}
+
+/// A running authorization server; dropping it stops it.
+pub struct AuthServer {
+    /// The issuer (`http://127.0.0.1:<port>`), also the base of every endpoint.
+    pub issuer: String,
+    state: Arc<ServerState>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for AuthServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The committed test RSA key `number` (1 or 2), PKCS#1 DER.
+pub fn signing_key(number: u8) -> EncodingKey {
+    EncodingKey::from_rsa_der(match number {
+        1 => include_bytes!("../../fixtures/auth-rsa-1.der").as_slice(),
+        _ => include_bytes!("../../fixtures/auth-rsa-2.der").as_slice(),
+    })
+}
+
+pub fn now() -> i64 {
+    i64::try_from(jsonwebtoken::get_current_timestamp()).expect("time fits")
+}
+
+/// The S256 PKCE challenge of `verifier` (RFC 7636 §4.2).
+pub fn pkce_challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+impl AuthServer {
+    /// Starts a server publishing test key 1 as `k1`, issuing tokens for `audience`.
+    pub async fn start(audience: &str) -> AuthServer {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("bind");
+        let issuer = format!("http://{}", listener.local_addr().expect("address"));
+        let state = Arc::new(ServerState {
+            issuer: issuer.clone(),
+            keys: Mutex::new(vec![(1, "k1".to_owned())]),
+            claims: Mutex::new(TokenClaims {
+                subject: "alice".to_owned(),
+                groups: Vec::new(),
+                scope: "mcp:tools".to_owned(),
+                audience: audience.to_owned(),
+                lifetime_secs: 300,
+            }),
+            jwks_mode: Mutex::new(JwksMode::Keys),
+            jwks_fetches: AtomicUsize::new(0),
+            codes: Mutex::default(),
+            refresh_tokens: Mutex::default(),
+            counter: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/.well-known/oauth-authorization-server", get(metadata))
+            .route("/.well-known/openid-configuration", get(metadata))
+            .route("/jwks", get(jwks))
+            .route("/register", post(register))
+            .route("/authorize", get(authorize))
+            .route("/token", post(token))
+            .with_state(Arc::clone(&state));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        AuthServer { issuer, state, task }
+    }
+
+    pub fn jwks_url(&self) -> String {
+        format!("{}/jwks", self.issuer)
+    }
+
+    pub fn set_claims(&self, change: impl FnOnce(&mut TokenClaims)) {
+        change(&mut self.state.claims.lock().expect("claims"));
+    }
+
+    pub fn set_jwks_mode(&self, mode: JwksMode) {
+        *self.state.jwks_mode.lock().expect("mode") = mode;
+    }
+
+    /// Publishes test key `number` as `kid` and signs with it from now on (older keys stay published).
+    pub fn rotate_to(&self, number: u8, kid: &str) {
+        self.state.keys.lock().expect("keys").push((number, kid.to_owned()));
+    }
+
+    /// How many times the JWKS was fetched.
+    pub fn jwks_fetches(&self) -> usize {
+        self.state.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// The claims `/token` would issue now, for `audience`.
+    pub fn claims(&self, audience: &str) -> Value {
+        token_claims(&self.issuer, &self.state.claims.lock().expect("claims"), audience)
+    }
+
+    /// Signs `claims` with the current key (RS256, its `kid` in the header).
+    pub fn mint(&self, claims: &Value) -> String {
+        let (number, kid) = self.state.keys.lock().expect("keys").last().cloned().expect("a key");
+        mint_with(number, &kid, claims)
+    }
+}
+
+fn token_claims(issuer: &str, claims: &TokenClaims, audience: &str) -> Value {
+    json!({
+        "iss": issuer,
+        "aud": audience,
+        "sub": claims.subject,
+        "groups": claims.groups,
+        "scope": claims.scope,
+        "iat": now(),
+        "exp": now() + claims.lifetime_secs,
+    })
+}
+
+/// Signs `claims` with test key `number` under `kid`.
+pub fn mint_with(number: u8, kid: &str, claims: &Value) -> String {
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid.to_owned());
+    jsonwebtoken::encode(&header, claims, &signing_key(number)).expect("signed")
+}
+
+async fn metadata(State(state): State<Arc<ServerState>>) -> Response {
+    let issuer = &state.issuer;
+    axum::Json(json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}/authorize"),
+        "token_endpoint": format!("{issuer}/token"),
+        "registration_endpoint": format!("{issuer}/register"),
+        "jwks_uri": format!("{issuer}/jwks"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "scopes_supported": ["mcp:tools"],
+    }))
+    .into_response()
+}
+
+async fn jwks(State(state): State<Arc<ServerState>>) -> Response {
+    state.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+    match *state.jwks_mode.lock().expect("mode") {
+        JwksMode::Down => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        JwksMode::Garbage => ([(header::CONTENT_TYPE, "text/html")], "<html>maintenance</html>").into_response(),
+        JwksMode::Keys => {
+            let keys = state.keys.lock().expect("keys").clone();
+            let keys = keys
+                .iter()
+                .map(|(number, kid)| {
+                    let mut jwk = Jwk::from_encoding_key(&signing_key(*number), Algorithm::RS256).expect("public part");
+                    jwk.common.key_id = Some(kid.clone());
+                    jwk
+                })
+                .collect();
+            axum::Json(JwkSet { keys }).into_response()
+        }
+    }
+}
+
+async fn register(State(state): State<Arc<ServerState>>, body: String) -> Response {
+    let mut client: Value = serde_json::from_str(&body).unwrap_or_else(|_| json!({}));
+    client["client_id"] = json!(format!("client-{}", state.counter.fetch_add(1, Ordering::SeqCst)));
+    client["client_id_issued_at"] = json!(now());
+    client["token_endpoint_auth_method"] = json!("none");
+    (StatusCode::CREATED, axum::Json(client)).into_response()
+}
+
+async fn authorize(State(state): State<Arc<ServerState>>, Query(query): Query<HashMap<String, String>>) -> Response {
+    let (Some(redirect_uri), Some(challenge)) = (query.get("redirect_uri"), query.get("code_challenge")) else {
+        return oauth_error("invalid_request", "redirect_uri and code_challenge are required");
+    };
+    if query.get("response_type").map(String::as_str) != Some("code")
+        || query.get("code_challenge_method").map(String::as_str) != Some("S256")
+    {
+        return oauth_error("invalid_request", "response_type=code and code_challenge_method=S256 are required");
+    }
+    let code = format!("code-{}", state.counter.fetch_add(1, Ordering::SeqCst));
+    let grant = Grant {
+        redirect_uri: redirect_uri.clone(),
+        challenge: challenge.clone(),
+        resource: query.get("resource").cloned(),
+    };
+    state.codes.lock().expect("codes").insert(code.clone(), grant);
+    let mut location = reqwest::Url::parse(redirect_uri).expect("redirect_uri is a URL");
+    location.query_pairs_mut().append_pair("code", &code);
+    if let Some(client_state) = query.get("state") {
+        location.query_pairs_mut().append_pair("state", client_state);
+    }
+    (StatusCode::FOUND, [(header::LOCATION, location.to_string())]).into_response()
+}
+
+async fn token(State(state): State<Arc<ServerState>>, body: String) -> Response {
+    let form: HashMap<String, String> = reqwest::Url::parse(&format!("http://form/?{body}"))
+        .map(|url| url.query_pairs().into_owned().collect())
+        .unwrap_or_default();
+    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    let grant = match field("grant_type") {
+        "authorization_code" => {
+            let Some(grant) = state.codes.lock().expect("codes").remove(field("code")) else {
+                return oauth_error("invalid_grant", "unknown or used code");
+            };
+            if grant.redirect_uri != field("redirect_uri") || grant.challenge != pkce_challenge(field("code_verifier"))
+            {
+                return oauth_error("invalid_grant", "redirect_uri or code_verifier does not match");
+            }
+            grant
+        }
+        "refresh_token" => match state.refresh_tokens.lock().expect("refresh").remove(field("refresh_token")) {
+            Some(grant) => grant,
+            None => return oauth_error("invalid_grant", "unknown or used refresh token"),
+        },
+        _ => return oauth_error("unsupported_grant_type", "authorization_code or refresh_token"),
+    };
+    issue(&state, grant)
+}
+
+fn issue(state: &ServerState, grant: Grant) -> Response {
+    let claims = state.claims.lock().expect("claims").clone();
+    let audience = grant.resource.clone().unwrap_or_else(|| claims.audience.clone());
+    let (number, kid) = state.keys.lock().expect("keys").last().cloned().expect("a key");
+    let access_token = mint_with(number, &kid, &token_claims(&state.issuer, &claims, &audience));
+    let refresh_token = format!("refresh-{}", state.counter.fetch_add(1, Ordering::SeqCst));
+    state.refresh_tokens.lock().expect("refresh").insert(refresh_token.clone(), grant);
+    axum::Json(json!({
+        "access_token": access_token,
+        "token_type": "Bearer",
+        "expires_in": claims.lifetime_secs,
+        "refresh_token": refresh_token,
+        "scope": claims.scope,
+    }))
+    .into_response()
+}
+
+fn oauth_error(error: &str, description: &str) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(json!({"error": error, "error_description": description}))).into_response()
+}
