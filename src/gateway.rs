@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
+use crate::backend::mcp_client::{ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport};
@@ -25,6 +25,7 @@ use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
+use crate::mcp::RelayMessage;
 use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 

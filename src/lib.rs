@@ -12,6 +12,6 @@ pub mod demo;
 pub mod front;
 pub mod gateway;
 pub mod glob;
-pub mod jsonrpc;
 pub mod ledger;
+pub mod mcp;
 pub mod router;

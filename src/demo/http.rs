@@ -34,7 +34,7 @@ use super::methods;
 use super::sessions::{SessionId, Sessions};
 use super::tools::Caller;
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
 
 /// The code SDKs use for "Session not found" (implementation-specific range, §A2.1).
 const SESSION_NOT_FOUND: i64 = -32001;

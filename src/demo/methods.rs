@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::SUPPORTED_PROTOCOL_VERSIONS;
 use super::tools::{self, Caller, Tool};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
 
 /// Why a request got a JSON-RPC error instead of a result.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use super::methods;
 use super::sessions::{SessionId, Sessions};
 use super::tools::Caller;
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
 
 /// Serves one client on `input` and `output` until `input` ends.
 pub async fn serve(

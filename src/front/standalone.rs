@@ -17,7 +17,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
 
 type Inbox = mpsc::UnboundedSender<Value>;
 

@@ -17,8 +17,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::{CallRouter, Caller, RpcFailure, View};
-use crate::backend::mcp_client::{McpError, Relay};
-use crate::jsonrpc;
+use crate::backend::mcp_client::McpError;
+use crate::mcp::Relay;
+use crate::mcp::jsonrpc;
 
 /// MCP's error code for an unknown resource (server/resources §"Error Handling").
 pub const RESOURCE_NOT_FOUND: i64 = -32002;

@@ -25,10 +25,11 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, Relay, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, SlotKey};
 pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
+use crate::mcp::{ANONYMOUS, Relay, SessionMessage};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
@@ -76,7 +77,7 @@ impl Caller {
     /// every unauthenticated agent is `anonymous`, so those are told apart by address (`anonymous@<ip>`,
     /// `anonymous@unknown` when the address is not known).
     pub fn fairness_key(&self) -> String {
-        if self.principal != crate::front::ANONYMOUS {
+        if self.principal != ANONYMOUS {
             return self.principal.clone();
         }
         match self.peer {
@@ -152,7 +153,7 @@ impl CallRouter {
     }
 
     /// What backends send on the standalone streams of agents' backend sessions, for the agents.
-    pub fn session_messages(&self) -> tokio::sync::mpsc::UnboundedReceiver<crate::backend::mcp_client::SessionMessage> {
+    pub fn session_messages(&self) -> tokio::sync::mpsc::UnboundedReceiver<SessionMessage> {
         self.client.subscribe_session_messages()
     }
 

@@ -25,7 +25,7 @@ use tokio::time::{Instant, timeout_at};
 use super::refusal::Refusal;
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::sse::{SseDecoder, SseEvent};
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
 
 /// How many times one exchange may resume a stream that ended early.
 pub const MAX_RESUMPTIONS: usize = 3;

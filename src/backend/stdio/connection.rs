@@ -39,7 +39,7 @@ use crate::backend::mcp_client::{
     Listener, McpError, Relay, answer_server_request, initialize_params, into_result, negotiated_version,
     swap_progress_token,
 };
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
 
 /// How much of a bad stdout line is quoted in the log.
 const EXCERPT: usize = 200;
