@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use super::CallRouter;
 use crate::backend::mcp_client::{McpError, SlotKey};
 use crate::catalog::Listing;
+use crate::mcp::method;
 
 /// The agent-session key of the gateway's own discovery sessions. Agent keys are hex, so this cannot collide.
 pub const CATALOG_SESSION: &str = "switchyard/catalog";
@@ -50,11 +51,14 @@ impl CallRouter {
         let endpoint = target.endpoint();
         let capabilities = self.client.session(&slot, &endpoint).await?.capabilities().clone();
         let list = |method, field| self.client.list_all(&slot, &endpoint, method, field);
-        let tools = list("tools/list", "tools").await?;
-        let prompts =
-            if capabilities.get("prompts").is_some() { list("prompts/list", "prompts").await? } else { Vec::new() };
+        let tools = list(method::TOOLS_LIST, "tools").await?;
+        let prompts = if capabilities.get("prompts").is_some() {
+            list(method::PROMPTS_LIST, "prompts").await?
+        } else {
+            Vec::new()
+        };
         let templates = if capabilities.get("resources").is_some() {
-            list("resources/templates/list", "resourceTemplates").await?
+            list(method::RESOURCES_TEMPLATES_LIST, "resourceTemplates").await?
         } else {
             Vec::new()
         };
@@ -75,7 +79,7 @@ pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>>
 async fn follow_announcements(router: Arc<CallRouter>) {
     let mut announcements = router.client.subscribe_list_changed();
     while let Some(change) = announcements.recv().await {
-        let catalogued = ["notifications/tools/list_changed", "notifications/prompts/list_changed"];
+        let catalogued = [method::TOOLS_LIST_CHANGED, method::PROMPTS_LIST_CHANGED];
         if catalogued.contains(&change.method.as_str())
             && let Err(error) = router.discover(&change.backend).await
         {

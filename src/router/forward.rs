@@ -20,6 +20,7 @@ use super::{CallRouter, Caller, RpcFailure, View};
 use crate::backend::mcp_client::McpError;
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
+use crate::mcp::method;
 
 /// MCP's error code for an unknown resource (server/resources §"Error Handling").
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -108,7 +109,7 @@ impl CallRouter {
             ));
         };
         params["name"] = Value::String(route.name.clone());
-        self.forward(caller, &route.backend, "prompts/get", params, relay).await
+        self.forward(caller, &route.backend, method::PROMPTS_GET, params, relay).await
     }
 
     /// `resources/list` (`field` = "resources") or `resources/templates/list` ("resourceTemplates").
@@ -189,7 +190,7 @@ impl CallRouter {
 
     /// Rewrites what a backend sends an agent outside a call so it names resources as the agent knows them.
     pub fn expose_to_agent(&self, backend: &str, message: &mut Value) {
-        if message.get("method").and_then(Value::as_str) == Some("notifications/resources/updated") {
+        if message.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED) {
             self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
         }
     }
@@ -256,14 +257,14 @@ impl CallRouter {
                 ));
             }
         };
-        self.forward(caller, &backend, "completion/complete", params, relay).await
+        self.forward(caller, &backend, method::COMPLETION_COMPLETE, params, relay).await
     }
 
     /// Sets the level on every backend in view that declared logging; the agent gets `{}` once all answered.
     pub(super) async fn set_level(&self, caller: &Caller, view: View<'_>, params: Value) -> Result<Value, RpcFailure> {
         for backend in self.catalog.backends_with(view, "logging") {
             if let Err(failure) =
-                self.forward(caller, &backend, "logging/setLevel", params.clone(), &Relay::default()).await
+                self.forward(caller, &backend, method::LOGGING_SET_LEVEL, params.clone(), &Relay::default()).await
             {
                 tracing::warn!(%backend, error = %failure.message, "logging/setLevel not applied");
             }

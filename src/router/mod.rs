@@ -29,6 +29,7 @@ use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, SlotKey};
 pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
 use crate::mcp::jsonrpc;
+use crate::mcp::method;
 use crate::mcp::{ANONYMOUS, Relay, SessionMessage};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
@@ -218,18 +219,20 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         match method {
-            "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": self.catalog.tools(view) })),
-            "tools/call" => self.call_tool(caller, view, params, relay).await,
-            "prompts/list" => Ok(json!({ "prompts": self.catalog.prompts(view) })),
-            "prompts/get" => self.get_prompt(caller, view, params, relay).await,
-            "resources/list" => self.list_resources(caller, view, method, "resources", &params).await,
-            "resources/templates/list" => self.list_resources(caller, view, method, "resourceTemplates", &params).await,
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            method::PING => Ok(json!({})),
+            method::TOOLS_LIST => Ok(json!({ "tools": self.catalog.tools(view) })),
+            method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
+            method::PROMPTS_LIST => Ok(json!({ "prompts": self.catalog.prompts(view) })),
+            method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
+            method::RESOURCES_LIST => self.list_resources(caller, view, method, "resources", &params).await,
+            method::RESOURCES_TEMPLATES_LIST => {
+                self.list_resources(caller, view, method, "resourceTemplates", &params).await
+            }
+            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
                 self.resource_request(caller, view, method, params, relay).await
             }
-            "completion/complete" => self.complete(caller, view, params, relay).await,
-            "logging/setLevel" => self.set_level(caller, view, params).await,
+            method::COMPLETION_COMPLETE => self.complete(caller, view, params, relay).await,
+            method::LOGGING_SET_LEVEL => self.set_level(caller, view, params).await,
             _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
         }
     }
@@ -261,7 +264,7 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
-        let answer = self.client.request_relayed(&slot, &endpoint, "tools/call", params, relay).await;
+        let answer = self.client.request_relayed(&slot, &endpoint, method::TOOLS_CALL, params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await
     }
 }

@@ -33,6 +33,7 @@ pub use refusal::Refusal;
 use table::{SessionTable, Slot, TableFull};
 
 use crate::mcp::jsonrpc;
+use crate::mcp::method;
 pub use crate::mcp::{
     LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, Relay, RelayMessage, SESSION_ID_HEADER,
     SUPPORTED_PROTOCOL_VERSIONS, SessionMessage, is_supported_version,
@@ -287,7 +288,7 @@ impl McpBackendClient {
     ) -> Result<Value, McpError> {
         let slot = self.acquire(key)?;
         let mut session = self.ensure_session(&slot, endpoint, None, relay.capabilities()).await?;
-        if listener::wanted(relay.capabilities()) || method == "resources/subscribe" {
+        if listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE {
             self.listen(&slot, key, &session, relay.capabilities()).await;
         }
         let params = (!params.is_null()).then_some(params);
@@ -313,7 +314,7 @@ impl McpBackendClient {
 
     /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
     pub async fn list_tools(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<Vec<Value>, McpError> {
-        self.list_all(key, endpoint, "tools/list", "tools").await
+        self.list_all(key, endpoint, method::TOOLS_LIST, "tools").await
     }
 
     /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
@@ -425,7 +426,7 @@ impl McpBackendClient {
     /// `capabilities`: the agent's declared client capabilities (`null`: none), offered as the gateway's own.
     async fn handshake(&self, endpoint: &BackendEndpoint, capabilities: &Value) -> Result<BackendSession, McpError> {
         let id = self.next_id();
-        let initialize = jsonrpc::request(&id, "initialize", Some(initialize_params(capabilities)));
+        let initialize = jsonrpc::request(&id, method::INITIALIZE, Some(initialize_params(capabilities)));
         let limit = self.config.max_exchange_bytes;
         let listener = Listener::default();
         let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None };
@@ -441,7 +442,7 @@ impl McpBackendClient {
             home: Arc::new(BackendEndpoint { headers: Vec::new(), ..endpoint.clone() }),
         };
         let exchange = Exchange { session: Some(&session), ..exchange };
-        exchange.deliver(&jsonrpc::notification("notifications/initialized", None)).await.map_err(handshake_error)?;
+        exchange.deliver(&jsonrpc::notification(method::INITIALIZED, None)).await.map_err(handshake_error)?;
         Ok(session)
     }
 
@@ -473,7 +474,7 @@ impl McpBackendClient {
             () = cancel.notified() => {
                 // The backend learns which of its requests to stop by its own id (utilities/cancellation).
                 let params = json!({"requestId": id, "reason": "cancelled by the agent"});
-                if let Err(error) = exchange.deliver(&jsonrpc::notification("notifications/cancelled", Some(params))).await {
+                if let Err(error) = exchange.deliver(&jsonrpc::notification(method::CANCELLED, Some(params))).await {
                     tracing::warn!(?error, "could not forward a cancellation to the backend");
                 }
                 Err(ExchangeError::Failed(McpError::Cancelled))
