@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::backend::mcp_client::{ClientConfig, McpBackendClient};
+use crate::backend::mcp_client::{BackendEndpoint, ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport};
@@ -25,8 +25,7 @@ use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
-use crate::mcp::RelayMessage;
-use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
+use crate::router::{CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 
 mod revocation_log;
@@ -104,7 +103,7 @@ impl Gateway {
             .backends
             .iter()
             .map(|backend| Ok((Arc::from(backend.name.as_str()), target(backend)?)))
-            .collect::<Result<HashMap<Arc<str>, BackendTarget>, GatewayError>>()?;
+            .collect::<Result<HashMap<Arc<str>, BackendEndpoint>, GatewayError>>()?;
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger));
         Ok(Gateway { config, router, tasks: Vec::new() })
     }
@@ -161,16 +160,7 @@ impl Gateway {
             replays: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
-        let mut session_messages = self.router.session_messages();
-        let deliverer = Arc::clone(&front);
-        self.tasks.push(tokio::spawn(async move {
-            while let Some(mut message) = session_messages.recv().await {
-                if let RelayMessage::Notification(note) = &mut message.message {
-                    deliverer.router.expose_to_agent(&message.backend, note);
-                }
-                deliverer.deliver_session_message(message);
-            }
-        }));
+        self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger().clone();
         let upkeep =
             Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };
@@ -220,22 +210,22 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     }
 }
 
-fn target(backend: &BackendConfig) -> Result<BackendTarget, GatewayError> {
+/// The endpoint template of an HTTP backend: its URL, timeout, credential and configured headers.
+fn target(backend: &BackendConfig) -> Result<BackendEndpoint, GatewayError> {
     let (Transport::Mcp, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else {
         return Err(GatewayError::TransportNotServed {
             backend: backend.name.clone(),
             transport: backend.transport.as_str(),
         });
     };
-    Ok(BackendTarget {
-        url: url.clone(),
-        timeout: backend.timeout,
-        credential: backend
-            .credential
-            .as_ref()
-            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
-        headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
-    })
+    let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
+    if let Some(credential) = &backend.credential {
+        endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+    }
+    for (name, value) in &backend.headers {
+        endpoint = endpoint.with_header(name.clone(), value.clone());
+    }
+    Ok(endpoint)
 }
 
 /// The stdio module's own description of a stdio backend (`None` for other transports).

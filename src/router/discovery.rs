@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::CallRouter;
-use crate::backend::mcp_client::{McpError, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::method;
 
@@ -46,9 +46,9 @@ impl CallRouter {
 impl CallRouter {
     /// What the backend offers, by the capabilities it declared: tools always, prompts and resource templates
     /// when it has them.
-    async fn list_everything(&self, backend: &str, target: &super::BackendTarget) -> Result<Listing, McpError> {
+    async fn list_everything(&self, backend: &str, target: &BackendEndpoint) -> Result<Listing, McpError> {
         let slot = SlotKey::new(CATALOG_SESSION, backend);
-        let endpoint = target.endpoint();
+        let endpoint = target.renewed();
         let capabilities = self.client.session(&slot, &endpoint).await?.capabilities().clone();
         let list = |method, field| self.client.list_all(&slot, &endpoint, method, field);
         let tools = list(method::TOOLS_LIST, "tools").await?;

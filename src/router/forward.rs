@@ -15,12 +15,13 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::{CallRouter, Caller, RpcFailure, View};
 use crate::backend::mcp_client::McpError;
-use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
+use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
 /// MCP's error code for an unknown resource (server/resources §"Error Handling").
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -87,11 +88,12 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
         };
         let slot = caller.slot(backend);
-        self.client.request_relayed(&slot, &target.endpoint(), method, params, relay).await.map_err(|error| match error
-        {
-            McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
-            other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
-        })
+        self.client.request_relayed(&slot, &target.renewed(), method, params, relay).await.map_err(
+            |error| match error {
+                McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
+                other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
+            },
+        )
     }
 
     pub(super) async fn get_prompt(
@@ -189,7 +191,7 @@ impl CallRouter {
     }
 
     /// Rewrites what a backend sends an agent outside a call so it names resources as the agent knows them.
-    pub fn expose_to_agent(&self, backend: &str, message: &mut Value) {
+    fn expose_to_agent(&self, backend: &str, message: &mut Value) {
         if message.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED) {
             self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
         }
@@ -270,6 +272,32 @@ impl CallRouter {
             }
         }
         Ok(json!({}))
+    }
+}
+
+/// What backends send on the standalone streams of agents' backend sessions, already rewritten to name resources
+/// as the agents know them ([`CallRouter::session_messages`]).
+pub struct SessionMessages {
+    router: Arc<CallRouter>,
+    raw: mpsc::UnboundedReceiver<SessionMessage>,
+}
+
+impl SessionMessages {
+    /// The next message for an agent; `None` once the backend client is gone.
+    pub async fn recv(&mut self) -> Option<SessionMessage> {
+        let mut message = self.raw.recv().await?;
+        if let RelayMessage::Notification(note) = &mut message.message {
+            self.router.expose_to_agent(&message.backend, note);
+        }
+        Some(message)
+    }
+}
+
+impl CallRouter {
+    /// What backends send on the standalone streams of agents' backend sessions, for the agents. One subscriber
+    /// at a time; subscribing again replaces it.
+    pub fn session_messages(self: &Arc<Self>) -> SessionMessages {
+        SessionMessages { router: Arc::clone(self), raw: self.client.subscribe_session_messages() }
     }
 }
 

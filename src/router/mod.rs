@@ -18,10 +18,7 @@ mod outcome;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use reqwest::Url;
-use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -30,34 +27,12 @@ pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
-use crate::mcp::{ANONYMOUS, Relay, SessionMessage};
+use crate::mcp::{ANONYMOUS, Relay};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
+pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
-
-/// How to reach one backend.
-#[derive(Debug, Clone)]
-pub struct BackendTarget {
-    pub url: Url,
-    pub timeout: Duration,
-    pub credential: Option<(HeaderName, HeaderValue)>,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-}
-
-impl BackendTarget {
-    /// An endpoint for one exchange, its deadline starting now.
-    pub fn endpoint(&self) -> BackendEndpoint {
-        let mut endpoint = BackendEndpoint::new(self.url.clone(), self.timeout);
-        if let Some((name, value)) = &self.credential {
-            endpoint = endpoint.with_credential(name.clone(), value.clone());
-        }
-        for (name, value) in &self.headers {
-            endpoint = endpoint.with_header(name.clone(), value.clone());
-        }
-        endpoint
-    }
-}
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -124,7 +99,8 @@ pub struct Readiness {
 pub struct CallRouter {
     catalog: Arc<Catalog>,
     client: Arc<McpBackendClient>,
-    targets: HashMap<Arc<str>, BackendTarget>,
+    /// Each backend's endpoint, renewed (a fresh deadline) for every exchange.
+    targets: HashMap<Arc<str>, BackendEndpoint>,
     /// Announces the backend whose exposed tools changed.
     tool_changes: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
@@ -135,7 +111,7 @@ impl CallRouter {
     pub fn new(
         catalog: Arc<Catalog>,
         client: Arc<McpBackendClient>,
-        targets: HashMap<Arc<str>, BackendTarget>,
+        targets: HashMap<Arc<str>, BackendEndpoint>,
         ledger: CallLedger,
     ) -> Self {
         Self {
@@ -151,11 +127,6 @@ impl CallRouter {
     /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
     pub fn tool_changes(&self) -> broadcast::Receiver<Arc<str>> {
         self.tool_changes.subscribe()
-    }
-
-    /// What backends send on the standalone streams of agents' backend sessions, for the agents.
-    pub fn session_messages(&self) -> tokio::sync::mpsc::UnboundedReceiver<SessionMessage> {
-        self.client.subscribe_session_messages()
     }
 
     pub fn ledger(&self) -> &CallLedger {
@@ -256,7 +227,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
-        let endpoint = target.endpoint();
+        let endpoint = target.renewed();
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: endpoint.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,

@@ -89,13 +89,21 @@ pub struct BackendEndpoint {
     url: Url,
     credential: Option<(HeaderName, HeaderValue)>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
+    timeout: Duration,
     deadline: Instant,
 }
 
 impl BackendEndpoint {
     /// An endpoint whose deadline is `timeout` from now.
     pub fn new(url: Url, timeout: Duration) -> Self {
-        Self { url, credential: None, headers: Vec::new(), deadline: Instant::now() + timeout }
+        Self { url, credential: None, headers: Vec::new(), timeout, deadline: Instant::now() + timeout }
+    }
+
+    /// The same endpoint for a new exchange: its deadline is the timeout from now. Callers keep one endpoint per
+    /// backend as a template and renew it for every call.
+    pub fn renewed(&self) -> Self {
+        Self { deadline: Instant::now() + self.timeout, ..self.clone() }
     }
 
     pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
