@@ -15,10 +15,12 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::backend::mcp_client::{BackendEndpoint, ClientConfig, McpBackendClient};
+use crate::backend::mcp_client::{BackendEndpoint, ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
-use crate::config::{BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport};
+use crate::config::{
+    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport,
+};
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::revocations::{LogError, Revocations};
@@ -43,6 +45,8 @@ pub enum GatewayError {
     SessionKey(#[from] SessionError),
     #[error("cannot start the embedded demo backend: {0}")]
     Demo(std::io::Error),
+    #[error(transparent)]
+    BackendClient(#[from] ClientBuildError),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -96,8 +100,12 @@ impl Gateway {
 
     fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
         let per_owner = config.server.max_backend_sessions_per_principal;
-        let client_config = ClientConfig { max_sessions_per_owner: per_owner, ..ClientConfig::default() };
-        let client = Arc::new(McpBackendClient::new(client_config));
+        let client_config = ClientConfig {
+            max_sessions: BACKEND_SESSION_TABLE_SIZE,
+            max_sessions_per_owner: per_owner,
+            ..ClientConfig::default()
+        };
+        let client = Arc::new(McpBackendClient::new(client_config)?);
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets = config
             .backends

@@ -236,6 +236,11 @@ struct Call<'a> {
     relay: &'a Relay,
 }
 
+/// The backend client's HTTP stack could not be built.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot build the backend HTTP client: {0}")]
+pub struct ClientBuildError(String);
+
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
     http: reqwest::Client,
@@ -249,13 +254,15 @@ pub struct McpBackendClient {
 }
 
 impl McpBackendClient {
-    pub fn new(config: ClientConfig) -> Self {
+    /// Fails only when the HTTP client cannot be built (e.g. the TLS roots cannot be loaded): the gateway then
+    /// refuses to start rather than fall back to a client that would follow redirects.
+    pub fn new(config: ClientConfig) -> Result<Self, ClientBuildError> {
         let http = reqwest::Client::builder()
             // Backend URLs come only from configuration; a redirect could lead anywhere (design §6).
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .unwrap_or_default();
-        Self {
+            .map_err(|error| ClientBuildError(error.to_string()))?;
+        Ok(Self {
             http,
             table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
             config,
@@ -264,7 +271,7 @@ impl McpBackendClient {
             list_changed: std::sync::Mutex::default(),
             session_messages: std::sync::Mutex::default(),
             strays: Arc::default(),
-        }
+        })
     }
 
     /// The slot's backend session, initializing one if there is none (concurrent callers share one handshake).
