@@ -24,7 +24,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::refusal::Refusal;
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
-use crate::backend::sse::{SseDecoder, SseEvent};
+use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
 
