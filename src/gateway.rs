@@ -1,9 +1,12 @@
 //! The composition root: builds the gateway's parts from a validated [`Config`] and wires them in the one
-//! direction data flows (front → router → backend client), with the catalog beside the router.
+//! direction data flows — front → auth → router → (ledger, catalog, backend client) — with `mcp` the vocabulary
+//! all of them share and the configuration lowered here into each part's plain types.
 //!
-//! Owns: the translation of configuration into each part's own inputs (catalog specs, backend targets, the
-//! front's admission rules and session sealer), discovery tasks, and the embedded demo backend of a first run.
-//! Nothing else reads the configuration types of other parts.
+//! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
+//! template, the client's session-table bounds, the front's admission rules and session sealer), starting the
+//! background tasks (discovery, delivering backends' session messages, ledger upkeep), and the embedded demo
+//! backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! other parts.
 
 mod access;
 
