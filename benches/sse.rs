@@ -1,4 +1,4 @@
-//! Throughput of `switchyard::backend::sse::SseDecoder` next to the `eventsource-stream` crate, measured in
+//! Throughput of `switchyard::backend::event_stream::SseDecoder` next to the `eventsource-stream` crate, measured in
 //! the same run on the same inputs split into the same chunks.
 //!
 //! Run with `cargo bench --bench sse`. No bench framework: each case runs a warm-up and then repeats until
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
 use futures_util::Stream;
-use switchyard::backend::sse::SseDecoder;
+use switchyard::backend::event_stream::SseDecoder;
 
 const MIN_REPS: usize = 3;
 const MAX_REPS: usize = 15;

@@ -1,9 +1,12 @@
 //! The composition root: builds the gateway's parts from a validated [`Config`] and wires them in the one
-//! direction data flows (front → router → backend client), with the catalog beside the router.
+//! direction data flows — front → auth → router → (ledger, catalog, backend client) — with `mcp` the vocabulary
+//! all of them share and the configuration lowered here into each part's plain types.
 //!
-//! Owns: the translation of configuration into each part's own inputs (catalog specs, backend targets, the
-//! front's admission rules and session sealer), discovery tasks, and the embedded demo backend of a first run.
-//! Nothing else reads the configuration types of other parts.
+//! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
+//! template, the client's session-table bounds, the front's admission rules and session sealer), starting the
+//! background tasks (discovery, delivering backends' session messages, ledger upkeep), and the embedded demo
+//! backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! other parts.
 
 mod access;
 
@@ -15,17 +18,19 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::backend::mcp_client::{ClientConfig, McpBackendClient, RelayMessage};
+use crate::backend::mcp_client::{BackendEndpoint, ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
-use crate::config::{BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport};
+use crate::config::{
+    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport,
+};
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
-use crate::router::{BackendTarget, CallLedger, CallRouter, discovery};
+use crate::router::{CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 
 mod revocation_log;
@@ -43,6 +48,8 @@ pub enum GatewayError {
     SessionKey(#[from] SessionError),
     #[error("cannot start the embedded demo backend: {0}")]
     Demo(std::io::Error),
+    #[error(transparent)]
+    BackendClient(#[from] ClientBuildError),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -96,14 +103,18 @@ impl Gateway {
 
     fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
         let per_owner = config.server.max_backend_sessions_per_principal;
-        let client_config = ClientConfig { max_sessions_per_owner: per_owner, ..ClientConfig::default() };
-        let client = Arc::new(McpBackendClient::new(client_config));
+        let client_config = ClientConfig {
+            max_sessions: BACKEND_SESSION_TABLE_SIZE,
+            max_sessions_per_owner: per_owner,
+            ..ClientConfig::default()
+        };
+        let client = Arc::new(McpBackendClient::new(client_config)?);
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets = config
             .backends
             .iter()
             .map(|backend| Ok((Arc::from(backend.name.as_str()), target(backend)?)))
-            .collect::<Result<HashMap<Arc<str>, BackendTarget>, GatewayError>>()?;
+            .collect::<Result<HashMap<Arc<str>, BackendEndpoint>, GatewayError>>()?;
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger));
         Ok(Gateway { config, router, tasks: Vec::new() })
     }
@@ -160,16 +171,7 @@ impl Gateway {
             replays: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
-        let mut session_messages = self.router.session_messages();
-        let deliverer = Arc::clone(&front);
-        self.tasks.push(tokio::spawn(async move {
-            while let Some(mut message) = session_messages.recv().await {
-                if let RelayMessage::Notification(note) = &mut message.message {
-                    deliverer.router.expose_to_agent(&message.backend, note);
-                }
-                deliverer.deliver_session_message(message);
-            }
-        }));
+        self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger().clone();
         let upkeep =
             Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };
@@ -219,22 +221,22 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     }
 }
 
-fn target(backend: &BackendConfig) -> Result<BackendTarget, GatewayError> {
+/// The endpoint template of an HTTP backend: its URL, timeout, credential and configured headers.
+fn target(backend: &BackendConfig) -> Result<BackendEndpoint, GatewayError> {
     let (Transport::Mcp, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else {
         return Err(GatewayError::TransportNotServed {
             backend: backend.name.clone(),
             transport: backend.transport.as_str(),
         });
     };
-    Ok(BackendTarget {
-        url: url.clone(),
-        timeout: backend.timeout,
-        credential: backend
-            .credential
-            .as_ref()
-            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
-        headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
-    })
+    let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
+    if let Some(credential) = &backend.credential {
+        endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+    }
+    for (name, value) in &backend.headers {
+        endpoint = endpoint.with_header(name.clone(), value.clone());
+    }
+    Ok(endpoint)
 }
 
 /// The stdio module's own description of a stdio backend (`None` for other transports).

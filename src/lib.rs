@@ -1,6 +1,11 @@
-//! Switchyard: an MCP gateway. Agents speak Streamable HTTP MCP to one endpoint (the `front`); the gateway
-//! aggregates the tools of many backend MCP servers (the `catalog`) and forwards calls to them through the
-//! `backend` client. Data flows one way: front → router → ledger → backend client.
+//! Switchyard: an MCP gateway. Agents speak Streamable HTTP MCP to one endpoint; the gateway aggregates the tools
+//! of many backend MCP servers and forwards calls to them. Data flows one way, each layer knowing only the next:
+//!
+//! ```text
+//! agent ──HTTP──▶ front ──▶ auth ──▶ router ──▶ (ledger, catalog, backend) ──▶ backend MCP server
+//! mcp     the shared vocabulary (versions, headers, method names, message types): used by all, knows none
+//! config  parsed and validated once; the composition root (`gateway`) lowers it into each part's plain types
+//! ```
 //!
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
@@ -12,6 +17,6 @@ pub mod demo;
 pub mod front;
 pub mod gateway;
 pub mod glob;
-pub mod jsonrpc;
 pub mod ledger;
+pub mod mcp;
 pub mod router;

@@ -10,10 +10,12 @@ use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
-use switchyard::ledger::LedgerStore;
 use tokio::task::JoinHandle;
 
 mod cli;
+
+use cli::calls::{CallsAction, CallsFilter};
+use cli::table::print_table;
 
 // glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
 // thread-local free lists fit the many short-lived allocations of request handling.
@@ -78,39 +80,6 @@ enum KeysAction {
         /// A group of the principal (repeat for several).
         #[arg(long = "group")]
         groups: Vec<String>,
-    },
-}
-
-#[derive(clap::Args)]
-struct CallsFilter {
-    /// Only calls in this state: in_flight, completed or unknown.
-    #[arg(long)]
-    state: Option<String>,
-    #[arg(long)]
-    principal: Option<String>,
-    /// Only calls of this tool (the backend's own name).
-    #[arg(long)]
-    tool: Option<String>,
-    /// Only calls started within this long, e.g. "1h".
-    #[arg(long)]
-    since: Option<String>,
-    /// At most this many calls, the latest first [default: 100].
-    #[arg(long)]
-    limit: Option<usize>,
-}
-
-#[derive(Subcommand)]
-enum CallsAction {
-    /// Everything the ledger knows about one call.
-    Show { key: String },
-    /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
-    /// (it did not run; the claim is deleted so a retry runs it).
-    Resolve {
-        key: String,
-        #[arg(long, conflicts_with = "failed", required_unless_present = "failed")]
-        completed: bool,
-        #[arg(long)]
-        failed: bool,
     },
 }
 
@@ -277,33 +246,7 @@ async fn demo_server_stdio() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
-async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
-    let config = match Config::find(config.as_deref())? {
-        Some((_, config)) => config,
-        None => Config::default_demo().with_env_overrides(std::env::vars())?,
-    };
-    Ok(LedgerStore::open_url(&config.ledger.url, &config.server.data_dir).await?)
-}
-
 fn first_line(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
     if line.chars().count() <= max { line.to_owned() } else { line.chars().take(max - 1).chain(['…']).collect() }
-}
-
-fn print_table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) {
-    let mut widths = header.map(|title| title.chars().count());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; N]| {
-        let padded: Vec<String> = cells.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(header);
-    for row in &rows {
-        line(row.each_ref().map(String::as_str));
-    }
 }

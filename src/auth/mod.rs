@@ -50,7 +50,7 @@ pub struct Principal {
 
 impl Principal {
     /// The name of every agent when no credentials are configured.
-    pub const ANONYMOUS: &'static str = "anonymous";
+    pub const ANONYMOUS: &'static str = crate::mcp::ANONYMOUS;
 
     pub fn anonymous() -> Self {
         Self { name: Self::ANONYMOUS.to_owned(), groups: Vec::new() }

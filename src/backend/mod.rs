@@ -1,6 +1,6 @@
 //! Everything that speaks to backend MCP servers. Nothing in here knows about agents' HTTP requests; nothing
 //! above this module knows about backend wire formats (MCP 2025-11-25, Streamable HTTP).
 
+pub mod event_stream;
 pub mod mcp_client;
-pub mod sse;
 pub mod stdio;

@@ -8,7 +8,44 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resolution};
 
-use crate::{CallsAction, CallsFilter, open_ledger, print_table};
+use clap::Subcommand;
+use switchyard::config::Config;
+use switchyard::ledger::LedgerStore;
+
+use super::table::print_table;
+
+#[derive(clap::Args)]
+pub struct CallsFilter {
+    /// Only calls in this state: in_flight, completed or unknown.
+    #[arg(long)]
+    pub state: Option<String>,
+    #[arg(long)]
+    pub principal: Option<String>,
+    /// Only calls of this tool (the backend's own name).
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only calls started within this long, e.g. "1h".
+    #[arg(long)]
+    pub since: Option<String>,
+    /// At most this many calls, the latest first [default: 100].
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Subcommand)]
+pub enum CallsAction {
+    /// Everything the ledger knows about one call.
+    Show { key: String },
+    /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
+    /// (it did not run; the claim is deleted so a retry runs it).
+    Resolve {
+        key: String,
+        #[arg(long, conflicts_with = "failed", required_unless_present = "failed")]
+        completed: bool,
+        #[arg(long)]
+        failed: bool,
+    },
+}
 
 /// How many calls `switchyard calls` lists without `--limit`.
 const DEFAULT_LIST_LIMIT: usize = 100;
@@ -127,6 +164,15 @@ fn timestamp(time: SystemTime) -> String {
     let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
+async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
+    let config = match Config::find(config.as_deref())? {
+        Some((_, config)) => config,
+        None => Config::default_demo().with_env_overrides(std::env::vars())?,
+    };
+    Ok(LedgerStore::open_url(&config.ledger.url, &config.server.data_dir).await?)
 }
 
 #[cfg(test)]

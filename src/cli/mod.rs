@@ -2,3 +2,4 @@
 
 pub mod calls;
 pub mod keys;
+pub mod table;

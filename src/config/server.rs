@@ -27,11 +27,15 @@ use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
 use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, PROCESSES};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
-use crate::backend::mcp_client::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_OWNER};
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
 pub const DEFAULT_DATA_DIR: &str = "./switchyard-data";
+/// The size of the backend session table the gateway serves with (the composition root hands it to the backend
+/// client), and so the most `max_backend_sessions_per_principal` may be.
+pub const BACKEND_SESSION_TABLE_SIZE: usize = 4096;
+/// The default share of that table one principal may hold: a quarter, so at least four owners always fit.
+pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = BACKEND_SESSION_TABLE_SIZE / 4;
 /// The session key's file name inside the data directory when `session_secret_file` is not set.
 pub const SESSION_SECRET_FILE_NAME: &str = "session.key";
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;
@@ -219,7 +223,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
 /// At most the whole session table.
-const PER_PRINCIPAL: Count = Count { max: DEFAULT_MAX_SESSIONS, unit: "backend sessions (the session table's size)" };
+const PER_PRINCIPAL: Count =
+    Count { max: BACKEND_SESSION_TABLE_SIZE, unit: "backend sessions (the session table's size)" };
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
     optional_size(key, raw, check_max_body)

@@ -34,7 +34,8 @@ use super::methods;
 use super::sessions::{SessionId, Sessions};
 use super::tools::Caller;
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::method;
 
 /// The code SDKs use for "Session not found" (implementation-specific range, §A2.1).
 const SESSION_NOT_FOUND: i64 = -32001;
@@ -109,7 +110,7 @@ pub async fn post(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, bod
     }
     let params = message.get("params");
     match jsonrpc::kind(&message) {
-        Kind::Request { id, method: "initialize" } => Ok(initialize(&sessions, id, params)),
+        Kind::Request { id, method: method::INITIALIZE } => Ok(initialize(&sessions, id, params)),
         Kind::Request { id, method } => {
             let caller = Caller { sessions: &sessions, session: live_session(&headers, &sessions)? };
             let answer = match methods::handle(method, params, caller).await {

@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::SUPPORTED_PROTOCOL_VERSIONS;
 use super::tools::{self, Caller, Tool};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
+use crate::mcp::method;
 
 /// Why a request got a JSON-RPC error instead of a result.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -67,10 +68,10 @@ pub fn negotiate(requested: &str) -> &'static str {
 /// Answers any request but `initialize`, within an established session.
 pub async fn handle(method: &str, params: Option<&Value>, caller: Caller<'_>) -> Result<Value, MethodError> {
     match method {
-        "ping" => Ok(json!({})),
+        method::PING => Ok(json!({})),
         // One page holds every tool, so a cursor (opaque to clients, §A3.1) is accepted and ignored.
-        "tools/list" => Ok(tools::list_result().clone()),
-        "tools/call" => call_tool(params, caller).await,
+        method::TOOLS_LIST => Ok(tools::list_result().clone()),
+        method::TOOLS_CALL => call_tool(params, caller).await,
         _ => Err(MethodError::NotFound(method.to_owned())),
     }
 }

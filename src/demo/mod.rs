@@ -38,8 +38,7 @@ pub const MCP_PATH: &str = "/mcp";
 /// Protocol versions the demo speaks, newest first; the first is offered to clients asking for another.
 /// (2024-11-05 is missing on purpose: it used the older HTTP+SSE transport, which the demo does not serve.)
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
-pub const SESSION_ID_HEADER: &str = "mcp-session-id";
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+pub use crate::mcp::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 /// The largest request body the demo accepts. A gateway in front of it may accept bodies of 4 MiB (Switchyard's
 /// default `max_body`) and forwards them slightly rewritten (its own request id, the backend's tool name), so the
 /// demo takes twice that: whatever such a gateway accepts, the demo accepts too.

@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 use super::methods;
 use super::sessions::{SessionId, Sessions};
 use super::tools::Caller;
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::method;
 
 /// Serves one client on `input` and `output` until `input` ends.
 pub async fn serve(
@@ -53,7 +54,7 @@ impl Server {
             }
         };
         let refusal = match jsonrpc::kind(&message) {
-            Kind::Request { id, method: "initialize" } => self.initialize(id, message.get("params")),
+            Kind::Request { id, method: method::INITIALIZE } => self.initialize(id, message.get("params")),
             Kind::Request { id, method } => match self.session.get() {
                 Some(&session) => {
                     self.run(id.clone(), method.to_owned(), message.get("params").cloned(), session, answers);

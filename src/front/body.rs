@@ -15,7 +15,7 @@ use axum::response::Response;
 use http_body::Body as _;
 
 use super::http;
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
 
 /// How a body must look and arrive.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,8 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
-use crate::backend::mcp_client::{PROTOCOL_VERSION_HEADER, is_supported_version};
 use crate::config::ServerConfig;
+use crate::mcp::{PROTOCOL_VERSION_HEADER, is_supported_version};
 
 /// The admission checks, over the `[server]` settings that say which origins and hosts are allowed.
 #[derive(Debug, Clone, Default)]

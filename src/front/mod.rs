@@ -41,9 +41,9 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::backend::mcp_client::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
-use crate::backend::mcp_client::{Relay, SessionMessage};
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::{ANONYMOUS, Relay, SessionMessage};
+use crate::mcp::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::router::{CallRouter, Caller, View, idempotency};
 use guard::Admission;
 use revocations::{Revocations, RevokeError};
@@ -52,9 +52,6 @@ use session::{AgentSession, OpenError, Sealer, SessionRef};
 /// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
 /// arrives.
 const RELAYING_METHODS: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
-
-/// The principal of every request while no authentication is configured.
-pub const ANONYMOUS: &str = "anonymous";
 
 /// Everything the front needs to serve requests.
 pub struct Front {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::backend::mcp_client::RelayMessage;
+use crate::mcp::RelayMessage;
 
 /// Sweep waiters whose exchange ended once the map grows past this.
 const SWEEP_AT: usize = 1024;

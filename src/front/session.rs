@@ -39,7 +39,7 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
-use crate::backend::mcp_client::SUPPORTED_PROTOCOL_VERSIONS;
+use crate::mcp::SUPPORTED_PROTOCOL_VERSIONS;
 
 /// The length of the session key, in bytes.
 pub const SECRET_LEN: usize = 32;

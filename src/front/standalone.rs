@@ -16,8 +16,10 @@ use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
+use super::Front;
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
+use crate::router::SessionMessages;
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -128,4 +130,14 @@ async fn feed(
 /// Whether a view (`None`: all backends) shows the tools of `changed`.
 fn shows(view: Option<&str>, changed: &str) -> bool {
     view.is_none_or(|backend| backend == changed)
+}
+
+impl Front {
+    /// Delivers what backends send on their standalone streams to the agents they belong to, until the router
+    /// stops sending.
+    pub async fn deliver_session_messages(self: Arc<Self>, mut messages: SessionMessages) {
+        while let Some(message) = messages.recv().await {
+            self.deliver_session_message(message);
+        }
+    }
 }

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use super::http;
 use super::pending::PendingRequests;
 use super::replay::{CallLog, Replays, SharedLog};
-use crate::backend::mcp_client::RelayMessage;
+use crate::mcp::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -77,7 +77,11 @@ pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Respo
 type Pending = Pin<Box<dyn Future<Output = Value> + Send>>;
 
 pub(super) fn internal_error(error: &tokio::task::JoinError) -> Value {
-    crate::jsonrpc::error(None, crate::jsonrpc::INTERNAL_ERROR, &format!("the call failed inside the gateway: {error}"))
+    crate::mcp::jsonrpc::error(
+        None,
+        crate::mcp::jsonrpc::INTERNAL_ERROR,
+        &format!("the call failed inside the gateway: {error}"),
+    )
 }
 
 fn sse_response(first: Outgoing, outbox: Outbox, call: Pending) -> Response {

@@ -60,9 +60,4 @@ impl LedgerError {
     pub(crate) fn corrupt(cause: impl std::fmt::Display) -> Self {
         Self::Corrupt { cause: cause.to_string() }
     }
-
-    /// Whether retrying later may succeed (the store itself is fine, only unreachable).
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
-    }
 }

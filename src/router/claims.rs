@@ -24,11 +24,11 @@ use super::outcome;
 use super::{Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
-use crate::jsonrpc;
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, NewClaim, WaitOutcome,
     canonical_digest,
 };
+use crate::mcp::jsonrpc;
 
 pub const REPLAYED_META: &str = "switchyard/replayed";
 /// How many times a duplicate re-claims a key whose first call turned out not delivered.

@@ -11,8 +11,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::CallRouter;
-use crate::backend::mcp_client::{McpError, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpError, SlotKey};
 use crate::catalog::Listing;
+use crate::mcp::method;
 
 /// The agent-session key of the gateway's own discovery sessions. Agent keys are hex, so this cannot collide.
 pub const CATALOG_SESSION: &str = "switchyard/catalog";
@@ -45,16 +46,19 @@ impl CallRouter {
 impl CallRouter {
     /// What the backend offers, by the capabilities it declared: tools always, prompts and resource templates
     /// when it has them.
-    async fn list_everything(&self, backend: &str, target: &super::BackendTarget) -> Result<Listing, McpError> {
+    async fn list_everything(&self, backend: &str, target: &BackendEndpoint) -> Result<Listing, McpError> {
         let slot = SlotKey::new(CATALOG_SESSION, backend);
-        let endpoint = target.endpoint();
+        let endpoint = target.renewed();
         let capabilities = self.client.session(&slot, &endpoint).await?.capabilities().clone();
         let list = |method, field| self.client.list_all(&slot, &endpoint, method, field);
-        let tools = list("tools/list", "tools").await?;
-        let prompts =
-            if capabilities.get("prompts").is_some() { list("prompts/list", "prompts").await? } else { Vec::new() };
+        let tools = list(method::TOOLS_LIST, "tools").await?;
+        let prompts = if capabilities.get("prompts").is_some() {
+            list(method::PROMPTS_LIST, "prompts").await?
+        } else {
+            Vec::new()
+        };
         let templates = if capabilities.get("resources").is_some() {
-            list("resources/templates/list", "resourceTemplates").await?
+            list(method::RESOURCES_TEMPLATES_LIST, "resourceTemplates").await?
         } else {
             Vec::new()
         };
@@ -75,7 +79,7 @@ pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>>
 async fn follow_announcements(router: Arc<CallRouter>) {
     let mut announcements = router.client.subscribe_list_changed();
     while let Some(change) = announcements.recv().await {
-        let catalogued = ["notifications/tools/list_changed", "notifications/prompts/list_changed"];
+        let catalogued = [method::TOOLS_LIST_CHANGED, method::PROMPTS_LIST_CHANGED];
         if catalogued.contains(&change.method.as_str())
             && let Err(error) = router.discover(&change.backend).await
         {

@@ -15,10 +15,13 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::{CallRouter, Caller, RpcFailure, View};
-use crate::backend::mcp_client::{McpError, Relay};
-use crate::jsonrpc;
+use crate::backend::mcp_client::McpError;
+use crate::mcp::jsonrpc;
+use crate::mcp::method;
+use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
 /// MCP's error code for an unknown resource (server/resources §"Error Handling").
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -85,11 +88,12 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
         };
         let slot = caller.slot(backend);
-        self.client.request_relayed(&slot, &target.endpoint(), method, params, relay).await.map_err(|error| match error
-        {
-            McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
-            other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
-        })
+        self.client.request_relayed(&slot, &target.renewed(), method, params, relay).await.map_err(
+            |error| match error {
+                McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
+                other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
+            },
+        )
     }
 
     pub(super) async fn get_prompt(
@@ -107,7 +111,7 @@ impl CallRouter {
             ));
         };
         params["name"] = Value::String(route.name.clone());
-        self.forward(caller, &route.backend, "prompts/get", params, relay).await
+        self.forward(caller, &route.backend, method::PROMPTS_GET, params, relay).await
     }
 
     /// `resources/list` (`field` = "resources") or `resources/templates/list` ("resourceTemplates").
@@ -187,8 +191,8 @@ impl CallRouter {
     }
 
     /// Rewrites what a backend sends an agent outside a call so it names resources as the agent knows them.
-    pub fn expose_to_agent(&self, backend: &str, message: &mut Value) {
-        if message.get("method").and_then(Value::as_str) == Some("notifications/resources/updated") {
+    fn expose_to_agent(&self, backend: &str, message: &mut Value) {
+        if message.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED) {
             self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
         }
     }
@@ -255,19 +259,45 @@ impl CallRouter {
                 ));
             }
         };
-        self.forward(caller, &backend, "completion/complete", params, relay).await
+        self.forward(caller, &backend, method::COMPLETION_COMPLETE, params, relay).await
     }
 
     /// Sets the level on every backend in view that declared logging; the agent gets `{}` once all answered.
     pub(super) async fn set_level(&self, caller: &Caller, view: View<'_>, params: Value) -> Result<Value, RpcFailure> {
         for backend in self.catalog.backends_with(view, "logging") {
             if let Err(failure) =
-                self.forward(caller, &backend, "logging/setLevel", params.clone(), &Relay::default()).await
+                self.forward(caller, &backend, method::LOGGING_SET_LEVEL, params.clone(), &Relay::default()).await
             {
                 tracing::warn!(%backend, error = %failure.message, "logging/setLevel not applied");
             }
         }
         Ok(json!({}))
+    }
+}
+
+/// What backends send on the standalone streams of agents' backend sessions, already rewritten to name resources
+/// as the agents know them ([`CallRouter::session_messages`]).
+pub struct SessionMessages {
+    router: Arc<CallRouter>,
+    raw: mpsc::UnboundedReceiver<SessionMessage>,
+}
+
+impl SessionMessages {
+    /// The next message for an agent; `None` once the backend client is gone.
+    pub async fn recv(&mut self) -> Option<SessionMessage> {
+        let mut message = self.raw.recv().await?;
+        if let RelayMessage::Notification(note) = &mut message.message {
+            self.router.expose_to_agent(&message.backend, note);
+        }
+        Some(message)
+    }
+}
+
+impl CallRouter {
+    /// What backends send on the standalone streams of agents' backend sessions, for the agents. One subscriber
+    /// at a time; subscribing again replaces it.
+    pub fn session_messages(self: &Arc<Self>) -> SessionMessages {
+        SessionMessages { router: Arc::clone(self), raw: self.client.subscribe_session_messages() }
     }
 }
 

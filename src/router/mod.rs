@@ -18,44 +18,21 @@ mod outcome;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use reqwest::Url;
-use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, Relay, SlotKey};
+use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, SlotKey};
 pub use crate::catalog::View;
 use crate::catalog::{BackendStatus, Catalog};
-use crate::jsonrpc;
+use crate::mcp::jsonrpc;
+use crate::mcp::method;
+use crate::mcp::{ANONYMOUS, Relay};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
+pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
-
-/// How to reach one backend.
-#[derive(Debug, Clone)]
-pub struct BackendTarget {
-    pub url: Url,
-    pub timeout: Duration,
-    pub credential: Option<(HeaderName, HeaderValue)>,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-}
-
-impl BackendTarget {
-    /// An endpoint for one exchange, its deadline starting now.
-    pub fn endpoint(&self) -> BackendEndpoint {
-        let mut endpoint = BackendEndpoint::new(self.url.clone(), self.timeout);
-        if let Some((name, value)) = &self.credential {
-            endpoint = endpoint.with_credential(name.clone(), value.clone());
-        }
-        for (name, value) in &self.headers {
-            endpoint = endpoint.with_header(name.clone(), value.clone());
-        }
-        endpoint
-    }
-}
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -76,7 +53,7 @@ impl Caller {
     /// every unauthenticated agent is `anonymous`, so those are told apart by address (`anonymous@<ip>`,
     /// `anonymous@unknown` when the address is not known).
     pub fn fairness_key(&self) -> String {
-        if self.principal != crate::front::ANONYMOUS {
+        if self.principal != ANONYMOUS {
             return self.principal.clone();
         }
         match self.peer {
@@ -122,7 +99,8 @@ pub struct Readiness {
 pub struct CallRouter {
     catalog: Arc<Catalog>,
     client: Arc<McpBackendClient>,
-    targets: HashMap<Arc<str>, BackendTarget>,
+    /// Each backend's endpoint, renewed (a fresh deadline) for every exchange.
+    targets: HashMap<Arc<str>, BackendEndpoint>,
     /// Announces the backend whose exposed tools changed.
     tool_changes: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
@@ -133,7 +111,7 @@ impl CallRouter {
     pub fn new(
         catalog: Arc<Catalog>,
         client: Arc<McpBackendClient>,
-        targets: HashMap<Arc<str>, BackendTarget>,
+        targets: HashMap<Arc<str>, BackendEndpoint>,
         ledger: CallLedger,
     ) -> Self {
         Self {
@@ -149,11 +127,6 @@ impl CallRouter {
     /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
     pub fn tool_changes(&self) -> broadcast::Receiver<Arc<str>> {
         self.tool_changes.subscribe()
-    }
-
-    /// What backends send on the standalone streams of agents' backend sessions, for the agents.
-    pub fn session_messages(&self) -> tokio::sync::mpsc::UnboundedReceiver<crate::backend::mcp_client::SessionMessage> {
-        self.client.subscribe_session_messages()
     }
 
     pub fn ledger(&self) -> &CallLedger {
@@ -217,18 +190,20 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         match method {
-            "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": self.catalog.tools(view) })),
-            "tools/call" => self.call_tool(caller, view, params, relay).await,
-            "prompts/list" => Ok(json!({ "prompts": self.catalog.prompts(view) })),
-            "prompts/get" => self.get_prompt(caller, view, params, relay).await,
-            "resources/list" => self.list_resources(caller, view, method, "resources", &params).await,
-            "resources/templates/list" => self.list_resources(caller, view, method, "resourceTemplates", &params).await,
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            method::PING => Ok(json!({})),
+            method::TOOLS_LIST => Ok(json!({ "tools": self.catalog.tools(view) })),
+            method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
+            method::PROMPTS_LIST => Ok(json!({ "prompts": self.catalog.prompts(view) })),
+            method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
+            method::RESOURCES_LIST => self.list_resources(caller, view, method, "resources", &params).await,
+            method::RESOURCES_TEMPLATES_LIST => {
+                self.list_resources(caller, view, method, "resourceTemplates", &params).await
+            }
+            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
                 self.resource_request(caller, view, method, params, relay).await
             }
-            "completion/complete" => self.complete(caller, view, params, relay).await,
-            "logging/setLevel" => self.set_level(caller, view, params).await,
+            method::COMPLETION_COMPLETE => self.complete(caller, view, params, relay).await,
+            method::LOGGING_SET_LEVEL => self.set_level(caller, view, params).await,
             _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
         }
     }
@@ -252,7 +227,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
-        let endpoint = target.endpoint();
+        let endpoint = target.renewed();
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: endpoint.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,
@@ -260,7 +235,7 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
-        let answer = self.client.request_relayed(&slot, &endpoint, "tools/call", params, relay).await;
+        let answer = self.client.request_relayed(&slot, &endpoint, method::TOOLS_CALL, params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await
     }
 }

@@ -1,12 +1,13 @@
 //! How a tool call that did not simply succeed reads to an agent (design §5): a `CallToolResult` with
 //! `isError: true`, one sentence an LLM can act on — did the call run, may it be retried — and the
-//! machine-readable outcome in `_meta["switchyard/outcome"]` (`not_delivered` | `unknown` | `in_progress`),
-//! with the ledger key in `_meta["switchyard/claim"]` when there is one.
+//! machine-readable [`Outcome`] in `_meta["switchyard/outcome"]` (`not_delivered` | `unknown` | `in_progress` |
+//! `completed`), with the ledger key in `_meta["switchyard/claim"]` when there is one.
 
 use serde_json::{Map, Value, json};
 
 use crate::backend::mcp_client::McpError;
 use crate::ledger::{ClaimKey, ClaimRecord, LedgerError};
+use crate::mcp::Outcome;
 
 pub const OUTCOME_META: &str = "switchyard/outcome";
 pub const CLAIM_META: &str = "switchyard/claim";
@@ -17,18 +18,18 @@ pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) ->
         let sentence = format!(
             "The call to `{backend}` was cancelled at your request after the backend received it; it may have partly run; it was not repeated."
         );
-        return error_result("unknown", &sentence, claim, false);
+        return error_result(Outcome::Unknown, &sentence, claim, Answer::ThisCall);
     }
     if error.proves_not_delivered() {
         let sentence = format!(
             "The backend `{backend}` could not be reached or refused the call unprocessed; the call did not run; it is safe to retry."
         );
-        return error_result("not_delivered", &format!("{sentence} ({error})"), claim, false);
+        return error_result(Outcome::NotDelivered, &format!("{sentence} ({error})"), claim, Answer::ThisCall);
     }
     let sentence = format!(
         "The backend `{backend}` failed after receiving the call; it may have run; it was not repeated. Check its effects before retrying."
     );
-    error_result("unknown", &format!("{sentence} ({error})"), claim, false)
+    error_result(Outcome::Unknown, &format!("{sentence} ({error})"), claim, Answer::ThisCall)
 }
 
 /// The ledger could not record the call, so it was not sent (fail closed).
@@ -36,19 +37,19 @@ pub fn ledger_unavailable(error: &LedgerError) -> Value {
     let sentence = format!(
         "The gateway could not record the call in its ledger ({error}); the call did not run; it is safe to retry once the ledger is back."
     );
-    error_result("not_delivered", &sentence, None, false)
+    error_result(Outcome::NotDelivered, &sentence, None, Answer::ThisCall)
 }
 
 /// A duplicate found the first call still running past its own deadline.
 pub fn in_progress(first: &ClaimRecord) -> Value {
     let sentence = "The same call is still running (started by an earlier request with this key); it was not started again. Retry later with the same key to get its result.";
-    error_result("in_progress", sentence, Some(&first.key), false)
+    error_result(Outcome::InProgress, sentence, Some(&first.key), Answer::ThisCall)
 }
 
 /// A duplicate kept finding the key claimed and released by others.
 pub fn in_progress_unclaimed() -> Value {
     let sentence = "The same call is being retried by other requests with this key; it was not started again. Retry later with the same key.";
-    error_result("in_progress", sentence, None, false)
+    error_result(Outcome::InProgress, sentence, None, Answer::ThisCall)
 }
 
 /// A duplicate of a call whose outcome is unknown.
@@ -58,7 +59,7 @@ pub fn unknown_duplicate(first: &ClaimRecord) -> Value {
         "An earlier call with this key reached the backend `{}` but its outcome is unknown ({why}); it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
         first.backend
     );
-    error_result("unknown", &sentence, Some(&first.key), true)
+    error_result(Outcome::Unknown, &sentence, Some(&first.key), Answer::Replayed)
 }
 
 /// A duplicate of a completed call whose result was not kept (too large, or settled by an operator).
@@ -69,16 +70,23 @@ pub fn settled_without_result(first: &ClaimRecord) -> Value {
         }
         None => "An earlier call with this key was marked completed by an operator; it was not repeated.",
     };
-    error_result("completed", sentence, Some(&first.key), true)
+    error_result(Outcome::Completed, sentence, Some(&first.key), Answer::Replayed)
 }
 
-fn error_result(outcome: &str, text: &str, claim: Option<&ClaimKey>, replayed: bool) -> Value {
+/// Whom a result answers for: this call, or an earlier call with the same key (marked `switchyard/replayed`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    ThisCall,
+    Replayed,
+}
+
+fn error_result(outcome: Outcome, text: &str, claim: Option<&ClaimKey>, answer: Answer) -> Value {
     let mut meta = Map::new();
     meta.insert(OUTCOME_META.into(), outcome.into());
     if let Some(claim) = claim {
         meta.insert(CLAIM_META.into(), claim.as_str().into());
     }
-    if replayed {
+    if answer == Answer::Replayed {
         meta.insert(super::claims::REPLAYED_META.into(), true.into());
     }
     json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta})

@@ -15,7 +15,7 @@ use crate::support::fault_backend::{Answer, FaultBackend, PROGRESS_TOKEN, Resume
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn client() -> McpBackendClient {
-    McpBackendClient::new(ClientConfig::default())
+    McpBackendClient::new(ClientConfig::default()).expect("the client builds")
 }
 
 fn endpoint(backend: &FaultBackend) -> BackendEndpoint {
@@ -401,7 +401,9 @@ async fn concurrent_first_calls_on_one_slot_share_one_handshake() {
 #[tokio::test]
 async fn eviction_takes_the_oldest_idle_slot_and_never_one_in_use() {
     let server = backend(Script::default()).await;
-    let client = Arc::new(McpBackendClient::new(ClientConfig { max_sessions: 2, ..ClientConfig::default() }));
+    let client = Arc::new(
+        McpBackendClient::new(ClientConfig { max_sessions: 2, ..ClientConfig::default() }).expect("the client builds"),
+    );
     echo(&client, &server, "a").await.unwrap();
     // "b" holds its slot during a slow call while "c" needs room: "a" (idle) must go, "b" must stay.
     server.update(|script| script.call_delay = Some(Duration::from_millis(300)));
@@ -426,7 +428,9 @@ async fn eviction_takes_the_oldest_idle_slot_and_never_one_in_use() {
 #[tokio::test]
 async fn a_full_table_of_slots_in_use_refuses_without_evicting() {
     let server = backend(Script { call_delay: Some(Duration::from_millis(300)), ..Script::default() }).await;
-    let client = Arc::new(McpBackendClient::new(ClientConfig { max_sessions: 1, ..ClientConfig::default() }));
+    let client = Arc::new(
+        McpBackendClient::new(ClientConfig { max_sessions: 1, ..ClientConfig::default() }).expect("the client builds"),
+    );
     let busy = {
         let (client, endpoint) = (Arc::clone(&client), endpoint(&server));
         tokio::spawn(async move { echo_with(&client, &endpoint, "a").await })

@@ -62,7 +62,7 @@ async fn wait_for(server: &InteropServer, what: &str, done: impl Fn(&InteropServ
 /// The checks every peer must pass: handshake, discovery, a call, and exactly one backend session per slot —
 /// even across several requests and a second `session()` lookup.
 async fn exercise(server: &InteropServer, echo_arguments: Value, expected_echo: &str) -> Vec<String> {
-    let client = McpBackendClient::new(ClientConfig::default());
+    let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::new("agent-session-1", "peer");
 
     let session = client.session(&slot, &endpoint(server)).await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
@@ -101,7 +101,7 @@ async fn exercise(server: &InteropServer, echo_arguments: Value, expected_echo: 
 /// Two agent sessions must never share a backend session, and forgetting one ends its backend session with a
 /// `DELETE` the peer understands, while the other keeps working.
 async fn exercise_isolation_and_forget(server: &InteropServer, echo_arguments: Value) {
-    let client = McpBackendClient::new(ClientConfig::default());
+    let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let first = SlotKey::new("agent-a", "peer");
     let second = SlotKey::new("agent-b", "peer");
     let a = client.session(&first, &endpoint(server)).await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
@@ -138,7 +138,7 @@ async fn exercise_python(mode: PythonMode) {
     assert!(expected.len() > 2 * PYTHON_PAGE_SIZE, "the fixture must need at least three pages");
     assert_eq!(names, expected);
 
-    let client = McpBackendClient::new(ClientConfig::default());
+    let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::new("agent-session-2", "peer");
     let sum = client
         .request(&slot, &endpoint(&server), "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}}))
@@ -165,7 +165,7 @@ async fn server_everything_streamable_http() {
         assert!(names.iter().any(|name| name == expected), "{expected} missing from {names:?}");
     }
 
-    let client = McpBackendClient::new(ClientConfig::default());
+    let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::new("agent-session-2", "everything");
     let sum = client
         .request(&slot, &endpoint(&server), "tools/call", json!({"name": "get-sum", "arguments": {"a": 2, "b": 3}}))

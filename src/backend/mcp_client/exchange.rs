@@ -24,8 +24,9 @@ use tokio::time::{Instant, timeout_at};
 
 use super::refusal::Refusal;
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
-use crate::backend::sse::{SseDecoder, SseEvent};
-use crate::jsonrpc::{self, Kind};
+use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::method;
 
 /// How many times one exchange may resume a stream that ended early.
 pub const MAX_RESUMPTIONS: usize = 3;
@@ -141,12 +142,12 @@ impl Listener<'_> {
             }
             // Tools and prompts are the catalog's (it tells agents itself); resources are listed live, so the
             // agent hears the backend's own news.
-            if method != "notifications/resources/list_changed" {
+            if method != method::RESOURCES_LIST_CHANGED {
                 return;
             }
         }
         let Some(relay) = self.relay else { return };
-        if method == "notifications/progress" {
+        if method == method::PROGRESS {
             let token = message.pointer_mut("/params/progressToken");
             match (token, self.progress) {
                 (Some(token), Some((ours, theirs))) if token == ours => *token = theirs.clone(),
@@ -481,7 +482,7 @@ pub(crate) async fn answer_server_request(
     method: &str,
     message: Value,
 ) -> Value {
-    if method == "ping" {
+    if method == method::PING {
         return jsonrpc::result(id, json!({}));
     }
     let relayed = relay.and_then(|relay| relay.ask(method, message));

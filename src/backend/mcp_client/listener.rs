@@ -15,21 +15,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::exchange::{Exchange, ExchangeError, Listener, Strays};
-use super::{BackendSession, ListChanged, McpError, Relay, RelayMessage, SlotKey};
+use super::{BackendSession, ListChanged, McpError, Relay, SessionMessage, SlotKey};
 
 /// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
 const REOPEN_PAUSE: Duration = Duration::from_secs(1);
 /// Failed attempts in a row after which the listener gives up.
 const MAX_FAILURES: usize = 5;
-
-/// A message a backend sent on a standalone stream, for the agent session it belongs to.
-#[derive(Debug)]
-pub struct SessionMessage {
-    pub agent_session: Arc<str>,
-    pub backend: Arc<str>,
-    pub message: RelayMessage,
-}
 
 /// Whether an agent with these capabilities needs the backend's standalone stream.
 pub(super) fn wanted(capabilities: &Value) -> bool {

@@ -23,22 +23,22 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use exchange::{Exchange, ExchangeError, Strays};
 pub(crate) use exchange::{Listener, answer_server_request};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
-pub use listener::SessionMessage;
 pub use refusal::Refusal;
 use table::{SessionTable, Slot, TableFull};
 
-/// Protocol versions this client accepts from a backend, newest first.
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The version offered in `initialize`.
-pub const LATEST_PROTOCOL_VERSION: &str = SUPPORTED_PROTOCOL_VERSIONS[0];
-pub const SESSION_ID_HEADER: &str = "mcp-session-id";
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+use crate::mcp::jsonrpc;
+use crate::mcp::method;
+pub use crate::mcp::{
+    LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, Relay, RelayMessage, SESSION_ID_HEADER,
+    SUPPORTED_PROTOCOL_VERSIONS, SessionMessage, is_supported_version,
+};
+
 /// The most bytes one exchange may read, resumptions included.
 pub const MAX_EXCHANGE_BYTES: usize = 16 * 1024 * 1024;
 /// `tools/list` discovery bounds: pages followed, tools accepted.
@@ -51,10 +51,6 @@ pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = DEFAULT_MAX_SESSIONS / 4;
 const MAX_SESSION_ID_LEN: usize = 1024;
 /// Best-effort `DELETE`s of forgotten sessions get this long.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
-
-pub fn is_supported_version(version: &str) -> bool {
-    SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
-}
 
 /// Why a request to a backend failed. Callers branch on the class.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -93,13 +89,21 @@ pub struct BackendEndpoint {
     url: Url,
     credential: Option<(HeaderName, HeaderValue)>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
+    timeout: Duration,
     deadline: Instant,
 }
 
 impl BackendEndpoint {
     /// An endpoint whose deadline is `timeout` from now.
     pub fn new(url: Url, timeout: Duration) -> Self {
-        Self { url, credential: None, headers: Vec::new(), deadline: Instant::now() + timeout }
+        Self { url, credential: None, headers: Vec::new(), timeout, deadline: Instant::now() + timeout }
+    }
+
+    /// The same endpoint for a new exchange: its deadline is the timeout from now. Callers keep one endpoint per
+    /// backend as a template and renew it for every call.
+    pub fn renewed(&self) -> Self {
+        Self { deadline: Instant::now() + self.timeout, ..self.clone() }
     }
 
     pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
@@ -154,80 +158,6 @@ impl BackendSession {
     /// The backend's declared server capabilities.
     pub fn capabilities(&self) -> &Value {
         &self.capabilities
-    }
-}
-
-/// The agent's side of a request: the client capabilities the agent declared (backend sessions are initialized
-/// with them), and where the backend's messages about the request go while it runs — progress and log
-/// notifications, and server-to-client requests the agent declared it can answer (`sampling`, `elicitation`,
-/// `roots`). The progress token the caller put in `params._meta.progressToken` is replaced by one of the
-/// client's own on the way to the backend and restored on the way back, so tokens never collide within a
-/// backend session.
-#[derive(Debug, Clone, Default)]
-pub struct Relay {
-    capabilities: Value,
-    sink: Option<mpsc::UnboundedSender<RelayMessage>>,
-    /// Notified when the agent cancels the request (`notifications/cancelled`).
-    cancel: Option<Arc<Notify>>,
-}
-
-/// A message from a backend for the agent.
-#[derive(Debug)]
-pub enum RelayMessage {
-    Notification(Value),
-    /// A server-to-client request; the agent's response (any id) goes to `reply`.
-    Request {
-        message: Value,
-        reply: oneshot::Sender<Value>,
-    },
-    /// The backend answers this request with an event stream (the agent may want one too).
-    StreamOpened,
-}
-
-impl Relay {
-    /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
-    /// messages during this request, e.g. it accepts only JSON answers).
-    pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
-        Self { capabilities, sink, cancel: None }
-    }
-
-    /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
-    pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
-        self.cancel = Some(cancel);
-        self
-    }
-
-    /// Notified when the agent cancels the request.
-    pub(crate) fn cancel(&self) -> Option<&Arc<Notify>> {
-        self.cancel.as_ref()
-    }
-
-    fn stream_opened(&self) {
-        if let Some(sink) = &self.sink {
-            let _ = sink.send(RelayMessage::StreamOpened);
-        }
-    }
-
-    fn forward(&self, message: Value) {
-        if let Some(sink) = &self.sink {
-            // The caller may have stopped listening (its agent went away); the call itself goes on.
-            let _ = sink.send(RelayMessage::Notification(message));
-        }
-    }
-
-    /// Hands a server-to-client request to the agent when it declared the capability the method needs;
-    /// `None` when it cannot be relayed.
-    fn ask(&self, method: &str, message: Value) -> Option<oneshot::Receiver<Value>> {
-        let capability = match method {
-            "sampling/createMessage" => "sampling",
-            "elicitation/create" => "elicitation",
-            "roots/list" => "roots",
-            _ => return None,
-        };
-        self.capabilities.get(capability)?;
-        let (reply, answer) = oneshot::channel();
-        self.sink.as_ref()?.send(RelayMessage::Request { message, reply }).ok()?;
-        Some(answer)
     }
 }
 
@@ -306,6 +236,11 @@ struct Call<'a> {
     relay: &'a Relay,
 }
 
+/// The backend client's HTTP stack could not be built.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot build the backend HTTP client: {0}")]
+pub struct ClientBuildError(String);
+
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
     http: reqwest::Client,
@@ -319,13 +254,15 @@ pub struct McpBackendClient {
 }
 
 impl McpBackendClient {
-    pub fn new(config: ClientConfig) -> Self {
+    /// Fails only when the HTTP client cannot be built (e.g. the TLS roots cannot be loaded): the gateway then
+    /// refuses to start rather than fall back to a client that would follow redirects.
+    pub fn new(config: ClientConfig) -> Result<Self, ClientBuildError> {
         let http = reqwest::Client::builder()
             // Backend URLs come only from configuration; a redirect could lead anywhere (design §6).
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .unwrap_or_default();
-        Self {
+            .map_err(|error| ClientBuildError(error.to_string()))?;
+        Ok(Self {
             http,
             table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
             config,
@@ -334,7 +271,7 @@ impl McpBackendClient {
             list_changed: std::sync::Mutex::default(),
             session_messages: std::sync::Mutex::default(),
             strays: Arc::default(),
-        }
+        })
     }
 
     /// The slot's backend session, initializing one if there is none (concurrent callers share one handshake).
@@ -365,9 +302,9 @@ impl McpBackendClient {
         relay: &Relay,
     ) -> Result<Value, McpError> {
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, endpoint, None, &relay.capabilities).await?;
-        if listener::wanted(&relay.capabilities) || method == "resources/subscribe" {
-            self.listen(&slot, key, &session, &relay.capabilities).await;
+        let mut session = self.ensure_session(&slot, endpoint, None, relay.capabilities()).await?;
+        if listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE {
+            self.listen(&slot, key, &session, relay.capabilities()).await;
         }
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
@@ -377,7 +314,7 @@ impl McpBackendClient {
                 Err(ExchangeError::SessionGone) if !retried => {
                     tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
                     retried = true;
-                    session = self.ensure_session(&slot, endpoint, Some(&session), &relay.capabilities).await?;
+                    session = self.ensure_session(&slot, endpoint, Some(&session), relay.capabilities()).await?;
                 }
                 Err(ExchangeError::SessionGone) => {
                     return Err(McpError::NotDelivered {
@@ -392,7 +329,7 @@ impl McpBackendClient {
 
     /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
     pub async fn list_tools(&self, key: &SlotKey, endpoint: &BackendEndpoint) -> Result<Vec<Value>, McpError> {
-        self.list_all(key, endpoint, "tools/list", "tools").await
+        self.list_all(key, endpoint, method::TOOLS_LIST, "tools").await
     }
 
     /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
@@ -504,7 +441,7 @@ impl McpBackendClient {
     /// `capabilities`: the agent's declared client capabilities (`null`: none), offered as the gateway's own.
     async fn handshake(&self, endpoint: &BackendEndpoint, capabilities: &Value) -> Result<BackendSession, McpError> {
         let id = self.next_id();
-        let initialize = crate::jsonrpc::request(&id, "initialize", Some(initialize_params(capabilities)));
+        let initialize = jsonrpc::request(&id, method::INITIALIZE, Some(initialize_params(capabilities)));
         let limit = self.config.max_exchange_bytes;
         let listener = Listener::default();
         let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None };
@@ -520,10 +457,7 @@ impl McpBackendClient {
             home: Arc::new(BackendEndpoint { headers: Vec::new(), ..endpoint.clone() }),
         };
         let exchange = Exchange { session: Some(&session), ..exchange };
-        exchange
-            .deliver(&crate::jsonrpc::notification("notifications/initialized", None))
-            .await
-            .map_err(handshake_error)?;
+        exchange.deliver(&jsonrpc::notification(method::INITIALIZED, None)).await.map_err(handshake_error)?;
         Ok(session)
     }
 
@@ -536,7 +470,7 @@ impl McpBackendClient {
         let id = self.next_id();
         let mut params = call.params;
         let theirs = swap_progress_token(&mut params, &id);
-        let message = crate::jsonrpc::request(&id, call.method, params);
+        let message = jsonrpc::request(&id, call.method, params);
         let backend = &call.key.backend;
         let list_changed = |method: &str| self.announce_list_changed(backend, method);
         let listener = Listener {
@@ -547,7 +481,7 @@ impl McpBackendClient {
         let limit = self.config.max_exchange_bytes;
         let strays = Some(&*self.strays);
         let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener, strays };
-        let Some(cancel) = &call.relay.cancel else {
+        let Some(cancel) = &call.relay.cancel() else {
             return Ok(into_result(exchange.call(&id, &message).await?.message)?);
         };
         tokio::select! {
@@ -555,7 +489,7 @@ impl McpBackendClient {
             () = cancel.notified() => {
                 // The backend learns which of its requests to stop by its own id (utilities/cancellation).
                 let params = json!({"requestId": id, "reason": "cancelled by the agent"});
-                if let Err(error) = exchange.deliver(&crate::jsonrpc::notification("notifications/cancelled", Some(params))).await {
+                if let Err(error) = exchange.deliver(&jsonrpc::notification(method::CANCELLED, Some(params))).await {
                     tracing::warn!(?error, "could not forward a cancellation to the backend");
                 }
                 Err(ExchangeError::Failed(McpError::Cancelled))
@@ -691,13 +625,6 @@ fn session_id(headers: &reqwest::header::HeaderMap) -> Result<Option<Arc<str>>, 
 mod tests {
     use super::*;
     use reqwest::header::HeaderMap;
-
-    #[test]
-    fn supported_versions_are_newest_first() {
-        assert_eq!(LATEST_PROTOCOL_VERSION, "2025-11-25");
-        assert!(is_supported_version("2024-11-05"));
-        assert!(!is_supported_version("2026-07-28"));
-    }
 
     #[test]
     fn session_id_must_be_one_header_of_visible_ascii() {

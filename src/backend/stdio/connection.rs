@@ -39,7 +39,8 @@ use crate::backend::mcp_client::{
     Listener, McpError, Relay, answer_server_request, initialize_params, into_result, negotiated_version,
     swap_progress_token,
 };
-use crate::jsonrpc::{self, Kind};
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::method;
 
 /// How much of a bad stdout line is quoted in the log.
 const EXCERPT: usize = 200;
@@ -133,11 +134,12 @@ impl StdioConnection {
     }
 
     async fn handshake(&mut self, capabilities: &Value, deadline: Instant) -> Result<(), McpError> {
-        let result = self.request("initialize", initialize_params(capabilities), &Relay::default(), deadline).await?;
+        let result =
+            self.request(method::INITIALIZE, initialize_params(capabilities), &Relay::default(), deadline).await?;
         self.version = negotiated_version(&result)?;
         self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         // Queued behind nothing and ahead of every later request: the writer keeps the order.
-        self.shared.send(&jsonrpc::notification("notifications/initialized", None));
+        self.shared.send(&jsonrpc::notification(method::INITIALIZED, None));
         Ok(())
     }
 
@@ -295,7 +297,7 @@ impl Shared {
 
     fn cancel(&self, id: u64, reason: &str) {
         let params = json!({"requestId": id, "reason": reason});
-        self.send(&jsonrpc::notification("notifications/cancelled", Some(params)));
+        self.send(&jsonrpc::notification(method::CANCELLED, Some(params)));
     }
 
     /// Handles one stdout line; `Err` is why the process must end.
@@ -346,7 +348,7 @@ impl Shared {
     }
 
     fn hear(&self, message: &Value, method: &str) {
-        if method == "notifications/progress" {
+        if method == method::PROGRESS {
             let token = message.pointer("/params/progressToken").and_then(Value::as_u64);
             let call = token.and_then(|token| {
                 let state = self.lock();

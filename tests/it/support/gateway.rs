@@ -306,7 +306,7 @@ impl Agent {
 
 /// The JSON-RPC response in an SSE body (the last event that carries `result` or `error`).
 fn response_event(raw: &str) -> Option<Value> {
-    let mut decoder = switchyard::backend::sse::SseDecoder::new(1 << 24);
+    let mut decoder = switchyard::backend::event_stream::SseDecoder::new(1 << 24);
     decoder.feed(raw.as_bytes()).ok()?;
     let events = std::iter::from_fn(|| decoder.next_event());
     let messages = events.filter_map(|event| serde_json::from_str::<Value>(&event.data).ok());

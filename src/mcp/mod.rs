@@ -1,0 +1,43 @@
+//! The shared MCP vocabulary (design §1): protocol versions, header names, method names, the relay and
+//! session-message types the front and the router share with the backend client, the `switchyard/outcome`
+//! values, and JSON-RPC itself ([`jsonrpc`]).
+//!
+//! Rules: every layer may use it and it uses none of them (no `crate::` import), so a name or a message type
+//! changes in one place for every layer; it holds vocabulary, never behaviour of a layer.
+
+pub mod jsonrpc;
+pub mod method;
+mod outcome;
+mod relay;
+
+pub use outcome::Outcome;
+pub use relay::{Relay, RelayMessage, SessionMessage};
+
+/// Protocol versions the gateway accepts, newest first (MCP 2025-11-25 "Versioning").
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The version offered in `initialize` and answered to clients asking for an unsupported one.
+pub const LATEST_PROTOCOL_VERSION: &str = SUPPORTED_PROTOCOL_VERSIONS[0];
+/// The Streamable HTTP session header (transports §Session Management).
+pub const SESSION_ID_HEADER: &str = "mcp-session-id";
+/// The Streamable HTTP protocol version header (transports §Protocol Version Header).
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// The header that resumes an event stream (transports §Resumability and Redelivery).
+pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+/// The principal of an agent that presented no credential.
+pub const ANONYMOUS: &str = "anonymous";
+
+pub fn is_supported_version(version: &str) -> bool {
+    SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_versions_are_newest_first() {
+        assert_eq!(LATEST_PROTOCOL_VERSION, "2025-11-25");
+        assert!(is_supported_version("2024-11-05"));
+        assert!(!is_supported_version("2026-07-28"));
+    }
+}

@@ -1,0 +1,100 @@
+//! How messages a backend sends about an agent's request reach that agent (design §3 "Relaying between agent and
+//! backend"): the [`Relay`] a caller hands the backend client with each request, the [`RelayMessage`]s it
+//! delivers, and the [`SessionMessage`]s that arrive on a backend session's standalone stream.
+//!
+//! Rules: a server-to-client request is relayed only when the agent declared the capability its method needs
+//! (`sampling`, `elicitation`, `roots`); a caller that stopped listening never stops the call.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::method;
+
+/// The agent's side of a request: the client capabilities the agent declared (backend sessions are initialized
+/// with them), and where the backend's messages about the request go while it runs — progress and log
+/// notifications, and server-to-client requests the agent declared it can answer (`sampling`, `elicitation`,
+/// `roots`). The progress token the caller put in `params._meta.progressToken` is replaced by one of the
+/// client's own on the way to the backend and restored on the way back, so tokens never collide within a
+/// backend session.
+#[derive(Debug, Clone, Default)]
+pub struct Relay {
+    capabilities: Value,
+    sink: Option<mpsc::UnboundedSender<RelayMessage>>,
+    /// Notified when the agent cancels the request (`notifications/cancelled`).
+    cancel: Option<Arc<Notify>>,
+}
+
+/// A message from a backend for the agent.
+#[derive(Debug)]
+pub enum RelayMessage {
+    Notification(Value),
+    /// A server-to-client request; the agent's response (any id) goes to `reply`.
+    Request {
+        message: Value,
+        reply: oneshot::Sender<Value>,
+    },
+    /// The backend answers this request with an event stream (the agent may want one too).
+    StreamOpened,
+}
+
+/// A message a backend sent on a standalone stream, for the agent session it belongs to.
+#[derive(Debug)]
+pub struct SessionMessage {
+    pub agent_session: Arc<str>,
+    pub backend: Arc<str>,
+    pub message: RelayMessage,
+}
+
+impl Relay {
+    /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
+    /// messages during this request, e.g. it accepts only JSON answers).
+    pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
+        Self { capabilities, sink, cancel: None }
+    }
+
+    /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
+    pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// The client capabilities the agent declared (`null`: none).
+    pub fn capabilities(&self) -> &Value {
+        &self.capabilities
+    }
+
+    /// Notified when the agent cancels the request.
+    pub(crate) fn cancel(&self) -> Option<&Arc<Notify>> {
+        self.cancel.as_ref()
+    }
+
+    pub(crate) fn stream_opened(&self) {
+        if let Some(sink) = &self.sink {
+            let _ = sink.send(RelayMessage::StreamOpened);
+        }
+    }
+
+    pub(crate) fn forward(&self, message: Value) {
+        if let Some(sink) = &self.sink {
+            // The caller may have stopped listening (its agent went away); the call itself goes on.
+            let _ = sink.send(RelayMessage::Notification(message));
+        }
+    }
+
+    /// Hands a server-to-client request to the agent when it declared the capability the method needs;
+    /// `None` when it cannot be relayed.
+    pub(crate) fn ask(&self, method: &str, message: Value) -> Option<oneshot::Receiver<Value>> {
+        let capability = match method {
+            method::SAMPLING_CREATE_MESSAGE => "sampling",
+            method::ELICITATION_CREATE => "elicitation",
+            method::ROOTS_LIST => "roots",
+            _ => return None,
+        };
+        self.capabilities.get(capability)?;
+        let (reply, answer) = oneshot::channel();
+        self.sink.as_ref()?.send(RelayMessage::Request { message, reply }).ok()?;
+        Some(answer)
+    }
+}
