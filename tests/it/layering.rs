@@ -204,16 +204,18 @@ mod checker {
         check_file(&Place::of(relative, &binary), source, &binary)
     }
 
+    fn assert_clean(relative: &str, source: &str) {
+        let broken = check(relative, source);
+        assert!(broken.is_empty(), "{relative}: {broken:?}");
+    }
+
     #[test]
     fn a_forbidden_use_is_named_with_file_line_and_rule() {
         let broken = check("front/mod.rs", "//! doc\n\nuse crate::backend::mcp_client::Relay;\n");
         assert_eq!(broken.len(), 1, "{broken:?}");
         assert!(broken[0].starts_with("src/front/mod.rs:3: `crate::backend::mcp_client::Relay`"), "{}", broken[0]);
         assert!(broken[0].contains("`front` must not import backend, ledger, catalog"), "{}", broken[0]);
-        assert_eq!(
-            check("front/mod.rs", "//! doc\nuse crate::router::CallRouter;\nuse crate::glob;\n"),
-            Vec::<String>::new()
-        );
+        assert_clean("front/mod.rs", "//! doc\nuse crate::router::CallRouter;\nuse crate::glob;\n");
     }
 
     #[test]
@@ -235,9 +237,7 @@ mod checker {
         assert!(inline[0].starts_with("src/config/ledger.rs:3:"), "{}", inline[0]);
         let up = check("front/session/key.rs", "//! doc\nuse super::super::super::catalog::Catalog;\n");
         assert_eq!(up.len(), 1, "{up:?}");
-        let sibling =
-            check("front/session/key.rs", "//! doc\nuse super::super::guard::Admission;\nuse super::SessionRef;\n");
-        assert_eq!(sibling, Vec::<String>::new());
+        assert_clean("front/session/key.rs", "//! doc\nuse super::super::guard::Admission;\nuse super::SessionRef;\n");
         let absolute = check("router/mod.rs", "//! doc\nfn f() { let _ = ::reqwest::Client::new(); }\n");
         assert_eq!(absolute.len(), 1, "{absolute:?}");
     }
@@ -255,15 +255,15 @@ mod checker {
             assert!(broken[0].contains("must not use the crates reqwest, axum, http, hyper"), "{}", broken[0]);
         }
         // The front may speak HTTP, and a local module named like a crate is not that crate.
-        assert_eq!(check("front/mod.rs", "//! doc\nuse axum::http::StatusCode;\n"), Vec::<String>::new());
-        assert_eq!(check("router/x.rs", "//! doc\nmod http;\nfn f() { http::go(); }\n"), Vec::<String>::new());
+        assert_clean("front/mod.rs", "//! doc\nuse axum::http::StatusCode;\n");
+        assert_clean("router/x.rs", "//! doc\nmod http;\nfn f() { http::go(); }\n");
     }
 
     #[test]
     fn comments_strings_and_chars_are_not_imports() {
         let source = "//! use crate::backend::x;\n// crate::ledger::y\nconst A: &str = \"crate::backend::z\";\n\
                       const B: char = '\"';\nconst C: &str = r#\"use crate::catalog::w;\"#;\n/* crate::ledger::v */\n";
-        assert_eq!(check("front/a.rs", source), Vec::<String>::new());
+        assert_clean("front/a.rs", source);
         let after_char = "//! doc\nfn f() { let _ = ('\"', crate::backend::x()); }\n";
         assert_eq!(check("front/a.rs", after_char).len(), 1, "a char literal hides nothing after it");
         assert_eq!(mask("a /* b\nc */ \"d\\\"e\" f"), "a     \n     \"    \" f");
@@ -275,15 +275,9 @@ mod checker {
             check("config/server.rs", "//! doc\nuse crate::backend::mcp_client::DEFAULT_MAX_SESSIONS;\n").len(),
             1
         );
-        assert_eq!(
-            check("config/backend.rs", "//! doc\nuse super::glob::Glob;\nuse crate::glob::glob_match;\n"),
-            Vec::<String>::new()
-        );
+        assert_clean("config/backend.rs", "//! doc\nuse super::glob::Glob;\nuse crate::glob::glob_match;\n");
         assert_eq!(check("mcp/jsonrpc.rs", "//! doc\nuse crate::router::X;\n").len(), 1);
-        assert_eq!(
-            check("mcp/mod.rs", "//! doc\nuse crate::mcp::jsonrpc;\nuse serde_json::Value;\n"),
-            Vec::<String>::new()
-        );
+        assert_clean("mcp/mod.rs", "//! doc\nuse crate::mcp::jsonrpc;\nuse serde_json::Value;\n");
     }
 
     #[test]
@@ -291,17 +285,14 @@ mod checker {
         let broken = check("cli/calls.rs", "//! doc\nuse crate::{CallsAction, print_table};\nuse crate::cli::keys;\n");
         assert_eq!(broken.len(), 2, "{broken:?}");
         assert!(broken[0].contains("imports `CallsAction` from main.rs"), "{}", broken[0]);
-        assert_eq!(check("cli/keys.rs", "//! doc\nuse switchyard::auth::Key;\n"), Vec::<String>::new());
+        assert_clean("cli/keys.rs", "//! doc\nuse switchyard::auth::Key;\n");
         assert_eq!(binary_modules("//! doc\nmod cli;\nuse std::fmt;\n"), ["cli"]);
     }
 
     #[test]
     fn no_layer_depends_on_the_composition_root() {
         assert_eq!(check("router/mod.rs", "//! doc\nuse crate::gateway::Gateway;\n").len(), 1);
-        assert_eq!(
-            check("gateway/access.rs", "//! doc\nuse crate::gateway::Gateway;\nuse super::X;\n"),
-            Vec::<String>::new()
-        );
+        assert_clean("gateway/access.rs", "//! doc\nuse crate::gateway::Gateway;\nuse super::X;\n");
     }
 
     #[test]
@@ -316,11 +307,7 @@ mod checker {
     #[test]
     fn inline_test_modules_resolve_super_to_their_file() {
         let source = "//! doc\n#[cfg(test)]\nmod tests {\n    use super::super::catalog::X;\n}\n";
-        assert_eq!(
-            check("front/guard.rs", source),
-            Vec::<String>::new(),
-            "super::super of front::guard::tests is front"
-        );
+        assert_clean("front/guard.rs", source);
         let test_file = Place::of("front/guard_tests.rs", &[]);
         assert_eq!(test_file.module, ["front", "guard", "tests"]);
     }
