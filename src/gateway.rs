@@ -159,7 +159,11 @@ impl Gateway {
         let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
         let front = Arc::new(Front {
-            admission: Admission { server: self.config.server.clone() },
+            admission: Admission {
+                allowed_origins: self.config.server.allowed_origins.clone(),
+                allowed_hosts: self.config.server.allowed_hosts.clone(),
+                binds_loopback: self.config.server.binds_loopback(),
+            },
             sealer: Sealer::new(secret, self.config.server.session_ttl),
             revocations,
             router: Arc::clone(&self.router),

@@ -7,13 +7,8 @@
 //! - Timeouts are positive (a zero timeout would refuse every request); `max_connections` is 1 to 1 000 000.
 //! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
-//! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` header is always accepted from a
-//!   loopback page (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port), because such a page runs on the
-//!   same machine as a loopback-bound gateway; any other origin must match an `allowed_origins` entry. The
-//!   default (empty list) therefore lets no remote web page call the gateway. `"*"` disables the check.
-//! - `Host` is only checked when the gateway listens on a loopback address: then it must be a loopback name or
-//!   match an `allowed_hosts` entry. On other addresses the agents' authentication protects the gateway.
-//! - Entries are compared case-insensitively (they are stored lowercased) and may use `*` and `?` globs.
+//! - `allowed_origins` and `allowed_hosts` are validated globs, stored lowercased; how they admit a request (the
+//!   loopback origins and names always, `Host` only on a loopback `listen`) is the front's admission rule.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -23,7 +18,6 @@ use std::time::Duration;
 use super::auth::parse_public_url;
 use super::error::ConfigError;
 use super::fields::{Count, EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
-use super::glob::glob_match;
 use super::raw::{RawServer, SizeInput};
 use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, PROCESSES};
 use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
@@ -131,52 +125,6 @@ impl ServerConfig {
     pub fn binds_loopback(&self) -> bool {
         self.listen.ip().is_loopback()
     }
-
-    /// Whether a request carrying this `Origin` header may be served (see the module rules).
-    pub fn origin_allowed(&self, origin: &str) -> bool {
-        let origin = origin.to_ascii_lowercase();
-        is_loopback_origin(&origin) || self.allowed_origins.iter().any(|pattern| glob_match(pattern, &origin))
-    }
-
-    /// Whether a request carrying this `Host` header may be served (see the module rules).
-    pub fn host_allowed(&self, host: &str) -> bool {
-        if !self.binds_loopback() {
-            return true;
-        }
-        let host = host.to_ascii_lowercase();
-        let Some((name, _port)) = split_host_port(&host) else {
-            return false;
-        };
-        is_loopback_name(name)
-            || self.allowed_hosts.iter().any(|pattern| glob_match(pattern, &host) || glob_match(pattern, name))
-    }
-}
-
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some(authority) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
-        return false;
-    };
-    split_host_port(authority).is_some_and(|(name, _port)| is_loopback_name(name))
-}
-
-fn is_loopback_name(name: &str) -> bool {
-    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
-}
-
-/// Splits `host[:port]` (IPv6 hosts in brackets); `None` when the port part is not a number.
-fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
-    let host_end = if authority.starts_with('[') {
-        authority.find(']')? + 1
-    } else {
-        authority.find(':').unwrap_or(authority.len())
-    };
-    let (name, rest) = authority.split_at(host_end);
-    if rest.is_empty() {
-        return Some((name, None));
-    }
-    let port = rest.strip_prefix(':')?;
-    let numeric = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
-    numeric.then_some((name, Some(port)))
 }
 
 /// Validates the `[server]` section read from the file.
@@ -384,46 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn loopback_origins_are_always_allowed() {
-        let config = server("127.0.0.1:8808", &[], &[]);
-        for origin in
-            ["http://localhost", "http://localhost:3000", "https://127.0.0.1:1", "http://[::1]:80", "HTTP://LOCALHOST"]
-        {
-            assert!(config.origin_allowed(origin), "{origin}");
-        }
-        for origin in [
-            "https://evil.example",
-            "http://localhost.evil.example",
-            "http://127.0.0.1.nip.io",
-            "null",
-            "http://localhost:x",
-        ] {
-            assert!(!config.origin_allowed(origin), "{origin}");
-        }
-    }
-
-    #[test]
-    fn configured_origins_are_globs() {
-        let config = server("127.0.0.1:8808", &["https://*.example.com", "http://tool.internal:8080"], &[]);
-        assert!(config.origin_allowed("https://app.example.com"));
-        assert!(config.origin_allowed("https://App.Example.com"));
-        assert!(config.origin_allowed("http://tool.internal:8080"));
-        assert!(!config.origin_allowed("http://app.example.com"));
-        assert!(!config.origin_allowed("http://tool.internal:8081"));
-        assert!(server("0.0.0.0:1", &["*"], &[]).origin_allowed("https://anything"));
-    }
-
-    #[test]
-    fn hosts_are_checked_only_on_loopback() {
-        let config = server("127.0.0.1:8808", &[], &["gw.localhost"]);
-        for host in ["localhost", "localhost:8808", "127.0.0.1:8808", "[::1]:8808", "gw.localhost", "GW.localhost:8808"]
-        {
-            assert!(config.host_allowed(host), "{host}");
-        }
-        for host in ["evil.example", "evil.example:8808", "localhost:abc", "[::1", ""] {
-            assert!(!config.host_allowed(host), "{host}");
-        }
-        assert!(server("0.0.0.0:8808", &[], &[]).host_allowed("evil.example"));
+    fn loopback_listen_addresses_are_recognised() {
         assert!(server("[::1]:8808", &[], &[]).binds_loopback());
     }
 

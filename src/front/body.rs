@@ -3,19 +3,16 @@
 //! Rules: the body must be declared `Content-Type: application/json` (parameters such as `charset` allowed),
 //! else 415 before anything is read — this also keeps browsers' form and `text/plain` posts out; a body larger
 //! than `max_body` → 413 (at once when `Content-Length` says so); a body not complete within `body_timeout` of
-//! the end of the header → 408. Each refusal is a JSON-RPC error with no id, and 408 and 413 close the
-//! connection, whose unread rest could not be told from a next request. So an unfinished body holds at most
-//! `max_body` bytes for at most `body_timeout`.
+//! the end of the header → 408 (the answers, closing the connection after 408 and 413, are
+//! [`super::error`]'s). So an unfinished body holds at most `max_body` bytes for at most `body_timeout`.
 
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::http::{HeaderMap, header};
 use http_body::Body as _;
 
-use super::http;
-use crate::mcp::jsonrpc;
+use super::error::FrontError;
 
 /// How a body must look and arrive.
 #[derive(Debug, Clone, Copy)]
@@ -24,28 +21,19 @@ pub(super) struct BodyLimits {
     pub(super) body_timeout: Duration,
 }
 
-/// Why a body was not accepted.
-#[derive(Debug)]
-enum Refusal {
-    NotJson,
-    TooLarge,
-    Incomplete,
-    Unreadable(axum::Error),
-}
-
 /// The body of a `POST` whose headers are `headers`, or the answer refusing it.
-pub(super) async fn read_json(headers: &HeaderMap, body: Body, limits: BodyLimits) -> Result<Bytes, Response> {
+pub(super) async fn read_json(headers: &HeaderMap, body: Body, limits: BodyLimits) -> Result<Bytes, FrontError> {
     let read = async {
         if !declares_json(headers) {
-            return Err(Refusal::NotJson);
+            return Err(FrontError::BodyNotJson);
         }
         if declared_length(headers).is_some_and(|length| length > limits.max_body) {
-            return Err(Refusal::TooLarge);
+            return Err(FrontError::BodyTooLarge { max_body: limits.max_body });
         }
         collect(body, limits.max_body).await
     };
-    let outcome = tokio::time::timeout(limits.body_timeout, read).await.unwrap_or(Err(Refusal::Incomplete));
-    outcome.map_err(|refusal| refusal.response(limits))
+    let incomplete = FrontError::BodyIncomplete { body_timeout: limits.body_timeout };
+    tokio::time::timeout(limits.body_timeout, read).await.unwrap_or(Err(incomplete))
 }
 
 fn declares_json(headers: &HeaderMap) -> bool {
@@ -62,16 +50,16 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
 
 /// The whole body, refused as soon as it grows past `max_body`. A body that came in one piece (the usual case)
 /// is not copied.
-async fn collect(mut body: Body, max_body: usize) -> Result<Bytes, Refusal> {
+async fn collect(mut body: Body, max_body: usize) -> Result<Bytes, FrontError> {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut size = 0;
     while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
-        let Ok(data) = frame.map_err(Refusal::Unreadable)?.into_data() else {
+        let Ok(data) = frame.map_err(FrontError::BodyUnreadable)?.into_data() else {
             continue;
         };
         size += data.len();
         if size > max_body {
-            return Err(Refusal::TooLarge);
+            return Err(FrontError::BodyTooLarge { max_body });
         }
         chunks.push(data);
     }
@@ -81,34 +69,11 @@ async fn collect(mut body: Body, max_body: usize) -> Result<Bytes, Refusal> {
     })
 }
 
-impl Refusal {
-    fn response(&self, limits: BodyLimits) -> Response {
-        let (status, text) = match self {
-            Refusal::NotJson => (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "the body must be one JSON-RPC message sent with `Content-Type: application/json`".to_owned(),
-            ),
-            Refusal::TooLarge => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is larger than this gateway accepts (max_body = {} bytes)", limits.max_body),
-            ),
-            Refusal::Incomplete => (
-                StatusCode::REQUEST_TIMEOUT,
-                format!("the body did not arrive within body_timeout ({} ms)", limits.body_timeout.as_millis()),
-            ),
-            Refusal::Unreadable(error) => (StatusCode::BAD_REQUEST, format!("the body could not be read: {error}")),
-        };
-        let mut response = http::error(status, None, jsonrpc::INVALID_REQUEST, &text);
-        if matches!(self, Refusal::TooLarge | Refusal::Incomplete) {
-            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        response
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::{HeaderValue, StatusCode};
+    use axum::response::IntoResponse;
 
     fn headers(content_type: Option<&'static str>, length: Option<&'static str>) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -145,14 +110,15 @@ mod tests {
         drop(sender);
         let joined = read_json(&json, Body::new(ChannelBody(pieces)), LIMITS).await.expect("in pieces");
         assert_eq!(&joined[..], b"12345678");
-        let over = read_json(&json, Body::from("123456789"), LIMITS).await.expect_err("over the limit");
+        let over = read_json(&json, Body::from("123456789"), LIMITS).await.expect_err("over the limit").into_response();
         assert_eq!(over.status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(over.headers()[header::CONNECTION], "close");
         let announced = headers(Some("application/json"), Some("9"));
-        let early = read_json(&announced, Body::empty(), LIMITS).await.expect_err("announced over the limit");
+        let early =
+            read_json(&announced, Body::empty(), LIMITS).await.expect_err("announced over the limit").into_response();
         assert_eq!(early.status(), StatusCode::PAYLOAD_TOO_LARGE);
         let plain = read_json(&headers(Some("text/plain"), None), Body::from("{}"), LIMITS).await;
-        assert_eq!(plain.expect_err("not JSON").status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert_eq!(plain.expect_err("not JSON").into_response().status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[tokio::test]
@@ -160,7 +126,10 @@ mod tests {
         let (_sender, stalled) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, axum::Error>>(1);
         let body = Body::new(ChannelBody(stalled));
         let limits = BodyLimits { body_timeout: Duration::from_millis(50), ..LIMITS };
-        let refused = read_json(&headers(Some("application/json"), None), body, limits).await.expect_err("stalled");
+        let refused = read_json(&headers(Some("application/json"), None), body, limits)
+            .await
+            .expect_err("stalled")
+            .into_response();
         assert_eq!(refused.status(), StatusCode::REQUEST_TIMEOUT);
         assert_eq!(refused.headers()[header::CONNECTION], "close");
     }
@@ -171,7 +140,10 @@ mod tests {
         sender.send(Ok(http_body::Frame::data(Bytes::from("{")))).await.unwrap();
         sender.send(Err(axum::Error::new("invalid chunk size"))).await.unwrap();
         let body = Body::new(ChannelBody(broken));
-        let refused = read_json(&headers(Some("application/json"), None), body, LIMITS).await.expect_err("broken");
+        let refused = read_json(&headers(Some("application/json"), None), body, LIMITS)
+            .await
+            .expect_err("broken")
+            .into_response();
         assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
     }
 

@@ -2,19 +2,32 @@
 //! Warning", §"Protocol Version Header"; design §3).
 //!
 //! Rules: an `Origin` that is present and not allowed → 403; when the gateway listens on loopback, a `Host` that
-//! is not a loopback name or a configured host → 403 (DNS-rebinding protection); an `MCP-Protocol-Version` that
-//! is present and unsupported → 400. Which origins and hosts are allowed is `config::ServerConfig`'s rule. These
-//! checks look only at headers; they know nothing of sessions or methods.
+//! is not a loopback name or an allowed host → 403 (DNS-rebinding protection); an `MCP-Protocol-Version` that
+//! is present and unsupported → 400 (the answers are [`super::error`]'s). These checks look only at headers;
+//! they know nothing of sessions or methods.
+//! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` is always accepted from a loopback
+//!   page (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port), because such a page runs on the same
+//!   machine as a loopback-bound gateway; any other origin must match an `allowed_origins` glob, so an empty
+//!   list lets no remote web page call the gateway. `"*"` disables the check.
+//! - `Host` is only checked on loopback: it must be a loopback name or match an `allowed_hosts` glob (with or
+//!   without its port). On other addresses the agents' authentication protects the gateway.
+//! - Comparisons are case-insensitive: the header is lowercased, the globs come lowercased.
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 
-use crate::config::ServerConfig;
+use crate::glob::glob_match;
 use crate::mcp::{PROTOCOL_VERSION_HEADER, is_supported_version};
 
-/// The admission checks, over the `[server]` settings that say which origins and hosts are allowed.
-#[derive(Debug, Clone, Default)]
+/// The admission rules: which browser origins and `Host` names the endpoint trusts. Plain values; the
+/// composition root fills them from `[server]`.
+#[derive(Debug, Clone)]
 pub struct Admission {
-    pub server: ServerConfig,
+    /// Lowercase globs of browser origins allowed besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Lowercase globs of `Host` values (with or without `:port`) accepted while bound to loopback.
+    pub allowed_hosts: Vec<String>,
+    /// Whether the gateway listens on a loopback address; only then is `Host` checked.
+    pub binds_loopback: bool,
 }
 
 /// Why a request was refused before it was read.
@@ -25,33 +38,16 @@ pub enum Refusal {
     ProtocolVersion(String),
 }
 
-impl Refusal {
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Refusal::Origin(_) | Refusal::Host(_) => StatusCode::FORBIDDEN,
-            Refusal::ProtocolVersion(_) => StatusCode::BAD_REQUEST,
-        }
-    }
-
-    pub fn message(&self) -> String {
-        match self {
-            Refusal::Origin(origin) => format!("Origin `{origin}` is not allowed"),
-            Refusal::Host(host) => format!("Host `{host}` is not allowed"),
-            Refusal::ProtocolVersion(version) => format!("unsupported MCP-Protocol-Version `{version}`"),
-        }
-    }
-}
-
 impl Admission {
     pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         let text = |name| headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()));
         if let Some(origin) = text(header::ORIGIN)
-            && !self.server.origin_allowed(&origin)
+            && !self.origin_allowed(&origin)
         {
             return Err(Refusal::Origin(origin.into_owned()));
         }
         let host = text(header::HOST).unwrap_or_default();
-        if !self.server.host_allowed(&host) {
+        if !self.host_allowed(&host) {
             return Err(Refusal::Host(host.into_owned()));
         }
         if let Some(version) = text(HeaderName::from_static(PROTOCOL_VERSION_HEADER))
@@ -61,60 +57,54 @@ impl Admission {
         }
         Ok(())
     }
+
+    /// Whether a request carrying this `Origin` header may be served (see the module rules).
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.to_ascii_lowercase();
+        is_loopback_origin(&origin) || self.allowed_origins.iter().any(|pattern| glob_match(pattern, &origin))
+    }
+
+    /// Whether a request carrying this `Host` header may be served (see the module rules).
+    fn host_allowed(&self, host: &str) -> bool {
+        if !self.binds_loopback {
+            return true;
+        }
+        let host = host.to_ascii_lowercase();
+        let Some((name, _port)) = split_host_port(&host) else {
+            return false;
+        };
+        is_loopback_name(name)
+            || self.allowed_hosts.iter().any(|pattern| glob_match(pattern, &host) || glob_match(pattern, name))
+    }
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(authority) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    split_host_port(authority).is_some_and(|(name, _port)| is_loopback_name(name))
+}
+
+fn is_loopback_name(name: &str) -> bool {
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// Splits `host[:port]` (IPv6 hosts in brackets); `None` when the port part is not a number.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    let host_end = if authority.starts_with('[') {
+        authority.find(']')? + 1
+    } else {
+        authority.find(':').unwrap_or(authority.len())
+    };
+    let (name, rest) = authority.split_at(host_end);
+    if rest.is_empty() {
+        return Some((name, None));
+    }
+    let port = rest.strip_prefix(':')?;
+    let numeric = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    numeric.then_some((name, Some(port)))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    fn loopback() -> Admission {
-        Admission::default()
-    }
-
-    fn with(edit: impl FnOnce(&mut ServerConfig)) -> Admission {
-        let mut admission = loopback();
-        edit(&mut admission.server);
-        admission
-    }
-
-    #[test]
-    fn foreign_origin_is_forbidden_and_loopback_origins_pass() {
-        let admission = loopback();
-        let evil = admission.check(&headers(&[("host", "127.0.0.1:8808"), ("origin", "http://evil.example")]));
-        assert_eq!(evil.unwrap_err().status(), StatusCode::FORBIDDEN);
-        for origin in ["http://localhost:6274", "http://127.0.0.1:3000", "http://[::1]:80"] {
-            let mut map = headers(&[("host", "localhost:8808")]);
-            map.insert("origin", HeaderValue::from_str(origin).unwrap());
-            assert_eq!(admission.check(&map), Ok(()), "{origin}");
-        }
-        let configured = with(|server| server.allowed_origins = vec!["https://app.example".into()]);
-        assert_eq!(configured.check(&headers(&[("host", "localhost"), ("origin", "https://app.example")])), Ok(()));
-    }
-
-    #[test]
-    fn spoofed_host_is_refused_on_loopback_only() {
-        let spoofed = headers(&[("host", "evil.example:8808")]);
-        assert_eq!(loopback().check(&spoofed), Err(Refusal::Host("evil.example:8808".into())));
-        let public = with(|server| server.listen = "0.0.0.0:8808".parse().unwrap());
-        assert_eq!(public.check(&spoofed), Ok(()), "not on loopback: Host is not checked");
-        let allowed = with(|server| server.allowed_hosts = vec!["gw.internal:8808".into()]);
-        assert_eq!(allowed.check(&headers(&[("host", "gw.internal:8808")])), Ok(()));
-        assert!(loopback().check(&headers(&[("host", "localhost.evil.example")])).is_err());
-    }
-
-    #[test]
-    fn unsupported_protocol_version_is_a_bad_request() {
-        let map = headers(&[("host", "localhost"), ("mcp-protocol-version", "1999-01-01")]);
-        assert_eq!(loopback().check(&map).unwrap_err().status(), StatusCode::BAD_REQUEST);
-        let older = headers(&[("host", "localhost"), ("mcp-protocol-version", "2025-03-26")]);
-        assert_eq!(loopback().check(&older), Ok(()), "any supported version is accepted");
-    }
-}
+#[path = "guard_tests.rs"]
+mod tests;

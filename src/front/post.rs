@@ -1,0 +1,152 @@
+//! A `POST` to the MCP endpoint: one JSON-RPC message in, its answer out (MCP 2025-11-25 transports §"Sending
+//! Messages to the Server"; design §3).
+//!
+//! Rules, in the order they are checked after admission: the body is read by [`super::body`]'s rules; it must be
+//! JSON (else -32700), not a batch, and carry `"jsonrpc": "2.0"`; `initialize` needs no session (see
+//! [`super::initialize`]), every other message is served in the session its id opens. Responses (to relayed
+//! server-to-client requests) and notifications are 202 without a body; `notifications/cancelled` cancels the
+//! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
+//! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent runs on
+//! its own task and is answered JSON or SSE by [`super::stream`]; the others are answered JSON.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::admit::Admitted;
+use super::error::FrontError;
+use super::session::AgentSession;
+use super::{Front, body, http, stream};
+use crate::mcp::Relay;
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::router::{Caller, View, idempotency};
+
+/// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
+/// arrives.
+const RELAYING_METHODS: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+
+/// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
+        value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
+    })
+}
+
+impl Front {
+    /// `backend`: the backend of `/mcp/{backend}`, `None` for `/mcp`.
+    pub(super) async fn serve_post(
+        self: &Arc<Self>,
+        backend: Option<String>,
+        admitted: &Admitted,
+        peer: Option<IpAddr>,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<Response, FrontError> {
+        let limits = body::BodyLimits { max_body: self.max_body, body_timeout: self.body_timeout };
+        let body = body::read_json(headers, body, limits).await?;
+        let message: Value = serde_json::from_slice(&body).map_err(FrontError::NotJson)?;
+        if message.is_array() {
+            return Err(FrontError::Batch);
+        }
+        if !jsonrpc::declares_version(&message) {
+            let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id)).cloned();
+            return Err(FrontError::NotJsonRpc { id });
+        }
+        match jsonrpc::kind(&message) {
+            Kind::Request { id, method: "initialize" } => self.initialize(admitted, id, &message),
+            Kind::Invalid => Err(FrontError::NotAMessage),
+            kind => {
+                let session = admitted.open_session(self, headers)?;
+                self.serve_in_session(&session, backend, peer, kind, &message, headers).await
+            }
+        }
+    }
+
+    async fn serve_in_session(
+        self: &Arc<Self>,
+        session: &AgentSession,
+        backend: Option<String>,
+        peer: Option<IpAddr>,
+        kind: Kind<'_>,
+        message: &Value,
+        headers: &HeaderMap,
+    ) -> Result<Response, FrontError> {
+        let (id, method) = match kind {
+            Kind::Request { id, method } => (id, method),
+            Kind::Response { .. } => {
+                // An answer to a relayed server-to-client request; an answer nobody waits for is dropped.
+                self.pending.answer(&session.id.to_string(), message.clone());
+                return Ok(StatusCode::ACCEPTED.into_response());
+            }
+            Kind::Notification { method: "notifications/cancelled" } => {
+                if let Some(id) = message.pointer("/params/requestId") {
+                    self.cancels.cancel(&session.id.to_string(), id);
+                }
+                return Ok(StatusCode::ACCEPTED.into_response());
+            }
+            _ => return Ok(StatusCode::ACCEPTED.into_response()),
+        };
+        let key_headers = headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(HeaderValue::as_bytes);
+        let idempotency_key = idempotency::from_header(key_headers)
+            .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
+        let caller = Caller {
+            session: session.id.to_string(),
+            principal: session.principal.clone(),
+            request_id: id.clone(),
+            idempotency_key,
+            peer,
+        };
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let cancellable = self.cancels.register(&caller.session, id);
+        if !RELAYING_METHODS.contains(&method) {
+            let relay = Relay::new(session.capabilities.clone(), None).cancellable(Arc::clone(&cancellable.signal));
+            let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
+            return Ok(http::json(StatusCode::OK, &reply));
+        }
+        // The call runs on its own task, so an agent that goes away (a disconnect is not a cancel) neither stops
+        // it half-way nor leaves its ledger claim unsettled.
+        let (sink, messages) = mpsc::unbounded_channel();
+        let streaming = accepts_event_stream(headers);
+        let relay = Relay::new(session.capabilities.clone(), streaming.then_some(sink))
+            .cancellable(Arc::clone(&cancellable.signal));
+        let (front, owned_id, owned_method) = (Arc::clone(self), id.clone(), method.to_owned());
+        let session_key = caller.session.clone();
+        let call = tokio::spawn(async move {
+            let _cancellable = cancellable;
+            front.reply(&caller, backend.as_deref(), &owned_id, &owned_method, params, &relay).await
+        });
+        if !streaming {
+            let reply = call.await.unwrap_or_else(|error| stream::internal_error(&error));
+            return Ok(http::json(StatusCode::OK, &reply));
+        }
+        let outbox = stream::Outbox {
+            messages,
+            pending: Arc::clone(&self.pending),
+            replays: Arc::clone(&self.replays),
+            session: session_key,
+        };
+        Ok(stream::answer(call, outbox).await)
+    }
+
+    /// The JSON-RPC response to one request.
+    async fn reply(
+        &self,
+        caller: &Caller,
+        backend: Option<&str>,
+        id: &Value,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Value {
+        let view = backend.map_or(View::All, View::Backend);
+        match self.router.handle(caller, view, method, params, relay).await {
+            Ok(result) => jsonrpc::result(id, result),
+            Err(failure) => failure.into_message(id),
+        }
+    }
+}
