@@ -8,6 +8,7 @@ mod demo_server;
 mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
+mod legacy_sse;
 mod real_clients;
 mod relays;
 mod revocations;

@@ -431,7 +431,7 @@ async fn exchange(shared: &Shared, stream: &mut TcpStream) -> io::Result<()> {
 }
 
 /// Reads one request: head up to CRLFCRLF, then a `Content-Length` body. `Ok(Err(status))` is a request to refuse.
-async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded, u16>> {
+pub async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded, u16>> {
     let mut buf = Vec::new();
     let head_end = loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -827,7 +827,7 @@ impl Exchange<'_> {
 }
 
 /// Header values are raw bytes so a script can put on the wire what no HTTP library would.
-async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u8>)]) -> io::Result<()> {
+pub async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u8>)]) -> io::Result<()> {
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
     for (name, value) in headers {
         head.extend_from_slice(name.as_bytes());
@@ -839,7 +839,7 @@ async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u
     stream.write_all(&head).await
 }
 
-async fn send_raw(
+pub async fn send_raw(
     stream: &mut TcpStream,
     status: u16,
     mut headers: Vec<(&'static str, Vec<u8>)>,
