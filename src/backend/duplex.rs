@@ -11,7 +11,8 @@
 //!
 //! A transport gives a [`MessageSink`] (send one message; its error says whether any of it may have reached the
 //! backend) and a [`MessageSource`] (the next message; its error is why the channel ended). The session reads the
-//! source on its own task until the channel ends or the session is ended ([`Duplex::end`]).
+//! source on its own task until the channel ends or the session is ended ([`Duplex::end`]). Callers use the
+//! session through [`DuplexConnection`], which each transport's connection dereferences to.
 //!
 //! Error classes keep at most once: `NotDelivered` only when the sink proves no byte of the request reached the
 //! backend, or the session had already ended before the request was sent; once the request may have been
@@ -24,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -50,10 +52,13 @@ pub enum Sharing {
     Shared,
 }
 
+/// One message being sent; `Err` is `NotDelivered` only when no byte of it reached the backend.
+pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<(), McpError>> + Send + 'a>>;
+
 /// Writes one JSON-RPC message to the backend.
 pub(crate) trait MessageSink: Send + Sync + 'static {
-    /// Sends `message` before `deadline`. An error is `NotDelivered` only when no byte of it reached the backend.
-    fn send(&self, message: &Value, deadline: Instant) -> impl Future<Output = Result<(), McpError>> + Send;
+    /// Sends `message` before `deadline`.
+    fn send<'a>(&'a self, message: &'a Value, deadline: Instant) -> Sending<'a>;
 
     /// Sends a message nobody waits for (a notification, an answer to the backend's request) in the background.
     /// Where the channel is ordered, it takes its place behind every message sent before.
@@ -75,19 +80,81 @@ pub(crate) struct Peer {
     pub(crate) sharing: Sharing,
 }
 
-/// What the backend said in its `InitializeResult`.
-#[derive(Debug, Clone)]
-pub(crate) struct Handshake {
-    pub(crate) version: &'static str,
-    pub(crate) capabilities: Value,
+/// An MCP session whose handshake is done, over any transport: what the stdio and legacy SSE connections offer
+/// their callers (they dereference to it). Dropping it ends the session.
+pub struct DuplexConnection {
+    duplex: Arc<Duplex>,
+    version: &'static str,
+    capabilities: Value,
+}
+
+impl DuplexConnection {
+    /// `initialize` offering the agent's client `capabilities`, then `notifications/initialized`, before
+    /// `deadline`. Every failure is `NotDelivered` (no request of the caller was sent yet) and ends the session.
+    pub(crate) async fn establish(
+        duplex: Arc<Duplex>,
+        capabilities: &Value,
+        deadline: Instant,
+    ) -> Result<DuplexConnection, McpError> {
+        let steps = async {
+            let params = initialize_params(capabilities);
+            let result = duplex.request("initialize", params, &Relay::default(), deadline).await?;
+            let version = negotiated_version(&result)?;
+            let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            duplex.sink.send(&jsonrpc::notification("notifications/initialized", None), deadline).await?;
+            Ok::<_, McpError>((version, capabilities))
+        };
+        let what = duplex.peer.what;
+        let failure = match timeout_at(deadline, steps).await {
+            Ok(Ok((version, capabilities))) => return Ok(DuplexConnection { duplex, version, capabilities }),
+            Ok(Err(error)) => format!("{what}'s handshake failed: {error}"),
+            Err(_) => format!("the deadline passed during {what}'s handshake"),
+        };
+        duplex.end(failure.clone());
+        Err(not_delivered(failure))
+    }
+
+    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
+    /// messages about the request go to `relay`; the agent may cancel through it.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+        deadline: Instant,
+    ) -> Result<Value, McpError> {
+        self.duplex.request(method, params, relay, deadline).await
+    }
+
+    /// The negotiated protocol version.
+    pub fn version(&self) -> &'static str {
+        self.version
+    }
+
+    /// The server capabilities from the backend's `InitializeResult`.
+    pub fn capabilities(&self) -> &Value {
+        &self.capabilities
+    }
+
+    /// Whether the session can still take requests.
+    pub fn is_alive(&self) -> bool {
+        self.duplex.ended_reason().is_none()
+    }
+}
+
+impl Drop for DuplexConnection {
+    fn drop(&mut self) {
+        // The transport's tasks see the session end and stop (close the stream, stop the process).
+        self.duplex.end("the gateway closed the session".into());
+    }
 }
 
 /// A live session; shared by the transport's connection and the tasks reading and answering for it.
-pub(crate) struct Duplex<S> {
+pub(crate) struct Duplex {
     peer: Peer,
     next_id: AtomicU64,
     state: Mutex<State>,
-    sink: S,
+    sink: Box<dyn MessageSink>,
     /// Becomes `true` once the session ended.
     ended: watch::Sender<bool>,
 }
@@ -116,46 +183,23 @@ fn after_delivery(reason: impl Into<String>) -> McpError {
     McpError::AfterDelivery { reason: reason.into() }
 }
 
-impl<S: MessageSink> Duplex<S> {
+impl Duplex {
     /// Starts a session that writes to `sink` and reads `source` on its own task.
-    pub(crate) fn start(peer: Peer, sink: S, source: impl MessageSource) -> Arc<Self> {
+    pub(crate) fn start(peer: Peer, sink: impl MessageSink, source: impl MessageSource) -> Arc<Self> {
         let duplex = Arc::new(Duplex {
             peer,
             next_id: AtomicU64::new(1),
             state: Mutex::default(),
-            sink,
+            sink: Box::new(sink),
             ended: watch::channel(false).0,
         });
         tokio::spawn(Arc::clone(&duplex).read(source));
         duplex
     }
 
-    /// `initialize` offering the agent's client `capabilities`, then `notifications/initialized`, before
-    /// `deadline`. Every failure is `NotDelivered`: no request of the caller was sent yet.
-    pub(crate) async fn handshake(
-        self: &Arc<Self>,
-        capabilities: &Value,
-        deadline: Instant,
-    ) -> Result<Handshake, McpError> {
-        let steps = async {
-            let result =
-                self.request("initialize", initialize_params(capabilities), &Relay::default(), deadline).await?;
-            let version = negotiated_version(&result)?;
-            let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-            self.sink.send(&jsonrpc::notification("notifications/initialized", None), deadline).await?;
-            Ok::<_, McpError>(Handshake { version, capabilities })
-        };
-        let what = self.peer.what;
-        match timeout_at(deadline, steps).await {
-            Ok(Ok(handshake)) => Ok(handshake),
-            Ok(Err(error)) => Err(not_delivered(format!("{what}'s handshake failed: {error}"))),
-            Err(_) => Err(not_delivered(format!("the deadline passed during {what}'s handshake"))),
-        }
-    }
-
     /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
     /// messages about the request go to `relay`; the agent may cancel through it.
-    pub(crate) async fn request(
+    async fn request(
         self: &Arc<Self>,
         method: &str,
         params: Value,
@@ -198,7 +242,7 @@ impl<S: MessageSink> Duplex<S> {
     }
 
     /// Why the session ended, once it has.
-    pub(crate) fn ended_reason(&self) -> Option<String> {
+    fn ended_reason(&self) -> Option<String> {
         self.lock().ended.clone()
     }
 
@@ -227,7 +271,7 @@ impl<S: MessageSink> Duplex<S> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_, S>, McpError> {
+    fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_>, McpError> {
         let mut state = self.lock();
         if let Some(reason) = &state.ended {
             return Err(not_delivered(format!("{} had already ended: {reason}", self.peer.what)));
@@ -325,12 +369,12 @@ impl<S: MessageSink> Duplex<S> {
 }
 
 /// Removes a call from the table when its caller stops waiting, however it stops.
-struct Registered<'a, S: MessageSink> {
-    duplex: &'a Duplex<S>,
+struct Registered<'a> {
+    duplex: &'a Duplex,
     id: u64,
 }
 
-impl<S: MessageSink> Drop for Registered<'_, S> {
+impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.duplex.lock().calls.remove(&self.id);
     }

@@ -9,6 +9,7 @@
 //! `AfterDelivery`. A stream that ends ends the session: every call in flight on it fails `AfterDelivery` (its
 //! outcome is unknown) and is never repeated; the caller opens a new session for the next call.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use reqwest::Url;
@@ -19,16 +20,14 @@ use tokio::time::Instant;
 use super::LegacySseBackend;
 use super::post::PostSink;
 use super::stream;
-use crate::backend::duplex::{Duplex, Peer};
-use crate::backend::mcp_client::{McpError, Relay};
+use crate::backend::duplex::{Duplex, DuplexConnection, Peer};
+use crate::backend::mcp_client::McpError;
 
-/// A live session with one legacy SSE backend; dropping it closes the event stream, which ends the session at the
-/// backend.
+/// A live session with one legacy SSE backend; the MCP side of it is the [`DuplexConnection`] it dereferences
+/// to. Dropping it closes the event stream, which ends the session at the backend.
 pub struct LegacySseConnection {
-    duplex: Arc<Duplex<PostSink>>,
+    connection: DuplexConnection,
     endpoint: Url,
-    version: &'static str,
-    capabilities: Value,
 }
 
 impl LegacySseConnection {
@@ -44,54 +43,25 @@ impl LegacySseConnection {
         let headers = headers(backend);
         let (events, endpoint) = stream::open(http, &backend.url, &headers, deadline).await?;
         let sink = PostSink { http: http.clone(), endpoint: endpoint.clone(), headers };
-        let peer =
-            Peer { backend: Arc::clone(&backend.name), what: "the backend's SSE session", sharing: backend.sharing };
+        let what = "the backend's SSE session";
+        let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing };
         let duplex = Duplex::start(peer, sink, events);
-        // Built before the handshake so that a failed one drops it, which closes the stream.
-        let mut connection = LegacySseConnection { duplex, endpoint, version: "", capabilities: Value::Null };
-        let handshake = connection.duplex.handshake(capabilities, deadline).await?;
-        connection.version = handshake.version;
-        connection.capabilities = handshake.capabilities;
-        Ok(connection)
-    }
-
-    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
-    /// messages about the request go to `relay`; the agent may cancel through it.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Value,
-        relay: &Relay,
-        deadline: Instant,
-    ) -> Result<Value, McpError> {
-        self.duplex.request(method, params, relay, deadline).await
-    }
-
-    /// The negotiated protocol version.
-    pub fn version(&self) -> &'static str {
-        self.version
-    }
-
-    /// The server capabilities from the backend's `InitializeResult`.
-    pub fn capabilities(&self) -> &Value {
-        &self.capabilities
+        // A failed handshake ends the session, which closes the stream.
+        let connection = DuplexConnection::establish(duplex, capabilities, deadline).await?;
+        Ok(LegacySseConnection { connection, endpoint })
     }
 
     /// Where messages are POSTed (from the `endpoint` event).
     pub fn endpoint(&self) -> &Url {
         &self.endpoint
     }
-
-    /// Whether the session can still take requests (its stream is open).
-    pub fn is_alive(&self) -> bool {
-        self.duplex.ended_reason().is_none()
-    }
 }
 
-impl Drop for LegacySseConnection {
-    fn drop(&mut self) {
-        // The reading task drops the stream, which closes its connection.
-        self.duplex.end("the gateway closed the session".into());
+impl Deref for LegacySseConnection {
+    type Target = DuplexConnection;
+
+    fn deref(&self) -> &DuplexConnection {
+        &self.connection
     }
 }
 

@@ -13,7 +13,7 @@ use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
-use crate::backend::duplex::MessageSink;
+use crate::backend::duplex::{MessageSink, Sending};
 use crate::backend::mcp_client::{McpError, Refusal, classify_send_error};
 
 /// How much of an error body is kept for the error message.
@@ -31,7 +31,24 @@ pub(super) struct PostSink {
 }
 
 impl MessageSink for PostSink {
-    async fn send(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
+    fn send<'a>(&'a self, message: &'a Value, deadline: Instant) -> Sending<'a> {
+        Box::pin(self.post(message, deadline))
+    }
+
+    fn notify(&self, message: Value) {
+        // Each POST is its own HTTP request: messages nobody waits for may overtake each other, as over any
+        // HTTP transport.
+        let sink = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = sink.post(&message, Instant::now() + NOTICE_TIMEOUT).await {
+                tracing::debug!(%error, "could not send a message to a legacy SSE backend");
+            }
+        });
+    }
+}
+
+impl PostSink {
+    async fn post(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
         let body = serde_json::to_vec(message)
             .map_err(|error| McpError::NotDelivered { reason: format!("cannot encode the message: {error}") })?;
         let request = self
@@ -65,16 +82,5 @@ impl MessageSink for PostSink {
             Some(refusal) => McpError::NotDelivered { reason: refusal.reason(&body) },
             None => McpError::HttpStatus { status: status.as_u16(), body },
         })
-    }
-
-    fn notify(&self, message: Value) {
-        // Each POST is its own HTTP request: messages nobody waits for may overtake each other, as over any
-        // HTTP transport.
-        let sink = self.clone();
-        tokio::spawn(async move {
-            if let Err(error) = sink.send(&message, Instant::now() + NOTICE_TIMEOUT).await {
-                tracing::debug!(%error, "could not send a message to a legacy SSE backend");
-            }
-        });
     }
 }

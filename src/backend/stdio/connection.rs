@@ -12,6 +12,7 @@
 //!   session core's; this file only says what a pipe proves: `NotDelivered` when no byte of a message entered
 //!   stdin (the process had already ended, or stdin closed before the first byte), `AfterDelivery` once any did.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,16 +26,15 @@ use tokio::time::{Instant, timeout_at};
 use super::lines::LineReader;
 use super::process::{self, Spawned};
 use super::{StdioBackend, StdioOptions};
-use crate::backend::duplex::{Duplex, MessageSink, MessageSource, Peer};
-use crate::backend::mcp_client::{McpError, Relay};
+use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Peer, Sending};
+use crate::backend::mcp_client::McpError;
 
-/// A live session with one process.
+/// A live session with one process; the MCP side of it is the [`DuplexConnection`] it dereferences to.
 pub struct StdioConnection {
-    duplex: Arc<Duplex<StdinSink>>,
+    connection: DuplexConnection,
+    duplex: Arc<Duplex>,
     supervisor: Option<JoinHandle<()>>,
     pid: u32,
-    version: &'static str,
-    capabilities: Value,
 }
 
 /// A line for stdin; `written` learns whether it went in whole (`Err(n)`: only `n` bytes did).
@@ -64,61 +64,25 @@ impl StdioConnection {
         deadline: Instant,
     ) -> Result<StdioConnection, McpError> {
         let program = &backend.command.program;
-        let spawned = process::spawn(&backend.name, &backend.command).map_err(|error| McpError::NotDelivered {
-            reason: format!("could not start `{}`: {error}", program.display()),
-        })?;
-        let mut connection = StdioConnection::start(backend, spawned, options);
-        let handshake = connection.duplex.handshake(capabilities, deadline).await?;
-        connection.version = handshake.version;
-        connection.capabilities = handshake.capabilities;
-        Ok(connection)
-    }
-
-    fn start(backend: &StdioBackend, spawned: Spawned, options: &StdioOptions) -> StdioConnection {
-        let Spawned { child, pid, stdin, stdout } = spawned;
+        let Spawned { child, pid, stdin, stdout } =
+            process::spawn(&backend.name, &backend.command).map_err(|error| McpError::NotDelivered {
+                reason: format!("could not start `{}`: {error}", program.display()),
+            })?;
         let (writer, queue) = mpsc::unbounded_channel();
         let peer = Peer { backend: Arc::clone(&backend.name), what: "the backend process", sharing: backend.sharing };
-        let source = StdoutSource {
-            lines: LineReader::new(BufReader::new(stdout), options.max_line),
-            max_line: options.max_line,
-        };
-        let duplex = Duplex::start(peer, StdinSink { writer }, source);
+        let lines = LineReader::new(BufReader::new(stdout), options.max_line);
+        let duplex = Duplex::start(peer, StdinSink { writer }, StdoutSource { lines, max_line: options.max_line });
         tokio::spawn(write_stdin(Arc::clone(&duplex), stdin, queue));
-        let supervisor =
-            tokio::spawn(supervise(Arc::clone(&duplex), Arc::clone(&backend.name), child, pid, options.grace));
-        StdioConnection { duplex, supervisor: Some(supervisor), pid, version: "", capabilities: Value::Null }
-    }
-
-    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
-    /// messages about the request go to `relay`; the agent may cancel through it.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Value,
-        relay: &Relay,
-        deadline: Instant,
-    ) -> Result<Value, McpError> {
-        self.duplex.request(method, params, relay, deadline).await
-    }
-
-    /// The negotiated protocol version.
-    pub fn version(&self) -> &'static str {
-        self.version
-    }
-
-    /// The server capabilities from the process's `InitializeResult`.
-    pub fn capabilities(&self) -> &Value {
-        &self.capabilities
+        let name = Arc::clone(&backend.name);
+        let supervisor = tokio::spawn(supervise(Arc::clone(&duplex), name, child, pid, options.grace));
+        // A failed handshake ends the session, and the supervisor stops the process.
+        let connection = DuplexConnection::establish(Arc::clone(&duplex), capabilities, deadline).await?;
+        Ok(StdioConnection { connection, duplex, supervisor: Some(supervisor), pid })
     }
 
     /// The process id (also its process group id).
     pub fn pid(&self) -> u32 {
         self.pid
-    }
-
-    /// Whether the process can still take requests.
-    pub fn is_alive(&self) -> bool {
-        self.duplex.ended_reason().is_none()
     }
 
     /// Stops the process (stdin closed, SIGTERM, SIGKILL to its group) and waits until it is reaped.
@@ -130,15 +94,30 @@ impl StdioConnection {
     }
 }
 
-impl Drop for StdioConnection {
-    fn drop(&mut self) {
-        // The supervisor stops and reaps the process in the background.
-        self.duplex.end("the gateway stopped the process".into());
+impl Deref for StdioConnection {
+    type Target = DuplexConnection;
+
+    fn deref(&self) -> &DuplexConnection {
+        &self.connection
     }
 }
 
 impl MessageSink for StdinSink {
-    async fn send(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
+    fn send<'a>(&'a self, message: &'a Value, deadline: Instant) -> Sending<'a> {
+        Box::pin(self.write(message, deadline))
+    }
+
+    fn notify(&self, message: Value) {
+        // Queued synchronously, so it keeps its place among the lines: a cancellation precedes what follows it.
+        if let Ok(line) = encode(&message) {
+            let _ = self.writer.send(Outgoing { line, written: None });
+        }
+    }
+}
+
+impl StdinSink {
+    /// Queues the line and learns whether any of it entered the pipe.
+    async fn write(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
         let line = encode(message).map_err(|reason| McpError::NotDelivered { reason })?;
         let unsent = || McpError::NotDelivered {
             reason: "the backend process's stdin closed before the message was written".into(),
@@ -155,13 +134,6 @@ impl MessageSink for StdinSink {
             Err(_) => Err(McpError::AfterDelivery {
                 reason: "the deadline passed while the message was being written to the process".into(),
             }),
-        }
-    }
-
-    fn notify(&self, message: Value) {
-        // Queued synchronously, so it keeps its place among the lines: a cancellation precedes what follows it.
-        if let Ok(line) = encode(&message) {
-            let _ = self.writer.send(Outgoing { line, written: None });
         }
     }
 }
@@ -188,11 +160,7 @@ impl MessageSource for StdoutSource {
     }
 }
 
-async fn write_stdin(
-    duplex: Arc<Duplex<StdinSink>>,
-    mut stdin: ChildStdin,
-    mut queue: mpsc::UnboundedReceiver<Outgoing>,
-) {
+async fn write_stdin(duplex: Arc<Duplex>, mut stdin: ChildStdin, mut queue: mpsc::UnboundedReceiver<Outgoing>) {
     loop {
         let next = tokio::select! {
             biased;
@@ -227,7 +195,7 @@ async fn write_line(stdin: &mut ChildStdin, line: &[u8]) -> Result<(), usize> {
 
 /// Owns the process: waits until the session ends (or the process stops on its own), then stops its group and
 /// reaps it. The session ends only after that, so a last answer the process wrote before exiting is still read.
-async fn supervise(duplex: Arc<Duplex<StdinSink>>, backend: Arc<str>, mut child: Child, pid: u32, grace: Duration) {
+async fn supervise(duplex: Arc<Duplex>, backend: Arc<str>, mut child: Child, pid: u32, grace: Duration) {
     tokio::select! {
         () = duplex.closed() => {}
         status = child.wait() => {

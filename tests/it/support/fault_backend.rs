@@ -218,7 +218,8 @@ impl FaultBackend {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fault backend");
         let port = listener.local_addr().expect("fault backend address").port();
         let shared = Arc::new(Shared::new(script));
-        let server = tokio::spawn(accept_loop(listener, shared.clone()));
+        let served = shared.clone();
+        let server = tokio::spawn(accept_loop(listener, move |stream| serve(served.clone(), stream)));
         FaultBackend { url: format!("http://127.0.0.1:{port}/mcp"), shared, server }
     }
 
@@ -398,15 +399,19 @@ impl Shared {
     }
 }
 
-/// Connection tasks live in a `JoinSet` owned by this task, so aborting the server also ends stalled and endless
-/// connections instead of leaking them into later tests.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+/// Serves each accepted connection with `serve`. Connection tasks live in a `JoinSet` owned by this task, so
+/// aborting the server also ends stalled and endless connections instead of leaking them into later tests.
+pub async fn accept_loop<F, Served>(listener: TcpListener, serve: F)
+where
+    F: Fn(TcpStream) -> Served,
+    Served: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(serve(shared.clone(), stream));
+                    connections.spawn(serve(stream));
                 }
                 // Out of descriptors and the like: back off rather than spin.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
-use super::fault_backend::{Recorded, read_request, send_raw, write_head};
+use super::fault_backend::{Recorded, accept_loop, read_request, send_raw, write_head};
 
 /// How long a ping sent before a result waits for the client's answer.
 const PING_WAIT: Duration = Duration::from_secs(10);
@@ -89,7 +89,8 @@ impl FaultLegacySse {
         let port = listener.local_addr().expect("legacy SSE backend address").port();
         let shared = Arc::new(Shared::default());
         shared.lock().script = script;
-        let server = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        let served = Arc::clone(&shared);
+        let server = tokio::spawn(accept_loop(listener, move |stream| serve(Arc::clone(&served), stream)));
         FaultLegacySse { origin: format!("http://127.0.0.1:{port}"), shared, server }
     }
 
@@ -145,22 +146,6 @@ impl Shared {
     /// Queues an event on a session's stream; false when the session is gone.
     fn push(&self, session: u64, event: Vec<u8>) -> bool {
         self.lock().sessions.get(&session).is_some_and(|live| live.events.send(event).is_ok())
-    }
-}
-
-/// Connection tasks live in a `JoinSet` owned by this task, so aborting the server also ends open streams.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    connections.spawn(serve(Arc::clone(&shared), stream));
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            },
-            Some(_) = connections.join_next() => {}
-        }
     }
 }
 
