@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{BackendEndpoint, ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
 use crate::catalog::{BackendSpec, Catalog};
@@ -262,5 +263,20 @@ pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
         sharing,
         idle_timeout: stdio.idle_timeout,
         max_processes: stdio.max_processes,
+    })
+}
+
+/// The legacy SSE module's own description of an sse backend (`None` for other transports).
+pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
+    let (Transport::Sse, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else { return None };
+    Some(LegacySseBackend {
+        name: backend.name.as_str().into(),
+        url: url.clone(),
+        credential: backend
+            .credential
+            .as_ref()
+            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
+        headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
+        sharing: Sharing::PerAgent,
     })
 }

@@ -9,6 +9,7 @@ mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
 mod layering;
+mod legacy_sse;
 mod real_clients;
 mod relays;
 mod revocations;

@@ -498,7 +498,7 @@ pub(crate) async fn answer_server_request(
     }
 }
 
-fn classify_send_error(error: &reqwest::Error) -> McpError {
+pub(crate) fn classify_send_error(error: &reqwest::Error) -> McpError {
     if error.is_connect() {
         McpError::NotDelivered { reason: format!("could not connect: {}", error_chain(error)) }
     } else {
@@ -507,7 +507,7 @@ fn classify_send_error(error: &reqwest::Error) -> McpError {
 }
 
 /// reqwest's top-level message hides the cause ("error sending request"); the chain names it.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -29,6 +29,7 @@ use tokio::time::{Instant, timeout_at};
 use exchange::{Exchange, ExchangeError, Strays};
 pub(crate) use exchange::{Listener, answer_server_request};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
+pub(crate) use exchange::{classify_send_error, error_chain};
 pub use refusal::Refusal;
 use table::{SessionTable, Slot, TableFull};
 

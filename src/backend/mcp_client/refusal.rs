@@ -96,7 +96,7 @@ impl Refusal {
 
     /// The sentence of [`McpError::NotDelivered`](super::McpError::NotDelivered) for this refusal, with an
     /// excerpt of the backend's body.
-    pub(super) fn reason(self, body: &str) -> String {
+    pub(crate) fn reason(self, body: &str) -> String {
         let body = body.trim();
         let said = if body.is_empty() { String::new() } else { format!(": {body}") };
         format!("the backend refused it unprocessed with {self}{said}")

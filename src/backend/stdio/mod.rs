@@ -2,8 +2,9 @@
 //! 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole
-//! group ([`process`]); bounded line framing ([`lines`]); one MCP session per process with the client rules of
-//! design §2 and the at-most-once error classes ([`connection`]); and the per-backend start-up health with
+//! group ([`process`]); bounded line framing ([`lines`]); one MCP session per process over stdin/stdout, what a
+//! pipe proves about delivery, the JSON-RPC rules being the shared session core's ([`connection`],
+//! [`crate::backend::duplex`]); and the per-backend start-up health with
 //! exponential backoff and jitter ([`launcher`]).
 //!
 //! Must not know: agents, HTTP, the session table (the caller decides which agent session a process serves;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::backend::duplex::Sharing;
 pub use connection::StdioConnection;
 pub use launcher::{Launcher, SpawnStatus};
 pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};
@@ -49,16 +51,6 @@ impl fmt::Debug for StdioCommand {
             .field("cwd", &self.cwd)
             .finish()
     }
-}
-
-/// Whether a process serves one agent session or all of them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Sharing {
-    /// One process per (agent session, backend).
-    #[default]
-    PerAgent,
-    /// One process for every agent session (the operator declared the server stateless).
-    Shared,
 }
 
 /// A configured stdio backend, as the backend layer needs it.

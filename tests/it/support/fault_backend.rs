@@ -218,7 +218,8 @@ impl FaultBackend {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fault backend");
         let port = listener.local_addr().expect("fault backend address").port();
         let shared = Arc::new(Shared::new(script));
-        let server = tokio::spawn(accept_loop(listener, shared.clone()));
+        let served = shared.clone();
+        let server = tokio::spawn(accept_loop(listener, move |stream| serve(served.clone(), stream)));
         FaultBackend { url: format!("http://127.0.0.1:{port}/mcp"), shared, server }
     }
 
@@ -398,15 +399,19 @@ impl Shared {
     }
 }
 
-/// Connection tasks live in a `JoinSet` owned by this task, so aborting the server also ends stalled and endless
-/// connections instead of leaking them into later tests.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+/// Serves each accepted connection with `serve`. Connection tasks live in a `JoinSet` owned by this task, so
+/// aborting the server also ends stalled and endless connections instead of leaking them into later tests.
+pub async fn accept_loop<F, Served>(listener: TcpListener, serve: F)
+where
+    F: Fn(TcpStream) -> Served,
+    Served: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(serve(shared.clone(), stream));
+                    connections.spawn(serve(stream));
                 }
                 // Out of descriptors and the like: back off rather than spin.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -431,7 +436,7 @@ async fn exchange(shared: &Shared, stream: &mut TcpStream) -> io::Result<()> {
 }
 
 /// Reads one request: head up to CRLFCRLF, then a `Content-Length` body. `Ok(Err(status))` is a request to refuse.
-async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded, u16>> {
+pub async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded, u16>> {
     let mut buf = Vec::new();
     let head_end = loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -827,7 +832,7 @@ impl Exchange<'_> {
 }
 
 /// Header values are raw bytes so a script can put on the wire what no HTTP library would.
-async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u8>)]) -> io::Result<()> {
+pub async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u8>)]) -> io::Result<()> {
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
     for (name, value) in headers {
         head.extend_from_slice(name.as_bytes());
@@ -839,7 +844,7 @@ async fn write_head(stream: &mut TcpStream, status: u16, headers: &[(&str, Vec<u
     stream.write_all(&head).await
 }
 
-async fn send_raw(
+pub async fn send_raw(
     stream: &mut TcpStream,
     status: u16,
     mut headers: Vec<(&'static str, Vec<u8>)>,

@@ -89,6 +89,16 @@ impl InteropServer {
     /// `@modelcontextprotocol/server-everything` in `streamableHttp` mode, or `None` if it is not installed
     /// (outside CI).
     pub fn everything() -> Option<Self> {
+        Self::everything_in("streamableHttp")
+    }
+
+    /// server-everything in the legacy HTTP+SSE (2024-11-05) mode: its event stream is [`Self::legacy_sse_url`].
+    pub fn everything_legacy_sse() -> Option<Self> {
+        Self::everything_in("sse")
+    }
+
+    /// server-everything with the transport named by its first argument.
+    fn everything_in(transport: &'static str) -> Option<Self> {
         let node_modules = tool_path("SWITCHYARD_INTEROP_NODE_MODULES", || interop_dir().join("node_modules"));
         let entry = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
         if !entry.is_file() {
@@ -105,7 +115,7 @@ impl InteropServer {
                 .arg("--require")
                 .arg(&preload)
                 .arg(&entry)
-                .arg("streamableHttp")
+                .arg(transport)
                 .env("PORT", port.to_string())
                 .env("SWITCHYARD_EXIT_ON_STDIN_EOF", "1")
                 .current_dir(interop_dir());
@@ -137,6 +147,11 @@ impl InteropServer {
     /// The MCP endpoint, `http://127.0.0.1:<port>/mcp`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// server-everything's legacy event stream, `http://127.0.0.1:<port>/sse`.
+    pub fn legacy_sse_url(&self) -> String {
+        format!("http://127.0.0.1:{}/sse", self.port)
     }
 
     /// Everything the server printed so far, for assertion messages.

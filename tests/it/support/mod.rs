@@ -3,6 +3,7 @@
 
 pub mod auth_server;
 pub mod fault_backend;
+pub mod fault_legacy_sse;
 pub mod gateway;
 pub mod interop;
 pub mod pg_proxy;

@@ -1,0 +1,386 @@
+//! One MCP client session over a pair of message channels, whatever carries them: the JSON-RPC half of the
+//! stdio transport and of the legacy HTTP+SSE transport (MCP 2025-11-25 `basic/lifecycle`, `utilities/ping`,
+//! `utilities/cancellation`, `utilities/progress`; design §2, §7).
+//!
+//! Owns: request ids (numbered per session, so agents' ids never reach the backend), the table of requests waiting
+//! for their response (matched by id), the handshake (`initialize` then `notifications/initialized`, under the
+//! caller's deadline), the progress-token swap, server-to-client requests (`ping` → `{}`, relayed when the agent
+//! declared the capability, else -32601; shared code with the HTTP client), notifications relayed, cancellation
+//! (`notifications/cancelled` with the session's own id when a call is cancelled or times out), and the error
+//! classes of everything after the message left.
+//!
+//! A transport gives a [`MessageSink`] (send one message; its error says whether any of it may have reached the
+//! backend) and a [`MessageSource`] (the next message; its error is why the channel ended). The session reads the
+//! source on its own task until the channel ends or the session is ended ([`Duplex::end`]). Callers use the
+//! session through [`DuplexConnection`], which each transport's connection dereferences to.
+//!
+//! Error classes keep at most once: `NotDelivered` only when the sink proves no byte of the request reached the
+//! backend, or the session had already ended before the request was sent; once the request may have been
+//! received, the channel ending, a timeout or a garbled message is `AfterDelivery`. A session that ended stays
+//! ended (the caller starts a new one); the calls in flight in it are never repeated.
+//!
+//! Messages not addressed to a call (server-to-client requests, log notifications) go to the newest call in flight
+//! when the session serves one agent session ([`Sharing::PerAgent`]); a shared session relays only what can be
+//! attributed (progress, by token).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, timeout_at};
+
+use crate::backend::mcp_client::{
+    Listener, McpError, Relay, answer_server_request, initialize_params, into_result, negotiated_version,
+    swap_progress_token,
+};
+use crate::mcp::jsonrpc::{self, Kind};
+
+/// How much of a bad message is quoted in the log and the error.
+const EXCERPT: usize = 200;
+
+/// Whether a session serves one agent session or all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// One session per (agent session, backend).
+    #[default]
+    PerAgent,
+    /// One session for every agent session (the operator declared the server stateless).
+    Shared,
+}
+
+/// One message being sent; `Err` is `NotDelivered` only when no byte of it reached the backend.
+pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<(), McpError>> + Send + 'a>>;
+
+/// Writes one JSON-RPC message to the backend.
+pub(crate) trait MessageSink: Send + Sync + 'static {
+    /// Sends `message` before `deadline`.
+    fn send<'a>(&'a self, message: &'a Value, deadline: Instant) -> Sending<'a>;
+
+    /// Sends a message nobody waits for (a notification, an answer to the backend's request) in the background.
+    /// Where the channel is ordered, it takes its place behind every message sent before.
+    fn notify(&self, message: Value);
+}
+
+/// Reads the backend's messages, one at a time.
+pub(crate) trait MessageSource: Send + 'static {
+    /// The next message's bytes (one JSON value); `Err` says why the channel ended.
+    fn receive(&mut self) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
+}
+
+/// Who is on the other end, for attribution and for messages.
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    pub(crate) backend: Arc<str>,
+    /// Names the session in errors, e.g. "the backend process".
+    pub(crate) what: &'static str,
+    pub(crate) sharing: Sharing,
+}
+
+/// An MCP session whose handshake is done, over any transport: what the stdio and legacy SSE connections offer
+/// their callers (they dereference to it). Dropping it ends the session.
+pub struct DuplexConnection {
+    duplex: Arc<Duplex>,
+    version: &'static str,
+    capabilities: Value,
+}
+
+impl DuplexConnection {
+    /// `initialize` offering the agent's client `capabilities`, then `notifications/initialized`, before
+    /// `deadline`. Every failure is `NotDelivered` (no request of the caller was sent yet) and ends the session.
+    pub(crate) async fn establish(
+        duplex: Arc<Duplex>,
+        capabilities: &Value,
+        deadline: Instant,
+    ) -> Result<DuplexConnection, McpError> {
+        let steps = async {
+            let params = initialize_params(capabilities);
+            let result = duplex.request("initialize", params, &Relay::default(), deadline).await?;
+            let version = negotiated_version(&result)?;
+            let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            duplex.sink.send(&jsonrpc::notification("notifications/initialized", None), deadline).await?;
+            Ok::<_, McpError>((version, capabilities))
+        };
+        let what = duplex.peer.what;
+        let failure = match timeout_at(deadline, steps).await {
+            Ok(Ok((version, capabilities))) => return Ok(DuplexConnection { duplex, version, capabilities }),
+            Ok(Err(error)) => format!("{what}'s handshake failed: {error}"),
+            Err(_) => format!("the deadline passed during {what}'s handshake"),
+        };
+        duplex.end(failure.clone());
+        Err(not_delivered(failure))
+    }
+
+    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
+    /// messages about the request go to `relay`; the agent may cancel through it.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+        deadline: Instant,
+    ) -> Result<Value, McpError> {
+        self.duplex.request(method, params, relay, deadline).await
+    }
+
+    /// The negotiated protocol version.
+    pub fn version(&self) -> &'static str {
+        self.version
+    }
+
+    /// The server capabilities from the backend's `InitializeResult`.
+    pub fn capabilities(&self) -> &Value {
+        &self.capabilities
+    }
+
+    /// Whether the session can still take requests.
+    pub fn is_alive(&self) -> bool {
+        self.duplex.ended_reason().is_none()
+    }
+}
+
+impl Drop for DuplexConnection {
+    fn drop(&mut self) {
+        // The transport's tasks see the session end and stop (close the stream, stop the process).
+        self.duplex.end("the gateway closed the session".into());
+    }
+}
+
+/// A live session; shared by the transport's connection and the tasks reading and answering for it.
+pub(crate) struct Duplex {
+    peer: Peer,
+    next_id: AtomicU64,
+    state: Mutex<State>,
+    sink: Box<dyn MessageSink>,
+    /// Becomes `true` once the session ended.
+    ended: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Why the session ended, once it has.
+    ended: Option<String>,
+    /// Requests waiting for their response, by the session's id (newest last).
+    calls: BTreeMap<u64, InFlight>,
+}
+
+struct InFlight {
+    answer: oneshot::Sender<Value>,
+    relay: Relay,
+    /// The caller's progress token, when it sent one.
+    theirs: Option<Value>,
+    deadline: Instant,
+}
+
+fn not_delivered(reason: impl Into<String>) -> McpError {
+    McpError::NotDelivered { reason: reason.into() }
+}
+
+fn after_delivery(reason: impl Into<String>) -> McpError {
+    McpError::AfterDelivery { reason: reason.into() }
+}
+
+impl Duplex {
+    /// Starts a session that writes to `sink` and reads `source` on its own task.
+    pub(crate) fn start(peer: Peer, sink: impl MessageSink, source: impl MessageSource) -> Arc<Self> {
+        let duplex = Arc::new(Duplex {
+            peer,
+            next_id: AtomicU64::new(1),
+            state: Mutex::default(),
+            sink: Box::new(sink),
+            ended: watch::channel(false).0,
+        });
+        tokio::spawn(Arc::clone(&duplex).read(source));
+        duplex
+    }
+
+    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
+    /// messages about the request go to `relay`; the agent may cancel through it.
+    async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+        deadline: Instant,
+    ) -> Result<Value, McpError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let ours = Value::from(id);
+        let mut params = (!params.is_null()).then_some(params);
+        let theirs = swap_progress_token(&mut params, &ours);
+        let message = jsonrpc::request(&ours, method, params);
+        let (answer, answered) = oneshot::channel();
+        let call = InFlight { answer, relay: relay.clone(), theirs, deadline };
+        let _registered = self.register(id, call)?;
+        self.sink.send(&message, deadline).await?;
+        let cancelled = async {
+            match relay.cancel() {
+                Some(cancel) => cancel.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        let what = self.peer.what;
+        tokio::select! {
+            answer = timeout_at(deadline, answered) => match answer {
+                Ok(Ok(message)) => into_result(message),
+                Ok(Err(_)) => Err(after_delivery(format!(
+                    "{what} ended before answering: {}",
+                    self.ended_reason().unwrap_or_default()
+                ))),
+                Err(_) => {
+                    self.cancel(id, "the gateway's deadline for the request passed");
+                    Err(after_delivery(format!("the deadline passed before {what} answered")))
+                }
+            },
+            () = cancelled => {
+                self.cancel(id, "cancelled by the agent");
+                Err(McpError::Cancelled)
+            }
+        }
+    }
+
+    /// Why the session ended, once it has.
+    fn ended_reason(&self) -> Option<String> {
+        self.lock().ended.clone()
+    }
+
+    /// Ends the session (the first reason wins): every waiting call fails as `AfterDelivery`, later requests are
+    /// refused as `NotDelivered`, and [`closed`](Self::closed) completes.
+    pub(crate) fn end(&self, reason: String) {
+        let calls = {
+            let mut state = self.lock();
+            state.ended.get_or_insert(reason);
+            std::mem::take(&mut state.calls)
+        };
+        // Their callers see the answer channel close.
+        drop(calls);
+        self.ended.send_replace(true);
+    }
+
+    /// Completes once the session has ended.
+    pub(crate) async fn closed(&self) {
+        let mut ended = self.ended.subscribe();
+        // The sender lives as long as `self`, so waiting cannot fail while we are borrowed.
+        let _ = ended.wait_for(|ended| *ended).await;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update is a single insert, removal or assignment: a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_>, McpError> {
+        let mut state = self.lock();
+        if let Some(reason) = &state.ended {
+            return Err(not_delivered(format!("{} had already ended: {reason}", self.peer.what)));
+        }
+        state.calls.insert(id, call);
+        Ok(Registered { duplex: self, id })
+    }
+
+    fn cancel(&self, id: u64, reason: &str) {
+        let params = json!({"requestId": id, "reason": reason});
+        self.sink.notify(jsonrpc::notification("notifications/cancelled", Some(params)));
+    }
+
+    /// Reads the source until the channel ends, the session is ended, or the backend sends something that is not
+    /// a JSON-RPC message.
+    async fn read(self: Arc<Self>, mut source: impl MessageSource) {
+        let reason = loop {
+            let received = tokio::select! {
+                () = self.closed() => return,
+                received = source.receive() => received,
+            };
+            let outcome = received.and_then(|bytes| self.receive(&bytes));
+            if let Err(reason) = outcome {
+                tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
+                break reason;
+            }
+        };
+        self.end(reason);
+    }
+
+    /// Handles one message; `Err` is why the session must end.
+    fn receive(self: &Arc<Self>, bytes: &[u8]) -> Result<(), String> {
+        let what = self.peer.what;
+        let message: Value = serde_json::from_slice(bytes)
+            .map_err(|error| format!("{what} sent a message that is not JSON ({error}): {}", excerpt(bytes)))?;
+        match jsonrpc::kind(&message) {
+            Kind::Response { id } => {
+                let call = id.as_u64().and_then(|id| self.lock().calls.remove(&id));
+                match call {
+                    Some(call) => drop(call.answer.send(message)),
+                    None => {
+                        tracing::debug!(backend = %self.peer.backend, %id, "a response nobody waits for (any more)")
+                    }
+                }
+            }
+            Kind::Request { id, method } => self.answer_request(id.clone(), method.to_owned(), message.clone()),
+            Kind::Notification { method } => self.hear(&message, method),
+            Kind::Invalid => {
+                return Err(format!("{what} sent something that is not a JSON-RPC message: {}", excerpt(bytes)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest call in flight, when messages not addressed to a call may go to its agent.
+    fn attributable_call(&self) -> Option<(Relay, Instant)> {
+        if self.peer.sharing == Sharing::Shared {
+            return None;
+        }
+        let state = self.lock();
+        state.calls.values().next_back().map(|call| (call.relay.clone(), call.deadline))
+    }
+
+    fn answer_request(self: &Arc<Self>, id: Value, method: String, message: Value) {
+        let duplex = Arc::clone(self);
+        let (relay, deadline) = match self.attributable_call() {
+            Some((relay, deadline)) => (Some(relay), deadline),
+            None => (None, Instant::now()),
+        };
+        // The agent may take until the call's deadline to answer; the source must keep being read meanwhile.
+        tokio::spawn(async move {
+            let reply = answer_server_request(relay.as_ref(), deadline, &id, &method, message).await;
+            duplex.sink.notify(reply);
+        });
+    }
+
+    fn hear(&self, message: &Value, method: &str) {
+        if method == "notifications/progress" {
+            let token = message.pointer("/params/progressToken").and_then(Value::as_u64);
+            let call = token.and_then(|token| {
+                let state = self.lock();
+                let call = state.calls.get(&token)?;
+                Some((call.relay.clone(), call.theirs.clone()?))
+            });
+            if let (Some(token), Some((relay, theirs))) = (token, call) {
+                let ours = Value::from(token);
+                let listener = Listener { relay: Some(&relay), progress: Some((&ours, &theirs)), list_changed: None };
+                listener.hear(message.clone(), method);
+            }
+            return;
+        }
+        let relay = self.attributable_call().map(|(relay, _)| relay);
+        Listener { relay: relay.as_ref(), progress: None, list_changed: None }.hear(message.clone(), method);
+    }
+}
+
+/// Removes a call from the table when its caller stops waiting, however it stops.
+struct Registered<'a> {
+    duplex: &'a Duplex,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.duplex.lock().calls.remove(&self.id);
+    }
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(EXCERPT)]).into_owned();
+    if bytes.len() > EXCERPT { format!("{text}…") } else { text }
+}
