@@ -18,5 +18,6 @@ pub mod front;
 pub mod gateway;
 pub mod glob;
 pub mod ledger;
+pub mod ledger_url;
 pub mod mcp;
 pub mod router;

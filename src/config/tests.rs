@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::ledger::LedgerUrl;
+use crate::ledger_url::LedgerUrl;
 
 const FILE: &str = "test.toml";
 

@@ -7,6 +7,7 @@
 //! the wrong state) name the claim. No message contains a database password.
 
 use super::types::ClaimState;
+use crate::ledger_url::InvalidLedgerUrl;
 
 /// Why a ledger operation did not happen.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -59,5 +60,11 @@ impl LedgerError {
 
     pub(crate) fn corrupt(cause: impl std::fmt::Display) -> Self {
         Self::Corrupt { cause: cause.to_string() }
+    }
+}
+
+impl From<InvalidLedgerUrl> for LedgerError {
+    fn from(InvalidLedgerUrl { url, expected }: InvalidLedgerUrl) -> Self {
+        LedgerError::InvalidUrl { url, expected }
     }
 }

@@ -28,7 +28,6 @@ mod rules;
 mod sql;
 mod sqlite;
 mod types;
-mod url;
 mod waiters;
 
 #[cfg(test)]
@@ -40,6 +39,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::time::Instant;
 
+pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
 pub use instance::{INSTANCE_ID_FILE, instance_id};
@@ -52,12 +52,8 @@ pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
     Resolution, WaitOutcome,
 };
-pub use url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 
 use waiters::Waiters;
-
-/// The default bound on stored results (1 MiB); larger results are kept as a digest only.
-pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 
 /// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
 #[derive(Debug, Clone)]

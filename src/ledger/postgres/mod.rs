@@ -28,8 +28,8 @@ use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::sql::{Dialect, Statements};
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
-use super::url::PostgresUrl;
 use super::waiters::Waiters;
+use crate::ledger_url::PostgresUrl;
 use conn::Connector;
 
 #[derive(Clone)]

@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// A bound on stored results large enough for every answer these tests store.
+const MAX_RESULT: usize = 1 << 20;
+
 use tokio_postgres::NoTls;
 
 use super::{ClaimKey, LedgerStore, NewClaim};
