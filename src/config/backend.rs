@@ -104,11 +104,6 @@ pub struct BackendConfig {
 }
 
 impl BackendConfig {
-    /// The name a backend's tool or prompt gets at `/mcp`.
-    pub fn exposed_name(&self, bare: &str) -> String {
-        format!("{}{bare}", self.prefix)
-    }
-
     /// The URL of an HTTP backend (`None` for a stdio one).
     pub fn url(&self) -> Option<&Url> {
         match &self.endpoint {

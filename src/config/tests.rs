@@ -201,7 +201,6 @@ fn backend_defaults_apply() {
     assert_eq!(docs.url().map(reqwest::Url::as_str), Some("http://127.0.0.1:9000/mcp"));
     assert_eq!(docs.transport, Transport::Mcp);
     assert_eq!(docs.prefix, "docs__");
-    assert_eq!(docs.exposed_name("search"), "docs__search");
     assert_eq!(docs.timeout, Duration::from_secs(60));
     assert_eq!(docs.tools, ToolFilter::default());
     assert!(docs.headers.is_empty());
@@ -219,7 +218,6 @@ fn every_backend_key_is_read() {
     let config = parse_with_env(&text, &[("DOCS_KEY", "k")]).expect("valid");
     let docs = &config.backends[0];
     assert_eq!(docs.prefix, "");
-    assert_eq!(docs.exposed_name("search"), "search");
     assert_eq!(docs.timeout, Duration::from_millis(500));
     assert!(docs.tools.exposes("search_public"));
     assert!(!docs.tools.exposes("search_private"));

@@ -22,13 +22,14 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::AgentSession;
 use super::{Front, body, http, stream};
-use crate::mcp::Relay;
 use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
 
 /// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
 /// arrives.
-const RELAYING_METHODS: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+const RELAYING_METHODS: [&str; 4] =
+    [method::TOOLS_CALL, method::PROMPTS_GET, method::RESOURCES_READ, method::COMPLETION_COMPLETE];
 
 /// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -58,7 +59,7 @@ impl Front {
             return Err(FrontError::NotJsonRpc { id });
         }
         match jsonrpc::kind(&message) {
-            Kind::Request { id, method: "initialize" } => self.initialize(admitted, id, &message),
+            Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
                 let session = admitted.open_session(self, headers)?;
@@ -83,7 +84,7 @@ impl Front {
                 self.pending.answer(&session.id.to_string(), message.clone());
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
-            Kind::Notification { method: "notifications/cancelled" } => {
+            Kind::Notification { method: method::CANCELLED } => {
                 if let Some(id) = message.pointer("/params/requestId") {
                     self.cancels.cancel(&session.id.to_string(), id);
                 }
