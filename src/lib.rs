@@ -13,5 +13,6 @@ pub mod front;
 pub mod gateway;
 pub mod glob;
 pub mod jsonrpc;
+pub mod keyfile;
 pub mod ledger;
 pub mod router;

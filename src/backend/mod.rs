@@ -2,5 +2,6 @@
 //! above this module knows about backend wire formats (MCP 2025-11-25, Streamable HTTP).
 
 pub mod mcp_client;
+pub mod oauth;
 pub mod sse;
 pub mod stdio;

@@ -21,6 +21,7 @@ mod error;
 mod fields;
 pub use crate::glob;
 mod ledger;
+mod oauth;
 mod policy;
 mod raw;
 mod server;
@@ -41,6 +42,7 @@ pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, S
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
+pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
