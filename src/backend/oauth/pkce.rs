@@ -29,7 +29,7 @@ mod tests {
     #[test]
     fn rfc_7636_appendix_b() {
         assert_eq!(
-            s256_challenge("dBjftJeZ4CVP-1mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            s256_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t9URtbuRj8ekNdGM"
         );
     }
