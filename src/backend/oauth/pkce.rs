@@ -30,7 +30,7 @@ mod tests {
     fn rfc_7636_appendix_b() {
         assert_eq!(
             s256_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t9URtbuRj8ekNdGM"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }
 
