@@ -114,7 +114,7 @@ fn row(record: &ClaimRecord) -> [String; 6] {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, computed without a date crate (civil-from-days, proleptic Gregorian).
-fn timestamp(time: SystemTime) -> String {
+pub(crate) fn timestamp(time: SystemTime) -> String {
     let seconds = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
     let (days, rest) = ((seconds / 86_400) as i64, seconds % 86_400);
     let shifted = days + 719_468;

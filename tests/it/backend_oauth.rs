@@ -306,9 +306,11 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
     assert_eq!(authorizations(&server).len(), 3, "one authorization and two step-ups in all");
 }
 
+type Misbehave = fn(&mut crate::support::auth_server::Behaviour);
+
 #[tokio::test]
 async fn lying_or_broken_authorization_servers_get_typed_errors() {
-    let cases: [(&str, fn(&mut crate::support::auth_server::Behaviour)); 3] = [
+    let cases: [(&str, Misbehave); 3] = [
         ("issuer mismatch", |b| b.claimed_issuer = Some("https://evil.example".to_owned())),
         ("no S256", |b| b.s256 = false),
         ("garbage tokens", |b| b.token_garbage = true),
