@@ -58,6 +58,14 @@ fn machine(server: &AuthServer) -> BackendOAuth {
     backend(server, GrantKind::ClientCredentials, client)
 }
 
+/// The server knows the gateway's pre-registered client and takes `client_secret_basic`.
+fn accept_machine(server: &AuthServer) {
+    server.behave(|b| {
+        b.client = Some(("gw".to_owned(), "s3cret:/x".to_owned()));
+        b.auth_methods = vec!["client_secret_basic".to_owned()];
+    });
+}
+
 fn token_requests(server: &AuthServer) -> Vec<Value> {
     server.requests().into_iter().filter(|request| request["endpoint"] == "token").collect()
 }
@@ -225,10 +233,7 @@ async fn tokens_are_refreshed_before_expiry_and_a_failed_refresh_falls_back() {
 #[tokio::test]
 async fn a_401_for_the_stored_token_gets_a_new_one() {
     let server = AuthServer::start("unused").await;
-    server.behave(|b| {
-        b.client = Some(("gw".to_owned(), "s3cret:/x".to_owned()));
-        b.auth_methods = vec!["client_secret_basic".to_owned()];
-    });
+    accept_machine(&server);
     let oauth = client(machine(&server), &LedgerStore::memory());
     let first = oauth.token_for("docs", "alice", None).await.expect("token");
     let challenge = BearerChallenge { error: Some("invalid_token".to_owned()), ..Default::default() };
@@ -347,10 +352,7 @@ async fn an_authorization_server_that_is_down_is_unreachable() {
 #[tokio::test]
 async fn tokens_survive_a_restart_on_sqlite_and_not_under_another_key() {
     let server = AuthServer::start("unused").await;
-    server.behave(|b| {
-        b.client = Some(("gw".to_owned(), "s3cret:/x".to_owned()));
-        b.auth_methods = vec!["client_secret_basic".to_owned()];
-    });
+    accept_machine(&server);
     let dir = std::env::temp_dir().join(format!("switchyard-oauth-sqlite-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let token = {

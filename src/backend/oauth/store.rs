@@ -13,8 +13,8 @@ use std::pin::Pin;
 /// be a real principal's row.
 pub const GATEWAY_PRINCIPAL: &str = "";
 
-/// One stored row.
-#[derive(Clone, PartialEq, Eq)]
+/// One stored row (`sealed` is ciphertext: printing it reveals nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredToken {
     pub principal: String,
     pub backend: String,
@@ -26,19 +26,6 @@ pub struct StoredToken {
     pub expires_at: Option<u64>,
     /// Unix seconds of the last change.
     pub updated_at: u64,
-}
-
-impl std::fmt::Debug for StoredToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredToken")
-            .field("principal", &self.principal)
-            .field("backend", &self.backend)
-            .field("sealed", &format_args!("<{} bytes>", self.sealed.len()))
-            .field("scopes", &self.scopes)
-            .field("expires_at", &self.expires_at)
-            .field("updated_at", &self.updated_at)
-            .finish()
-    }
 }
 
 /// A store operation in flight.
