@@ -68,7 +68,8 @@ fn read<const N: usize>(path: &Path) -> Result<Option<[u8; N]>, KeyFileError> {
     }
     let mode = metadata.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        tracing::warn!(path = %path.display(), mode = %format!("{mode:03o}"), "a key file is readable by others; it should be mode 0600");
+        let mode = format!("{mode:03o}");
+        tracing::warn!(path = %path.display(), %mode, "a key file is readable by others; it should be mode 0600");
     }
     let mut key = [0u8; N];
     file.read_exact(&mut key).map_err(failed)?;

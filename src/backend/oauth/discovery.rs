@@ -374,7 +374,7 @@ mod tests {
                 "`token_endpoint`: \"ftp://a/t\" is not an http",
             ),
             (
-                json!({"issuer": "http://a", "token_endpoint": "http://a/t", "code_challenge_methods_supported": "S256"}),
+                json!({"issuer": "http://a", "token_endpoint": "http://a/t", "code_challenge_methods_supported": 1}),
                 "not an array",
             ),
         ] {
