@@ -35,6 +35,7 @@ use crate::router::{CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 
 mod revocation_log;
+pub mod token_store;
 
 /// How often a discovered backend's tool list is refreshed.
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);

@@ -39,6 +39,10 @@ pub enum LedgerError {
     )]
     InvalidSession { session: String },
 
+    /// A backend token row the token store refuses to write.
+    #[error("invalid backend token row: {problem}")]
+    InvalidBackendToken { problem: String },
+
     /// No claim has this key (it was never made, was released, or was purged).
     #[error("no claim with key {key}")]
     NotFound { key: String },

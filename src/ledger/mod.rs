@@ -15,7 +15,8 @@
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
-//!   on plain types, beside the claims.
+//!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
+//!   see `backend_tokens.rs`).
 
 mod detach;
 mod digest;
@@ -40,6 +41,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
+pub use backend_tokens::{BackendTokenRow, MAX_SEALED_TOKEN, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
 pub use instance::{INSTANCE_ID_FILE, instance_id};
@@ -74,7 +76,8 @@ macro_rules! dispatch {
     };
 }
 
-// Declared after `dispatch!` so the module can use it.
+// Declared after `dispatch!` so the modules can use it.
+mod backend_tokens;
 mod revocations;
 
 impl LedgerStore {

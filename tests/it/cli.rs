@@ -236,3 +236,41 @@ async fn serve_refuses_a_non_loopback_listen_without_authentication() {
     assert!(error.contains("refusing to serve on 0.0.0.0:0") && error.contains("anonymous = true"), "{error}");
     assert!(!dir.join("data").exists(), "refused before the gateway touched its data directory");
 }
+
+#[tokio::test]
+async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets() {
+    use switchyard::ledger::{BackendTokenRow, LedgerStore};
+    let dir = scratch_dir("auth-tokens");
+    let config = write_config(&dir, "");
+    let ledger = LedgerStore::open("sqlite", &dir.join("data")).await.expect("ledger");
+    for (principal, backend) in [("alice", "docs"), ("bob", "docs"), ("", "github")] {
+        let row = BackendTokenRow {
+            principal: principal.to_owned(),
+            backend: backend.to_owned(),
+            sealed: b"SEALED-SECRET-BYTES".to_vec(),
+            scopes: "repo:read".to_owned(),
+            expires_at: Some(1_795_969_230),
+            updated_at: 951_782_400,
+        };
+        ledger.put_backend_token(&row).await.expect("put");
+    }
+    drop(ledger);
+    let listed = run(switchyard().args(["auth", "list", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!text.contains("SEALED"), "{text}");
+    let alice = text.lines().find(|line| line.contains("alice")).unwrap_or_else(|| panic!("alice not in\n{text}"));
+    assert!(alice.contains("docs") && alice.contains("repo:read") && alice.contains("2026-11-29 16:20:30"), "{alice}");
+    assert!(text.lines().any(|line| line.contains("github") && line.contains("(gateway)")), "{text}");
+
+    let unscoped = run(switchyard().args(["auth", "revoke", "--config"]).arg(&config)).await;
+    assert!(!unscoped.status.success(), "revoke needs a selection");
+    let revoked = run(switchyard()
+        .args(["auth", "revoke", "--principal", "alice", "--backend", "docs", "--config"])
+        .arg(&config))
+    .await;
+    assert!(stdout(&revoked).contains("deleted 1 stored token set"), "{}", stdout(&revoked));
+    let after = stdout(&run(switchyard().args(["auth", "list", "--backend", "docs", "--config"]).arg(&config)).await);
+    assert!(!after.contains("alice") && after.contains("bob") && !after.contains("github"), "{after}");
+    let _ = std::fs::remove_dir_all(dir);
+}

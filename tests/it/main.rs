@@ -2,6 +2,7 @@ mod at_most_once;
 mod auth;
 mod backend_client;
 mod backend_interop;
+mod backend_oauth;
 mod backend_refusals;
 mod cli;
 mod demo_server;

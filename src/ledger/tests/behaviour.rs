@@ -7,8 +7,8 @@ use tokio::time::Instant;
 
 use super::{Harness, claim_of};
 use crate::ledger::{
-    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, ListFilter, NewClaim,
-    OPERATOR, Resolution, Revocation, WaitOutcome, canonical_digest,
+    BackendTokenRow, CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore,
+    ListFilter, NewClaim, OPERATOR, Resolution, Revocation, TokenFilter, WaitOutcome, canonical_digest,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -421,4 +421,46 @@ pub(super) async fn settles_finish_when_their_caller_leaves(h: &Harness) {
     let answer = result("r");
     let _ = tokio::time::timeout(Duration::ZERO, h.store.complete(&key("k"), "gw-a", &answer, super::MAX_RESULT)).await;
     eventually(&h.store, "k", |record| record.is_some_and(|record| record.state == ClaimState::Completed)).await;
+}
+
+fn token_row(principal: &str, backend: &str, sealed: &[u8]) -> BackendTokenRow {
+    BackendTokenRow {
+        principal: principal.to_owned(),
+        backend: backend.to_owned(),
+        sealed: sealed.to_vec(),
+        scopes: "a b".to_owned(),
+        expires_at: Some(1_900_000_000),
+        updated_at: 1_800_000_000,
+    }
+}
+
+fn token_filter(principal: Option<&str>, backend: Option<&str>) -> TokenFilter {
+    TokenFilter { principal: principal.map(str::to_owned), backend: backend.map(str::to_owned) }
+}
+
+pub(super) async fn backend_tokens_are_put_replaced_listed_and_deleted(h: &Harness) {
+    let store = &h.store;
+    store.put_backend_token(&token_row("alice", "docs", b"\x00sealed-1")).await.expect("put");
+    store.put_backend_token(&token_row("bob", "docs", b"sealed-2")).await.expect("put");
+    store.put_backend_token(&token_row("", "github", b"sealed-3")).await.expect("the gateway's own row");
+    let mut replaced = token_row("alice", "docs", b"sealed-4");
+    replaced.expires_at = None;
+    store.put_backend_token(&replaced).await.expect("replace");
+    assert_eq!(store.backend_token("alice", "docs").await.expect("get"), Some(replaced.clone()));
+    assert_eq!(store.backend_token("carol", "docs").await.expect("get"), None);
+    let all = store.backend_tokens(&TokenFilter::default()).await.expect("list");
+    let keys: Vec<(&str, &str)> = all.iter().map(|row| (row.backend.as_str(), row.principal.as_str())).collect();
+    assert_eq!(keys, [("docs", "alice"), ("docs", "bob"), ("github", "")], "by backend, then principal");
+    assert_eq!(store.backend_tokens(&token_filter(Some("bob"), None)).await.expect("list").len(), 1);
+    assert_eq!(store.delete_backend_tokens(&token_filter(Some("alice"), Some("github"))).await.expect("delete"), 0);
+    assert_eq!(store.delete_backend_tokens(&token_filter(None, Some("docs"))).await.expect("delete"), 2);
+    assert_eq!(store.backend_tokens(&TokenFilter::default()).await.expect("list").len(), 1);
+    let refused = store.put_backend_token(&token_row("alice", "", b"x")).await;
+    assert!(matches!(refused, Err(LedgerError::InvalidBackendToken { .. })), "{refused:?}");
+}
+
+pub(super) async fn backend_tokens_are_seen_by_a_second_instance(h: &Harness) {
+    h.store.put_backend_token(&token_row("alice", "docs", b"sealed")).await.expect("put");
+    let second = h.second().await;
+    assert_eq!(second.backend_token("alice", "docs").await.expect("get"), Some(token_row("alice", "docs", b"sealed")));
 }

@@ -198,4 +198,6 @@ on_every_store!(
     revocations_are_seen_by_a_second_instance,
     abandoned_claims_are_released,
     settles_finish_when_their_caller_leaves,
+    backend_tokens_are_put_replaced_listed_and_deleted,
+    backend_tokens_are_seen_by_a_second_instance,
 );
