@@ -1,3 +1,4 @@
+mod agent_auth;
 mod at_most_once;
 mod auth;
 mod backend_client;
