@@ -11,6 +11,7 @@ mod front_refusals;
 mod gateway;
 mod layering;
 mod legacy_sse;
+mod policies;
 mod real_clients;
 mod relays;
 mod revocations;
