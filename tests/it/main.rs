@@ -13,6 +13,7 @@ mod layering;
 mod legacy_sse;
 mod policies;
 mod real_clients;
+mod real_clients_auth;
 mod relays;
 mod revocations;
 mod session_fairness;

@@ -15,7 +15,7 @@ use crate::support::interop::InteropServer;
 
 /// ops (alice) may use every tool and prompt and every backend's resources; readers (bob) only `*echo` and the
 /// simple prompt, and no resources.
-const POLICIES: &str = "[[policies]]\nprincipals = [\"group:ops\"]\nallow = [\"*\"]\nbackends = [\"*\"]\n\
+pub const POLICIES: &str = "[[policies]]\nprincipals = [\"group:ops\"]\nallow = [\"*\"]\nbackends = [\"*\"]\n\
      [[policies]]\nprincipals = [\"group:readers\"]\nallow = [\"*echo\", \"everything__simple-prompt\"]\n";
 
 fn delete_repo() -> Value {
