@@ -3,9 +3,9 @@
 //! all of them share and the configuration lowered here into each part's plain types.
 //!
 //! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
-//! template, the client's session-table bounds, the front's admission rules and session sealer), starting the
-//! background tasks (discovery, delivering backends' session messages, ledger upkeep), and the embedded demo
-//! backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! template, the client's session-table bounds, the front's admission rules, authenticator and session sealer, the
+//! router's policies), starting the background tasks (discovery, delivering backends' session messages, ledger
+//! upkeep), and the embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
 //! other parts.
 
 mod access;
