@@ -18,6 +18,7 @@ pub struct CallsFilter {
     /// Only calls in this state: in_flight, completed or unknown.
     #[arg(long)]
     pub state: Option<String>,
+    /// Only calls made by this principal (the API key's `principal`, or the JWT's principal claim).
     #[arg(long)]
     pub principal: Option<String>,
     /// Only calls of this tool (the backend's own name).

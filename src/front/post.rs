@@ -22,6 +22,7 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::AgentSession;
 use super::{Front, body, http, stream};
+use crate::auth::Principal;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
@@ -36,6 +37,15 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
         value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
     })
+}
+
+/// A request of an open session: the session, the principal authenticated on this request (its name is the
+/// session's; its groups are this request's), the backend of `/mcp/{backend}` and the agent's address.
+struct InSessionRequest<'a> {
+    session: &'a AgentSession,
+    principal: &'a Principal,
+    backend: Option<String>,
+    peer: Option<IpAddr>,
 }
 
 impl Front {
@@ -63,20 +73,20 @@ impl Front {
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
                 let session = admitted.open_session(self, headers)?;
-                self.serve_in_session(&session, backend, peer, kind, &message, headers).await
+                let request = InSessionRequest { session: &session, principal: &admitted.principal, backend, peer };
+                self.serve_in_session(request, kind, &message, headers).await
             }
         }
     }
 
     async fn serve_in_session(
         self: &Arc<Self>,
-        session: &AgentSession,
-        backend: Option<String>,
-        peer: Option<IpAddr>,
+        request: InSessionRequest<'_>,
         kind: Kind<'_>,
         message: &Value,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
+        let InSessionRequest { session, principal, backend, peer } = request;
         let (id, method) = match kind {
             Kind::Request { id, method } => (id, method),
             Kind::Response { .. } => {
@@ -97,7 +107,7 @@ impl Front {
             .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
         let caller = Caller {
             session: session.id.to_string(),
-            principal: session.principal.clone(),
+            principal: principal.clone(),
             request_id: id.clone(),
             idempotency_key,
             peer,

@@ -157,6 +157,30 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
 }
 
 #[tokio::test]
+async fn calls_lists_the_calls_of_one_principal() {
+    use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let fault = FaultBackend::start(Script::default()).await;
+    let dir = scratch_dir("calls-principal");
+    let config =
+        write_config(&dir, &format!("{}[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", api_keys(), fault.url()));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut alice = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    alice.call_tool("fault__echo", json!({"text": "a"})).await;
+    bob.call_tool("fault__echo", json!({"text": "b1"})).await;
+    bob.call_tool("fault__echo", json!({"text": "b2"})).await;
+
+    let listed = run(switchyard().args(["calls", "--principal", "bob", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    let rows: Vec<&str> = text.lines().filter(|line| line.contains("echo")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows.iter().all(|row| row.contains("bob") && !row.contains("alice")), "{text}");
+    gateway.kill().await;
+}
+
+#[tokio::test]
 async fn a_graceful_shutdown_drains_running_calls_then_marks_the_rest_unknown() {
     use crate::support::fault_backend::{FaultBackend, Script};
     let slow = Script { call_delay: Some(std::time::Duration::from_millis(400)), ..Script::default() };

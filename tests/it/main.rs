@@ -1,3 +1,4 @@
+mod agent_auth;
 mod at_most_once;
 mod auth;
 mod backend_client;
@@ -11,7 +12,9 @@ mod front_refusals;
 mod gateway;
 mod layering;
 mod legacy_sse;
+mod policies;
 mod real_clients;
+mod real_clients_auth;
 mod relays;
 mod revocations;
 mod session_fairness;
