@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
-    ENV_ALLOWLIST, Launcher, Sharing, SpawnStatus, StdioBackend, StdioCommand, StdioConnection, StdioOptions,
+    ENV_ALLOWLIST, Launcher, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand, StdioConnection, StdioOptions,
 };
 use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
@@ -66,7 +66,9 @@ fn fault(mode: &str) -> StdioBackend {
 }
 
 async fn connect(backend: &StdioBackend) -> StdioConnection {
-    StdioConnection::connect(backend, &options(), &json!({}), deadline(20)).await.expect("handshake")
+    StdioConnection::connect(backend, &options(), &json!({}), Standing::default(), deadline(20))
+        .await
+        .expect("handshake")
 }
 
 async fn call(connection: &StdioConnection, tool: &str, arguments: Value, seconds: u64) -> Result<Value, McpError> {
@@ -164,14 +166,15 @@ async fn a_crash_mid_call_is_after_delivery_and_the_next_call_is_not_delivered()
 
 #[tokio::test]
 async fn a_process_that_exits_before_the_handshake_is_not_delivered() {
-    let refused = StdioConnection::connect(&fault("early"), &options(), &json!({}), deadline(10)).await;
+    let refused =
+        StdioConnection::connect(&fault("early"), &options(), &json!({}), Standing::default(), deadline(10)).await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "handshake");
 }
 
 #[tokio::test]
 async fn a_command_that_cannot_start_is_not_delivered_with_its_name() {
     let missing = backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]);
-    let refused = StdioConnection::connect(&missing, &options(), &json!({}), deadline(10)).await;
+    let refused = StdioConnection::connect(&missing, &options(), &json!({}), Standing::default(), deadline(10)).await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "could not start `/nonexistent/mcp-server`");
 }
 
@@ -329,16 +332,22 @@ async fn progress_and_log_notifications_reach_the_caller_with_its_own_token() {
 async fn failed_starts_back_off_and_are_reported() {
     let launcher = Launcher::new(backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]), options());
     assert_eq!(launcher.status(), SpawnStatus::Ready);
-    assert_not_delivered(launcher.connect(&json!({}), deadline(5)).await.map(|c| c.pid()), "could not start");
+    assert_not_delivered(
+        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        "could not start",
+    );
     let SpawnStatus::Failing { failures: 1, last_error, .. } = launcher.status() else {
         panic!("expected one failure, got {:?}", launcher.status());
     };
     assert!(last_error.contains("could not start"), "{last_error}");
-    assert_not_delivered(launcher.connect(&json!({}), deadline(5)).await.map(|c| c.pid()), "next attempt is in");
+    assert_not_delivered(
+        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        "next attempt is in",
+    );
 }
 
 #[tokio::test]
-async fn a_configured_stdio_backend_runs_with_its_secret_env_but_is_not_served_yet() {
+async fn a_configured_stdio_backend_runs_with_its_secret_env_and_is_discovered_by_the_gateway() {
     let python = python();
     let name = python.file_name().expect("a file name").to_string_lossy().into_owned();
     let text = format!(
@@ -355,8 +364,10 @@ async fn a_configured_stdio_backend_runs_with_its_secret_env_but_is_not_served_y
         serde_json::from_str(text_of(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     assert_eq!(seen["API_TOKEN"], "tok-123");
     connection.close().await;
-    let refused = switchyard::gateway::Gateway::for_discovery(config).err().expect("not served in this phase");
-    assert!(refused.to_string().contains("transport = \"stdio\" is not served yet"), "{refused}");
+    let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
+    gateway.discover_once().await;
+    let routes = gateway.router.catalog().routes();
+    assert!(routes.iter().any(|route| route.name == "echo"), "discovered through the gateway's client");
 
     let missing = "[[backends]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"no-such-mcp-server\"\n";
     let error = Config::from_toml_str(missing, "t.toml", [("PATH", path.as_str())]).expect_err("not on PATH");

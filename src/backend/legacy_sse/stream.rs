@@ -16,8 +16,8 @@ use reqwest::{Response, Url};
 use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::MessageSource;
-use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, error_chain};
 use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, error_chain};
 
 /// An open event stream whose `endpoint` event has been read.
 pub(super) struct EventStream {

@@ -57,26 +57,28 @@ pub(super) fn spawn(
                 let _ = announce.send(ListChanged { backend: backend.clone(), method: method.to_owned() });
             }
         };
-        let (relayed, mut messages) = mpsc::unbounded_channel();
-        let relay = Relay::new(capabilities, Some(relayed));
-        let sink = context.sink.clone();
-        let forward = async {
-            while let Some(message) = messages.recv().await {
-                let tagged =
-                    SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
-                if sink.send(tagged).is_err() {
-                    return;
-                }
-            }
-        };
+        let relay = standing_relay(context.sink.clone(), key, capabilities);
         let hooks = Hooks { relay: &relay, list_changed: &list_changed, opened: Some(opened) };
-        tokio::select! {
-            () = listen(&context, &session, hooks) => {}
-            () = forward => {}
-        }
+        listen(&context, &session, hooks).await;
     })
     .abort_handle();
     (handle, ready)
+}
+
+/// A relay whose messages reach the agent session of `key` as [`SessionMessage`]s, for as long as the relay
+/// lives: what a backend sends outside any call, on any transport.
+pub(super) fn standing_relay(sink: mpsc::UnboundedSender<SessionMessage>, key: SlotKey, capabilities: Value) -> Relay {
+    let (relayed, mut messages) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = messages.recv().await {
+            let tagged =
+                SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
+            if sink.send(tagged).is_err() {
+                return;
+            }
+        }
+    });
+    Relay::new(capabilities, Some(relayed))
 }
 
 /// What the listener does with what it hears, and whom it tells that its stream is open.
@@ -87,10 +89,11 @@ struct Hooks<'a> {
 }
 
 async fn listen(context: &Context, session: &BackendSession, mut hooks: Hooks<'_>) {
+    let Some(home) = session.http_home() else { return };
     let mut last_event_id: Option<String> = None;
     let mut failures = 0;
     while failures < MAX_FAILURES {
-        let endpoint = (*session.home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
+        let endpoint = (**home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
         let listener = Listener { relay: Some(hooks.relay), progress: None, list_changed: Some(hooks.list_changed) };
         let exchange = Exchange {
             http: &context.http,
