@@ -17,3 +17,4 @@ mod session_fairness;
 mod slow_clients;
 mod stdio;
 mod support;
+mod transports_e2e;

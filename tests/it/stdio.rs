@@ -16,7 +16,7 @@ use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-const FAULT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/fault_stdio.py");
+pub(crate) const FAULT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/fault_stdio.py");
 
 fn options() -> StdioOptions {
     StdioOptions { max_line: 64 * 1024, grace: Duration::from_millis(300) }
@@ -33,7 +33,7 @@ fn on_path(program: &str) -> PathBuf {
 
 /// The real interpreter behind `python3` (a version-manager shim would add variables of its own to the child's
 /// environment).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PYTHON
         .get_or_init(|| {
@@ -82,14 +82,14 @@ fn text_of(result: &Value) -> &str {
 
 /// Running means signalable and not a zombie (a zombie runs no code; where PID 1 does not reap orphans, a
 /// killed grandchild stays one).
-fn is_running(pid: u32) -> bool {
+pub(crate) fn is_running(pid: u32) -> bool {
     let signalable = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
     signalable && !zombie
 }
 
-async fn assert_gone(pid: u32) {
+pub(crate) async fn assert_gone(pid: u32) {
     let until = Instant::now() + Duration::from_secs(10);
     while is_running(pid) {
         assert!(Instant::now() < until, "process {pid} is still running");
