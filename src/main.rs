@@ -208,7 +208,7 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     for (backend, failures, error, retry_in) in gateway.router.failing_starts() {
         healthy = false;
         println!(
-            "backend `{backend}`: its process failed to start {failures} times in a row (next try in {retry_in:?}): {error}"
+            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {error}"
         );
     }
     for withheld in catalog.withheld() {
