@@ -266,6 +266,26 @@ async fn server_requests_are_relayed_and_messages_outside_calls_reach_the_agents
     assert!(outside.is_some_and(|seen| seen.contains("notifications/resources/updated")), "reached the stream");
 }
 
+#[tokio::test]
+async fn a_list_change_of_a_shared_process_refreshes_the_catalog_and_tells_the_agent() {
+    let gateway = TestGateway::start("", &fault_toml("grows", "normal", "sessions = \"shared\"")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let session = agent.session.clone().expect("a session");
+    let mut stream = agent
+        .http
+        .get(gateway.mcp())
+        .header("accept", "text/event-stream")
+        .header(SESSION, &session)
+        .send()
+        .await
+        .expect("the agent's stream");
+    assert!(!agent.tool_names().await.contains(&"grows__extra".to_owned()));
+    assert_eq!(text(&agent.call_tool("grows__grow", json!({})).await), "grown");
+    let told = read_until(&mut stream, "notifications/tools/list_changed", Duration::from_secs(10)).await;
+    assert!(told.is_some(), "the agent heard that the tools changed");
+    assert!(agent.tool_names().await.contains(&"grows__extra".to_owned()), "the catalog was refreshed");
+}
+
 async fn read_until(response: &mut reqwest::Response, needle: &str, wait: Duration) -> Option<String> {
     let mut seen = String::new();
     let deadline = tokio::time::Instant::now() + wait;

@@ -36,9 +36,41 @@ pub struct McpBackendClient {
     pub(super) config: ClientConfig,
     next_request_id: AtomicU64,
     pub(super) next_generation: AtomicU64,
+    pub(super) subscribers: Arc<Subscribers>,
+    pub(super) strays: Arc<Strays>,
+}
+
+/// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
+/// before anyone subscribed (discovery's, at start-up) still reaches a later subscriber.
+#[derive(Default)]
+pub(super) struct Subscribers {
     list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
     session_messages: std::sync::Mutex<Option<mpsc::UnboundedSender<SessionMessage>>>,
-    pub(super) strays: Arc<Strays>,
+}
+
+impl Subscribers {
+    /// Tells the subscriber (the catalog's discovery) that a backend's list changed.
+    pub(super) fn announce(&self, backend: &Arc<str>, method: &str) {
+        if let Some(subscriber) = lock(&self.list_changed).as_ref() {
+            let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
+        }
+    }
+
+    /// Hands a message outside calls to the subscriber (the front), if any.
+    pub(super) fn deliver(&self, message: SessionMessage) {
+        if let Some(subscriber) = lock(&self.session_messages).as_ref() {
+            let _ = subscriber.send(message);
+        }
+    }
+
+    pub(super) fn has_session_messages(&self) -> bool {
+        lock(&self.session_messages).is_some()
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // One assignment per update: a poisoned value is still consistent.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl McpBackendClient {
@@ -58,8 +90,7 @@ impl McpBackendClient {
             config,
             next_request_id: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),
-            list_changed: std::sync::Mutex::default(),
-            session_messages: std::sync::Mutex::default(),
+            subscribers: Arc::default(),
             strays: Arc::default(),
         })
     }
@@ -229,27 +260,12 @@ impl McpBackendClient {
         Ok(session)
     }
 
-    /// Tells the subscriber (the catalog's discovery) that a backend's list changed.
-    pub(super) fn announce_list_changed(&self, backend: &Arc<str>, method: &str) {
-        if let Some(subscriber) = self.list_changed_sender() {
-            let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
-        }
-    }
-
-    pub(super) fn list_changed_sender(&self) -> Option<mpsc::UnboundedSender<ListChanged>> {
-        self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
-    }
-
-    pub(super) fn session_message_sender(&self) -> Option<mpsc::UnboundedSender<SessionMessage>> {
-        self.session_messages.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
-    }
-
     /// Receives what backends send agents' backend sessions outside calls (the standalone streams of HTTP
     /// sessions; a stdio process's or SSE stream's messages while no call is in flight). One subscriber at a
     /// time; subscribing again replaces it. Without a subscriber no standalone stream is opened.
     pub fn subscribe_session_messages(&self) -> mpsc::UnboundedReceiver<SessionMessage> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        *self.session_messages.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(sender);
+        *lock(&self.subscribers.session_messages) = Some(sender);
         receiver
     }
 
@@ -257,15 +273,15 @@ impl McpBackendClient {
     /// (up to [`listener::OPEN_WAIT`]) until its stream is open, so that what the backend sends there while
     /// serving the request about to go out is not lost.
     async fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
-        let Some(sink) = self.session_message_sender() else { return };
-        let announce = self.list_changed_sender();
+        if !self.subscribers.has_session_messages() {
+            return;
+        }
         let mut opened = None;
         slot.ensure_listener(session.generation, || {
             let context = listener::Context {
                 http: self.http.clone(),
                 strays: Arc::clone(&self.strays),
-                sink,
-                announce,
+                subscribers: Arc::clone(&self.subscribers),
                 limit: self.config.max_exchange_bytes,
             };
             let (handle, ready) = listener::spawn(context, session.clone(), key.clone(), capabilities.clone());
@@ -281,7 +297,7 @@ impl McpBackendClient {
     /// time; subscribing again replaces it.
     pub fn subscribe_list_changed(&self) -> mpsc::UnboundedReceiver<ListChanged> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        *self.list_changed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(sender);
+        *lock(&self.subscribers.list_changed) = Some(sender);
         receiver
     }
 

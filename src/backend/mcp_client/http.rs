@@ -68,7 +68,7 @@ impl McpBackendClient {
         let theirs = swap_progress_token(&mut params, &id);
         let message = jsonrpc::request(&id, call.method, params);
         let backend = &call.key.backend;
-        let list_changed = |method: &str| self.announce_list_changed(backend, method);
+        let list_changed = |method: &str| self.subscribers.announce(backend, method);
         let listener = Listener {
             relay: Some(call.relay),
             progress: theirs.as_ref().map(|theirs| (&id, theirs)),

@@ -14,8 +14,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::client::Subscribers;
 use super::exchange::{Exchange, ExchangeError, Listener, Strays};
-use super::{BackendSession, ListChanged, McpError, Relay, SessionMessage, SlotKey};
+use super::{BackendSession, McpError, Relay, SessionMessage, SlotKey};
 
 /// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
@@ -32,8 +33,7 @@ pub(super) fn wanted(capabilities: &Value) -> bool {
 pub(super) struct Context {
     pub(super) http: reqwest::Client,
     pub(super) strays: Arc<Strays>,
-    pub(super) sink: mpsc::UnboundedSender<SessionMessage>,
-    pub(super) announce: Option<mpsc::UnboundedSender<ListChanged>>,
+    pub(super) subscribers: Arc<Subscribers>,
     pub(super) limit: usize,
 }
 
@@ -51,13 +51,9 @@ pub(super) fn spawn(
     let (opened, ready) = oneshot::channel();
     let handle = tokio::spawn(async move {
         let backend = key.backend.clone();
-        let announce = context.announce.clone();
-        let list_changed = move |method: &str| {
-            if let Some(announce) = &announce {
-                let _ = announce.send(ListChanged { backend: backend.clone(), method: method.to_owned() });
-            }
-        };
-        let relay = standing_relay(context.sink.clone(), key, capabilities);
+        let subscribers = Arc::clone(&context.subscribers);
+        let list_changed = move |method: &str| subscribers.announce(&backend, method);
+        let relay = standing_relay(Arc::clone(&context.subscribers), key, capabilities);
         let hooks = Hooks { relay: &relay, list_changed: &list_changed, opened: Some(opened) };
         listen(&context, &session, hooks).await;
     })
@@ -65,17 +61,15 @@ pub(super) fn spawn(
     (handle, ready)
 }
 
-/// A relay whose messages reach the agent session of `key` as [`SessionMessage`]s, for as long as the relay
-/// lives: what a backend sends outside any call, on any transport.
-pub(super) fn standing_relay(sink: mpsc::UnboundedSender<SessionMessage>, key: SlotKey, capabilities: Value) -> Relay {
+/// A relay whose messages reach the agent session of `key` as [`SessionMessage`]s (through whoever subscribes
+/// when each one arrives), for as long as the relay lives: what a backend sends outside any call, on any transport.
+pub(super) fn standing_relay(subscribers: Arc<Subscribers>, key: SlotKey, capabilities: Value) -> Relay {
     let (relayed, mut messages) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(message) = messages.recv().await {
             let tagged =
                 SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
-            if sink.send(tagged).is_err() {
-                return;
-            }
+            subscribers.deliver(tagged);
         }
     });
     Relay::new(capabilities, Some(relayed))

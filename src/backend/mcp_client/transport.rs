@@ -202,17 +202,11 @@ impl McpBackendClient {
     /// Where a duplex session's messages outside calls go: list changes to the catalog's subscriber, and (for a
     /// per-agent session) everything else to the agent session, as the HTTP client's standalone stream does.
     fn standing(&self, key: &SlotKey, sharing: Sharing, capabilities: &Value) -> Standing {
-        let announce = self.list_changed_sender();
-        let backend = Arc::clone(&key.backend);
-        let list_changed = announce.map(|announce| {
-            let announce = move |method: &str| {
-                let _ = announce.send(super::ListChanged { backend: Arc::clone(&backend), method: method.to_owned() });
-            };
-            Arc::new(announce) as Announce
-        });
-        let sink = self.session_message_sender().filter(|_| sharing == Sharing::PerAgent);
-        let relay = sink.map(|sink| super::listener::standing_relay(sink, key.clone(), capabilities.clone()));
-        Standing { relay, list_changed }
+        let (subscribers, backend) = (Arc::clone(&self.subscribers), Arc::clone(&key.backend));
+        let announce = move |method: &str| subscribers.announce(&backend, method);
+        let relay = (sharing == Sharing::PerAgent)
+            .then(|| super::listener::standing_relay(Arc::clone(&self.subscribers), key.clone(), capabilities.clone()));
+        Standing { relay, list_changed: Some(Arc::new(announce) as Announce) }
     }
 }
 

@@ -34,7 +34,7 @@ CANCELLED = []
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
-    for name in ["echo", "counter", "env", "grandchild", "ask", "progress", "pid", "sleep", "announce"]
+    for name in ["echo", "counter", "env", "grandchild", "ask", "progress", "pid", "sleep", "announce", "grow"]
 ]
 
 
@@ -98,6 +98,11 @@ def call_tool(params):
         return text("done")
     if name == "announce":
         return text("announced")
+    if name == "grow":
+        if not any(tool["name"] == "extra" for tool in TOOLS):
+            TOOLS.append({"name": "extra", "description": "extra", "inputSchema": {"type": "object"}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text("grown")
     if name == "pid":
         return text(str(os.getpid()))
     if name == "sleep":
