@@ -268,6 +268,7 @@ fn guard(slot: &Arc<Slot>) -> SlotGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn key(agent: &str, backend: &str) -> SlotKey {
         SlotKey::new(agent, backend)
@@ -377,6 +378,56 @@ mod tests {
         assert_eq!((holds(&table, "alice"), table.len()), (1, 3));
         drop(busy);
         assert!(table.acquire(&owned("hog", 2)).is_ok(), "once idle, its own slot is recycled");
+    }
+
+    fn http_session(generation: u64) -> BackendSession {
+        let home =
+            super::super::BackendEndpoint::new("http://127.0.0.1:9/mcp".parse().unwrap(), Duration::from_secs(1));
+        BackendSession {
+            id: None,
+            version: "2025-11-25",
+            capabilities: Arc::default(),
+            generation,
+            carrier: super::super::transport::Carrier::Http { home: Arc::new(home) },
+        }
+    }
+
+    fn hold(table: &SessionTable, agent: &str, generation: u64) -> SlotGuard {
+        let (guard, _) = table.acquire(&key(agent, "x")).unwrap();
+        *guard.session.try_lock().unwrap() = Some(http_session(generation));
+        guard
+    }
+
+    /// A cap takes the session of the idle slot used longest ago that is eligible; a slot in use never gives its
+    /// session up, and the slot itself stays.
+    #[test]
+    fn take_idle_session_takes_the_oldest_eligible_idle_session_only() {
+        let table = SessionTable::new(8, 8);
+        let busy = hold(&table, "busy", 1);
+        drop(hold(&table, "old", 2));
+        drop(hold(&table, "new", 3));
+        let taken = table.take_idle_session(|_, _| true).expect("an idle session");
+        assert_eq!(taken.generation, 2, "the idle slot used longest ago");
+        let taken = table.take_idle_session(|key, _| &*key.agent_session != "new");
+        assert!(taken.is_none(), "only `new` holds an idle session, and it is not eligible");
+        assert_eq!(table.take_idle_session(|_, _| true).map(|s| s.generation), Some(3));
+        assert!(table.take_idle_session(|_, _| true).is_none(), "the busy slot keeps its session");
+        assert_eq!(table.len(), 3, "slots stay; only their sessions went");
+        assert!(busy.session.try_lock().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_slot_is_idle_only_without_users_and_a_reaper_takes_only_its_own_generation() {
+        let table = SessionTable::new(8, 8);
+        let guard = hold(&table, "a", 7);
+        assert_eq!(guard.idle_for(), None, "in use");
+        let slot = Arc::clone(guard.arc());
+        drop(guard);
+        assert!(slot.idle_for().is_some_and(|quiet| quiet < Duration::from_secs(5)));
+        assert!(matches!(slot.take_session_of(6), Reaped::Done));
+        assert!(slot.session.try_lock().unwrap().is_some(), "another generation's reaper leaves it");
+        assert!(matches!(slot.take_session_of(7), Reaped::Done));
+        assert!(slot.session.try_lock().unwrap().is_none());
     }
 
     /// The owner is not part of a slot's identity: the same agent session from another address keeps its slot.
