@@ -212,6 +212,32 @@ async fn at_the_process_cap_a_second_agent_is_not_delivered_and_no_process_is_ki
 }
 
 #[tokio::test]
+async fn the_global_process_cap_spans_backends() {
+    let backends = fault_toml("first", "normal", "") + &fault_toml("second", "normal", "");
+    let gateway = TestGateway::start("max_stdio_processes = 1", &backends).await;
+    let mut one = Agent::connected(gateway.mcp()).await;
+    let mut two = Agent::connected(gateway.mcp()).await;
+    // The two discoveries share the one process place: one of them may have been refused and is retried.
+    for _ in 0..200 {
+        let names = one.tool_names().await;
+        if names.contains(&"first__sleep".to_owned()) && names.contains(&"second__echo".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let busy = one.call_tool("first__sleep", json!({"seconds": 2}));
+    let refused = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        two.call_tool("second__echo", json!({"text": "x"})).await
+    };
+    let (slept, refused) = tokio::join!(busy, refused);
+    assert_eq!(text(&slept), "slept");
+    assert_eq!(outcome(&refused), "not_delivered", "{refused}");
+    assert!(text(&refused).contains("max_stdio_processes"), "{refused}");
+    assert_eq!(text(&two.call_tool("second__echo", json!({"text": "now"})).await), "now", "the idle one made room");
+}
+
+#[tokio::test]
 async fn deleting_the_agent_session_stops_its_process() {
     let gateway = TestGateway::start("", &fault_toml("mine", "normal", "")).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
