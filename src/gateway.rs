@@ -20,11 +20,11 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::auth::{AuthSetupError, Authenticator};
 use crate::backend::legacy_sse::LegacySseBackend;
-use crate::backend::mcp_client::{BackendEndpoint, ClientBuildError, ClientConfig, McpBackendClient};
-use crate::backend::stdio::{Sharing, StdioBackend, StdioCommand};
+use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, McpBackendClient};
+use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{
-    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioSessions, Transport,
+    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioConfig, StdioSessions, Transport,
 };
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
@@ -113,15 +113,13 @@ impl Gateway {
         let client_config = ClientConfig {
             max_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_sessions_per_owner: per_owner,
+            max_stdio_processes: config.server.max_stdio_processes,
             ..ClientConfig::default()
         };
         let client = Arc::new(McpBackendClient::new(client_config)?);
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
-        let targets = config
-            .backends
-            .iter()
-            .map(|backend| Ok((Arc::from(backend.name.as_str()), target(backend)?)))
-            .collect::<Result<HashMap<Arc<str>, BackendEndpoint>, GatewayError>>()?;
+        let targets: HashMap<Arc<str>, BackendTarget> =
+            config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
         Ok(Gateway { config, router, tasks: Vec::new() })
     }
@@ -244,27 +242,37 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     }
 }
 
-/// The endpoint template of an HTTP backend: its URL, timeout, credential and configured headers.
-fn target(backend: &BackendConfig) -> Result<BackendEndpoint, GatewayError> {
-    let (Transport::Mcp, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else {
-        return Err(GatewayError::TransportNotServed {
-            backend: backend.name.clone(),
-            transport: backend.transport.as_str(),
-        });
-    };
-    let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
-    if let Some(credential) = &backend.credential {
-        endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+/// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
+/// configured headers), the launcher of a stdio backend's processes, or a legacy SSE backend's stream.
+fn target(backend: &BackendConfig) -> BackendTarget {
+    match (&backend.endpoint, backend.transport) {
+        (Endpoint::Process(stdio), _) => {
+            let launcher = Launcher::new(lower_stdio(backend, stdio), StdioOptions::default());
+            BackendTarget::stdio(Arc::new(launcher), backend.timeout)
+        }
+        (Endpoint::Url(url), Transport::Sse) => {
+            BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
+        }
+        (Endpoint::Url(url), _) => {
+            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
+            if let Some(credential) = &backend.credential {
+                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+            }
+            for (name, value) in &backend.headers {
+                endpoint = endpoint.with_header(name.clone(), value.clone());
+            }
+            BackendTarget::Http(endpoint)
+        }
     }
-    for (name, value) in &backend.headers {
-        endpoint = endpoint.with_header(name.clone(), value.clone());
-    }
-    Ok(endpoint)
 }
 
 /// The stdio module's own description of a stdio backend (`None` for other transports).
 pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
     let Endpoint::Process(stdio) = &backend.endpoint else { return None };
+    Some(lower_stdio(backend, stdio))
+}
+
+fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
     let command = StdioCommand {
         program: stdio.command.clone(),
         args: stdio.args.clone(),
@@ -275,19 +283,23 @@ pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
         StdioSessions::PerAgent => Sharing::PerAgent,
         StdioSessions::Shared => Sharing::Shared,
     };
-    Some(StdioBackend {
+    StdioBackend {
         name: backend.name.as_str().into(),
         command,
         sharing,
         idle_timeout: stdio.idle_timeout,
         max_processes: stdio.max_processes,
-    })
+    }
 }
 
 /// The legacy SSE module's own description of an sse backend (`None` for other transports).
 pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
     let (Transport::Sse, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else { return None };
-    Some(LegacySseBackend {
+    Some(lower_legacy_sse(backend, url))
+}
+
+fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBackend {
+    LegacySseBackend {
         name: backend.name.as_str().into(),
         url: url.clone(),
         credential: backend
@@ -296,5 +308,5 @@ pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
             .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
         headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
         sharing: Sharing::PerAgent,
-    })
+    }
 }

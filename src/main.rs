@@ -226,6 +226,12 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             println!("backend `{backend}` failed discovery: {error}");
         }
     }
+    for (backend, failures, error, retry_in) in gateway.router.failing_starts() {
+        healthy = false;
+        println!(
+            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {error}"
+        );
+    }
     for withheld in catalog.withheld() {
         healthy = false;
         println!(

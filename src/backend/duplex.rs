@@ -21,13 +21,16 @@
 //!
 //! Messages not addressed to a call (server-to-client requests, log notifications) go to the newest call in flight
 //! when the session serves one agent session ([`Sharing::PerAgent`]); a shared session relays only what can be
-//! attributed (progress, by token).
+//! attributed (progress, by token). With no call in flight they go to the session's [`Standing`] relay (the agent
+//! session's, as the HTTP client's standalone stream does), and every `notifications/*/list_changed` is announced
+//! through it, so that the catalog refreshes.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -42,6 +45,8 @@ use crate::mcp::method;
 
 /// How much of a bad message is quoted in the log and the error.
 const EXCERPT: usize = 200;
+/// How long an agent may take to answer a server-to-client request that came outside any call.
+const STANDING_ANSWER_WAIT: Duration = Duration::from_secs(600);
 
 /// Whether a session serves one agent session or all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,12 +78,26 @@ pub(crate) trait MessageSource: Send + 'static {
 }
 
 /// Who is on the other end, for attribution and for messages.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Peer {
     pub(crate) backend: Arc<str>,
     /// Names the session in errors, e.g. "the backend process".
     pub(crate) what: &'static str,
     pub(crate) sharing: Sharing,
+    pub(crate) standing: Standing,
+}
+
+/// Told the method of a `notifications/*/list_changed`.
+pub type Announce = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where a session's messages that belong to no call go.
+#[derive(Clone, Default)]
+pub struct Standing {
+    /// The agent session's relay for what comes outside its calls (a per-agent session only; `None`: dropped, and
+    /// server-to-client requests answered as for an agent without capabilities).
+    pub relay: Option<Relay>,
+    /// Told the method of every `notifications/*/list_changed`.
+    pub list_changed: Option<Announce>,
 }
 
 /// An MCP session whose handshake is done, over any transport: what the stdio and legacy SSE connections offer
@@ -327,18 +346,19 @@ impl Duplex {
         Ok(())
     }
 
-    /// The newest call in flight, when messages not addressed to a call may go to its agent.
-    fn attributable_call(&self) -> Option<(Relay, Instant)> {
+    /// Where a message not addressed to a call goes: the newest call in flight (per-agent sessions only), else
+    /// the standing relay; with the time its agent has to answer.
+    fn attributable_relay(&self) -> Option<(Relay, Instant)> {
         if self.peer.sharing == Sharing::Shared {
             return None;
         }
-        let state = self.lock();
-        state.calls.values().next_back().map(|call| (call.relay.clone(), call.deadline))
+        let newest = self.lock().calls.values().next_back().map(|call| (call.relay.clone(), call.deadline));
+        newest.or_else(|| Some((self.peer.standing.relay.clone()?, Instant::now() + STANDING_ANSWER_WAIT)))
     }
 
     fn answer_request(self: &Arc<Self>, id: Value, method: String, message: Value) {
         let duplex = Arc::clone(self);
-        let (relay, deadline) = match self.attributable_call() {
+        let (relay, deadline) = match self.attributable_relay() {
             Some((relay, deadline)) => (Some(relay), deadline),
             None => (None, Instant::now()),
         };
@@ -364,8 +384,10 @@ impl Duplex {
             }
             return;
         }
-        let relay = self.attributable_call().map(|(relay, _)| relay);
-        Listener { relay: relay.as_ref(), progress: None, list_changed: None }.hear(message.clone(), method);
+        let relay = self.attributable_relay().map(|(relay, _)| relay);
+        let list_changed =
+            self.peer.standing.list_changed.as_deref().map(|announce| announce as &(dyn Fn(&str) + Sync));
+        Listener { relay: relay.as_ref(), progress: None, list_changed }.hear(message.clone(), method);
     }
 }
 

@@ -3,7 +3,8 @@
 //! appear when it comes up; a discovered backend is refreshed every `ttl`.
 //!
 //! Discovery uses the gateway's own backend session per backend (slot agent id [`CATALOG_SESSION`]), never an
-//! agent's.
+//! agent's: a stdio backend runs one process for discovery, never one per agent (and a backend with shared
+//! sessions runs its one process for both).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::CallRouter;
-use crate::backend::mcp_client::{BackendEndpoint, McpError, SlotKey};
+use crate::backend::mcp_client::{BackendTarget, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::method;
 
@@ -46,11 +47,11 @@ impl CallRouter {
 impl CallRouter {
     /// What the backend offers, by the capabilities it declared: tools always, prompts and resource templates
     /// when it has them.
-    async fn list_everything(&self, backend: &str, target: &BackendEndpoint) -> Result<Listing, McpError> {
+    async fn list_everything(&self, backend: &str, target: &BackendTarget) -> Result<Listing, McpError> {
         let slot = SlotKey::new(CATALOG_SESSION, backend);
-        let endpoint = target.renewed();
-        let capabilities = self.client.session(&slot, &endpoint).await?.capabilities().clone();
-        let list = |method, field| self.client.list_all(&slot, &endpoint, method, field);
+        let target = target.renewed();
+        let capabilities = self.client.session(&slot, &target).await?.capabilities().clone();
+        let list = |method, field| self.client.list_all(&slot, &target, method, field);
         let tools = list(method::TOOLS_LIST, "tools").await?;
         let prompts = if capabilities.get("prompts").is_some() {
             list(method::PROMPTS_LIST, "prompts").await?

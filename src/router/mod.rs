@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::auth::{Grants, Policies, Principal};
-use crate::backend::mcp_client::{BackendEndpoint, McpBackendClient, SlotKey};
+use crate::backend::mcp_client::{BackendTarget, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendStatus, Catalog};
 use crate::mcp::Relay;
@@ -106,8 +106,8 @@ pub struct Readiness {
 pub struct CallRouter {
     catalog: Arc<Catalog>,
     client: Arc<McpBackendClient>,
-    /// Each backend's endpoint, renewed (a fresh deadline) for every exchange.
-    targets: HashMap<Arc<str>, BackendEndpoint>,
+    /// How each backend is reached (any transport), renewed (a fresh deadline) for every call.
+    targets: HashMap<Arc<str>, BackendTarget>,
     /// Announces the backend whose exposed tools changed.
     tool_changes: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
@@ -120,7 +120,7 @@ impl CallRouter {
     pub fn new(
         catalog: Arc<Catalog>,
         client: Arc<McpBackendClient>,
-        targets: HashMap<Arc<str>, BackendEndpoint>,
+        targets: HashMap<Arc<str>, BackendTarget>,
         ledger: CallLedger,
     ) -> Self {
         Self {
@@ -182,18 +182,46 @@ impl CallRouter {
                 json!({"status": "unavailable", "store": self.ledger.store.kind(), "error": error.to_string()})
             }
         };
+        let failing: HashMap<Arc<str>, Value> = self
+            .failing_starts()
+            .into_iter()
+            .map(|(name, failures, error, retry_in)| {
+                let detail = json!({"failures": failures, "error": error, "retry_in_ms": retry_in.as_millis()});
+                (name, detail)
+            })
+            .collect();
         let backends: serde_json::Map<String, Value> = statuses
             .into_iter()
             .map(|(name, status)| {
-                let detail = match status {
+                let mut detail = match status {
                     BackendStatus::Pending => json!({"status": "pending"}),
                     BackendStatus::Discovered { tools } => json!({"status": "discovered", "tools": tools}),
                     BackendStatus::Failed { error } => json!({"status": "failed", "error": error}),
                 };
+                if let Some(spawn) = failing.get(name.as_ref()) {
+                    detail["process_start"] = spawn.clone();
+                }
                 (name.to_string(), detail)
             })
             .collect();
         Readiness { ready, detail: json!({"ready": ready, "ledger": ledger, "backends": backends}) }
+    }
+
+    /// The stdio backends whose processes keep failing to start: (backend, failed starts in a row, the last
+    /// error, the wait before the next attempt).
+    pub fn failing_starts(&self) -> Vec<(Arc<str>, u32, String, std::time::Duration)> {
+        let mut failing: Vec<_> = self
+            .targets
+            .iter()
+            .filter_map(|(name, target)| match target.spawn_status()? {
+                SpawnStatus::Failing { failures, last_error, retry_in } => {
+                    Some((Arc::clone(name), failures, last_error, retry_in))
+                }
+                SpawnStatus::Ready => None,
+            })
+            .collect();
+        failing.sort_by(|a, b| a.0.cmp(&b.0));
+        failing
     }
 
     /// Ends an agent session's backend sessions.
@@ -255,15 +283,15 @@ impl CallRouter {
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
-        let endpoint = target.renewed();
-        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: endpoint.deadline() };
+        let target = target.renewed();
+        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,
             Admission::Answered(answer) => return answer,
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
-        let answer = self.client.request_relayed(&slot, &endpoint, method::TOOLS_CALL, params, relay).await;
+        let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await
     }
 

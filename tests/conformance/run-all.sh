@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Both official conformance runs against Switchyard (issue 5, conformance.md §12):
+# The official conformance runs against Switchyard (issue 5, issue 10, conformance.md §12):
 #
 # 1. server role: `conformance server --suite all` against Switchyard's /mcp in front of the project's fixture
-#    (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed backend);
-# 2. client role: the four core non-auth client scenarios with Switchyard as the client (run-client-suite.sh).
+#    (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed backend) over
+#    Streamable HTTP;
+# 2. server role again, with server-everything as a stdio backend (`transport = "stdio"`, a process per agent
+#    session) instead, judged against baseline-server-stdio.txt;
+# 3. client role: the four core non-auth client scenarios with Switchyard as the client (run-client-suite.sh).
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #
-# Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when both runs pass against
-# their baselines; the summary lines `conformance-server: …` and `conformance-client: …` end up in the log.
+# Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when every run passes against
+# its baseline; the summary lines `conformance-server: …`, `conformance-server-stdio: …` and
+# `conformance-client: …` end up in the log.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,9 +53,13 @@ everything_port="$(free_port)"
     "$NODE_MODULES/@modelcontextprotocol/server-everything/dist/index.js" streamableHttp) >"$work/everything.log" 2>&1 &
 pids+=($!)
 
-cat >"$work/switchyard.toml" <<TOML
+# Starts a gateway named $1 in front of the fixture and the server-everything backend described by the TOML lines
+# in $2, waits until both are discovered, and sets gateway_port (no subshell, so the pid is kept for cleanup).
+start_gateway() {
+    local name="$1" everything="$2"
+    cat >"$work/$name.toml" <<TOML
 [server]
-data_dir = "$work/data"
+data_dir = "$work/data-$name"
 [ledger]
 url = "memory"
 [[backends]]
@@ -60,18 +68,33 @@ url = "http://127.0.0.1:$fixture_port/mcp"
 prefix = ""
 [[backends]]
 name = "everything"
-url = "http://127.0.0.1:$everything_port/mcp"
+$everything
 TOML
-gateway_port="$(free_port)"
-"$BIN" serve --config "$work/switchyard.toml" --listen "127.0.0.1:$gateway_port" >"$work/switchyard.log" 2>&1 &
-pids+=($!)
-# Ready once both backends are discovered (a backend still starting is retried by the gateway).
-wait_for "http://127.0.0.1:$gateway_port/readyz" '"fixture":{"status":"discovered"' "the fixture behind Switchyard"
-wait_for "http://127.0.0.1:$gateway_port/readyz" '"everything":{"status":"discovered"' "server-everything behind Switchyard"
+    gateway_port="$(free_port)"
+    "$BIN" serve --config "$work/$name.toml" --listen "127.0.0.1:$gateway_port" >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    # Ready once both backends are discovered (a backend still starting is retried by the gateway).
+    wait_for "http://127.0.0.1:$gateway_port/readyz" '"fixture":{"status":"discovered"' "the fixture behind $name"
+    wait_for "http://127.0.0.1:$gateway_port/readyz" '"everything":{"status":"discovered"' \
+        "server-everything behind $name"
+}
+
+everything_entry="$NODE_MODULES/@modelcontextprotocol/server-everything/dist/index.js"
+node_path="$(command -v "$NODE")"
+start_gateway switchyard "url = \"http://127.0.0.1:$everything_port/mcp\""
+http_port="$gateway_port"
+start_gateway switchyard-stdio "transport = \"stdio\"
+command = \"$node_path\"
+args = [\"$everything_entry\", \"stdio\"]
+timeout = \"30s\""
+stdio_port="$gateway_port"
 
 status=0
 echo "==> conformance, server role: Switchyard in front of the fixture and server-everything" >&2
-bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$gateway_port/mcp" "$HERE/baseline-server.txt" || status=1
+bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$http_port/mcp" "$HERE/baseline-server.txt" || status=1
+echo "==> conformance, server role: Switchyard in front of the fixture and server-everything over stdio" >&2
+CONFORMANCE_LABEL=conformance-server-stdio \
+    bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$stdio_port/mcp" "$HERE/baseline-server-stdio.txt" || status=1
 echo "==> conformance, client role: Switchyard as the client of the suite's mock servers" >&2
 SWITCHYARD_BIN="$BIN" bash "$HERE/run-client-suite.sh" "$HERE/baseline-client.txt" || status=1
 exit "$status"

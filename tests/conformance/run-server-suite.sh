@@ -25,6 +25,9 @@
 #   SWITCHYARD_INTEROP_NODE_MODULES  the node_modules holding the conformance
 #                       package (default: tests/interop/node_modules)
 #   NODE                the node binary (default: node)
+#   CONFORMANCE_LABEL   the word that starts the summary line (default:
+#                       conformance-server; run-all.sh's stdio run says
+#                       conformance-server-stdio)
 #
 # A scenario passes when it has no FAILURE check (as the runner's own exit status
 # has it); WARNINGs, and scenarios that passed without any SUCCESS check (the
@@ -92,10 +95,10 @@ if [[ "$SUITE" == "all" ]]; then
 fi
 
 # Judge every scenario from its checks.json.
-"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" <<'EOF'
+"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" "${CONFORMANCE_LABEL:-conformance-server}" <<'EOF'
 const fs = require("fs");
 const path = require("path");
-const [outDir, expectedFile, baselineFile, strict] = process.argv.slice(2);
+const [outDir, expectedFile, baselineFile, strict, label] = process.argv.slice(2);
 
 const baseline = new Set(
   (baselineFile ? fs.readFileSync(baselineFile, "utf8") : "")
@@ -127,7 +130,7 @@ for (const name of expected) {
 }
 if (results.size === 0) {
   console.log("run-server-suite: no scenario results were written");
-  console.log("conformance-server: 0 passed, 1 failed");
+  console.log(`${label}: 0 passed, 1 failed`);
   process.exit(1);
 }
 
@@ -172,6 +175,6 @@ section("EXPECTED FAILURES (in the baseline)", expectedFailures);
 section("STALE BASELINE ENTRIES (passed; remove them from the baseline)", stale);
 section("UNEXPECTED FAILURES", unexpected);
 console.log("");
-console.log(`conformance-server: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+console.log(`${label}: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 || (strict === "1" && stale.length > 0) ? 1 : 0);
 EOF

@@ -21,6 +21,10 @@ session ended by a client's ``DELETE`` as ``ENDED <id>`` (stdout).
 Usage: ``python python_server.py PORT [--json] [--page-size N] [--exit-on-stdin-eof]``.
 Once the socket listens, one line ``READY <url>`` is printed to stdout.
 It only ever binds 127.0.0.1.
+
+``python python_server.py --stdio [--page-size N]`` serves the same tools over
+the SDK's stdio transport instead (newline-delimited JSON-RPC on stdin/stdout),
+for Switchyard's stdio backends; it ends when stdin closes.
 """
 
 from __future__ import annotations
@@ -192,6 +196,14 @@ async def serve(port: int, json_response: bool, page_size: int) -> None:
     await serving
 
 
+async def serve_stdio(page_size: int) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(page_size)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
 def exit_on_stdin_eof() -> None:
     """Exit the whole process once stdin ends.
 
@@ -210,13 +222,19 @@ def exit_on_stdin_eof() -> None:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("port", type=int, help="TCP port on 127.0.0.1")
+    parser.add_argument("port", type=int, nargs="?", help="TCP port on 127.0.0.1")
+    parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout instead of HTTP")
     parser.add_argument("--json", action="store_true", help="answer POSTs with JSON instead of SSE")
     parser.add_argument("--page-size", type=int, default=10, help="tools per tools/list page")
     parser.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin is closed")
     args = parser.parse_args(argv)
     if args.page_size < 1:
         parser.error("--page-size must be at least 1")
+    if args.stdio:
+        asyncio.run(serve_stdio(args.page_size))
+        return
+    if args.port is None:
+        parser.error("PORT is required unless --stdio is given")
     if args.exit_on_stdin_eof:
         exit_on_stdin_eof()
     asyncio.run(serve(args.port, args.json, args.page_size))

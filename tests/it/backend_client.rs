@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay,
+    RelayMessage, SlotKey,
 };
 use tokio::time::Instant;
 
@@ -18,8 +19,8 @@ fn client() -> McpBackendClient {
     McpBackendClient::new(ClientConfig::default()).expect("the client builds")
 }
 
-fn endpoint(backend: &FaultBackend) -> BackendEndpoint {
-    BackendEndpoint::new(backend.url().parse().unwrap(), TIMEOUT)
+fn endpoint(backend: &FaultBackend) -> BackendTarget {
+    BackendEndpoint::new(backend.url().parse().unwrap(), TIMEOUT).into()
 }
 
 fn slot(agent: &str) -> SlotKey {
@@ -30,7 +31,7 @@ async fn echo(client: &McpBackendClient, backend: &FaultBackend, agent: &str) ->
     echo_with(client, &endpoint(backend), agent).await
 }
 
-async fn echo_with(client: &McpBackendClient, endpoint: &BackendEndpoint, agent: &str) -> Result<Value, McpError> {
+async fn echo_with(client: &McpBackendClient, endpoint: &BackendTarget, agent: &str) -> Result<Value, McpError> {
     let params = json!({"name": "echo", "arguments": {"text": "hello"}});
     client.request(&slot(agent), endpoint, "tools/call", params).await
 }
@@ -55,9 +56,10 @@ fn assert_after_delivery(result: Result<Value, McpError>) {
 async fn handshake_then_every_request_carries_the_session_headers() {
     let server = backend(Script::default()).await;
     let client = client();
-    let endpoint = endpoint(&server)
+    let endpoint: BackendTarget = BackendEndpoint::new(server.url().parse().unwrap(), TIMEOUT)
         .with_credential("authorization".parse().unwrap(), "Bearer backend-secret".parse().unwrap())
-        .with_header("x-intent".parse().unwrap(), "token-1".parse().unwrap());
+        .with_header("x-intent".parse().unwrap(), "token-1".parse().unwrap())
+        .into();
     let result = echo_with(&client, &endpoint, "a").await.unwrap();
     assert_eq!(text(&result), "hello");
 
@@ -117,7 +119,7 @@ async fn connect_refused_is_not_delivered() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     drop(listener);
-    let endpoint = BackendEndpoint::new(url.parse().unwrap(), TIMEOUT);
+    let endpoint: BackendTarget = BackendEndpoint::new(url.parse().unwrap(), TIMEOUT).into();
     assert_not_delivered(echo_with(&client(), &endpoint, "a").await);
 }
 
@@ -325,7 +327,7 @@ async fn a_stall_is_after_delivery_at_the_deadline() {
     let client = client();
     client.session(&slot("a"), &endpoint(&server)).await.unwrap();
     let deadline = Duration::from_millis(400);
-    let endpoint = BackendEndpoint::new(server.url().parse().unwrap(), deadline);
+    let endpoint: BackendTarget = BackendEndpoint::new(server.url().parse().unwrap(), deadline).into();
     let started = Instant::now();
     assert_after_delivery(echo_with(&client, &endpoint, "a").await);
     let took = started.elapsed();
@@ -337,7 +339,8 @@ async fn the_deadline_covers_resumptions() {
     let server = backend(resume(1_000, 10, true)).await;
     let client = client();
     client.session(&slot("a"), &endpoint(&server)).await.unwrap();
-    let endpoint = BackendEndpoint::new(server.url().parse().unwrap(), Duration::from_millis(1_500));
+    let endpoint: BackendTarget =
+        BackendEndpoint::new(server.url().parse().unwrap(), Duration::from_millis(1_500)).into();
     let started = Instant::now();
     assert_after_delivery(echo_with(&client, &endpoint, "a").await);
     assert!(started.elapsed() < Duration::from_millis(2_500), "took {:?}", started.elapsed());

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
 };
 
 use crate::support::interop::{InteropServer, PYTHON_PAGE_SIZE, PythonMode, python_tool_names};
@@ -23,8 +23,8 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long to wait for a server's own log line about a session (its output is read by a separate thread).
 const LOG_WAIT: Duration = Duration::from_secs(5);
 
-fn endpoint(server: &InteropServer) -> BackendEndpoint {
-    BackendEndpoint::new(server.url().parse().expect("a valid loopback URL"), EXCHANGE_TIMEOUT)
+fn endpoint(server: &InteropServer) -> BackendTarget {
+    BackendEndpoint::new(server.url().parse().expect("a valid loopback URL"), EXCHANGE_TIMEOUT).into()
 }
 
 fn tool_names(tools: &[Value]) -> Vec<String> {

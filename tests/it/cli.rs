@@ -69,6 +69,23 @@ async fn check_fails_on_collisions_and_dead_backends_naming_them() {
 }
 
 #[tokio::test]
+async fn check_reports_a_stdio_backend_whose_process_does_not_start_and_lists_a_working_one() {
+    let dir = scratch_dir("stdio");
+    let python = crate::stdio::python().display().to_string();
+    let script = crate::stdio::FAULT_SCRIPT;
+    let backends = format!(
+        "[[backends]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = {python:?}\nargs = [{script:?}, \"normal\"]\n\
+         [[backends]]\nname = \"broken\"\ntransport = \"stdio\"\ncommand = {python:?}\nargs = [{script:?}, \"early\"]\n"
+    );
+    let output = run(switchyard().arg("check").arg("--config").arg(write_config(&dir, &backends))).await;
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.lines().any(|line| line.starts_with("local__echo")), "{text}");
+    assert!(text.contains("backend `broken` failed discovery"), "{text}");
+    assert!(text.contains("backend `broken`: its process does not start (failed starts in a row: 1;"), "{text}");
+}
+
+#[tokio::test]
 async fn configuration_errors_name_the_file_and_key() {
     let dir = scratch_dir("bad");
     let config = write_config(&dir, "[[backends]]\nname = \"Bad Name\"\nurl = \"http://127.0.0.1:1/mcp\"\n");

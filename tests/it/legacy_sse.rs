@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use switchyard::backend::legacy_sse::{self, LegacySseBackend, LegacySseConnection, Sharing};
+use switchyard::backend::legacy_sse::{self, LegacySseBackend, LegacySseConnection, Sharing, Standing};
 use switchyard::backend::mcp_client::McpError;
 use switchyard::config::Config;
 use switchyard::mcp::{Relay, RelayMessage};
@@ -35,7 +35,14 @@ fn backend(url: &str) -> LegacySseBackend {
 }
 
 async fn connect(url: &str) -> Result<LegacySseConnection, McpError> {
-    LegacySseConnection::connect(&legacy_sse::http_client(), &backend(url), &json!({}), deadline(20)).await
+    LegacySseConnection::connect(
+        &legacy_sse::http_client(),
+        &backend(url),
+        &json!({}),
+        Standing::default(),
+        deadline(20),
+    )
+    .await
 }
 
 async fn call(connection: &LegacySseConnection, tool: &str, arguments: Value, seconds: u64) -> Result<Value, McpError> {
@@ -116,6 +123,7 @@ async fn a_stream_without_an_endpoint_event_is_not_delivered_at_the_deadline() {
         &legacy_sse::http_client(),
         &self::backend(&backend.url()),
         &json!({}),
+        Standing::default(),
         Instant::now() + Duration::from_millis(300),
     )
     .await;
@@ -227,7 +235,7 @@ async fn a_ping_from_the_backend_is_answered_over_post() {
 }
 
 #[tokio::test]
-async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential() {
+async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_and_is_discovered() {
     let backend = FaultLegacySse::start(Script::default()).await;
     let text = format!(
         "[[backends]]\nname = \"legacy\"\ntransport = \"sse\"\nurl = {:?}\nheaders = {{ X-Extra = \"1\" }}\n\
@@ -238,13 +246,21 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential()
         Config::from_toml_str(&text, "t.toml", [("LEGACY_TOKEN", "legacy-t0ken")]).expect("valid configuration");
     let lowered = switchyard::gateway::legacy_sse_backend(&config.backends[0]).expect("an sse backend");
     assert!(!format!("{lowered:?}").contains("legacy-t0ken"), "Debug must not show the credential");
-    let connection = LegacySseConnection::connect(&legacy_sse::http_client(), &lowered, &json!({}), deadline(10))
-        .await
-        .expect("handshake");
+    let connection = LegacySseConnection::connect(
+        &legacy_sse::http_client(),
+        &lowered,
+        &json!({}),
+        Standing::default(),
+        deadline(10),
+    )
+    .await
+    .expect("handshake");
     assert_eq!(text_of(&call(&connection, "echo", json!({"text": "cfg"}), 10).await.expect("echo")), "cfg");
     let requests = backend.requests();
     assert!(requests.iter().all(|r| r.header("authorization") == Some(TOKEN)), "{requests:?}");
     assert!(switchyard::gateway::stdio_backend(&config.backends[0]).is_none());
-    let refused = switchyard::gateway::Gateway::for_discovery(config).err().expect("not served in this phase");
-    assert!(refused.to_string().contains("transport = \"sse\" is not served yet"), "{refused}");
+    let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
+    gateway.discover_once().await;
+    let routes = gateway.router.catalog().routes();
+    assert!(routes.iter().any(|route| route.name == "echo"), "discovered through the gateway's client");
 }

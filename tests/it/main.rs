@@ -21,3 +21,4 @@ mod session_fairness;
 mod slow_clients;
 mod stdio;
 mod support;
+mod transports_e2e;

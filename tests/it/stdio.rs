@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
-    ENV_ALLOWLIST, Launcher, Sharing, SpawnStatus, StdioBackend, StdioCommand, StdioConnection, StdioOptions,
+    ENV_ALLOWLIST, Launcher, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand, StdioConnection, StdioOptions,
 };
 use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-const FAULT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/fault_stdio.py");
+pub(crate) const FAULT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/fault_stdio.py");
 
 fn options() -> StdioOptions {
     StdioOptions { max_line: 64 * 1024, grace: Duration::from_millis(300) }
@@ -33,7 +33,7 @@ fn on_path(program: &str) -> PathBuf {
 
 /// The real interpreter behind `python3` (a version-manager shim would add variables of its own to the child's
 /// environment).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PYTHON
         .get_or_init(|| {
@@ -66,7 +66,9 @@ fn fault(mode: &str) -> StdioBackend {
 }
 
 async fn connect(backend: &StdioBackend) -> StdioConnection {
-    StdioConnection::connect(backend, &options(), &json!({}), deadline(20)).await.expect("handshake")
+    StdioConnection::connect(backend, &options(), &json!({}), Standing::default(), deadline(20))
+        .await
+        .expect("handshake")
 }
 
 async fn call(connection: &StdioConnection, tool: &str, arguments: Value, seconds: u64) -> Result<Value, McpError> {
@@ -80,14 +82,14 @@ fn text_of(result: &Value) -> &str {
 
 /// Running means signalable and not a zombie (a zombie runs no code; where PID 1 does not reap orphans, a
 /// killed grandchild stays one).
-fn is_running(pid: u32) -> bool {
+pub(crate) fn is_running(pid: u32) -> bool {
     let signalable = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
     signalable && !zombie
 }
 
-async fn assert_gone(pid: u32) {
+pub(crate) async fn assert_gone(pid: u32) {
     let until = Instant::now() + Duration::from_secs(10);
     while is_running(pid) {
         assert!(Instant::now() < until, "process {pid} is still running");
@@ -164,14 +166,15 @@ async fn a_crash_mid_call_is_after_delivery_and_the_next_call_is_not_delivered()
 
 #[tokio::test]
 async fn a_process_that_exits_before_the_handshake_is_not_delivered() {
-    let refused = StdioConnection::connect(&fault("early"), &options(), &json!({}), deadline(10)).await;
+    let refused =
+        StdioConnection::connect(&fault("early"), &options(), &json!({}), Standing::default(), deadline(10)).await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "handshake");
 }
 
 #[tokio::test]
 async fn a_command_that_cannot_start_is_not_delivered_with_its_name() {
     let missing = backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]);
-    let refused = StdioConnection::connect(&missing, &options(), &json!({}), deadline(10)).await;
+    let refused = StdioConnection::connect(&missing, &options(), &json!({}), Standing::default(), deadline(10)).await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "could not start `/nonexistent/mcp-server`");
 }
 
@@ -329,16 +332,22 @@ async fn progress_and_log_notifications_reach_the_caller_with_its_own_token() {
 async fn failed_starts_back_off_and_are_reported() {
     let launcher = Launcher::new(backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]), options());
     assert_eq!(launcher.status(), SpawnStatus::Ready);
-    assert_not_delivered(launcher.connect(&json!({}), deadline(5)).await.map(|c| c.pid()), "could not start");
+    assert_not_delivered(
+        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        "could not start",
+    );
     let SpawnStatus::Failing { failures: 1, last_error, .. } = launcher.status() else {
         panic!("expected one failure, got {:?}", launcher.status());
     };
     assert!(last_error.contains("could not start"), "{last_error}");
-    assert_not_delivered(launcher.connect(&json!({}), deadline(5)).await.map(|c| c.pid()), "next attempt is in");
+    assert_not_delivered(
+        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        "next attempt is in",
+    );
 }
 
 #[tokio::test]
-async fn a_configured_stdio_backend_runs_with_its_secret_env_but_is_not_served_yet() {
+async fn a_configured_stdio_backend_runs_with_its_secret_env_and_is_discovered_by_the_gateway() {
     let python = python();
     let name = python.file_name().expect("a file name").to_string_lossy().into_owned();
     let text = format!(
@@ -355,8 +364,10 @@ async fn a_configured_stdio_backend_runs_with_its_secret_env_but_is_not_served_y
         serde_json::from_str(text_of(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     assert_eq!(seen["API_TOKEN"], "tok-123");
     connection.close().await;
-    let refused = switchyard::gateway::Gateway::for_discovery(config).err().expect("not served in this phase");
-    assert!(refused.to_string().contains("transport = \"stdio\" is not served yet"), "{refused}");
+    let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
+    gateway.discover_once().await;
+    let routes = gateway.router.catalog().routes();
+    assert!(routes.iter().any(|route| route.name == "echo"), "discovered through the gateway's client");
 
     let missing = "[[backends]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"no-such-mcp-server\"\n";
     let error = Config::from_toml_str(missing, "t.toml", [("PATH", path.as_str())]).expect_err("not on PATH");

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::LegacySseBackend;
 use super::post::PostSink;
 use super::stream;
-use crate::backend::duplex::{Duplex, DuplexConnection, Peer};
+use crate::backend::duplex::{Duplex, DuplexConnection, Peer, Standing};
 use crate::backend::mcp_client::McpError;
 
 /// A live session with one legacy SSE backend; the MCP side of it is the [`DuplexConnection`] it dereferences
@@ -32,19 +32,21 @@ pub struct LegacySseConnection {
 
 impl LegacySseConnection {
     /// Opens the backend's event stream, reads its endpoint and completes the handshake before `deadline`,
-    /// offering the agent's client `capabilities`. Every failure is `NotDelivered`: no request of the caller was
-    /// sent yet. `http` must not follow redirects ([`super::http_client`]).
+    /// offering the agent's client `capabilities`; what the backend sends outside calls goes to `standing`. Every
+    /// failure is `NotDelivered`: no request of the caller was sent yet. `http` must not follow redirects
+    /// ([`super::http_client`]).
     pub async fn connect(
         http: &reqwest::Client,
         backend: &LegacySseBackend,
         capabilities: &Value,
+        standing: Standing,
         deadline: Instant,
     ) -> Result<LegacySseConnection, McpError> {
         let headers = headers(backend);
         let (events, endpoint) = stream::open(http, &backend.url, &headers, deadline).await?;
         let sink = PostSink { http: http.clone(), endpoint: endpoint.clone(), headers };
         let what = "the backend's SSE session";
-        let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing };
+        let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing, standing };
         let duplex = Duplex::start(peer, sink, events);
         // A failed handshake ends the session, which closes the stream.
         let connection = DuplexConnection::establish(duplex, capabilities, deadline).await?;

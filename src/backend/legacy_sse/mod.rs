@@ -19,7 +19,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 
-pub use crate::backend::duplex::Sharing;
+pub use crate::backend::duplex::{Sharing, Standing};
 pub use connection::LegacySseConnection;
 
 /// How often an idle event stream's TCP connection is probed, so a peer that vanished is noticed.

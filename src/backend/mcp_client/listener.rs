@@ -14,8 +14,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::client::Subscribers;
 use super::exchange::{Exchange, ExchangeError, Listener, Strays};
-use super::{BackendSession, ListChanged, McpError, Relay, SessionMessage, SlotKey};
+use super::{BackendSession, McpError, Relay, SessionMessage, SlotKey};
 
 /// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
@@ -32,8 +33,7 @@ pub(super) fn wanted(capabilities: &Value) -> bool {
 pub(super) struct Context {
     pub(super) http: reqwest::Client,
     pub(super) strays: Arc<Strays>,
-    pub(super) sink: mpsc::UnboundedSender<SessionMessage>,
-    pub(super) announce: Option<mpsc::UnboundedSender<ListChanged>>,
+    pub(super) subscribers: Arc<Subscribers>,
     pub(super) limit: usize,
 }
 
@@ -51,32 +51,28 @@ pub(super) fn spawn(
     let (opened, ready) = oneshot::channel();
     let handle = tokio::spawn(async move {
         let backend = key.backend.clone();
-        let announce = context.announce.clone();
-        let list_changed = move |method: &str| {
-            if let Some(announce) = &announce {
-                let _ = announce.send(ListChanged { backend: backend.clone(), method: method.to_owned() });
-            }
-        };
-        let (relayed, mut messages) = mpsc::unbounded_channel();
-        let relay = Relay::new(capabilities, Some(relayed));
-        let sink = context.sink.clone();
-        let forward = async {
-            while let Some(message) = messages.recv().await {
-                let tagged =
-                    SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
-                if sink.send(tagged).is_err() {
-                    return;
-                }
-            }
-        };
+        let subscribers = Arc::clone(&context.subscribers);
+        let list_changed = move |method: &str| subscribers.announce(&backend, method);
+        let relay = standing_relay(Arc::clone(&context.subscribers), key, capabilities);
         let hooks = Hooks { relay: &relay, list_changed: &list_changed, opened: Some(opened) };
-        tokio::select! {
-            () = listen(&context, &session, hooks) => {}
-            () = forward => {}
-        }
+        listen(&context, &session, hooks).await;
     })
     .abort_handle();
     (handle, ready)
+}
+
+/// A relay whose messages reach the agent session of `key` as [`SessionMessage`]s (through whoever subscribes
+/// when each one arrives), for as long as the relay lives: what a backend sends outside any call, on any transport.
+pub(super) fn standing_relay(subscribers: Arc<Subscribers>, key: SlotKey, capabilities: Value) -> Relay {
+    let (relayed, mut messages) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = messages.recv().await {
+            let tagged =
+                SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
+            subscribers.deliver(tagged);
+        }
+    });
+    Relay::new(capabilities, Some(relayed))
 }
 
 /// What the listener does with what it hears, and whom it tells that its stream is open.
@@ -87,10 +83,11 @@ struct Hooks<'a> {
 }
 
 async fn listen(context: &Context, session: &BackendSession, mut hooks: Hooks<'_>) {
+    let Some(home) = session.http_home() else { return };
     let mut last_event_id: Option<String> = None;
     let mut failures = 0;
     while failures < MAX_FAILURES {
-        let endpoint = (*session.home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
+        let endpoint = (**home).clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
         let listener = Listener { relay: Some(hooks.relay), progress: None, list_changed: Some(hooks.list_changed) };
         let exchange = Exchange {
             http: &context.http,

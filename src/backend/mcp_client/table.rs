@@ -9,7 +9,9 @@
 //!     its slots are in use — it never takes another owner's slot;
 //!   - when the table is full, the owner holding the most slots (so the one furthest over its share) loses its
 //!     idle slot used longest ago; an owner with fewer slots keeps its own while a larger holder has idle ones.
-//! - Guards are taken under the table lock, so eviction and acquisition never race.
+//! - Guards are taken under the table lock, so eviction and acquisition never race; so is a stdio process taken
+//!   out of an idle slot to make room under a process cap ([`SessionTable::take_idle_session`]).
+//! - A slot remembers when its last user left, for idle reaping ([`super::processes`]).
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -17,17 +19,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
+use super::processes::Reaped;
 use super::{BackendSession, SlotKey};
 
 /// One (agent session, backend) slot. The async mutex is held while a handshake runs, so concurrent first
 /// callers of one slot share a single handshake.
-#[derive(Default)]
 pub(super) struct Slot {
     pub(super) session: tokio::sync::Mutex<Option<BackendSession>>,
     users: AtomicUsize,
+    /// When the last user left (or the slot was made).
+    released: std::sync::Mutex<Instant>,
     /// The listener on the session's standalone stream, with the generation of the session it listens to.
     listener: std::sync::Mutex<Option<(u64, AbortHandle)>>,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self {
+            session: tokio::sync::Mutex::default(),
+            users: AtomicUsize::new(0),
+            released: std::sync::Mutex::new(Instant::now()),
+            listener: std::sync::Mutex::default(),
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -60,11 +76,39 @@ impl Slot {
     pub(super) fn take_session(&self) -> Option<BackendSession> {
         self.session.try_lock().ok().and_then(|mut session| session.take())
     }
+
+    /// How long nobody has used the slot; `None` while it is in use.
+    pub(super) fn idle_for(&self) -> Option<std::time::Duration> {
+        if self.users.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.released_lock().elapsed())
+    }
+
+    /// Drops the slot's session if it is still the one of `generation` (stopping its process).
+    pub(super) fn take_session_of(&self, generation: u64) -> Reaped {
+        let Ok(mut session) = self.session.try_lock() else { return Reaped::Busy };
+        if session.as_ref().is_some_and(|held| held.generation == generation) {
+            drop(session.take());
+        }
+        Reaped::Done
+    }
+
+    fn released_lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        // One assignment per update: a poisoned value is still consistent.
+        self.released.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Marks a slot in use for as long as it lives.
 pub(super) struct SlotGuard {
     slot: Arc<Slot>,
+}
+
+impl SlotGuard {
+    pub(super) fn arc(&self) -> &Arc<Slot> {
+        &self.slot
+    }
 }
 
 impl std::ops::Deref for SlotGuard {
@@ -76,7 +120,9 @@ impl std::ops::Deref for SlotGuard {
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        self.slot.users.fetch_sub(1, Ordering::AcqRel);
+        if self.slot.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self.slot.released_lock() = Instant::now();
+        }
     }
 }
 
@@ -186,6 +232,22 @@ impl SessionTable {
         slots.insert(key, slot, now);
         Ok((acquired, evicted))
     }
+    /// Takes the session out of the idle slot used longest ago whose session `eligible` accepts (the slot stays,
+    /// and its next call starts a new session). A slot in use is never touched.
+    pub(super) fn take_idle_session(
+        &self,
+        eligible: impl Fn(&SlotKey, &BackendSession) -> bool,
+    ) -> Option<BackendSession> {
+        let slots = self.lock();
+        let mut idle: Vec<(&SlotKey, &Entry)> =
+            slots.map.iter().filter(|(_, entry)| entry.slot.users.load(Ordering::Acquire) == 0).collect();
+        idle.sort_by_key(|(_, entry)| entry.last_used);
+        idle.into_iter().find_map(|(key, entry)| {
+            let mut session = entry.slot.session.try_lock().ok()?;
+            session.as_ref().is_some_and(|held| eligible(key, held)).then(|| session.take()).flatten()
+        })
+    }
+
     /// Removes every slot of one agent session.
     pub(super) fn remove_agent(&self, agent_session: &str) -> Vec<Arc<Slot>> {
         let mut slots = self.lock();
@@ -206,6 +268,7 @@ fn guard(slot: &Arc<Slot>) -> SlotGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn key(agent: &str, backend: &str) -> SlotKey {
         SlotKey::new(agent, backend)
@@ -315,6 +378,56 @@ mod tests {
         assert_eq!((holds(&table, "alice"), table.len()), (1, 3));
         drop(busy);
         assert!(table.acquire(&owned("hog", 2)).is_ok(), "once idle, its own slot is recycled");
+    }
+
+    fn http_session(generation: u64) -> BackendSession {
+        let home =
+            super::super::BackendEndpoint::new("http://127.0.0.1:9/mcp".parse().unwrap(), Duration::from_secs(1));
+        BackendSession {
+            id: None,
+            version: "2025-11-25",
+            capabilities: Arc::default(),
+            generation,
+            carrier: super::super::transport::Carrier::Http { home: Arc::new(home) },
+        }
+    }
+
+    fn hold(table: &SessionTable, agent: &str, generation: u64) -> SlotGuard {
+        let (guard, _) = table.acquire(&key(agent, "x")).unwrap();
+        *guard.session.try_lock().unwrap() = Some(http_session(generation));
+        guard
+    }
+
+    /// A cap takes the session of the idle slot used longest ago that is eligible; a slot in use never gives its
+    /// session up, and the slot itself stays.
+    #[test]
+    fn take_idle_session_takes_the_oldest_eligible_idle_session_only() {
+        let table = SessionTable::new(8, 8);
+        let busy = hold(&table, "busy", 1);
+        drop(hold(&table, "old", 2));
+        drop(hold(&table, "new", 3));
+        let taken = table.take_idle_session(|_, _| true).expect("an idle session");
+        assert_eq!(taken.generation, 2, "the idle slot used longest ago");
+        let taken = table.take_idle_session(|key, _| &*key.agent_session != "new");
+        assert!(taken.is_none(), "only `new` holds an idle session, and it is not eligible");
+        assert_eq!(table.take_idle_session(|_, _| true).map(|s| s.generation), Some(3));
+        assert!(table.take_idle_session(|_, _| true).is_none(), "the busy slot keeps its session");
+        assert_eq!(table.len(), 3, "slots stay; only their sessions went");
+        assert!(busy.session.try_lock().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_slot_is_idle_only_without_users_and_a_reaper_takes_only_its_own_generation() {
+        let table = SessionTable::new(8, 8);
+        let guard = hold(&table, "a", 7);
+        assert_eq!(guard.idle_for(), None, "in use");
+        let slot = Arc::clone(guard.arc());
+        drop(guard);
+        assert!(slot.idle_for().is_some_and(|quiet| quiet < Duration::from_secs(5)));
+        assert!(matches!(slot.take_session_of(6), Reaped::Done));
+        assert!(slot.session.try_lock().unwrap().is_some(), "another generation's reaper leaves it");
+        assert!(matches!(slot.take_session_of(7), Reaped::Done));
+        assert!(slot.session.try_lock().unwrap().is_none());
     }
 
     /// The owner is not part of a slot's identity: the same agent session from another address keeps its slot.

@@ -26,7 +26,7 @@ use tokio::time::{Instant, timeout_at};
 use super::lines::LineReader;
 use super::process::{self, Spawned};
 use super::{StdioBackend, StdioOptions};
-use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Peer, Sending};
+use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Peer, Sending, Standing};
 use crate::backend::mcp_client::McpError;
 
 /// A live session with one process; the MCP side of it is the [`DuplexConnection`] it dereferences to.
@@ -56,11 +56,13 @@ struct StdoutSource {
 
 impl StdioConnection {
     /// Starts a process for `backend` and completes the handshake before `deadline`, offering the agent's
-    /// client `capabilities`. Every failure is `NotDelivered`: no request of the caller was sent yet.
+    /// client `capabilities`; what the process sends outside calls goes to `standing`. Every failure is
+    /// `NotDelivered`: no request of the caller was sent yet.
     pub async fn connect(
         backend: &StdioBackend,
         options: &StdioOptions,
         capabilities: &Value,
+        standing: Standing,
         deadline: Instant,
     ) -> Result<StdioConnection, McpError> {
         let program = &backend.command.program;
@@ -69,7 +71,8 @@ impl StdioConnection {
                 reason: format!("could not start `{}`: {error}", program.display()),
             })?;
         let (writer, queue) = mpsc::unbounded_channel();
-        let peer = Peer { backend: Arc::clone(&backend.name), what: "the backend process", sharing: backend.sharing };
+        let what = "the backend process";
+        let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing, standing };
         let lines = LineReader::new(BufReader::new(stdout), options.max_line);
         let duplex = Duplex::start(peer, StdinSink { writer }, StdoutSource { lines, max_line: options.max_line });
         tokio::spawn(write_stdin(Arc::clone(&duplex), stdin, queue));

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{StdioBackend, StdioConnection, StdioOptions};
+use crate::backend::duplex::Standing;
 use crate::backend::mcp_client::McpError;
 
 /// The wait after the first failed start.
@@ -56,9 +57,14 @@ impl Launcher {
     }
 
     /// A new process with its handshake done, unless starts are backing off.
-    pub async fn connect(&self, capabilities: &Value, deadline: Instant) -> Result<StdioConnection, McpError> {
+    pub async fn connect(
+        &self,
+        capabilities: &Value,
+        standing: Standing,
+        deadline: Instant,
+    ) -> Result<StdioConnection, McpError> {
         self.check()?;
-        let started = StdioConnection::connect(&self.backend, &self.options, capabilities, deadline).await;
+        let started = StdioConnection::connect(&self.backend, &self.options, capabilities, standing, deadline).await;
         self.record(started.as_ref().err());
         started
     }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::backend::duplex::Sharing;
+pub use crate::backend::duplex::{Sharing, Standing};
 pub use connection::StdioConnection;
 pub use launcher::{Launcher, SpawnStatus};
 pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};

@@ -14,6 +14,9 @@ Usage: fault_stdio.py MODE. Every mode speaks newline-delimited JSON-RPC on stdi
   huge      an answer line of 64 MiB
   hang      tools/call is never answered, and stdin closing is ignored
 
+With FAULT_EARLY_IF=PATH in the environment, any mode behaves as `early` while PATH exists (so a test can let
+discovery succeed and then make the next processes fail to start).
+
 In every mode, `notifications/cancelled` is remembered and the method `fault/cancelled` answers with the
 params of every cancellation received so far.
 """
@@ -31,7 +34,7 @@ CANCELLED = []
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
-    for name in ["echo", "counter", "env", "grandchild", "ask", "progress"]
+    for name in ["echo", "counter", "env", "grandchild", "ask", "progress", "pid", "sleep", "announce", "grow"]
 ]
 
 
@@ -93,6 +96,18 @@ def call_tool(params):
         send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 999999, "progress": 1}})
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}})
         return text("done")
+    if name == "announce":
+        return text("announced")
+    if name == "grow":
+        if not any(tool["name"] == "extra" for tool in TOOLS):
+            TOOLS.append({"name": "extra", "description": "extra", "inputSchema": {"type": "object"}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text("grown")
+    if name == "pid":
+        return text(str(os.getpid()))
+    if name == "sleep":
+        time.sleep(float(arguments.get("seconds", 1)))
+        return text("slept")
     return {"content": [{"type": "text", "text": f"unknown tool {name}"}], "isError": True}
 
 
@@ -142,7 +157,13 @@ def answer(message):
     elif method == "tools/call":
         if misbehave(request_id):
             return
-        result = call_tool(message.get("params") or {})
+        params = message.get("params") or {}
+        result = call_tool(params)
+        if params.get("name") == "announce":
+            send({"jsonrpc": "2.0", "id": request_id, "result": text("announced")})
+            send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "fault://watched"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method}"}})
         return
@@ -152,7 +173,8 @@ def answer(message):
 def main():
     sys.stderr.write(f"fault_stdio.py starting in mode {MODE}, pid {os.getpid()}\n")
     sys.stderr.flush()
-    if MODE == "early":
+    early_if = os.environ.get("FAULT_EARLY_IF")
+    if MODE == "early" or early_if and os.path.exists(early_if):
         sys.exit(1)
     try:
         while True:

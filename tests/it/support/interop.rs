@@ -99,15 +99,7 @@ impl InteropServer {
 
     /// server-everything with the transport named by its first argument.
     fn everything_in(transport: &'static str) -> Option<Self> {
-        let node_modules = tool_path("SWITCHYARD_INTEROP_NODE_MODULES", || interop_dir().join("node_modules"));
-        let entry = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
-        if !entry.is_file() {
-            return missing(&format!("server-everything is not installed ({} does not exist)", entry.display()));
-        }
-        let node = std::env::var_os("SWITCHYARD_INTEROP_NODE").map_or_else(|| PathBuf::from("node"), PathBuf::from);
-        if Command::new(&node).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-            return missing(&format!("Node.js is not runnable as `{}`", node.display()));
-        }
+        let (node, entry) = everything_command()?;
         let preload = interop_dir().join("loopback-preload.cjs");
         Some(Self::start("server-everything", EVERYTHING_MARKERS, |port| {
             let mut command = Command::new(&node);
@@ -276,6 +268,29 @@ impl Drop for InteropServer {
 /// The venv's `python`, with the `mcp` package, or `None` if the venv is not installed (outside CI). For tests
 /// that run a script of `tests/interop` on the Python SDK themselves, such as the SDK client
 /// `python_agent.py`.
+/// The `node` binary (absolute) and server-everything's entry script, or `None` if either is missing (outside CI).
+pub fn everything_command() -> Option<(PathBuf, PathBuf)> {
+    let node_modules = tool_path("SWITCHYARD_INTEROP_NODE_MODULES", || interop_dir().join("node_modules"));
+    let entry = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    if !entry.is_file() {
+        return missing(&format!("server-everything is not installed ({} does not exist)", entry.display()));
+    }
+    let node = std::env::var_os("SWITCHYARD_INTEROP_NODE").map_or_else(|| PathBuf::from("node"), PathBuf::from);
+    let Some(node) = absolute_program(&node) else {
+        return missing(&format!("Node.js is not runnable as `{}`", node.display()));
+    };
+    Some((node, entry))
+}
+
+/// `program` as an absolute path: itself when it has a `/`, else found on `PATH`.
+fn absolute_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file())
+}
+
 pub fn python_interpreter() -> Option<PathBuf> {
     let python = tool_path("SWITCHYARD_INTEROP_PYTHON", || {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-venv/bin/python")

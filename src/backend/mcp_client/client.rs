@@ -1,0 +1,309 @@
+//! The client object (design §2): the bounded table of backend sessions and the calls made on them, whatever the
+//! transport ([`super::transport`] dispatches).
+//!
+//! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
+//! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a session the
+//! backend ended (HTTP `404`) is replaced and the request retried exactly once (the backend did not process it);
+//! a duplex session that ended is replaced for the next call only. Forgetting an agent session ends all its
+//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::timeout_at;
+
+use super::exchange::{ExchangeError, Strays};
+use super::http::Call;
+use super::processes::{ProcessCounts, reap_when_idle};
+use super::table::{SessionTable, Slot, SlotGuard, TableFull};
+use super::transport::{BackendSession, effective_key};
+use super::{
+    BackendTarget, ClientBuildError, ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS, McpError, Relay,
+    SessionMessage, SlotKey, listener,
+};
+use crate::backend::legacy_sse;
+use crate::mcp::method;
+
+/// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
+pub struct McpBackendClient {
+    pub(super) http: reqwest::Client,
+    /// For legacy SSE backends: keep-alive on their long-lived streams.
+    pub(super) legacy_http: reqwest::Client,
+    pub(super) table: SessionTable,
+    pub(super) processes: Arc<ProcessCounts>,
+    pub(super) config: ClientConfig,
+    next_request_id: AtomicU64,
+    pub(super) next_generation: AtomicU64,
+    pub(super) subscribers: Arc<Subscribers>,
+    pub(super) strays: Arc<Strays>,
+}
+
+/// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
+/// before anyone subscribed (discovery's, at start-up) still reaches a later subscriber.
+#[derive(Default)]
+pub(super) struct Subscribers {
+    list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
+    session_messages: std::sync::Mutex<Option<mpsc::UnboundedSender<SessionMessage>>>,
+}
+
+impl Subscribers {
+    /// Tells the subscriber (the catalog's discovery) that a backend's list changed.
+    pub(super) fn announce(&self, backend: &Arc<str>, method: &str) {
+        if let Some(subscriber) = lock(&self.list_changed).as_ref() {
+            let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
+        }
+    }
+
+    /// Hands a message outside calls to the subscriber (the front), if any.
+    pub(super) fn deliver(&self, message: SessionMessage) {
+        if let Some(subscriber) = lock(&self.session_messages).as_ref() {
+            let _ = subscriber.send(message);
+        }
+    }
+
+    pub(super) fn has_session_messages(&self) -> bool {
+        lock(&self.session_messages).is_some()
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // One assignment per update: a poisoned value is still consistent.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl McpBackendClient {
+    /// Fails only when the HTTP client cannot be built (e.g. the TLS roots cannot be loaded): the gateway then
+    /// refuses to start rather than fall back to a client that would follow redirects.
+    pub fn new(config: ClientConfig) -> Result<Self, ClientBuildError> {
+        let http = reqwest::Client::builder()
+            // Backend URLs come only from configuration; a redirect could lead anywhere (design §6).
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| ClientBuildError(error.to_string()))?;
+        Ok(Self {
+            http,
+            legacy_http: legacy_sse::http_client(),
+            table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
+            processes: ProcessCounts::new(config.max_stdio_processes),
+            config,
+            next_request_id: AtomicU64::new(1),
+            next_generation: AtomicU64::new(1),
+            subscribers: Arc::default(),
+            strays: Arc::default(),
+        })
+    }
+
+    /// The slot's backend session, starting one if there is none (concurrent callers share one handshake).
+    pub async fn session(&self, key: &SlotKey, target: &BackendTarget) -> Result<BackendSession, McpError> {
+        let shared = effective_key(key, target);
+        let key = shared.as_ref().unwrap_or(key);
+        let slot = self.acquire(key)?;
+        self.ensure_session(&slot, key, target, None, &Value::Null).await
+    }
+
+    /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
+    /// session re-initializes and retries exactly once. `params` of `Value::Null` are omitted.
+    pub async fn request(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, McpError> {
+        self.request_relayed(key, target, method, params, &Relay::default()).await
+    }
+
+    /// [`request`](Self::request), relaying the backend's notifications about it.
+    pub async fn request_relayed(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Result<Value, McpError> {
+        let shared = effective_key(key, target);
+        let key = shared.as_ref().unwrap_or(key);
+        let slot = self.acquire(key)?;
+        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities()).await?;
+        let wants_stream = listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE;
+        if wants_stream && session.http_home().is_some() {
+            self.listen(&slot, key, &session, relay.capabilities()).await;
+        }
+        let params = (!params.is_null()).then_some(params);
+        let mut retried = false;
+        loop {
+            let call = Call { key, method, params: params.clone(), relay };
+            match self.send(&session, target, call).await {
+                Err(ExchangeError::SessionGone) if !retried => {
+                    tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
+                    retried = true;
+                    session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
+                }
+                Err(ExchangeError::SessionGone) => {
+                    return Err(McpError::NotDelivered {
+                        reason: "the backend ended the freshly initialized session too (404 twice)".into(),
+                    });
+                }
+                Err(ExchangeError::Failed(error)) => return Err(error),
+                Ok(result) => return Ok(result),
+            }
+        }
+    }
+
+    /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
+    pub async fn list_tools(&self, key: &SlotKey, target: &BackendTarget) -> Result<Vec<Value>, McpError> {
+        self.list_all(key, target, method::TOOLS_LIST, "tools").await
+    }
+
+    /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
+    /// `nextCursor` within [`MAX_TOOL_PAGES`] pages and [`MAX_TOOLS`] items.
+    pub async fn list_all(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        field: &str,
+    ) -> Result<Vec<Value>, McpError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
+            let mut page = self.request(key, target, method, params).await?;
+            let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
+                return Err(McpError::AfterDelivery { reason: format!("{method} answered without a `{field}` array") });
+            };
+            if items.len() + listed.len() > MAX_TOOLS {
+                return Err(McpError::AfterDelivery {
+                    reason: format!("the backend lists more than {MAX_TOOLS} {field}"),
+                });
+            }
+            items.extend(listed);
+            match page.get_mut("nextCursor").map(Value::take) {
+                Some(next @ Value::String(_)) => cursor = Some(next),
+                _ => return Ok(items),
+            }
+        }
+        Err(McpError::AfterDelivery { reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages") })
+    }
+
+    /// Drops every backend session of one agent session and ends them at the backends (best effort, in the
+    /// background: the agent does not wait for backends to acknowledge; a process still serving a call of the
+    /// session stops when that call ends).
+    pub fn forget_agent_session(&self, agent_session: &str) {
+        for slot in self.table.remove_agent(agent_session) {
+            self.end_in_background(&slot);
+        }
+    }
+
+    /// How many (agent session, backend) slots the table holds.
+    pub fn cached_sessions(&self) -> usize {
+        self.table.len()
+    }
+
+    fn acquire(&self, key: &SlotKey) -> Result<SlotGuard, McpError> {
+        let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
+            reason: match full {
+                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
+                TableFull::OwnerBusy { cap } => {
+                    format!("all {cap} backend session slots this caller may hold are in use")
+                }
+            },
+        })?;
+        if let Some(evicted) = evicted {
+            self.end_in_background(&evicted);
+        }
+        Ok(slot)
+    }
+
+    /// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its
+    /// process or closes its stream once no call uses it).
+    fn end_in_background(&self, slot: &Slot) {
+        if let Some(session) = slot.take_session() {
+            self.delete_in_background(&session);
+        }
+    }
+
+    /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
+    /// concurrent caller already replaced it — or when it is a duplex session that ended.
+    async fn ensure_session(
+        &self,
+        slot: &SlotGuard,
+        key: &SlotKey,
+        target: &BackendTarget,
+        stale: Option<&BackendSession>,
+        capabilities: &Value,
+    ) -> Result<BackendSession, McpError> {
+        let deadline = target.deadline();
+        let not_delivered = |reason: &str| McpError::NotDelivered { reason: reason.into() };
+        let mut current = timeout_at(deadline, slot.session.lock())
+            .await
+            .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
+        if let Some(held) = current.as_ref() {
+            let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
+            if replaced || !held.is_alive() {
+                *current = None;
+            }
+        }
+        if let Some(session) = current.as_ref() {
+            return Ok(session.clone());
+        }
+        let session = timeout_at(deadline, self.start_session(key, target, capabilities))
+            .await
+            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))??;
+        if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
+            reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
+        }
+        *current = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Receives what backends send agents' backend sessions outside calls (the standalone streams of HTTP
+    /// sessions; a stdio process's or SSE stream's messages while no call is in flight). One subscriber at a
+    /// time; subscribing again replaces it. Without a subscriber no standalone stream is opened.
+    pub fn subscribe_session_messages(&self) -> mpsc::UnboundedReceiver<SessionMessage> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *lock(&self.subscribers.session_messages) = Some(sender);
+        receiver
+    }
+
+    /// Keeps a listener on an HTTP `session`'s standalone stream (see [`listener`]). A new listener is waited for
+    /// (up to [`listener::OPEN_WAIT`]) until its stream is open, so that what the backend sends there while
+    /// serving the request about to go out is not lost.
+    async fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
+        if !self.subscribers.has_session_messages() {
+            return;
+        }
+        let mut opened = None;
+        slot.ensure_listener(session.generation, || {
+            let context = listener::Context {
+                http: self.http.clone(),
+                strays: Arc::clone(&self.strays),
+                subscribers: Arc::clone(&self.subscribers),
+                limit: self.config.max_exchange_bytes,
+            };
+            let (handle, ready) = listener::spawn(context, session.clone(), key.clone(), capabilities.clone());
+            opened = Some(ready);
+            handle
+        });
+        if let Some(ready) = opened {
+            let _ = tokio::time::timeout(listener::OPEN_WAIT, ready).await;
+        }
+    }
+
+    /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a
+    /// time; subscribing again replaces it.
+    pub fn subscribe_list_changed(&self) -> mpsc::UnboundedReceiver<ListChanged> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *lock(&self.subscribers.list_changed) = Some(sender);
+        receiver
+    }
+
+    /// Request ids are the client's own, unique across all its backend sessions; agents' ids never reach a
+    /// backend.
+    pub(super) fn next_id(&self) -> Value {
+        Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
+    }
+}

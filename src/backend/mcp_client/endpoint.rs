@@ -1,0 +1,210 @@
+//! Where a backend is reached and which slot of the session table a call uses (design §2, §7).
+//!
+//! Rules: a [`BackendTarget`] is built once per backend by the composition root and renewed for every call (a
+//! fresh absolute deadline); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process
+//! ([`Launcher`]) or a legacy HTTP+SSE stream ([`LegacySseBackend`]) — and nothing above the backend client
+//! branches on it. A [`SlotKey`] is the (agent session, backend) pair; its owner only counts for fairness.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::{HeaderName, HeaderValue};
+use tokio::time::Instant;
+
+use crate::backend::duplex::Sharing;
+use crate::backend::legacy_sse::LegacySseBackend;
+use crate::backend::stdio::{Launcher, SpawnStatus};
+
+/// Where and how to send one exchange over Streamable HTTP: the URL, the backend's credential (marked sensitive,
+/// so it is never printed), extra headers (such as a per-call intent token), and the absolute deadline.
+#[derive(Debug, Clone)]
+pub struct BackendEndpoint {
+    pub(super) url: Url,
+    pub(super) credential: Option<(HeaderName, HeaderValue)>,
+    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
+    /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
+    timeout: Duration,
+    pub(super) deadline: Instant,
+}
+
+impl BackendEndpoint {
+    /// An endpoint whose deadline is `timeout` from now.
+    pub fn new(url: Url, timeout: Duration) -> Self {
+        Self { url, credential: None, headers: Vec::new(), timeout, deadline: Instant::now() + timeout }
+    }
+
+    /// The same endpoint for a new exchange: its deadline is the timeout from now. Callers keep one endpoint per
+    /// backend as a template and renew it for every call.
+    pub fn renewed(&self) -> Self {
+        Self { deadline: Instant::now() + self.timeout, ..self.clone() }
+    }
+
+    pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.credential = Some((name, value));
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The endpoint without per-call headers: where a session's `DELETE` and standalone stream go.
+    pub(super) fn home(&self) -> Self {
+        Self { headers: Vec::new(), ..self.clone() }
+    }
+}
+
+/// One backend as the client reaches it, with the absolute deadline of the current call.
+#[derive(Debug, Clone)]
+pub enum BackendTarget {
+    /// Streamable HTTP.
+    Http(BackendEndpoint),
+    /// A session over a pair of message channels: a stdio process or a legacy SSE stream.
+    Duplex(DuplexTarget),
+}
+
+/// A backend reached through the shared session core ([`crate::backend::duplex`]).
+#[derive(Debug, Clone)]
+pub struct DuplexTarget {
+    pub(super) transport: DuplexTransport,
+    timeout: Duration,
+    pub(super) deadline: Instant,
+}
+
+#[derive(Clone)]
+pub(super) enum DuplexTransport {
+    Stdio(Arc<Launcher>),
+    LegacySse(Arc<LegacySseBackend>),
+}
+
+impl std::fmt::Debug for DuplexTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DuplexTransport::Stdio(launcher) => f.debug_tuple("Stdio").field(launcher.backend()).finish(),
+            DuplexTransport::LegacySse(backend) => f.debug_tuple("LegacySse").field(backend).finish(),
+        }
+    }
+}
+
+impl DuplexTransport {
+    pub(super) fn sharing(&self) -> Sharing {
+        match self {
+            DuplexTransport::Stdio(launcher) => launcher.backend().sharing,
+            DuplexTransport::LegacySse(backend) => backend.sharing,
+        }
+    }
+}
+
+impl From<BackendEndpoint> for BackendTarget {
+    fn from(endpoint: BackendEndpoint) -> Self {
+        BackendTarget::Http(endpoint)
+    }
+}
+
+impl BackendTarget {
+    /// A stdio backend whose processes `launcher` starts; each call may take `timeout`.
+    pub fn stdio(launcher: Arc<Launcher>, timeout: Duration) -> Self {
+        Self::duplex(DuplexTransport::Stdio(launcher), timeout)
+    }
+
+    /// A legacy HTTP+SSE backend; each call may take `timeout`.
+    pub fn legacy_sse(backend: LegacySseBackend, timeout: Duration) -> Self {
+        Self::duplex(DuplexTransport::LegacySse(Arc::new(backend)), timeout)
+    }
+
+    fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {
+        BackendTarget::Duplex(DuplexTarget { transport, timeout, deadline: Instant::now() + timeout })
+    }
+
+    /// The same target for a new call: its deadline is the timeout from now.
+    pub fn renewed(&self) -> Self {
+        match self {
+            BackendTarget::Http(endpoint) => BackendTarget::Http(endpoint.renewed()),
+            BackendTarget::Duplex(target) => {
+                BackendTarget::Duplex(DuplexTarget { deadline: Instant::now() + target.timeout, ..target.clone() })
+            }
+        }
+    }
+
+    pub fn deadline(&self) -> Instant {
+        match self {
+            BackendTarget::Http(endpoint) => endpoint.deadline,
+            BackendTarget::Duplex(target) => target.deadline,
+        }
+    }
+
+    /// How long a stdio backend's process may sit idle before it is stopped (`None`: sessions are not reaped).
+    pub(super) fn idle_timeout(&self) -> Option<Duration> {
+        match self {
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(launcher), .. }) => {
+                Some(launcher.backend().idle_timeout)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a stdio backend's processes start (`None` for other transports): what `/readyz` reports.
+    pub fn spawn_status(&self) -> Option<SpawnStatus> {
+        match self {
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(launcher), .. }) => {
+                Some(launcher.status())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Identifies one slot of the session table: the (agent session, backend) pair, and the owner the slot counts
+/// against for fairness. The owner is not part of the slot's identity (equality and hashing ignore it): an agent
+/// session may come back from another address, and must still find its backend session.
+#[derive(Debug, Clone)]
+pub struct SlotKey {
+    pub agent_session: Arc<str>,
+    pub backend: Arc<str>,
+    /// Who the slot counts against: the principal, or `anonymous@<address>` (see the router's `Caller`).
+    pub owner: Arc<str>,
+}
+
+impl SlotKey {
+    /// A slot owned by its own agent session (callers that know better say so with [`SlotKey::owned_by`]).
+    pub fn new(agent_session: &str, backend: &str) -> Self {
+        let agent_session: Arc<str> = agent_session.into();
+        Self { owner: Arc::clone(&agent_session), agent_session, backend: backend.into() }
+    }
+
+    pub fn owned_by(mut self, owner: &str) -> Self {
+        self.owner = owner.into();
+        self
+    }
+}
+
+impl PartialEq for SlotKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.agent_session == other.agent_session && self.backend == other.backend
+    }
+}
+
+impl Eq for SlotKey {}
+
+impl std::hash::Hash for SlotKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.agent_session.hash(state);
+        self.backend.hash(state);
+    }
+}

@@ -1,0 +1,43 @@
+//! The client's error classes (design §2): what callers branch on to keep the at-most-once promise.
+//!
+//! Rule: only [`McpError::NotDelivered`] proves that the backend did not process a request, whatever the
+//! transport — HTTP (nothing reached the backend, or it refused with a status that proves so), stdio (no byte of
+//! the request entered the process's stdin: the spawn, the handshake or the table's caps refused it) or legacy SSE
+//! (the `POST` never reached the backend, or the stream or handshake before it failed).
+
+use serde_json::Value;
+
+/// Why a request to a backend failed. Callers branch on the class.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    /// The backend did not process the request: connecting failed, the handshake before it did, the session
+    /// table or a process cap had no room, or the backend refused it with a status that proves it was not
+    /// processed ([`super::Refusal`]; the reason names the status). Only this error proves that a tool did not run.
+    #[error("the backend did not process the request: {reason}")]
+    NotDelivered { reason: String },
+    /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
+    #[error("the backend may have received the request, but its answer was unusable: {reason}")]
+    AfterDelivery { reason: String },
+    /// The backend answered with an HTTP error status that does not prove a refusal (see [`super::Refusal`]; nor
+    /// the `404` of an ended session). The outcome is unknown.
+    #[error("the backend answered HTTP {status}: {body}")]
+    HttpStatus { status: u16, body: String },
+    /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
+    #[error("the request was cancelled by the agent after it was sent")]
+    Cancelled,
+    /// The backend answered with a JSON-RPC error.
+    #[error("the backend answered with error {code}: {message}")]
+    Rpc { code: i64, message: String, data: Option<Value> },
+}
+
+impl McpError {
+    /// True only when the backend provably did not process the request.
+    pub fn proves_not_delivered(&self) -> bool {
+        matches!(self, McpError::NotDelivered { .. })
+    }
+}
+
+/// The backend client's HTTP stack could not be built.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot build the backend HTTP client: {0}")]
+pub struct ClientBuildError(pub(super) String);
