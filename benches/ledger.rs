@@ -14,7 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
-use switchyard::ledger::{ClaimKey, ClaimOutcome, DEFAULT_MAX_RESULT, LedgerStore, NewClaim, canonical_digest};
+use switchyard::config::DEFAULT_MAX_RESULT;
+use switchyard::ledger::{ClaimKey, ClaimOutcome, LedgerStore, NewClaim, canonical_digest};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const CONCURRENT_TASKS: usize = 64;

@@ -3,9 +3,9 @@
 //! all of them share and the configuration lowered here into each part's plain types.
 //!
 //! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
-//! template, the client's session-table bounds, the front's admission rules and session sealer), starting the
-//! background tasks (discovery, delivering backends' session messages, ledger upkeep), and the embedded demo
-//! backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! template, the client's session-table bounds, the front's admission rules, authenticator and session sealer, the
+//! router's policies), starting the background tasks (discovery, delivering backends' session messages, ledger
+//! upkeep), and the embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
 //! other parts.
 
 mod access;
@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::auth::{AuthSetupError, Authenticator};
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
@@ -35,6 +36,7 @@ use crate::router::{CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 
 mod revocation_log;
+pub mod token_store;
 
 /// How often a discovered backend's tool list is refreshed.
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
@@ -60,6 +62,10 @@ pub enum GatewayError {
          can be used for now"
     )]
     TransportNotServed { backend: String, transport: &'static str },
+    #[error("cannot read the listening socket's address: {0}")]
+    Listener(std::io::Error),
+    #[error("agent authentication: {0}")]
+    Auth(#[from] AuthSetupError),
 }
 
 /// The parts of a running gateway.
@@ -114,7 +120,7 @@ impl Gateway {
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let targets: HashMap<Arc<str>, BackendTarget> =
             config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
-        let router = Arc::new(CallRouter::new(catalog, client, targets, ledger));
+        let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
         Ok(Gateway { config, router, tasks: Vec::new() })
     }
 
@@ -153,6 +159,9 @@ impl Gateway {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
+        // The address actually bound (port 0 picks one) is the default `public_url`.
+        self.config.server.listen = listener.local_addr().map_err(GatewayError::Listener)?;
+        let auth = Arc::new(authenticator(&self.config).await?);
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
         let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
@@ -163,6 +172,7 @@ impl Gateway {
                 allowed_hosts: self.config.server.allowed_hosts.clone(),
                 binds_loopback: self.config.server.binds_loopback(),
             },
+            auth,
             sealer: Sealer::new(secret, self.config.server.session_ttl),
             revocations,
             router: Arc::clone(&self.router),
@@ -203,6 +213,14 @@ impl Gateway {
         }
         Ok(())
     }
+}
+
+/// The agents' authenticator: everyone is `anonymous` without `[auth]` credentials.
+async fn authenticator(config: &Config) -> Result<Authenticator, GatewayError> {
+    if !config.auth.has_credentials() {
+        return Ok(Authenticator::anonymous_only());
+    }
+    Ok(Authenticator::new(auth_settings(config)).await?)
 }
 
 /// Completes `drain` after the shutdown signal (never, if there is none).

@@ -17,6 +17,8 @@ pub mod demo;
 pub mod front;
 pub mod gateway;
 pub mod glob;
+pub mod keyfile;
 pub mod ledger;
+pub mod ledger_url;
 pub mod mcp;
 pub mod router;

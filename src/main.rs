@@ -60,6 +60,11 @@ enum Command {
         #[command(subcommand)]
         action: KeysAction,
     },
+    /// List or delete the OAuth tokens the gateway holds for backends (secrets are never printed).
+    Auth {
+        #[command(subcommand)]
+        action: AuthAction,
+    },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
         #[arg(long, default_value = "127.0.0.1:8809")]
@@ -80,6 +85,20 @@ enum KeysAction {
         /// A group of the principal (repeat for several).
         #[arg(long = "group")]
         groups: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuthAction {
+    /// The stored tokens: backend, principal, scopes, expiry, last change.
+    List {
+        #[command(flatten)]
+        filter: cli::auth::TokenSelection,
+    },
+    /// Delete stored tokens; the principal authorizes again on its next call.
+    Revoke {
+        #[command(flatten)]
+        filter: cli::auth::TokenSelection,
     },
 }
 
@@ -116,6 +135,8 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
         Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
+        Command::Auth { action: AuthAction::List { filter } } => cli::auth::list(filter, config).await,
+        Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,
     }
 }
 

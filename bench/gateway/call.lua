@@ -7,6 +7,7 @@
 --   SY_TEXT     the text to echo (default "hello")
 --   SY_ACCEPT   the Accept header (default "application/json, text/event-stream", what MCP clients must send;
 --               for experiments only)
+--   SY_AUTHORIZATION  an Authorization header value (an API key or JWT as "Bearer ..."), when the target wants one
 --
 -- Every response is checked: it must be HTTP 200, carry a JSON-RPC "result", not be a
 -- tool error ("isError":true), and echo SY_TEXT back. done() prints one machine-readable line:
@@ -18,6 +19,7 @@ local session = os.getenv("SY_SESSION") or ""
 local tool = os.getenv("SY_TOOL") or "echo"
 local text = os.getenv("SY_TEXT") or "hello"
 local accept = os.getenv("SY_ACCEPT") or "application/json, text/event-stream"
+local authorization = os.getenv("SY_AUTHORIZATION") or ""
 
 local threads = {}
 local counter = 0
@@ -39,6 +41,7 @@ function init(args)
    wrk.headers["Accept"] = accept
    wrk.headers["Mcp-Session-Id"] = session
    wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+   if authorization ~= "" then wrk.headers["Authorization"] = authorization end
 end
 
 local prefix = '{"jsonrpc":"2.0","id":'

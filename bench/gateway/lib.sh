@@ -8,6 +8,12 @@ WARMUP="${WARMUP:-3s}"
 ROUNDS="${ROUNDS:-1}"
 BIN="${BIN:-$ROOT/target/release/switchyard}"
 LUA="$HERE/call.lua"
+# What sits behind the gateway and how agents authenticate (the direct baseline is always the demo server over
+# HTTP): BACKEND=http (the demo server, default) or stdio (`switchyard demo-server --stdio` as a stdio backend);
+# AUTH=none (default), apikey ([[auth.api_keys]]) or jwt ([auth.jwt] with a cached JWKS file, RS256 token).
+BACKEND="${BACKEND:-http}"
+AUTH="${AUTH:-none}"
+GW_AUTHORIZATION=""
 # NICE=-10 (say) runs wrk, the gateway and the demo server at that priority, so that other work on a shared
 # machine disturbs the measurement less (negative values need root).
 # The kernel groups processes by session (autogroup) and shares the CPU fairly between groups before nice
@@ -88,32 +94,60 @@ start() {
 HDRS=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
       -H 'MCP-Protocol-Version: 2025-11-25')
 
+# The Authorization header for URL: the gateway's when it wants one, none for the demo server.
+auth_for() { [[ "$1" == "${GW_URL:-}" && -n "$GW_AUTHORIZATION" ]] && printf '%s\n' -H "Authorization: $GW_AUTHORIZATION"; true; }
+
 # Open a session on URL; echo its mcp-session-id.
 open_session() {
-    local url="$1" session
-    session="$(curl -sS -D - -o /dev/null "${HDRS[@]}" -X POST "$url" --data \
+    local url="$1" session auth
+    mapfile -t auth < <(auth_for "$url")
+    session="$(curl -sS -D - -o /dev/null "${HDRS[@]}" "${auth[@]}" -X POST "$url" --data \
         '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sy-bench","version":"0"}}}' \
         | tr -d '\r' | awk -F': *' 'tolower($1)=="mcp-session-id" {print $2}')"
     [[ -n "$session" ]] || { echo "initialize on $url returned no mcp-session-id" >&2; return 1; }
-    curl -sS -o /dev/null "${HDRS[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
+    curl -sS -o /dev/null "${HDRS[@]}" "${auth[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
         --data '{"jsonrpc":"2.0","method":"notifications/initialized"}'
     echo "$session"
 }
 
 # One tools/call with curl; succeeds when the answer is a result echoing the text.
 probe() {
-    local url="$1" session="$2" tool="$3"
-    curl -sS "${HDRS[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
+    local url="$1" session="$2" tool="$3" auth
+    mapfile -t auth < <(auth_for "$url")
+    curl -sS "${HDRS[@]}" "${auth[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
         --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$tool\",\"arguments\":{\"text\":\"hello\"}}}" \
         2>/dev/null | grep -q '"result".*hello'
+}
+
+# The gateway's configuration for BACKEND and AUTH; sets GW_AUTHORIZATION for AUTH=apikey|jwt.
+write_gateway_config() {
+    printf '[server]\ndata_dir = "%s"\n[[backends]]\nname = "demo"\n' "$WORK/data"
+    case "$BACKEND" in
+        http) printf 'url = "%s"\n' "$DEMO_URL" ;;
+        stdio) printf 'transport = "stdio"\ncommand = "%s"\nargs = ["demo-server", "--stdio"]\n' "$BIN" ;;
+        *) echo "BACKEND must be http or stdio" >&2; exit 2 ;;
+    esac
+    case "$AUTH" in
+        none) ;;
+        apikey)
+            local key="sy_bench_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+            GW_AUTHORIZATION="Bearer $key"
+            printf '[auth]\n[[auth.api_keys]]\nprincipal = "bench"\nsha256 = "%s"\n' \
+                "$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)" ;;
+        jwt)
+            local python="${SWITCHYARD_INTEROP_PYTHON:-$ROOT/target/interop-venv/bin/python}"
+            GW_AUTHORIZATION="Bearer $("$python" "$HERE/mint_jwt.py" "$ROOT/tests/fixtures/auth-rsa-1.der" "$WORK/jwks.json")"
+            printf '[auth.jwt]\nissuer = "https://issuer.bench.invalid"\naudiences = ["switchyard-bench"]\njwks_file = "%s"\n' \
+                "$WORK/jwks.json" ;;
+        *) echo "AUTH must be none, apikey or jwt" >&2; exit 2 ;;
+    esac
 }
 
 start_targets() {
     # shellcheck disable=SC2086 # DEMO_ENV / GATEWAY_ENV are lists of NAME=VALUE words
     start demo "${PRIO[@]}" env ${DEMO_ENV:-} "$BIN" demo-server --listen 127.0.0.1:0
     DEMO_URL="$START_URL" DEMO_PID="$LAST_PID"
-    printf '[server]\ndata_dir = "%s"\n[[backends]]\nname = "demo"\nurl = "%s"\n' "$WORK/data" "$DEMO_URL" \
-        >"$WORK/gateway.toml"
+    write_gateway_config >"$WORK/gateway.toml"
     # shellcheck disable=SC2086
     start gateway "${PRIO[@]}" env ${GATEWAY_ENV:-} "$BIN" serve --config "$WORK/gateway.toml" --listen 127.0.0.1:0
     GW_URL="$START_URL" GW_PID="$LAST_PID"
@@ -139,7 +173,9 @@ run_wrk() {
     out="$WORK/wrk-$label.txt"
     local gw0 demo0 gw1 demo1 sys0 sys1 TIMEFORMAT='%U %S'
     gw0=$(cpu_ticks "$GW_PID"); demo0=$(cpu_ticks "$DEMO_PID"); sys0="$(head -1 /proc/stat)"
-    { time SY_SESSION="$session" SY_TOOL="$tool" "${PRIO[@]}" wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$LUA" "$url" \
+    local authorization=""
+    [[ "$url" == "$GW_URL" ]] && authorization="$GW_AUTHORIZATION"
+    { time SY_SESSION="$session" SY_TOOL="$tool" SY_AUTHORIZATION="$authorization" "${PRIO[@]}" wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$LUA" "$url" \
         >"$out" 2>"$WORK/wrk-$label.err"; } 2>"$WORK/wrk-$label.time"
     gw1=$(cpu_ticks "$GW_PID"); demo1=$(cpu_ticks "$DEMO_PID"); sys1="$(head -1 /proc/stat)"
     line="$(grep '^SYBENCH ' "$out" || true)"

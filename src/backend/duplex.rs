@@ -41,6 +41,7 @@ use crate::backend::mcp_client::{
     swap_progress_token,
 };
 use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::method;
 
 /// How much of a bad message is quoted in the log and the error.
 const EXCERPT: usize = 200;
@@ -117,10 +118,10 @@ impl DuplexConnection {
     ) -> Result<DuplexConnection, McpError> {
         let steps = async {
             let params = initialize_params(capabilities);
-            let result = duplex.request("initialize", params, &Relay::default(), deadline).await?;
+            let result = duplex.request(method::INITIALIZE, params, &Relay::default(), deadline).await?;
             let version = negotiated_version(&result)?;
             let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-            duplex.sink.send(&jsonrpc::notification("notifications/initialized", None), deadline).await?;
+            duplex.sink.send(&jsonrpc::notification(method::INITIALIZED, None), deadline).await?;
             Ok::<_, McpError>((version, capabilities))
         };
         let what = duplex.peer.what;
@@ -301,7 +302,7 @@ impl Duplex {
 
     fn cancel(&self, id: u64, reason: &str) {
         let params = json!({"requestId": id, "reason": reason});
-        self.sink.notify(jsonrpc::notification("notifications/cancelled", Some(params)));
+        self.sink.notify(jsonrpc::notification(method::CANCELLED, Some(params)));
     }
 
     /// Reads the source until the channel ends, the session is ended, or the backend sends something that is not
@@ -369,7 +370,7 @@ impl Duplex {
     }
 
     fn hear(&self, message: &Value, method: &str) {
-        if method == "notifications/progress" {
+        if method == method::PROGRESS {
             let token = message.pointer("/params/progressToken").and_then(Value::as_u64);
             let call = token.and_then(|token| {
                 let state = self.lock();

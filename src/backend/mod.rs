@@ -5,4 +5,5 @@ pub mod duplex;
 pub mod event_stream;
 pub mod legacy_sse;
 pub mod mcp_client;
+pub mod oauth;
 pub mod stdio;

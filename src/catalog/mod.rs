@@ -156,11 +156,22 @@ impl Catalog {
 
     /// The tool definitions a view shows, in configuration order, then in each backend's order.
     pub fn tools(&self, view: View<'_>) -> Vec<Value> {
-        self.snapshot().tools.list(view)
+        self.usable_tools(view, |_| true)
+    }
+
+    /// [`Catalog::tools`], only those whose exposed name `usable` accepts (at `/mcp/{backend}` too, where the
+    /// definitions carry their bare names).
+    pub fn usable_tools(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
+        self.snapshot().tools.list(view, usable)
     }
 
     pub fn prompts(&self, view: View<'_>) -> Vec<Value> {
-        self.snapshot().prompts.list(view)
+        self.usable_prompts(view, |_| true)
+    }
+
+    /// The prompt definitions a view shows whose exposed name `usable` accepts.
+    pub fn usable_prompts(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
+        self.snapshot().prompts.list(view, usable)
     }
 
     /// The route of a tool by the name the view shows it under.

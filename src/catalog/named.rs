@@ -18,11 +18,20 @@ pub(super) struct Named {
 }
 
 impl Named {
-    pub(super) fn list(&self, view: View<'_>) -> Vec<Value> {
+    /// The definitions `view` shows whose exposed name `usable` accepts (the bare ones are judged by the name
+    /// they have at `/mcp` too, so one policy language serves both views).
+    pub(super) fn list(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
         match view {
-            View::All => self.exposed().iter().map(|route| route.definition.clone()).collect(),
+            View::All => self
+                .exposed()
+                .iter()
+                .filter(|route| usable(&route.exposed))
+                .map(|route| route.definition.clone())
+                .collect(),
             View::Backend(backend) => {
-                let shown = |route: &&Arc<Route>| &*route.backend == backend && is_valid_tool_name(&route.name);
+                let shown = |route: &&Arc<Route>| {
+                    &*route.backend == backend && is_valid_tool_name(&route.name) && usable(&route.exposed)
+                };
                 self.routes.iter().filter(shown).map(|route| route.bare.clone()).collect()
             }
         }

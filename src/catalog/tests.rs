@@ -126,3 +126,13 @@ fn resource_prefixes_split_uris_and_identical_templates_are_withheld() {
     assert_eq!(catalog.split_resource_prefix(View::All, "repo://x"), None);
     assert_eq!(catalog.resource_prefix("gh"), Some("gh+"));
 }
+
+#[test]
+fn usable_lists_judge_both_views_by_the_exposed_name() {
+    let catalog = Catalog::new(vec![spec("github", "github__")]);
+    assert!(catalog.update("github", Ok(Listing::tools(vec![tool("search"), tool("delete_repo")]))));
+    let usable = |exposed: &str| exposed != "github__delete_repo";
+    assert_eq!(names(&catalog.usable_tools(View::All, usable)), ["github__search"]);
+    assert_eq!(names(&catalog.usable_tools(View::Backend("github"), usable)), ["search"]);
+    assert_eq!(catalog.usable_prompts(View::All, |_| false), Vec::<Value>::new());
+}

@@ -9,9 +9,8 @@ use anyhow::{Context, bail};
 use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resolution};
 
 use clap::Subcommand;
-use switchyard::config::Config;
-use switchyard::ledger::LedgerStore;
 
+use super::open_ledger;
 use super::table::print_table;
 
 #[derive(clap::Args)]
@@ -19,6 +18,7 @@ pub struct CallsFilter {
     /// Only calls in this state: in_flight, completed or unknown.
     #[arg(long)]
     pub state: Option<String>,
+    /// Only calls made by this principal (the API key's `principal`, or the JWT's principal claim).
     #[arg(long)]
     pub principal: Option<String>,
     /// Only calls of this tool (the backend's own name).
@@ -151,7 +151,7 @@ fn row(record: &ClaimRecord) -> [String; 6] {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, computed without a date crate (civil-from-days, proleptic Gregorian).
-fn timestamp(time: SystemTime) -> String {
+pub(crate) fn timestamp(time: SystemTime) -> String {
     let seconds = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
     let (days, rest) = ((seconds / 86_400) as i64, seconds % 86_400);
     let shifted = days + 719_468;
@@ -164,15 +164,6 @@ fn timestamp(time: SystemTime) -> String {
     let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
-}
-
-/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
-async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
-    let config = match Config::find(config.as_deref())? {
-        Some((_, config)) => config,
-        None => Config::default_demo().with_env_overrides(std::env::vars())?,
-    };
-    Ok(LedgerStore::open_url(&config.ledger.url, &config.server.data_dir).await?)
 }
 
 #[cfg(test)]

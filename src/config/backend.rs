@@ -11,7 +11,7 @@
 //!   renaming a prefix never changes what is exposed.
 //! - `headers` may not set what the MCP client manages itself (framing, content negotiation, sessions), nor the
 //!   credential's header.
-//! - `transport` decides which keys apply: `url` (required), `headers` and `credential` for "mcp" and "sse";
+//! - `transport` decides which keys apply: `url` (required), `headers`, `credential` and `oauth` for "mcp" and "sse";
 //!   `command` (required) and the other keys of [`super::stdio`] for "stdio". A key of the other kind is refused.
 
 use std::collections::HashMap;
@@ -24,6 +24,7 @@ use serde::Deserialize;
 use super::credential::{self, BackendCredential};
 use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
 use super::glob::Glob;
+use super::oauth::{self, OAuthConfig};
 use super::raw::{RawBackend, RawTools};
 use super::stdio::{self, StdioConfig};
 use super::units::parse_positive_duration;
@@ -101,14 +102,11 @@ pub struct BackendConfig {
     /// Extra headers sent on every request to the backend.
     pub headers: HeaderMap,
     pub credential: Option<BackendCredential>,
+    /// `[backends.oauth]`: the gateway obtains the backend's tokens as an OAuth client.
+    pub oauth: Option<OAuthConfig>,
 }
 
 impl BackendConfig {
-    /// The name a backend's tool or prompt gets at `/mcp`.
-    pub fn exposed_name(&self, bare: &str) -> String {
-        format!("{}{bare}", self.prefix)
-    }
-
     /// The URL of an HTTP backend (`None` for a stdio one).
     pub fn url(&self) -> Option<&Url> {
         match &self.endpoint {
@@ -153,6 +151,10 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         .map(|credential| credential::resolve(&entry.key("credential"), &name, credential, env))
         .transpose()?;
     check_credential_header(&entry, credential.as_ref(), &headers)?;
+    let oauth = raw.oauth.as_ref().map(|oauth| oauth::build(&entry.key("oauth"), &name, oauth, env)).transpose()?;
+    if oauth.is_some() {
+        oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
+    }
     Ok(BackendConfig {
         name,
         endpoint,
@@ -163,6 +165,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         tools,
         headers,
         credential,
+        oauth,
     })
 }
 
@@ -177,6 +180,7 @@ fn build_endpoint(
             ("url", raw.url.is_some()),
             ("headers", !raw.headers.is_empty()),
             ("credential", raw.credential.is_some()),
+            ("oauth", raw.oauth.is_some()),
         ];
         if let Some((key, _)) = http_only.into_iter().find(|(_, set)| *set) {
             return Err(Fault::invalid(

@@ -16,8 +16,10 @@ use super::error::ConfigError;
 use super::fields::{EnvLookup, Expected, Fault, KeyPath, optional, optional_size, quoted};
 use super::raw::RawLedger;
 use super::units::{DURATION_EXPECTED, SIZE_EXPECTED, parse_byte_size, parse_positive_duration};
-use crate::ledger::{DEFAULT_MAX_RESULT, LedgerError, LedgerUrl};
+use crate::ledger_url::{LedgerUrl, redact};
 
+/// Results larger than this (JSON bytes) are kept as a digest only.
+pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 pub const DEFAULT_LEDGER_RETENTION: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_LEDGER_LEASE: Duration = Duration::from_secs(30);
 /// The largest accepted `max_result`: results are held in memory while they are stored.
@@ -90,15 +92,12 @@ pub(super) fn apply_env(ledger: &mut LedgerConfig, env: &HashMap<String, String>
 }
 
 fn parse_url(text: &str) -> Result<LedgerUrl, Expected> {
-    LedgerUrl::parse(text).map_err(|error| match error {
-        LedgerError::InvalidUrl { expected, .. } => Expected(expected),
-        other => Expected(other.to_string()),
-    })
+    LedgerUrl::parse(text).map_err(|invalid| Expected(invalid.expected))
 }
 
 /// The URL as it may appear in a message: without its password.
 fn shown_url(text: &str) -> String {
-    crate::ledger::redact_url(text)
+    redact(text)
 }
 
 fn check_max_result(bytes: u64) -> Result<usize, Expected> {

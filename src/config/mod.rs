@@ -21,6 +21,7 @@ mod error;
 mod fields;
 pub use crate::glob;
 mod ledger;
+mod oauth;
 mod policy;
 mod raw;
 mod server;
@@ -40,7 +41,11 @@ pub use backend::{
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
-pub use ledger::{DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, LedgerConfig, MAX_RESULT_LIMIT, MIN_LEDGER_LEASE};
+pub use ledger::{
+    DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, DEFAULT_MAX_RESULT, LedgerConfig, MAX_RESULT_LIMIT,
+    MIN_LEDGER_LEASE,
+};
+pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     BACKEND_SESSION_TABLE_SIZE, DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,

@@ -77,6 +77,7 @@ pub(super) struct RawBackend {
     pub(super) tools: RawTools,
     pub(super) headers: BTreeMap<String, String>,
     pub(super) credential: Option<RawCredential>,
+    pub(super) oauth: Option<super::oauth::RawOAuth>,
     pub(super) command: Option<String>,
     pub(super) args: Option<Vec<String>>,
     pub(super) env: Option<BTreeMap<String, RawEnvValue>>,

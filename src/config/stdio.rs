@@ -79,6 +79,17 @@ impl EnvValue {
 #[derive(Clone)]
 pub struct SecretText(String);
 
+impl SecretText {
+    pub(super) fn new(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Debug for SecretText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::ledger::LedgerUrl;
+use crate::ledger_url::LedgerUrl;
 
 const FILE: &str = "test.toml";
 
@@ -51,7 +51,7 @@ pub(super) fn parse_example() -> Config {
     std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
     std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let path = bin.display().to_string();
-    let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("PATH", &path)];
+    let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("DOCS_CLIENT_SECRET", "s"), ("PATH", &path)];
     parse_with_env(text, &env).expect("the example is valid")
 }
 
@@ -68,6 +68,14 @@ fn the_example_file_parses() {
     let docs = config.backend("docs").expect("docs backend");
     assert_eq!(docs.prefix, "");
     assert!(docs.tools.exposes("search_pages"));
+    let oauth = docs.oauth.as_ref().expect("the docs backend uses OAuth");
+    assert_eq!(
+        (oauth.grant, oauth.scopes.as_slice()),
+        (OAuthGrant::AuthorizationCode, ["docs:read".to_owned()].as_slice())
+    );
+    assert!(
+        matches!(&oauth.client, OAuthClientIdentity::PreRegistered { client_id, client_secret: Some(_) } if client_id == "switchyard-docs")
+    );
     assert!(!docs.tools.exposes("delete_page"));
     let server = &config.server;
     assert_eq!(server.listen, DEFAULT_LISTEN);
@@ -201,7 +209,6 @@ fn backend_defaults_apply() {
     assert_eq!(docs.url().map(reqwest::Url::as_str), Some("http://127.0.0.1:9000/mcp"));
     assert_eq!(docs.transport, Transport::Mcp);
     assert_eq!(docs.prefix, "docs__");
-    assert_eq!(docs.exposed_name("search"), "docs__search");
     assert_eq!(docs.timeout, Duration::from_secs(60));
     assert_eq!(docs.tools, ToolFilter::default());
     assert!(docs.headers.is_empty());
@@ -219,7 +226,6 @@ fn every_backend_key_is_read() {
     let config = parse_with_env(&text, &[("DOCS_KEY", "k")]).expect("valid");
     let docs = &config.backends[0];
     assert_eq!(docs.prefix, "");
-    assert_eq!(docs.exposed_name("search"), "search");
     assert_eq!(docs.timeout, Duration::from_millis(500));
     assert!(docs.tools.exposes("search_public"));
     assert!(!docs.tools.exposes("search_private"));
@@ -355,6 +361,35 @@ fn credential_problems_name_backend_and_key() {
     .expect_err("clash")
     .to_string();
     assert!(clash.starts_with("test.toml: backends[0].credential.header = \"authorization\""), "{clash}");
+}
+
+#[test]
+fn oauth_backends_send_authorization_themselves() {
+    let oauth = "oauth = { grant = \"authorization_code\" }\n";
+    let clash = parse_with_env(
+        &format!("{ONE_BACKEND}{oauth}credential = {{ header = \"Authorization\", env = \"T\" }}\n"),
+        &[("T", "hunter2")],
+    )
+    .expect_err("two sources of Authorization")
+    .to_string();
+    let expected = "backends[0].credential.header = \"authorization\": expected another header than Authorization";
+    assert!(clash.contains(expected) && !clash.contains("hunter2"), "{clash}");
+    error_naming(&format!("{ONE_BACKEND}{oauth}headers.Authorization = \"x\"\n"), "backends[0].headers.Authorization");
+    let stdio = "[[backends]]\nname = \"p\"\ntransport = \"stdio\"\ncommand = \"/bin/sh\"\n";
+    error_naming(&format!("{stdio}{oauth}"), "backends[0].oauth: expected no such key");
+    error_naming(
+        &format!("{ONE_BACKEND}oauth = {{ grant = \"implicit\" }}\n"),
+        "backends[0].oauth.grant: unknown variant",
+    );
+    error_naming(
+        &format!("{ONE_BACKEND}oauth = {{ grant = \"client_credentials\", clientid = \"x\" }}\n"),
+        "unknown key backends[0].oauth.clientid",
+    );
+    let other = parse_with_env(
+        &format!("{ONE_BACKEND}{oauth}credential = {{ header = \"X-Api-Key\", env = \"T\" }}\n"),
+        &[("T", "v")],
+    );
+    assert!(other.expect("another header is fine").backends[0].oauth.is_some());
 }
 
 #[test]

@@ -4,21 +4,24 @@
 //! ([`InSession`]: the `MCP-Session-Id` opened, its principal compared with the admitted one, the revocations
 //! consulted). A handler lists them in that order, which is the order of the checks and so of the answers.
 //!
-//! Rules: admission comes before anything is read or opened; a session is usable only by the principal admitted
-//! on this very request (MCP 2025-11-25 §A4.7); every unusable session is 404 whatever the reason (§A1.6).
-//! Agent authentication belongs between admission and the session: it decides [`Admitted`]'s principal.
+//! Rules: admission comes before anything is read or opened; agent authentication (`auth::Authenticator`, on
+//! every request, from the `Authorization` headers) comes right after the header checks and before any session
+//! or backend work, and decides [`Admitted`]'s principal; a refused credential is 401/403/400 with a
+//! `WWW-Authenticate` challenge naming this endpoint's resource metadata. A session is usable only by the
+//! principal admitted on this very request (MCP 2025-11-25 §A4.7; a foreign one is logged with both names);
+//! every unusable session is 404 whatever the reason (§A1.6).
 
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Path};
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::FrontError;
 use super::session::{AgentSession, OpenError};
 use super::{Front, now_unix};
-use crate::mcp::ANONYMOUS;
+use crate::auth::{Endpoint, Principal};
 use crate::mcp::SESSION_ID_HEADER;
 
 /// The backend of `/mcp/{backend}` (a configured one), or `None` for `/mcp`.
@@ -41,7 +44,7 @@ impl FromRequestParts<Arc<Front>> for Scope {
 
 /// A request that passed admission, and the principal it acts for.
 pub(super) struct Admitted {
-    pub(super) principal: String,
+    pub(super) principal: Principal,
 }
 
 impl FromRequestParts<Arc<Front>> for Admitted {
@@ -49,7 +52,22 @@ impl FromRequestParts<Arc<Front>> for Admitted {
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         front.admission.check(&parts.headers)?;
-        Ok(Admitted { principal: ANONYMOUS.to_owned() })
+        let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
+        match front.auth.authenticate(authorization).await {
+            Ok(principal) => Ok(Admitted { principal }),
+            Err(error) => {
+                let challenge = front.auth.challenge(endpoint(parts.uri.path()), &error);
+                Err(FrontError::Unauthenticated { error, challenge })
+            }
+        }
+    }
+}
+
+/// The protected resource a request's path names (`/mcp` or `/mcp/<backend>`), for its challenge.
+fn endpoint(path: &str) -> Endpoint<'_> {
+    match path.strip_prefix("/mcp/") {
+        Some(backend) if !backend.is_empty() => Endpoint::Backend(backend),
+        _ => Endpoint::Mcp,
     }
 }
 
@@ -66,7 +84,12 @@ impl Admitted {
                 OpenError::Expired => "has expired; initialize a new one",
             })
         })?;
-        if !session.belongs_to(&self.principal) {
+        if !session.belongs_to(&self.principal.name) {
+            tracing::warn!(
+                session_principal = %session.principal,
+                request_principal = %self.principal.name,
+                "a session id was presented with another principal's credentials"
+            );
             return Err(FrontError::UnusableSession("belongs to another principal"));
         }
         if front.revocations.is_revoked(&session.id, now) {

@@ -4,7 +4,8 @@
 //!
 //! Owns: [`FrontError`] and its one `match` deciding, per case, the HTTP status, the JSON-RPC code, the id, the
 //! message the agent reads and any extra header (`Connection: close` after an unread body, `Retry-After` when the
-//! revocation list is full). Handlers and extractors return a `FrontError`; none builds an error answer itself.
+//! revocation list is full, `WWW-Authenticate` when credentials are refused — with `auth::AuthError`'s status:
+//! 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors return a `FrontError`; none builds an error answer itself.
 //!
 //! Rules: the messages are sentences an agent (or an LLM) can act on; a session that cannot be used is 404 for
 //! every reason (malformed, forged, expired, foreign, revoked — MCP 2025-11-25 §A1.6) and only the text tells
@@ -20,6 +21,7 @@ use super::guard::Refusal;
 use super::http;
 use super::revocations::RevokeError;
 use super::session::SealError;
+use crate::auth::AuthError;
 use crate::mcp::jsonrpc;
 use crate::router::idempotency::KeyRefusal;
 
@@ -28,6 +30,8 @@ use crate::router::idempotency::KeyRefusal;
 pub enum FrontError {
     /// A header check of [`super::guard`] failed.
     Refused(Refusal),
+    /// The request's credentials were refused (or missing); `challenge` is its `WWW-Authenticate` value.
+    Unauthenticated { error: AuthError, challenge: String },
     /// `/mcp/{backend}` names no configured backend.
     NoSuchBackend,
     /// A request other than `initialize` came without `MCP-Session-Id`.
@@ -94,6 +98,13 @@ impl FrontError {
                 jsonrpc::INVALID_REQUEST,
                 format!("unsupported MCP-Protocol-Version `{version}`"),
                 None,
+            ),
+            E::Unauthenticated { error, challenge } => (
+                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::UNAUTHORIZED),
+                None,
+                jsonrpc::INVALID_REQUEST,
+                error.to_string(),
+                Some((header::WWW_AUTHENTICATE, challenge_value(&challenge))),
             ),
             E::NoSuchBackend => (StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend".into(), None),
             E::NoSession => (
@@ -201,6 +212,12 @@ impl FrontError {
     }
 }
 
+/// A challenge is built from ASCII messages; should one ever not be a valid header value, the bare scheme
+/// still tells the agent how to authenticate.
+fn challenge_value(challenge: &str) -> HeaderValue {
+    HeaderValue::from_str(challenge).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+}
+
 /// The rest of a body that was not read could not be told from a next request on the same connection.
 fn close_connection() -> (HeaderName, HeaderValue) {
     (header::CONNECTION, HeaderValue::from_static("close"))
@@ -251,6 +268,19 @@ mod tests {
         assert_eq!(body["id"], 3);
         assert_eq!(body["error"]["code"], jsonrpc::INTERNAL_ERROR);
         assert!(body["error"]["message"].as_str().unwrap().starts_with("cannot start a session: "), "{body}");
+    }
+
+    #[tokio::test]
+    async fn refused_credentials_carry_their_status_and_challenge() {
+        let challenge = "Bearer error=\"insufficient_scope\"".to_owned();
+        let error = AuthError::InsufficientScope(vec!["mcp:tools".into()]);
+        let response = FrontError::Unauthenticated { error, challenge }.into_response();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer error=\"insufficient_scope\"");
+        let body = body_of(response).await;
+        assert!(body["error"]["message"].as_str().unwrap().contains("mcp:tools"), "{body}");
+        let odd = FrontError::Unauthenticated { error: AuthError::Missing, challenge: "Bearer\n".into() };
+        assert_eq!(odd.into_response().headers()[header::WWW_AUTHENTICATE], "Bearer");
     }
 
     #[tokio::test]

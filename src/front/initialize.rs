@@ -28,7 +28,7 @@ impl Front {
         let session_ref = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
         let session = AgentSession {
             id: session_ref,
-            principal: admitted.principal.clone(),
+            principal: admitted.principal.name.clone(),
             version,
             issued_at: now_unix(),
             capabilities: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_else(|| json!({})),

@@ -11,7 +11,8 @@
 //! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
 //! header on a request → 400/-32602 (the key rules are `router::idempotency`'s). How a body is read (415, 413,
 //! 408) is [`body`]'s rule, how connections are accepted and timed out [`listener`]'s. `/readyz` passes the same
-//! admission checks as `/mcp` (it names the backends); `/healthz` says only "ok" and passes none.
+//! header checks as `/mcp` (it names the backends) but needs no credentials, and is not ready while tokens cannot
+//! be checked; `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
 //!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
@@ -27,6 +28,7 @@ pub mod listener;
 pub mod pending;
 mod post;
 pub mod replay;
+mod resource;
 pub mod revocations;
 pub mod session;
 pub mod standalone;
@@ -44,6 +46,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 
+use crate::auth::Authenticator;
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
 use admit::{Admitted, InSession, Scope};
@@ -55,6 +58,8 @@ use session::Sealer;
 /// Everything the front needs to serve requests.
 pub struct Front {
     pub admission: Admission,
+    /// Turns each request's credentials into its principal.
+    pub auth: Arc<Authenticator>,
     pub sealer: Sealer,
     pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
@@ -78,6 +83,8 @@ pub fn app(front: Arc<Front>) -> Router {
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
+        .route(resource::ROUTES[0], get(resource::metadata))
+        .route(resource::ROUTES[1], get(resource::metadata))
         .with_state(front)
 }
 
@@ -123,10 +130,21 @@ async fn delete_session(
     Ok(StatusCode::OK)
 }
 
-async fn readyz(State(front): State<Arc<Front>>, _admitted: Admitted) -> Response {
-    let report = front.router.readiness().await;
+/// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
+/// load balancer can ask.
+async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {
+    front.admission.check(&headers)?;
+    let mut report = front.router.readiness().await;
+    report.detail["auth"] = match front.auth.readiness() {
+        Ok(()) => serde_json::json!({"status": "ok"}),
+        Err(reason) => {
+            report.ready = false;
+            serde_json::json!({"status": "unavailable", "error": reason})
+        }
+    };
+    report.detail["ready"] = report.ready.into();
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    http::json(status, &report.detail)
+    Ok(http::json(status, &report.detail))
 }
 
 fn now_unix() -> u64 {

@@ -22,19 +22,30 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::AgentSession;
 use super::{Front, body, http, stream};
-use crate::mcp::Relay;
+use crate::auth::Principal;
 use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
 
 /// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
 /// arrives.
-const RELAYING_METHODS: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+const RELAYING_METHODS: [&str; 4] =
+    [method::TOOLS_CALL, method::PROMPTS_GET, method::RESOURCES_READ, method::COMPLETION_COMPLETE];
 
 /// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
         value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
     })
+}
+
+/// A request of an open session: the session, the principal authenticated on this request (its name is the
+/// session's; its groups are this request's), the backend of `/mcp/{backend}` and the agent's address.
+struct InSessionRequest<'a> {
+    session: &'a AgentSession,
+    principal: &'a Principal,
+    backend: Option<String>,
+    peer: Option<IpAddr>,
 }
 
 impl Front {
@@ -58,24 +69,24 @@ impl Front {
             return Err(FrontError::NotJsonRpc { id });
         }
         match jsonrpc::kind(&message) {
-            Kind::Request { id, method: "initialize" } => self.initialize(admitted, id, &message),
+            Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
                 let session = admitted.open_session(self, headers)?;
-                self.serve_in_session(&session, backend, peer, kind, &message, headers).await
+                let request = InSessionRequest { session: &session, principal: &admitted.principal, backend, peer };
+                self.serve_in_session(request, kind, &message, headers).await
             }
         }
     }
 
     async fn serve_in_session(
         self: &Arc<Self>,
-        session: &AgentSession,
-        backend: Option<String>,
-        peer: Option<IpAddr>,
+        request: InSessionRequest<'_>,
         kind: Kind<'_>,
         message: &Value,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
+        let InSessionRequest { session, principal, backend, peer } = request;
         let (id, method) = match kind {
             Kind::Request { id, method } => (id, method),
             Kind::Response { .. } => {
@@ -83,7 +94,7 @@ impl Front {
                 self.pending.answer(&session.id.to_string(), message.clone());
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
-            Kind::Notification { method: "notifications/cancelled" } => {
+            Kind::Notification { method: method::CANCELLED } => {
                 if let Some(id) = message.pointer("/params/requestId") {
                     self.cancels.cancel(&session.id.to_string(), id);
                 }
@@ -96,7 +107,7 @@ impl Front {
             .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
         let caller = Caller {
             session: session.id.to_string(),
-            principal: session.principal.clone(),
+            principal: principal.clone(),
             request_id: id.clone(),
             idempotency_key,
             peer,

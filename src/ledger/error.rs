@@ -7,6 +7,7 @@
 //! the wrong state) name the claim. No message contains a database password.
 
 use super::types::ClaimState;
+use crate::ledger_url::InvalidLedgerUrl;
 
 /// Why a ledger operation did not happen.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -38,6 +39,10 @@ pub enum LedgerError {
     )]
     InvalidSession { session: String },
 
+    /// A backend token row the token store refuses to write.
+    #[error("invalid backend token row: {problem}")]
+    InvalidBackendToken { problem: String },
+
     /// No claim has this key (it was never made, was released, or was purged).
     #[error("no claim with key {key}")]
     NotFound { key: String },
@@ -59,5 +64,11 @@ impl LedgerError {
 
     pub(crate) fn corrupt(cause: impl std::fmt::Display) -> Self {
         Self::Corrupt { cause: cause.to_string() }
+    }
+}
+
+impl From<InvalidLedgerUrl> for LedgerError {
+    fn from(InvalidLedgerUrl { url, expected }: InvalidLedgerUrl) -> Self {
+        LedgerError::InvalidUrl { url, expected }
     }
 }

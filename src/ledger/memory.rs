@@ -4,13 +4,14 @@
 //! Rules: every operation is one critical section over the map, which makes it atomic; the lock is never held
 //! across an `.await` or while waking waiters. The state machine is [`super::rules`]'s.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use serde_json::Value;
 
+use super::backend_tokens::{BackendTokenRow, TokenFilter};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::revocations::Revocation;
@@ -32,6 +33,8 @@ struct Inner {
     waiters: Waiters,
     /// Revoked sessions and their expiry (unix seconds).
     revocations: Mutex<HashMap<String, u64>>,
+    /// Backend OAuth tokens by (backend, principal), in listing order.
+    backend_tokens: Mutex<BTreeMap<(String, String), BackendTokenRow>>,
 }
 
 impl MemoryStore {
@@ -232,4 +235,29 @@ impl MemoryStore {
         revocations.retain(|_, expires_at| *expires_at >= now_unix);
         Ok((before - revocations.len()) as u64)
     }
+
+    fn backend_token_rows(&self) -> MutexGuard<'_, BTreeMap<(String, String), BackendTokenRow>> {
+        self.inner.backend_tokens.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) async fn put_backend_token(&self, row: &BackendTokenRow) -> Result<(), LedgerError> {
+        self.backend_token_rows().insert((row.backend.clone(), row.principal.clone()), row.clone());
+        Ok(())
+    }
+
+    pub(crate) async fn backend_tokens(&self, filter: &TokenFilter) -> Result<Vec<BackendTokenRow>, LedgerError> {
+        Ok(self.backend_token_rows().values().filter(|row| matches(filter, row)).cloned().collect())
+    }
+
+    pub(crate) async fn delete_backend_tokens(&self, filter: &TokenFilter) -> Result<u64, LedgerError> {
+        let mut rows = self.backend_token_rows();
+        let before = rows.len();
+        rows.retain(|_, row| !matches(filter, row));
+        Ok((before - rows.len()) as u64)
+    }
+}
+
+fn matches(filter: &TokenFilter, row: &BackendTokenRow) -> bool {
+    filter.principal.as_ref().is_none_or(|principal| *principal == row.principal)
+        && filter.backend.as_ref().is_none_or(|backend| *backend == row.backend)
 }

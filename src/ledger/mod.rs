@@ -15,7 +15,8 @@
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
-//!   on plain types, beside the claims.
+//!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
+//!   see `backend_tokens.rs`).
 
 mod detach;
 mod digest;
@@ -28,7 +29,6 @@ mod rules;
 mod sql;
 mod sqlite;
 mod types;
-mod url;
 mod waiters;
 
 #[cfg(test)]
@@ -40,6 +40,8 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::time::Instant;
 
+pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
+pub use backend_tokens::{BackendTokenRow, MAX_SEALED_TOKEN, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
 pub use instance::{INSTANCE_ID_FILE, instance_id};
@@ -52,12 +54,8 @@ pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
     Resolution, WaitOutcome,
 };
-pub use url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 
 use waiters::Waiters;
-
-/// The default bound on stored results (1 MiB); larger results are kept as a digest only.
-pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 
 /// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
 #[derive(Debug, Clone)]
@@ -78,7 +76,8 @@ macro_rules! dispatch {
     };
 }
 
-// Declared after `dispatch!` so the module can use it.
+// Declared after `dispatch!` so the modules can use it.
+mod backend_tokens;
 mod revocations;
 
 impl LedgerStore {

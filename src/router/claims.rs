@@ -73,7 +73,7 @@ impl CallLedger {
         let key = named.key.clone();
         let new = NewClaim {
             key: key.clone(),
-            principal: call.caller.principal.clone(),
+            principal: call.caller.principal.name.clone(),
             session: call.caller.session.clone(),
             backend: call.route.backend.to_string(),
             tool: call.route.name.clone(),
@@ -211,7 +211,7 @@ impl NamedKey {
 fn claim_key(caller: &Caller, params: &Value) -> Result<NamedKey, KeyRefusal> {
     Ok(match idempotency::of_call(params, caller.idempotency_key.as_ref())? {
         Some(key) => NamedKey {
-            key: ClaimKey::idempotency(&caller.principal, key.as_str()),
+            key: ClaimKey::idempotency(&caller.principal.name, key.as_str()),
             name: format!("the idempotency key `{}`", key.as_str()),
             fresh: "key",
         },
@@ -257,7 +257,7 @@ mod tests {
         let header = header.map(|key| idempotency::from_header([key.as_bytes()]).expect("valid").expect("a key"));
         Caller {
             session: "s1".into(),
-            principal: "alice".into(),
+            principal: crate::auth::Principal { name: "alice".into(), groups: Vec::new() },
             request_id: json!(7),
             idempotency_key: header,
             peer: None,

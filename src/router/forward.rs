@@ -7,7 +7,8 @@
 //! to the backend that listed it, else to the one whose template matches it, else to the only backend with
 //! resources; `completion/complete` follows its `ref` (a prompt or a resource); `logging/setLevel` is sent to
 //! every backend in view that declared logging. A backend that cannot be reached while listing is skipped, not
-//! fatal. These requests run no tools, so the ledger is not involved.
+//! fatal. These requests run no tools, so the ledger is not involved. A prompt, or a backend's resources, the
+//! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{CallRouter, Caller, RpcFailure, View};
+use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
@@ -104,7 +106,11 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
-        let Some(route) = self.catalog.resolve_prompt(view, name) else {
+        let route = self
+            .catalog
+            .resolve_prompt(view, name)
+            .filter(|route| self.usable(caller, "prompt", route, Grants::prompt));
+        let Some(route) = route else {
             return Err(RpcFailure::new(
                 jsonrpc::INVALID_PARAMS,
                 format!("unknown prompt `{name}`; call prompts/list"),
@@ -123,7 +129,9 @@ impl CallRouter {
         field: &str,
         params: &Value,
     ) -> Result<Value, RpcFailure> {
-        let backends = self.catalog.backends_with(view, "resources");
+        let mut backends = self.catalog.backends_with(view, "resources");
+        let grants = self.grants(caller);
+        backends.retain(|backend| grants.backend_resources(backend));
         let mut position = match params.get("cursor").and_then(Value::as_str) {
             None => GatewayCursor { backend: 0, cursor: None },
             Some(text) => GatewayCursor::decode(text)
@@ -171,7 +179,7 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
-        let (backend, backend_uri) = self.resource_owner(view, uri)?;
+        let (backend, backend_uri) = self.resource_owner(caller, view, uri)?;
         params["uri"] = Value::String(backend_uri);
         let mut result = self.forward(caller, &backend, method, params, relay).await?;
         if let Some(Value::Array(contents)) = result.get_mut("contents") {
@@ -198,23 +206,36 @@ impl CallRouter {
     }
 
     /// The backend a resource URI goes to, and the URI as that backend knows it: by resource prefix, else the
-    /// backend that listed it, else the one whose template matches, else the only backend with resources.
-    fn resource_owner(&self, view: View<'_>, uri: &str) -> Result<(Arc<str>, String), RpcFailure> {
+    /// backend that listed it, else the one whose template matches, else the only backend with resources. Only
+    /// backends whose resources the caller is granted are candidates; a URI of another is logged and unknown.
+    fn resource_owner(&self, caller: &Caller, view: View<'_>, uri: &str) -> Result<(Arc<str>, String), RpcFailure> {
+        let grants = self.grants(caller);
+        let granted = |backend: &Arc<str>| grants.backend_resources(backend);
+        let unknown = || RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"));
         if let Some((backend, rest)) = self.catalog.split_resource_prefix(view, uri) {
+            if !granted(&backend) {
+                tracing::warn!(principal = %caller.principal.name, %backend, uri, "resource refused by policy");
+                return Err(unknown());
+            }
             return Ok((backend, rest.to_owned()));
         }
         let unprefixed = |backend: &Arc<str>| self.catalog.resource_prefix(backend).is_none();
-        if let Some(owner) = self.resource_owners.owner(uri).filter(|owner| view.shows(owner) && unprefixed(owner)) {
+        let listed = self.resource_owners.owner(uri).filter(|owner| view.shows(owner) && unprefixed(owner));
+        if let Some(owner) = listed.filter(granted) {
             return Ok((owner, uri.to_owned()));
         }
         let mut candidates = self.catalog.template_owners(view, uri);
+        candidates.retain(granted);
         if candidates.is_empty() {
             candidates = self.catalog.backends_with(view, "resources");
-            candidates.retain(unprefixed);
+            candidates.retain(|backend| unprefixed(backend) && granted(backend));
         }
         match candidates.as_slice() {
             [only] => Ok((Arc::clone(only), uri.to_owned())),
-            [] => Err(RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"))),
+            [] => {
+                tracing::warn!(principal = %caller.principal.name, uri, "no granted backend offers the resource");
+                Err(unknown())
+            }
             several => {
                 let names: Vec<&str> = several.iter().map(|name| &**name).collect();
                 Err(RpcFailure::new(
@@ -242,13 +263,14 @@ impl CallRouter {
                 let route = self
                     .catalog
                     .resolve_prompt(view, name)
+                    .filter(|route| self.usable(caller, "prompt", route, Grants::prompt))
                     .ok_or_else(|| RpcFailure::new(jsonrpc::INVALID_PARAMS, format!("unknown prompt `{name}`")))?;
                 params["ref"]["name"] = Value::String(route.name.clone());
                 Arc::clone(&route.backend)
             }
             Some("ref/resource") => {
                 let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
-                let (backend, backend_uri) = self.resource_owner(view, uri)?;
+                let (backend, backend_uri) = self.resource_owner(caller, view, uri)?;
                 params["ref"]["uri"] = Value::String(backend_uri);
                 backend
             }

@@ -6,6 +6,10 @@
 //! session table; the backend sees its own tool name and the backend client's own request ids; a backend's
 //! result — `isError` included — passes through verbatim; a failure of the call itself becomes a `CallToolResult` with
 //! `isError: true`, a sentence that says whether the call ran, and `_meta["switchyard/outcome"]`.
+//! - One policy (design §6, `auth::Policies`) decides what a caller sees in every list and what it may use: a
+//!   tool, prompt or resource it may not use is answered exactly like one that does not exist (no existence
+//!   leak), logged with the principal and the name, before any ledger claim or backend work. Tools and prompts
+//!   are judged by their exposed name (the `/mcp` one) in both views.
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
@@ -22,12 +26,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::auth::{Grants, Policies, Principal};
 use crate::backend::mcp_client::{BackendTarget, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
-use crate::catalog::{BackendStatus, Catalog};
+use crate::catalog::{self, BackendStatus, Catalog};
+use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
-use crate::mcp::{ANONYMOUS, Relay};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use forward::SessionMessages;
@@ -39,7 +44,8 @@ pub use outcome::{CLAIM_META, OUTCOME_META};
 pub struct Caller {
     /// The agent session's stable key (not its token).
     pub session: String,
-    pub principal: String,
+    /// Who is calling (authenticated on this very request), with the groups policies match.
+    pub principal: Principal,
     /// The agent's JSON-RPC request id.
     pub request_id: Value,
     /// The `Idempotency-Key` HTTP header, if the agent sent one (checked by [`idempotency::from_header`]).
@@ -53,12 +59,13 @@ impl Caller {
     /// every unauthenticated agent is `anonymous`, so those are told apart by address (`anonymous@<ip>`,
     /// `anonymous@unknown` when the address is not known).
     pub fn fairness_key(&self) -> String {
-        if self.principal != ANONYMOUS {
-            return self.principal.clone();
+        let name = &self.principal.name;
+        if name != Principal::ANONYMOUS {
+            return name.clone();
         }
         match self.peer {
-            Some(ip) => format!("{}@{ip}", self.principal),
-            None => format!("{}@unknown", self.principal),
+            Some(ip) => format!("{name}@{ip}"),
+            None => format!("{name}@unknown"),
         }
     }
 
@@ -105,6 +112,8 @@ pub struct CallRouter {
     tool_changes: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
     resource_owners: forward::ResourceOwners,
+    /// What each principal may use; none configured: everything.
+    policies: Policies,
 }
 
 impl CallRouter {
@@ -121,7 +130,19 @@ impl CallRouter {
             tool_changes: broadcast::channel(64).0,
             ledger,
             resource_owners: Default::default(),
+            policies: Policies::default(),
         }
+    }
+
+    /// The router applying `policies` to every list and use.
+    pub fn with_policies(mut self, policies: Policies) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// What `caller` may use.
+    fn grants(&self, caller: &Caller) -> Grants<'_> {
+        self.policies.for_principal(&caller.principal)
     }
 
     /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
@@ -219,9 +240,15 @@ impl CallRouter {
     ) -> Result<Value, RpcFailure> {
         match method {
             method::PING => Ok(json!({})),
-            method::TOOLS_LIST => Ok(json!({ "tools": self.catalog.tools(view) })),
+            method::TOOLS_LIST => {
+                let grants = self.grants(caller);
+                Ok(json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) }))
+            }
             method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
-            method::PROMPTS_LIST => Ok(json!({ "prompts": self.catalog.prompts(view) })),
+            method::PROMPTS_LIST => {
+                let grants = self.grants(caller);
+                Ok(json!({ "prompts": self.catalog.usable_prompts(view, |name| grants.prompt(name)) }))
+            }
             method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
             method::RESOURCES_LIST => self.list_resources(caller, view, method, "resources", &params).await,
             method::RESOURCES_TEMPLATES_LIST => {
@@ -246,7 +273,8 @@ impl CallRouter {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
-        let Some(route) = self.catalog.resolve(view, name) else {
+        let route = self.catalog.resolve(view, name).filter(|route| self.usable(caller, "tool", route, Grants::tool));
+        let Some(route) = route else {
             return Err(RpcFailure::new(
                 jsonrpc::INVALID_PARAMS,
                 format!("unknown tool `{name}`; call tools/list for the available tools"),
@@ -265,5 +293,21 @@ impl CallRouter {
         let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
         self.ledger.settle(&key, &route.backend, answer).await
+    }
+
+    /// Whether `caller` may use the tool or prompt `route` (`allowed` asks the grants); a refusal is logged, as
+    /// the caller is told only that no such name exists.
+    fn usable<'p>(
+        &'p self,
+        caller: &Caller,
+        kind: &str,
+        route: &catalog::Route,
+        allowed: fn(&Grants<'p>, &str) -> bool,
+    ) -> bool {
+        let usable = allowed(&self.grants(caller), &route.exposed);
+        if !usable {
+            tracing::warn!(principal = %caller.principal.name, kind, name = %route.exposed, "refused by policy");
+        }
+        usable
     }
 }

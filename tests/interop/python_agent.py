@@ -17,7 +17,15 @@ Every outcome is one JSON object on one stdout line, in order:
 * any failure (a JSON-RPC error, a transport error, a bad command): ``{"ok": false, "error": "..."}``.
   A failure to connect or initialize is printed the same way, and the script exits with status 1.
 
-Logs go to stderr. Usage: ``python python_agent.py URL``.
+Credentials (both optional, for a gateway that authenticates agents):
+
+* ``--header NAME=VALUE`` (repeatable): sent with every request, e.g. ``Authorization=Bearer <api key>``;
+* ``--oauth``: the SDK's ``OAuthClientProvider`` finds the authorization server from the gateway's 401 and its
+  Protected Resource Metadata, registers itself, and runs the authorization code flow with PKCE. Consent is
+  automated: the redirect handler GETs the authorization URL without following the redirect and hands the
+  ``code`` and ``state`` of its ``Location`` to the callback handler. Tokens are kept in memory only.
+
+Logs go to stderr. Usage: ``python python_agent.py URL [--header NAME=VALUE]... [--oauth]``.
 """
 
 from __future__ import annotations
@@ -27,9 +35,66 @@ import sys
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+REDIRECT_URI = "http://127.0.0.1:1/callback"  # never contacted: the redirect is read, not followed
+
+
+class MemoryStorage(TokenStorage):
+    """Tokens and the registered client, for the life of the process."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class AutomaticConsent:
+    """The user's browser, reduced to one GET: the authorization server consents at once and redirects."""
+
+    def __init__(self) -> None:
+        self.result: AuthorizationCodeResult | None = None
+
+    async def redirect(self, authorization_url: str) -> None:
+        async with httpx2.AsyncClient() as browser:
+            response = await browser.get(authorization_url)
+        location = httpx2.URL(response.headers["location"])
+        params = location.params
+        self.result = AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
+
+    async def callback(self) -> AuthorizationCodeResult:
+        if self.result is None:
+            raise RuntimeError("the authorization server did not redirect with a code")
+        return self.result
+
+
+def oauth_provider(url: str) -> OAuthClientProvider:
+    consent = AutomaticConsent()
+    metadata = OAuthClientMetadata(
+        client_name="switchyard-test-agent",
+        redirect_uris=[REDIRECT_URI],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    return OAuthClientProvider(url, metadata, MemoryStorage(), consent.redirect, consent.callback)
 
 
 def emit(answer: dict[str, Any]) -> None:
@@ -80,9 +145,13 @@ async def run(session: ClientSession) -> None:
         emit(answer)
 
 
-async def main(url: str) -> int:
+async def main(url: str, headers: dict[str, str], oauth: bool) -> int:
+    auth = oauth_provider(url) if oauth else None
     try:
-        async with streamable_http_client(url) as (read, write):
+        async with (
+            create_mcp_http_client(headers=headers, auth=auth) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+        ):
             async with ClientSession(read, write) as session:
                 try:
                     result = await session.initialize()
@@ -106,8 +175,26 @@ async def main(url: str) -> int:
     return 0
 
 
+def parse(arguments: list[str]) -> tuple[str, dict[str, str], bool] | None:
+    """URL, headers, whether to use OAuth; None when the arguments are not understood."""
+    if not arguments:
+        return None
+    url, rest, headers, oauth = arguments[0], arguments[1:], {}, False
+    while rest:
+        option = rest.pop(0)
+        if option == "--oauth":
+            oauth = True
+        elif option == "--header" and rest and "=" in rest[0]:
+            name, _, value = rest.pop(0).partition("=")
+            headers[name] = value
+        else:
+            return None
+    return url, headers, oauth
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python_agent.py URL", file=sys.stderr)
+    parsed = parse(sys.argv[1:])
+    if parsed is None:
+        print("usage: python_agent.py URL [--header NAME=VALUE]... [--oauth]", file=sys.stderr)
         sys.exit(2)
-    sys.exit(anyio.run(main, sys.argv[1]))
+    sys.exit(anyio.run(main, *parsed))

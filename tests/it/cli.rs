@@ -157,6 +157,30 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
 }
 
 #[tokio::test]
+async fn calls_lists_the_calls_of_one_principal() {
+    use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let fault = FaultBackend::start(Script::default()).await;
+    let dir = scratch_dir("calls-principal");
+    let config =
+        write_config(&dir, &format!("{}[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", api_keys(), fault.url()));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut alice = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    alice.call_tool("fault__echo", json!({"text": "a"})).await;
+    bob.call_tool("fault__echo", json!({"text": "b1"})).await;
+    bob.call_tool("fault__echo", json!({"text": "b2"})).await;
+
+    let listed = run(switchyard().args(["calls", "--principal", "bob", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    let rows: Vec<&str> = text.lines().filter(|line| line.contains("echo")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows.iter().all(|row| row.contains("bob") && !row.contains("alice")), "{text}");
+    gateway.kill().await;
+}
+
+#[tokio::test]
 async fn a_graceful_shutdown_drains_running_calls_then_marks_the_rest_unknown() {
     use crate::support::fault_backend::{FaultBackend, Script};
     let slow = Script { call_delay: Some(std::time::Duration::from_millis(400)), ..Script::default() };
@@ -235,4 +259,42 @@ async fn serve_refuses_a_non_loopback_listen_without_authentication() {
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("refusing to serve on 0.0.0.0:0") && error.contains("anonymous = true"), "{error}");
     assert!(!dir.join("data").exists(), "refused before the gateway touched its data directory");
+}
+
+#[tokio::test]
+async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets() {
+    use switchyard::ledger::{BackendTokenRow, LedgerStore};
+    let dir = scratch_dir("auth-tokens");
+    let config = write_config(&dir, "");
+    let ledger = LedgerStore::open("sqlite", &dir.join("data")).await.expect("ledger");
+    for (principal, backend) in [("alice", "docs"), ("bob", "docs"), ("", "github")] {
+        let row = BackendTokenRow {
+            principal: principal.to_owned(),
+            backend: backend.to_owned(),
+            sealed: b"SEALED-SECRET-BYTES".to_vec(),
+            scopes: "repo:read".to_owned(),
+            expires_at: Some(1_795_969_230),
+            updated_at: 951_782_400,
+        };
+        ledger.put_backend_token(&row).await.expect("put");
+    }
+    drop(ledger);
+    let listed = run(switchyard().args(["auth", "list", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!text.contains("SEALED"), "{text}");
+    let alice = text.lines().find(|line| line.contains("alice")).unwrap_or_else(|| panic!("alice not in\n{text}"));
+    assert!(alice.contains("docs") && alice.contains("repo:read") && alice.contains("2026-11-29 16:20:30"), "{alice}");
+    assert!(text.lines().any(|line| line.contains("github") && line.contains("(gateway)")), "{text}");
+
+    let unscoped = run(switchyard().args(["auth", "revoke", "--config"]).arg(&config)).await;
+    assert!(!unscoped.status.success(), "revoke needs a selection");
+    let revoked = run(switchyard()
+        .args(["auth", "revoke", "--principal", "alice", "--backend", "docs", "--config"])
+        .arg(&config))
+    .await;
+    assert!(stdout(&revoked).contains("deleted 1 stored token set"), "{}", stdout(&revoked));
+    let after = stdout(&run(switchyard().args(["auth", "list", "--backend", "docs", "--config"]).arg(&config)).await);
+    assert!(!after.contains("alice") && after.contains("bob") && !after.contains("github"), "{after}");
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -32,26 +32,26 @@ use crate::support::interop::{InteropServer, interop_dir, python_interpreter};
 
 /// How long one answer of a client may take. Generous: a cold Python start (imports of the SDK, pydantic) or a
 /// cold Node peer on a busy 2-core machine is slow; a hung exchange still fails the test instead of stalling it.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 /// Every backend gets this `timeout`, so a gateway that hangs on a backend fails well within [`ANSWER_TIMEOUT`].
-const BACKEND_TIMEOUT: &str = "timeout = \"10s\"";
+pub(crate) const BACKEND_TIMEOUT: &str = "timeout = \"10s\"";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Backends
 
 /// The demo server in this process, which can be restarted on the same port (the new instance knows no session).
-struct Demo {
+pub(crate) struct Demo {
     address: SocketAddr,
     task: JoinHandle<()>,
 }
 
 impl Demo {
-    async fn start() -> Demo {
+    pub(crate) async fn start() -> Demo {
         let (address, task) = switchyard::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("demo");
         Demo { address, task }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/mcp", self.address)
     }
 
@@ -105,7 +105,7 @@ fn assert_lists_both_backends(names: &[String]) {
 // The Python SDK client
 
 /// One agent on the Python SDK: `python_agent.py` connected and initialized, waiting for commands.
-struct PythonAgent {
+pub(crate) struct PythonAgent {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
@@ -117,9 +117,15 @@ struct PythonAgent {
 impl PythonAgent {
     /// Starts the agent against `url` and waits for its handshake.
     async fn connect(python: &Path, url: &str) -> PythonAgent {
+        PythonAgent::connect_with(python, url, &[]).await
+    }
+
+    /// [`PythonAgent::connect`] with more of `python_agent.py`'s options (`--header NAME=VALUE`, `--oauth`).
+    pub(crate) async fn connect_with(python: &Path, url: &str, options: &[&str]) -> PythonAgent {
         let mut child = Command::new(python)
             .arg(interop_dir().join("python_agent.py"))
             .arg(url)
+            .args(options)
             .env("PYTHONUNBUFFERED", "1")
             .current_dir(interop_dir())
             .stdin(Stdio::piped())
@@ -173,13 +179,13 @@ impl PythonAgent {
         answer
     }
 
-    async fn tool_names(&mut self) -> Vec<String> {
+    pub(crate) async fn tool_names(&mut self) -> Vec<String> {
         let listed = self.command("list").await;
         serde_json::from_value(listed["tools"].clone()).expect("a list of names")
     }
 
     /// Calls a tool and returns the text of its only text block, asserting that it is not an error result.
-    async fn call_text(&mut self, tool: &str, arguments: Value) -> String {
+    pub(crate) async fn call_text(&mut self, tool: &str, arguments: Value) -> String {
         let answer = self.command(&format!("call {tool} {arguments}")).await;
         assert_eq!(answer["isError"], false, "{tool}: {answer}");
         let texts = answer["texts"].as_array().expect("texts");
@@ -188,7 +194,7 @@ impl PythonAgent {
     }
 
     /// Ends the session (`quit`: the SDK sends `DELETE`) and checks that the agent exits cleanly.
-    async fn quit(mut self) {
+    pub(crate) async fn quit(mut self) {
         let mut stdin = self.stdin.take().expect("quit once");
         stdin.write_all(b"quit\n").await.expect("write quit");
         drop(stdin);
@@ -256,12 +262,17 @@ async fn python_sdk_client_survives_a_backend_restart_under_its_session() {
 // ---------------------------------------------------------------------------------------------------------------
 // The rmcp client
 
-type RmcpAgent = RunningService<RoleClient, ()>;
+pub(crate) type RmcpAgent = RunningService<RoleClient, ()>;
 
 /// An `rmcp` client connected and initialized against `url`. Its own re-initialization on an expired session is
 /// off: a 404 from the gateway must fail the test, not be hidden by a new agent session.
 async fn rmcp_agent(url: &str) -> RmcpAgent {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).reinit_on_expired_session(false);
+    rmcp_agent_with(StreamableHttpClientTransportConfig::with_uri(url)).await
+}
+
+/// [`rmcp_agent`] with a configuration of the test's (a bearer token, say).
+pub(crate) async fn rmcp_agent_with(config: StreamableHttpClientTransportConfig) -> RmcpAgent {
+    let config = config.reinit_on_expired_session(false);
     let transport = StreamableHttpClientTransport::from_config(config);
     tokio::time::timeout(ANSWER_TIMEOUT, ().serve(transport))
         .await
@@ -279,14 +290,14 @@ async fn rmcp_call(agent: &RmcpAgent, tool: &'static str, arguments: Value) -> C
 }
 
 /// Calls a tool and returns the text of its only text block, asserting that it is not an error result.
-async fn rmcp_call_text(agent: &RmcpAgent, tool: &'static str, arguments: Value) -> String {
+pub(crate) async fn rmcp_call_text(agent: &RmcpAgent, tool: &'static str, arguments: Value) -> String {
     let result = rmcp_call(agent, tool, arguments).await;
     assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
     assert_eq!(result.content.len(), 1, "{tool}: {result:?}");
     result.content[0].as_text().unwrap_or_else(|| panic!("{tool}: not text: {result:?}")).text.clone()
 }
 
-async fn rmcp_tool_names(agent: &RmcpAgent) -> Vec<String> {
+pub(crate) async fn rmcp_tool_names(agent: &RmcpAgent) -> Vec<String> {
     let tools = tokio::time::timeout(ANSWER_TIMEOUT, agent.list_all_tools())
         .await
         .expect("tools/list within the timeout")
@@ -294,7 +305,7 @@ async fn rmcp_tool_names(agent: &RmcpAgent) -> Vec<String> {
     tools.into_iter().map(|tool| tool.name.into_owned()).collect()
 }
 
-async fn rmcp_close(agent: RmcpAgent) {
+pub(crate) async fn rmcp_close(agent: RmcpAgent) {
     let closed = tokio::time::timeout(ANSWER_TIMEOUT, agent.cancel()).await;
     assert!(matches!(closed, Ok(Ok(_))), "rmcp did not close cleanly: {closed:?}");
 }

@@ -134,7 +134,7 @@ impl Prepared {
 /// The driver configuration for `connect_url`, with Switchyard's defaults filled in.
 pub(super) fn driver_config(connect_url: &str) -> Result<Config, LedgerError> {
     let mut config: Config = connect_url.parse().map_err(|_| LedgerError::InvalidUrl {
-        url: crate::ledger::url::redact(connect_url),
+        url: crate::ledger_url::redact(connect_url),
         expected: "a libpq connection URL".to_owned(),
     })?;
     if config.get_connect_timeout().is_none() {

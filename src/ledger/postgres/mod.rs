@@ -9,6 +9,7 @@
 //!   settle short nor leaves behind a claim nobody knows it holds (see [`super::detach`]).
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
+mod backend_tokens;
 mod conn;
 mod listen;
 mod ops;
@@ -21,6 +22,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use super::backend_tokens::BackendTokenSql;
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
@@ -28,8 +30,8 @@ use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::sql::{Dialect, Statements};
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
-use super::url::PostgresUrl;
 use super::waiters::Waiters;
+use crate::ledger_url::PostgresUrl;
 use conn::Connector;
 
 #[derive(Clone)]
@@ -41,6 +43,7 @@ struct Inner {
     conn: Connector,
     waiters: Arc<Waiters>,
     revocation_sql: RevocationSql,
+    backend_token_sql: BackendTokenSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -65,6 +68,7 @@ impl PostgresStore {
         let (stop, stopped) = oneshot::channel();
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
         let (revocations, _) = broadcast::channel(FEED_CAPACITY);
+        let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -72,7 +76,7 @@ impl PostgresStore {
             revocations: revocations.clone(),
         };
         tokio::spawn(listen::run(config, listeners, stopped));
-        let inner = Inner { conn, waiters, revocation_sql, revocations, _stop_listening: stop };
+        let inner = Inner { conn, waiters, revocation_sql, backend_token_sql, revocations, _stop_listening: stop };
         Ok(PostgresStore { inner: Arc::new(inner) })
     }
 

@@ -13,6 +13,7 @@
 use tokio_postgres::Client;
 
 use super::conn::Failure;
+use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
@@ -32,6 +33,8 @@ pub(super) struct Names {
     /// The revoked sessions' table, and the channel that announces them (one per schema, too).
     pub(super) revocations: String,
     pub(super) revoked_channel: String,
+    /// The backend OAuth tokens' table.
+    pub(super) backend_tokens: String,
 }
 
 impl Names {
@@ -47,6 +50,7 @@ impl Names {
             revocations: qualify(REVOCATIONS_TABLE),
             revoked_channel: schema
                 .map_or_else(|| "switchyard_revoked".to_owned(), |schema| format!("switchyard_revoked_{schema}")),
+            backend_tokens: qualify(BACKEND_TOKENS_TABLE),
         }
     }
 }
@@ -79,6 +83,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     for statement in revocations::create_statements(&names.revocations, Dialect::Postgres) {
         tx.batch_execute(&statement).await?;
     }
+    tx.batch_execute(&backend_tokens::create_statement(&names.backend_tokens, Dialect::Postgres)).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -130,5 +135,6 @@ mod tests {
         assert_eq!(scoped.channel, "switchyard_settled_sy");
         assert_eq!(scoped.revocations, "sy.switchyard_revocations");
         assert_eq!(scoped.revoked_channel, "switchyard_revoked_sy");
+        assert_eq!(scoped.backend_tokens, "sy.switchyard_backend_tokens");
     }
 }

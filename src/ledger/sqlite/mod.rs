@@ -9,6 +9,7 @@
 //!   file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits, and reads only the
 //!   watched keys.
 
+mod backend_tokens;
 mod batch;
 mod checkpoint;
 mod ops;

@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use super::batch::{Job, serve};
 use super::checkpoint::Checkpointer;
+use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
@@ -158,6 +159,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     for statement in revocations::create_statements(REVOCATIONS_TABLE, Dialect::Sqlite) {
         tx.execute_batch(&statement)?;
     }
+    tx.execute_batch(&backend_tokens::create_statement(BACKEND_TOKENS_TABLE, Dialect::Sqlite))?;
     tx.commit()?;
     Ok(())
 }

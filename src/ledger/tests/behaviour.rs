@@ -7,8 +7,8 @@ use tokio::time::Instant;
 
 use super::{Harness, claim_of};
 use crate::ledger::{
-    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore,
-    ListFilter, NewClaim, OPERATOR, Resolution, Revocation, WaitOutcome, canonical_digest,
+    BackendTokenRow, CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore,
+    ListFilter, NewClaim, OPERATOR, Resolution, Revocation, TokenFilter, WaitOutcome, canonical_digest,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -92,15 +92,15 @@ pub(super) async fn concurrent_claims_have_one_winner(h: &Harness) {
 pub(super) async fn complete_then_replay(h: &Harness) {
     claimed(&h.store, "k", "gw-a").await;
     let answer = result("done");
-    h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("k"), "gw-a", &answer, super::MAX_RESULT).await.expect("complete");
     let record = existing(&h.store, "k", "gw-b").await;
     assert_eq!(record.state, ClaimState::Completed);
     assert_eq!(record.result, Some(answer.clone()));
     assert_eq!((record.result_digest, record.error), (None, None));
     assert!(record.updated_at >= record.created_at);
     // A repeated completion (a retry after a lost reply) is accepted; a different result is not.
-    h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("same result again");
-    let different = h.store.complete(&key("k"), "gw-a", &result("other"), DEFAULT_MAX_RESULT).await;
+    h.store.complete(&key("k"), "gw-a", &answer, super::MAX_RESULT).await.expect("same result again");
+    let different = h.store.complete(&key("k"), "gw-a", &result("other"), super::MAX_RESULT).await;
     assert!(matches!(different, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{different:?}");
 }
 
@@ -121,7 +121,7 @@ pub(super) async fn mark_unknown_records_the_error(h: &Harness) {
     assert_eq!(record.state, ClaimState::Unknown);
     assert_eq!(record.error.as_deref(), Some("backend timed out after delivery"));
     // The owner learning the outcome later replaces "unknown" with it.
-    h.store.complete(&key("k"), "gw-a", &result("late"), DEFAULT_MAX_RESULT).await.expect("late completion");
+    h.store.complete(&key("k"), "gw-a", &result("late"), super::MAX_RESULT).await.expect("late completion");
     let record = stored(&h.store, "k").await;
     assert_eq!((record.state, record.error), (ClaimState::Completed, None));
 }
@@ -138,7 +138,7 @@ pub(super) async fn only_the_owner_settles(h: &Harness) {
     let record = claimed(&h.store, "k", "gw-a").await;
     let (k, answer) = (key("k"), result("r"));
     let attempts = [
-        h.store.complete(&k, "gw-b", &answer, DEFAULT_MAX_RESULT).await,
+        h.store.complete(&k, "gw-b", &answer, super::MAX_RESULT).await,
         h.store.mark_unknown(&k, "gw-b", "no").await,
         h.store.release(&k, "gw-b").await,
     ];
@@ -146,10 +146,10 @@ pub(super) async fn only_the_owner_settles(h: &Harness) {
         assert!(matches!(&attempt, Err(LedgerError::NotOwner { owner, .. }) if owner == "gw-a"), "{attempt:?}");
     }
     assert_eq!(stored(&h.store, "k").await, record, "refused settles change nothing");
-    let missing = h.store.complete(&key("missing"), "gw-a", &answer, DEFAULT_MAX_RESULT).await;
+    let missing = h.store.complete(&key("missing"), "gw-a", &answer, super::MAX_RESULT).await;
     assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
     assert!(matches!(h.store.mark_unknown(&key("missing"), "gw-a", "x").await, Err(LedgerError::NotFound { .. })));
-    h.store.complete(&k, "gw-a", &answer, DEFAULT_MAX_RESULT).await.expect("owner completes");
+    h.store.complete(&k, "gw-a", &answer, super::MAX_RESULT).await.expect("owner completes");
     for late in [h.store.mark_unknown(&k, "gw-a", "x").await, h.store.release(&k, "gw-a").await] {
         assert!(matches!(late, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{late:?}");
     }
@@ -159,7 +159,7 @@ pub(super) async fn expired_leases_become_unknown(h: &Harness) {
     claimed(&h.store, "alive", "gw-a").await;
     claimed(&h.store, "dead", "gw-b").await;
     claimed(&h.store, "done", "gw-b").await;
-    h.store.complete(&key("done"), "gw-b", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("done"), "gw-b", &result("r"), super::MAX_RESULT).await.expect("complete");
     let now = SystemTime::now();
     assert_eq!(h.store.renew_leases("gw-a", now + Duration::from_secs(7200)).await.expect("renew"), 1);
     assert_eq!(h.store.expire_leases(now + Duration::from_secs(10)).await.expect("nothing due yet"), 0);
@@ -177,7 +177,7 @@ pub(super) async fn orphan_marks_leftovers_unknown(h: &Harness) {
         claimed(&h.store, name, "gw-a").await;
     }
     claimed(&h.store, "b1", "gw-b").await;
-    h.store.complete(&key("a3"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("a3"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
     assert_eq!(h.store.orphan("gw-a").await.expect("orphan"), 2);
     for name in ["a1", "a2"] {
         let record = stored(&h.store, name).await;
@@ -193,7 +193,7 @@ pub(super) async fn purge_removes_old_settled_claims(h: &Harness) {
     for name in ["done", "lost", "running"] {
         claimed(&h.store, name, "gw-a").await;
     }
-    h.store.complete(&key("done"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("done"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
     h.store.mark_unknown(&key("lost"), "gw-a", "timeout").await.expect("mark unknown");
     let now = SystemTime::now();
     assert_eq!(h.store.purge(now - Duration::from_secs(3600)).await.expect("purge"), 0, "too recent");
@@ -217,7 +217,7 @@ pub(super) async fn list_filters(h: &Harness) {
     let mut fetch = claim_of("fetch", "gw-a");
     fetch.tool = "fetch".to_owned();
     h.store.claim(fetch).await.expect("claim");
-    h.store.complete(&key("second"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("second"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
 
     let names =
         |records: Vec<ClaimRecord>| records.into_iter().map(|record| record.key.to_string()).collect::<Vec<_>>();
@@ -248,7 +248,7 @@ pub(super) async fn resolve_settles_unknown_claims(h: &Harness) {
     let record = existing(&h.store, "ran", "gw-b").await;
     assert_eq!((record.state, record.owner.as_str(), &record.result), (ClaimState::Completed, OPERATOR, &None));
     assert!(record.error.as_deref().is_some_and(|note| note.contains("operator")), "{record:?}");
-    let late = h.store.complete(&key("ran"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await;
+    let late = h.store.complete(&key("ran"), "gw-a", &result("r"), super::MAX_RESULT).await;
     assert!(matches!(late, Err(LedgerError::NotOwner { .. })), "the operator's settlement stands: {late:?}");
     let again = h.store.resolve(&key("ran"), Resolution::Failed).await;
     assert!(matches!(again, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{again:?}");
@@ -271,7 +271,7 @@ pub(super) async fn wait_settled_wakes_and_times_out(h: &Harness) {
         })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
-    h.store.complete(&key("k"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("k"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
     let (outcome, waited) = waiter.await.expect("waiter");
     let Ok(WaitOutcome::Settled(record)) = outcome else { panic!("not settled: {outcome:?}") };
     assert_eq!(record.state, ClaimState::Completed);
@@ -306,7 +306,7 @@ pub(super) async fn many_waiters_on_one_key(h: &Harness) {
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    h.store.complete(&key("popular"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("popular"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
     for waiter in waiters {
         let outcome = waiter.await.expect("waiter").expect("wait");
         assert!(matches!(outcome, WaitOutcome::Settled(record) if record.state == ClaimState::Completed));
@@ -329,7 +329,7 @@ pub(super) async fn second_instance_shares_claims_and_wakeups(h: &Harness) {
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    h.store.complete(&key("shared"), "gw-a", &result("r"), DEFAULT_MAX_RESULT).await.expect("complete");
+    h.store.complete(&key("shared"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
     let (outcome, waited) = waiter.await.expect("waiter");
     assert!(matches!(outcome, Ok(WaitOutcome::Settled(_))), "{outcome:?}");
     assert!(waited < Duration::from_secs(3), "the other instance was woken late: {waited:?}");
@@ -419,7 +419,48 @@ pub(super) async fn abandoned_claims_are_released(h: &Harness) {
 pub(super) async fn settles_finish_when_their_caller_leaves(h: &Harness) {
     claimed(&h.store, "k", "gw-a").await;
     let answer = result("r");
-    let _ =
-        tokio::time::timeout(Duration::ZERO, h.store.complete(&key("k"), "gw-a", &answer, DEFAULT_MAX_RESULT)).await;
+    let _ = tokio::time::timeout(Duration::ZERO, h.store.complete(&key("k"), "gw-a", &answer, super::MAX_RESULT)).await;
     eventually(&h.store, "k", |record| record.is_some_and(|record| record.state == ClaimState::Completed)).await;
+}
+
+fn token_row(principal: &str, backend: &str, sealed: &[u8]) -> BackendTokenRow {
+    BackendTokenRow {
+        principal: principal.to_owned(),
+        backend: backend.to_owned(),
+        sealed: sealed.to_vec(),
+        scopes: "a b".to_owned(),
+        expires_at: Some(1_900_000_000),
+        updated_at: 1_800_000_000,
+    }
+}
+
+fn token_filter(principal: Option<&str>, backend: Option<&str>) -> TokenFilter {
+    TokenFilter { principal: principal.map(str::to_owned), backend: backend.map(str::to_owned) }
+}
+
+pub(super) async fn backend_tokens_are_put_replaced_listed_and_deleted(h: &Harness) {
+    let store = &h.store;
+    store.put_backend_token(&token_row("alice", "docs", b"\x00sealed-1")).await.expect("put");
+    store.put_backend_token(&token_row("bob", "docs", b"sealed-2")).await.expect("put");
+    store.put_backend_token(&token_row("", "github", b"sealed-3")).await.expect("the gateway's own row");
+    let mut replaced = token_row("alice", "docs", b"sealed-4");
+    replaced.expires_at = None;
+    store.put_backend_token(&replaced).await.expect("replace");
+    assert_eq!(store.backend_token("alice", "docs").await.expect("get"), Some(replaced.clone()));
+    assert_eq!(store.backend_token("carol", "docs").await.expect("get"), None);
+    let all = store.backend_tokens(&TokenFilter::default()).await.expect("list");
+    let keys: Vec<(&str, &str)> = all.iter().map(|row| (row.backend.as_str(), row.principal.as_str())).collect();
+    assert_eq!(keys, [("docs", "alice"), ("docs", "bob"), ("github", "")], "by backend, then principal");
+    assert_eq!(store.backend_tokens(&token_filter(Some("bob"), None)).await.expect("list").len(), 1);
+    assert_eq!(store.delete_backend_tokens(&token_filter(Some("alice"), Some("github"))).await.expect("delete"), 0);
+    assert_eq!(store.delete_backend_tokens(&token_filter(None, Some("docs"))).await.expect("delete"), 2);
+    assert_eq!(store.backend_tokens(&TokenFilter::default()).await.expect("list").len(), 1);
+    let refused = store.put_backend_token(&token_row("alice", "", b"x")).await;
+    assert!(matches!(refused, Err(LedgerError::InvalidBackendToken { .. })), "{refused:?}");
+}
+
+pub(super) async fn backend_tokens_are_seen_by_a_second_instance(h: &Harness) {
+    h.store.put_backend_token(&token_row("alice", "docs", b"sealed")).await.expect("put");
+    let second = h.second().await;
+    assert_eq!(second.backend_token("alice", "docs").await.expect("get"), Some(token_row("alice", "docs", b"sealed")));
 }

@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// A bound on stored results large enough for every answer these tests store.
+const MAX_RESULT: usize = 1 << 20;
+
 use tokio_postgres::NoTls;
 
 use super::{ClaimKey, LedgerStore, NewClaim};
@@ -195,4 +198,6 @@ on_every_store!(
     revocations_are_seen_by_a_second_instance,
     abandoned_claims_are_released,
     settles_finish_when_their_caller_leaves,
+    backend_tokens_are_put_replaced_listed_and_deleted,
+    backend_tokens_are_seen_by_a_second_instance,
 );

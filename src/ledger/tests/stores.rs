@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::{Harness, claim_of, postgres_admin, scratch_dir};
 use crate::ledger::{
-    ClaimKey, ClaimOutcome, ClaimState, DEFAULT_MAX_RESULT, LedgerError, LedgerStore, Maintenance, Revocation,
-    RevocationEvent, RevocationFeed, WaitOutcome, maintain,
+    ClaimKey, ClaimOutcome, ClaimState, LedgerError, LedgerStore, Maintenance, Revocation, RevocationEvent,
+    RevocationFeed, WaitOutcome, maintain,
 };
 
 fn key(name: &str) -> ClaimKey {
@@ -145,7 +145,7 @@ async fn postgres_reconnects_after_its_connections_die() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    harness.store.complete(&key("k"), "gw-a", &json!({"ok": true}), DEFAULT_MAX_RESULT).await.expect("complete");
+    harness.store.complete(&key("k"), "gw-a", &json!({"ok": true}), super::MAX_RESULT).await.expect("complete");
     assert!(matches!(waiter.await.expect("waiter"), Ok(WaitOutcome::Settled(_))));
     assert!(started.elapsed() < Duration::from_secs(3), "woken after {:?}", started.elapsed());
     drop(second);

@@ -5,9 +5,15 @@
 //! ([`TokenClaims`]), and [`AuthServer::mint`] signs arbitrary claims. The JWKS can be made to fail
 //! ([`JwksMode`]) and its fetches are counted, so tests can show what the gateway does when the issuer is down.
 //!
+//! For the gateway as an OAuth client (`backend_oauth.rs`) it also plays the protected backend's metadata side:
+//! Protected Resource Metadata for `<issuer>/mcp` at the path-inserted well-known URI, the `client_credentials`
+//! grant with client authentication checked against [`Behaviour::client`], and misbehaviour on demand
+//! ([`Behaviour`]: an issuer that lies, no PKCE S256, garbage from the token endpoint, refresh tokens that stop
+//! working). Every authorization, registration and token request is recorded ([`AuthServer::requests`]).
+//!
 //! Rules: loopback only; codes are single-use and bound to their `redirect_uri` and PKCE challenge; a `resource`
 //! parameter (RFC 8707) becomes the token's `aud`, as real servers do. Not a real authorization server: no
-//! client authentication, no consent screen, no expiry of codes.
+//! consent screen, no expiry of codes.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -54,10 +60,49 @@ struct Grant {
     redirect_uri: String,
     challenge: String,
     resource: Option<String>,
+    /// The scope asked for at `/authorize`.
+    scope: Option<String>,
+}
+
+/// How the server behaves for the OAuth-client tests; the default is a well-behaved server.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// `token_endpoint_auth_methods_supported`, and what a dynamic registration is given.
+    pub auth_methods: Vec<String>,
+    /// Advertise `code_challenge_methods_supported: ["S256"]`.
+    pub s256: bool,
+    /// The `issuer` the metadata claims (`None`: the true one).
+    pub claimed_issuer: Option<String>,
+    pub cimd: bool,
+    /// The token endpoint answers 200 with HTML.
+    pub token_garbage: bool,
+    /// The pre-registered client `client_credentials` requests must authenticate as.
+    pub client: Option<(String, String)>,
+    /// The PRM's `scopes_supported`.
+    pub prm_scopes: Option<Vec<String>>,
+    /// Grant exactly this scope, whatever is asked (`None`: what was asked).
+    pub granted_scope: Option<String>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            auth_methods: vec!["none".to_owned()],
+            s256: true,
+            claimed_issuer: None,
+            cimd: false,
+            token_garbage: false,
+            client: None,
+            prm_scopes: None,
+            granted_scope: None,
+        }
+    }
 }
 
 struct ServerState {
     issuer: String,
+    behaviour: Mutex<Behaviour>,
+    requests: Mutex<Vec<Value>>,
     /// (test key number, kid) of every published key; the last one signs.
     keys: Mutex<Vec<(u8, String)>>,
     claims: Mutex<TokenClaims>,
@@ -106,6 +151,8 @@ impl AuthServer {
         let issuer = format!("http://{}", listener.local_addr().expect("address"));
         let state = Arc::new(ServerState {
             issuer: issuer.clone(),
+            behaviour: Mutex::default(),
+            requests: Mutex::default(),
             keys: Mutex::new(vec![(1, "k1".to_owned())]),
             claims: Mutex::new(TokenClaims {
                 subject: "alice".to_owned(),
@@ -123,6 +170,7 @@ impl AuthServer {
         let app = Router::new()
             .route("/.well-known/oauth-authorization-server", get(metadata))
             .route("/.well-known/openid-configuration", get(metadata))
+            .route("/.well-known/oauth-protected-resource/mcp", get(resource_metadata))
             .route("/jwks", get(jwks))
             .route("/register", post(register))
             .route("/authorize", get(authorize))
@@ -140,6 +188,20 @@ impl AuthServer {
 
     pub fn set_claims(&self, change: impl FnOnce(&mut TokenClaims)) {
         change(&mut self.state.claims.lock().expect("claims"));
+    }
+
+    pub fn behave(&self, change: impl FnOnce(&mut Behaviour)) {
+        change(&mut self.state.behaviour.lock().expect("behaviour"));
+    }
+
+    /// Every authorization, registration and token request so far, in order (`{"endpoint": ..., ...}`).
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.requests.lock().expect("requests").clone()
+    }
+
+    /// Makes every refresh token issued so far unusable.
+    pub fn forget_refresh_tokens(&self) {
+        self.state.refresh_tokens.lock().expect("refresh").clear();
     }
 
     pub fn set_jwks_mode(&self, mode: JwksMode) {
@@ -189,19 +251,37 @@ pub fn mint_with(number: u8, kid: &str, claims: &Value) -> String {
 
 async fn metadata(State(state): State<Arc<ServerState>>) -> Response {
     let issuer = &state.issuer;
-    axum::Json(json!({
-        "issuer": issuer,
+    let behaviour = state.behaviour.lock().expect("behaviour").clone();
+    let mut document = json!({
+        "issuer": behaviour.claimed_issuer.as_deref().unwrap_or(issuer),
         "authorization_endpoint": format!("{issuer}/authorize"),
         "token_endpoint": format!("{issuer}/token"),
         "registration_endpoint": format!("{issuer}/register"),
         "jwks_uri": format!("{issuer}/jwks"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
-        "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+        "token_endpoint_auth_methods_supported": behaviour.auth_methods,
         "scopes_supported": ["mcp:tools"],
-    }))
-    .into_response()
+        "client_id_metadata_document_supported": behaviour.cimd,
+    });
+    if behaviour.s256 {
+        document["code_challenge_methods_supported"] = json!(["S256"]);
+    }
+    axum::Json(document).into_response()
+}
+
+/// RFC 9728 metadata of the protected backend `<issuer>/mcp`.
+async fn resource_metadata(State(state): State<Arc<ServerState>>) -> Response {
+    let issuer = &state.issuer;
+    let mut document = json!({"resource": format!("{issuer}/mcp"), "authorization_servers": [issuer]});
+    if let Some(scopes) = &state.behaviour.lock().expect("behaviour").prm_scopes {
+        document["scopes_supported"] = json!(scopes);
+    }
+    axum::Json(document).into_response()
+}
+
+fn record(state: &ServerState, request: Value) {
+    state.requests.lock().expect("requests").push(request);
 }
 
 async fn jwks(State(state): State<Arc<ServerState>>) -> Response {
@@ -226,9 +306,15 @@ async fn jwks(State(state): State<Arc<ServerState>>) -> Response {
 
 async fn register(State(state): State<Arc<ServerState>>, body: String) -> Response {
     let mut client: Value = serde_json::from_str(&body).unwrap_or_else(|_| json!({}));
-    client["client_id"] = json!(format!("client-{}", state.counter.fetch_add(1, Ordering::SeqCst)));
+    record(&state, json!({"endpoint": "register", "metadata": client.clone()}));
+    let number = state.counter.fetch_add(1, Ordering::SeqCst);
+    client["client_id"] = json!(format!("client-{number}"));
     client["client_id_issued_at"] = json!(now());
-    client["token_endpoint_auth_method"] = json!("none");
+    let method = state.behaviour.lock().expect("behaviour").auth_methods.first().cloned().unwrap_or_default();
+    if method != "none" {
+        client["client_secret"] = json!(format!("secret-{number}"));
+    }
+    client["token_endpoint_auth_method"] = json!(method);
     (StatusCode::CREATED, axum::Json(client)).into_response()
 }
 
@@ -241,11 +327,13 @@ async fn authorize(State(state): State<Arc<ServerState>>, Query(query): Query<Ha
     {
         return oauth_error("invalid_request", "response_type=code and code_challenge_method=S256 are required");
     }
+    record(&state, json!({"endpoint": "authorize", "query": query}));
     let code = format!("code-{}", state.counter.fetch_add(1, Ordering::SeqCst));
     let grant = Grant {
         redirect_uri: redirect_uri.clone(),
         challenge: challenge.clone(),
         resource: query.get("resource").cloned(),
+        scope: query.get("scope").cloned(),
     };
     state.codes.lock().expect("codes").insert(code.clone(), grant);
     let mut location = reqwest::Url::parse(redirect_uri).expect("redirect_uri is a URL");
@@ -256,12 +344,31 @@ async fn authorize(State(state): State<Arc<ServerState>>, Query(query): Query<Ha
     (StatusCode::FOUND, [(header::LOCATION, location.to_string())]).into_response()
 }
 
-async fn token(State(state): State<Arc<ServerState>>, body: String) -> Response {
+async fn token(State(state): State<Arc<ServerState>>, headers: axum::http::HeaderMap, body: String) -> Response {
     let form: HashMap<String, String> = reqwest::Url::parse(&format!("http://form/?{body}"))
         .map(|url| url.query_pairs().into_owned().collect())
         .unwrap_or_default();
     let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    let (method, client) = client_authentication(&headers, &form);
+    record(&state, json!({"endpoint": "token", "form": form, "auth_method": method, "client": client}));
+    let behaviour = state.behaviour.lock().expect("behaviour").clone();
+    if behaviour.token_garbage {
+        return ([(header::CONTENT_TYPE, "text/html")], "<html>502 Bad Gateway</html>").into_response();
+    }
     let grant = match field("grant_type") {
+        "client_credentials" => {
+            if behaviour.client.as_ref().is_some_and(|expected| Some(expected) != client.as_ref()) {
+                let refusal = json!({"error": "invalid_client", "error_description": "bad client credentials"});
+                return (StatusCode::UNAUTHORIZED, axum::Json(refusal)).into_response();
+            }
+            let resource = form.get("resource").cloned();
+            return issue(
+                &state,
+                Grant { redirect_uri: String::new(), challenge: String::new(), resource, scope: None },
+                false,
+                form.get("scope"),
+            );
+        }
         "authorization_code" => {
             let Some(grant) = state.codes.lock().expect("codes").remove(field("code")) else {
                 return oauth_error("invalid_grant", "unknown or used code");
@@ -278,24 +385,57 @@ async fn token(State(state): State<Arc<ServerState>>, body: String) -> Response 
         },
         _ => return oauth_error("unsupported_grant_type", "authorization_code or refresh_token"),
     };
-    issue(&state, grant)
+    issue(&state, grant, true, form.get("scope"))
 }
 
-fn issue(state: &ServerState, grant: Grant) -> Response {
-    let claims = state.claims.lock().expect("claims").clone();
+/// How the client authenticated (`client_secret_basic`, `client_secret_post` or `none`) and as whom.
+fn client_authentication(
+    headers: &axum::http::HeaderMap,
+    form: &HashMap<String, String>,
+) -> (&'static str, Option<(String, String)>) {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Basic "))
+        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    if let Some(pair) = basic {
+        let (id, secret) = pair.split_once(':').unwrap_or((&pair, ""));
+        let decode = |text: &str| form_decode(text);
+        return ("client_secret_basic", Some((decode(id), decode(secret))));
+    }
+    match (form.get("client_id"), form.get("client_secret")) {
+        (Some(id), Some(secret)) => ("client_secret_post", Some((id.clone(), secret.clone()))),
+        _ => ("none", None),
+    }
+}
+
+fn form_decode(text: &str) -> String {
+    reqwest::Url::parse(&format!("http://form/?v={text}"))
+        .ok()
+        .and_then(|url| url.query_pairs().next().map(|(_, value)| value.into_owned()))
+        .unwrap_or_default()
+}
+
+fn issue(state: &ServerState, grant: Grant, refreshable: bool, asked_scope: Option<&String>) -> Response {
+    let mut claims = state.claims.lock().expect("claims").clone();
+    let granted = state.behaviour.lock().expect("behaviour").granted_scope.clone();
+    claims.scope = granted.or_else(|| asked_scope.or(grant.scope.as_ref()).cloned()).unwrap_or(claims.scope);
     let audience = grant.resource.clone().unwrap_or_else(|| claims.audience.clone());
     let (number, kid) = state.keys.lock().expect("keys").last().cloned().expect("a key");
     let access_token = mint_with(number, &kid, &token_claims(&state.issuer, &claims, &audience));
-    let refresh_token = format!("refresh-{}", state.counter.fetch_add(1, Ordering::SeqCst));
-    state.refresh_tokens.lock().expect("refresh").insert(refresh_token.clone(), grant);
-    axum::Json(json!({
+    let mut answer = json!({
         "access_token": access_token,
         "token_type": "Bearer",
         "expires_in": claims.lifetime_secs,
-        "refresh_token": refresh_token,
         "scope": claims.scope,
-    }))
-    .into_response()
+    });
+    if refreshable {
+        let refresh_token = format!("refresh-{}", state.counter.fetch_add(1, Ordering::SeqCst));
+        state.refresh_tokens.lock().expect("refresh").insert(refresh_token.clone(), grant);
+        answer["refresh_token"] = json!(refresh_token);
+    }
+    axum::Json(answer).into_response()
 }
 
 fn oauth_error(error: &str, description: &str) -> Response {

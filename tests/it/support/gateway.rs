@@ -57,6 +57,13 @@ impl TestGateway {
     /// [`TestGateway::start`] with `sections`, extra top-level TOML tables (such as `[ledger]`) placed between the
     /// `[server]` keys and the backends.
     pub async fn start_with(extra_server: &str, sections: &str, backends: &str) -> TestGateway {
+        let gateway = TestGateway::launch(extra_server, sections, backends).await;
+        gateway.wait_ready().await;
+        gateway
+    }
+
+    /// [`TestGateway::start_with`] without waiting until it is ready (for gateways that are not).
+    pub async fn launch(extra_server: &str, sections: &str, backends: &str) -> TestGateway {
         let data_dir = fresh_data_dir();
         let text = format!(
             "[server]\ndata_dir = {:?}\n{extra_server}\n{sections}\n{backends}",
@@ -71,9 +78,7 @@ impl TestGateway {
         let server = tokio::spawn(async move {
             gateway.serve(listener, async move { drop(stopped.await) }).await.expect("gateway serve");
         });
-        let gateway = TestGateway { base, stop: Some(stop), server, data_dir, router };
-        gateway.wait_ready().await;
-        gateway
+        TestGateway { base, stop: Some(stop), server, data_dir, router }
     }
 
     pub fn mcp(&self) -> String {
@@ -235,12 +240,29 @@ impl Agent {
 
     /// [`Agent::connected`], declaring these client capabilities.
     pub async fn connected_with(url: String, capabilities: Value) -> Agent {
-        let mut agent = Agent::new(url);
-        let reply = agent.initialize_with("2025-11-25", capabilities).await;
+        Agent::new(url).connect(capabilities).await
+    }
+
+    /// An agent that sends `Authorization: Bearer <token>` with every request.
+    pub fn with_token(url: String, token: &str) -> Agent {
+        let mut headers = HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().expect("header value"));
+        let http = reqwest::Client::builder().default_headers(headers).build().expect("client");
+        Agent { http, url, session: None, next_id: 1 }
+    }
+
+    /// An agent presenting `token` that has initialized a session.
+    pub async fn connected_as(url: String, token: &str) -> Agent {
+        Agent::with_token(url, token).connect(json!({})).await
+    }
+
+    /// Initializes a session, declaring `capabilities`, and sends `notifications/initialized`.
+    pub async fn connect(mut self, capabilities: Value) -> Agent {
+        let reply = self.initialize_with("2025-11-25", capabilities).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.raw);
-        let ack = agent.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let ack = self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         assert_eq!(ack.status, StatusCode::ACCEPTED);
-        agent
+        self
     }
 
     pub async fn initialize(&mut self, version: &str) -> Reply {

@@ -1,4 +1,6 @@
-//! [`LedgerUrl`]: which store holds the ledger, parsed from the `[ledger] url` setting.
+//! [`LedgerUrl`]: which store holds the ledger, parsed from the `[ledger] url` setting. A neutral leaf: the
+//! configuration validates the setting with this grammar and the ledger opens its store with it, so neither
+//! knows the other; it imports no crate module.
 //!
 //! Rules:
 //! - `memory` (lost at exit: tests and demos), `sqlite://PATH` (`sqlite:///abs/ledger.db`, or relative to the
@@ -12,8 +14,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use super::error::LedgerError;
-
 /// The SQLite file's name inside the data directory when the URL names no path.
 pub const SQLITE_FILE_NAME: &str = "ledger.db";
 
@@ -23,6 +23,14 @@ pub const URL_EXPECTED: &str = "\"memory\", \"sqlite\" (the data directory's led
 
 /// Longest schema name accepted (Postgres identifiers are at most 63 bytes; the channel name adds a prefix).
 const MAX_SCHEMA_LEN: usize = 40;
+
+/// A ledger URL that does not parse; `url` is shown with its password redacted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid ledger URL {url}: expected {expected}")]
+pub struct InvalidLedgerUrl {
+    pub url: String,
+    pub expected: String,
+}
 
 /// A parsed ledger location.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -45,9 +53,9 @@ pub struct PostgresUrl {
 }
 
 impl LedgerUrl {
-    pub fn parse(text: &str) -> Result<LedgerUrl, LedgerError> {
+    pub fn parse(text: &str) -> Result<LedgerUrl, InvalidLedgerUrl> {
         let text = text.trim();
-        let invalid = || LedgerError::InvalidUrl { url: redact(text), expected: URL_EXPECTED.to_owned() };
+        let invalid = || InvalidLedgerUrl { url: redact(text), expected: URL_EXPECTED.to_owned() };
         if text == "memory" {
             return Ok(LedgerUrl::Memory);
         }
@@ -60,7 +68,7 @@ impl LedgerUrl {
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return PostgresUrl::parse(text)
                 .map(LedgerUrl::Postgres)
-                .map_err(|expected| LedgerError::InvalidUrl { url: redact(text), expected: expected.to_owned() });
+                .map_err(|expected| InvalidLedgerUrl { url: redact(text), expected: expected.to_owned() });
         }
         Err(invalid())
     }
@@ -76,7 +84,7 @@ impl LedgerUrl {
 }
 
 impl FromStr for LedgerUrl {
-    type Err = LedgerError;
+    type Err = InvalidLedgerUrl;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Self::parse(text)

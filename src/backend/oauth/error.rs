@@ -1,0 +1,65 @@
+//! [`OAuthError`]: why the gateway could not obtain a token for a backend, phrased for the agent and the operator
+//! (issue 12, "Bad input": each answer names what failed and where).
+//!
+//! Rules: a message names the URL or the parameter at fault but never a token, a code, a client secret or a PKCE
+//! verifier; every variant is something a caller may branch on (retry later, tell the user, give up).
+
+/// Why a token could not be obtained.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OAuthError {
+    /// The backend has no `[backends.oauth]` here.
+    #[error("backend `{0}` is not configured for OAuth")]
+    UnknownBackend(String),
+    /// A metadata document, the registration or the token endpoint could not be reached.
+    #[error("{what} at {url} is unreachable: {reason}")]
+    Unreachable { what: &'static str, url: String, reason: String },
+    /// No candidate location served the document.
+    #[error("no {what} found (tried {tried})")]
+    NotFound { what: &'static str, tried: String },
+    /// A document was fetched but is not what the spec requires.
+    #[error("the {what} at {url} is unusable: {reason}")]
+    BadDocument { what: &'static str, url: String, reason: String },
+    /// RFC 8414 §3.3: the metadata's `issuer` is not the issuer it was fetched for.
+    #[error("the authorization server metadata at {url} names issuer {found:?}, not {expected:?}")]
+    IssuerMismatch { url: String, expected: String, found: String },
+    /// RFC 9728 §3.3: the resource metadata describes another resource than the backend.
+    #[error("the protected resource metadata names resource {found:?}, which is not the backend's URL {backend_url}")]
+    ResourceMismatch { backend_url: String, found: String },
+    /// MCP 2025-11-25 "Authorization Code Protection": no PKCE S256, no authorization.
+    #[error("the authorization server {issuer} does not advertise PKCE S256 (code_challenge_methods_supported)")]
+    NoPkce { issuer: String },
+    /// Neither pre-registered, nor a metadata document the server accepts, nor dynamic registration.
+    #[error("the authorization server {issuer} offers no way to register the gateway: {reason}")]
+    NoRegistration { issuer: String, reason: String },
+    /// The token endpoint answered with an OAuth error (RFC 6749 §5.2).
+    #[error("the token endpoint refused the request: {error}{}", describe(.description))]
+    TokenRefused { error: String, description: Option<String> },
+    /// The token endpoint answered something that is not a token response.
+    #[error("the token endpoint {url} answered garbage: {reason}")]
+    BadTokenResponse { url: String, reason: String },
+    /// The callback's `state` is not one this gateway handed out, or was already used.
+    #[error("unknown or already used authorization state")]
+    UnknownState,
+    /// The callback came after the authorization expired.
+    #[error("the authorization request expired; start again from the agent")]
+    ExpiredState,
+    /// Too many authorizations are waiting for their callback.
+    #[error("too many authorizations are pending; try again later")]
+    TooManyPending,
+    /// The backend asks for scopes the authorization server did not grant, or keeps asking for more.
+    #[error("backend `{backend}` still refuses with insufficient_scope ({scope}); re-authorizing cannot help")]
+    ScopeNotGranted { backend: String, scope: String },
+    /// The token store failed.
+    #[error("the token store failed: {0}")]
+    Store(String),
+    /// A stored token could not be decrypted (wrong key, or a row moved to another principal or backend).
+    #[error("a stored token of backend `{backend}` cannot be decrypted with this gateway's token key")]
+    Undecryptable { backend: String },
+    /// The operating system's secure random source failed.
+    #[error("the operating system's secure random source failed")]
+    Random,
+}
+
+fn describe(description: &Option<String>) -> String {
+    description.as_ref().map(|text| format!(" ({text})")).unwrap_or_default()
+}

@@ -1,0 +1,549 @@
+//! The gateway as an OAuth 2.1 client of protected backends (MCP 2025-11-25 authorization; design §6; issue 12):
+//! discovery, registration, PKCE, the `resource` parameter, scope selection and step-up, refresh, and tokens kept
+//! per (principal, backend), sealed, in a [`TokenStore`].
+//!
+//! The backend client asks [`OAuthClient::token_for`] what to send: before a request (`None`) and after a 401 or
+//! 403 answer ([`Refusal`]). The answer is a token, or [`OAuthNeed::AuthorizationRequired`] with the URL the
+//! principal must open (the request is then not sent), or a typed [`OAuthError`]. The front's callback hands the
+//! `state` and `code` to [`OAuthClient::complete`].
+//!
+//! Rules:
+//! - Scope selection: the challenge's `scope`, else the configured `scopes`, else the PRM's `scopes_supported`,
+//!   else no `scope` parameter. A step-up (403 `insufficient_scope`) asks for the granted scopes plus the
+//!   challenged ones; it is refused when the token already holds every challenged scope (re-authorizing cannot
+//!   help) or after [`MAX_STEP_UPS`] step-ups.
+//! - `authorization_code` requires PKCE S256 from the server (refused otherwise) and an `authorization_endpoint`.
+//! - A token is renewed [`REFRESH_MARGIN`] before it expires: by its refresh token, else (client credentials) by
+//!   a new grant. A refresh that fails deletes the stored tokens and falls back to authorization.
+//! - A 401 for the token that is stored deletes it (after one refresh attempt); a 401 for an older token is
+//!   answered with the stored one (another request renewed it meanwhile).
+//! - `client_credentials` tokens are one per backend, stored under [`store::GATEWAY_PRINCIPAL`].
+//! - Must not know: HTTP frameworks, the front, the router, the ledger, the configuration types.
+
+mod challenge;
+mod discovery;
+mod error;
+mod http;
+mod pending;
+mod pkce;
+mod registration;
+mod store;
+mod token;
+mod vault;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::HeaderValue;
+
+pub use challenge::{BearerChallenge, MAX_CHALLENGE};
+pub use discovery::{
+    ResourceMetadata, ServerMetadata, parse_resource_metadata, parse_server_metadata, resource_metadata_urls,
+    server_metadata_urls,
+};
+pub use error::OAuthError;
+pub use http::HttpLimits;
+pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
+pub use token::AuthMethod;
+pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
+
+use pending::{Pending, PendingTable};
+use token::{ClientAuth, Grant, Issued, unix_now};
+
+/// Step-up authorizations allowed on top of the first one (the conformance suite allows three attempts in all).
+pub const MAX_STEP_UPS: u8 = 2;
+/// A token this close to its expiry is renewed before it is used.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// A secret string (a client secret) that is never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: String) -> Secret {
+        Secret(text)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// How tokens are obtained for a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantKind {
+    ClientCredentials,
+    AuthorizationCode,
+}
+
+/// Who the gateway is at the backend's authorization server.
+#[derive(Debug, Clone)]
+pub enum ClientIdentity {
+    PreRegistered { client_id: String, client_secret: Option<Secret> },
+    MetadataDocument(Url),
+    Dynamic,
+}
+
+/// One backend's OAuth settings (lowered from `[backends.oauth]` by the composition root).
+#[derive(Debug, Clone)]
+pub struct BackendOAuth {
+    pub backend: String,
+    /// The backend's MCP endpoint.
+    pub url: Url,
+    pub grant: GrantKind,
+    pub client: ClientIdentity,
+    pub scopes: Vec<String>,
+    /// Skips PRM discovery when set.
+    pub authorization_server: Option<Url>,
+    pub auth_method: Option<AuthMethod>,
+}
+
+/// Settings shared by every backend.
+#[derive(Debug, Clone)]
+pub struct OAuthOptions {
+    /// `<public_url>/oauth/callback`: where authorization servers send the user back.
+    pub redirect_uri: Url,
+    /// `client_name` in dynamic registrations.
+    pub client_name: String,
+    pub limits: HttpLimits,
+    /// How long an authorization URL stays usable.
+    pub pending_ttl: Duration,
+    /// Authorizations waiting for their callback, at most.
+    pub max_pending: usize,
+}
+
+/// A token to send to one backend.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken {
+    backend: String,
+    authorization: HeaderValue,
+}
+
+impl AccessToken {
+    /// The backend the token was issued for: it must never be sent elsewhere.
+    pub fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    /// `Bearer <token>`, marked sensitive.
+    pub fn authorization(&self) -> &HeaderValue {
+        &self.authorization
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AccessToken({}, <redacted>)", self.backend)
+    }
+}
+
+/// A backend's refusal of a request, as the backend client saw it.
+#[derive(Debug, Clone, Copy)]
+pub enum Refusal<'a> {
+    /// HTTP 401: no token, or the token sent was not accepted.
+    Unauthorized { challenge: Option<&'a BearerChallenge>, sent: Option<&'a AccessToken> },
+    /// HTTP 403 with `error="insufficient_scope"`.
+    InsufficientScope { challenge: &'a BearerChallenge, sent: Option<&'a AccessToken> },
+}
+
+/// Why no token can be sent now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OAuthNeed {
+    /// The principal must open `url` and authorize; the request was not sent.
+    #[error("authorization required for backend `{backend}`: open {url}")]
+    AuthorizationRequired { backend: String, url: String },
+    #[error(transparent)]
+    Failed(#[from] OAuthError),
+}
+
+/// Whose authorization a callback completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    pub principal: String,
+    pub backend: String,
+}
+
+/// What discovery and registration found for a backend.
+#[derive(Debug)]
+struct Discovered {
+    resource: String,
+    prm_scopes: Option<Vec<String>>,
+    server: ServerMetadata,
+    client: ClientAuth,
+}
+
+struct BackendState {
+    settings: BackendOAuth,
+    discovered: tokio::sync::Mutex<Option<Arc<Discovered>>>,
+    /// Serializes renewals of this backend's tokens, so a rotated refresh token is used once.
+    renewal: tokio::sync::Mutex<()>,
+}
+
+/// The OAuth client of every protected backend.
+pub struct OAuthClient {
+    backends: HashMap<String, BackendState>,
+    http: http::Http,
+    vault: Vault,
+    store: Arc<dyn TokenStore>,
+    pending: PendingTable,
+    options: OAuthOptions,
+}
+
+impl fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthClient").field("backends", &self.backends.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl OAuthClient {
+    pub fn new(
+        backends: Vec<BackendOAuth>,
+        options: OAuthOptions,
+        vault: Vault,
+        store: Arc<dyn TokenStore>,
+    ) -> Result<OAuthClient, reqwest::Error> {
+        let backends = backends
+            .into_iter()
+            .map(|settings| {
+                let state = BackendState { settings, discovered: Default::default(), renewal: Default::default() };
+                (state.settings.backend.clone(), state)
+            })
+            .collect();
+        Ok(OAuthClient {
+            backends,
+            http: http::Http::new(options.limits)?,
+            vault,
+            store,
+            pending: PendingTable::new(options.pending_ttl, options.max_pending),
+            options,
+        })
+    }
+
+    /// What to send to `backend` on behalf of `principal`: before a request (`refusal` = `None`), or after the
+    /// backend refused one.
+    pub async fn token_for(
+        &self,
+        backend: &str,
+        principal: &str,
+        refusal: Option<Refusal<'_>>,
+    ) -> Result<AccessToken, OAuthNeed> {
+        let state = self.backends.get(backend).ok_or_else(|| OAuthError::UnknownBackend(backend.to_owned()))?;
+        let owner = match state.settings.grant {
+            GrantKind::ClientCredentials => GATEWAY_PRINCIPAL,
+            GrantKind::AuthorizationCode => principal,
+        };
+        if refusal.is_none()
+            && let Some(tokens) = self.load(owner, backend).await?.filter(fresh)
+        {
+            return Ok(self.access(backend, &tokens)?);
+        }
+        let _renewing = state.renewal.lock().await;
+        let stored = self.load(owner, backend).await?;
+        match refusal {
+            None => self.renew_or_obtain(state, owner, stored, None, false).await,
+            Some(Refusal::Unauthorized { challenge, sent }) => {
+                if let Some(tokens) =
+                    stored.as_ref().filter(|tokens| fresh(tokens) && !self.was_sent(backend, tokens, sent))
+                {
+                    return Ok(self.access(backend, tokens)?);
+                }
+                self.renew_or_obtain(state, owner, stored, challenge, true).await
+            }
+            Some(Refusal::InsufficientScope { challenge, sent }) => {
+                if let Some(tokens) =
+                    stored.as_ref().filter(|tokens| fresh(tokens) && !self.was_sent(backend, tokens, sent))
+                {
+                    return Ok(self.access(backend, tokens)?);
+                }
+                self.step_up(state, owner, stored, challenge).await
+            }
+        }
+    }
+
+    /// Completes the authorization of `state` with the `code` the authorization server sent to the callback.
+    pub async fn complete(&self, state: &str, code: &str) -> Result<Completed, OAuthError> {
+        let pending = self.pending.take(state)?;
+        let discovered = &pending.discovered;
+        let grant = Grant::AuthorizationCode {
+            code,
+            redirect_uri: self.options.redirect_uri.as_str(),
+            verifier: &pending.verifier,
+        };
+        let issued = token::request(
+            &self.http,
+            &discovered.server.token_endpoint,
+            &discovered.client,
+            grant,
+            &discovered.resource,
+            None,
+        )
+        .await?;
+        let tokens =
+            token_set(issued, pending.scopes.clone().unwrap_or_default(), &discovered.client, None, pending.step_ups);
+        self.save(&pending.principal, &pending.backend, &tokens).await?;
+        Ok(Completed { principal: pending.principal, backend: pending.backend })
+    }
+
+    /// Deletes the stored tokens of (`principal`, `backend`); whether there were any.
+    pub async fn forget(&self, principal: &str, backend: &str) -> Result<bool, OAuthError> {
+        self.store.delete(principal, backend).await.map_err(OAuthError::Store)
+    }
+
+    async fn renew_or_obtain(
+        &self,
+        state: &BackendState,
+        owner: &str,
+        stored: Option<TokenSet>,
+        challenge: Option<&BearerChallenge>,
+        rejected: bool,
+    ) -> Result<AccessToken, OAuthNeed> {
+        let backend = state.settings.backend.as_str();
+        if let Some(tokens) = stored {
+            if !rejected && fresh(&tokens) {
+                return Ok(self.access(backend, &tokens)?);
+            }
+            if let Some(refresh_token) = &tokens.refresh_token {
+                match self.refresh(state, refresh_token, &tokens).await {
+                    Ok(renewed) => {
+                        self.save(owner, backend, &renewed).await?;
+                        return Ok(self.access(backend, &renewed)?);
+                    }
+                    Err(error) => tracing::info!(backend, %error, "oauth: refresh failed; authorizing again"),
+                }
+            }
+            self.store.delete(owner, backend).await.map_err(OAuthError::Store)?;
+        }
+        let scopes = self.select_scopes(state, challenge).await?;
+        self.obtain(state, owner, challenge, scopes, 0).await
+    }
+
+    async fn step_up(
+        &self,
+        state: &BackendState,
+        owner: &str,
+        stored: Option<TokenSet>,
+        challenge: &BearerChallenge,
+    ) -> Result<AccessToken, OAuthNeed> {
+        let backend = state.settings.backend.as_str();
+        let required = challenge.scope.clone().unwrap_or_default();
+        let (mut scopes, step_ups) = stored.map(|tokens| (tokens.scopes, tokens.step_ups)).unwrap_or_default();
+        let adds_scope = required.iter().any(|scope| !scopes.contains(scope));
+        if !adds_scope || step_ups >= MAX_STEP_UPS {
+            return Err(OAuthError::ScopeNotGranted { backend: backend.to_owned(), scope: required.join(" ") }.into());
+        }
+        scopes.extend(required.into_iter().filter(|scope| !scopes.contains(scope)).collect::<Vec<_>>());
+        self.store.delete(owner, backend).await.map_err(OAuthError::Store)?;
+        self.obtain(state, owner, Some(challenge), Some(scopes), step_ups + 1).await
+    }
+
+    /// A new token: granted at once (client credentials), or an authorization URL for the principal.
+    async fn obtain(
+        &self,
+        state: &BackendState,
+        owner: &str,
+        challenge: Option<&BearerChallenge>,
+        scopes: Option<Vec<String>>,
+        step_ups: u8,
+    ) -> Result<AccessToken, OAuthNeed> {
+        let backend = state.settings.backend.as_str();
+        let discovered = self.discover(state, challenge).await?;
+        match state.settings.grant {
+            GrantKind::ClientCredentials => {
+                let issued = token::request(
+                    &self.http,
+                    &discovered.server.token_endpoint,
+                    &discovered.client,
+                    Grant::ClientCredentials,
+                    &discovered.resource,
+                    scopes.as_deref(),
+                )
+                .await?;
+                let tokens = token_set(issued, scopes.unwrap_or_default(), &discovered.client, None, step_ups);
+                self.save(owner, backend, &tokens).await?;
+                Ok(self.access(backend, &tokens)?)
+            }
+            GrantKind::AuthorizationCode => {
+                let url = self.authorization_url(owner, backend, discovered, scopes, step_ups)?;
+                Err(OAuthNeed::AuthorizationRequired { backend: backend.to_owned(), url })
+            }
+        }
+    }
+
+    fn authorization_url(
+        &self,
+        owner: &str,
+        backend: &str,
+        discovered: Arc<Discovered>,
+        scopes: Option<Vec<String>>,
+        step_ups: u8,
+    ) -> Result<String, OAuthError> {
+        let server = &discovered.server;
+        let mut url = server.authorization_endpoint.clone().ok_or_else(|| OAuthError::BadDocument {
+            what: "authorization server metadata",
+            url: server.issuer.clone(),
+            reason: "`authorization_endpoint` is missing".to_owned(),
+        })?;
+        let (state, verifier) = (pkce::random_token()?, pkce::random_token()?);
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &discovered.client.client_id)
+                .append_pair("redirect_uri", self.options.redirect_uri.as_str())
+                .append_pair("state", &state)
+                .append_pair("code_challenge", &pkce::s256_challenge(&verifier))
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("resource", &discovered.resource);
+            if let Some(scopes) = scopes.as_ref().filter(|scopes| !scopes.is_empty()) {
+                query.append_pair("scope", &scopes.join(" "));
+            }
+        }
+        self.pending
+            .insert(state, Pending::new(owner, backend, verifier, scopes, step_ups, Arc::clone(&discovered)))?;
+        Ok(url.to_string())
+    }
+
+    async fn refresh(&self, state: &BackendState, refresh_token: &str, old: &TokenSet) -> Result<TokenSet, OAuthError> {
+        let discovered = self.discover(state, None).await?;
+        let issued = token::request(
+            &self.http,
+            &discovered.server.token_endpoint,
+            &discovered.client,
+            Grant::Refresh { refresh_token },
+            &discovered.resource,
+            None,
+        )
+        .await?;
+        Ok(token_set(issued, old.scopes.clone(), &discovered.client, old.refresh_token.clone(), old.step_ups))
+    }
+
+    /// The challenge's scopes, else the configured ones, else the PRM's `scopes_supported`, else none.
+    async fn select_scopes(
+        &self,
+        state: &BackendState,
+        challenge: Option<&BearerChallenge>,
+    ) -> Result<Option<Vec<String>>, OAuthError> {
+        if let Some(scopes) = challenge.and_then(|challenge| challenge.scope.clone()) {
+            return Ok(Some(scopes));
+        }
+        if !state.settings.scopes.is_empty() {
+            return Ok(Some(state.settings.scopes.clone()));
+        }
+        Ok(self.discover(state, challenge).await?.prm_scopes.clone())
+    }
+
+    /// The backend's authorization server and the gateway's client there, found once and kept.
+    async fn discover(
+        &self,
+        state: &BackendState,
+        challenge: Option<&BearerChallenge>,
+    ) -> Result<Arc<Discovered>, OAuthError> {
+        let mut cached = state.discovered.lock().await;
+        if let Some(discovered) = cached.as_ref() {
+            return Ok(Arc::clone(discovered));
+        }
+        let settings = &state.settings;
+        let (resource, prm_scopes, issuer) = match &settings.authorization_server {
+            Some(issuer) => (canonical_resource(&settings.url), None, issuer.as_str().trim_end_matches('/').to_owned()),
+            None => {
+                let from_challenge = challenge.and_then(|challenge| challenge.resource_metadata.as_deref());
+                let prm = discovery::fetch_resource_metadata(&self.http, &settings.url, from_challenge).await?;
+                let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| OAuthError::BadDocument {
+                    what: "protected resource metadata",
+                    url: prm.resource.clone(),
+                    reason: "`authorization_servers` is empty".to_owned(),
+                })?;
+                (prm.resource, prm.scopes_supported, issuer)
+            }
+        };
+        let server = discovery::fetch_server_metadata(&self.http, &issuer).await?;
+        if settings.grant == GrantKind::AuthorizationCode && !server.supports_s256() {
+            return Err(OAuthError::NoPkce { issuer: server.issuer });
+        }
+        let client = registration::register(
+            &self.http,
+            &settings.client,
+            settings.auth_method,
+            &server,
+            self.options.redirect_uri.as_str(),
+            &self.options.client_name,
+        )
+        .await?;
+        let discovered = Arc::new(Discovered { resource, prm_scopes, server, client });
+        *cached = Some(Arc::clone(&discovered));
+        Ok(discovered)
+    }
+
+    async fn load(&self, owner: &str, backend: &str) -> Result<Option<TokenSet>, OAuthError> {
+        let Some(row) = self.store.get(owner, backend).await.map_err(OAuthError::Store)? else { return Ok(None) };
+        match self.vault.open(owner, backend, &row.sealed) {
+            Ok(tokens) => Ok(Some(tokens)),
+            Err(error) => {
+                // A row this key cannot open is useless; the principal authorizes again.
+                tracing::warn!(backend, %error, "oauth: dropping a stored token that does not open");
+                self.store.delete(owner, backend).await.map_err(OAuthError::Store)?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn save(&self, owner: &str, backend: &str, tokens: &TokenSet) -> Result<(), OAuthError> {
+        let row = StoredToken {
+            principal: owner.to_owned(),
+            backend: backend.to_owned(),
+            sealed: self.vault.seal(owner, backend, tokens)?,
+            scopes: tokens.scopes.join(" "),
+            expires_at: tokens.expires_at,
+            updated_at: unix_now(),
+        };
+        self.store.put(row).await.map_err(OAuthError::Store)
+    }
+
+    fn access(&self, backend: &str, tokens: &TokenSet) -> Result<AccessToken, OAuthError> {
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {}", tokens.access_token))
+            .map_err(|_| OAuthError::Undecryptable { backend: backend.to_owned() })?;
+        authorization.set_sensitive(true);
+        Ok(AccessToken { backend: backend.to_owned(), authorization })
+    }
+
+    fn was_sent(&self, backend: &str, tokens: &TokenSet, sent: Option<&AccessToken>) -> bool {
+        sent.is_some_and(|sent| self.access(backend, tokens).is_ok_and(|stored| &stored == sent))
+    }
+}
+
+fn fresh(tokens: &TokenSet) -> bool {
+    tokens.expires_at.is_none_or(|expires_at| unix_now() + REFRESH_MARGIN.as_secs() < expires_at)
+}
+
+fn token_set(
+    issued: Issued,
+    requested: Vec<String>,
+    client: &ClientAuth,
+    old_refresh: Option<String>,
+    step_ups: u8,
+) -> TokenSet {
+    TokenSet {
+        access_token: issued.access_token,
+        refresh_token: issued.refresh_token.or(old_refresh),
+        expires_at: issued.expires_at,
+        scopes: issued.scopes.unwrap_or(requested),
+        client_id: client.client_id.clone(),
+        step_ups,
+    }
+}
+
+/// RFC 8707 / MCP "Canonical Server URI": the backend URL without fragment or trailing slash.
+fn canonical_resource(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url.as_str().trim_end_matches('/').to_owned()
+}

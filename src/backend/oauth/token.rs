@@ -1,0 +1,258 @@
+//! The token endpoint (OAuth 2.1 §3.2, RFC 6749 §5): the three grants the gateway uses, client authentication,
+//! and reading the answer.
+//!
+//! Rules:
+//! - Every request carries `resource` (RFC 8707, MCP "Resource Parameter Implementation"): the backend's
+//!   resource identifier, so a token is issued for that backend only.
+//! - Client authentication as chosen ([`AuthMethod`]): `client_secret_basic` sends
+//!   `Authorization: Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1), `client_secret_post`
+//!   puts both in the body, `none` sends `client_id` only.
+//! - An answer is a token only when it is 2xx JSON with a non-empty `access_token` of visible ASCII (it becomes
+//!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`];
+//!   anything else is [`OAuthError::BadTokenResponse`]. Token values never appear in errors.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use reqwest::Url;
+use serde_json::{Map, Value};
+
+use super::Secret;
+use super::error::OAuthError;
+use super::http::{Answer, Http};
+
+/// How the gateway authenticates at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMethod {
+    ClientSecretBasic,
+    ClientSecretPost,
+    None,
+}
+
+impl AuthMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientSecretBasic => "client_secret_basic",
+            Self::ClientSecretPost => "client_secret_post",
+            Self::None => "none",
+        }
+    }
+
+    pub(super) fn parse(text: &str) -> Option<AuthMethod> {
+        [Self::ClientSecretBasic, Self::ClientSecretPost, Self::None].into_iter().find(|method| method.as_str() == text)
+    }
+
+    /// The method to use with the server's `token_endpoint_auth_methods_supported` (absent: basic, RFC 8414 §2),
+    /// for a client with or without a secret: basic, else post, else none.
+    pub(super) fn choose(supported: Option<&[String]>, has_secret: bool) -> AuthMethod {
+        if !has_secret {
+            return Self::None;
+        }
+        let supports = |method: AuthMethod| supported.is_none_or(|list| list.iter().any(|m| m == method.as_str()));
+        [Self::ClientSecretBasic, Self::ClientSecretPost].into_iter().find(|m| supports(*m)).unwrap_or(Self::None)
+    }
+}
+
+/// The gateway as a client of one authorization server.
+#[derive(Debug, Clone)]
+pub(super) struct ClientAuth {
+    pub(super) client_id: String,
+    pub(super) secret: Option<Secret>,
+    pub(super) method: AuthMethod,
+}
+
+/// What is asked of the token endpoint.
+pub(super) enum Grant<'a> {
+    AuthorizationCode { code: &'a str, redirect_uri: &'a str, verifier: &'a str },
+    Refresh { refresh_token: &'a str },
+    ClientCredentials,
+}
+
+/// A token answer.
+pub(super) struct Issued {
+    pub(super) access_token: String,
+    pub(super) refresh_token: Option<String>,
+    pub(super) expires_at: Option<u64>,
+    /// `None` when the server did not say (RFC 6749 §5.1: then as requested).
+    pub(super) scopes: Option<Vec<String>>,
+}
+
+pub(super) async fn request(
+    http: &Http,
+    endpoint: &Url,
+    client: &ClientAuth,
+    grant: Grant<'_>,
+    resource: &str,
+    scopes: Option<&[String]>,
+) -> Result<Issued, OAuthError> {
+    let mut form: Vec<(&str, String)> = match grant {
+        Grant::AuthorizationCode { code, redirect_uri, verifier } => vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.to_owned()),
+            ("redirect_uri", redirect_uri.to_owned()),
+            ("code_verifier", verifier.to_owned()),
+        ],
+        Grant::Refresh { refresh_token } => {
+            vec![("grant_type", "refresh_token".to_owned()), ("refresh_token", refresh_token.to_owned())]
+        }
+        Grant::ClientCredentials => vec![("grant_type", "client_credentials".to_owned())],
+    };
+    form.push(("resource", resource.to_owned()));
+    if let Some(scopes) = scopes.filter(|scopes| !scopes.is_empty()) {
+        form.push(("scope", scopes.join(" ")));
+    }
+    let mut request = http.post(endpoint);
+    match (client.method, &client.secret) {
+        (AuthMethod::ClientSecretBasic, Some(secret)) => {
+            let pair = format!("{}:{}", form_encode(&client.client_id), form_encode(secret.expose()));
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(pair)))
+                .map_err(|_| OAuthError::Store("the client credentials are not header-safe".to_owned()))?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        (AuthMethod::ClientSecretPost, Some(secret)) => {
+            form.push(("client_id", client.client_id.clone()));
+            form.push(("client_secret", secret.expose().to_owned()));
+        }
+        _ => form.push(("client_id", client.client_id.clone())),
+    }
+    let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
+    let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
+    let answer = http.send(request).await.map_err(|failed| OAuthError::Unreachable {
+        what: "the token endpoint",
+        url: endpoint.to_string(),
+        reason: failed.0,
+    })?;
+    read_answer(&answer, endpoint)
+}
+
+/// `application/x-www-form-urlencoded` of one value (RFC 6749 §2.3.1 asks it of Basic credentials too).
+fn form_encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn read_answer(answer: &Answer, endpoint: &Url) -> Result<Issued, OAuthError> {
+    let garbage = |reason: String| OAuthError::BadTokenResponse { url: endpoint.to_string(), reason };
+    let Some(json) = &answer.json else { return Err(garbage(answer.describe())) };
+    if !answer.status.is_success() {
+        return match json.get("error").and_then(Value::as_str) {
+            Some(error) => Err(OAuthError::TokenRefused {
+                error: error.chars().take(100).collect(),
+                description: json
+                    .get("error_description")
+                    .and_then(Value::as_str)
+                    .map(|t| t.chars().take(300).collect()),
+            }),
+            None => Err(garbage(answer.describe())),
+        };
+    }
+    parse_issued(json).map_err(garbage)
+}
+
+fn parse_issued(json: &Map<String, Value>) -> Result<Issued, String> {
+    let access_token = json.get("access_token").and_then(Value::as_str).unwrap_or_default();
+    if access_token.is_empty() || !access_token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err("no usable `access_token`".to_owned());
+    }
+    match json.get("token_type") {
+        None => {}
+        Some(Value::String(kind)) if kind.eq_ignore_ascii_case("bearer") => {}
+        Some(other) => return Err(format!("`token_type` {other} is not Bearer")),
+    }
+    let expires_in = match json.get("expires_in") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .or_else(|| value.as_str().and_then(|text| text.parse().ok()))
+                .ok_or("`expires_in` is not a number of seconds")?,
+        ),
+    };
+    let refresh_token = match json.get("refresh_token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(token)) if !token.is_empty() => Some(token.clone()),
+        Some(_) => return Err("`refresh_token` is not a string".to_owned()),
+    };
+    let scopes = match json.get("scope") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(scope)) => Some(scope.split_ascii_whitespace().map(str::to_owned).collect()),
+        Some(_) => return Err("`scope` is not a string".to_owned()),
+    };
+    Ok(Issued {
+        access_token: access_token.to_owned(),
+        refresh_token,
+        expires_at: expires_in.map(|seconds| unix_now().saturating_add(seconds)),
+        scopes,
+    })
+}
+
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parsed(value: Value) -> Result<Issued, String> {
+        parse_issued(value.as_object().expect("object"))
+    }
+
+    #[test]
+    fn token_answers_are_read() {
+        let issued = parsed(json!({
+            "access_token": "abc.def", "token_type": "bearer", "expires_in": 60,
+            "refresh_token": "r1", "scope": "a b",
+        }))
+        .expect("valid");
+        assert_eq!(issued.access_token, "abc.def");
+        assert_eq!(issued.refresh_token.as_deref(), Some("r1"));
+        assert_eq!(issued.scopes, Some(vec!["a".to_owned(), "b".to_owned()]));
+        let expires = issued.expires_at.expect("expiry");
+        assert!(expires >= unix_now() + 59 && expires <= unix_now() + 61);
+        let minimal = parsed(json!({"access_token": "x", "expires_in": "30"})).expect("valid");
+        assert!(minimal.refresh_token.is_none() && minimal.scopes.is_none() && minimal.expires_at.is_some());
+    }
+
+    #[test]
+    fn garbage_is_refused_without_echoing_tokens() {
+        for (answer, expected) in [
+            (json!({}), "no usable `access_token`"),
+            (json!({"access_token": ""}), "no usable"),
+            (json!({"access_token": "has space"}), "no usable"),
+            (json!({"access_token": 5}), "no usable"),
+            (json!({"access_token": "t", "token_type": "DPoP"}), "is not Bearer"),
+            (json!({"access_token": "t", "expires_in": "soon"}), "`expires_in`"),
+            (json!({"access_token": "t", "expires_in": -1}), "`expires_in`"),
+            (json!({"access_token": "t", "refresh_token": 1}), "`refresh_token`"),
+            (json!({"access_token": "secret-value", "scope": ["a"]}), "`scope`"),
+        ] {
+            let error = parsed(answer).err().expect(expected);
+            assert!(error.contains(expected), "{error}");
+            assert!(!error.contains("secret-value"), "{error}");
+        }
+    }
+
+    #[test]
+    fn methods_follow_the_server() {
+        let list = |methods: &[&str]| methods.iter().map(|m| (*m).to_owned()).collect::<Vec<_>>();
+        assert_eq!(AuthMethod::choose(None, true), AuthMethod::ClientSecretBasic, "RFC 8414 default");
+        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_post"])), true), AuthMethod::ClientSecretPost);
+        assert_eq!(
+            AuthMethod::choose(Some(&list(&["none", "client_secret_basic"])), true),
+            AuthMethod::ClientSecretBasic
+        );
+        assert_eq!(AuthMethod::choose(Some(&list(&["private_key_jwt"])), true), AuthMethod::None);
+        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_basic"])), false), AuthMethod::None);
+        assert_eq!(AuthMethod::parse("client_secret_post"), Some(AuthMethod::ClientSecretPost));
+        assert_eq!(AuthMethod::parse("tls_client_auth"), None);
+    }
+
+    #[test]
+    fn basic_credentials_are_form_encoded() {
+        assert_eq!(form_encode("a:b c/é"), "a%3Ab+c%2F%C3%A9");
+    }
+}

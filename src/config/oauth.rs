@@ -1,0 +1,315 @@
+//! `[backends.oauth]`: the gateway as an OAuth 2.1 client of a protected backend (MCP 2025-11-25
+//! authorization; design §6), validated into [`OAuthConfig`].
+//!
+//! Rules:
+//! - `grant` is required: `"client_credentials"` (one machine identity for the backend) or
+//!   `"authorization_code"` (each principal authorizes once; its tokens are its own).
+//! - How the gateway is known to the authorization server: `client_id` (+ `client_secret`, a secret written
+//!   `{ env = "VAR" }` or `{ file = "/path" }` and read at load by `credential`'s code) when pre-registered;
+//!   else `client_metadata_url` (a Client ID Metadata Document the operator hosts, https); else neither, and the
+//!   gateway registers itself (RFC 7591). `client_id` and `client_metadata_url` exclude each other;
+//!   `client_secret` needs `client_id`; `client_credentials` needs `client_id` (a machine identity is
+//!   pre-registered).
+//! - `authorization_server` (optional) skips discovery; `token_endpoint_auth_method` (optional) overrides the
+//!   choice made from the server's metadata.
+//! - A backend with `oauth` sends `Authorization` itself: a `credential` or a `headers` entry for
+//!   `Authorization` is refused, naming the key; stdio backends have no `oauth`.
+
+use std::collections::HashMap;
+
+use reqwest::Url;
+use serde::Deserialize;
+
+use super::credential::read_source;
+use super::fields::{Expected, Fault, KeyPath, list, optional, quoted};
+use super::raw::RawSecretRef;
+use super::stdio::SecretText;
+
+/// How the gateway obtains tokens for the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// One token for the gateway itself, used for every principal (OAuth 2.1 §4.2).
+    ClientCredentials,
+    /// Each principal authorizes in a browser; tokens are stored per principal.
+    AuthorizationCode,
+}
+
+/// How the gateway authenticates at the token endpoint (RFC 7591 §2 names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenEndpointAuthMethod {
+    ClientSecretBasic,
+    ClientSecretPost,
+    None,
+}
+
+/// Who the gateway is at the authorization server.
+#[derive(Debug, Clone)]
+pub enum OAuthClientIdentity {
+    /// A client registered by the operator.
+    PreRegistered { client_id: String, client_secret: Option<SecretText> },
+    /// A Client ID Metadata Document: its URL is the client id.
+    MetadataDocument(Url),
+    /// Dynamic Client Registration at the server's `registration_endpoint`.
+    Dynamic,
+}
+
+/// A validated `[backends.oauth]`.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    pub grant: OAuthGrant,
+    pub client: OAuthClientIdentity,
+    /// Requested when the backend's challenge names no scope (before the resource metadata's `scopes_supported`).
+    pub scopes: Vec<String>,
+    pub authorization_server: Option<Url>,
+    pub token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawOAuth {
+    grant: Option<OAuthGrant>,
+    client_id: Option<String>,
+    client_secret: Option<RawSecretRef>,
+    client_metadata_url: Option<String>,
+    scopes: Vec<String>,
+    authorization_server: Option<String>,
+    token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+}
+
+/// Validates `backends[i].oauth` (at `key`) of the backend named `backend`.
+pub(super) fn build(
+    key: &KeyPath,
+    backend: &str,
+    raw: &RawOAuth,
+    env: &HashMap<String, String>,
+) -> Result<OAuthConfig, Fault> {
+    let grant = raw.grant.ok_or_else(|| {
+        Fault::invalid(
+            &key.key("grant"),
+            None,
+            "\"client_credentials\" or \"authorization_code\" (this key is required)".into(),
+        )
+    })?;
+    let client = build_client(key, backend, raw, env)?;
+    if grant == OAuthGrant::ClientCredentials && !matches!(client, OAuthClientIdentity::PreRegistered { .. }) {
+        return Err(Fault::invalid(
+            &key.key("client_id"),
+            None,
+            "a pre-registered `client_id` with grant = \"client_credentials\" (a machine identity cannot register \
+             itself)"
+                .into(),
+        ));
+    }
+    Ok(OAuthConfig {
+        grant,
+        client,
+        scopes: list(&key.key("scopes"), &raw.scopes, parse_scope)?,
+        authorization_server: optional(
+            &key.key("authorization_server"),
+            raw.authorization_server.as_deref(),
+            parse_server_url,
+        )?,
+        token_endpoint_auth_method: raw.token_endpoint_auth_method,
+    })
+}
+
+fn build_client(
+    key: &KeyPath,
+    backend: &str,
+    raw: &RawOAuth,
+    env: &HashMap<String, String>,
+) -> Result<OAuthClientIdentity, Fault> {
+    let client_id = optional(&key.key("client_id"), raw.client_id.as_deref(), parse_client_id)?;
+    let document = optional(&key.key("client_metadata_url"), raw.client_metadata_url.as_deref(), parse_document_url)?;
+    let secret = raw
+        .client_secret
+        .as_ref()
+        .map(|secret| {
+            let secret_key = key.key("client_secret");
+            read_source(&secret_key, backend, secret.env.as_deref(), secret.file.as_deref(), env)
+                .map(|(_, value, _)| SecretText::new(value))
+        })
+        .transpose()?;
+    match (client_id, document, secret) {
+        (Some(_), Some(_), _) => Err(Fault::invalid(
+            &key.key("client_metadata_url"),
+            None,
+            "either `client_id` (pre-registered) or `client_metadata_url`, not both".into(),
+        )),
+        (None, _, Some(_)) => Err(Fault::invalid(
+            &key.key("client_secret"),
+            None,
+            "a `client_id` beside `client_secret` (the secret of a pre-registered client)".into(),
+        )),
+        (Some(client_id), None, client_secret) => Ok(OAuthClientIdentity::PreRegistered { client_id, client_secret }),
+        (None, Some(url), None) => Ok(OAuthClientIdentity::MetadataDocument(url)),
+        (None, None, None) => Ok(OAuthClientIdentity::Dynamic),
+    }
+}
+
+/// Refuses what would compete with the tokens for `Authorization` on a backend with `oauth`.
+pub(super) fn check_authorization_header(
+    entry: &KeyPath,
+    credential_header: Option<&http::HeaderName>,
+    headers: &http::HeaderMap,
+) -> Result<(), Fault> {
+    let authorization = http::header::AUTHORIZATION;
+    if credential_header == Some(&authorization) {
+        return Err(Fault::invalid(
+            &entry.key("credential").key("header"),
+            Some(quoted(authorization.as_str())),
+            "another header than Authorization: the `oauth` tokens of this backend are sent there".into(),
+        ));
+    }
+    if headers.contains_key(&authorization) {
+        return Err(Fault::invalid(
+            &entry.key("headers").key("Authorization"),
+            None,
+            "no Authorization header: the `oauth` tokens of this backend are sent there".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// RFC 6749 §3.3: `scope-token = 1*( %x21 / %x23-5B / %x5D-7E )`.
+fn parse_scope(text: &str) -> Result<String, Expected> {
+    let valid =
+        !text.is_empty() && text.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+    valid
+        .then(|| text.to_owned())
+        .ok_or_else(|| "a scope such as \"repo:read\" (visible ASCII without blanks, `\"` or `\\`)".into())
+}
+
+fn parse_client_id(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && text.len() <= 1024 && !text.chars().any(char::is_control);
+    valid.then(|| text.to_owned()).ok_or_else(|| "a client id of 1–1024 characters without control characters".into())
+}
+
+fn parse_server_url(text: &str) -> Result<Url, Expected> {
+    let url = Url::parse(text).map_err(|error| Expected(format!("an http or https issuer URL ({error})")))?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    plain.then_some(url).ok_or_else(|| "an http or https issuer URL without credentials, query or fragment".into())
+}
+
+/// A Client ID Metadata Document's URL is the client id: https with a path (draft-ietf-oauth-client-id-metadata-
+/// document §3); plain http is allowed only for loopback test servers.
+fn parse_document_url(text: &str) -> Result<Url, Expected> {
+    let url = Url::parse(text).map_err(|error| Expected(format!("an https URL of the metadata document ({error})")))?;
+    let loopback = url.scheme() == "http" && matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    let valid = (url.scheme() == "https" || loopback)
+        && url.path() != "/"
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.fragment().is_none();
+    valid.then_some(url).ok_or_else(|| {
+        "an https URL with a path, such as \"https://gw.example.com/oauth/client.json\" (no fragment, no \
+         credentials)"
+            .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(toml_text: &str) -> RawOAuth {
+        toml::from_str(toml_text).expect("valid shape")
+    }
+
+    fn message(raw: &RawOAuth, env: &[(&str, &str)]) -> String {
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let key = KeyPath::root().key("backends").index(0).key("oauth");
+        build(&key, "docs", raw, &env).expect_err("refused").in_file("f.toml").to_string()
+    }
+
+    fn built(text: &str, env: &[(&str, &str)]) -> OAuthConfig {
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let key = KeyPath::root().key("backends").index(0).key("oauth");
+        build(&key, "docs", &raw(text), &env).expect("valid")
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let config = built(
+            "grant = \"client_credentials\"\nclient_id = \"gw\"\nclient_secret = { env = \"S\" }\n\
+             scopes = [\"a\", \"b:c\"]\nauthorization_server = \"https://login.example.com/t1\"\n\
+             token_endpoint_auth_method = \"client_secret_post\"\n",
+            &[("S", "hunter2\n")],
+        );
+        assert_eq!(config.grant, OAuthGrant::ClientCredentials);
+        let OAuthClientIdentity::PreRegistered { client_id, client_secret } = &config.client else {
+            panic!("pre-registered: {config:?}");
+        };
+        assert_eq!(client_id, "gw");
+        assert_eq!(client_secret.as_ref().map(SecretText::expose), Some("hunter2"));
+        assert!(!format!("{config:?}").contains("hunter2"), "the secret is never printed");
+        assert_eq!(config.scopes, ["a", "b:c"]);
+        assert_eq!(config.authorization_server.map(String::from).as_deref(), Some("https://login.example.com/t1"));
+        assert_eq!(config.token_endpoint_auth_method, Some(TokenEndpointAuthMethod::ClientSecretPost));
+    }
+
+    #[test]
+    fn the_identity_follows_the_keys_given() {
+        let document =
+            built("grant = \"authorization_code\"\nclient_metadata_url = \"https://gw.example.com/c.json\"\n", &[]);
+        assert!(matches!(document.client, OAuthClientIdentity::MetadataDocument(ref url) if url.path() == "/c.json"));
+        let dynamic = built("grant = \"authorization_code\"\n", &[]);
+        assert!(matches!(dynamic.client, OAuthClientIdentity::Dynamic));
+        assert!(dynamic.scopes.is_empty() && dynamic.authorization_server.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases = [
+            ("client_id = \"x\"", "backends[0].oauth.grant: expected \"client_credentials\" or"),
+            ("grant = \"client_credentials\"", "backends[0].oauth.client_id: expected a pre-registered `client_id`"),
+            (
+                "grant = \"authorization_code\"\nclient_id = \"a\"\nclient_metadata_url = \"https://x.example/c\"",
+                "backends[0].oauth.client_metadata_url: expected either `client_id`",
+            ),
+            (
+                "grant = \"authorization_code\"\nclient_secret = { env = \"S\" }",
+                "backends[0].oauth.client_secret: expected a `client_id` beside",
+            ),
+            (
+                "grant = \"authorization_code\"\nclient_id = \"a\"\nclient_secret = { env = \"MISSING\" }",
+                "backends[0].oauth.client_secret.env: credential of backend `docs`: environment variable MISSING",
+            ),
+            (
+                "grant = \"authorization_code\"\nclient_metadata_url = \"http://x.example/c\"",
+                "backends[0].oauth.client_metadata_url = \"http://x.example/c\": expected an https URL",
+            ),
+            (
+                "grant = \"authorization_code\"\nclient_metadata_url = \"https://x.example/\"",
+                "backends[0].oauth.client_metadata_url = \"https://x.example/\"",
+            ),
+            (
+                "grant = \"authorization_code\"\nscopes = [\"ok\", \"two words\"]",
+                "backends[0].oauth.scopes[1] = \"two words\": expected a scope",
+            ),
+            (
+                "grant = \"authorization_code\"\nauthorization_server = \"ftp://x\"",
+                "backends[0].oauth.authorization_server = \"ftp://x\": expected an http or https issuer URL",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = message(&raw(text), &[("S", "s")]);
+            assert!(message.starts_with("f.toml: ") && message.contains(expected), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn scopes_follow_rfc_6749() {
+        assert!(parse_scope("repo:read").is_ok());
+        assert!(parse_scope("a!#[]~").is_ok());
+        for bad in ["", "a b", "a\"b", "a\\b", "é"] {
+            assert!(parse_scope(bad).is_err(), "{bad:?}");
+        }
+    }
+}
