@@ -3,7 +3,8 @@
 #
 # 1. server role: `conformance server --suite all` against Switchyard's /mcp in front of the project's fixture
 #    (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed backend);
-# 2. client role: the four core non-auth client scenarios with Switchyard as the client (run-client-suite.sh).
+# 2. client role: the core client scenarios (the four non-auth ones and the 14 auth ones) and the client-credentials
+#    extension ones with Switchyard as the client (run-client-suite.sh).
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #
