@@ -20,7 +20,10 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::auth::{AuthSetupError, Authenticator};
 use crate::backend::legacy_sse::LegacySseBackend;
-use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, McpBackendClient};
+use crate::backend::mcp_client::{
+    BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, McpBackendClient, OAuthBinding,
+};
+use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{
@@ -35,6 +38,7 @@ use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, discovery};
 pub use access::{auth_settings, policies};
 
+mod oauth;
 mod revocation_log;
 pub mod token_store;
 
@@ -66,12 +70,18 @@ pub enum GatewayError {
     Listener(std::io::Error),
     #[error("agent authentication: {0}")]
     Auth(#[from] AuthSetupError),
+    #[error("backend OAuth token key: {0}")]
+    TokenKey(crate::keyfile::KeyFileError),
+    #[error("backend OAuth client: {0}")]
+    OAuth(String),
 }
 
 /// The parts of a running gateway.
 pub struct Gateway {
     pub config: Config,
     pub router: Arc<CallRouter>,
+    /// The OAuth client of the backends with `[backends.oauth]`.
+    oauth: Option<Arc<OAuthClient>>,
     /// Background tasks (discovery, the embedded demo backend); aborted when the gateway is dropped.
     tasks: Vec<JoinHandle<()>>,
 }
@@ -118,10 +128,14 @@ impl Gateway {
         };
         let client = Arc::new(McpBackendClient::new(client_config)?);
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
-        let targets: HashMap<Arc<str>, BackendTarget> =
-            config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), target(backend))).collect();
+        let oauth = oauth::client(&config, &ledger.store)?;
+        let targets: HashMap<Arc<str>, BackendTarget> = config
+            .backends
+            .iter()
+            .map(|backend| (Arc::from(backend.name.as_str()), target(backend, oauth.as_ref())))
+            .collect();
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
-        Ok(Gateway { config, router, tasks: Vec::new() })
+        Ok(Gateway { config, router, oauth, tasks: Vec::new() })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -161,6 +175,13 @@ impl Gateway {
     ) -> Result<(), GatewayError> {
         // The address actually bound (port 0 picks one) is the default `public_url`.
         self.config.server.listen = listener.local_addr().map_err(GatewayError::Listener)?;
+        if let Some(oauth) = &self.oauth {
+            oauth.set_redirect_uri(oauth::redirect_uri(&self.config.server.public_url())?);
+        }
+        let authorization = self.oauth.as_ref().map(|oauth| {
+            let callback = oauth::Callback { oauth: Arc::clone(oauth), router: Arc::clone(&self.router) };
+            Arc::new(callback) as Arc<dyn front::callback::AuthorizationCallback>
+        });
         let auth = Arc::new(authenticator(&self.config).await?);
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
@@ -182,6 +203,7 @@ impl Gateway {
             pending: Arc::default(),
             cancels: Arc::default(),
             replays: Arc::default(),
+            authorization,
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
@@ -244,7 +266,7 @@ fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
 /// configured headers), the launcher of a stdio backend's processes, or a legacy SSE backend's stream.
-fn target(backend: &BackendConfig) -> BackendTarget {
+fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) -> BackendTarget {
     match (&backend.endpoint, backend.transport) {
         (Endpoint::Process(stdio), _) => {
             let launcher = Launcher::new(lower_stdio(backend, stdio), StdioOptions::default());
@@ -260,6 +282,9 @@ fn target(backend: &BackendConfig) -> BackendTarget {
             }
             for (name, value) in &backend.headers {
                 endpoint = endpoint.with_header(name.clone(), value.clone());
+            }
+            if let (Some(oauth), Some(_)) = (oauth, &backend.oauth) {
+                endpoint = endpoint.with_oauth(OAuthBinding::new(Arc::clone(oauth), &backend.name));
             }
             BackendTarget::Http(endpoint)
         }

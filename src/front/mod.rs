@@ -1,7 +1,7 @@
 //! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
-//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`). This
+//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -19,6 +19,7 @@
 
 mod admit;
 mod body;
+pub mod callback;
 pub mod cancels;
 mod error;
 pub mod guard;
@@ -74,6 +75,8 @@ pub struct Front {
     pub cancels: Arc<cancels::Cancels>,
     /// Call streams kept for resumption with `Last-Event-ID`.
     pub replays: Arc<replay::Replays>,
+    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
+    pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
@@ -85,6 +88,7 @@ pub fn app(front: Arc<Front>) -> Router {
         .route("/readyz", get(readyz))
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
+        .route(callback::CALLBACK_PATH, get(callback::complete))
         .with_state(front)
 }
 

@@ -49,4 +49,13 @@ impl TokenStore for LedgerTokens {
             Ok(deleted > 0)
         })
     }
+
+    fn any_principal<'a>(&'a self, backend: &'a str) -> StoreCall<'a, Option<String>> {
+        Box::pin(async move {
+            let filter = TokenFilter { principal: None, backend: Some(backend.to_owned()) };
+            let rows = self.0.backend_tokens(&filter).await.map_err(|error| error.to_string())?;
+            let newest = rows.into_iter().filter(|row| !row.principal.is_empty()).max_by_key(|row| row.updated_at);
+            Ok(newest.map(|row| row.principal))
+        })
+    }
 }

@@ -28,6 +28,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
         match self.list_everything(backend, target).await {
             Ok(listing) => {
+                self.unauthorized.mark(backend, false);
                 let changed = self.catalog.update(backend, Ok(listing));
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
@@ -36,6 +37,7 @@ impl CallRouter {
                 Ok(changed)
             }
             Err(error) => {
+                self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
                 let text = error.to_string();
                 self.catalog.update(backend, Err(text.clone()));
                 Err(text)

@@ -90,12 +90,13 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
         };
         let slot = caller.slot(backend);
-        self.client.request_relayed(&slot, &target.renewed(), method, params, relay).await.map_err(
-            |error| match error {
+        self.client
+            .request_relayed(&slot, &target.renewed().for_principal(&caller.principal.name), method, params, relay)
+            .await
+            .map_err(|error| match error {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
                 other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
-            },
-        )
+            })
     }
 
     pub(super) async fn get_prompt(

@@ -13,6 +13,7 @@
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
+mod authorization;
 mod claims;
 pub mod discovery;
 mod forward;
@@ -114,6 +115,8 @@ pub struct CallRouter {
     resource_owners: forward::ResourceOwners,
     /// What each principal may use; none configured: everything.
     policies: Policies,
+    /// OAuth backends nobody has authorized yet.
+    unauthorized: authorization::Unauthorized,
 }
 
 impl CallRouter {
@@ -131,6 +134,7 @@ impl CallRouter {
             ledger,
             resource_owners: Default::default(),
             policies: Policies::default(),
+            unauthorized: Default::default(),
         }
     }
 
@@ -240,10 +244,7 @@ impl CallRouter {
     ) -> Result<Value, RpcFailure> {
         match method {
             method::PING => Ok(json!({})),
-            method::TOOLS_LIST => {
-                let grants = self.grants(caller);
-                Ok(json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) }))
-            }
+            method::TOOLS_LIST => self.list_tools(caller, view, relay).await,
             method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
             method::PROMPTS_LIST => {
                 let grants = self.grants(caller);
@@ -283,7 +284,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
-        let target = target.renewed();
+        let target = target.renewed().for_principal(&caller.principal.name);
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,
@@ -292,7 +293,14 @@ impl CallRouter {
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
-        self.ledger.settle(&key, &route.backend, answer).await
+        let needed = answer.as_ref().err().and_then(authorization::Needed::of);
+        let settled = self.ledger.settle(&key, &route.backend, answer).await;
+        match needed {
+            Some(needed) if authorization::declares_url_elicitation(relay.capabilities()) => {
+                Err(authorization::url_elicitation_required(&[needed]))
+            }
+            _ => settled,
+        }
     }
 
     /// Whether `caller` may use the tool or prompt `route` (`allowed` asks the grants); a refusal is logged, as

@@ -20,6 +20,12 @@ pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) ->
         );
         return error_result(Outcome::Unknown, &sentence, claim, Answer::ThisCall);
     }
+    if let McpError::AuthorizationRequired { url: Some(url), .. } = error {
+        let sentence = format!(
+            "The backend `{backend}` needs your authorization first; the call was not sent. Ask the user to open {url} and authorize access, then retry the call."
+        );
+        return error_result(Outcome::NotDelivered, &sentence, claim, Answer::ThisCall);
+    }
     if error.proves_not_delivered() {
         let sentence = format!(
             "The backend `{backend}` could not be reached or refused the call unprocessed; the call did not run; it is safe to retry."

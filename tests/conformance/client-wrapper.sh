@@ -97,6 +97,34 @@ prefix = ""
 timeout = "20s"
 EOF
 
+# auth/* scenarios: the mock MCP server is protected by OAuth. The backend gets
+# [backends.oauth] from the scenario's context (MCP_CONFORMANCE_CONTEXT, JSON:
+# client_id / client_secret for pre-registration and client credentials); the
+# secret reaches Switchyard by environment, never in the file. basic-cimd uses
+# the Client ID Metadata Document URL the mock expects; the other scenarios
+# register dynamically. The callback is under Switchyard's default public URL.
+context_field() {
+    "$NODE" -e 'const c = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}"); const v = c[process.argv[1]]; if (typeof v === "string") process.stdout.write(v);' "$1"
+}
+if [[ "${MCP_CONFORMANCE_SCENARIO:-}" == auth/* ]]; then
+    grant="authorization_code"
+    [[ "$MCP_CONFORMANCE_SCENARIO" == auth/client-credentials-* ]] && grant="client_credentials"
+    client_id="$(context_field client_id)"
+    CONFORMANCE_OAUTH_CLIENT_SECRET="$(context_field client_secret)"
+    export CONFORMANCE_OAUTH_CLIENT_SECRET
+    {
+        echo ""
+        echo "[backends.oauth]"
+        echo "grant = \"$grant\""
+        if [[ -n "$client_id" ]]; then
+            echo "client_id = $(toml_string "$client_id")"
+            [[ -n "$CONFORMANCE_OAUTH_CLIENT_SECRET" ]] && echo 'client_secret = { env = "CONFORMANCE_OAUTH_CLIENT_SECRET" }'
+        elif [[ "$MCP_CONFORMANCE_SCENARIO" == auth/basic-cimd ]]; then
+            echo 'client_metadata_url = "https://conformance-test.local/client-metadata.json"'
+        fi
+    } >>"$TMP/switchyard.toml"
+fi
+
 say "scenario ${MCP_CONFORMANCE_SCENARIO:-?}: switchyard in front of $BACKEND_URL"
 NO_COLOR=1 RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --config "$TMP/switchyard.toml" --listen 127.0.0.1:0 \
     >"$TMP/switchyard.log" 2>&1 </dev/null &

@@ -86,7 +86,41 @@ function exampleArguments(inputSchema) {
 
 const capabilities = process.env.DRIVE_CAPABILITIES
   ? JSON.parse(process.env.DRIVE_CAPABILITIES)
-  : { sampling: {}, elicitation: { form: { applyDefaults: true } } };
+  : { sampling: {}, elicitation: { form: { applyDefaults: true }, url: {} } };
+
+// URL-mode elicitation (MCP 2025-11-25): Switchyard answers a request that needs
+// the user's authorization at a backend with error -32042 naming the URL. Acting
+// as the user, the driver opens it (following redirects: the mock authorization
+// server approves at once and redirects to Switchyard's /oauth/callback) and
+// then retries the request, at most AUTHORIZE_ROUNDS times.
+const URL_ELICITATION_REQUIRED = -32042;
+const AUTHORIZE_ROUNDS = 3;
+
+async function authorize(error) {
+  const elicitations = error?.data?.elicitations ?? [];
+  for (const elicitation of elicitations) {
+    say(`authorizing: GET ${elicitation.url}`);
+    const response = await fetch(elicitation.url, { redirect: "follow" });
+    const page = (await response.text()).replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim();
+    say(`authorization page ${response.status}: ${page.slice(0, 200)}`);
+    if (!response.ok) {
+      throw new Error(`authorization failed with HTTP ${response.status}`);
+    }
+  }
+  return elicitations.length > 0;
+}
+
+async function withAuthorization(request) {
+  for (let round = 0; ; round += 1) {
+    try {
+      return await request();
+    } catch (error) {
+      if (error?.code !== URL_ELICITATION_REQUIRED || round >= AUTHORIZE_ROUNDS || !(await authorize(error))) {
+        throw error;
+      }
+    }
+  }
+}
 const client = new Client({ name: "switchyard-conformance-driver", version: "1.0.0" }, { capabilities });
 
 if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
@@ -118,7 +152,7 @@ try {
   const tools = [];
   let cursor;
   do {
-    const page = await client.listTools(cursor ? { cursor } : {}, { timeout });
+    const page = await withAuthorization(() => client.listTools(cursor ? { cursor } : {}, { timeout }));
     tools.push(...page.tools);
     cursor = page.nextCursor;
   } while (cursor);
@@ -135,10 +169,9 @@ try {
       say(`tools/call ${tool.name} ${JSON.stringify(args)}`);
       const started = Date.now();
       try {
-        const result = await client.callTool({ name: tool.name, arguments: args }, undefined, {
-          timeout,
-          resetTimeoutOnProgress: true,
-        });
+        const result = await withAuthorization(() =>
+          client.callTool({ name: tool.name, arguments: args }, undefined, { timeout, resetTimeoutOnProgress: true }),
+        );
         const elapsed = Date.now() - started;
         const summary = JSON.stringify(result.content ?? result).slice(0, 300);
         if (result.isError) {

@@ -6,7 +6,8 @@
 #    Streamable HTTP;
 # 2. server role again, with server-everything as a stdio backend (`transport = "stdio"`, a process per agent
 #    session) instead, judged against baseline-server-stdio.txt;
-# 3. client role: the four core non-auth client scenarios with Switchyard as the client (run-client-suite.sh).
+# 3. client role: the core client scenarios (the four non-auth ones and the 14 auth ones) and the client-credentials
+#    extension ones with Switchyard as the client (run-client-suite.sh).
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #

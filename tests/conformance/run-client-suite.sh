@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance CLIENT scenarios that apply to Switchyard
 # (the four non-auth core ones: initialize, tools_call, sse-retry,
-# elicitation-sep1034-client-defaults) with Switchyard as the client under
+# elicitation-sep1034-client-defaults; the 14 core auth/* ones of 2025-11-25;
+# the client-credentials extension ones) with Switchyard as the client under
 # test: for each scenario the runner starts a mock server and launches
 # client-wrapper.sh, which puts Switchyard in front of the mock and drives it
 # from the front with drive-client.mjs.
@@ -21,8 +22,9 @@
 # scenario's verdict is the runner's exit status: any FAILURE or WARNING, a
 # timeout, or a non-zero wrapper exit fails it). Exit status: 0 when every
 # scenario passed or is listed in the baseline; 1 otherwise; 2 on bad usage.
-# The last line is "conformance-client: P passed, F failed, X skipped" over
-# scenarios (F: unexpected failures, X: baselined ones).
+# Before it, one line per suite ("conformance-client core|auth|extensions: P of
+# N passed"); the last line is "conformance-client: P passed, F failed,
+# X skipped" over scenarios (F: unexpected failures, X: baselined ones).
 #
 # Environment:
 #   CONFORMANCE_CLIENT_SCENARIOS  space-separated scenarios to run instead
@@ -60,7 +62,14 @@ if [[ ! -x "$BIN" ]]; then
 fi
 export SWITCHYARD_BIN="$BIN" SWITCHYARD_INTEROP_NODE_MODULES="$NODE_MODULES" NODE
 
-SCENARIOS="${CONFORMANCE_CLIENT_SCENARIOS:-initialize tools_call sse-retry elicitation-sep1034-client-defaults}"
+CORE_SCENARIOS="initialize tools_call sse-retry elicitation-sep1034-client-defaults"
+# The 14 core authorization scenarios of the 2025-11-25 set (Switchyard's backend OAuth client, issue 12).
+AUTH_SCENARIOS="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported auth/scope-omitted-when-undefined
+  auth/scope-step-up auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none auth/pre-registration"
+EXTENSION_SCENARIOS="auth/client-credentials-basic auth/client-credentials-jwt"
+SCENARIOS="${CONFORMANCE_CLIENT_SCENARIOS:-$CORE_SCENARIOS $AUTH_SCENARIOS $EXTENSION_SCENARIOS}"
 TIMEOUT_MS="${CONFORMANCE_TIMEOUT_MS:-30000}"
 OUT="${CONFORMANCE_OUT:-}"
 if [[ -z "$OUT" ]]; then
@@ -169,6 +178,15 @@ if (expectedFailures.length) console.log(`\nexpected failures (in the baseline):
 if (stale.length) console.log(`\nstale baseline entries (passed; remove them): ${stale.join(", ")}`);
 if (unexpected.length) console.log(`\nUNEXPECTED FAILURES: ${unexpected.join(", ")}`);
 console.log("");
+// Per suite: the core non-auth scenarios, the core auth ones, and the extensions (client credentials).
+const suiteOf = (scenario) =>
+  scenario.startsWith("auth/client-credentials-") ? "extensions" : scenario.startsWith("auth/") ? "auth" : "core";
+for (const suite of ["core", "auth", "extensions"]) {
+  const members = scenarios.filter((scenario) => suiteOf(scenario) === suite);
+  if (members.length === 0) continue;
+  const ok = members.filter((scenario) => !unexpected.includes(scenario) && !expectedFailures.includes(scenario));
+  console.log(`conformance-client ${suite}: ${ok.length} of ${members.length} passed`);
+}
 console.log(`conformance-client: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 ? 1 : 0);
 EOF

@@ -10,6 +10,7 @@ mod demo_server;
 mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
+mod gateway_oauth;
 mod layering;
 mod legacy_sse;
 mod policies;

@@ -12,6 +12,7 @@ use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
+use super::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
@@ -23,6 +24,10 @@ pub struct BackendEndpoint {
     pub(super) url: Url,
     pub(super) credential: Option<(HeaderName, HeaderValue)>,
     pub(super) headers: Vec<(HeaderName, HeaderValue)>,
+    /// A protected backend's OAuth client (its tokens go in `Authorization`).
+    pub(super) oauth: Option<OAuthBinding>,
+    /// Whose tokens are sent: the calling agent's principal; `None` for the gateway's own discovery.
+    pub(super) principal: Option<Arc<str>>,
     /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
     timeout: Duration,
     pub(super) deadline: Instant,
@@ -31,7 +36,15 @@ pub struct BackendEndpoint {
 impl BackendEndpoint {
     /// An endpoint whose deadline is `timeout` from now.
     pub fn new(url: Url, timeout: Duration) -> Self {
-        Self { url, credential: None, headers: Vec::new(), timeout, deadline: Instant::now() + timeout }
+        Self {
+            url,
+            credential: None,
+            headers: Vec::new(),
+            oauth: None,
+            principal: None,
+            timeout,
+            deadline: Instant::now() + timeout,
+        }
     }
 
     /// The same endpoint for a new exchange: its deadline is the timeout from now. Callers keep one endpoint per
@@ -43,6 +56,12 @@ impl BackendEndpoint {
     pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
         value.set_sensitive(true);
         self.credential = Some((name, value));
+        self
+    }
+
+    /// Sends the OAuth tokens `oauth` obtains for the backend.
+    pub fn with_oauth(mut self, oauth: OAuthBinding) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 
@@ -71,6 +90,8 @@ impl BackendEndpoint {
 }
 
 /// One backend as the client reaches it, with the absolute deadline of the current call.
+// One target per backend, renewed (cloned) for every call: boxing the HTTP variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum BackendTarget {
     /// Streamable HTTP.
@@ -130,6 +151,16 @@ impl BackendTarget {
 
     fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {
         BackendTarget::Duplex(DuplexTarget { transport, timeout, deadline: Instant::now() + timeout })
+    }
+
+    /// The same target for a call on behalf of `principal` (whose OAuth tokens a protected backend gets).
+    pub fn for_principal(self, principal: &str) -> Self {
+        match self {
+            BackendTarget::Http(endpoint) => {
+                BackendTarget::Http(BackendEndpoint { principal: Some(principal.into()), ..endpoint })
+            }
+            duplex => duplex,
+        }
     }
 
     /// The same target for a new call: its deadline is the timeout from now.

@@ -1,6 +1,6 @@
 //! The client's error classes (design §2): what callers branch on to keep the at-most-once promise.
 //!
-//! Rule: only [`McpError::NotDelivered`] proves that the backend did not process a request, whatever the
+//! Rule: only [`McpError::NotDelivered`] (and its OAuth form, [`McpError::AuthorizationRequired`]) proves that the backend did not process a request, whatever the
 //! transport — HTTP (nothing reached the backend, or it refused with a status that proves so), stdio (no byte of
 //! the request entered the process's stdin: the spawn, the handshake or the table's caps refused it) or legacy SSE
 //! (the `POST` never reached the backend, or the stream or handshake before it failed).
@@ -25,6 +25,11 @@ pub enum McpError {
     /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
     #[error("the request was cancelled by the agent after it was sent")]
     Cancelled,
+    /// The request was not sent: the principal must authorize the gateway at the backend's authorization server
+    /// first (`url` to open; `None` when the gateway itself asked and nobody has authorized the backend yet).
+    /// Like [`McpError::NotDelivered`], it proves the backend did not process the request.
+    #[error("backend `{backend}` needs authorization{}", url.as_ref().map(|url| format!(": open {url}")).unwrap_or_default())]
+    AuthorizationRequired { backend: String, url: Option<String> },
     /// The backend answered with a JSON-RPC error.
     #[error("the backend answered with error {code}: {message}")]
     Rpc { code: i64, message: String, data: Option<Value> },
@@ -33,7 +38,7 @@ pub enum McpError {
 impl McpError {
     /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
-        matches!(self, McpError::NotDelivered { .. })
+        matches!(self, McpError::NotDelivered { .. } | McpError::AuthorizationRequired { .. })
     }
 }
 

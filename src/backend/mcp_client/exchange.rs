@@ -22,9 +22,11 @@ use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
+use super::authorize::Refused;
 use super::refusal::Refusal;
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
 
@@ -200,17 +202,47 @@ impl Exchange<'_> {
 
     async fn post(&self, message: &Value) -> Result<Response, ExchangeError> {
         let body = serde_json::to_vec(message).map_err(|e| McpError::NotDelivered { reason: e.to_string() })?;
-        let request = self
+        let Some(oauth) = &self.endpoint.oauth else {
+            return self.check_status(self.send_post(&body, None).await?).await;
+        };
+        let principal = oauth.principal(self.endpoint.principal.as_deref()).await?;
+        let first = oauth.before(&principal).await?;
+        let response = self.send_post(&body, first.as_ref()).await?;
+        let Some(refused) = Refused::of(&response) else { return self.check_status(response).await };
+        // 401 and 403 prove the backend did not process the request, so it is sent again, once, with a new token.
+        let second = oauth.after(&principal, &refused, first.as_ref()).await?;
+        let response = self.send_post(&body, Some(&second)).await?;
+        if Refused::of(&response).is_some() {
+            let status = response.status().as_u16();
+            return Err(McpError::NotDelivered {
+                reason: format!("the backend refused a freshly obtained OAuth token too (HTTP {status}); not retried"),
+            }
+            .into());
+        }
+        self.check_status(response).await
+    }
+
+    async fn send_post(&self, body: &[u8], token: Option<&AccessToken>) -> Result<Response, ExchangeError> {
+        let mut request = self
             .with_common_headers(self.http.post(self.endpoint.url.clone()))
             .header(header::ACCEPT, "application/json, text/event-stream")
             .header(header::CONTENT_TYPE, "application/json")
-            .body(body);
-        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
-            Err(_) => return Err(after_delivery("the deadline passed while sending the request").into()),
-            Ok(Err(error)) => return Err(classify_send_error(&error).into()),
-            Ok(Ok(response)) => response,
-        };
-        self.check_status(response).await
+            .body(body.to_vec());
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, token.authorization());
+        }
+        match timeout_at(self.endpoint.deadline, request.send()).await {
+            Err(_) => Err(after_delivery("the deadline passed while sending the request").into()),
+            Ok(Err(error)) => Err(classify_send_error(&error).into()),
+            Ok(Ok(response)) => Ok(response),
+        }
+    }
+
+    /// The stored OAuth token for a `GET` (no refusal handling: a refused stream is not a refused call).
+    async fn stream_token(&self) -> Option<AccessToken> {
+        let oauth = self.endpoint.oauth.as_ref()?;
+        let principal = oauth.principal(self.endpoint.principal.as_deref()).await.ok()?;
+        oauth.before(&principal).await.ok().flatten()
     }
 
     fn with_common_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -410,6 +442,9 @@ impl Exchange<'_> {
             .header(header::ACCEPT, "text/event-stream");
         if let Some(last_event_id) = last_event_id {
             request = request.header("last-event-id", last_event_id);
+        }
+        if let Some(token) = self.stream_token().await {
+            request = request.header(header::AUTHORIZATION, token.authorization());
         }
         let response = match timeout_at(self.endpoint.deadline, request.send()).await {
             Err(_) => return Err(after_delivery("the deadline passed while opening the event stream").into()),

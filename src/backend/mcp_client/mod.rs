@@ -11,6 +11,7 @@
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
 
+mod authorize;
 mod client;
 mod endpoint;
 mod error;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use authorize::OAuthBinding;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use error::{ClientBuildError, McpError};

@@ -139,10 +139,13 @@ impl McpBackendClient {
         capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
         match target {
-            BackendTarget::Http(endpoint) => self
-                .handshake(endpoint, capabilities)
-                .await
-                .map_err(|error| McpError::NotDelivered { reason: format!("the backend handshake failed: {error}") }),
+            BackendTarget::Http(endpoint) => {
+                self.handshake(endpoint, capabilities).await.map_err(|error| match error {
+                    // The principal must authorize first: the agent is told where, not that a handshake failed.
+                    McpError::AuthorizationRequired { .. } => error,
+                    error => McpError::NotDelivered { reason: format!("the backend handshake failed: {error}") },
+                })
+            }
             BackendTarget::Duplex(duplex) => self.start_duplex(key, duplex, capabilities).await,
         }
     }

@@ -196,6 +196,8 @@ pub struct OAuthClient {
     store: Arc<dyn TokenStore>,
     pending: PendingTable,
     options: OAuthOptions,
+    /// The callback URL: known only once the gateway has bound its address (see [`OAuthClient::set_redirect_uri`]).
+    redirect_uri: std::sync::RwLock<Url>,
 }
 
 impl fmt::Debug for OAuthClient {
@@ -224,8 +226,48 @@ impl OAuthClient {
             vault,
             store,
             pending: PendingTable::new(options.pending_ttl, options.max_pending),
+            redirect_uri: std::sync::RwLock::new(options.redirect_uri.clone()),
             options,
         })
+    }
+
+    /// Sets the callback URL (`<public_url>/oauth/callback`) once the gateway knows its public URL.
+    pub fn set_redirect_uri(&self, url: Url) {
+        *self.redirect_uri.write().unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+    }
+
+    fn redirect_uri(&self) -> String {
+        self.redirect_uri.read().unwrap_or_else(std::sync::PoisonError::into_inner).to_string()
+    }
+
+    /// How `backend` obtains tokens (`None`: not an OAuth backend here).
+    pub fn grant(&self, backend: &str) -> Option<GrantKind> {
+        self.backends.get(backend).map(|state| state.settings.grant)
+    }
+
+    /// The token to send before a request when one is stored (renewed if it is about to expire), else `None`:
+    /// the request then goes without one, so that the backend's 401 challenge (its `resource_metadata` and
+    /// `scope`) drives discovery.
+    pub async fn stored_token(&self, backend: &str, principal: &str) -> Result<Option<AccessToken>, OAuthNeed> {
+        let state = self.backends.get(backend).ok_or_else(|| OAuthError::UnknownBackend(backend.to_owned()))?;
+        let owner = match state.settings.grant {
+            GrantKind::ClientCredentials => GATEWAY_PRINCIPAL,
+            GrantKind::AuthorizationCode => principal,
+        };
+        if self.load(owner, backend).await?.is_none() {
+            return Ok(None);
+        }
+        self.token_for(backend, principal, None).await.map(Some)
+    }
+
+    /// Whose tokens the gateway's own discovery of `backend` uses: the gateway's (client credentials), else a
+    /// principal that authorized it (`None`: nobody has yet).
+    pub async fn discovery_principal(&self, backend: &str) -> Result<Option<String>, OAuthError> {
+        match self.grant(backend) {
+            None => Err(OAuthError::UnknownBackend(backend.to_owned())),
+            Some(GrantKind::ClientCredentials) => Ok(Some(GATEWAY_PRINCIPAL.to_owned())),
+            Some(GrantKind::AuthorizationCode) => self.store.any_principal(backend).await.map_err(OAuthError::Store),
+        }
     }
 
     /// What to send to `backend` on behalf of `principal`: before a request (`refusal` = `None`), or after the
@@ -273,11 +315,8 @@ impl OAuthClient {
     pub async fn complete(&self, state: &str, code: &str) -> Result<Completed, OAuthError> {
         let pending = self.pending.take(state)?;
         let discovered = &pending.discovered;
-        let grant = Grant::AuthorizationCode {
-            code,
-            redirect_uri: self.options.redirect_uri.as_str(),
-            verifier: &pending.verifier,
-        };
+        let redirect_uri = self.redirect_uri();
+        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &pending.verifier };
         let issued = token::request(
             &self.http,
             &discovered.server.token_endpoint,
@@ -398,7 +437,7 @@ impl OAuthClient {
             query
                 .append_pair("response_type", "code")
                 .append_pair("client_id", &discovered.client.client_id)
-                .append_pair("redirect_uri", self.options.redirect_uri.as_str())
+                .append_pair("redirect_uri", &self.redirect_uri())
                 .append_pair("state", &state)
                 .append_pair("code_challenge", &pkce::s256_challenge(&verifier))
                 .append_pair("code_challenge_method", "S256")
@@ -474,7 +513,7 @@ impl OAuthClient {
             &settings.client,
             settings.auth_method,
             &server,
-            self.options.redirect_uri.as_str(),
+            &self.redirect_uri(),
             &self.options.client_name,
         )
         .await?;

@@ -37,4 +37,7 @@ pub trait TokenStore: Send + Sync {
     fn put(&self, row: StoredToken) -> StoreCall<'_, ()>;
     /// Whether a row was deleted.
     fn delete<'a>(&'a self, principal: &'a str, backend: &'a str) -> StoreCall<'a, bool>;
+    /// A principal holding a row for `backend` (the most recently changed one), if any: whose token the
+    /// gateway's own discovery of an `authorization_code` backend uses.
+    fn any_principal<'a>(&'a self, backend: &'a str) -> StoreCall<'a, Option<String>>;
 }

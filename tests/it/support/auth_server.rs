@@ -82,6 +82,8 @@ pub struct Behaviour {
     pub prm_scopes: Option<Vec<String>>,
     /// Grant exactly this scope, whatever is asked (`None`: what was asked).
     pub granted_scope: Option<String>,
+    /// The protected `/mcp` refuses every token with 401.
+    pub reject_tokens: bool,
 }
 
 impl Default for Behaviour {
@@ -95,6 +97,7 @@ impl Default for Behaviour {
             client: None,
             prm_scopes: None,
             granted_scope: None,
+            reject_tokens: false,
         }
     }
 }
@@ -175,6 +178,7 @@ impl AuthServer {
             .route("/register", post(register))
             .route("/authorize", get(authorize))
             .route("/token", post(token))
+            .route("/mcp", post(protected_mcp))
             .with_state(Arc::clone(&state));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -278,6 +282,36 @@ async fn resource_metadata(State(state): State<Arc<ServerState>>) -> Response {
         document["scopes_supported"] = json!(scopes);
     }
     axum::Json(document).into_response()
+}
+
+/// The protected backend itself at `<issuer>/mcp`: a stateless MCP server whose one tool, `whoami`, answers with
+/// the bearer token it was called with. No token → 401 with the RFC 9728 challenge; the token `Bearer rejected`
+/// or any token while [`Behaviour::reject_tokens`] → 401. Every request is recorded as `{"mcp": method,
+/// "authorization": …}`.
+async fn protected_mcp(
+    State(state): State<Arc<ServerState>>,
+    headers: axum::http::HeaderMap,
+    axum::Json(message): axum::Json<Value>,
+) -> Response {
+    let method = message["method"].as_str().unwrap_or_default().to_owned();
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).map(str::to_owned);
+    record(&state, json!({"mcp": method, "authorization": authorization}));
+    let rejected = state.behaviour.lock().expect("behaviour").reject_tokens;
+    let Some(token) = authorization.as_deref().and_then(|value| value.strip_prefix("Bearer ")).filter(|_| !rejected)
+    else {
+        let challenge =
+            format!("Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"", state.issuer);
+        return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)]).into_response();
+    };
+    let Some(id) = message.get("id").cloned() else { return StatusCode::ACCEPTED.into_response() };
+    let result = match method.as_str() {
+        "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "protected", "version": "1"}}),
+        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/call" => json!({"content": [{"type": "text", "text": token}]}),
+        _ => json!({}),
+    };
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
 }
 
 fn record(state: &ServerState, request: Value) {

@@ -1,0 +1,120 @@
+//! OAuth tokens on a protected backend's Streamable HTTP exchanges (MCP 2025-11-25 authorization; issue 12): which
+//! token goes on a request, and what a 401 or a 403 `insufficient_scope` answer leads to.
+//!
+//! Rules:
+//! - Before a request the stored token of the caller's principal is sent (renewed when it is about to expire);
+//!   with none stored the request goes without one, so that the backend's challenge (`resource_metadata`,
+//!   `scope`) drives discovery.
+//! - A 401, or a 403 with `error="insufficient_scope"`, is a refusal the backend did not process (see
+//!   [`super::refusal`]): the OAuth client is asked for a token with that refusal and the request is sent again,
+//!   ONCE. A second refusal, an authorization the principal must give, or a failure of the OAuth client is
+//!   `NotDelivered`-class (the last as [`McpError::AuthorizationRequired`]).
+//! - The gateway's own discovery (no principal) uses the client-credentials token or the token of a principal
+//!   that authorized the backend; with neither it sends nothing.
+//! - A token is sent only to the backend it was issued for: a token naming another backend is refused here.
+
+use std::sync::Arc;
+
+use reqwest::header::{self, HeaderMap};
+use reqwest::{Response, StatusCode};
+
+use super::McpError;
+use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
+
+/// A backend's OAuth client binding: the client and the backend name its tokens are issued for.
+#[derive(Clone)]
+pub struct OAuthBinding {
+    client: Arc<OAuthClient>,
+    backend: Arc<str>,
+}
+
+impl std::fmt::Debug for OAuthBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("OAuthBinding").field(&self.backend).finish()
+    }
+}
+
+/// What a refused answer says, kept after the response is consumed.
+pub(super) struct Refused {
+    status: StatusCode,
+    challenge: Option<BearerChallenge>,
+}
+
+impl OAuthBinding {
+    pub fn new(client: Arc<OAuthClient>, backend: &str) -> Self {
+        Self { client, backend: backend.into() }
+    }
+
+    /// The principal whose tokens a request uses: the caller's, or for discovery (`None`) whoever may.
+    pub(super) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
+        if let Some(caller) = caller {
+            return Ok(caller.to_owned());
+        }
+        match self.client.discovery_principal(&self.backend).await {
+            Ok(Some(principal)) => Ok(principal),
+            Ok(None) => Err(McpError::AuthorizationRequired { backend: self.backend.to_string(), url: None }),
+            Err(error) => Err(self.failed(OAuthNeed::Failed(error))),
+        }
+    }
+
+    /// The token to send first, if one is stored.
+    pub(super) async fn before(&self, principal: &str) -> Result<Option<AccessToken>, McpError> {
+        let token = self.client.stored_token(&self.backend, principal).await.map_err(|need| self.failed(need))?;
+        token.map(|token| self.checked(token)).transpose()
+    }
+
+    /// The token to send again after `refused`, when `sent` was refused.
+    pub(super) async fn after(
+        &self,
+        principal: &str,
+        refused: &Refused,
+        sent: Option<&AccessToken>,
+    ) -> Result<AccessToken, McpError> {
+        let refusal = match (&refused.challenge, refused.status) {
+            (Some(challenge), StatusCode::FORBIDDEN) => Refusal::InsufficientScope { challenge, sent },
+            (challenge, _) => Refusal::Unauthorized { challenge: challenge.as_ref(), sent },
+        };
+        let token = self.client.token_for(&self.backend, principal, Some(refusal)).await;
+        self.checked(token.map_err(|need| self.failed(need))?)
+    }
+
+    fn checked(&self, token: AccessToken) -> Result<AccessToken, McpError> {
+        if token.backend() != &*self.backend {
+            return Err(McpError::NotDelivered {
+                reason: format!("an OAuth token of backend `{}` was about to be sent elsewhere", token.backend()),
+            });
+        }
+        Ok(token)
+    }
+
+    fn failed(&self, need: OAuthNeed) -> McpError {
+        match need {
+            OAuthNeed::AuthorizationRequired { backend, url } => {
+                McpError::AuthorizationRequired { backend, url: Some(url) }
+            }
+            OAuthNeed::Failed(error) => McpError::NotDelivered {
+                reason: format!("no OAuth token could be obtained for backend `{}`: {error}", self.backend),
+            },
+        }
+    }
+}
+
+impl Refused {
+    /// The refusal an answer carries when it is one the OAuth client can act on: 401, or 403 with
+    /// `error="insufficient_scope"`.
+    pub(super) fn of(response: &Response) -> Option<Refused> {
+        let status = response.status();
+        let challenge = challenge(response.headers());
+        match status {
+            StatusCode::UNAUTHORIZED => Some(Refused { status, challenge }),
+            StatusCode::FORBIDDEN if challenge.as_ref().is_some_and(BearerChallenge::insufficient_scope) => {
+                Some(Refused { status, challenge })
+            }
+            _ => None,
+        }
+    }
+}
+
+fn challenge(headers: &HeaderMap) -> Option<BearerChallenge> {
+    BearerChallenge::parse(headers.get_all(header::WWW_AUTHENTICATE).iter().filter_map(|value| value.to_str().ok()))
+}

@@ -1,0 +1,110 @@
+//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own
+//! [`BackendOAuth`] settings, the client built over the vault key in the data directory and the ledger's token
+//! table, and the front's `/oauth/callback` completed through it. Types only, plus one rule: a completed
+//! authorization rediscovers its backend at once, so its tools appear without waiting for the next refresh.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use super::GatewayError;
+use super::token_store::LedgerTokens;
+use crate::backend::oauth::{
+    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, HttpLimits, OAuthClient, OAuthOptions, Secret,
+    TOKEN_KEY_FILE_NAME, Vault,
+};
+use crate::config::{
+    BackendConfig, Config, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod,
+};
+use crate::front::callback::{AuthorizationCallback, CALLBACK_PATH, Completion};
+use crate::ledger::LedgerStore;
+use crate::router::CallRouter;
+
+/// How long an authorization URL stays usable.
+const PENDING_TTL: Duration = Duration::from_secs(600);
+/// Authorizations waiting for their callback, at most.
+const MAX_PENDING: usize = 1024;
+/// Every request to an authorization server or metadata location, at most.
+const OAUTH_HTTP_TIMEOUT: Duration = Duration::from_secs(15);
+const OAUTH_MAX_BODY: usize = 1024 * 1024;
+
+/// The OAuth client of every backend with `[backends.oauth]` (`None` when there is none).
+pub(super) fn client(config: &Config, store: &LedgerStore) -> Result<Option<Arc<OAuthClient>>, GatewayError> {
+    let backends: Vec<BackendOAuth> = config.backends.iter().filter_map(lower).collect();
+    if backends.is_empty() {
+        return Ok(None);
+    }
+    let vault =
+        Vault::load_or_create(&config.server.data_dir.join(TOKEN_KEY_FILE_NAME)).map_err(GatewayError::TokenKey)?;
+    let options = OAuthOptions {
+        redirect_uri: redirect_uri(&config.server.public_url())?,
+        client_name: "Switchyard".to_owned(),
+        limits: HttpLimits { timeout: OAUTH_HTTP_TIMEOUT, max_body: OAUTH_MAX_BODY },
+        pending_ttl: PENDING_TTL,
+        max_pending: MAX_PENDING,
+    };
+    let store = Arc::new(LedgerTokens(store.clone()));
+    let client =
+        OAuthClient::new(backends, options, vault, store).map_err(|error| GatewayError::OAuth(error.to_string()))?;
+    Ok(Some(Arc::new(client)))
+}
+
+/// `<public_url>/oauth/callback`.
+pub(super) fn redirect_uri(public_url: &str) -> Result<Url, GatewayError> {
+    Url::parse(&format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/')))
+        .map_err(|error| GatewayError::OAuth(format!("the callback URL under `server.public_url` is invalid: {error}")))
+}
+
+fn lower(backend: &BackendConfig) -> Option<BackendOAuth> {
+    let (Some(oauth), Endpoint::Url(url)) = (&backend.oauth, &backend.endpoint) else { return None };
+    Some(BackendOAuth {
+        backend: backend.name.as_str().to_owned(),
+        url: url.clone(),
+        grant: match oauth.grant {
+            OAuthGrant::ClientCredentials => GrantKind::ClientCredentials,
+            OAuthGrant::AuthorizationCode => GrantKind::AuthorizationCode,
+        },
+        client: identity(oauth),
+        scopes: oauth.scopes.clone(),
+        authorization_server: oauth.authorization_server.clone(),
+        auth_method: oauth.token_endpoint_auth_method.map(|method| match method {
+            TokenEndpointAuthMethod::ClientSecretBasic => AuthMethod::ClientSecretBasic,
+            TokenEndpointAuthMethod::ClientSecretPost => AuthMethod::ClientSecretPost,
+            TokenEndpointAuthMethod::None => AuthMethod::None,
+        }),
+    })
+}
+
+fn identity(oauth: &OAuthConfig) -> ClientIdentity {
+    match &oauth.client {
+        OAuthClientIdentity::PreRegistered { client_id, client_secret } => ClientIdentity::PreRegistered {
+            client_id: client_id.clone(),
+            client_secret: client_secret.as_ref().map(|secret| Secret::new(secret.expose().to_owned())),
+        },
+        OAuthClientIdentity::MetadataDocument(url) => ClientIdentity::MetadataDocument(url.clone()),
+        OAuthClientIdentity::Dynamic => ClientIdentity::Dynamic,
+    }
+}
+
+/// The front's callback over the OAuth client; a completed authorization rediscovers its backend.
+pub(super) struct Callback {
+    pub(super) oauth: Arc<OAuthClient>,
+    pub(super) router: Arc<CallRouter>,
+}
+
+impl AuthorizationCallback for Callback {
+    fn complete<'a>(&'a self, state: &'a str, code: &'a str) -> Completion<'a> {
+        Box::pin(async move {
+            let completed = self.oauth.complete(state, code).await.map_err(|error| error.to_string())?;
+            tracing::info!(backend = %completed.backend, principal = %completed.principal, "oauth: authorization completed");
+            let (router, backend) = (Arc::clone(&self.router), completed.backend.clone());
+            tokio::spawn(async move {
+                if let Err(error) = router.discover(&backend).await {
+                    tracing::warn!(%backend, %error, "discovery after an authorization failed");
+                }
+            });
+            Ok(completed.backend)
+        })
+    }
+}

@@ -1,0 +1,144 @@
+//! How an agent learns that a backend protected by OAuth (`[backends.oauth]`, `authorization_code`) needs its
+//! principal's authorization (issue 12, "Per-principal authorization through the agent"; MCP 2025-11-25
+//! `client/elicitation.mdx` URL mode).
+//!
+//! Rules:
+//! - The call is not sent (the backend client answers [`McpError::AuthorizationRequired`], which releases the
+//!   claim): the agent is told it is safe to retry once the user has authorized.
+//! - An agent that declared `elicitation.url` gets the JSON-RPC error `-32042` (URL elicitation required) whose
+//!   `data.elicitations` holds one URL-mode elicitation per authorization URL; any other agent gets the URL in a
+//!   sentence (an `isError` result for `tools/call`; `_meta["switchyard/authorization"]` on `tools/list`).
+//! - A backend nobody has authorized yet has no catalog entry; an agent's `tools/list` then asks that backend on
+//!   the agent's own session: its principal either already holds a token (the backend is discovered at once with
+//!   it) or is handed the authorization URL.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+
+use super::{CallRouter, Caller, RpcFailure};
+use crate::backend::mcp_client::McpError;
+use crate::catalog::View;
+use crate::mcp::{Relay, method};
+
+/// JSON-RPC error code of MCP 2025-11-25's `URLElicitationRequiredError`.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+/// Where `tools/list` names the authorization URLs for agents without URL-mode elicitation.
+pub const AUTHORIZATION_META: &str = "switchyard/authorization";
+
+/// The backends whose last discovery found that nobody has authorized them.
+#[derive(Debug, Default)]
+pub(super) struct Unauthorized(Mutex<HashSet<Arc<str>>>);
+
+impl Unauthorized {
+    pub(super) fn mark(&self, backend: &str, unauthorized: bool) {
+        let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if unauthorized {
+            set.insert(backend.into());
+        } else {
+            set.remove(backend);
+        }
+    }
+
+    fn backends(&self) -> Vec<Arc<str>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
+    }
+}
+
+/// One authorization the agent's user must give.
+#[derive(Debug, Clone)]
+pub(super) struct Needed {
+    pub(super) backend: String,
+    pub(super) url: String,
+}
+
+impl Needed {
+    pub(super) fn of(error: &McpError) -> Option<Needed> {
+        match error {
+            McpError::AuthorizationRequired { backend, url: Some(url) } => {
+                Some(Needed { backend: backend.clone(), url: url.clone() })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether the agent declared URL-mode elicitation (`capabilities.elicitation.url`).
+pub(super) fn declares_url_elicitation(capabilities: &Value) -> bool {
+    capabilities.pointer("/elicitation/url").is_some_and(Value::is_object)
+}
+
+/// The `-32042` error naming every authorization URL.
+pub(super) fn url_elicitation_required(needed: &[Needed]) -> RpcFailure {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    let elicitations: Vec<Value> = needed
+        .iter()
+        .map(|needed| {
+            json!({
+                "mode": "url",
+                "elicitationId": format!("switchyard-authorize-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+                "url": needed.url,
+                "message": format!("Authorize access to the backend `{}`, then retry the request; it was not sent.", needed.backend),
+            })
+        })
+        .collect();
+    let backends: Vec<&str> = needed.iter().map(|needed| needed.backend.as_str()).collect();
+    RpcFailure {
+        code: URL_ELICITATION_REQUIRED,
+        message: format!(
+            "Authorization required for backend(s) {}: open the URL, authorize, then retry; the request was not sent.",
+            backends.join(", ")
+        ),
+        data: Some(json!({ "elicitations": elicitations, super::OUTCOME_META: "not_delivered" })),
+    }
+}
+
+impl CallRouter {
+    /// `tools/list`: the catalog's tools, after asking every backend nobody has authorized yet on the caller's
+    /// behalf (see the module rules).
+    pub(super) async fn list_tools(&self, caller: &Caller, view: View<'_>, relay: &Relay) -> Result<Value, RpcFailure> {
+        let mut needed = Vec::new();
+        for backend in self.unauthorized.backends() {
+            if !view.shows(&backend) {
+                continue;
+            }
+            if let Some(need) = self.probe(caller, &backend).await {
+                needed.push(need);
+            }
+        }
+        let grants = self.grants(caller);
+        let mut answer = json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) });
+        if needed.is_empty() {
+            return Ok(answer);
+        }
+        if declares_url_elicitation(relay.capabilities()) {
+            return Err(url_elicitation_required(&needed));
+        }
+        let urls: Vec<Value> = needed.iter().map(|need| json!({"backend": need.backend, "url": need.url})).collect();
+        answer["_meta"] = json!({ AUTHORIZATION_META: urls });
+        Ok(answer)
+    }
+
+    /// Lists an unauthorized backend as `caller`: an authorization URL when its principal must authorize; when
+    /// it already may, the backend is discovered now.
+    async fn probe(&self, caller: &Caller, backend: &Arc<str>) -> Option<Needed> {
+        let target = self.targets.get(backend)?.renewed().for_principal(&caller.principal.name);
+        match self.client.request(&caller.slot(backend), &target, method::TOOLS_LIST, Value::Null).await {
+            Ok(_) => {
+                if let Err(error) = self.discover(backend).await {
+                    tracing::warn!(%backend, %error, "discovery after an agent's authorization failed");
+                }
+                None
+            }
+            Err(error) => {
+                let need = Needed::of(&error);
+                if need.is_none() {
+                    tracing::info!(%backend, %error, "an unauthorized backend could not be listed for an agent");
+                }
+                need
+            }
+        }
+    }
+}
