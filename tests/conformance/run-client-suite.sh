@@ -70,6 +70,8 @@ AUTH_SCENARIOS="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth
   auth/token-endpoint-auth-none auth/pre-registration"
 EXTENSION_SCENARIOS="auth/client-credentials-basic auth/client-credentials-jwt"
 SCENARIOS="${CONFORMANCE_CLIENT_SCENARIOS:-$CORE_SCENARIOS $AUTH_SCENARIOS $EXTENSION_SCENARIOS}"
+# One line: the list is written into a generated script and echoed in the log.
+SCENARIOS="$(echo $SCENARIOS)"
 TIMEOUT_MS="${CONFORMANCE_TIMEOUT_MS:-30000}"
 OUT="${CONFORMANCE_OUT:-}"
 if [[ -z "$OUT" ]]; then
