@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout_at};
 
+use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{
     Listener, McpError, Relay, answer_server_request, initialize_params, into_result, negotiated_version,
     swap_progress_token,
@@ -131,7 +132,7 @@ impl DuplexConnection {
             Err(_) => format!("the deadline passed during {what}'s handshake"),
         };
         duplex.end(failure.clone());
-        Err(not_delivered(failure))
+        Err(not_delivered(NotDeliveredCause::Handshake, failure))
     }
 
     /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
@@ -195,12 +196,12 @@ struct InFlight {
     deadline: Instant,
 }
 
-fn not_delivered(reason: impl Into<String>) -> McpError {
-    McpError::NotDelivered { reason: reason.into() }
+fn not_delivered(cause: NotDeliveredCause, reason: impl Into<String>) -> McpError {
+    McpError::NotDelivered { cause, reason: reason.into() }
 }
 
-fn after_delivery(reason: impl Into<String>) -> McpError {
-    McpError::AfterDelivery { reason: reason.into() }
+fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpError {
+    McpError::AfterDelivery { cause, reason: reason.into() }
 }
 
 impl Duplex {
@@ -245,13 +246,13 @@ impl Duplex {
         tokio::select! {
             answer = timeout_at(deadline, answered) => match answer {
                 Ok(Ok(message)) => into_result(message),
-                Ok(Err(_)) => Err(after_delivery(format!(
+                Ok(Err(_)) => Err(after_delivery(AfterDeliveryCause::Ended, format!(
                     "{what} ended before answering: {}",
                     self.ended_reason().unwrap_or_default()
                 ))),
                 Err(_) => {
                     self.cancel(id, "the gateway's deadline for the request passed");
-                    Err(after_delivery(format!("the deadline passed before {what} answered")))
+                    Err(after_delivery(AfterDeliveryCause::Deadline, format!("the deadline passed before {what} answered")))
                 }
             },
             () = cancelled => {
@@ -294,7 +295,10 @@ impl Duplex {
     fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_>, McpError> {
         let mut state = self.lock();
         if let Some(reason) = &state.ended {
-            return Err(not_delivered(format!("{} had already ended: {reason}", self.peer.what)));
+            return Err(not_delivered(
+                NotDeliveredCause::SessionEnded,
+                format!("{} had already ended: {reason}", self.peer.what),
+            ));
         }
         state.calls.insert(id, call);
         Ok(Registered { duplex: self, id })

@@ -104,12 +104,26 @@ mod tests {
 
     #[test]
     fn outcome_follows_the_error_class() {
-        let refused = failed_call("github", &McpError::NotDelivered { reason: "refused".into() }, None);
+        let refused = failed_call(
+            "github",
+            &McpError::NotDelivered {
+                cause: crate::backend::mcp_client::NotDeliveredCause::Refused,
+                reason: "refused".into(),
+            },
+            None,
+        );
         assert_eq!(refused["_meta"][OUTCOME_META], "not_delivered");
         assert_eq!(refused["isError"], true);
         assert!(refused["content"][0]["text"].as_str().unwrap().contains("safe to retry"));
         let key = ClaimKey::request("s", &json!(1));
-        let lost = failed_call("github", &McpError::AfterDelivery { reason: "reset".into() }, Some(&key));
+        let lost = failed_call(
+            "github",
+            &McpError::AfterDelivery {
+                cause: crate::backend::mcp_client::AfterDeliveryCause::Ended,
+                reason: "reset".into(),
+            },
+            Some(&key),
+        );
         assert_eq!(lost["_meta"][OUTCOME_META], "unknown");
         assert_eq!(lost["_meta"][CLAIM_META], key.as_str());
         assert!(lost["content"][0]["text"].as_str().unwrap().contains("not repeated"));

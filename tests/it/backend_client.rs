@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, Relay,
-    RelayMessage, SlotKey,
+    AfterDeliveryCause, BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient,
+    McpError, NotDeliveredCause, Relay, RelayMessage, SlotKey,
 };
 use tokio::time::Instant;
 
@@ -120,7 +120,8 @@ async fn connect_refused_is_not_delivered() {
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     drop(listener);
     let endpoint: BackendTarget = BackendEndpoint::new(url.parse().unwrap(), TIMEOUT).into();
-    assert_not_delivered(echo_with(&client(), &endpoint, "a").await);
+    let result = echo_with(&client(), &endpoint, "a").await;
+    assert!(matches!(result, Err(McpError::NotDelivered { cause: NotDeliveredCause::Connect, .. })), "{result:?}");
 }
 
 #[tokio::test]
@@ -202,9 +203,10 @@ async fn statuses_that_prove_a_refusal_are_not_delivered() {
     for status in [400, 401, 403, 405, 411, 413, 414, 415, 421, 429, 431] {
         let server = backend(Script { call_status: Some(status), ..Script::default() }).await;
         let result = echo(&client(), &server, "a").await;
-        let Err(McpError::NotDelivered { reason }) = &result else {
+        let Err(McpError::NotDelivered { cause, reason }) = &result else {
             panic!("{status}: expected NotDelivered, got {result:?}")
         };
+        assert_eq!(*cause, NotDeliveredCause::Refused, "{status}");
         assert!(reason.contains(&format!("HTTP {status} ")), "{status}: the reason names the status: {reason}");
         assert!(reason.contains("scripted refusal"), "{status}: the backend's words are kept: {reason}");
         assert_eq!(server.executions("echo"), 0);
@@ -231,7 +233,10 @@ async fn a_body_over_the_backends_limit_is_not_delivered() {
     let client = client();
     let params = json!({"name": "echo", "arguments": {"text": "x".repeat(4096)}});
     let result = client.request(&slot("a"), &endpoint(&server), "tools/call", params).await;
-    let Err(McpError::NotDelivered { reason }) = &result else { panic!("expected NotDelivered, got {result:?}") };
+    let Err(McpError::NotDelivered { cause, reason }) = &result else {
+        panic!("expected NotDelivered, got {result:?}")
+    };
+    assert_eq!(*cause, NotDeliveredCause::Refused);
     assert!(reason.contains("HTTP 413 Content Too Large"), "{reason}");
     assert_eq!(server.executions("echo"), 0);
     assert_eq!(text(&echo(&client, &server, "a").await.unwrap()), "hello", "a small call still goes through");
@@ -329,7 +334,8 @@ async fn a_stall_is_after_delivery_at_the_deadline() {
     let deadline = Duration::from_millis(400);
     let endpoint: BackendTarget = BackendEndpoint::new(server.url().parse().unwrap(), deadline).into();
     let started = Instant::now();
-    assert_after_delivery(echo_with(&client, &endpoint, "a").await);
+    let result = echo_with(&client, &endpoint, "a").await;
+    assert!(matches!(result, Err(McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, .. })), "{result:?}");
     let took = started.elapsed();
     assert!(took >= deadline && took < deadline + Duration::from_secs(2), "took {took:?}");
 }

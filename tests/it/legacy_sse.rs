@@ -56,14 +56,14 @@ fn text_of(result: &Value) -> &str {
 
 fn assert_not_delivered<T: std::fmt::Debug>(result: Result<T, McpError>, mentions: &str) {
     match result {
-        Err(McpError::NotDelivered { reason }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::NotDelivered { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
         other => panic!("expected NotDelivered mentioning {mentions:?}, got {other:?}"),
     }
 }
 
 fn assert_after_delivery(result: Result<Value, McpError>, mentions: &str) {
     match result {
-        Err(McpError::AfterDelivery { reason }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::AfterDelivery { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
         other => panic!("expected AfterDelivery mentioning {mentions:?}, got {other:?}"),
     }
 }

@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::{MessageSink, Sending};
+use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{McpError, Refusal, classify_send_error};
 
 /// How much of an error body is kept for the error message.
@@ -49,8 +50,10 @@ impl MessageSink for PostSink {
 
 impl PostSink {
     async fn post(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
-        let body = serde_json::to_vec(message)
-            .map_err(|error| McpError::NotDelivered { reason: format!("cannot encode the message: {error}") })?;
+        let body = serde_json::to_vec(message).map_err(|error| McpError::NotDelivered {
+            cause: NotDeliveredCause::Encode,
+            reason: format!("cannot encode the message: {error}"),
+        })?;
         let request = self
             .http
             .post(self.endpoint.clone())
@@ -60,7 +63,7 @@ impl PostSink {
         let mut response = match timeout_at(deadline, request.send()).await {
             Err(_) => {
                 let reason = "the deadline passed while posting the message to the backend".into();
-                return Err(McpError::AfterDelivery { reason });
+                return Err(McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, reason });
             }
             Ok(Err(error)) => return Err(classify_send_error(&error)),
             Ok(Ok(response)) => response,
@@ -79,7 +82,9 @@ impl PostSink {
         excerpt.truncate(ERROR_BODY_EXCERPT);
         let body = String::from_utf8_lossy(&excerpt).into_owned();
         Err(match Refusal::of(status.as_u16()) {
-            Some(refusal) => McpError::NotDelivered { reason: refusal.reason(&body) },
+            Some(refusal) => {
+                McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
+            }
             None => McpError::HttpStatus { status: status.as_u16(), body },
         })
     }

@@ -17,6 +17,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::MessageSource;
 use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::backend::mcp_client::NotDeliveredCause;
 use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, error_chain};
 
 /// An open event stream whose `endpoint` event has been read.
@@ -25,8 +26,8 @@ pub(super) struct EventStream {
     decoder: SseDecoder,
 }
 
-fn not_delivered(reason: impl Into<String>) -> McpError {
-    McpError::NotDelivered { reason: reason.into() }
+fn not_delivered(cause: NotDeliveredCause, reason: impl Into<String>) -> McpError {
+    McpError::NotDelivered { cause, reason: reason.into() }
 }
 
 /// Opens the stream at `url` with `headers` and returns it with the endpoint for messages.
@@ -43,9 +44,17 @@ pub(super) async fn open(
         .header(header::ACCEPT_ENCODING, "identity")
         .header(header::CACHE_CONTROL, "no-cache");
     let response = match timeout_at(deadline, request.send()).await {
-        Err(_) => return Err(not_delivered("the deadline passed while opening the backend's SSE stream")),
+        Err(_) => {
+            return Err(not_delivered(
+                NotDeliveredCause::Connect,
+                "the deadline passed while opening the backend's SSE stream",
+            ));
+        }
         Ok(Err(error)) => {
-            return Err(not_delivered(format!("could not open the backend's SSE stream: {}", error_chain(&error))));
+            return Err(not_delivered(
+                NotDeliveredCause::Connect,
+                format!("could not open the backend's SSE stream: {}", error_chain(&error)),
+            ));
         }
         Ok(Ok(response)) => response,
     };
@@ -53,8 +62,13 @@ pub(super) async fn open(
     let mut stream = EventStream { response, decoder: SseDecoder::new(MAX_EXCHANGE_BYTES) };
     let data = timeout_at(deadline, stream.endpoint_event())
         .await
-        .map_err(|_| not_delivered("the deadline passed before the backend's SSE stream sent its `endpoint` event"))?
-        .map_err(not_delivered)?;
+        .map_err(|_| {
+            not_delivered(
+                NotDeliveredCause::Handshake,
+                "the deadline passed before the backend's SSE stream sent its `endpoint` event",
+            )
+        })?
+        .map_err(|reason| not_delivered(NotDeliveredCause::Handshake, reason))?;
     let endpoint = same_origin_endpoint(url, &data)?;
     Ok((stream, endpoint))
 }
@@ -62,34 +76,49 @@ pub(super) async fn open(
 fn check_stream(response: &Response) -> Result<(), McpError> {
     let status = response.status();
     if !status.is_success() {
-        return Err(not_delivered(format!("the backend answered the SSE stream's GET with HTTP {status}")));
+        return Err(not_delivered(
+            NotDeliveredCause::Connect,
+            format!("the backend answered the SSE stream's GET with HTTP {status}"),
+        ));
     }
     let value = |name| response.headers().get(name).map(HeaderValue::as_bytes).unwrap_or_default();
     let content_type = value(header::CONTENT_TYPE);
     let essence = content_type.split(|&byte| byte == b';').next().unwrap_or_default().trim_ascii();
     if !essence.eq_ignore_ascii_case(b"text/event-stream") {
         let shown = String::from_utf8_lossy(content_type);
-        return Err(not_delivered(format!("the backend's SSE stream has Content-Type `{shown}`")));
+        return Err(not_delivered(
+            NotDeliveredCause::Handshake,
+            format!("the backend's SSE stream has Content-Type `{shown}`"),
+        ));
     }
     let encoding = value(header::CONTENT_ENCODING);
     if !encoding.is_empty() && !encoding.eq_ignore_ascii_case(b"identity") {
         let shown = String::from_utf8_lossy(encoding);
-        return Err(not_delivered(format!("the backend's SSE stream has Content-Encoding `{shown}`")));
+        return Err(not_delivered(
+            NotDeliveredCause::Handshake,
+            format!("the backend's SSE stream has Content-Encoding `{shown}`"),
+        ));
     }
     Ok(())
 }
 
 /// The endpoint named by the `endpoint` event's `data`, resolved against the stream's URL, if on its origin.
 fn same_origin_endpoint(stream: &Url, data: &str) -> Result<Url, McpError> {
-    let endpoint = stream
-        .join(data.trim())
-        .map_err(|error| not_delivered(format!("the backend's `endpoint` event is not a URI reference ({error})")))?;
+    let endpoint = stream.join(data.trim()).map_err(|error| {
+        not_delivered(
+            NotDeliveredCause::Handshake,
+            format!("the backend's `endpoint` event is not a URI reference ({error})"),
+        )
+    })?;
     if endpoint.origin() != stream.origin() {
-        return Err(not_delivered(format!(
-            "the backend's `endpoint` event names another origin ({}); messages and the credential go only to {}",
-            endpoint.origin().ascii_serialization(),
-            stream.origin().ascii_serialization()
-        )));
+        return Err(not_delivered(
+            NotDeliveredCause::Handshake,
+            format!(
+                "the backend's `endpoint` event names another origin ({}); messages and the credential go only to {}",
+                endpoint.origin().ascii_serialization(),
+                stream.origin().ascii_serialization()
+            ),
+        ));
     }
     Ok(endpoint)
 }

@@ -19,6 +19,7 @@ use reqwest::header::{self, HeaderMap};
 use reqwest::{Response, StatusCode};
 
 use super::McpError;
+use super::NotDeliveredCause;
 use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
 
 /// A backend's OAuth client binding: the client and the backend name its tokens are issued for.
@@ -81,6 +82,7 @@ impl OAuthBinding {
     fn checked(&self, token: AccessToken) -> Result<AccessToken, McpError> {
         if token.backend() != &*self.backend {
             return Err(McpError::NotDelivered {
+                cause: NotDeliveredCause::Authorization,
                 reason: format!("an OAuth token of backend `{}` was about to be sent elsewhere", token.backend()),
             });
         }
@@ -93,6 +95,7 @@ impl OAuthBinding {
                 McpError::AuthorizationRequired { backend, url: Some(url) }
             }
             OAuthNeed::Failed(error) => McpError::NotDelivered {
+                cause: NotDeliveredCause::Authorization,
                 reason: format!("no OAuth token could be obtained for backend `{}`: {error}", self.backend),
             },
         }

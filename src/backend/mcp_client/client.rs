@@ -19,6 +19,7 @@ use super::http::Call;
 use super::processes::{ProcessCounts, reap_when_idle};
 use super::table::{SessionTable, Slot, SlotGuard, TableFull};
 use super::transport::{BackendSession, effective_key};
+use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{
     BackendTarget, ClientBuildError, ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS, McpError, Relay,
     SessionMessage, SlotKey, listener,
@@ -144,6 +145,7 @@ impl McpBackendClient {
                 }
                 Err(ExchangeError::SessionGone) => {
                     return Err(McpError::NotDelivered {
+                        cause: NotDeliveredCause::SessionEnded,
                         reason: "the backend ended the freshly initialized session too (404 twice)".into(),
                     });
                 }
@@ -173,10 +175,14 @@ impl McpBackendClient {
             let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
             let mut page = self.request(key, target, method, params).await?;
             let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
-                return Err(McpError::AfterDelivery { reason: format!("{method} answered without a `{field}` array") });
+                return Err(McpError::AfterDelivery {
+                    cause: AfterDeliveryCause::Malformed,
+                    reason: format!("{method} answered without a `{field}` array"),
+                });
             };
             if items.len() + listed.len() > MAX_TOOLS {
                 return Err(McpError::AfterDelivery {
+                    cause: AfterDeliveryCause::Malformed,
                     reason: format!("the backend lists more than {MAX_TOOLS} {field}"),
                 });
             }
@@ -186,7 +192,10 @@ impl McpBackendClient {
                 _ => return Ok(items),
             }
         }
-        Err(McpError::AfterDelivery { reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages") })
+        Err(McpError::AfterDelivery {
+            cause: AfterDeliveryCause::Malformed,
+            reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages"),
+        })
     }
 
     /// Drops every backend session of one agent session and ends them at the backends (best effort, in the
@@ -205,6 +214,7 @@ impl McpBackendClient {
 
     fn acquire(&self, key: &SlotKey) -> Result<SlotGuard, McpError> {
         let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
+            cause: NotDeliveredCause::NoRoom,
             reason: match full {
                 TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
                 TableFull::OwnerBusy { cap } => {
@@ -237,7 +247,8 @@ impl McpBackendClient {
         capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
         let deadline = target.deadline();
-        let not_delivered = |reason: &str| McpError::NotDelivered { reason: reason.into() };
+        let not_delivered =
+            |reason: &str| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: reason.into() };
         let mut current = timeout_at(deadline, slot.session.lock())
             .await
             .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;

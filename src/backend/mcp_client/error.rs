@@ -14,10 +14,10 @@ pub enum McpError {
     /// table or a process cap had no room, or the backend refused it with a status that proves it was not
     /// processed ([`super::Refusal`]; the reason names the status). Only this error proves that a tool did not run.
     #[error("the backend did not process the request: {reason}")]
-    NotDelivered { reason: String },
+    NotDelivered { cause: NotDeliveredCause, reason: String },
     /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
     #[error("the backend may have received the request, but its answer was unusable: {reason}")]
-    AfterDelivery { reason: String },
+    AfterDelivery { cause: AfterDeliveryCause, reason: String },
     /// The backend answered with an HTTP error status that does not prove a refusal (see [`super::Refusal`]; nor
     /// the `404` of an ended session). The outcome is unknown.
     #[error("the backend answered HTTP {status}: {body}")]
@@ -40,6 +40,40 @@ impl McpError {
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. } | McpError::AuthorizationRequired { .. })
     }
+}
+
+/// What kept a request from the backend (the typed part of [`McpError::NotDelivered`]; `reason` says the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotDeliveredCause {
+    /// No connection to the backend (or to its event stream) could be made.
+    Connect,
+    /// The request could not be encoded.
+    Encode,
+    /// The session's handshake failed: `initialize`, its session id or protocol version, or its deadline.
+    Handshake,
+    /// The backend refused the request with a status that proves it was not processed ([`super::Refusal`]).
+    Refused,
+    /// No room for another session or process: the session table, a per-principal or a process cap.
+    NoRoom,
+    /// The backend's process could not be started, or is waiting out its start-up backoff.
+    ProcessStart,
+    /// The session (a process, a stream, a re-initialized HTTP session) had ended before the request went out.
+    SessionEnded,
+    /// No OAuth token could be obtained for the backend, or it refused a fresh one too.
+    Authorization,
+}
+
+/// Why an answer is unusable once the request may have reached the backend (the typed part of
+/// [`McpError::AfterDelivery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDeliveryCause {
+    /// The exchange's deadline passed.
+    Deadline,
+    /// The connection, the event stream or the process ended before the answer.
+    Ended,
+    /// The answer could not be used: not JSON, a broken event stream, over the byte limit, of a wrong type or
+    /// encoding, or without the fields it must have.
+    Malformed,
 }
 
 /// The backend client's HTTP stack could not be built.

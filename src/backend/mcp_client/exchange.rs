@@ -24,6 +24,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
 use super::refusal::Refusal;
+use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::oauth::AccessToken;
@@ -160,8 +161,8 @@ impl Listener<'_> {
     }
 }
 
-fn after_delivery(reason: impl Into<String>) -> McpError {
-    McpError::AfterDelivery { reason: reason.into() }
+fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpError {
+    McpError::AfterDelivery { cause, reason: reason.into() }
 }
 
 impl Exchange<'_> {
@@ -189,7 +190,11 @@ impl Exchange<'_> {
                 self.read_stream(response, id, &mut budget).await?
             }
             ContentType::Other(other) => {
-                return Err(after_delivery(format!("the backend answered with Content-Type `{other}`")).into());
+                return Err(after_delivery(
+                    AfterDeliveryCause::Malformed,
+                    format!("the backend answered with Content-Type `{other}`"),
+                )
+                .into());
             }
         };
         Ok(Answer { message, headers })
@@ -201,7 +206,8 @@ impl Exchange<'_> {
     }
 
     async fn post(&self, message: &Value) -> Result<Response, ExchangeError> {
-        let body = serde_json::to_vec(message).map_err(|e| McpError::NotDelivered { reason: e.to_string() })?;
+        let body = serde_json::to_vec(message)
+            .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string() })?;
         let Some(oauth) = &self.endpoint.oauth else {
             return self.check_status(self.send_post(&body, None).await?).await;
         };
@@ -215,6 +221,7 @@ impl Exchange<'_> {
         if Refused::of(&response).is_some() {
             let status = response.status().as_u16();
             return Err(McpError::NotDelivered {
+                cause: NotDeliveredCause::Authorization,
                 reason: format!("the backend refused a freshly obtained OAuth token too (HTTP {status}); not retried"),
             }
             .into());
@@ -232,7 +239,10 @@ impl Exchange<'_> {
             request = request.header(header::AUTHORIZATION, token.authorization());
         }
         match timeout_at(self.endpoint.deadline, request.send()).await {
-            Err(_) => Err(after_delivery("the deadline passed while sending the request").into()),
+            Err(_) => {
+                Err(after_delivery(AfterDeliveryCause::Deadline, "the deadline passed while sending the request")
+                    .into())
+            }
             Ok(Err(error)) => Err(classify_send_error(&error).into()),
             Ok(Ok(response)) => Ok(response),
         }
@@ -271,7 +281,9 @@ impl Exchange<'_> {
         if !status.is_success() {
             let body = self.error_excerpt(response).await;
             let error = match Refusal::of(status.as_u16()) {
-                Some(refusal) => McpError::NotDelivered { reason: refusal.reason(&body) },
+                Some(refusal) => {
+                    McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
+                }
                 None => McpError::HttpStatus { status: status.as_u16(), body },
             };
             return Err(error.into());
@@ -280,9 +292,10 @@ impl Exchange<'_> {
             && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
         {
             let encoding = String::from_utf8_lossy(encoding.as_bytes()).into_owned();
-            return Err(after_delivery(format!(
-                "the backend answered with Content-Encoding `{encoding}` although identity was asked for"
-            ))
+            return Err(after_delivery(
+                AfterDeliveryCause::Malformed,
+                format!("the backend answered with Content-Encoding `{encoding}` although identity was asked for"),
+            )
             .into());
         }
         Ok(response)
@@ -314,13 +327,21 @@ impl Exchange<'_> {
     }
 
     fn too_large(&self) -> McpError {
-        after_delivery(format!("the backend's answer exceeded the {} byte limit", self.limit))
+        after_delivery(
+            AfterDeliveryCause::Malformed,
+            format!("the backend's answer exceeded the {} byte limit", self.limit),
+        )
     }
 
     fn read_failed(&self, error: ReadError) -> McpError {
         match error {
-            ReadError::Deadline => after_delivery("the deadline passed while waiting for the backend's answer"),
-            ReadError::Broken(cause) => after_delivery(format!("reading the backend's answer failed: {cause}")),
+            ReadError::Deadline => after_delivery(
+                AfterDeliveryCause::Deadline,
+                "the deadline passed while waiting for the backend's answer",
+            ),
+            ReadError::Broken(cause) => {
+                after_delivery(AfterDeliveryCause::Ended, format!("reading the backend's answer failed: {cause}"))
+            }
             ReadError::TooLarge => self.too_large(),
         }
     }
@@ -333,7 +354,9 @@ impl Exchange<'_> {
         while let Some(chunk) = self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e))? {
             body.extend_from_slice(&chunk);
         }
-        serde_json::from_slice(&body).map_err(|e| after_delivery(format!("the backend's answer is not JSON: {e}")))
+        serde_json::from_slice(&body).map_err(|e| {
+            after_delivery(AfterDeliveryCause::Malformed, format!("the backend's answer is not JSON: {e}"))
+        })
     }
 
     /// Reads SSE until the response to `id`, resuming the stream when it ends early with an event id.
@@ -347,13 +370,16 @@ impl Exchange<'_> {
                 return Ok(answer);
             }
             if cursor.last_event_id.is_empty() {
-                return Err(after_delivery("the backend's event stream ended before the response"));
+                return Err(after_delivery(
+                    AfterDeliveryCause::Ended,
+                    "the backend's event stream ended before the response",
+                ));
             }
         }
-        Err(after_delivery(format!(
-            "the backend's event stream ended early {} times; gave up resuming",
-            MAX_RESUMPTIONS + 1
-        )))
+        Err(after_delivery(
+            AfterDeliveryCause::Ended,
+            format!("the backend's event stream ended early {} times; gave up resuming", MAX_RESUMPTIONS + 1),
+        ))
     }
 
     /// Reads one HTTP body of events. `Ok(None)`: the body ended (or broke) before the response.
@@ -373,7 +399,9 @@ impl Exchange<'_> {
                 Err(ReadError::Broken(_)) => break,
                 Err(error) => return Err(self.read_failed(error)),
             };
-            decoder.feed(&chunk).map_err(|e| after_delivery(format!("the backend's event stream is invalid: {e}")))?;
+            decoder.feed(&chunk).map_err(|e| {
+                after_delivery(AfterDeliveryCause::Malformed, format!("the backend's event stream is invalid: {e}"))
+            })?;
             while let Some(event) = decoder.next_event() {
                 if let Some(answer) = self.handle_event(event, id).await? {
                     return Ok(Some(answer));
@@ -390,8 +418,9 @@ impl Exchange<'_> {
         if event.data.is_empty() {
             return Ok(None); // a priming event: it only carries an id
         }
-        let message: Value = serde_json::from_str(&event.data)
-            .map_err(|e| after_delivery(format!("the backend sent an event that is not JSON: {e}")))?;
+        let message: Value = serde_json::from_str(&event.data).map_err(|e| {
+            after_delivery(AfterDeliveryCause::Malformed, format!("the backend sent an event that is not JSON: {e}"))
+        })?;
         match jsonrpc::kind(&message) {
             Kind::Response { id: answered } if answered == id => Ok(Some(message)),
             Kind::Response { .. } => {
@@ -426,12 +455,19 @@ impl Exchange<'_> {
         let wait = cursor.retry.unwrap_or(DEFAULT_RETRY_WAIT).min(MAX_RETRY_WAIT);
         let wake = Instant::now() + wait;
         if wake >= self.endpoint.deadline {
-            return Err(after_delivery("the deadline passed before the event stream could be resumed"));
+            return Err(after_delivery(
+                AfterDeliveryCause::Deadline,
+                "the deadline passed before the event stream could be resumed",
+            ));
         }
         tokio::time::sleep_until(wake).await;
         self.open_stream(Some(&cursor.last_event_id)).await.map_err(|error| match error {
-            ExchangeError::SessionGone => after_delivery("the backend ended the session during the call"),
-            ExchangeError::Failed(error) => after_delivery(format!("resuming the event stream failed: {error}")),
+            ExchangeError::SessionGone => {
+                after_delivery(AfterDeliveryCause::Ended, "the backend ended the session during the call")
+            }
+            ExchangeError::Failed(error) => {
+                after_delivery(AfterDeliveryCause::Ended, format!("resuming the event stream failed: {error}"))
+            }
         })
     }
 
@@ -447,14 +483,27 @@ impl Exchange<'_> {
             request = request.header(header::AUTHORIZATION, token.authorization());
         }
         let response = match timeout_at(self.endpoint.deadline, request.send()).await {
-            Err(_) => return Err(after_delivery("the deadline passed while opening the event stream").into()),
-            Ok(Err(error)) => return Err(after_delivery(format!("opening the event stream failed: {error}")).into()),
+            Err(_) => {
+                return Err(after_delivery(
+                    AfterDeliveryCause::Deadline,
+                    "the deadline passed while opening the event stream",
+                )
+                .into());
+            }
+            Ok(Err(error)) => {
+                return Err(after_delivery(
+                    AfterDeliveryCause::Ended,
+                    format!("opening the event stream failed: {error}"),
+                )
+                .into());
+            }
             Ok(Ok(response)) => response,
         };
         let response = self.check_status(response).await?;
         match content_type(&response) {
             ContentType::EventStream => Ok(response),
-            _ => Err(after_delivery("the backend answered GET without an event stream").into()),
+            _ => Err(after_delivery(AfterDeliveryCause::Malformed, "the backend answered GET without an event stream")
+                .into()),
         }
     }
 
@@ -535,9 +584,15 @@ pub(crate) async fn answer_server_request(
 
 pub(crate) fn classify_send_error(error: &reqwest::Error) -> McpError {
     if error.is_connect() {
-        McpError::NotDelivered { reason: format!("could not connect: {}", error_chain(error)) }
+        McpError::NotDelivered {
+            cause: NotDeliveredCause::Connect,
+            reason: format!("could not connect: {}", error_chain(error)),
+        }
     } else {
-        after_delivery(format!("the request failed after connecting: {}", error_chain(error)))
+        after_delivery(
+            AfterDeliveryCause::Ended,
+            format!("the request failed after connecting: {}", error_chain(error)),
+        )
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
+use super::NotDeliveredCause;
 use super::exchange::{Exchange, ExchangeError, Listener};
 use super::transport::{BackendSession, Carrier, initialize_params};
 use super::{
@@ -115,7 +116,10 @@ impl McpBackendClient {
 
 fn handshake_error(error: ExchangeError) -> McpError {
     match error {
-        ExchangeError::SessionGone => McpError::NotDelivered { reason: "the backend ended the new session".into() },
+        ExchangeError::SessionGone => McpError::NotDelivered {
+            cause: NotDeliveredCause::SessionEnded,
+            reason: "the backend ended the new session".into(),
+        },
         ExchangeError::Failed(error) => error,
     }
 }
@@ -126,13 +130,17 @@ fn session_id(headers: &reqwest::header::HeaderMap) -> Result<Option<Arc<str>>, 
     let (Some(value), None) = (values.next(), values.next()) else {
         return match headers.get_all(SESSION_ID_HEADER).iter().count() {
             0 => Ok(None),
-            n => Err(McpError::NotDelivered { reason: format!("the backend sent {n} MCP-Session-Id headers") }),
+            n => Err(McpError::NotDelivered {
+                cause: NotDeliveredCause::Handshake,
+                reason: format!("the backend sent {n} MCP-Session-Id headers"),
+            }),
         };
     };
     let bytes = value.as_bytes();
     let visible = bytes.iter().all(|byte| (0x21..=0x7e).contains(byte));
     if bytes.is_empty() || bytes.len() > MAX_SESSION_ID_LEN || !visible {
         return Err(McpError::NotDelivered {
+            cause: NotDeliveredCause::Handshake,
             reason: "the backend's MCP-Session-Id is not 1–1024 visible ASCII characters".into(),
         });
     }

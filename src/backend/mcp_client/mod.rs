@@ -31,7 +31,7 @@ use serde_json::Value;
 pub use authorize::OAuthBinding;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
-pub use error::{ClientBuildError, McpError};
+pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
 pub(crate) use exchange::{Listener, answer_server_request};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub(crate) use exchange::{classify_send_error, error_chain};
@@ -114,14 +114,20 @@ pub(crate) fn into_result(mut message: Value) -> Result<Value, McpError> {
             message: field("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
             data: field("data").cloned(),
         }),
-        None => Err(McpError::AfterDelivery { reason: "the backend's response has neither result nor error".into() }),
+        None => Err(McpError::AfterDelivery {
+            cause: AfterDeliveryCause::Malformed,
+            reason: "the backend's response has neither result nor error".into(),
+        }),
     }
 }
 
 pub(crate) fn negotiated_version(result: &Value) -> Result<&'static str, McpError> {
     let offered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
     SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|supported| *supported == offered).ok_or_else(|| {
-        McpError::NotDelivered { reason: format!("the backend negotiated unsupported protocol version `{offered}`") }
+        McpError::NotDelivered {
+            cause: NotDeliveredCause::Handshake,
+            reason: format!("the backend negotiated unsupported protocol version `{offered}`"),
+        }
     })
 }
 

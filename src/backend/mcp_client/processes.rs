@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use super::NotDeliveredCause;
 use super::table::Slot;
 use super::{McpBackendClient, McpError};
 use crate::backend::stdio::StdioBackend;
@@ -98,7 +99,7 @@ impl McpBackendClient {
                     }
                     Full::Global(cap) => format!("all {cap} stdio backend processes are busy (max_stdio_processes)"),
                 };
-                return Err(McpError::NotDelivered { reason });
+                return Err(McpError::NotDelivered { cause: NotDeliveredCause::NoRoom, reason });
             }
         }
     }

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
+use super::NotDeliveredCause;
 use super::endpoint::{DuplexTarget, DuplexTransport};
 use super::exchange::ExchangeError;
 use super::http::Call;
@@ -143,7 +144,14 @@ impl McpBackendClient {
                 self.handshake(endpoint, capabilities).await.map_err(|error| match error {
                     // The principal must authorize first: the agent is told where, not that a handshake failed.
                     McpError::AuthorizationRequired { .. } => error,
-                    error => McpError::NotDelivered { reason: format!("the backend handshake failed: {error}") },
+                    // What stopped the handshake stays the cause (a refused connection is still `Connect`).
+                    error => {
+                        let cause = match &error {
+                            McpError::NotDelivered { cause, .. } => *cause,
+                            _ => NotDeliveredCause::Handshake,
+                        };
+                        McpError::NotDelivered { cause, reason: format!("the backend handshake failed: {error}") }
+                    }
                 })
             }
             BackendTarget::Duplex(duplex) => self.start_duplex(key, duplex, capabilities).await,
@@ -197,6 +205,7 @@ impl McpBackendClient {
                 Ok(link.request(call.method, params, call.relay, duplex.deadline).await?)
             }
             _ => Err(ExchangeError::Failed(McpError::NotDelivered {
+                cause: NotDeliveredCause::SessionEnded,
                 reason: "the backend's transport changed under its session".into(),
             })),
         }

@@ -28,6 +28,7 @@ use super::process::{self, Spawned};
 use super::{StdioBackend, StdioOptions};
 use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Peer, Sending, Standing};
 use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 
 /// A live session with one process; the MCP side of it is the [`DuplexConnection`] it dereferences to.
 pub struct StdioConnection {
@@ -68,6 +69,7 @@ impl StdioConnection {
         let program = &backend.command.program;
         let Spawned { child, pid, stdin, stdout } =
             process::spawn(&backend.name, &backend.command).map_err(|error| McpError::NotDelivered {
+                cause: NotDeliveredCause::ProcessStart,
                 reason: format!("could not start `{}`: {error}", program.display()),
             })?;
         let (writer, queue) = mpsc::unbounded_channel();
@@ -121,8 +123,10 @@ impl MessageSink for StdinSink {
 impl StdinSink {
     /// Queues the line and learns whether any of it entered the pipe.
     async fn write(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
-        let line = encode(message).map_err(|reason| McpError::NotDelivered { reason })?;
+        let line =
+            encode(message).map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason })?;
         let unsent = || McpError::NotDelivered {
+            cause: NotDeliveredCause::SessionEnded,
             reason: "the backend process's stdin closed before the message was written".into(),
         };
         let (written, outcome) = oneshot::channel();
@@ -132,9 +136,11 @@ impl StdinSink {
             // Dropped unwritten (the writer stopped first), or refused before its first byte.
             Ok(Err(_) | Ok(Err(0))) => Err(unsent()),
             Ok(Ok(Err(bytes))) => Err(McpError::AfterDelivery {
+                cause: AfterDeliveryCause::Ended,
                 reason: format!("the backend process stopped reading after {bytes} bytes of the message"),
             }),
             Err(_) => Err(McpError::AfterDelivery {
+                cause: AfterDeliveryCause::Deadline,
                 reason: "the deadline passed while the message was being written to the process".into(),
             }),
         }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::{StdioBackend, StdioConnection, StdioOptions};
 use crate::backend::duplex::Standing;
 use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::NotDeliveredCause;
 
 /// The wait after the first failed start.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -90,6 +91,7 @@ impl Launcher {
         let health = self.lock();
         match health.retry_at {
             Some(retry_at) if Instant::now() < retry_at => Err(McpError::NotDelivered {
+                cause: NotDeliveredCause::ProcessStart,
                 reason: format!(
                     "backend `{}` failed to start {} time(s) in a row; the next attempt is in {} ms (last error: {})",
                     self.backend.name,
