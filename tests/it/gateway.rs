@@ -357,7 +357,7 @@ async fn a_backends_tools_list_changed_refreshes_the_catalog() {
 }
 
 /// Reads a streaming body until an event whose data contains `needle`, or gives up after `wait`.
-async fn read_until(response: &mut reqwest::Response, needle: &str, wait: Duration) -> Option<String> {
+pub(crate) async fn read_until(response: &mut reqwest::Response, needle: &str, wait: Duration) -> Option<String> {
     let mut seen = String::new();
     let deadline = tokio::time::Instant::now() + wait;
     while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
@@ -507,16 +507,7 @@ async fn a_broken_call_stream_is_resumed_with_last_event_id_and_delivers_the_res
     let session = agent.session.clone().unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
         "params": {"name": "fault__echo", "arguments": {"text": "resumed"}}});
-    let mut stream = agent
-        .http
-        .post(gateway.mcp())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header(SESSION, &session)
-        .body(call.to_string())
-        .send()
-        .await
-        .unwrap();
+    let mut stream = agent.post_streaming(&call).await;
     let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(5)).await.expect("the request");
     let received = events(&seen);
     assert!(seen.contains("retry: "), "the priming event tells how soon to reconnect: {seen}");

@@ -11,6 +11,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::gateway::read_until;
 use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
 use crate::support::gateway::{Agent, SESSION, TestGateway};
 use crate::support::interop::{InteropServer, everything_command, python_interpreter};
@@ -257,28 +258,11 @@ async fn deleting_the_agent_session_stops_its_process() {
 async fn server_requests_are_relayed_and_messages_outside_calls_reach_the_agents_stream() {
     let gateway = TestGateway::start("", &fault_toml("asks", "normal", "")).await;
     let agent = Agent::connected_with(gateway.mcp(), json!({"roots": {}})).await;
-    let session = agent.session.clone().expect("a session");
-    let mut stream = agent
-        .http
-        .get(gateway.mcp())
-        .header("accept", "text/event-stream")
-        .header(SESSION, &session)
-        .send()
-        .await
-        .expect("the agent's stream");
+    let mut stream = agent.open_stream().await;
     assert_eq!(stream.status(), StatusCode::OK);
     let call =
         json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "asks__ask", "arguments": {}}});
-    let mut asking = agent
-        .http
-        .post(gateway.mcp())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header(SESSION, &session)
-        .body(call.to_string())
-        .send()
-        .await
-        .expect("the call");
+    let mut asking = agent.post_streaming(&call).await;
     let seen = read_until(&mut asking, "roots/list", Duration::from_secs(10)).await.expect("roots/list relayed");
     let request = data_with(&seen, "roots/list");
     let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": [{"uri": "file:///stdio"}]}});
@@ -296,32 +280,12 @@ async fn server_requests_are_relayed_and_messages_outside_calls_reach_the_agents
 async fn a_list_change_of_a_shared_process_refreshes_the_catalog_and_tells_the_agent() {
     let gateway = TestGateway::start("", &fault_toml("grows", "normal", "sessions = \"shared\"")).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
-    let session = agent.session.clone().expect("a session");
-    let mut stream = agent
-        .http
-        .get(gateway.mcp())
-        .header("accept", "text/event-stream")
-        .header(SESSION, &session)
-        .send()
-        .await
-        .expect("the agent's stream");
+    let mut stream = agent.open_stream().await;
     assert!(!agent.tool_names().await.contains(&"grows__extra".to_owned()));
     assert_eq!(text(&agent.call_tool("grows__grow", json!({})).await), "grown");
     let told = read_until(&mut stream, "notifications/tools/list_changed", Duration::from_secs(10)).await;
     assert!(told.is_some(), "the agent heard that the tools changed");
     assert!(agent.tool_names().await.contains(&"grows__extra".to_owned()), "the catalog was refreshed");
-}
-
-async fn read_until(response: &mut reqwest::Response, needle: &str, wait: Duration) -> Option<String> {
-    let mut seen = String::new();
-    let deadline = tokio::time::Instant::now() + wait;
-    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-        if seen.contains(needle) {
-            return Some(seen);
-        }
-    }
-    None
 }
 
 /// The JSON of the first `data:` line mentioning `needle`.

@@ -281,6 +281,26 @@ impl Agent {
         self.post_raw(serde_json::to_vec(message).unwrap(), &[]).await
     }
 
+    /// The session's standalone `GET` stream, left open so its events can be read as they come.
+    pub async fn open_stream(&self) -> reqwest::Response {
+        let session = self.session.as_deref().expect("a session");
+        let request = self.http.get(&self.url).header("accept", "text/event-stream").header(SESSION, session);
+        request.send().await.expect("the agent's stream")
+    }
+
+    /// POSTs `message` in the session, accepting an event stream, and returns the response unread.
+    pub async fn post_streaming(&self, message: &Value) -> reqwest::Response {
+        let session = self.session.as_deref().expect("a session");
+        let request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header(SESSION, session)
+            .body(message.to_string());
+        request.send().await.expect("gateway reachable")
+    }
+
     pub async fn post_raw(&self, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
         let mut request = self
             .http
