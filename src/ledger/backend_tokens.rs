@@ -91,11 +91,6 @@ impl BackendTokenRow {
     }
 }
 
-/// A unix time as the stores keep it.
-pub(crate) fn stored(unix_seconds: u64) -> i64 {
-    i64::try_from(unix_seconds).unwrap_or(i64::MAX)
-}
-
 /// The statements for one table and dialect (`$n` placeholders; SQLite gets `?n`).
 #[derive(Debug, Clone)]
 pub(crate) struct BackendTokenSql {
@@ -110,7 +105,7 @@ impl BackendTokenSql {
     pub(crate) fn new(table: &str, dialect: Dialect) -> BackendTokenSql {
         let filter =
             "WHERE (CAST($1 AS TEXT) IS NULL OR principal = $1) AND (CAST($2 AS TEXT) IS NULL OR backend = $2)";
-        let render = |sql: String| if dialect == Dialect::Sqlite { sql.replace('$', "?") } else { sql };
+        let render = |sql: String| dialect.render(&sql);
         BackendTokenSql {
             put: render(format!(
                 "INSERT INTO {table} (principal, backend, sealed, scopes, expires_at, updated_at) \

@@ -95,11 +95,6 @@ impl Revocation {
     }
 }
 
-/// A unix time as the stores compare it.
-pub(crate) fn stored_time(unix_seconds: u64) -> i64 {
-    i64::try_from(unix_seconds).unwrap_or(i64::MAX)
-}
-
 /// The revocation statements for one table and dialect.
 #[derive(Debug, Clone)]
 pub(crate) struct RevocationSql {
@@ -121,25 +116,24 @@ impl RevocationSql {
             )
         };
         let record = match dialect {
-            Dialect::Sqlite => upsert("MAX").replace('$', "?"),
+            Dialect::Sqlite => dialect.render(&upsert("MAX")),
             Dialect::Postgres => format!(
                 "WITH recorded AS ({} RETURNING session, expires_at) \
                  SELECT pg_notify('{channel}', session || ' ' || expires_at) FROM recorded",
                 upsert("GREATEST")
             ),
         };
-        let render = |sql: String| if dialect == Dialect::Sqlite { sql.replace('$', "?") } else { sql };
         RevocationSql {
             record,
-            unexpired: render(format!("SELECT session, expires_at FROM {table} WHERE expires_at >= $1")),
-            purge: render(format!("DELETE FROM {table} WHERE expires_at < $1")),
+            unexpired: dialect.render(&format!("SELECT session, expires_at FROM {table} WHERE expires_at >= $1")),
+            purge: dialect.render(&format!("DELETE FROM {table} WHERE expires_at < $1")),
         }
     }
 }
 
 /// The statements that create the revocations table if it is missing.
 pub(crate) fn create_statements(table: &str, dialect: Dialect) -> [String; 2] {
-    let clustered = if dialect == Dialect::Sqlite { " WITHOUT ROWID" } else { "" };
+    let clustered = dialect.clustered();
     [
         format!("CREATE TABLE IF NOT EXISTS {table} (session TEXT PRIMARY KEY, expires_at BIGINT NOT NULL){clustered}"),
         // Purging and loading go by expiry.

@@ -29,6 +29,27 @@ pub(crate) enum Dialect {
     Postgres,
 }
 
+impl Dialect {
+    /// `sql` written with `$n` placeholders, as this dialect takes them (SQLite: `?n`).
+    pub(crate) fn render(self, sql: &str) -> String {
+        match self {
+            Dialect::Sqlite => sql.replace('$', "?"),
+            Dialect::Postgres => sql.to_owned(),
+        }
+    }
+
+    /// What a table clustered on its key is declared with: in SQLite it saves a separate key index, so a write
+    /// touches one b-tree less.
+    pub(crate) fn clustered(self) -> &'static str {
+        if self == Dialect::Sqlite { " WITHOUT ROWID" } else { "" }
+    }
+}
+
+/// A unix time as the stores keep and compare it.
+pub(crate) fn stored_time(unix_seconds: u64) -> i64 {
+    i64::try_from(unix_seconds).unwrap_or(i64::MAX)
+}
+
 /// Every statement, rendered for one table and dialect.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
@@ -60,13 +81,7 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn new(table: &str, dialect: Dialect) -> Statements {
-        let render = |template: &str| {
-            let sql = template.replace("{t}", table).replace("{columns}", COLUMNS);
-            match dialect {
-                Dialect::Sqlite => sql.replace('$', "?"),
-                Dialect::Postgres => sql,
-            }
-        };
+        let render = |template: &str| dialect.render(&template.replace("{t}", table).replace("{columns}", COLUMNS));
         Statements {
             insert: render(
                 "INSERT INTO {t} (key, id, principal, agent_session, backend, tool, args_digest, state, created_at, \
@@ -113,8 +128,7 @@ impl Statements {
 
 /// The statements that create schema version 1 (tables and indexes; Postgres adds its trigger).
 pub(crate) fn create_statements(table: &str, dialect: Dialect) -> Vec<String> {
-    // In SQLite a table clustered on its key saves a separate key index, so a claim writes one b-tree less.
-    let clustered = if dialect == Dialect::Sqlite { " WITHOUT ROWID" } else { "" };
+    let clustered = dialect.clustered();
     vec![
         format!(
             "CREATE TABLE {table} (

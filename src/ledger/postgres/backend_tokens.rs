@@ -3,13 +3,14 @@
 //! per connection.
 
 use super::PostgresStore;
-use crate::ledger::backend_tokens::{BackendTokenRow, TokenFilter, stored};
+use crate::ledger::backend_tokens::{BackendTokenRow, TokenFilter};
 use crate::ledger::error::LedgerError;
+use crate::ledger::sql::stored_time;
 
 impl PostgresStore {
     pub(crate) async fn put_backend_token(&self, row: &BackendTokenRow) -> Result<(), LedgerError> {
         let sql = self.inner.backend_token_sql.put.as_str();
-        let (expires_at, updated_at) = (row.expires_at.map(stored), stored(row.updated_at));
+        let (expires_at, updated_at) = (row.expires_at.map(stored_time), stored_time(row.updated_at));
         self.inner
             .conn
             .run(|db| async move {

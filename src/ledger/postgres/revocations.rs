@@ -6,7 +6,8 @@
 
 use super::PostgresStore;
 use crate::ledger::error::LedgerError;
-use crate::ledger::revocations::{Revocation, RevocationFeed, stored_time};
+use crate::ledger::revocations::{Revocation, RevocationFeed};
+use crate::ledger::sql::stored_time;
 
 impl PostgresStore {
     pub(crate) async fn record_revocation(&self, revocation: &Revocation) -> Result<(), LedgerError> {

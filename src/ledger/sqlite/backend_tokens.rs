@@ -6,9 +6,10 @@ use std::sync::LazyLock;
 use rusqlite::params;
 
 use super::SqliteStore;
-use crate::ledger::backend_tokens::{BACKEND_TOKENS_TABLE, BackendTokenRow, BackendTokenSql, TokenFilter, stored};
+use crate::ledger::backend_tokens::{BACKEND_TOKENS_TABLE, BackendTokenRow, BackendTokenSql, TokenFilter};
 use crate::ledger::error::LedgerError;
 use crate::ledger::sql::Dialect;
+use crate::ledger::sql::stored_time;
 
 static SQL: LazyLock<BackendTokenSql> = LazyLock::new(|| BackendTokenSql::new(BACKEND_TOKENS_TABLE, Dialect::Sqlite));
 
@@ -18,9 +19,15 @@ impl SqliteStore {
         self.inner
             .worker
             .run(move |db| {
-                let expires_at = row.expires_at.map(stored);
-                let values =
-                    params![row.principal, row.backend, row.sealed, row.scopes, expires_at, stored(row.updated_at)];
+                let expires_at = row.expires_at.map(stored_time);
+                let values = params![
+                    row.principal,
+                    row.backend,
+                    row.sealed,
+                    row.scopes,
+                    expires_at,
+                    stored_time(row.updated_at)
+                ];
                 db.conn.prepare_cached(&SQL.put)?.execute(values)?;
                 Ok(())
             })

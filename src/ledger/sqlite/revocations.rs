@@ -7,8 +7,9 @@ use rusqlite::params;
 
 use super::SqliteStore;
 use crate::ledger::error::LedgerError;
-use crate::ledger::revocations::{REVOCATIONS_TABLE, Revocation, RevocationSql, stored_time};
+use crate::ledger::revocations::{REVOCATIONS_TABLE, Revocation, RevocationSql};
 use crate::ledger::sql::Dialect;
+use crate::ledger::sql::stored_time;
 
 static SQL: LazyLock<RevocationSql> = LazyLock::new(|| RevocationSql::new(REVOCATIONS_TABLE, Dialect::Sqlite, ""));
 
