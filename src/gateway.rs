@@ -27,15 +27,18 @@ use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{
-    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioConfig, StdioSessions, Transport,
+    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, LogFormat, StdioConfig, StdioSessions,
+    Transport,
 };
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
+use crate::front::pending::PendingRequests;
 use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, discovery};
+use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{auth_settings, policies};
 
 mod oauth;
@@ -68,6 +71,8 @@ pub enum GatewayError {
     TransportNotServed { backend: String, transport: &'static str },
     #[error("cannot read the listening socket's address: {0}")]
     Listener(std::io::Error),
+    #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
+    MetricsListener { address: SocketAddr, source: std::io::Error },
     #[error("agent authentication: {0}")]
     Auth(#[from] AuthSetupError),
     #[error("backend OAuth token key: {0}")]
@@ -84,6 +89,8 @@ pub struct Gateway {
     oauth: Option<Arc<OAuthClient>>,
     /// Background tasks (discovery, the embedded demo backend); aborted when the gateway is dropped.
     tasks: Vec<JoinHandle<()>>,
+    /// `/metrics`'s own listener, once bound (see [`Gateway::bind_metrics`]).
+    metrics_listener: Option<TcpListener>,
 }
 
 impl Drop for Gateway {
@@ -100,10 +107,13 @@ impl Gateway {
         let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
+        let metrics = Arc::new(Metrics::new());
         if orphaned > 0 {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
+            metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
-        let ledger = CallLedger { store, owner, lease: config.ledger.lease, max_result: config.ledger.max_result };
+        let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
+        let ledger = CallLedger { store, owner, lease, max_result, metrics };
         Gateway::assemble(config, ledger)
     }
 
@@ -114,6 +124,7 @@ impl Gateway {
             owner: "discovery".into(),
             lease: config.ledger.lease,
             max_result: config.ledger.max_result,
+            metrics: Arc::default(),
         };
         Gateway::assemble(config, ledger)
     }
@@ -124,8 +135,10 @@ impl Gateway {
             max_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_sessions_per_owner: per_owner,
             max_stdio_processes: config.server.max_stdio_processes,
+            metrics: Arc::clone(&ledger.metrics),
             ..ClientConfig::default()
         };
+        ledger.metrics.register_backends(config.backends.iter().map(|backend| backend.name.as_str()));
         let client = Arc::new(McpBackendClient::new(client_config)?);
         let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
         let oauth = oauth::client(&config, &ledger.store)?;
@@ -135,7 +148,7 @@ impl Gateway {
             .map(|backend| (Arc::from(backend.name.as_str()), target(backend, oauth.as_ref())))
             .collect();
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
-        Ok(Gateway { config, router, oauth, tasks: Vec::new() })
+        Ok(Gateway { config, router, oauth, tasks: Vec::new(), metrics_listener: None })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -146,6 +159,23 @@ impl Gateway {
         let text = format!("[[backends]]\nname = \"{DEMO_BACKEND}\"\nurl = \"http://{address}/mcp\"\n");
         let config = Config::from_toml_str(&text, "<embedded demo configuration>", std::env::vars())?;
         Ok((config, demo))
+    }
+
+    /// The gateway's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.router.ledger().metrics
+    }
+
+    /// Binds `[telemetry] metrics_listen`, if set, and returns the address bound (port 0 picks one); `serve`
+    /// binds it otherwise.
+    pub async fn bind_metrics(&mut self) -> Result<Option<SocketAddr>, GatewayError> {
+        let Some(address) = self.config.telemetry.metrics_listen else { return Ok(None) };
+        if self.metrics_listener.is_none() {
+            let bound = TcpListener::bind(address).await;
+            self.metrics_listener = Some(bound.map_err(|source| GatewayError::MetricsListener { address, source })?);
+        }
+        let bound = self.metrics_listener.as_ref().map(TcpListener::local_addr).transpose();
+        bound.map_err(|source| GatewayError::MetricsListener { address, source })
     }
 
     /// Keeps a background task (such as the embedded demo backend) alive as long as the gateway.
@@ -187,6 +217,14 @@ impl Gateway {
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
         let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
+        let metrics = Arc::clone(self.metrics());
+        let limits = self.connection_limits();
+        if self.bind_metrics().await?.is_some()
+            && let Some(metrics_listener) = self.metrics_listener.take()
+        {
+            let app = front::metrics::app(Arc::clone(&metrics));
+            self.tasks.push(tokio::spawn(listener::serve(metrics_listener, app, limits, std::future::pending())));
+        }
         let front = Arc::new(Front {
             admission: Admission {
                 allowed_origins: self.config.server.allowed_origins.clone(),
@@ -200,10 +238,12 @@ impl Gateway {
             max_body: self.config.server.max_body,
             body_timeout: self.config.server.body_timeout,
             streams: Arc::default(),
-            pending: Arc::default(),
+            pending: Arc::new(PendingRequests::new(Arc::clone(&metrics))),
             cancels: Arc::default(),
             replays: Arc::default(),
             authorization,
+            serve_metrics: self.config.telemetry.metrics_listen.is_none(),
+            metrics,
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
@@ -214,11 +254,6 @@ impl Gateway {
         let app = front::app(front);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
         let server = &self.config.server;
-        let limits = ConnectionLimits {
-            header_timeout: server.header_timeout,
-            idle_timeout: server.idle_timeout,
-            max_connections: server.max_connections,
-        };
         let serving = listener::serve(listener, app, limits, async move {
             shutdown.await;
             let _ = stopping.send(());
@@ -230,10 +265,32 @@ impl Gateway {
         // Calls still running now will not be settled by this process: their outcome is unknown.
         match ledger.store.orphan(&ledger.owner).await {
             Ok(0) => {}
-            Ok(left) => tracing::warn!(left, "calls still running at shutdown are marked `unknown`"),
+            Ok(left) => {
+                tracing::warn!(left, "calls still running at shutdown are marked `unknown`");
+                self.metrics().count_claims(ClaimWrite::Unknown, left);
+            }
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
         }
         Ok(())
+    }
+}
+
+impl Gateway {
+    fn connection_limits(&self) -> ConnectionLimits {
+        let server = &self.config.server;
+        ConnectionLimits {
+            header_timeout: server.header_timeout,
+            idle_timeout: server.idle_timeout,
+            max_connections: server.max_connections,
+        }
+    }
+}
+
+/// How the log is written, as configured (`serve --log-format` has already overridden the file).
+pub fn log_format(config: &Config) -> crate::telemetry::logs::LogFormat {
+    match config.telemetry.log_format {
+        LogFormat::Text => crate::telemetry::logs::LogFormat::Text,
+        LogFormat::Json => crate::telemetry::logs::LogFormat::Json,
     }
 }
 

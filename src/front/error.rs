@@ -17,6 +17,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::access::RefusedWith;
 use super::guard::Refusal;
 use super::http;
 use super::revocations::RevokeError;
@@ -244,6 +245,7 @@ impl IntoResponse for FrontError {
         if let Some((name, value)) = header {
             response.headers_mut().insert(name, value);
         }
+        response.extensions_mut().insert(RefusedWith(code));
         response
     }
 }

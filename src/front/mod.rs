@@ -1,7 +1,8 @@
 //! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
-//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`]). This
+//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
+//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/callback` of [`callback`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -17,6 +18,7 @@
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
+mod access;
 mod admit;
 mod body;
 pub mod callback;
@@ -26,6 +28,7 @@ pub mod guard;
 mod http;
 mod initialize;
 pub mod listener;
+pub mod metrics;
 pub mod pending;
 mod post;
 pub mod replay;
@@ -44,12 +47,14 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 
 use crate::auth::Authenticator;
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
+use crate::telemetry::Metrics;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
@@ -77,19 +82,26 @@ pub struct Front {
     pub replays: Arc<replay::Replays>,
     /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
     pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+    /// Where agent requests, sessions and refused credentials are counted.
+    pub metrics: Arc<Metrics>,
+    /// Whether `/metrics` is served here (not when it has a listener of its own).
+    pub serve_metrics: bool,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
 pub fn app(front: Arc<Front>) -> Router {
-    Router::new()
+    let recorded = middleware::from_fn_with_state(Arc::clone(&front), access::record);
+    let app = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
+        .route_layer(recorded)
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
-        .route(callback::CALLBACK_PATH, get(callback::complete))
-        .with_state(front)
+        .route(callback::CALLBACK_PATH, get(callback::complete));
+    let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
+    app.with_state(front)
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart
@@ -131,6 +143,7 @@ async fn delete_session(
     let expires_at = front.sealer.expires_at(&session);
     front.revocations.revoke(session.id, expires_at, now_unix()).await.map_err(FrontError::NotDeleted)?;
     front.router.forget_session(&session.id.to_string());
+    front.metrics.agent_session_deleted();
     Ok(StatusCode::OK)
 }
 

@@ -28,6 +28,7 @@ impl CallRouter {
         let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
         match self.list_everything(backend, target).await {
             Ok(listing) => {
+                self.ledger.metrics.discovered(backend, true);
                 self.unauthorized.mark(backend, false);
                 let changed = self.catalog.update(backend, Ok(listing));
                 if changed {
@@ -37,6 +38,7 @@ impl CallRouter {
                 Ok(changed)
             }
             Err(error) => {
+                self.ledger.metrics.discovered(backend, false);
                 self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
                 let text = error.to_string();
                 self.catalog.update(backend, Err(text.clone()));

@@ -10,6 +10,8 @@
 //!   tool, prompt or resource it may not use is answered exactly like one that does not exist (no existence
 //!   leak), logged with the principal and the name, before any ledger claim or backend work. Tools and prompts
 //!   are judged by their exposed name (the `/mcp` one) in both views.
+//! - Each `tools/call` tells the caller's `telemetry::RequestRecord` its tool and backend (catalog names only; a
+//!   name the catalog does not know is `_unknown`) and how it ended (`ToolOutcome`; policy refusals included).
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
@@ -34,6 +36,7 @@ use crate::catalog::{self, BackendStatus, Catalog};
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
+use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use forward::SessionMessages;
@@ -53,6 +56,8 @@ pub struct Caller {
     pub idempotency_key: Option<IdempotencyKey>,
     /// The address the request came from, when the transport knows it.
     pub peer: Option<IpAddr>,
+    /// What telemetry reports about the request; the router adds the tool, its backend and the outcome.
+    pub record: Arc<RequestRecord>,
 }
 
 impl Caller {
@@ -272,15 +277,22 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
+            caller.record.unknown_tool();
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
-        let route = self.catalog.resolve(view, name).filter(|route| self.usable(caller, "tool", route, Grants::tool));
-        let Some(route) = route else {
-            return Err(RpcFailure::new(
-                jsonrpc::INVALID_PARAMS,
-                format!("unknown tool `{name}`; call tools/list for the available tools"),
-            ));
+        let unknown = || {
+            let text = format!("unknown tool `{name}`; call tools/list for the available tools");
+            RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
         };
+        let Some(route) = self.catalog.resolve(view, name) else {
+            caller.record.unknown_tool();
+            return Err(unknown());
+        };
+        caller.record.tool(&route.backend, &route.exposed);
+        if !self.usable(caller, "tool", &route, Grants::tool) {
+            caller.record.tool_outcome(ToolOutcome::Denied);
+            return Err(unknown());
+        }
         let Some(target) = self.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
         };
@@ -288,11 +300,15 @@ impl CallRouter {
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,
-            Admission::Answered(answer) => return answer,
+            Admission::Answered(outcome, answer) => {
+                caller.record.tool_outcome(outcome);
+                return answer;
+            }
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
+        caller.record.tool_outcome(claims::tool_outcome(&answer));
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;
         match needed {

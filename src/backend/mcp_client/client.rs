@@ -5,14 +5,16 @@
 //! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a session the
 //! backend ended (HTTP `404`) is replaced and the request retried exactly once (the backend did not process it);
 //! a duplex session that ended is replaced for the next call only. Forgetting an agent session ends all its
-//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise).
+//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise). Every request is timed into
+//! `mcp_client_operation_duration_seconds` (handshake and retry included), and a session counts as live (and its
+//! process) while any clone of it exists.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio::time::timeout_at;
+use tokio::time::{Instant, timeout_at};
 
 use super::exchange::{ExchangeError, Strays};
 use super::http::Call;
@@ -26,6 +28,7 @@ use super::{
 };
 use crate::backend::legacy_sse;
 use crate::mcp::method;
+use crate::telemetry::ErrorType;
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -125,6 +128,23 @@ impl McpBackendClient {
         params: Value,
         relay: &Relay,
     ) -> Result<Value, McpError> {
+        let started = Instant::now();
+        // Only the router calls tools, and only by names its catalog resolved: a bounded label.
+        let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
+        let tool = tool.map(|name| self.config.metrics.name(name));
+        let params = (!params.is_null()).then_some(params);
+        let answer = self.send_with_retry(target, Call { key, method, params, relay }).await;
+        let error = match &answer {
+            Ok(result) => ErrorType::of_result(result),
+            Err(error) => error.error_type(),
+        };
+        self.config.metrics.observe_client(&key.backend, method, tool.as_ref(), error, started.elapsed());
+        answer
+    }
+
+    /// Sends `call` on its slot's session, replacing a session the backend ended and retrying once.
+    async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<Value, McpError> {
+        let Call { key, method, params, relay } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
@@ -133,7 +153,6 @@ impl McpBackendClient {
         if wants_stream && session.http_home().is_some() {
             self.listen(&slot, key, &session, relay.capabilities()).await;
         }
-        let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
             let call = Call { key, method, params: params.clone(), relay };
@@ -267,6 +286,9 @@ impl McpBackendClient {
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
+        let mut session = session;
+        let live = self.config.metrics.live_session(&key.backend, session.process_id().is_some());
+        session.live = Some(Arc::new(live));
         *current = Some(session.clone());
         Ok(session)
     }

@@ -52,6 +52,7 @@ impl McpBackendClient {
             capabilities: Arc::new(result.get("capabilities").cloned().unwrap_or_else(|| json!({}))),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
             carrier: Carrier::Http { home: Arc::new(endpoint.home()) },
+            live: None,
         };
         let exchange = Exchange { session: Some(&session), ..exchange };
         exchange.deliver(&jsonrpc::notification(method::INITIALIZED, None)).await.map_err(handshake_error)?;

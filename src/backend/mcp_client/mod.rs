@@ -28,6 +28,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::telemetry::Metrics;
+
 pub use authorize::OAuthBinding;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
@@ -73,6 +75,8 @@ pub struct ClientConfig {
     pub max_exchange_bytes: usize,
     /// Live stdio processes of all backends together.
     pub max_stdio_processes: usize,
+    /// Where request durations and live sessions are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for ClientConfig {
@@ -82,6 +86,7 @@ impl Default for ClientConfig {
             max_sessions_per_owner: DEFAULT_MAX_SESSIONS_PER_OWNER,
             max_exchange_bytes: MAX_EXCHANGE_BYTES,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
+            metrics: Arc::default(),
         }
     }
 }

@@ -121,6 +121,7 @@ fn http_session(generation: u64) -> BackendSession {
         capabilities: Arc::default(),
         generation,
         carrier: super::super::transport::Carrier::Http { home: Arc::new(home) },
+        live: None,
     }
 }
 

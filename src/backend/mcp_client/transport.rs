@@ -22,6 +22,7 @@ use super::{BackendEndpoint, BackendTarget, McpBackendClient, McpError, SlotKey}
 use crate::backend::duplex::{Announce, DuplexConnection, Sharing, Standing};
 use crate::backend::legacy_sse::LegacySseConnection;
 use crate::backend::stdio::StdioConnection;
+use crate::telemetry::LiveSession;
 
 /// One live backend session.
 #[derive(Debug, Clone)]
@@ -33,6 +34,8 @@ pub struct BackendSession {
     /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
     pub(super) generation: u64,
     pub(super) carrier: Carrier,
+    /// Counts the session (and its process) as live while any clone of it exists; set by the client.
+    pub(super) live: Option<Arc<LiveSession>>,
 }
 
 /// What carries a session's messages.
@@ -188,6 +191,7 @@ impl McpBackendClient {
             capabilities: Arc::new(link.capabilities().clone()),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
             carrier: Carrier::Duplex(Arc::new(link)),
+            live: None,
         })
     }
 
