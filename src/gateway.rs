@@ -36,7 +36,7 @@ use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, discovery};
-pub use access::{auth_settings, policies};
+pub use access::{admins, auth_settings, policies};
 
 mod oauth;
 mod revocation_log;
@@ -194,6 +194,7 @@ impl Gateway {
                 binds_loopback: self.config.server.binds_loopback(),
             },
             auth,
+            admins: admins(&self.config),
             sealer: Sealer::new(secret, self.config.server.session_ttl),
             revocations,
             router: Arc::clone(&self.router),

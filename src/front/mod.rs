@@ -1,7 +1,8 @@
 //! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
-//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`]). This
+//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`],
+//! the operator's console `/ui/` and `/admin/api/…` of [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -17,6 +18,7 @@
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
+mod admin;
 mod admit;
 mod body;
 pub mod callback;
@@ -47,7 +49,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::auth::Authenticator;
+use crate::auth::{Admins, Authenticator};
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
 use admit::{Admitted, InSession, Scope};
@@ -61,6 +63,8 @@ pub struct Front {
     pub admission: Admission,
     /// Turns each request's credentials into its principal.
     pub auth: Arc<Authenticator>,
+    /// Who may read the operator's console from another machine.
+    pub admins: Admins,
     pub sealer: Sealer,
     pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
@@ -89,6 +93,7 @@ pub fn app(front: Arc<Front>) -> Router {
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
         .route(callback::CALLBACK_PATH, get(callback::complete))
+        .merge(admin::routes())
         .with_state(front)
 }
 
