@@ -39,7 +39,7 @@ use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, discovery};
 use crate::telemetry::{ClaimWrite, Metrics};
-pub use access::{auth_settings, policies};
+pub use access::{admins, auth_settings, policies};
 
 mod oauth;
 mod revocation_log;
@@ -232,6 +232,7 @@ impl Gateway {
                 binds_loopback: self.config.server.binds_loopback(),
             },
             auth,
+            admins: admins(&self.config),
             sealer: Sealer::new(secret, self.config.server.session_ttl),
             revocations,
             router: Arc::clone(&self.router),

@@ -158,6 +158,7 @@ pub(super) struct RawCredential {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawAuth {
     pub(super) anonymous: bool,
+    pub(super) admin_principals: Vec<String>,
     pub(super) api_keys: Vec<RawApiKey>,
     pub(super) jwt: Option<RawJwt>,
 }

@@ -2,7 +2,8 @@
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
-//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/callback` of [`callback`]). This
+//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/callback` of
+//! [`callback`], the operator's console `/ui/` and `/admin/api/…` of [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -19,6 +20,7 @@
 //! the caller and the method, and writes back what the router answers.
 
 mod access;
+mod admin;
 mod admit;
 mod body;
 pub mod callback;
@@ -51,7 +53,7 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::auth::Authenticator;
+use crate::auth::{Admins, Authenticator};
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
 use crate::telemetry::Metrics;
@@ -66,6 +68,8 @@ pub struct Front {
     pub admission: Admission,
     /// Turns each request's credentials into its principal.
     pub auth: Arc<Authenticator>,
+    /// Who may read the operator's console from another machine.
+    pub admins: Admins,
     pub sealer: Sealer,
     pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
@@ -99,7 +103,8 @@ pub fn app(front: Arc<Front>) -> Router {
         .route("/readyz", get(readyz))
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
-        .route(callback::CALLBACK_PATH, get(callback::complete));
+        .route(callback::CALLBACK_PATH, get(callback::complete))
+        .merge(admin::routes());
     let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
     app.with_state(front)
 }

@@ -20,6 +20,7 @@ mod claims;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
+pub mod inspect;
 mod outcome;
 
 use std::collections::HashMap;

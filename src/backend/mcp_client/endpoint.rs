@@ -190,6 +190,15 @@ impl BackendTarget {
         }
     }
 
+    /// The transport as the configuration names it (`transport = "mcp" | "stdio" | "sse"`).
+    pub fn transport(&self) -> &'static str {
+        match self {
+            BackendTarget::Http(_) => "mcp",
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => "stdio",
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(_), .. }) => "sse",
+        }
+    }
+
     /// Whether a stdio backend's processes start (`None` for other transports): what `/readyz` reports.
     pub fn spawn_status(&self) -> Option<SpawnStatus> {
         match self {

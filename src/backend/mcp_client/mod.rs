@@ -6,12 +6,14 @@
 //! uses ([`endpoint`]); the client object and its bounded session table ([`client`], [`table`]); the transport
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
-//! lifetime rules of stdio processes in the table ([`processes`]).
+//! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
+//! operator ([`census`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
 
 mod authorize;
+mod census;
 mod client;
 mod endpoint;
 mod error;
@@ -31,6 +33,7 @@ use serde_json::Value;
 use crate::telemetry::Metrics;
 
 pub use authorize::OAuthBinding;
+pub use census::BackendCensus;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};

@@ -65,6 +65,11 @@ impl ProcessCounts {
         self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// How many processes of each backend are live (started and not yet stopped).
+    pub(super) fn live(&self) -> HashMap<Arc<str>, usize> {
+        self.lock().per_backend.clone()
+    }
+
     fn admit(self: &Arc<Self>, backend: &Arc<str>, cap: usize) -> Result<ProcessPermit, Full> {
         let mut live = self.lock();
         if live.per_backend.get(backend).copied().unwrap_or(0) >= cap.max(1) {

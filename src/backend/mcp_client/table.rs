@@ -258,6 +258,21 @@ impl SessionTable {
     pub(super) fn len(&self) -> usize {
         self.lock().map.len()
     }
+
+    /// How many slots of each backend hold a live session. A slot whose handshake is running right now is not
+    /// counted (its session does not exist yet); nothing waits for it.
+    pub(super) fn live_sessions(&self) -> HashMap<Arc<str>, usize> {
+        let slots = self.lock();
+        let mut live: HashMap<Arc<str>, usize> = HashMap::new();
+        for (key, entry) in &slots.map {
+            let alive =
+                entry.slot.session.try_lock().is_ok_and(|session| session.as_ref().is_some_and(|s| s.is_alive()));
+            if alive {
+                *live.entry(Arc::clone(&key.backend)).or_default() += 1;
+            }
+        }
+        live
+    }
 }
 
 fn guard(slot: &Arc<Slot>) -> SlotGuard {
