@@ -46,7 +46,7 @@ pub use ledger::{
     DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, DEFAULT_MAX_RESULT, LedgerConfig, MAX_RESULT_LIMIT,
     MIN_LEDGER_LEASE,
 };
-pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod};
+pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     BACKEND_SESSION_TABLE_SIZE, DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,

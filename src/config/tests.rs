@@ -74,7 +74,7 @@ fn the_example_file_parses() {
         (OAuthGrant::AuthorizationCode, ["docs:read".to_owned()].as_slice())
     );
     assert!(
-        matches!(&oauth.client, OAuthClientIdentity::PreRegistered { client_id, client_secret: Some(_) } if client_id == "switchyard-docs")
+        matches!(&oauth.client, OAuthClientIdentity::PreRegistered { client_id, client_secret: Some(_), .. } if client_id == "switchyard-docs")
     );
     assert!(!docs.tools.exposes("delete_page"));
     assert_eq!(config.telemetry, crate::config::TelemetryConfig::default(), "the example shows the defaults");

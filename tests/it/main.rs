@@ -4,6 +4,7 @@ mod auth;
 mod backend_client;
 mod backend_interop;
 mod backend_oauth;
+mod backend_oauth_jwt;
 mod backend_refusals;
 mod cli;
 mod console;

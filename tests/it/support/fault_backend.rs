@@ -124,6 +124,9 @@ pub struct Script {
     pub standalone: Option<Vec<Value>>,
     /// The `ServerCapabilities` declared in the `initialize` result.
     pub capabilities: Value,
+    /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
+    /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).
+    pub require_bearer: bool,
 }
 
 impl Default for Script {
@@ -156,6 +159,7 @@ impl Default for Script {
             body_limit: None,
             standalone: None,
             capabilities: json!({ "tools": { "listChanged": false } }),
+            require_bearer: false,
         }
     }
 }
@@ -511,6 +515,11 @@ impl Exchange<'_> {
     async fn route(mut self) -> io::Result<()> {
         if self.request.path.split('?').next() != Some("/mcp") {
             return self.text(404, "no MCP endpoint here").await;
+        }
+        let bearer = self.request.header("authorization").is_some_and(|value| value.starts_with("Bearer "));
+        if self.script.require_bearer && !bearer {
+            let challenge = vec![("WWW-Authenticate", b"Bearer".to_vec())];
+            return send_raw(self.stream, 401, challenge, "text/plain", b"a bearer token is required").await;
         }
         if let Some((status, why)) = self.session_gate() {
             return self.text(status, why).await;

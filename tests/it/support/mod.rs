@@ -3,6 +3,7 @@
 
 pub mod auth_server;
 pub mod chromium;
+pub mod client_assertion;
 pub mod fault_backend;
 pub mod fault_legacy_sse;
 pub mod gateway;
