@@ -1,4 +1,5 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `calls`, `keys`, `demo-server`. This is the binary's
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
+//! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
+use switchyard::gateway::reload::{ConfigSource, Reloader};
 use tokio::task::JoinHandle;
 
 mod cli;
@@ -48,6 +50,9 @@ enum Command {
     Check,
     /// Discover the backends and print the tools agents will see.
     Tools,
+    /// Make the running gateway re-read its configuration file (as SIGHUP does) and print what changed; a file
+    /// it refuses is reported with the error `check` prints (exit status 1) and changes nothing.
+    Reload,
     /// List the ledger's calls, show one, or settle an `unknown` one.
     Calls {
         #[command(subcommand)]
@@ -131,6 +136,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Serve { listen } => serve(config, listen).await,
         Command::Check => check(config).await,
         Command::Tools => tools(config).await,
+        Command::Reload => cli::reload::run(config).await,
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
@@ -140,38 +146,48 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
     }
 }
 
+/// What `serve`, `check` and `tools` run with.
+struct Loaded {
+    config: Config,
+    /// The file it came from (`None`: a first run).
+    path: Option<PathBuf>,
+    /// The embedded demo backend of a first run.
+    demo: Option<JoinHandle<()>>,
+}
+
 /// The configuration of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo
-/// backend (whose task is returned too).
-async fn load(config: Option<PathBuf>) -> anyhow::Result<(Config, Option<JoinHandle<()>>)> {
+/// backend.
+async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
     match Config::find(config.as_deref())? {
         Some((path, config)) => {
             tracing::info!(config = %path.display(), "configuration loaded");
-            Ok((config, None))
+            Ok(Loaded { config, path: Some(path), demo: None })
         }
         None => {
             tracing::info!("no configuration file: serving the embedded demo backend `demo`");
             let (config, demo) = Gateway::demo_config().await?;
-            Ok((config, Some(demo)))
+            Ok(Loaded { config, path: None, demo: Some(demo) })
         }
     }
 }
 
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
-    let (config, demo) = load(config).await?;
+    let Loaded { config, demo, .. } = load(config).await?;
     let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
 }
 
 async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
-    let (mut config, demo) = load(config).await?;
+    let Loaded { mut config, path, demo } = load(config).await?;
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
     config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
+    reload_on_hangup(gateway.reloader(ConfigSource { path, listen }))?;
     let address = gateway.config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
@@ -188,6 +204,25 @@ fn print_welcome(gateway: &Gateway, address: SocketAddr) {
     println!("  Claude Code:    claude mcp add --transport http switchyard {url}");
     println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
     println!("  One backend:    {url}/<backend>  (bare tool names)");
+}
+
+/// Reloads the configuration on every SIGHUP (the gateway logs what the reload did or why it was refused).
+fn reload_on_hangup(reloader: Reloader) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                // The gateway logs the outcome.
+                let _ = reloader.reload().await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    drop(reloader);
+    Ok(())
 }
 
 async fn shutdown_signal() {

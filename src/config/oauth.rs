@@ -45,7 +45,7 @@ pub enum TokenEndpointAuthMethod {
 }
 
 /// Who the gateway is at the authorization server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OAuthClientIdentity {
     /// A client registered by the operator.
     PreRegistered { client_id: String, client_secret: Option<SecretText> },
@@ -56,7 +56,7 @@ pub enum OAuthClientIdentity {
 }
 
 /// A validated `[backends.oauth]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OAuthConfig {
     pub grant: OAuthGrant,
     pub client: OAuthClientIdentity,

@@ -32,6 +32,8 @@ pub struct BackendSession {
     pub(super) capabilities: Arc<Value>,
     /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
     pub(super) generation: u64,
+    /// The configuration revision of the target that started it ([`BackendTarget::with_revision`]).
+    pub(super) revision: u64,
     pub(super) carrier: Carrier,
 }
 
@@ -187,6 +189,7 @@ impl McpBackendClient {
             version: link.version(),
             capabilities: Arc::new(link.capabilities().clone()),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
             carrier: Carrier::Duplex(Arc::new(link)),
         })
     }
