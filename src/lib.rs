@@ -23,3 +23,4 @@ pub mod ledger_url;
 pub mod mcp;
 pub mod router;
 pub mod telemetry;
+pub mod swap;

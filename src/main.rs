@@ -1,4 +1,5 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `calls`, `keys`, `demo-server`. This is the binary's
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
+//! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use switchyard::catalog::BackendStatus;
 use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
 use switchyard::telemetry::logs;
+use switchyard::gateway::reload::{ConfigSource, Reloader};
 use tokio::task::JoinHandle;
 
 mod cli;
@@ -52,6 +54,9 @@ enum Command {
     Check,
     /// Discover the backends and print the tools agents will see.
     Tools,
+    /// Make the running gateway re-read its configuration file (as SIGHUP does) and print what changed; a file
+    /// it refuses is reported with the error `check` prints (exit status 1) and changes nothing.
+    Reload,
     /// List the ledger's calls, show one, or settle an `unknown` one.
     Calls {
         #[command(subcommand)]
@@ -133,6 +138,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Serve { listen, log_format } => serve(config, listen, log_format).await,
         Command::Check => check(config).await,
         Command::Tools => tools(config).await,
+        Command::Reload => cli::reload::run(config).await,
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
@@ -146,7 +152,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
 struct Loaded {
     config: Config,
     /// The file, or `None` for a first run's.
-    file: Option<PathBuf>,
+    path: Option<PathBuf>,
     /// The embedded demo backend of a first run.
     demo: Option<JoinHandle<()>>,
 }
@@ -163,18 +169,18 @@ fn announce(file: Option<&Path>) {
 /// backend.
 async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
     match Config::find(config.as_deref())? {
-        Some((path, config)) => Ok(Loaded { config, file: Some(path), demo: None }),
+        Some((path, config)) => Ok(Loaded { config, path: Some(path), demo: None }),
         None => {
             let (config, demo) = Gateway::demo_config().await?;
-            Ok(Loaded { config, file: None, demo: Some(demo) })
+            Ok(Loaded { config, path: None, demo: Some(demo) })
         }
     }
 }
 
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
-    let Loaded { config, file, demo } = load(config).await?;
-    announce(file.as_deref());
+    let Loaded { config, path, demo } = load(config).await?;
+    announce(path.as_deref());
     let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
@@ -185,7 +191,7 @@ async fn serve(
     listen: Option<SocketAddr>,
     log_format: Option<LogFormat>,
 ) -> anyhow::Result<ExitCode> {
-    let Loaded { mut config, file, demo } = load(config).await?;
+    let Loaded { mut config, path, demo } = load(config).await?;
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
@@ -193,10 +199,11 @@ async fn serve(
         config.telemetry.log_format = format;
     }
     logs::install(switchyard::gateway::log_format(&config));
-    announce(file.as_deref());
+    announce(path.as_deref());
     config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
+    reload_on_hangup(gateway.reloader(ConfigSource { path, listen }))?;
     let address = gateway.config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
@@ -215,6 +222,25 @@ fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
     println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
     println!("  One backend:    {url}/<backend>  (bare tool names)");
     println!("  Metrics:        http://{metrics}/metrics  (Prometheus)");
+}
+
+/// Reloads the configuration on every SIGHUP (the gateway logs what the reload did or why it was refused).
+fn reload_on_hangup(reloader: Reloader) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                // The gateway logs the outcome.
+                let _ = reloader.reload().await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    drop(reloader);
+    Ok(())
 }
 
 async fn shutdown_signal() {

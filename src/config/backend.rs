@@ -80,14 +80,14 @@ impl Transport {
 }
 
 /// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
     Url(Url),
     Process(StdioConfig),
 }
 
 /// A validated `[[backends]]` entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackendConfig {
     pub name: String,
     pub endpoint: Endpoint,

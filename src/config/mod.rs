@@ -65,8 +65,9 @@ use raw::RawConfig;
 /// The file looked for in the working directory when no path is given.
 pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
 
-/// A validated configuration.
-#[derive(Debug, Clone)]
+/// A validated configuration. Comparable (a reload diffs the new one against the running one); secrets compare
+/// by value, so a rotated credential file counts as a change.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub server: ServerConfig,
     pub ledger: LedgerConfig,
@@ -81,9 +82,27 @@ pub struct Config {
 impl Config {
     /// Reads, parses and validates `path`, then applies the process's `SWITCHYARD_*` overrides.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        let (file, text) = read(path)?;
         Self::from_toml_str(&text, &file, process_env())
+    }
+
+    /// The data directory the configuration `explicit` (else `./switchyard.toml`, else the defaults) names, with
+    /// the `SWITCHYARD_*` overrides applied, read without validating the rest of the file: `switchyard reload`
+    /// finds the running gateway by it and leaves judging the file to that gateway, whose environment resolves
+    /// the credentials.
+    pub fn locate_data_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        let mut server = ServerConfig::default();
+        let default_file = Path::new(DEFAULT_CONFIG_FILE);
+        if let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) {
+            let (file, text) = read(path)?;
+            let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
+            let configured = table.get("server").and_then(|server| server.get("data_dir")?.as_str());
+            if let Some(dir) = configured {
+                server.data_dir = PathBuf::from(dir);
+            }
+        }
+        server::apply_env(&mut server, &collect_env(process_env()))?;
+        Ok(server.data_dir)
     }
 
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
@@ -150,6 +169,13 @@ fn find_in(explicit: Option<&Path>, default_file: &Path) -> Result<Option<(PathB
         None => return Ok(None),
     };
     Config::load(path).map(|config| Some((path.to_path_buf(), config)))
+}
+
+/// The file's name for messages, and its text.
+fn read(path: &Path) -> Result<(String, String), ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+    Ok((file, text))
 }
 
 /// The process environment; variables whose name or value is not Unicode cannot be settings and are skipped.

@@ -49,7 +49,7 @@ pub enum TokenEndpointAuthMethod {
 }
 
 /// Who the gateway is at the authorization server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OAuthClientIdentity {
     /// A client registered by the operator.
     PreRegistered { client_id: String, client_secret: Option<SecretText>, private_key: Option<OAuthPrivateKey> },
@@ -60,7 +60,7 @@ pub enum OAuthClientIdentity {
 }
 
 /// `private_key`: the PEM text of the key client assertions are signed with, not parsed here.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OAuthPrivateKey {
     pub pem: SecretText,
     pub source: CredentialSource,
@@ -69,7 +69,7 @@ pub struct OAuthPrivateKey {
 }
 
 /// A validated `[backends.oauth]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OAuthConfig {
     pub grant: OAuthGrant,
     pub client: OAuthClientIdentity,

@@ -54,9 +54,10 @@ impl FromRequestParts<Arc<Front>> for Admitted {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
-        front.admission.check(&parts.headers)?;
+        let settings = front.settings.load();
+        settings.admission.check(&parts.headers)?;
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
-        match front.auth.authenticate(authorization).await {
+        match settings.auth.authenticate(authorization).await {
             Ok(principal) => {
                 let record = access::of(parts);
                 record.principal(&principal.name);
@@ -64,7 +65,7 @@ impl FromRequestParts<Arc<Front>> for Admitted {
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());
-                let challenge = front.auth.challenge(endpoint(parts.uri.path()), &error);
+                let challenge = settings.auth.challenge(endpoint(parts.uri.path()), &error);
                 Err(FrontError::Unauthenticated { error, challenge })
             }
         }

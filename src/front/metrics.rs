@@ -22,7 +22,7 @@ pub const METRICS_PATH: &str = "/metrics";
 
 /// `/metrics` on the main listener.
 pub(super) async fn scrape(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {
-    front.admission.check(&headers)?;
+    front.settings.load().admission.check(&headers)?;
     Ok(exposition(&front.metrics))
 }
 

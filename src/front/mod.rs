@@ -16,6 +16,9 @@
 //! header checks as `/mcp` (it names the backends) but needs no credentials, and is not ready while tokens cannot
 //! be checked; `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
 //!
+//! A configuration reload replaces the front's [`Settings`] (admission rules, authenticator, body limits, the
+//! OAuth callback) as one snapshot; each request reads it once, so a request is judged by one configuration.
+//!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
@@ -56,6 +59,7 @@ use axum::routing::{get, post};
 use crate::auth::{Admins, Authenticator};
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
+use crate::swap::Swap;
 use crate::telemetry::Metrics;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
@@ -63,19 +67,27 @@ use guard::Admission;
 use revocations::Revocations;
 use session::Sealer;
 
-/// Everything the front needs to serve requests.
-pub struct Front {
+/// What a configuration reload may replace in the front.
+pub struct Settings {
     pub admission: Admission,
     /// Turns each request's credentials into its principal.
     pub auth: Arc<Authenticator>,
     /// Who may read the operator's console from another machine.
     pub admins: Admins,
-    pub sealer: Sealer,
-    pub revocations: Arc<Revocations>,
-    pub router: Arc<CallRouter>,
     pub max_body: usize,
     /// How long a request's body may take to arrive.
     pub body_timeout: std::time::Duration,
+    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
+    pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+}
+
+/// Everything the front needs to serve requests.
+pub struct Front {
+    /// Read once per request; replaced whole by a reload.
+    pub settings: Swap<Settings>,
+    pub sealer: Sealer,
+    pub revocations: Arc<Revocations>,
+    pub router: Arc<CallRouter>,
     /// The standalone `GET` streams open on this replica.
     pub streams: Arc<standalone::Streams>,
     /// Server-to-client requests relayed to agents, waiting for their answers.
@@ -84,8 +96,6 @@ pub struct Front {
     pub cancels: Arc<cancels::Cancels>,
     /// Call streams kept for resumption with `Last-Event-ID`.
     pub replays: Arc<replay::Replays>,
-    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
-    pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
     /// Where agent requests, sessions and refused credentials are counted.
     pub metrics: Arc<Metrics>,
     /// Whether `/metrics` is served here (not when it has a listener of its own).
@@ -134,7 +144,8 @@ async fn open_stream(
 ) -> Result<Response, FrontError> {
     let session = session.id.to_string();
     let Some(last_event_id) = headers.get("last-event-id").and_then(|id| id.to_str().ok()) else {
-        return Ok(standalone::open(&front.streams, session, backend, front.router.tool_changes()));
+        let changes = front.router.tool_changes();
+        return Ok(standalone::open(&front.streams, session, backend, changes));
     };
     front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
@@ -155,9 +166,10 @@ async fn delete_session(
 /// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
 /// load balancer can ask.
 async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {
-    front.admission.check(&headers)?;
+    let settings = front.settings.load();
+    settings.admission.check(&headers)?;
     let mut report = front.router.readiness().await;
-    report.detail["auth"] = match front.auth.readiness() {
+    report.detail["auth"] = match settings.auth.readiness() {
         Ok(()) => serde_json::json!({"status": "ok"}),
         Err(reason) => {
             report.ready = false;

@@ -57,7 +57,8 @@ impl Front {
         headers: &HeaderMap,
         body: Body,
     ) -> Result<Response, FrontError> {
-        let limits = body::BodyLimits { max_body: self.max_body, body_timeout: self.body_timeout };
+        let settings = self.settings.load();
+        let limits = body::BodyLimits { max_body: settings.max_body, body_timeout: settings.body_timeout };
         let body = body::read_json(headers, body, limits).await?;
         let message: Value = serde_json::from_slice(&body).map_err(FrontError::NotJson)?;
         if message.is_array() {

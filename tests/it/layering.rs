@@ -7,8 +7,8 @@
 //! (`crate::x`, `super::…` resolved) or an external crate. The binary (`main.rs` and its modules) is nobody's
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
 //! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
-//! is a leaf (but for `mcp`) that the front, the router and the backend client report to. A failure names the file,
-//! the line, the path and the rule broken.
+//! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
+//! parts a reload replaces. A failure names the file, the line, the path and the rule broken.
 
 mod scan;
 
@@ -43,6 +43,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "config",  forbidden: ModulesBut(&["config", "glob", "ledger_url"]),      why: "configuration lowers to plain types and knows no part that consumes it" },
     Rule { layer: "ledger_url", forbidden: ModulesBut(&["ledger_url"]),                     why: "the ledger URL grammar is shared by config and ledger, so it depends on neither" },
     Rule { layer: "mcp",     forbidden: ModulesBut(&["mcp"]),                               why: "the MCP vocabulary is shared by every layer, so it depends on none" },
+    Rule { layer: "swap",    forbidden: ModulesBut(&["swap"]),                              why: "the snapshot cell is shared by the parts a reload replaces, so it depends on none" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend"]),           why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },
     Rule { layer: "backend", forbidden: Modules(&["front", "router", "ledger", "catalog"]), why: "the backend client knows backends, not agents, routing or storage" },

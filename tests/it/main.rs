@@ -20,6 +20,7 @@ mod policies;
 mod real_clients;
 mod real_clients_auth;
 mod relays;
+mod reload;
 mod revocations;
 mod session_fairness;
 mod slow_clients;

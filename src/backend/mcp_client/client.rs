@@ -5,9 +5,11 @@
 //! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a session the
 //! backend ended (HTTP `404`) is replaced and the request retried exactly once (the backend did not process it);
 //! a duplex session that ended is replaced for the next call only. Forgetting an agent session ends all its
-//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise). Every request is timed into
-//! `mcp_client_operation_duration_seconds` (handshake and retry included), and a session counts as live (and its
-//! process) while any clone of it exists.
+//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise). Retiring a backend (a
+//! reload removed or replaced it) takes all its slots out of the table and ends each session once the calls
+//! running on it have ended; a session started from an older configuration revision of a backend is replaced
+//! before a newer target uses it. Every request is timed into `mcp_client_operation_duration_seconds` (handshake
+//! and retry included), and a session counts as live (and its process) while any clone of it exists.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use super::exchange::{ExchangeError, Strays};
-use super::http::Call;
+use super::http::{Call, delete_in_background};
 use super::processes::{ProcessCounts, reap_when_idle};
 use super::table::{SessionTable, Slot, SlotGuard, TableFull};
 use super::transport::{BackendSession, effective_key};
@@ -226,6 +228,26 @@ impl McpBackendClient {
         }
     }
 
+    /// Ends every session of `backend`, whose configuration was removed or replaced: its slots leave the table at
+    /// once (the next call starts a new session), and each session ends — an HTTP `DELETE`, a process stopped, a
+    /// stream closed — as soon as the calls running on it have ended; those calls are not disturbed.
+    pub fn retire_backend(&self, backend: &str) {
+        for slot in self.table.remove_backend(backend) {
+            let http = self.http.clone();
+            tokio::spawn(async move {
+                slot.until_idle().await;
+                end(&http, &slot);
+            });
+        }
+    }
+
+    /// Changes the table's per-owner share and the global stdio process cap (a configuration reload); sessions
+    /// and processes already live above a lowered bound are not ended for it.
+    pub fn set_limits(&self, max_sessions_per_owner: usize, max_stdio_processes: usize) {
+        self.table.set_per_owner(max_sessions_per_owner);
+        self.processes.set_global_cap(max_stdio_processes);
+    }
+
     /// How many (agent session, backend) slots the table holds.
     pub fn cached_sessions(&self) -> usize {
         self.table.len()
@@ -247,12 +269,8 @@ impl McpBackendClient {
         Ok(slot)
     }
 
-    /// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its
-    /// process or closes its stream once no call uses it).
     fn end_in_background(&self, slot: &Slot) {
-        if let Some(session) = slot.take_session() {
-            self.delete_in_background(&session);
-        }
+        end(&self.http, slot);
     }
 
     /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
@@ -273,16 +291,19 @@ impl McpBackendClient {
             .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
         if let Some(held) = current.as_ref() {
             let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
-            if replaced || !held.is_alive() {
+            // A reload replaced the backend; a call still holding the older target keeps what it finds.
+            let outdated = held.revision < target.revision();
+            if replaced || outdated || !held.is_alive() {
                 *current = None;
             }
         }
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let session = timeout_at(deadline, self.start_session(key, target, capabilities))
+        let mut session = timeout_at(deadline, self.start_session(key, target, capabilities))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))??;
+        session.revision = target.revision();
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
@@ -338,5 +359,13 @@ impl McpBackendClient {
     /// backend.
     pub(super) fn next_id(&self) -> Value {
         Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its process
+/// or closes its stream once no call uses it).
+fn end(http: &reqwest::Client, slot: &Slot) {
+    if let Some(session) = slot.take_session() {
+        delete_in_background(http, &session);
     }
 }

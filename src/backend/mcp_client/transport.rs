@@ -33,6 +33,8 @@ pub struct BackendSession {
     pub(super) capabilities: Arc<Value>,
     /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
     pub(super) generation: u64,
+    /// The configuration revision of the target that started it ([`BackendTarget::with_revision`]).
+    pub(super) revision: u64,
     pub(super) carrier: Carrier,
     /// Counts the session (and its process) as live while any clone of it exists; set by the client.
     pub(super) live: Option<Arc<LiveSession>>,
@@ -190,6 +192,7 @@ impl McpBackendClient {
             version: link.version(),
             capabilities: Arc::new(link.capabilities().clone()),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
             carrier: Carrier::Duplex(Arc::new(link)),
             live: None,
         })

@@ -33,18 +33,19 @@ impl FromRequestParts<Arc<Front>> for AdminCaller {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
-        front.admission.check(&parts.headers)?;
+        let settings = front.settings.load();
+        settings.admission.check(&parts.headers)?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| *address);
         if on_this_machine(peer, &parts.headers) {
             return Ok(AdminCaller);
         }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         let refused = |error: AuthError| {
-            let challenge = front.auth.challenge(Endpoint::Root, &error);
+            let challenge = settings.auth.challenge(Endpoint::Root, &error);
             FrontError::Unauthenticated { error, challenge }
         };
-        let principal = front.auth.authenticate(authorization).await.map_err(refused)?;
-        match judge(&principal, front.auth.has_credentials(), &front.admins) {
+        let principal = settings.auth.authenticate(authorization).await.map_err(refused)?;
+        match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
             Verdict::Admitted => Ok(AdminCaller),
             Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
             Verdict::Refused => {

@@ -76,6 +76,7 @@ pub struct WithheldView {
 impl CallRouter {
     /// Every configured backend, in configuration order.
     pub async fn backend_views(&self) -> Result<Vec<BackendView>, InspectError> {
+        let routing = self.routing.load();
         let census = self.client.census();
         let mut failing: HashMap<Arc<str>, ProcessStart> = self
             .failing_starts()
@@ -97,7 +98,7 @@ impl CallRouter {
                 BackendStatus::Failed { error } => ("failed", Some(error)),
             };
             views.push(BackendView {
-                transport: self.targets.get(&name).map_or("mcp", |target| target.transport()),
+                transport: routing.targets.get(&name).map_or("mcp", |target| target.transport()),
                 status,
                 error,
                 tools: tools.get(name.as_ref()).copied().unwrap_or_default(),

@@ -188,6 +188,16 @@ impl ChildGateway {
         format!("{}/mcp", self.base)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("a running gateway")
+    }
+
+    /// Sends SIGHUP (reload the configuration file); returns once it is sent.
+    pub async fn hang_up(&self) {
+        let sent = Command::new("kill").args(["-HUP", &self.pid().to_string()]).status().await.expect("run kill");
+        assert!(sent.success(), "SIGHUP the gateway");
+    }
+
     /// Sends SIGTERM (a graceful shutdown) and returns the exit status once the process is gone.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().expect("a running gateway").to_string();
@@ -271,6 +281,12 @@ impl Agent {
         headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().expect("header value"));
         let http = reqwest::Client::builder().default_headers(headers).build().expect("client");
         Agent { http, url, session: None, next_id: 1 }
+    }
+
+    /// Another handle on this agent's session (same credentials), numbering its requests from 1000 so its ids
+    /// never repeat this handle's: for a request that runs while this one makes others.
+    pub fn same_session(&self) -> Agent {
+        Agent { http: self.http.clone(), url: self.url.clone(), session: self.session.clone(), next_id: 1000 }
     }
 
     /// An agent presenting `token` that has initialized a session.
