@@ -4,8 +4,9 @@
 //!
 //! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
 //! template, the client's session-table bounds, the front's admission rules, authenticator and session sealer, the
-//! router's policies), starting the background tasks (discovery, delivering backends' session messages, ledger
-//! upkeep), and the embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! router's policies, the tracer of `[telemetry]` given to the front and the backend client), starting the
+//! background tasks (discovery, delivering backends' session messages, ledger upkeep, span export), and the
+//! embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
 //! other parts.
 
 mod access;
@@ -36,10 +37,12 @@ use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, discovery};
+use crate::telemetry::trace::{ExportSetupError, Tracer};
 pub use access::{auth_settings, policies};
 
 mod oauth;
 mod revocation_log;
+mod telemetry;
 pub mod token_store;
 
 /// How often a discovered backend's tool list is refreshed.
@@ -74,6 +77,8 @@ pub enum GatewayError {
     TokenKey(crate::keyfile::KeyFileError),
     #[error("backend OAuth client: {0}")]
     OAuth(String),
+    #[error(transparent)]
+    Traces(#[from] ExportSetupError),
 }
 
 /// The parts of a running gateway.
@@ -82,6 +87,8 @@ pub struct Gateway {
     pub router: Arc<CallRouter>,
     /// The OAuth client of the backends with `[backends.oauth]`.
     oauth: Option<Arc<OAuthClient>>,
+    /// Records and exports spans when traces are on.
+    tracer: Option<Tracer>,
     /// Background tasks (discovery, the embedded demo backend); aborted when the gateway is dropped.
     tasks: Vec<JoinHandle<()>>,
 }
@@ -103,8 +110,9 @@ impl Gateway {
         if orphaned > 0 {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
         }
+        let tracer = telemetry::tracer(&config.telemetry.traces, &owner)?;
         let ledger = CallLedger { store, owner, lease: config.ledger.lease, max_result: config.ledger.max_result };
-        Gateway::assemble(config, ledger)
+        Gateway::assemble(config, ledger, tracer)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
@@ -115,15 +123,16 @@ impl Gateway {
             lease: config.ledger.lease,
             max_result: config.ledger.max_result,
         };
-        Gateway::assemble(config, ledger)
+        Gateway::assemble(config, ledger, None)
     }
 
-    fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
+    fn assemble(config: Config, ledger: CallLedger, tracer: Option<Tracer>) -> Result<Gateway, GatewayError> {
         let per_owner = config.server.max_backend_sessions_per_principal;
         let client_config = ClientConfig {
             max_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_sessions_per_owner: per_owner,
             max_stdio_processes: config.server.max_stdio_processes,
+            tracer: tracer.clone(),
             ..ClientConfig::default()
         };
         let client = Arc::new(McpBackendClient::new(client_config)?);
@@ -135,7 +144,7 @@ impl Gateway {
             .map(|backend| (Arc::from(backend.name.as_str()), target(backend, oauth.as_ref())))
             .collect();
         let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
-        Ok(Gateway { config, router, oauth, tasks: Vec::new() })
+        Ok(Gateway { config, router, oauth, tracer, tasks: Vec::new() })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -204,6 +213,7 @@ impl Gateway {
             cancels: Arc::default(),
             replays: Arc::default(),
             authorization,
+            tracer: self.tracer.clone(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
@@ -232,6 +242,11 @@ impl Gateway {
             Ok(0) => {}
             Ok(left) => tracing::warn!(left, "calls still running at shutdown are marked `unknown`"),
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
+        }
+        if let Some(tracer) = &self.tracer
+            && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
+        {
+            tracing::warn!("the last spans did not reach the collector before shutdown");
         }
         Ok(())
     }

@@ -22,3 +22,4 @@ pub mod ledger;
 pub mod ledger_url;
 pub mod mcp;
 pub mod router;
+pub mod telemetry;

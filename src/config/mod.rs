@@ -26,6 +26,8 @@ mod policy;
 mod raw;
 mod server;
 mod stdio;
+mod telemetry;
+mod traces;
 mod units;
 
 use std::collections::HashMap;
@@ -56,6 +58,11 @@ pub use stdio::{
     DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, DEFAULT_PROCESS_IDLE_TIMEOUT, EnvValue, MAX_PROCESS_CAP,
     SecretText, StdioConfig, StdioSessions,
 };
+pub use telemetry::TelemetryConfig;
+pub use traces::{
+    DEFAULT_BATCH_DELAY, DEFAULT_MAX_BATCH, DEFAULT_MAX_QUEUE, DEFAULT_OTLP_TIMEOUT, DEFAULT_OTLP_TRACES_URL,
+    DEFAULT_SERVICE_NAME, SamplerKind, TracesConfig, TracesSampler,
+};
 
 use fields::{Fault, KeyPath, quoted};
 use raw::RawConfig;
@@ -73,6 +80,7 @@ pub struct Config {
     pub auth: AuthConfig,
     /// In file order.
     pub policies: Vec<PolicyConfig>,
+    pub telemetry: TelemetryConfig,
 }
 
 impl Config {
@@ -107,6 +115,7 @@ impl Config {
             backends: Vec::new(),
             auth: AuthConfig::default(),
             policies: Vec::new(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 
@@ -124,7 +133,8 @@ impl Config {
 
     fn apply_env(&mut self, env: &HashMap<String, String>) -> Result<(), ConfigError> {
         server::apply_env(&mut self.server, env)?;
-        ledger::apply_env(&mut self.ledger, env)
+        ledger::apply_env(&mut self.ledger, env)?;
+        telemetry::apply_env(&mut self.telemetry, env)
     }
 
     /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
@@ -178,7 +188,8 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .enumerate()
         .map(|(index, policy)| policy::build(index, policy, &backends))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Config { server, ledger, backends, auth, policies })
+    let telemetry = telemetry::build(&raw.telemetry)?;
+    Ok(Config { server, ledger, backends, auth, policies, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

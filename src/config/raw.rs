@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
     pub(super) auth: Option<RawAuth>,
     pub(super) policies: Vec<RawPolicy>,
+    pub(super) telemetry: RawTelemetry,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +52,17 @@ pub(super) struct RawServer {
     pub(super) max_connections: Option<i64>,
     pub(super) max_stdio_processes: Option<i64>,
     pub(super) public_url: Option<String>,
+}
+
+/// The `[telemetry]` section (its trace keys).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) service_name: Option<String>,
+    pub(super) traces_sampler: Option<String>,
+    /// A TOML float or integer (`1` is a ratio too).
+    pub(super) traces_sampler_arg: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -50,6 +50,7 @@ use axum::routing::{get, post};
 use crate::auth::Authenticator;
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
+use crate::telemetry::trace::Tracer;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
@@ -77,6 +78,8 @@ pub struct Front {
     pub replays: Arc<replay::Replays>,
     /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
     pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+    /// Records a SERVER span per agent request when traces are on (`None`: off, and nothing is recorded).
+    pub tracer: Option<Tracer>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.

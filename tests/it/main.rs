@@ -22,4 +22,5 @@ mod session_fairness;
 mod slow_clients;
 mod stdio;
 mod support;
+mod traces;
 mod transports_e2e;

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::backend::legacy_sse;
 use crate::mcp::method;
+use crate::telemetry::trace::{CallFailure, ClientRequest, ClientSpan};
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -101,7 +102,7 @@ impl McpBackendClient {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        self.ensure_session(&slot, key, target, None, &Value::Null).await
+        self.ensure_session(&slot, key, target, None, &Value::Null, None).await
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
@@ -116,19 +117,39 @@ impl McpBackendClient {
         self.request_relayed(key, target, method, params, &Relay::default()).await
     }
 
-    /// [`request`](Self::request), relaying the backend's notifications about it.
+    /// [`request`](Self::request), relaying the backend's notifications about it. With tracing on, the request is
+    /// one CLIENT span whose context goes to the backend in `params._meta` (design §8).
     pub async fn request_relayed(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Value, McpError> {
+        let Some(tracer) = &self.config.tracer else {
+            return self.request_on_slot(key, target, method, params, relay, None).await;
+        };
+        let span = tracer.client_span(&ClientRequest { method, params: &params, peer: target.peer() });
+        span.inject(&mut params);
+        let answer = self.request_on_slot(key, target, method, params, relay, Some(&span)).await;
+        span.end(answer.as_ref().map_err(call_failure));
+        answer
+    }
+
+    async fn request_on_slot(
         &self,
         key: &SlotKey,
         target: &BackendTarget,
         method: &str,
         params: Value,
         relay: &Relay,
+        span: Option<&ClientSpan>,
     ) -> Result<Value, McpError> {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities()).await?;
+        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities(), span).await?;
         let wants_stream = listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE;
         if wants_stream && session.http_home().is_some() {
             self.listen(&slot, key, &session, relay.capabilities()).await;
@@ -136,12 +157,19 @@ impl McpBackendClient {
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
-            let call = Call { key, method, params: params.clone(), relay };
+            if let Some(span) = span {
+                span.session(session.id(), session.version());
+            }
+            let call = Call { key, method, params: params.clone(), relay, span };
             match self.send(&session, target, call).await {
                 Err(ExchangeError::SessionGone) if !retried => {
                     tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
                     retried = true;
-                    session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
+                    if let Some(span) = span {
+                        span.retry("session_ended");
+                    }
+                    let capabilities = relay.capabilities();
+                    session = self.ensure_session(&slot, key, target, Some(&session), capabilities, span).await?;
                 }
                 Err(ExchangeError::SessionGone) => {
                     return Err(McpError::NotDelivered {
@@ -237,7 +265,8 @@ impl McpBackendClient {
     }
 
     /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
-    /// concurrent caller already replaced it — or when it is a duplex session that ended.
+    /// concurrent caller already replaced it — or when it is a duplex session that ended. A handshake made for a
+    /// traced request is an event of its `span`.
     async fn ensure_session(
         &self,
         slot: &SlotGuard,
@@ -245,6 +274,7 @@ impl McpBackendClient {
         target: &BackendTarget,
         stale: Option<&BackendSession>,
         capabilities: &Value,
+        span: Option<&ClientSpan>,
     ) -> Result<BackendSession, McpError> {
         let deadline = target.deadline();
         let not_delivered =
@@ -261,9 +291,14 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let session = timeout_at(deadline, self.start_session(key, target, capabilities))
+        let started = timeout_at(deadline, self.start_session(key, target, capabilities))
             .await
-            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))??;
+            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))
+            .and_then(|started| started);
+        if let Some(span) = span {
+            span.handshake(started.as_ref().map(BackendSession::version).map_err(ToString::to_string));
+        }
+        let session = started?;
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
@@ -317,4 +352,19 @@ impl McpBackendClient {
     pub(super) fn next_id(&self) -> Value {
         Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
     }
+}
+
+/// How a failed backend request reads on its CLIENT span: the JSON-RPC code, the HTTP status, or the error class
+/// (`not_delivered`, `timeout`, `after_delivery`, `cancelled`, `authorization_required`).
+fn call_failure(error: &McpError) -> CallFailure {
+    let error_type = match error {
+        McpError::Rpc { code, message, .. } => return CallFailure::rpc(*code, message),
+        McpError::HttpStatus { status, .. } => status.to_string(),
+        McpError::NotDelivered { .. } => "not_delivered".into(),
+        McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, .. } => "timeout".into(),
+        McpError::AfterDelivery { .. } => "after_delivery".into(),
+        McpError::Cancelled => "cancelled".into(),
+        McpError::AuthorizationRequired { .. } => "authorization_required".into(),
+    };
+    CallFailure::new(error_type, error.to_string())
 }

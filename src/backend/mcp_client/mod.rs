@@ -40,6 +40,7 @@ pub use transport::BackendSession;
 pub(crate) use transport::initialize_params;
 
 pub use crate::backend::stdio::SpawnStatus;
+use crate::telemetry::trace::Tracer;
 
 pub use crate::mcp::{
     LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, Relay, RelayMessage, SESSION_ID_HEADER,
@@ -73,6 +74,8 @@ pub struct ClientConfig {
     pub max_exchange_bytes: usize,
     /// Live stdio processes of all backends together.
     pub max_stdio_processes: usize,
+    /// Records a CLIENT span per request when traces are on (`None`: off, and nothing is recorded).
+    pub tracer: Option<Tracer>,
 }
 
 impl Default for ClientConfig {
@@ -82,6 +85,7 @@ impl Default for ClientConfig {
             max_sessions_per_owner: DEFAULT_MAX_SESSIONS_PER_OWNER,
             max_exchange_bytes: MAX_EXCHANGE_BYTES,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
+            tracer: None,
         }
     }
 }

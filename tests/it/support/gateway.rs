@@ -64,12 +64,23 @@ impl TestGateway {
 
     /// [`TestGateway::start_with`] without waiting until it is ready (for gateways that are not).
     pub async fn launch(extra_server: &str, sections: &str, backends: &str) -> TestGateway {
+        TestGateway::launch_env(extra_server, sections, backends, &[]).await
+    }
+
+    /// [`TestGateway::start_with`] with these environment variables (the process's own are never read).
+    pub async fn start_env(sections: &str, backends: &str, env: &[(&str, &str)]) -> TestGateway {
+        let gateway = TestGateway::launch_env("", sections, backends, env).await;
+        gateway.wait_ready().await;
+        gateway
+    }
+
+    async fn launch_env(extra_server: &str, sections: &str, backends: &str, env: &[(&str, &str)]) -> TestGateway {
         let data_dir = fresh_data_dir();
         let text = format!(
             "[server]\ndata_dir = {:?}\n{extra_server}\n{sections}\n{backends}",
             data_dir.display().to_string()
         );
-        let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
+        let config = Config::from_toml_str(&text, "test.toml", env.iter().copied()).expect("test config");
         let gateway = Gateway::build(config).await.expect("gateway builds");
         let router = Arc::clone(&gateway.router);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
@@ -115,8 +126,8 @@ pub struct ChildGateway {
 }
 
 impl ChildGateway {
-    /// Runs `switchyard serve --config CONFIG --listen 127.0.0.1:0` (no `SWITCHYARD_*` variables from the test's
-    /// environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
+    /// Runs `switchyard serve --config CONFIG --listen 127.0.0.1:0` (no `SWITCHYARD_*` or `OTEL_*` variables from
+    /// the test's environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
     /// `/readyz` answers 200.
     pub async fn spawn(config: &Path, log: &Path) -> ChildGateway {
         ChildGateway::spawn_in(Some(config), Path::new("."), log).await
@@ -125,6 +136,16 @@ impl ChildGateway {
     /// [`ChildGateway::spawn`] in the working directory `dir`; without a configuration file the gateway looks
     /// for one there and otherwise serves its embedded demo backend.
     pub async fn spawn_in(config: Option<&Path>, dir: &Path, log: &Path) -> ChildGateway {
+        ChildGateway::spawn_with(config, dir, log, &[]).await
+    }
+
+    /// [`ChildGateway::spawn`] with these environment variables set (the test's own `OTEL_*` variables are
+    /// removed, like its `SWITCHYARD_*` ones).
+    pub async fn spawn_env(config: &Path, log: &Path, env: &[(&str, &str)]) -> ChildGateway {
+        ChildGateway::spawn_with(Some(config), Path::new("."), log, env).await
+    }
+
+    async fn spawn_with(config: Option<&Path>, dir: &Path, log: &Path, env: &[(&str, &str)]) -> ChildGateway {
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the gateway log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
         command.arg("serve").current_dir(dir);
@@ -139,11 +160,12 @@ impl ChildGateway {
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true);
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("SWITCHYARD_") {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("SWITCHYARD_") || name_text.starts_with("OTEL_") {
                 command.env_remove(name);
             }
         }
-        command.env("SWITCHYARD_LOG", "switchyard=info");
+        command.env("SWITCHYARD_LOG", "switchyard=info").envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn the switchyard binary");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line()).await;
