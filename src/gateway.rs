@@ -4,8 +4,9 @@
 //!
 //! Owns: the translation of configuration into each part's own inputs (catalog specs, each backend's endpoint
 //! template, the client's session-table bounds, the front's admission rules, authenticator and session sealer, the
-//! router's policies), starting the background tasks (discovery, delivering backends' session messages, ledger
-//! upkeep), and the embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
+//! router's policies, the tracer of `[telemetry]` given to the front and the backend client), starting the
+//! background tasks (discovery, delivering backends' session messages, ledger upkeep, span export), and the
+//! embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
 //! other parts. A configuration reload ([`reload`]) lowers the new configuration the same way ([`backends`],
 //! [`front_settings`]) and swaps each part's snapshot; [`diff`] decides what changed, [`control`] is the socket
 //! `switchyard reload` reaches the running gateway by.
@@ -39,6 +40,7 @@ use crate::front::{self, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::router::{CallLedger, CallRouter, Routing, discovery};
 use crate::swap::Swap;
+use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
 pub use backends::{legacy_sse_backend, stdio_backend};
@@ -46,6 +48,7 @@ use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
 mod revocation_log;
+mod telemetry;
 pub mod token_store;
 
 /// How often a discovered backend's tool list is refreshed.
@@ -82,6 +85,8 @@ pub enum GatewayError {
     TokenKey(crate::keyfile::KeyFileError),
     #[error("backend OAuth client: {0}")]
     OAuth(String),
+    #[error(transparent)]
+    Traces(#[from] ExportSetupError),
 }
 
 /// The parts of a running gateway.
@@ -93,6 +98,8 @@ pub struct Gateway {
     oauth: Option<Arc<OAuthClient>>,
     /// Where reloads read the configuration, and the requests for them ([`Gateway::reloader`]).
     reloads: Option<(ConfigSource, Reloader, reload::Requests)>,
+    /// Records and exports spans when traces are on.
+    tracer: Option<Tracer>,
     /// Background tasks (discovery, the embedded demo backend); aborted when the gateway is dropped.
     tasks: Vec<JoinHandle<()>>,
     /// `/metrics`'s own listener, once bound (see [`Gateway::bind_metrics`]).
@@ -118,9 +125,10 @@ impl Gateway {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
             metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
+        let tracer = telemetry::tracer(&config.telemetry.traces, &owner)?;
         let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
         let ledger = CallLedger { store, owner, lease, max_result, metrics };
-        Gateway::assemble(config, ledger)
+        Gateway::assemble(config, ledger, tracer)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
@@ -132,15 +140,16 @@ impl Gateway {
             max_result: config.ledger.max_result,
             metrics: Arc::default(),
         };
-        Gateway::assemble(config, ledger)
+        Gateway::assemble(config, ledger, None)
     }
 
-    fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
+    fn assemble(config: Config, ledger: CallLedger, tracer: Option<Tracer>) -> Result<Gateway, GatewayError> {
         let client_config = ClientConfig {
             max_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_sessions_per_owner: config.server.max_backend_sessions_per_principal,
             max_stdio_processes: config.server.max_stdio_processes,
             metrics: Arc::clone(&ledger.metrics),
+            tracer: tracer.clone(),
             ..ClientConfig::default()
         };
         ledger.metrics.register_backends(config.backends.iter().map(|backend| backend.name.as_str()));
@@ -154,7 +163,7 @@ impl Gateway {
             .collect();
         let routing = Routing { targets, policies: policies(&config) };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
-        Ok(Gateway { config, router, client, oauth, reloads: None, tasks: Vec::new(), metrics_listener: None })
+        Ok(Gateway { config, router, client, oauth, tracer, reloads: None, tasks: Vec::new(), metrics_listener: None })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -266,6 +275,11 @@ impl Gateway {
             }
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
         }
+        if let Some(tracer) = &self.tracer
+            && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
+        {
+            tracing::warn!("the last spans did not reach the collector before shutdown");
+        }
         Ok(())
     }
 
@@ -291,6 +305,7 @@ impl Gateway {
             replays: Arc::default(),
             serve_metrics: self.config.telemetry.metrics_listen.is_none(),
             metrics: Arc::clone(self.metrics()),
+            tracer: self.tracer.clone(),
         }))
     }
 

@@ -52,6 +52,15 @@ pub enum ConfigError {
         expected: String,
     },
 
+    /// A standard environment variable (such as `OTEL_EXPORTER_OTLP_HEADERS`) with an unusable value.
+    #[error("environment variable {var} = {value:?}: expected {expected}")]
+    EnvSetting {
+        var: String,
+        /// As given, or a placeholder when the value may hold a secret.
+        value: String,
+        expected: String,
+    },
+
     /// `serve` on an address other machines can reach, with no way to authenticate agents.
     #[error(
         "refusing to serve on {listen}, which other machines can reach, without agent authentication: add \

@@ -192,6 +192,24 @@ impl<'a> EnvLookup<'a> {
     }
 }
 
+/// A standard variable that sets something no key of the file does (such as `OTEL_EXPORTER_OTLP_HEADERS`): unset
+/// or empty is `None`; a value that does not parse is an error naming the variable and showing `shown(value)`.
+pub(super) fn env_setting<T>(
+    env: &HashMap<String, String>,
+    var: &str,
+    parse: impl Fn(&str) -> Result<T, Expected>,
+    shown: impl Fn(&str) -> String,
+) -> Result<Option<T>, ConfigError> {
+    let Some(text) = env.get(var).filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    parse(text).map(Some).map_err(|expected| ConfigError::EnvSetting {
+        var: var.to_owned(),
+        value: shown(text),
+        expected: expected.0,
+    })
+}
+
 /// A whole-number key such as `max_connections` or `max_processes`: 1 to `max` of `unit`, with one parser shared
 /// by the file and the environment.
 pub(super) struct Count {

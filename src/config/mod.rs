@@ -27,6 +27,7 @@ mod raw;
 mod server;
 mod stdio;
 mod telemetry;
+mod traces;
 mod units;
 
 use std::collections::HashMap;
@@ -58,6 +59,10 @@ pub use stdio::{
     SecretText, StdioConfig, StdioSessions,
 };
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
+pub use traces::{
+    DEFAULT_BATCH_DELAY, DEFAULT_MAX_BATCH, DEFAULT_MAX_QUEUE, DEFAULT_OTLP_TIMEOUT, DEFAULT_OTLP_TRACES_URL,
+    DEFAULT_SERVICE_NAME, SamplerKind, TracesConfig, TracesSampler,
+};
 
 use fields::{Fault, KeyPath, quoted};
 use raw::RawConfig;

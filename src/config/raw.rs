@@ -55,6 +55,7 @@ pub(super) struct RawServer {
     pub(super) public_url: Option<String>,
 }
 
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawLedger {
@@ -73,6 +74,11 @@ pub(super) struct RawTelemetry {
     pub(super) metrics_listen: Option<String>,
     #[serde(deserialize_with = "log_format_text")]
     pub(super) log_format: Option<String>,
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) service_name: Option<String>,
+    pub(super) traces_sampler: Option<String>,
+    /// A TOML float or integer (`1` is a ratio too).
+    pub(super) traces_sampler_arg: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

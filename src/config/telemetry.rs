@@ -1,5 +1,6 @@
 //! The `[telemetry]` section (issue 13): where `/metrics` is served and how the log is written; plus the
-//! `SWITCHYARD_METRICS_LISTEN` and `SWITCHYARD_LOG_FORMAT` environment overrides of those keys.
+//! `SWITCHYARD_METRICS_LISTEN` and `SWITCHYARD_LOG_FORMAT` environment overrides of those keys. Its trace keys and
+//! the standard OpenTelemetry variables are [`super::traces`]'s.
 //!
 //! Rules:
 //! - Without `metrics_listen`, `/metrics` is served on the main listener; with it, only on its own listener at
@@ -14,15 +15,17 @@ use super::error::ConfigError;
 use super::fields::{EnvLookup, Expected, Fault, KeyPath, optional};
 use super::raw::RawTelemetry;
 use super::server::parse_listen;
+use super::traces::{self, TracesConfig};
 
 pub(super) const LOG_FORMAT_EXPECTED: &str = "\"text\" or \"json\"";
 
 /// The validated `[telemetry]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TelemetryConfig {
     /// The address of `/metrics`'s own listener; `None`: `/metrics` is on the main listener.
     pub metrics_listen: Option<SocketAddr>,
     pub log_format: LogFormat,
+    pub traces: TracesConfig,
 }
 
 /// How log lines are written.
@@ -57,6 +60,7 @@ pub(super) fn build(raw: &RawTelemetry) -> Result<TelemetryConfig, Fault> {
         metrics_listen: optional(&section.key("metrics_listen"), raw.metrics_listen.as_deref(), parse_listen)?,
         log_format: optional(&section.key("log_format"), raw.log_format.as_deref(), LogFormat::parse)?
             .unwrap_or_default(),
+        traces: traces::build(raw)?,
     })
 }
 
@@ -69,7 +73,7 @@ pub(super) fn apply_env(telemetry: &mut TelemetryConfig, env: &HashMap<String, S
     if let Some(format) = lookup.get("SWITCHYARD_LOG_FORMAT", "log_format", LogFormat::parse)? {
         telemetry.log_format = format;
     }
-    Ok(())
+    traces::apply_env(&mut telemetry.traces, env)
 }
 
 #[cfg(test)]
@@ -85,8 +89,11 @@ mod tests {
     fn defaults_file_values_and_overrides() {
         assert_eq!(telemetry("", &[]), Ok(TelemetryConfig::default()));
         let text = "[telemetry]\nmetrics_listen = \"127.0.0.1:9464\"\nlog_format = \"json\"\n";
-        let expected =
-            TelemetryConfig { metrics_listen: Some("127.0.0.1:9464".parse().unwrap()), log_format: LogFormat::Json };
+        let expected = TelemetryConfig {
+            metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
+            log_format: LogFormat::Json,
+            ..TelemetryConfig::default()
+        };
         assert_eq!(telemetry(text, &[]), Ok(expected));
         let env = [("SWITCHYARD_METRICS_LISTEN", "[::1]:9000"), ("SWITCHYARD_LOG_FORMAT", "text")];
         let overridden = telemetry(text, &env).unwrap();
@@ -135,7 +142,10 @@ mod tests {
         let hint = telemetry("[telemetry]\nno_such_key = 1\n", &[]).unwrap_err();
         let keys: Vec<&str> = hint.split('`').skip(1).step_by(2).filter(|key| *key != "no_such_key").collect();
         let variables = [("metrics_listen", "SWITCHYARD_METRICS_LISTEN"), ("log_format", "SWITCHYARD_LOG_FORMAT")];
-        assert_eq!(keys, variables.map(|(key, _)| key), "{hint}");
+        // The trace keys are overridden by the standard OTEL_* variables instead (tested in `traces`).
+        let trace_keys = ["otlp_endpoint", "service_name", "traces_sampler", "traces_sampler_arg"];
+        let own: Vec<&str> = keys.into_iter().filter(|key| !trace_keys.contains(key)).collect();
+        assert_eq!(own, variables.map(|(key, _)| key), "{hint}");
         let example = include_str!("../../switchyard.example.toml");
         for (key, var) in variables {
             assert!(example.contains(&format!("Env: {var}.")), "the example does not document {var}");

@@ -6,6 +6,8 @@
 //! revocation list refuses new sessions (503, [`super::revocations`]), so deletions stay enforceable. The
 //! capabilities offered are the gateway's own, whatever the backends offer.
 
+use std::net::IpAddr;
+
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
@@ -14,12 +16,52 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::{AgentSession, SessionRef};
 use super::{Front, http, now_unix};
-use crate::mcp::jsonrpc;
 use crate::mcp::{LATEST_PROTOCOL_VERSION, SESSION_ID_HEADER, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::mcp::{jsonrpc, method};
+use crate::telemetry::trace::ServerRequest;
 
 impl Front {
-    /// The answer to `initialize` request `id`, carrying the new session's id.
-    pub(super) fn initialize(&self, admitted: &Admitted, id: &Value, message: &Value) -> Result<Response, FrontError> {
+    /// The answer to `initialize` request `id`, carrying the new session's id; with tracing on, one SERVER span.
+    pub(super) fn initialize(
+        &self,
+        admitted: &Admitted,
+        peer: Option<IpAddr>,
+        id: &Value,
+        message: &Value,
+    ) -> Result<Response, FrontError> {
+        let params = message.get("params").unwrap_or(&Value::Null);
+        let span = self.tracer.as_ref().map(|tracer| {
+            tracer.server_span(&ServerRequest { method: method::INITIALIZE, id, params, session: None, peer })
+        });
+        let opened = self.open_session(admitted, id, message);
+        if let Some(mut span) = span {
+            match &opened {
+                Ok((session, _, reply)) => {
+                    span.opened_session(&session.id.to_string(), session.version);
+                    span.end(reply);
+                }
+                // Every refusal of `initialize` is the error table's -32603.
+                Err(_) => span.end(&jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, "no session was opened")),
+            }
+        }
+        let (session, token, reply) = opened?;
+        let mut response = http::json(StatusCode::OK, &reply);
+        // A sealed token is base64url and '.', always a valid header value.
+        if let Ok(value) = HeaderValue::from_str(&token) {
+            response.headers_mut().insert(SESSION_ID_HEADER, value);
+        }
+        admitted.record.session(&session.id);
+        self.metrics.agent_session_opened();
+        Ok(response)
+    }
+
+    /// A new session for `initialize` request `id`: the session, its sealed id and the JSON-RPC answer.
+    fn open_session(
+        &self,
+        admitted: &Admitted,
+        id: &Value,
+        message: &Value,
+    ) -> Result<(AgentSession, String, Value), FrontError> {
         self.revocations.room(now_unix()).map_err(|cause| FrontError::NoRoomForSession { id: id.clone(), cause })?;
         let params = message.get("params");
         let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or_default();
@@ -34,14 +76,8 @@ impl Front {
             capabilities: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_else(|| json!({})),
         };
         let token = self.sealer.seal(&session).map_err(|cause| FrontError::NotSealed { id: id.clone(), cause })?;
-        let mut response = http::json(StatusCode::OK, &jsonrpc::result(id, self.server_result(version)));
-        // A sealed token is base64url and '.', always a valid header value.
-        if let Ok(value) = HeaderValue::from_str(&token) {
-            response.headers_mut().insert(SESSION_ID_HEADER, value);
-        }
-        admitted.record.session(&session_ref);
-        self.metrics.agent_session_opened();
-        Ok(response)
+        let reply = jsonrpc::result(id, self.server_result(version));
+        Ok((session, token, reply))
     }
 
     /// The `InitializeResult`: what the gateway offers at `version`.

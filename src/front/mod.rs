@@ -61,6 +61,7 @@ use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
+use crate::telemetry::trace::Tracer;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
@@ -100,6 +101,8 @@ pub struct Front {
     pub metrics: Arc<Metrics>,
     /// Whether `/metrics` is served here (not when it has a listener of its own).
     pub serve_metrics: bool,
+    /// Records a SERVER span per agent request when traces are on (`None`: off, and nothing is recorded).
+    pub tracer: Option<Tracer>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.

@@ -25,6 +25,7 @@ use super::{Front, body, http, stream};
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
+use crate::telemetry::trace::ServerRequest;
 
 /// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
 /// arrives.
@@ -36,6 +37,16 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
         value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
     })
+}
+
+/// One request handed to the router: who asks, at which endpoint (`/mcp/{backend}` or `/mcp`), its id and
+/// method, and the session's negotiated protocol version.
+struct Routed<'a> {
+    caller: &'a Caller,
+    backend: Option<&'a str>,
+    id: &'a Value,
+    method: &'a str,
+    version: &'static str,
 }
 
 /// A request of an open session: the session, the admission of this request (its principal's name is the
@@ -75,7 +86,7 @@ impl Front {
             Kind::Response { .. } | Kind::Invalid => {}
         }
         match kind {
-            Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, id, &message),
+            Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, peer, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
                 let session = admitted.open_session(self, headers)?;
@@ -121,9 +132,11 @@ impl Front {
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let cancellable = self.cancels.register(&caller.session, id);
+        let version = session.version;
         if !RELAYING_METHODS.contains(&method) {
             let relay = Relay::new(session.capabilities.clone(), None).cancellable(Arc::clone(&cancellable.signal));
-            let reply = self.reply(&caller, backend.as_deref(), id, method, params, &relay).await;
+            let request = Routed { caller: &caller, backend: backend.as_deref(), id, method, version };
+            let reply = self.reply(request, params, &relay).await;
             return Ok(http::json(StatusCode::OK, &reply));
         }
         // The call runs on its own task, so an agent that goes away (a disconnect is not a cancel) neither stops
@@ -136,7 +149,9 @@ impl Front {
         let session_key = caller.session.clone();
         let call = tokio::spawn(async move {
             let _cancellable = cancellable;
-            front.reply(&caller, backend.as_deref(), &owned_id, &owned_method, params, &relay).await
+            let request =
+                Routed { caller: &caller, backend: backend.as_deref(), id: &owned_id, method: &owned_method, version };
+            front.reply(request, params, &relay).await
         });
         if !streaming {
             let reply = call.await.unwrap_or_else(|error| stream::internal_error(&error));
@@ -151,22 +166,28 @@ impl Front {
         Ok(stream::answer(call, outbox).await)
     }
 
-    /// The JSON-RPC response to one request.
-    async fn reply(
-        &self,
-        caller: &Caller,
-        backend: Option<&str>,
-        id: &Value,
-        method: &str,
-        params: Value,
-        relay: &Relay,
-    ) -> Value {
-        let view = backend.map_or(View::All, View::Backend);
-        let reply = match self.router.handle(caller, view, method, params, relay).await {
-            Ok(result) => jsonrpc::result(id, result),
-            Err(failure) => failure.into_message(id),
+    /// The JSON-RPC response to one request; with tracing on, its work is one SERVER span (design §8).
+    async fn reply(&self, request: Routed<'_>, params: Value, relay: &Relay) -> Value {
+        let reply = match &self.tracer {
+            None => self.route(&request, params, relay).await,
+            Some(tracer) => {
+                let session = Some((request.caller.session.as_str(), request.version));
+                let (method, id, peer) = (request.method, request.id, request.caller.peer);
+                let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
+                let reply = span.run(self.route(&request, params, relay)).await;
+                span.end(&reply);
+                reply
+            }
         };
-        caller.record.answered(&reply);
+        request.caller.record.answered(&reply);
         reply
+    }
+
+    async fn route(&self, request: &Routed<'_>, params: Value, relay: &Relay) -> Value {
+        let view = request.backend.map_or(View::All, View::Backend);
+        match self.router.handle(request.caller, view, request.method, params, relay).await {
+            Ok(result) => jsonrpc::result(request.id, result),
+            Err(failure) => failure.into_message(request.id),
+        }
     }
 }

@@ -9,7 +9,7 @@
 //!   `server.data_dir` and `server.session_secret_file` (the files it opened), `server.session_ttl` and
 //!   `server.max_revocations` (a deleted session's revocation lasts its session's lifetime: a longer lifetime
 //!   would let a deleted session come back), the whole `[ledger]` (its store, leases and upkeep are opened
-//!   once) and the whole `[telemetry]` (the metrics listener is bound and the log writer installed once). A reload reports them and keeps their running values ([`applicable`]); it never ignores them
+//!   once) and the whole `[telemetry]` (the metrics listener is bound, the log writer and the trace exporter installed once). A reload reports them and keeps their running values ([`applicable`]); it never ignores them
 //!   silently.
 //! - Every field of `Config` and `ServerConfig` is named here (destructured without `..`), so a new key does not
 //!   compile until it is classified.
@@ -136,10 +136,11 @@ impl ConfigDiff {
     }
 
     fn compare_telemetry(&mut self, running: &TelemetryConfig, file: &TelemetryConfig) {
-        let TelemetryConfig { metrics_listen, log_format } = file;
+        let TelemetryConfig { metrics_listen, log_format, traces } = file;
         let keys = [
             ("telemetry.metrics_listen", running.metrics_listen != *metrics_listen),
             ("telemetry.log_format", running.log_format != *log_format),
+            ("telemetry traces (otlp_endpoint, service_name, traces_sampler, OTEL_*)", running.traces != *traces),
         ];
         self.restart_only.extend(keys.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key));
     }

@@ -10,7 +10,7 @@ pub mod method;
 mod outcome;
 mod relay;
 
-pub use outcome::Outcome;
+pub use outcome::{OUTCOME_META, Outcome};
 pub use relay::{Relay, RelayMessage, SessionMessage};
 
 /// Protocol versions the gateway accepts, newest first (MCP 2025-11-25 "Versioning").

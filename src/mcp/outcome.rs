@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+/// The `_meta` member of a `CallToolResult` that carries the [`Outcome`].
+pub const OUTCOME_META: &str = "switchyard/outcome";
+
 /// Whether a failed or duplicate tool call ran, as the agent is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -7,9 +7,9 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::mcp_client::McpError;
 use crate::ledger::{ClaimKey, ClaimRecord, LedgerError};
+pub use crate::mcp::OUTCOME_META;
 use crate::mcp::Outcome;
 
-pub const OUTCOME_META: &str = "switchyard/outcome";
 pub const CLAIM_META: &str = "switchyard/claim";
 
 /// The result of a call that failed on the way to or from the backend.

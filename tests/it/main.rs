@@ -27,4 +27,5 @@ mod slow_clients;
 mod stdio;
 mod support;
 mod telemetry;
+mod traces;
 mod transports_e2e;

@@ -31,6 +31,7 @@ use super::{
 use crate::backend::legacy_sse;
 use crate::mcp::method;
 use crate::telemetry::ErrorType;
+use crate::telemetry::trace::{CallFailure, ClientRequest, ClientSpan};
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -106,7 +107,7 @@ impl McpBackendClient {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        self.ensure_session(&slot, key, target, None, &Value::Null).await
+        self.ensure_session(&slot, key, target, None, &Value::Null, None).await
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
@@ -121,21 +122,41 @@ impl McpBackendClient {
         self.request_relayed(key, target, method, params, &Relay::default()).await
     }
 
-    /// [`request`](Self::request), relaying the backend's notifications about it.
+    /// [`request`](Self::request), relaying the backend's notifications about it. With tracing on, the request is
+    /// one CLIENT span whose context goes to the backend in `params._meta` (design §8).
     pub async fn request_relayed(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Value, McpError> {
+        let Some(tracer) = &self.config.tracer else {
+            return self.request_on_slot(key, target, method, params, relay, None).await;
+        };
+        let span = tracer.client_span(&ClientRequest { method, params: &params, peer: target.peer() });
+        span.inject(&mut params);
+        let answer = self.request_on_slot(key, target, method, params, relay, Some(&span)).await;
+        span.end(answer.as_ref().map_err(call_failure));
+        answer
+    }
+
+    async fn request_on_slot(
         &self,
         key: &SlotKey,
         target: &BackendTarget,
         method: &str,
         params: Value,
         relay: &Relay,
+        span: Option<&ClientSpan>,
     ) -> Result<Value, McpError> {
         let started = Instant::now();
         // Only the router calls tools, and only by names its catalog resolved: a bounded label.
         let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
         let tool = tool.map(|name| self.config.metrics.name(name));
         let params = (!params.is_null()).then_some(params);
-        let answer = self.send_with_retry(target, Call { key, method, params, relay }).await;
+        let answer = self.send_with_retry(target, Call { key, method, params, relay, span }).await;
         let error = match &answer {
             Ok(result) => ErrorType::of_result(result),
             Err(error) => error.error_type(),
@@ -146,23 +167,30 @@ impl McpBackendClient {
 
     /// Sends `call` on its slot's session, replacing a session the backend ended and retrying once.
     async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<Value, McpError> {
-        let Call { key, method, params, relay } = call;
+        let Call { key, method, params, relay, span } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities()).await?;
+        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities(), span).await?;
         let wants_stream = listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE;
         if wants_stream && session.http_home().is_some() {
             self.listen(&slot, key, &session, relay.capabilities()).await;
         }
         let mut retried = false;
         loop {
-            let call = Call { key, method, params: params.clone(), relay };
+            if let Some(span) = span {
+                span.session(session.id(), session.version());
+            }
+            let call = Call { key, method, params: params.clone(), relay, span };
             match self.send(&session, target, call).await {
                 Err(ExchangeError::SessionGone) if !retried => {
                     tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
                     retried = true;
-                    session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
+                    if let Some(span) = span {
+                        span.retry("session_ended");
+                    }
+                    let capabilities = relay.capabilities();
+                    session = self.ensure_session(&slot, key, target, Some(&session), capabilities, span).await?;
                 }
                 Err(ExchangeError::SessionGone) => {
                     return Err(McpError::NotDelivered {
@@ -274,7 +302,8 @@ impl McpBackendClient {
     }
 
     /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
-    /// concurrent caller already replaced it — or when it is a duplex session that ended.
+    /// concurrent caller already replaced it — or when it is a duplex session that ended. A handshake made for a
+    /// traced request is an event of its `span`.
     async fn ensure_session(
         &self,
         slot: &SlotGuard,
@@ -282,6 +311,7 @@ impl McpBackendClient {
         target: &BackendTarget,
         stale: Option<&BackendSession>,
         capabilities: &Value,
+        span: Option<&ClientSpan>,
     ) -> Result<BackendSession, McpError> {
         let deadline = target.deadline();
         let not_delivered =
@@ -300,9 +330,14 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let mut session = timeout_at(deadline, self.start_session(key, target, capabilities))
+        let started = timeout_at(deadline, self.start_session(key, target, capabilities))
             .await
-            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))??;
+            .map_err(|_| not_delivered("the deadline passed during the backend handshake"))
+            .and_then(|started| started);
+        if let Some(span) = span {
+            span.handshake(started.as_ref().map(BackendSession::version).map_err(ToString::to_string));
+        }
+        let mut session = started?;
         session.revision = target.revision();
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
@@ -368,4 +403,19 @@ fn end(http: &reqwest::Client, slot: &Slot) {
     if let Some(session) = slot.take_session() {
         delete_in_background(http, &session);
     }
+}
+
+/// How a failed backend request reads on its CLIENT span: the JSON-RPC code, the HTTP status, or the error class
+/// (`not_delivered`, `timeout`, `after_delivery`, `cancelled`, `authorization_required`).
+fn call_failure(error: &McpError) -> CallFailure {
+    let error_type = match error {
+        McpError::Rpc { code, message, .. } => return CallFailure::rpc(*code, message),
+        McpError::HttpStatus { status, .. } => status.to_string(),
+        McpError::NotDelivered { .. } => "not_delivered".into(),
+        McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, .. } => "timeout".into(),
+        McpError::AfterDelivery { .. } => "after_delivery".into(),
+        McpError::Cancelled => "cancelled".into(),
+        McpError::AuthorizationRequired { .. } => "authorization_required".into(),
+    };
+    CallFailure::new(error_type, error.to_string())
 }

@@ -19,6 +19,7 @@ use super::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
+use crate::telemetry::trace::Peer;
 
 /// Where and how to send one exchange over Streamable HTTP: the URL, the backend's credential (marked sensitive,
 /// so it is never printed), extra headers (such as a per-call intent token), and the absolute deadline.
@@ -202,6 +203,19 @@ impl BackendTarget {
             BackendTarget::Http(endpoint) => endpoint.deadline,
             BackendTarget::Duplex(target) => target.deadline,
         }
+    }
+
+    /// Where the backend is, as a CLIENT span records it: `tcp` and the URL's host and port for the HTTP
+    /// transports, `pipe` for stdio.
+    pub fn peer(&self) -> Peer {
+        let url = match self {
+            BackendTarget::Http(endpoint) => &endpoint.url,
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(backend), .. }) => &backend.url,
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => {
+                return Peer { transport: "pipe", address: None, port: None };
+            }
+        };
+        Peer { transport: "tcp", address: url.host_str().map(str::to_owned), port: url.port_or_known_default() }
     }
 
     /// How long a stdio backend's process may sit idle before it is stopped (`None`: sessions are not reaped).

@@ -30,6 +30,7 @@ use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
+use crate::telemetry::trace::ClientSpan;
 
 /// How many times one exchange may resume a stream that ended early.
 pub const MAX_RESUMPTIONS: usize = 3;
@@ -72,6 +73,8 @@ pub(super) struct Exchange<'a> {
     pub(super) listener: Listener<'a>,
     /// Responses that arrive on another stream of the session find their exchange here.
     pub(super) strays: Option<&'a Strays>,
+    /// The request's CLIENT span (for its retry and resumption events), when traces are on.
+    pub(super) span: Option<&'a ClientSpan>,
 }
 
 /// Responses that arrive on a stream other than their request's — a backend answering on its standalone stream,
@@ -217,6 +220,9 @@ impl Exchange<'_> {
         let Some(refused) = Refused::of(&response) else { return self.check_status(response).await };
         // 401 and 403 prove the backend did not process the request, so it is sent again, once, with a new token.
         let second = oauth.after(&principal, &refused, first.as_ref()).await?;
+        if let Some(span) = self.span {
+            span.retry("authorization");
+        }
         let response = self.send_post(&body, Some(&second)).await?;
         if Refused::of(&response).is_some() {
             let status = response.status().as_u16();
@@ -364,6 +370,9 @@ impl Exchange<'_> {
         let mut cursor = StreamCursor::default();
         for resumption in 0..=MAX_RESUMPTIONS {
             if resumption > 0 {
+                if let Some(span) = self.span {
+                    span.resumption(resumption);
+                }
                 response = self.resume(&cursor).await?;
             }
             if let Some(answer) = self.read_one_stream(&mut response, id, budget, &mut cursor).await? {

@@ -19,6 +19,7 @@ use super::{
     SlotKey, into_result, negotiated_version, swap_progress_token,
 };
 use crate::mcp::{jsonrpc, method};
+use crate::telemetry::trace::ClientSpan;
 
 const MAX_SESSION_ID_LEN: usize = 1024;
 
@@ -28,6 +29,8 @@ pub(super) struct Call<'a> {
     pub(super) method: &'a str,
     pub(super) params: Option<Value>,
     pub(super) relay: &'a Relay,
+    /// The request's CLIENT span, when traces are on.
+    pub(super) span: Option<&'a ClientSpan>,
 }
 
 impl McpBackendClient {
@@ -41,7 +44,8 @@ impl McpBackendClient {
         let initialize = jsonrpc::request(&id, method::INITIALIZE, Some(initialize_params(capabilities)));
         let limit = self.config.max_exchange_bytes;
         let listener = Listener::default();
-        let exchange = Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None };
+        let exchange =
+            Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None, span: None };
         let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
         let result = into_result(answer.message)?;
         let version = negotiated_version(&result)?;
@@ -67,6 +71,9 @@ impl McpBackendClient {
         call: Call<'_>,
     ) -> Result<Value, ExchangeError> {
         let id = self.next_id();
+        if let Some(span) = call.span {
+            span.request_id(&id);
+        }
         let mut params = call.params;
         let theirs = swap_progress_token(&mut params, &id);
         let message = jsonrpc::request(&id, call.method, params);
@@ -79,7 +86,8 @@ impl McpBackendClient {
         };
         let limit = self.config.max_exchange_bytes;
         let strays = Some(&*self.strays);
-        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener, strays };
+        let span = call.span;
+        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener, strays, span };
         let Some(cancel) = &call.relay.cancel() else {
             return Ok(into_result(exchange.call(&id, &message).await?.message)?);
         };

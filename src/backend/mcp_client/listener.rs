@@ -96,6 +96,7 @@ async fn listen(context: &Context, session: &BackendSession, mut hooks: Hooks<'_
             limit: context.limit,
             listener,
             strays: Some(&context.strays),
+            span: None,
         };
         let opening = exchange.open_stream(last_event_id.as_deref()).await;
         if let Some(opened) = hooks.opened.take() {

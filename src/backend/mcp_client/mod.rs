@@ -45,6 +45,7 @@ pub use transport::BackendSession;
 pub(crate) use transport::initialize_params;
 
 pub use crate::backend::stdio::SpawnStatus;
+use crate::telemetry::trace::Tracer;
 
 pub use crate::mcp::{
     LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, Relay, RelayMessage, SESSION_ID_HEADER,
@@ -80,6 +81,8 @@ pub struct ClientConfig {
     pub max_stdio_processes: usize,
     /// Where request durations and live sessions are counted.
     pub metrics: Arc<Metrics>,
+    /// Records a CLIENT span per request when traces are on (`None`: off, and nothing is recorded).
+    pub tracer: Option<Tracer>,
 }
 
 impl Default for ClientConfig {
@@ -90,6 +93,7 @@ impl Default for ClientConfig {
             max_exchange_bytes: MAX_EXCHANGE_BYTES,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
             metrics: Arc::default(),
+            tracer: None,
         }
     }
 }

@@ -199,6 +199,8 @@ pub struct Recorded {
     /// The body's size in bytes.
     pub body_length: usize,
     pub rpc_method: Option<String>,
+    /// The request's `params._meta` (trace context, progress token, idempotency key), if it carried one.
+    pub meta: Option<Value>,
     /// When the request had been read completely.
     pub at: Instant,
 }
@@ -248,6 +250,13 @@ impl FaultBackend {
     pub fn rpc_count(&self, rpc_method: &str) -> usize {
         let state = self.shared.lock();
         state.requests.iter().filter(|r| r.rpc_method.as_deref() == Some(rpc_method)).count()
+    }
+
+    /// The `params._meta` of every request of `rpc_method`, in arrival order (`Null` when one had none).
+    pub fn metas(&self, rpc_method: &str) -> Vec<Value> {
+        let state = self.shared.lock();
+        let requests = state.requests.iter().filter(|r| r.rpc_method.as_deref() == Some(rpc_method));
+        requests.map(|r| r.meta.clone().unwrap_or(Value::Null)).collect()
     }
 
     pub fn executions(&self, tool: &str) -> usize {
@@ -467,7 +476,8 @@ pub async fn read_request(stream: &mut TcpStream) -> io::Result<Result<Recorded,
     let body_length = body.len();
     let body: Option<Value> = serde_json::from_slice(&body).ok();
     let rpc_method = body.as_ref().and_then(|b| b.get("method")).and_then(Value::as_str).map(str::to_owned);
-    Ok(Ok(Recorded { http_method, path, headers, body, body_length, rpc_method, at: Instant::now() }))
+    let meta = body.as_ref().and_then(|b| b.pointer("/params/_meta")).cloned();
+    Ok(Ok(Recorded { http_method, path, headers, body, body_length, rpc_method, meta, at: Instant::now() }))
 }
 
 type Head = (String, String, Vec<(String, String)>);

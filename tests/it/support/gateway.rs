@@ -66,12 +66,23 @@ impl TestGateway {
 
     /// [`TestGateway::start_with`] without waiting until it is ready (for gateways that are not).
     pub async fn launch(extra_server: &str, sections: &str, backends: &str) -> TestGateway {
+        TestGateway::launch_env(extra_server, sections, backends, &[]).await
+    }
+
+    /// [`TestGateway::start_with`] with these environment variables (the process's own are never read).
+    pub async fn start_env(sections: &str, backends: &str, env: &[(&str, &str)]) -> TestGateway {
+        let gateway = TestGateway::launch_env("", sections, backends, env).await;
+        gateway.wait_ready().await;
+        gateway
+    }
+
+    async fn launch_env(extra_server: &str, sections: &str, backends: &str, env: &[(&str, &str)]) -> TestGateway {
         let data_dir = fresh_data_dir();
         let text = format!(
             "[server]\ndata_dir = {:?}\n{extra_server}\n{sections}\n{backends}",
             data_dir.display().to_string()
         );
-        let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
+        let config = Config::from_toml_str(&text, "test.toml", env.iter().copied()).expect("test config");
         let mut gateway = Gateway::build(config).await.expect("gateway builds");
         let metrics = gateway.bind_metrics().await.expect("the metrics listener binds");
         let metrics_base = metrics.map(|address| format!("http://{address}"));
@@ -119,8 +130,8 @@ pub struct ChildGateway {
 }
 
 impl ChildGateway {
-    /// Runs `switchyard serve --config CONFIG --listen 127.0.0.1:0` (no `SWITCHYARD_*` variables from the test's
-    /// environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
+    /// Runs `switchyard serve --config CONFIG --listen 127.0.0.1:0` (no `SWITCHYARD_*` or `OTEL_*` variables from
+    /// the test's environment), with its stderr appended to `log`; takes the URL from its first stdout line and waits until
     /// `/readyz` answers 200.
     pub async fn spawn(config: &Path, log: &Path) -> ChildGateway {
         ChildGateway::spawn_in(Some(config), Path::new("."), log).await
@@ -133,9 +144,14 @@ impl ChildGateway {
     }
 
     /// [`ChildGateway::spawn`] with extra `serve` arguments and environment variables (set after the defaults, so
-    /// `SWITCHYARD_LOG` may be replaced).
+    /// `SWITCHYARD_LOG` may be replaced; the test's own `SWITCHYARD_*` and `OTEL_*` variables are removed).
     pub async fn spawn_with(config: &Path, log: &Path, args: &[&str], env: &[(&str, &str)]) -> ChildGateway {
         ChildGateway::launch(Some(config), Path::new("."), log, args, env).await
+    }
+
+    /// [`ChildGateway::spawn`] with these environment variables set.
+    pub async fn spawn_env(config: &Path, log: &Path, env: &[(&str, &str)]) -> ChildGateway {
+        ChildGateway::spawn_with(config, log, &[], env).await
     }
 
     async fn launch(
@@ -160,12 +176,12 @@ impl ChildGateway {
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true);
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("SWITCHYARD_") {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("SWITCHYARD_") || name_text.starts_with("OTEL_") {
                 command.env_remove(name);
             }
         }
-        command.env("SWITCHYARD_LOG", "switchyard=info");
-        command.envs(env.iter().copied());
+        command.env("SWITCHYARD_LOG", "switchyard=info").envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn the switchyard binary");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line()).await;

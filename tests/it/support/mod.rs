@@ -8,4 +8,5 @@ pub mod fault_backend;
 pub mod fault_legacy_sse;
 pub mod gateway;
 pub mod interop;
+pub mod otlp_collector;
 pub mod pg_proxy;
