@@ -204,6 +204,7 @@ impl Gateway {
             cancels: Arc::default(),
             replays: Arc::default(),
             authorization,
+            listens: Arc::default(),
         });
         self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
         self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));

@@ -9,13 +9,14 @@
 //! or backend work, and decides [`Admitted`]'s principal; a refused credential is 401/403/400 with a
 //! `WWW-Authenticate` challenge naming this endpoint's resource metadata. A session is usable only by the
 //! principal admitted on this very request (MCP 2025-11-25 §A4.7; a foreign one is logged with both names);
-//! every unusable session is 404 whatever the reason (§A1.6).
+//! every unusable session is 404 whatever the reason (§A1.6). A `GET` or `DELETE` without a session id that names a
+//! 2026-07-28-era `MCP-Protocol-Version` is 405: that era has neither (its other requests keep the legacy answer).
 
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::FrontError;
@@ -51,7 +52,12 @@ impl FromRequestParts<Arc<Front>> for Admitted {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
-        front.admission.check(&parts.headers)?;
+        if parts.method == Method::POST {
+            // The body decides a POST's era, and with it the answer to an unsupported version (`post.rs`).
+            front.admission.check_origin_and_host(&parts.headers)?;
+        } else {
+            front.admission.check(&parts.headers)?;
+        }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         match front.auth.authenticate(authorization).await {
             Ok(principal) => Ok(Admitted { principal }),
@@ -108,6 +114,10 @@ impl FromRequestParts<Arc<Front>> for InSession {
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         let admitted = Admitted::from_request_parts(parts, front).await?;
+        if !parts.headers.contains_key(SESSION_ID_HEADER) && super::modern::names_modern_version(&parts.headers) {
+            // The sessionless era has no GET stream and nothing to DELETE (2026-07-28 transports).
+            return Err(FrontError::NoStreamsWithoutSessions);
+        }
         admitted.open_session(front, &parts.headers).map(InSession)
     }
 }

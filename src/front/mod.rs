@@ -4,7 +4,8 @@
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
-//! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
+//! and a `POST`'s message is mapped to router calls by [`post`] — or, for an MCP 2026-07-28 agent (no sessions), by
+//! [`modern`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! message without `"jsonrpc": "2.0"` → 400/-32600; a non-`initialize` request without a session id → 400; an
 //! id that is forged, expired, revoked or another principal's → 404; notifications and responses → 202 without
 //! a body; `/mcp/{backend}` for an unknown backend → 404 for every method; a `DELETE` or `initialize` the
@@ -26,6 +27,7 @@ pub mod guard;
 mod http;
 mod initialize;
 pub mod listener;
+pub mod modern;
 pub mod pending;
 mod post;
 pub mod replay;
@@ -77,6 +79,8 @@ pub struct Front {
     pub replays: Arc<replay::Replays>,
     /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
     pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+    /// The 2026-07-28 `subscriptions/listen` streams open on this replica.
+    pub listens: Arc<modern::listen::Listens>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
@@ -156,9 +160,11 @@ fn now_unix() -> u64 {
 }
 
 impl Front {
-    /// Delivers what a backend sent on its standalone stream to the agent's standalone stream. With none open,
-    /// the message is dropped (a request then fails at once at the backend instead of waiting).
+    /// Delivers what a backend sent on its standalone stream to the agent's standalone stream (a sessionless
+    /// agent's: to its listen streams). With none open, the message is dropped (a request then fails at once at
+    /// the backend instead of waiting).
     pub fn deliver_session_message(&self, message: SessionMessage) {
+        let Some(message) = self.listens.take(message) else { return };
         if self.streams.has(&message.agent_session)
             && let Some(prepared) = self.pending.prepare(&message.agent_session, message.message)
         {

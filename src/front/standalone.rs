@@ -128,7 +128,7 @@ async fn feed(
 }
 
 /// Whether a view (`None`: all backends) shows the tools of `changed`.
-fn shows(view: Option<&str>, changed: &str) -> bool {
+pub(super) fn shows(view: Option<&str>, changed: &str) -> bool {
     view.is_none_or(|backend| backend == changed)
 }
 
