@@ -26,7 +26,9 @@
 #                       0.2.0 alpha)
 #   CONFORMANCE_REQUIREMENTS  a spec revision (e.g. 2026-07-28): run exactly the
 #                       server scenarios it requires (`--requirements`, newest
-#                       suite only) instead of CONFORMANCE_SUITE, at its wire
+#                       suite only) instead of CONFORMANCE_SUITE, at its wire;
+#                       the scenarios the runner adds that the revision does
+#                       not score are reported but never counted
 #   CONFORMANCE_OUT     where the runner writes checks.json files (default: a new
 #                       directory under target/conformance/)
 #   SWITCHYARD_INTEROP_NODE_MODULES  the node_modules holding the conformance
@@ -112,10 +114,11 @@ elif [[ "$SUITE" == "all" ]]; then
 fi
 
 # Judge every scenario from its checks.json.
-"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" "${CONFORMANCE_LABEL:-conformance-server}" <<'EOF'
+"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" "${CONFORMANCE_LABEL:-conformance-server}" \
+    "${REQUIREMENTS:+scored-only}" <<'EOF'
 const fs = require("fs");
 const path = require("path");
-const [outDir, expectedFile, baselineFile, strict, label] = process.argv.slice(2);
+const [outDir, expectedFile, baselineFile, strict, label, scoredOnly] = process.argv.slice(2);
 
 const baseline = new Set(
   (baselineFile ? fs.readFileSync(baselineFile, "utf8") : "")
@@ -143,6 +146,18 @@ const expected = fs.readFileSync(expectedFile, "utf8").split("\n").filter(Boolea
 for (const name of expected) {
   if (!results.has(name)) {
     results.set(name, [{ status: "FAILURE", name: "no-result", errorMessage: "the runner wrote no result for it" }]);
+  }
+}
+// With --requirements the runner also runs scenarios the revision does not score (extensions, pending ones):
+// they are reported, never counted.
+const notScored = [];
+if (scoredOnly) {
+  const scored = new Set(expected);
+  for (const [name, checks] of [...results]) {
+    if (scored.has(name)) continue;
+    const failures = checks.filter((c) => c.status === "FAILURE").length;
+    notScored.push(`${name}: ${failures === 0 ? "passed" : `failed (${failures} failing checks)`}`);
+    results.delete(name);
   }
 }
 if (results.size === 0) {
@@ -186,6 +201,7 @@ const section = (title, lines) => {
   console.log(`\n${title}:`);
   for (const line of lines) console.log(`  - ${line}`);
 };
+section("NOT SCORED by the requirement set (reported only)", notScored.sort());
 section("WARNINGS (do not fail the run)", warnings);
 section("PASSED WITHOUT A SINGLE SUCCESS CHECK (not exercised; tier scoring would not count them)", unchecked);
 section("EXPECTED FAILURES (in the baseline)", expectedFailures);
