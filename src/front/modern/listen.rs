@@ -101,6 +101,20 @@ impl Listens {
     }
 }
 
+impl Registration {
+    /// Narrows the stream's URIs to those it was subscribed to.
+    fn keep_only(&self, uris: &[String]) {
+        if let Some(listener) = self
+            .listens
+            .lock()
+            .get_mut(&self.scope)
+            .and_then(|listeners| listeners.iter_mut().find(|listener| listener.id == self.id))
+        {
+            listener.uris.retain(|uri| uris.contains(uri));
+        }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         let mut open = self.listens.lock();
@@ -174,7 +188,10 @@ impl Front {
         params: &Value,
     ) -> Result<Response, FrontError> {
         let opt_ins = OptIns::of(&caller.request_id, params)?;
-        // Subscribed before the stream opens, so the acknowledgement tells the truth.
+        // Registered first, so an update the backend sends as soon as it is subscribed is not lost; subscribed
+        // before the stream opens, so the acknowledgement (the stream's first message) tells the truth.
+        let requested: HashSet<String> = opt_ins.uris.iter().flatten().cloned().collect();
+        let (registration, inbox) = self.listens.register(caller.session.clone(), requested);
         let mut uris = Vec::new();
         for uri in opt_ins.uris.iter().flatten() {
             match subscription(&self.router, &caller, backend.as_deref(), method::RESOURCES_SUBSCRIBE, uri).await {
@@ -182,6 +199,7 @@ impl Front {
                 Err(error) => tracing::info!(principal = %caller.principal.name, uri, %error, "not subscribed"),
             }
         }
+        registration.keep_only(&uris);
         let mut honored = serde_json::Map::new();
         if opt_ins.tools {
             honored.insert("toolsListChanged".into(), json!(true));
@@ -190,7 +208,6 @@ impl Front {
             honored.insert("resourceSubscriptions".into(), json!(uris));
         }
         let ack = jsonrpc::notification(method::SUBSCRIPTIONS_ACKNOWLEDGED, Some(json!({"notifications": honored})));
-        let (registration, inbox) = self.listens.register(caller.session.clone(), uris.iter().cloned().collect());
         let changes = self.router.tool_changes();
         let stream = Stream {
             router: Arc::clone(&self.router),
