@@ -241,6 +241,18 @@ async fn removed_and_unknown_methods_are_404_and_there_is_no_get_or_delete() {
         let answered = agent.send(json!(id), method, json!({})).await;
         assert_eq!(refusal(&answered), (StatusCode::NOT_FOUND, -32601, json!(id)), "{method}: {}", answered.raw);
     }
+    let headers = |method: &str| {
+        vec![("mcp-protocol-version".to_owned(), MODERN.to_owned()), ("mcp-method".into(), method.into())]
+    };
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+    let accepted = agent.post(&cancelled, &headers("notifications/cancelled")).await;
+    assert_eq!(accepted.status(), StatusCode::ACCEPTED, "accepted, and meaningless: closing a stream cancels");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let unknown = reply(agent.post(&initialized, &headers("notifications/initialized")).await).await;
+    assert_eq!(refusal(&unknown), (StatusCode::NOT_FOUND, -32601, Value::Null), "{}", unknown.raw);
+    let response = json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}});
+    let unasked = reply(agent.post(&response, &headers("")).await).await;
+    assert_eq!(refusal(&unasked), (StatusCode::BAD_REQUEST, -32600, json!("srv-1")), "nothing was asked");
     for request in [agent.http.get(gateway.mcp()), agent.http.delete(gateway.mcp())] {
         let response = request.header("mcp-protocol-version", MODERN).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
@@ -274,6 +286,9 @@ async fn results_carry_the_eras_fields_and_the_gateways_caching_hints() {
     let agent = ModernAgent::new(gateway.mcp());
     let listed = agent.result(1, "tools/list", json!({})).await;
     assert_eq!(listed["tools"][0]["name"], "fault__echo");
+    let one_backend = ModernAgent::new(format!("{}/mcp/fault", gateway.base));
+    let bare = one_backend.result(9, "tools/list", json!({})).await;
+    assert_eq!(bare["tools"][0]["name"], "echo", "/mcp/<backend> serves this era with bare names too");
     assert_eq!((listed["ttlMs"].clone(), listed["cacheScope"].clone()), (json!(0), json!("private")));
     assert_eq!(listed["resultType"], "complete");
     let called = agent.result(2, "tools/call", json!({"name": "fault__echo", "arguments": {"text": "x"}})).await;
