@@ -20,6 +20,8 @@
 //!   Anything else (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, tasks, unknown) is 404 with
 //!   `-32601`, before any other check. `notifications/cancelled` is accepted (202) and has no effect: over HTTP a request is cancelled
 //!   by closing its stream; any other notification is 404.
+//! - The request's client `_meta` keys (version, capabilities, client info, log level) describe the agent's hop and
+//!   stay at the front; the rest of `params` goes to the router as sent.
 //! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
 //!   backend that asks anyway is refused with [`REFUSAL`] (multi round-trip results are not relayed yet).
 //!
@@ -117,6 +119,18 @@ impl ModernPost<'_> {
     }
 }
 
+/// The `_meta` keys that describe the agent's hop to the gateway, not the gateway's to a backend.
+const CLIENT_META: [&str; 4] = [meta::PROTOCOL_VERSION, meta::CLIENT_CAPABILITIES, meta::CLIENT_INFO, meta::LOG_LEVEL];
+
+/// `params` without [`CLIENT_META`] (a backend hears the gateway's own version and capabilities, if any; the rest of
+/// `_meta` — progress token, trace context, idempotency key — goes on).
+fn without_client_meta(mut params: Value) -> Value {
+    if let Some(request_meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        request_meta.retain(|key, _| !CLIENT_META.contains(&key.as_str()));
+    }
+    params
+}
+
 impl Front {
     /// Serves one 2026-07-28 message.
     pub(super) async fn serve_modern(
@@ -146,7 +160,7 @@ impl Front {
         if method == method::SUBSCRIPTIONS_LISTEN {
             return self.listen(caller, post.backend, &params).await;
         }
-        let call = call::Call { caller, backend: post.backend, method, params, request };
+        let call = call::Call { caller, backend: post.backend, method, params: without_client_meta(params), request };
         Ok(self.serve_call(call, super::post::accepts_event_stream(post.headers)).await)
     }
 }

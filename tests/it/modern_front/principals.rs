@@ -21,6 +21,12 @@ async fn a_call_without_a_session_reaches_the_backend_and_is_settled_once_per_re
     let call = json!({"name": "fault__echo", "arguments": {"text": "once"}});
     assert_eq!(agent.result(7, "tools/call", call.clone()).await["content"][0]["text"], "once");
     assert_eq!(fault.executions("echo"), 1);
+    let sent = fault.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
+    let sent_meta = &sent.body.unwrap()["params"]["_meta"];
+    assert!(
+        sent_meta.get("io.modelcontextprotocol/clientInfo").is_none(),
+        "the agent's hop stays at the front: {sent_meta}"
+    );
     let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
     assert_eq!(claims.len(), 1, "one claim for one call");
     assert_eq!(claims[0].state, ClaimState::Completed);
