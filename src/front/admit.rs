@@ -20,6 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::FrontError;
+use super::guard::Admission;
 use super::session::{AgentSession, OpenError};
 use super::{Front, now_unix};
 use crate::auth::{Endpoint, Principal};
@@ -52,11 +53,14 @@ impl FromRequestParts<Arc<Front>> for Admitted {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
-        if parts.method == Method::POST {
-            // The body decides a POST's era, and with it the answer to an unsupported version (`post.rs`).
-            front.admission.check_origin_and_host(&parts.headers)?;
-        } else {
-            front.admission.check(&parts.headers)?;
+        front.admission.check_origin_and_host(&parts.headers)?;
+        // The body decides a POST's era, and with it the answer to an unsupported version (`post.rs`).
+        if parts.method != Method::POST {
+            if !parts.headers.contains_key(SESSION_ID_HEADER) && super::modern::names_modern_version(&parts.headers) {
+                // The sessionless era has no GET stream and nothing to DELETE (2026-07-28 transports).
+                return Err(FrontError::NoStreamsWithoutSessions);
+            }
+            Admission::check_version(&parts.headers)?;
         }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         match front.auth.authenticate(authorization).await {
@@ -114,10 +118,6 @@ impl FromRequestParts<Arc<Front>> for InSession {
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         let admitted = Admitted::from_request_parts(parts, front).await?;
-        if !parts.headers.contains_key(SESSION_ID_HEADER) && super::modern::names_modern_version(&parts.headers) {
-            // The sessionless era has no GET stream and nothing to DELETE (2026-07-28 transports).
-            return Err(FrontError::NoStreamsWithoutSessions);
-        }
         admitted.open_session(front, &parts.headers).map(InSession)
     }
 }

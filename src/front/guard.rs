@@ -3,10 +3,10 @@
 //!
 //! Rules: an `Origin` that is present and not allowed → 403; when the gateway listens on loopback, a `Host` that
 //! is not a loopback name or an allowed host → 403 (DNS-rebinding protection); an `MCP-Protocol-Version` that
-//! is present and neither a supported session-era version nor a served 2026-07-28-era one → 400 (the answers are
-//! [`super::error`]'s). These checks look only at headers; they know nothing of sessions or methods. A `POST`'s
-//! body may make it a 2026-07-28 request whose unsupported version has its own answer, so its version is checked
-//! only once the body is read ([`Admission::check_version`]); every other request gets all three at once.
+//! is present and unsupported → 400 (the answers are [`super::error`]'s). These checks look only at headers;
+//! they know nothing of sessions or methods. They are the session era's: a 2026-07-28 request has its own version
+//! rule, so the front asks for the version check ([`Admission::check_version`]) only once it knows a request is
+//! not of that era (a `POST` once its body is read).
 //! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` is always accepted from a loopback
 //!   page (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port), because such a page runs on the same
 //!   machine as a loopback-bound gateway; any other origin must match an `allowed_origins` glob, so an empty
@@ -18,7 +18,7 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 
 use crate::glob::glob_match;
-use crate::mcp::{PROTOCOL_VERSION_HEADER, is_modern_version, is_supported_version};
+use crate::mcp::{PROTOCOL_VERSION_HEADER, is_supported_version};
 
 /// The admission rules: which browser origins and `Host` names the endpoint trusts. Plain values; the
 /// composition root fills them from `[server]`.
@@ -66,12 +66,10 @@ impl Admission {
         Ok(())
     }
 
-    /// An `MCP-Protocol-Version` the gateway serves in neither era is refused.
+    /// An unsupported `MCP-Protocol-Version` is refused.
     pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
         match text(headers, HeaderName::from_static(PROTOCOL_VERSION_HEADER)) {
-            Some(version) if !is_supported_version(&version) && !is_modern_version(&version) => {
-                Err(Refusal::ProtocolVersion(version.into_owned()))
-            }
+            Some(version) if !is_supported_version(&version) => Err(Refusal::ProtocolVersion(version.into_owned())),
             _ => Ok(()),
         }
     }

@@ -13,7 +13,7 @@
 //! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no
 //! live session goes to [`super::modern`]; everything else is served here as before. An unsupported
 //! `MCP-Protocol-Version` is therefore judged once the body is read (and after authentication), still before
-//! anything else of the session era.
+//! anything else of the session era, which serves only its own versions.
 
 use std::net::IpAddr;
 use std::sync::Arc;

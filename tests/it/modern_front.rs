@@ -352,11 +352,15 @@ async fn a_session_era_agent_on_the_same_endpoint_is_served_as_before() {
         "complete"
     );
 
-    // A live session keeps a request in the session era even when it also carries 2026-07-28 marks.
+    // A live session keeps a request in the session era even when it also carries 2026-07-28 marks, and that era
+    // answers them as it always did.
     let marked = json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": client_meta()}});
-    let pinged = legacy.post_raw(marked.to_string().into_bytes(), &[("mcp-protocol-version", MODERN)]).await;
+    let pinged = legacy.post_raw(marked.to_string().into_bytes(), &[]).await;
     assert_eq!(pinged.status, StatusCode::OK, "{}", pinged.raw);
     assert_eq!(pinged.body.unwrap()["result"], json!({}));
+    let versioned = legacy.post_raw(marked.to_string().into_bytes(), &[("mcp-protocol-version", MODERN)]).await;
+    assert_eq!(versioned.status, StatusCode::BAD_REQUEST, "not a version of the session era: {}", versioned.raw);
+    assert!(versioned.raw.contains("unsupported MCP-Protocol-Version"), "{}", versioned.raw);
 
     let unsessioned = Agent::new(gateway.mcp());
     let no_session = unsessioned.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
