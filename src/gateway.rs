@@ -306,6 +306,7 @@ impl Gateway {
             serve_metrics: self.config.telemetry.metrics_listen.is_none(),
             metrics: Arc::clone(self.metrics()),
             tracer: self.tracer.clone(),
+            listens: Arc::default(),
         }))
     }
 

@@ -9,17 +9,19 @@
 //! or backend work, and decides [`Admitted`]'s principal; a refused credential is 401/403/400 with a
 //! `WWW-Authenticate` challenge naming this endpoint's resource metadata. A session is usable only by the
 //! principal admitted on this very request (MCP 2025-11-25 §A4.7; a foreign one is logged with both names);
-//! every unusable session is 404 whatever the reason (§A1.6).
+//! every unusable session is 404 whatever the reason (§A1.6). A `GET` or `DELETE` without a session id that names a
+//! 2026-07-28-era `MCP-Protocol-Version` is 405: that era has neither (its other requests keep the legacy answer).
 
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 
 use super::access;
 use super::error::FrontError;
+use super::guard::Admission;
 use super::session::{AgentSession, OpenError};
 use super::{Front, now_unix};
 use crate::auth::{Endpoint, Principal};
@@ -55,7 +57,15 @@ impl FromRequestParts<Arc<Front>> for Admitted {
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         let settings = front.settings.load();
-        settings.admission.check(&parts.headers)?;
+        settings.admission.check_origin_and_host(&parts.headers)?;
+        // The body decides a POST's era, and with it the answer to an unsupported version (`post.rs`).
+        if parts.method != Method::POST {
+            if !parts.headers.contains_key(SESSION_ID_HEADER) && super::modern::names_modern_version(&parts.headers) {
+                // The sessionless era has no GET stream and nothing to DELETE (2026-07-28 transports).
+                return Err(FrontError::NoStreamsWithoutSessions);
+            }
+            Admission::check_version(&parts.headers)?;
+        }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         match settings.auth.authenticate(authorization).await {
             Ok(principal) => {

@@ -10,13 +10,19 @@
 //!
 //! Rules: the messages are sentences an agent (or an LLM) can act on; a session that cannot be used is 404 for
 //! every reason (malformed, forged, expired, foreign, revoked — MCP 2025-11-25 §A1.6) and only the text tells
-//! them apart; the id is the request's when it is known and valid, else none.
+//! them apart; the id is the request's when it is known and valid, else none. The sessionless era's refusals
+//! (MCP 2026-07-28 transports §"Standard MCP Request Headers", basic §"Versioning") always carry the era's JSON-RPC
+//! error body, since a bare 4xx would make a dual-era client fall back to `initialize`: `-32020` for headers
+//! that do not match the body or carry a session, `-32602` for a bad `_meta`, `-32022` (with
+//! `data {supported, requested}`) for an unserved version, all 400; an unknown or removed method 404/`-32601`;
+//! a `GET`/`DELETE` 405. [`modern_error_status`] gives the status of the JSON-RPC errors such a request is
+//! answered with.
 
 use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::access::RefusedWith;
 use super::guard::Refusal;
@@ -24,7 +30,7 @@ use super::http;
 use super::revocations::RevokeError;
 use super::session::SealError;
 use crate::auth::AuthError;
-use crate::mcp::jsonrpc;
+use crate::mcp::{MODERN_PROTOCOL_VERSIONS, jsonrpc};
 use crate::router::idempotency::KeyRefusal;
 use crate::router::inspect::InspectError;
 
@@ -77,6 +83,19 @@ pub enum FrontError {
     NoSuchAdminResource,
     /// The console's question could not be answered (a bad outcome filter, or the ledger cannot be read).
     Inspect(InspectError),
+    /// 2026-07-28: a `GET` or `DELETE` without a session; that era has no standalone stream and nothing to end.
+    NoStreamsWithoutSessions,
+    /// 2026-07-28: request `id`'s headers do not match its body, or carry a session (`-32020`).
+    HeaderMismatch { id: Value, why: String },
+    /// 2026-07-28: request `id`'s `_meta` lacks a required key, or a value of its `_meta` or params is bad
+    /// (`-32602`).
+    BadParams { id: Value, why: String },
+    /// 2026-07-28: request `id` asks for a protocol version the gateway does not serve (`-32022`).
+    UnsupportedVersion { id: Value, requested: String },
+    /// 2026-07-28: a method the era does not have (removed, or never defined); `id` is `None` for a notification.
+    NoSuchMethod { id: Option<Value>, method: String },
+    /// 2026-07-28: a JSON-RPC response was POSTed; servers of that era send clients no requests.
+    UnaskedResponse { id: Value },
 }
 
 /// What the agent is sent for one [`FrontError`].
@@ -86,12 +105,24 @@ struct Answer {
     code: i64,
     message: String,
     header: Option<(HeaderName, HeaderValue)>,
+    data: Option<Value>,
 }
 
 impl FrontError {
+    /// The `error.data` of the cases that carry one.
+    fn data(&self) -> Option<Value> {
+        match self {
+            FrontError::UnsupportedVersion { requested, .. } => {
+                Some(json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested}))
+            }
+            _ => None,
+        }
+    }
+
     /// The error table: one arm per case, each deciding everything the agent is sent.
     fn answer(self) -> Answer {
         use FrontError as E;
+        let data = self.data();
         let (status, id, code, message, header) = match self {
             E::Refused(Refusal::Origin(origin)) => (
                 StatusCode::FORBIDDEN,
@@ -253,8 +284,55 @@ impl FrontError {
             E::Inspect(error @ InspectError::Ledger(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, None, jsonrpc::INTERNAL_ERROR, error.to_string(), None)
             }
+            E::NoStreamsWithoutSessions => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "MCP 2026-07-28 has no GET stream and no session to DELETE: POST subscriptions/listen for \
+                 notifications"
+                    .into(),
+                Some((header::ALLOW, HeaderValue::from_static("POST"))),
+            ),
+            E::HeaderMismatch { id, why } => (StatusCode::BAD_REQUEST, Some(id), jsonrpc::HEADER_MISMATCH, why, None),
+            E::BadParams { id, why } => (StatusCode::BAD_REQUEST, Some(id), jsonrpc::INVALID_PARAMS, why, None),
+            E::UnsupportedVersion { id, requested } => (
+                StatusCode::BAD_REQUEST,
+                Some(id),
+                jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+                format!(
+                    "protocol version `{requested}` is not served; use one of {} (or `initialize` for 2025-11-25)",
+                    MODERN_PROTOCOL_VERSIONS.join(", ")
+                ),
+                None,
+            ),
+            E::NoSuchMethod { id, method } => (
+                StatusCode::NOT_FOUND,
+                id,
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("method not found: {method} (not part of MCP 2026-07-28)"),
+                None,
+            ),
+            E::UnaskedResponse { id } => (
+                StatusCode::BAD_REQUEST,
+                Some(id),
+                jsonrpc::INVALID_REQUEST,
+                "MCP 2026-07-28 servers send no requests, so there is nothing to respond to".into(),
+                None,
+            ),
         };
-        Answer { status, id, code, message, header }
+        Answer { status, id, code, message, header, data }
+    }
+}
+
+/// The HTTP status of a JSON-RPC error a 2026-07-28 request is answered with (its transport's status table: the
+/// era's own protocol errors are 400, an unknown method 404; anything else is a normal JSON-RPC answer).
+pub(super) fn modern_error_status(code: i64) -> StatusCode {
+    match code {
+        jsonrpc::HEADER_MISMATCH
+        | jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
     }
 }
 
@@ -285,8 +363,12 @@ impl From<Refusal> for FrontError {
 
 impl IntoResponse for FrontError {
     fn into_response(self) -> Response {
-        let Answer { status, id, code, message, header } = self.answer();
-        let mut response = http::json(status, &jsonrpc::error(id.as_ref(), code, &message));
+        let Answer { status, id, code, message, header, data } = self.answer();
+        let mut body = jsonrpc::error(id.as_ref(), code, &message);
+        if let Some(data) = data {
+            body["error"]["data"] = data;
+        }
+        let mut response = http::json(status, &body);
         if let Some((name, value)) = header {
             response.headers_mut().insert(name, value);
         }
@@ -296,51 +378,5 @@ impl IntoResponse for FrontError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn body_of(response: Response) -> Value {
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
-        serde_json::from_slice(&bytes).unwrap()
-    }
-
-    #[tokio::test]
-    async fn an_answer_carries_status_code_id_message_and_header() {
-        let full = RevokeError::Full { capacity: 2, retry_after: 7 };
-        let response = FrontError::NoRoomForSession { id: Value::from(3), cause: full }.into_response();
-        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(response.headers()[header::RETRY_AFTER], "7");
-        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
-        let body = body_of(response).await;
-        assert_eq!(body["id"], 3);
-        assert_eq!(body["error"]["code"], jsonrpc::INTERNAL_ERROR);
-        assert!(body["error"]["message"].as_str().unwrap().starts_with("cannot start a session: "), "{body}");
-    }
-
-    #[tokio::test]
-    async fn refused_credentials_carry_their_status_and_challenge() {
-        let challenge = "Bearer error=\"insufficient_scope\"".to_owned();
-        let error = AuthError::InsufficientScope(vec!["mcp:tools".into()]);
-        let response = FrontError::Unauthenticated { error, challenge }.into_response();
-        assert_eq!(response.status(), StatusCode::FORBIDDEN);
-        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer error=\"insufficient_scope\"");
-        let body = body_of(response).await;
-        assert!(body["error"]["message"].as_str().unwrap().contains("mcp:tools"), "{body}");
-        let odd = FrontError::Unauthenticated { error: AuthError::Missing, challenge: "Bearer\n".into() };
-        assert_eq!(odd.into_response().headers()[header::WWW_AUTHENTICATE], "Bearer");
-    }
-
-    #[tokio::test]
-    async fn refusals_without_a_known_id_answer_with_a_null_id() {
-        let response = FrontError::UnusableSession("has expired; initialize a new one").into_response();
-        assert_eq!(response.status(), StatusCode::NOT_FOUND);
-        assert!(response.headers().get(header::CONNECTION).is_none());
-        let body = body_of(response).await;
-        assert_eq!(body["id"], Value::Null);
-        assert_eq!(body["error"]["message"], "session has expired; initialize a new one");
-        let log = RevokeError::Log(super::super::revocations::LogError("disk full".into()));
-        let not_deleted = FrontError::NotDeleted(log).into_response();
-        assert_eq!(not_deleted.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert!(not_deleted.headers().get(header::RETRY_AFTER).is_none(), "only a full list says when to retry");
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

@@ -4,7 +4,9 @@
 //! Rules: an `Origin` that is present and not allowed → 403; when the gateway listens on loopback, a `Host` that
 //! is not a loopback name or an allowed host → 403 (DNS-rebinding protection); an `MCP-Protocol-Version` that
 //! is present and unsupported → 400 (the answers are [`super::error`]'s). These checks look only at headers;
-//! they know nothing of sessions or methods.
+//! they know nothing of sessions or methods. They are the session era's: a 2026-07-28 request has its own version
+//! rule, so the front asks for the version check ([`Admission::check_version`]) only once it knows a request is
+//! not of that era (a `POST` once its body is read).
 //! - Origins (DNS-rebinding and CSRF protection for browsers): an `Origin` is always accepted from a loopback
 //!   page (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port), because such a page runs on the same
 //!   machine as a loopback-bound gateway; any other origin must match an `allowed_origins` glob, so an empty
@@ -38,24 +40,38 @@ pub enum Refusal {
     ProtocolVersion(String),
 }
 
+/// A header's value as text (lossy: the checks compare it with ASCII names).
+fn text<'h>(headers: &'h HeaderMap, name: HeaderName) -> Option<std::borrow::Cow<'h, str>> {
+    headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()))
+}
+
 impl Admission {
+    /// Every check: origin, host, protocol version.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        let text = |name| headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()));
-        if let Some(origin) = text(header::ORIGIN)
+        self.check_origin_and_host(headers)?;
+        Self::check_version(headers)
+    }
+
+    /// The browser checks, which come before anything else of any request.
+    pub fn check_origin_and_host(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if let Some(origin) = text(headers, header::ORIGIN)
             && !self.origin_allowed(&origin)
         {
             return Err(Refusal::Origin(origin.into_owned()));
         }
-        let host = text(header::HOST).unwrap_or_default();
+        let host = text(headers, header::HOST).unwrap_or_default();
         if !self.host_allowed(&host) {
             return Err(Refusal::Host(host.into_owned()));
         }
-        if let Some(version) = text(HeaderName::from_static(PROTOCOL_VERSION_HEADER))
-            && !is_supported_version(&version)
-        {
-            return Err(Refusal::ProtocolVersion(version.into_owned()));
-        }
         Ok(())
+    }
+
+    /// An unsupported `MCP-Protocol-Version` is refused.
+    pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
+        match text(headers, HeaderName::from_static(PROTOCOL_VERSION_HEADER)) {
+            Some(version) if !is_supported_version(&version) => Err(Refusal::ProtocolVersion(version.into_owned())),
+            _ => Ok(()),
+        }
     }
 
     /// Whether a request carrying this `Origin` header may be served (see the module rules).

@@ -69,6 +69,8 @@ fn unsupported_protocol_version_is_a_bad_request() {
     assert_eq!(status(loopback().check(&map).unwrap_err()), StatusCode::BAD_REQUEST);
     let older = headers(&[("host", "localhost"), ("mcp-protocol-version", "2025-03-26")]);
     assert_eq!(loopback().check(&older), Ok(()), "any supported version is accepted");
+    assert_eq!(loopback().check_origin_and_host(&map), Ok(()), "a POST's version waits for its body");
+    assert!(Admission::check_version(&map).is_err());
 }
 
 #[test]

@@ -84,15 +84,27 @@ impl Front {
     fn server_result(&self, version: &str) -> Value {
         json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": true},
-                "prompts": {"listChanged": false},
-                "resources": {"subscribe": true, "listChanged": false},
-                "completions": {},
-                "logging": {},
-            },
-            "serverInfo": {"name": "switchyard", "title": "Switchyard MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+            "capabilities": capabilities(),
+            "serverInfo": server_info(),
             "instructions": self.router.instructions(),
         })
     }
+}
+
+/// The gateway's own server capabilities, whatever the backends offer, in either era (2026-07-28's
+/// `server/discover` declares the same ones: list changes and resource updates then arrive on
+/// `subscriptions/listen`, and logging through the request's `logLevel`).
+pub(super) fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": false},
+        "resources": {"subscribe": true, "listChanged": false},
+        "completions": {},
+        "logging": {},
+    })
+}
+
+/// The gateway's `Implementation`.
+pub(super) fn server_info() -> Value {
+    json!({"name": "switchyard", "title": "Switchyard MCP gateway", "version": env!("CARGO_PKG_VERSION")})
 }

@@ -6,7 +6,8 @@
 //! [`callback`], the operator's console `/ui/` and `/admin/api/…` of [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
-//! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
+//! and a `POST`'s message is mapped to router calls by [`post`] — or, for an MCP 2026-07-28 agent (no sessions), by
+//! [`modern`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
 //! message without `"jsonrpc": "2.0"` → 400/-32600; a non-`initialize` request without a session id → 400; an
 //! id that is forged, expired, revoked or another principal's → 404; notifications and responses → 202 without
 //! a body; `/mcp/{backend}` for an unknown backend → 404 for every method; a `DELETE` or `initialize` the
@@ -34,6 +35,7 @@ mod http;
 mod initialize;
 pub mod listener;
 pub mod metrics;
+pub mod modern;
 pub mod pending;
 mod post;
 pub mod replay;
@@ -103,6 +105,8 @@ pub struct Front {
     pub serve_metrics: bool,
     /// Records a SERVER span per agent request when traces are on (`None`: off, and nothing is recorded).
     pub tracer: Option<Tracer>,
+    /// The 2026-07-28 `subscriptions/listen` streams open on this replica.
+    pub listens: Arc<modern::listen::Listens>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
@@ -189,9 +193,11 @@ fn now_unix() -> u64 {
 }
 
 impl Front {
-    /// Delivers what a backend sent on its standalone stream to the agent's standalone stream. With none open,
-    /// the message is dropped (a request then fails at once at the backend instead of waiting).
+    /// Delivers what a backend sent on its standalone stream to the agent's standalone stream (a sessionless
+    /// agent's: to its listen streams). With none open, the message is dropped (a request then fails at once at
+    /// the backend instead of waiting).
     pub fn deliver_session_message(&self, message: SessionMessage) {
+        let Some(message) = self.listens.take(message) else { return };
         if self.streams.has(&message.agent_session)
             && let Some(prepared) = self.pending.prepare(&message.agent_session, message.message)
         {

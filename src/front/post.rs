@@ -8,6 +8,12 @@
 //! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
 //! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent runs on
 //! its own task and is answered JSON or SSE by [`super::stream`]; the others are answered JSON.
+//!
+//! Era (a gateway serving MCP 2025-11-25 and 2026-07-28 on one endpoint): a message that names the 2026-07-28 era
+//! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no
+//! live session goes to [`super::modern`]; everything else is served here as before. An unsupported
+//! `MCP-Protocol-Version` is therefore judged once the body is read (and after authentication), still before
+//! anything else of the session era, which serves only its own versions.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -20,8 +26,9 @@ use tokio::sync::mpsc;
 
 use super::admit::Admitted;
 use super::error::FrontError;
+use super::guard::Admission;
 use super::session::AgentSession;
-use super::{Front, body, http, stream};
+use super::{Front, body, http, modern, stream};
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
@@ -33,7 +40,7 @@ const RELAYING_METHODS: [&str; 4] =
     [method::TOOLS_CALL, method::PROMPTS_GET, method::RESOURCES_READ, method::COMPLETION_COMPLETE];
 
 /// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
+pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(axum::http::header::ACCEPT).iter().any(|value| {
         value.to_str().is_ok_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/event-stream")))
     })
@@ -58,6 +65,18 @@ struct InSessionRequest<'a> {
     peer: Option<IpAddr>,
 }
 
+/// One JSON-RPC message, not a batch, saying it is JSON-RPC 2.0 (both eras).
+pub(super) fn well_formed(message: &Value) -> Result<(), FrontError> {
+    if message.is_array() {
+        return Err(FrontError::Batch);
+    }
+    if !jsonrpc::declares_version(message) {
+        let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id)).cloned();
+        return Err(FrontError::NotJsonRpc { id });
+    }
+    Ok(())
+}
+
 impl Front {
     /// `backend`: the backend of `/mcp/{backend}`, `None` for `/mcp`.
     pub(super) async fn serve_post(
@@ -71,21 +90,25 @@ impl Front {
         let settings = self.settings.load();
         let limits = body::BodyLimits { max_body: settings.max_body, body_timeout: settings.body_timeout };
         let body = body::read_json(headers, body, limits).await?;
-        let message: Value = serde_json::from_slice(&body).map_err(FrontError::NotJson)?;
-        if message.is_array() {
-            return Err(FrontError::Batch);
-        }
-        if !jsonrpc::declares_version(&message) {
-            let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id)).cloned();
-            return Err(FrontError::NotJsonRpc { id });
-        }
-        let kind = jsonrpc::kind(&message);
-        match kind {
+        let message: Value = match serde_json::from_slice(&body) {
+            Ok(message) => message,
+            Err(error) => {
+                Admission::check_version(headers)?;
+                return Err(FrontError::NotJson(error));
+            }
+        };
+        match jsonrpc::kind(&message) {
             Kind::Request { method, .. } => admitted.record.message(method, true),
             Kind::Notification { method } => admitted.record.message(method, false),
             Kind::Response { .. } | Kind::Invalid => {}
         }
-        match kind {
+        if modern::is_modern(&message, headers) && !self.in_live_session(admitted, headers) {
+            let request = modern::ModernPost { backend, principal: &admitted.principal, record: &admitted.record, peer, headers };
+            return self.serve_modern(request, message).await;
+        }
+        Admission::check_version(headers)?;
+        well_formed(&message)?;
+        match jsonrpc::kind(&message) {
             Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, peer, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
@@ -94,6 +117,12 @@ impl Front {
                 self.serve_in_session(request, kind, &message, headers).await
             }
         }
+    }
+
+    /// Whether `headers` name a session this request's principal may use now (the dispatch order of a gateway
+    /// serving both eras: a live session keeps a request in the session era, whatever else it carries).
+    fn in_live_session(&self, admitted: &Admitted, headers: &HeaderMap) -> bool {
+        headers.contains_key(crate::mcp::SESSION_ID_HEADER) && admitted.open_session(self, headers).is_ok()
     }
 
     async fn serve_in_session(
@@ -126,6 +155,7 @@ impl Front {
             session: session.id.to_string(),
             principal: admitted.principal.clone(),
             request_id: id.clone(),
+            request_scope: session.id.to_string(),
             idempotency_key,
             peer,
             record: Arc::clone(&admitted.record),

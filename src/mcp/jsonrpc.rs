@@ -9,6 +9,17 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP 2025-11-25's code for an unknown resource (server/resources §"Error Handling"); 2026-07-28 uses
+/// [`INVALID_PARAMS`] instead.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// MCP 2025-11-25's "URL elicitation required"; 2026-07-28 has no such error.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+/// 2026-07-28: a request header does not match the body (transports §"Standard MCP Request Headers").
+pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: serving the request needs a client capability the request's `_meta` did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// 2026-07-28: the request's protocol version is not served; `data` names the supported ones.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// What one JSON-RPC message is, by the members it carries.
 #[derive(Debug, PartialEq)]

@@ -1,5 +1,6 @@
-//! MCP method names (MCP 2025-11-25, "Base protocol", "Server features", "Client features", "Utilities"), so a
-//! method is spelled once for the front, the router, the backend client and the demo server.
+//! MCP method names (MCP 2025-11-25, "Base protocol", "Server features", "Client features", "Utilities"; and the
+//! methods 2026-07-28 added), so a method is spelled once for the front, the router, the backend client and the
+//! demo server.
 
 pub const INITIALIZE: &str = "initialize";
 pub const PING: &str = "ping";
@@ -17,6 +18,10 @@ pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
 pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
 pub const ELICITATION_CREATE: &str = "elicitation/create";
 pub const ROOTS_LIST: &str = "roots/list";
+/// 2026-07-28: what a server offers, asked without a session (server/discover).
+pub const SERVER_DISCOVER: &str = "server/discover";
+/// 2026-07-28: the stream of list changes and resource updates that replaced the `GET` stream.
+pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
 
 pub const INITIALIZED: &str = "notifications/initialized";
 pub const CANCELLED: &str = "notifications/cancelled";
@@ -26,3 +31,5 @@ pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
+/// 2026-07-28: the first message of a `subscriptions/listen` stream.
+pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";

@@ -24,6 +24,9 @@ pub struct Relay {
     sink: Option<mpsc::UnboundedSender<RelayMessage>>,
     /// Notified when the agent cancels the request (`notifications/cancelled`).
     cancel: Option<Arc<Notify>>,
+    /// Why this agent cannot be asked anything, told to a backend that sends it a request anyway (`None`: the
+    /// agent could be asked, had it declared the capability; the backend hears "method not found").
+    refusal: Option<&'static str>,
 }
 
 /// A message from a backend for the agent.
@@ -51,13 +54,28 @@ impl Relay {
     /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
     /// messages during this request, e.g. it accepts only JSON answers).
     pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
-        Self { capabilities, sink, cancel: None }
+        Self { capabilities, sink, cancel: None, refusal: None }
     }
 
     /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
     pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
         self.cancel = Some(cancel);
         self
+    }
+
+    /// Refuses every server-to-client request, telling the backend `why` (an agent of the sessionless era cannot
+    /// be sent requests at all).
+    pub fn refusing_requests(mut self, why: &'static str) -> Self {
+        self.refusal = Some(why);
+        self
+    }
+
+    /// The message of the `-32601` a backend gets for a request `method` that is not relayed to `relay`'s agent.
+    pub(crate) fn refusal(relay: Option<&Relay>, method: &str) -> String {
+        match relay.and_then(|relay| relay.refusal) {
+            Some(why) => format!("{method} cannot be sent to this agent: {why}"),
+            None => format!("method not found: {method}"),
+        }
     }
 
     /// The client capabilities the agent declared (`null`: none).
@@ -86,6 +104,9 @@ impl Relay {
     /// Hands a server-to-client request to the agent when it declared the capability the method needs;
     /// `None` when it cannot be relayed.
     pub(crate) fn ask(&self, method: &str, message: Value) -> Option<oneshot::Receiver<Value>> {
+        if self.refusal.is_some() {
+            return None;
+        }
         let capability = match method {
             method::SAMPLING_CREATE_MESSAGE => "sampling",
             method::ELICITATION_CREATE => "elicitation",

@@ -21,10 +21,8 @@ use serde_json::{Value, json};
 use super::{CallRouter, Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::View;
-use crate::mcp::{Relay, method};
+use crate::mcp::{Relay, jsonrpc, method};
 
-/// JSON-RPC error code of MCP 2025-11-25's `URLElicitationRequiredError`.
-pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 /// Where `tools/list` names the authorization URLs for agents without URL-mode elicitation.
 pub const AUTHORIZATION_META: &str = "switchyard/authorization";
 
@@ -91,7 +89,7 @@ pub(super) fn url_elicitation_required(needed: &[Needed]) -> RpcFailure {
         .collect();
     let backends: Vec<&str> = needed.iter().map(|needed| needed.backend.as_str()).collect();
     RpcFailure {
-        code: URL_ELICITATION_REQUIRED,
+        code: jsonrpc::URL_ELICITATION_REQUIRED,
         message: format!(
             "Authorization required for backend(s) {}: open the URL, authorize, then retry; the request was not sent.",
             backends.join(", ")

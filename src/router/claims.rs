@@ -4,7 +4,8 @@
 //! Rules:
 //! - The key is the agent's idempotency key (`params._meta["switchyard/idempotency-key"]` or the
 //!   `Idempotency-Key` header, checked by [`super::idempotency`] before anything is claimed), scoped to the
-//!   principal; without one, (agent session, JSON-RPC request id).
+//!   principal; without one, (the caller's request scope, JSON-RPC request id): the agent session, or a scope of
+//!   the request alone for agents whose ids may repeat ([`Caller::request_scope`]).
 //! - A key names one call: backend, tool and arguments. The same key (or request id) for another tool or other
 //!   arguments is the agent's mistake, answered `-32602` naming what differs; it never replays another call's
 //!   result and never runs.
@@ -245,7 +246,7 @@ fn claim_key(caller: &Caller, params: &Value) -> Result<NamedKey, KeyRefusal> {
             fresh: "key",
         },
         None => NamedKey {
-            key: ClaimKey::request(&caller.session, &caller.request_id),
+            key: ClaimKey::request(&caller.request_scope, &caller.request_id),
             name: format!("the request id {}", caller.request_id),
             fresh: "request id",
         },
@@ -288,6 +289,7 @@ mod tests {
             session: "s1".into(),
             principal: crate::auth::Principal { name: "alice".into(), groups: Vec::new() },
             request_id: json!(7),
+            request_scope: "s1".into(),
             idempotency_key: header,
             peer: None,
             record: crate::telemetry::RequestRecord::unrecorded(),

@@ -25,8 +25,6 @@ use crate::mcp::jsonrpc;
 use crate::mcp::method;
 use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
-/// MCP's error code for an unknown resource (server/resources §"Error Handling").
-pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// Bound of the URI → backend map; it is cleared when full (it only remembers who listed what).
 const MAX_REMEMBERED_URIS: usize = 100_000;
 
@@ -221,7 +219,8 @@ impl CallRouter {
         let routing = self.routing.load();
         let grants = routing.grants(caller);
         let granted = |backend: &Arc<str>| grants.backend_resources(backend);
-        let unknown = || RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"));
+        let unknown =
+            || RpcFailure::new(jsonrpc::RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"));
         if let Some((backend, rest)) = self.catalog.split_resource_prefix(view, uri) {
             if !granted(&backend) {
                 tracing::warn!(principal = %caller.principal.name, %backend, uri, "resource refused by policy");
@@ -249,7 +248,7 @@ impl CallRouter {
             several => {
                 let names: Vec<&str> = several.iter().map(|name| &**name).collect();
                 Err(RpcFailure::new(
-                    RESOURCE_NOT_FOUND,
+                    jsonrpc::RESOURCE_NOT_FOUND,
                     format!(
                         "the resource `{uri}` is ambiguous between backends {}; list resources first, or configure `resource_prefix`",
                         names.join(", ")

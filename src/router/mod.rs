@@ -51,12 +51,17 @@ pub use outcome::{CLAIM_META, OUTCOME_META};
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// The agent session's stable key (not its token).
+    /// The key of the caller's backend sessions: the agent session's stable key (not its token), or for an agent
+    /// without sessions (MCP 2026-07-28) the key the front derives from its principal.
     pub session: String,
     /// Who is calling (authenticated on this very request), with the groups policies match.
     pub principal: Principal,
     /// The agent's JSON-RPC request id.
     pub request_id: Value,
+    /// Where `request_id` names one request, for a call without an idempotency key: the agent session (ids are
+    /// never reused within a session), or a scope of this request alone when the agent's ids may repeat (the
+    /// front decides; see its era rules).
+    pub request_scope: String,
     /// The `Idempotency-Key` HTTP header, if the agent sent one (checked by [`idempotency::from_header`]).
     pub idempotency_key: Option<IdempotencyKey>,
     /// The address the request came from, when the transport knows it.

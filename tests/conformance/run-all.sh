@@ -7,9 +7,15 @@
 # 2. server role again, with server-everything as a stdio backend (`transport = "stdio"`, a process per agent
 #    session) instead, judged against baseline-server-stdio.txt;
 # 3. client role: the core client scenarios (the four non-auth ones and the 14 auth ones) and the client-credentials
-#    extension ones with Switchyard as the client (run-client-suite.sh).
+#    extension ones with Switchyard as the client (run-client-suite.sh);
+# 4. server role with the newest suite (package.json's `conformance-next`, 0.2.0-alpha.12): the scenarios the
+#    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), in front of the same backends as
+#    run 1, judged against baseline-server-2026.txt; then, for information only (never failing the run), the
+#    2025-11-25 requirement set of the same suite.
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
+#   CONFORMANCE_RUNS="server-2026" tests/conformance/run-all.sh    (only some runs: server, server-stdio, client,
+#                                                                  server-2026, server-next-2025)
 #
 # Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when every run passes against
 # its baseline; the summary lines `conformance-server: …`, `conformance-server-stdio: …` and
@@ -90,12 +96,32 @@ args = [\"$everything_entry\", \"stdio\"]
 timeout = \"30s\""
 stdio_port="$gateway_port"
 
+RUNS=" ${CONFORMANCE_RUNS:-server server-stdio client server-2026 server-next-2025} "
+runs() { [[ "$RUNS" == *" $1 "* ]]; }
+
 status=0
-echo "==> conformance, server role: Switchyard in front of the fixture and server-everything" >&2
-bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$http_port/mcp" "$HERE/baseline-server.txt" || status=1
-echo "==> conformance, server role: Switchyard in front of the fixture and server-everything over stdio" >&2
-CONFORMANCE_LABEL=conformance-server-stdio \
-    bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$stdio_port/mcp" "$HERE/baseline-server-stdio.txt" || status=1
-echo "==> conformance, client role: Switchyard as the client of the suite's mock servers" >&2
-SWITCHYARD_BIN="$BIN" bash "$HERE/run-client-suite.sh" "$HERE/baseline-client.txt" || status=1
+if runs server; then
+    echo "==> conformance, server role: Switchyard in front of the fixture and server-everything" >&2
+    bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$http_port/mcp" "$HERE/baseline-server.txt" || status=1
+fi
+if runs server-stdio; then
+    echo "==> conformance, server role: Switchyard in front of the fixture and server-everything over stdio" >&2
+    CONFORMANCE_LABEL=conformance-server-stdio \
+        bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$stdio_port/mcp" "$HERE/baseline-server-stdio.txt" || status=1
+fi
+if runs client; then
+    echo "==> conformance, client role: Switchyard as the client of the suite's mock servers" >&2
+    SWITCHYARD_BIN="$BIN" bash "$HERE/run-client-suite.sh" "$HERE/baseline-client.txt" || status=1
+fi
+if runs server-2026; then
+    echo "==> conformance 0.2.0, server role, 2026-07-28 requirements: Switchyard in front of the same backends" >&2
+    CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2026-07-28 CONFORMANCE_LABEL=conformance-server-2026 \
+        bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$http_port/mcp" "$HERE/baseline-server-2026.txt" || status=1
+fi
+if runs server-next-2025; then
+    echo "==> conformance 0.2.0, server role, 2025-11-25 requirements (for information; never fails the run)" >&2
+    CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2025-11-25 \
+        CONFORMANCE_LABEL=conformance-server-next-2025 \
+        bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$http_port/mcp" || true
+fi
 exit "$status"

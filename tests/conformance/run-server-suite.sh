@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance SERVER suite (@modelcontextprotocol/conformance
-# 0.1.16) against a running MCP endpoint, prints the per-scenario summary, and
-# judges it against a baseline of expected failures.
+# 0.1.16, or the newest suite with CONFORMANCE_PACKAGE=conformance-next) against a
+# running MCP endpoint, prints the per-scenario summary, and judges it against a
+# baseline of expected failures.
 #
 #   tests/conformance/run-server-suite.sh URL [expected-failures-file]
 #
@@ -20,6 +21,14 @@
 # Environment:
 #   CONFORMANCE_SUITE   --suite for the runner (default: all = active + the two
 #                       pending scenarios json-schema-2020-12, server-sse-polling)
+#   CONFORMANCE_PACKAGE the suite's package under node_modules (default:
+#                       @modelcontextprotocol/conformance; conformance-next is the
+#                       0.2.0 alpha)
+#   CONFORMANCE_REQUIREMENTS  a spec revision (e.g. 2026-07-28): run exactly the
+#                       server scenarios it requires (`--requirements`, newest
+#                       suite only) instead of CONFORMANCE_SUITE, at its wire;
+#                       the scenarios the runner adds that the revision does
+#                       not score are reported but never counted
 #   CONFORMANCE_OUT     where the runner writes checks.json files (default: a new
 #                       directory under target/conformance/)
 #   SWITCHYARD_INTEROP_NODE_MODULES  the node_modules holding the conformance
@@ -74,8 +83,14 @@ LOG="$OUT/runner.log"
 
 conformance() { "$NODE" --import "$HOOK" "$CLI" "$@"; }
 
-echo "==> conformance server --url $URL --suite $SUITE (results in $OUT)" >&2
-conformance server --url "$URL" --suite "$SUITE" -o "$OUT" >"$LOG" 2>&1
+REQUIREMENTS="${CONFORMANCE_REQUIREMENTS:-}"
+if [[ -n "$REQUIREMENTS" ]]; then
+    SELECTION=(--requirements "$REQUIREMENTS")
+else
+    SELECTION=(--suite "$SUITE")
+fi
+echo "==> conformance server --url $URL ${SELECTION[*]} (results in $OUT)" >&2
+conformance server --url "$URL" "${SELECTION[@]}" -o "$OUT" >"$LOG" 2>&1
 runner_status=$?
 
 # The runner's own summary block.
@@ -87,18 +102,23 @@ else
 fi
 
 # Scenarios the runner should have produced results for (the whole list only
-# for --suite all; other suites are checked against what they produced).
+# for --suite all and --requirements; other suites are checked against what they
+# produced).
 EXPECTED_LIST="$OUT/expected-scenarios.txt"
 : >"$EXPECTED_LIST"
-if [[ "$SUITE" == "all" ]]; then
+if [[ -n "$REQUIREMENTS" ]]; then
+    conformance list --requirements "$REQUIREMENTS" 2>/dev/null |
+        sed -n '/^Server scenarios/,/^$/s/^  - \([^ ]*\).*/\1/p' >"$EXPECTED_LIST"
+elif [[ "$SUITE" == "all" ]]; then
     conformance list --server 2>/dev/null | sed -n 's/^  - \([^ ]*\) .*/\1/p' >"$EXPECTED_LIST"
 fi
 
 # Judge every scenario from its checks.json.
-"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" "${CONFORMANCE_LABEL:-conformance-server}" <<'EOF'
+"$NODE" - "$OUT" "$EXPECTED_LIST" "${BASELINE:-}" "${CONFORMANCE_STRICT_BASELINE:-0}" "${CONFORMANCE_LABEL:-conformance-server}" \
+    "${REQUIREMENTS:+scored-only}" <<'EOF'
 const fs = require("fs");
 const path = require("path");
-const [outDir, expectedFile, baselineFile, strict, label] = process.argv.slice(2);
+const [outDir, expectedFile, baselineFile, strict, label, scoredOnly] = process.argv.slice(2);
 
 const baseline = new Set(
   (baselineFile ? fs.readFileSync(baselineFile, "utf8") : "")
@@ -126,6 +146,18 @@ const expected = fs.readFileSync(expectedFile, "utf8").split("\n").filter(Boolea
 for (const name of expected) {
   if (!results.has(name)) {
     results.set(name, [{ status: "FAILURE", name: "no-result", errorMessage: "the runner wrote no result for it" }]);
+  }
+}
+// With --requirements the runner also runs scenarios the revision does not score (extensions, pending ones):
+// they are reported, never counted.
+const notScored = [];
+if (scoredOnly) {
+  const scored = new Set(expected);
+  for (const [name, checks] of [...results]) {
+    if (scored.has(name)) continue;
+    const failures = checks.filter((c) => c.status === "FAILURE").length;
+    notScored.push(`${name}: ${failures === 0 ? "passed" : `failed (${failures} failing checks)`}`);
+    results.delete(name);
   }
 }
 if (results.size === 0) {
@@ -169,6 +201,7 @@ const section = (title, lines) => {
   console.log(`\n${title}:`);
   for (const line of lines) console.log(`  - ${line}`);
 };
+section("NOT SCORED by the requirement set (reported only)", notScored.sort());
 section("WARNINGS (do not fail the run)", warnings);
 section("PASSED WITHOUT A SINGLE SUCCESS CHECK (not exercised; tier scoring would not count them)", unchecked);
 section("EXPECTED FAILURES (in the baseline)", expectedFailures);

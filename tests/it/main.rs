@@ -16,6 +16,7 @@ mod gateway;
 mod gateway_oauth;
 mod layering;
 mod legacy_sse;
+mod modern_front;
 mod policies;
 mod real_clients;
 mod real_clients_auth;

@@ -567,7 +567,7 @@ impl Exchange<'_> {
 
 /// The answer to a backend's server-to-client request, whatever the transport: `ping` is answered here; what
 /// the agent declared it can answer is relayed to it (the answer keeps the backend's id, and the agent has until
-/// `deadline`); anything else is -32601.
+/// `deadline`); anything else is -32601 (with the relay's reason when it refuses every request).
 pub(crate) async fn answer_server_request(
     relay: Option<&Relay>,
     deadline: Instant,
@@ -580,7 +580,7 @@ pub(crate) async fn answer_server_request(
     }
     let relayed = relay.and_then(|relay| relay.ask(method, message));
     let Some(answer) = relayed else {
-        return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &format!("method not found: {method}"));
+        return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &Relay::refusal(relay, method));
     };
     match timeout_at(deadline, answer).await {
         Ok(Ok(mut reply)) => {

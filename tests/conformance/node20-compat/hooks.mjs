@@ -1,9 +1,10 @@
 // ESM resolve hook registered by register.mjs: inside the
-// @modelcontextprotocol/conformance package, `fs` and `node:fs` resolve to
+// @modelcontextprotocol/conformance package (installed under its own name or
+// under the `conformance-next` alias), `fs` and `node:fs` resolve to
 // fs-shim.mjs (the real fs plus a `globSync` export). Every other specifier, and
 // every import from outside that package, goes through unchanged.
 const SHIM_URL = new URL("./fs-shim.mjs", import.meta.url).href;
-const PACKAGE_SEGMENT = "/node_modules/@modelcontextprotocol/conformance/";
+const PACKAGE_SEGMENTS = ["/node_modules/@modelcontextprotocol/conformance/", "/node_modules/conformance-next/"];
 
 function insideConformance(parentURL) {
   if (typeof parentURL !== "string") {
@@ -11,7 +12,8 @@ function insideConformance(parentURL) {
   }
   // Windows-style separators never occur in file: URLs, but a symlinked or
   // pnpm-style layout still contains this segment.
-  return decodeURIComponent(parentURL).includes(PACKAGE_SEGMENT);
+  const path = decodeURIComponent(parentURL);
+  return PACKAGE_SEGMENTS.some((segment) => path.includes(segment));
 }
 
 export async function resolve(specifier, context, nextResolve) {

@@ -589,7 +589,10 @@ impl Exchange<'_> {
     async fn rpc(&mut self, method: &str, id: Value, params: &Value) -> io::Result<()> {
         match method {
             "initialize" => self.initialize(id, params).await,
-            "ping" | "logging/setLevel" => self.reply(Vec::new(), success(id, json!({}))).await,
+            "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.reply(Vec::new(), success(id, json!({}))).await
+            }
+            "resources/templates/list" => self.reply(Vec::new(), success(id, json!({"resourceTemplates": []}))).await,
             "tools/list" => {
                 let page = self.tools_page(id, params);
                 self.reply(Vec::new(), page).await

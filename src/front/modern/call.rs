@@ -1,0 +1,168 @@
+//! A 2026-07-28 request served through the router (transports §"Streamable HTTP": delivery, cancellation; basic
+//! §"`_meta`" `logLevel`): answered with JSON, or with an event stream once the backend sends something about the
+//! request that the agent may see.
+//!
+//! Rules:
+//! - The request runs on its own task, so its ledger claim is always settled; the agent closing its response
+//!   (the connection, or the event stream) is this era's cancellation and cancels the backend request (the claim
+//!   becomes `unknown`, never retried).
+//! - The stream carries only notifications about this request: `notifications/progress`, and
+//!   `notifications/message` when the request's `_meta` set a `logLevel` at or below the message's level (none
+//!   without one). Never a request, never anything else; then the response, which ends the stream.
+//! - Backend sessions declare no client capabilities for this era, and a server-to-client request a backend
+//!   sends anyway is refused with [`super::REFUSAL`] (see ARCHITECTURE.md).
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use super::checks::RequestMeta;
+use super::{REFUSAL, events, shape};
+use crate::front::stream::KEEP_ALIVE;
+use crate::front::{Front, http};
+use crate::mcp::{Relay, RelayMessage, meta, method};
+use crate::router::{Caller, View};
+
+/// One routed request of a sessionless agent.
+pub(super) struct Call {
+    pub(super) caller: Caller,
+    /// The backend of `/mcp/{backend}`, `None` for `/mcp`.
+    pub(super) backend: Option<String>,
+    pub(super) method: String,
+    pub(super) params: Value,
+    pub(super) request: RequestMeta,
+}
+
+/// The relay of a sessionless agent's request: no client capabilities (so its backend sessions declare none),
+/// every server-to-client request refused, messages about the request to `sink` (`None`: JSON only).
+pub(super) fn relay(sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Relay {
+    Relay::new(json!({}), sink).refusing_requests(REFUSAL)
+}
+
+/// The HTTP status and JSON-RPC response of a finished call.
+type Answer = (StatusCode, Value);
+
+/// Cancels the request when dropped armed: the agent went away before its answer.
+struct CancelOnDrop(Option<Arc<Notify>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            // notify_one keeps a permit, so a cancel that races the request's start is not lost.
+            cancel.notify_one();
+        }
+    }
+}
+
+impl Front {
+    /// Serves `call`; `streaming`: whether the agent accepts an event stream.
+    pub(super) async fn serve_call(self: &Arc<Self>, call: Call, streaming: bool) -> Response {
+        let Call { caller, backend, method, params, request } = call;
+        let cancel = Arc::new(Notify::new());
+        let (sink, mut messages) = mpsc::unbounded_channel();
+        let relay = relay(streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
+        let router = Arc::clone(&self.router);
+        let mut task: JoinHandle<Answer> = tokio::spawn(async move {
+            let view = backend.as_deref().map_or(View::All, View::Backend);
+            let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
+            shape::answer(&caller.request_id, &method, &params, answer)
+        });
+        let mut armed = CancelOnDrop(Some(Arc::clone(&cancel)));
+        let first = loop {
+            tokio::select! {
+                biased;
+                Some(message) = messages.recv() => {
+                    if let Some(first) = for_agent(message, request) {
+                        break first;
+                    }
+                }
+                done = &mut task => {
+                    armed.0 = None;
+                    let (status, reply) = finished(done);
+                    return http::json(status, &reply);
+                }
+            }
+        };
+        armed.0 = None;
+        let (events, response) = events::open();
+        tokio::spawn(pump(events, first, messages, task, cancel, request));
+        response
+    }
+}
+
+/// Feeds the event stream: the first message, what follows, keep-alives, then the response.
+async fn pump(
+    events: events::Events,
+    first: Value,
+    mut messages: mpsc::UnboundedReceiver<RelayMessage>,
+    mut task: JoinHandle<Answer>,
+    cancel: Arc<Notify>,
+    request: RequestMeta,
+) {
+    let mut open = events.send(&first);
+    while open {
+        open = tokio::select! {
+            biased;
+            Some(message) = messages.recv() => for_agent(message, request).is_none_or(|note| events.send(&note)),
+            done = &mut task => {
+                while let Ok(message) = messages.try_recv() {
+                    if let Some(note) = for_agent(message, request) {
+                        events.send(&note);
+                    }
+                }
+                events.send(&finished(done).1);
+                return;
+            }
+            () = tokio::time::sleep(KEEP_ALIVE) => events.keep_alive(),
+            () = events.closed() => false,
+        };
+    }
+    // The agent closed the stream: in this era that cancels the request.
+    cancel.notify_one();
+}
+
+fn finished(done: Result<Answer, tokio::task::JoinError>) -> Answer {
+    done.unwrap_or_else(|error| (StatusCode::OK, crate::front::stream::internal_error(&error)))
+}
+
+/// What of a backend's message about the request the agent sees (see the module rules).
+fn for_agent(message: RelayMessage, request: RequestMeta) -> Option<Value> {
+    let RelayMessage::Notification(note) = message else {
+        return None;
+    };
+    match note.get("method").and_then(Value::as_str)? {
+        method::PROGRESS => Some(note),
+        method::MESSAGE => {
+            let level = note.pointer("/params/level").and_then(Value::as_str).and_then(meta::log_level_rank)?;
+            request.log_level.filter(|wanted| level >= *wanted).map(|_| note)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(method: &str, params: Value) -> RelayMessage {
+        RelayMessage::Notification(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+
+    #[test]
+    fn only_progress_and_wanted_log_messages_reach_the_agent() {
+        let quiet = RequestMeta { log_level: None };
+        let warnings = RequestMeta { log_level: meta::log_level_rank("warning") };
+        assert!(for_agent(note(method::PROGRESS, json!({"progress": 1})), quiet).is_some());
+        let error = || note(method::MESSAGE, json!({"level": "error", "data": "x"}));
+        let info = || note(method::MESSAGE, json!({"level": "info", "data": "x"}));
+        assert!(for_agent(error(), quiet).is_none(), "no logLevel, no log messages");
+        assert!(for_agent(error(), warnings).is_some());
+        assert!(for_agent(info(), warnings).is_none(), "below the level asked for");
+        assert!(for_agent(note(method::TOOLS_LIST_CHANGED, json!({})), warnings).is_none());
+        assert!(for_agent(RelayMessage::StreamOpened, warnings).is_none());
+    }
+}

@@ -1,0 +1,170 @@
+//! The sessionless era on the same endpoint: MCP 2026-07-28 agents next to 2025-11-25 ones (2026-07-28 basic
+//! §"Versioning" "Backward compatibility", transports §"Streamable HTTP"; design §3).
+//!
+//! Owns: which `POST`s belong to this era ([`is_modern`]), and serving them: the checks of [`checks`] (`_meta`,
+//! then headers against the body, then the version), `server/discover` ([`discover`]), `subscriptions/listen`
+//! ([`listen`]), the router's methods answered JSON or SSE ([`call`]) and shaped for the era ([`shape`]).
+//!
+//! Rules:
+//! - Dispatch (`post.rs` asks [`is_modern`] after reading the body): a message is of this era when its
+//!   `params._meta` carries `io.modelcontextprotocol/protocolVersion`, or its `MCP-Protocol-Version` names a
+//!   2026-07-28-era version, and no live session goes with it (a live session keeps the session era). So a
+//!   2025-11-25 `initialize` (which carries neither) starts a session as before, and an `initialize` that names
+//!   this era is a removed method (404).
+//! - Every request is served without a session: what a session carried is taken from the request itself —
+//!   the principal authenticated on it, the client capabilities of its own `_meta` (never inferred from earlier
+//!   requests) — and the agent's backend sessions are keyed on its principal ([`principal_scope`]): one backend
+//!   session per (principal, backend), in the same bounded table as session-era agents'.
+//! - Methods: `server/discover`, `subscriptions/listen`, `tools/list`, `tools/call`, `prompts/list`,
+//!   `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete`.
+//!   Anything else (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, tasks, unknown) is 404 with
+//!   `-32601`, before any other check. `notifications/cancelled` is accepted (202) and has no effect: over HTTP a request is cancelled
+//!   by closing its stream; any other notification is 404.
+//! - The request's client `_meta` keys (version, capabilities, client info, log level) describe the agent's hop and
+//!   stay at the front; the rest of `params` goes to the router as sent.
+//! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
+//!   backend that asks anyway is refused with [`REFUSAL`] (multi round-trip results are not relayed yet).
+//!
+//! Must not know: backends' wire formats, backend sessions beyond the key it hands the router.
+
+mod call;
+mod checks;
+mod discover;
+mod events;
+pub mod listen;
+mod shape;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::error::FrontError;
+use super::post::well_formed;
+use super::session::SessionRef;
+use super::{Front, http};
+use crate::auth::Principal;
+use crate::mcp::jsonrpc::{self, Kind};
+use crate::mcp::{PROTOCOL_VERSION_HEADER, is_modern_version, meta, method};
+use crate::router::{Caller, idempotency};
+use crate::telemetry::RequestRecord;
+
+/// What a backend that sends a server-to-client request during a 2026-07-28 agent's request is told.
+pub const REFUSAL: &str = "the agent speaks MCP 2026-07-28, which has no server-to-client requests, and this gateway \
+     does not yet turn them into input_required results; the request was refused";
+
+/// The methods this era's agents are served through the router.
+const ROUTED: [&str; 8] = [
+    method::TOOLS_LIST,
+    method::TOOLS_CALL,
+    method::PROMPTS_LIST,
+    method::PROMPTS_GET,
+    method::RESOURCES_LIST,
+    method::RESOURCES_TEMPLATES_LIST,
+    method::RESOURCES_READ,
+    method::COMPLETION_COMPLETE,
+];
+
+/// Whether a `POST`ed message is of the 2026-07-28 era (see the module rules; the caller checks for a live
+/// session).
+pub(super) fn is_modern(message: &Value, headers: &HeaderMap) -> bool {
+    let meta = message.pointer("/params/_meta").and_then(Value::as_object);
+    meta.is_some_and(|meta| meta.contains_key(meta::PROTOCOL_VERSION)) || names_modern_version(headers)
+}
+
+/// Whether the request's `MCP-Protocol-Version` is one of the 2026-07-28 era.
+pub(super) fn names_modern_version(headers: &HeaderMap) -> bool {
+    let version = headers.get(HeaderName::from_static(PROTOCOL_VERSION_HEADER));
+    version.and_then(|version| version.to_str().ok()).is_some_and(is_modern_version)
+}
+
+/// The key of a sessionless agent's backend sessions: its principal — for unauthenticated agents, told apart by
+/// address as the fairness rule does ([`Caller::fairness_key`]). The prefix keeps it apart from session keys
+/// (hex) and the gateway's own (`switchyard/…`).
+pub(super) fn principal_scope(fairness_key: &str) -> String {
+    format!("{PRINCIPAL_SCOPE_PREFIX}{fairness_key}")
+}
+
+/// What starts every [`principal_scope`].
+pub(super) const PRINCIPAL_SCOPE_PREFIX: &str = "principal:";
+
+/// A sessionless `POST`, as admitted: the backend of `/mcp/{backend}`, the principal and address, the headers.
+pub(super) struct ModernPost<'a> {
+    pub(super) backend: Option<String>,
+    pub(super) principal: &'a Principal,
+    /// This request's access record (`front/access.rs`).
+    pub(super) record: &'a Arc<RequestRecord>,
+    pub(super) peer: Option<IpAddr>,
+    pub(super) headers: &'a HeaderMap,
+}
+
+impl ModernPost<'_> {
+    /// The caller of request `id`: keyed on the principal, with a request scope of its own, since this era's
+    /// ids are unique only among one sender's requests in flight (see ARCHITECTURE.md, "Agents without
+    /// sessions").
+    fn caller(&self, id: &Value) -> Result<Caller, FrontError> {
+        let key_headers = self.headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(|value| value.as_bytes());
+        let idempotency_key = idempotency::from_header(key_headers)
+            .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
+        let request_scope = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
+        let mut caller = Caller {
+            session: String::new(),
+            principal: self.principal.clone(),
+            request_id: id.clone(),
+            request_scope: format!("request:{request_scope}"),
+            idempotency_key,
+            peer: self.peer,
+            record: Arc::clone(self.record),
+        };
+        caller.session = principal_scope(&caller.fairness_key());
+        Ok(caller)
+    }
+}
+
+/// The `_meta` keys that describe the agent's hop to the gateway, not the gateway's to a backend.
+const CLIENT_META: [&str; 4] = [meta::PROTOCOL_VERSION, meta::CLIENT_CAPABILITIES, meta::CLIENT_INFO, meta::LOG_LEVEL];
+
+/// `params` without [`CLIENT_META`] (a backend hears the gateway's own version and capabilities, if any; the rest of
+/// `_meta` — progress token, trace context, idempotency key — goes on).
+fn without_client_meta(mut params: Value) -> Value {
+    if let Some(request_meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        request_meta.retain(|key, _| !CLIENT_META.contains(&key.as_str()));
+    }
+    params
+}
+
+impl Front {
+    /// Serves one 2026-07-28 message.
+    pub(super) async fn serve_modern(
+        self: &Arc<Self>,
+        post: ModernPost<'_>,
+        message: Value,
+    ) -> Result<Response, FrontError> {
+        well_formed(&message)?;
+        let (id, method) = match jsonrpc::kind(&message) {
+            Kind::Request { id, method } => (id.clone(), method.to_owned()),
+            Kind::Notification { method: method::CANCELLED } => return Ok(StatusCode::ACCEPTED.into_response()),
+            Kind::Notification { method } => return Err(FrontError::NoSuchMethod { id: None, method: method.into() }),
+            Kind::Response { id } => return Err(FrontError::UnaskedResponse { id: id.clone() }),
+            Kind::Invalid => return Err(FrontError::NotAMessage),
+        };
+        let served = [method::SERVER_DISCOVER, method::SUBSCRIPTIONS_LISTEN].contains(&method.as_str());
+        if !served && !ROUTED.contains(&method.as_str()) {
+            // Before any other check: an agent probing for a method learns only that it does not exist.
+            return Err(FrontError::NoSuchMethod { id: Some(id), method });
+        }
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let request = checks::admit(&id, &method, &params, post.headers)?;
+        if method == method::SERVER_DISCOVER {
+            return Ok(http::json(StatusCode::OK, &jsonrpc::result(&id, self.discover())));
+        }
+        let caller = post.caller(&id)?;
+        if method == method::SUBSCRIPTIONS_LISTEN {
+            return self.listen(caller, post.backend, &params).await;
+        }
+        let call = call::Call { caller, backend: post.backend, method, params: without_client_meta(params), request };
+        Ok(self.serve_call(call, super::post::accepts_event_stream(post.headers)).await)
+    }
+}
