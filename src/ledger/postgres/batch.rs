@@ -5,7 +5,8 @@
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
-//!   are free (at most [`MAX_BATCH`] jobs). An idle writer sleeps on the queue; nothing polls.
+//!   are free (at most [`MAX_BATCH`] jobs). An idle writer sleeps on the queue; nothing polls. A lone job is
+//!   sent without `BEGIN`/`COMMIT`, its statements in autocommit, as before batching.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
 //! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` of its key: under READ COMMITTED the
@@ -161,21 +162,32 @@ enum Returned {
 type Pipelined<'a> = Pin<Box<dyn Future<Output = Result<Returned, tokio_postgres::Error>> + Send + 'a>>;
 
 async fn attempt(session: &Session, jobs: &[Job]) -> Result<Attempt, Failure> {
+    // A lone job needs no transaction: each of its statements is atomic alone, and its claim's select reads
+    // after its insert either way.
+    let transaction = jobs.len() > 1;
     let mut statements: Vec<Pipelined<'_>> = Vec::with_capacity(2 * jobs.len() + 2);
     // Which job each statement belongs to (none: BEGIN and COMMIT).
     let mut owners = Vec::with_capacity(statements.capacity());
-    statements.push(Box::pin(async { session.client.batch_execute("BEGIN").await.map(|()| Returned::Done) }));
-    owners.push(None);
+    if transaction {
+        statements.push(simple(session, "BEGIN"));
+        owners.push(None);
+    }
     for (index, job) in jobs.iter().enumerate() {
         for statement in statements_of(session, job) {
             statements.push(statement);
             owners.push(Some(index));
         }
     }
-    statements.push(Box::pin(async { session.client.batch_execute("COMMIT").await.map(|()| Returned::Done) }));
-    owners.push(None);
+    if transaction {
+        statements.push(simple(session, "COMMIT"));
+        owners.push(None);
+    }
     let answers = in_order(statements).await;
     judge(session, answers, &owners)
+}
+
+fn simple<'a>(session: &'a Session, command: &'static str) -> Pipelined<'a> {
+    Box::pin(async move { session.client.batch_execute(command).await.map(|()| Returned::Done) })
 }
 
 fn statements_of<'a>(session: &'a Session, job: &'a Job) -> Vec<Pipelined<'a>> {
