@@ -13,12 +13,24 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard::config::DEFAULT_MAX_RESULT;
-use switchyard::ledger::{ClaimKey, ClaimOutcome, LedgerStore, NewClaim, canonical_digest};
+use switchyard::ledger::{ClaimKey, ClaimOutcome, LedgerStore, NewClaim, Settlement, canonical_digest};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const CONCURRENT_TASKS: usize = 64;
+/// The owner of every bench claim.
+const OWNER: &str = "bench-instance";
+
+/// How a pair's completion is written.
+#[derive(Clone, Copy)]
+enum Completion {
+    /// `LedgerStore::complete`, waited for (timed).
+    Awaited,
+    /// `LedgerStore::settle_soon`, as the router completes a call: queued, not waited for; the claim alone is
+    /// timed, and the rate counts until every completion is durable.
+    Queued,
+}
 
 /// The pause between a claim and its completion, and between pairs, in the "paced" mode: a stand-in for the
 /// backend call and for the gaps between an agent's calls, during which the store's threads fall asleep.
@@ -38,18 +50,18 @@ const SMOKE: Sizes = Sizes { warm_up: 10, sequential: 50, paced: 5, per_task: 3 
 
 /// How to read the table; true of the design, whatever the run's figures.
 const NOTES: &str = "Reading the figures:\n\n\
-- SQLite: each operation is one hop to the store's thread and back (about 7 µs when both threads are awake) \
-plus one write to the write-ahead log (about 15–25 µs; no fsync, `synchronous = NORMAL`); WAL checkpoints run \
-on a thread of their own, off the callers' path. The store's thread polls for 50 µs for the next job before \
-it sleeps, so back-to-back operations (\"1 task\") find it awake; \"paced\" shows the cost when it has fallen \
-asleep, dominated on this VM by waking sleeping threads (virtual CPUs), tens of µs per hop.\n\
-- 64 tasks: operations that queue up while the SQLite thread is busy are committed together in one \
-transaction (group commit), which is where the throughput comes from; each caller's latency is mostly \
-waiting behind the other 63.\n\
+- SQLite: each operation is one hop to the store's thread and back plus one write to the write-ahead log (no \
+fsync, `synchronous = NORMAL`); WAL checkpoints run on a thread of their own, off the callers' path. The \
+store's thread sleeps on its queue between jobs (it never polls), so each hop may include waking a sleeping \
+thread, which on a VM (virtual CPUs) costs tens of µs; \"paced\" shows that cost every time.\n\
+- 64 tasks: operations that queue up while a store's writer is busy are committed together in one transaction \
+(group commit; on PostgreSQL one pipelined round trip per batch), which is where the throughput comes from; \
+each caller's latency is mostly waiting behind the other 63.\n\
+- \"queued\" modes: the completion is handed to the writer without waiting (`LedgerStore::settle_soon`, what \
+the router does), so a pair's time is its claim's; pairs/s counts until every completion is durable.\n\
 - PostgreSQL: every commit waits for its WAL flush (`synchronous_commit = on`: an acknowledged claim survives \
 a server crash, which at-most-once needs), and settles also send a `NOTIFY` from a trigger, which PostgreSQL \
-serialises across all committing transactions. Both cost far more than the network round trip here; on \
-storage with fast flushes the figures drop accordingly.\n";
+serialises across all committing transactions. Batching shares both among the jobs of a batch.\n";
 
 /// One store's figures for one mode.
 struct Figures {
@@ -101,40 +113,71 @@ async fn measure_all(sizes: Sizes) -> anyhow::Result<Vec<Figures>> {
 }
 
 async fn measure_store(name: &'static str, store: &LedgerStore, sizes: Sizes) -> anyhow::Result<Vec<Figures>> {
-    pairs(store, "warm-up", sizes.warm_up).await?;
-    let started = Instant::now();
-    let sequential = pairs(store, "sequential", sizes.sequential).await?;
-    let sequential_rate = sizes.sequential as f64 / started.elapsed().as_secs_f64();
+    pairs(store, "warm-up", sizes.warm_up, Completion::Awaited).await?;
+    let (sequential, sequential_rate) = timed(store, 1, sizes.sequential, Completion::Awaited).await?;
     let paced = paced_pairs(store, sizes.paced).await?;
-
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONCURRENT_TASKS)
-        .map(|task| {
-            let store = store.clone();
-            tokio::spawn(async move { pairs(&store, &format!("task-{task}"), sizes.per_task).await })
-        })
-        .collect();
-    let mut concurrent = Vec::with_capacity(CONCURRENT_TASKS * sizes.per_task);
-    for task in tasks {
-        concurrent.extend(task.await??);
-    }
-    let concurrent_rate = concurrent.len() as f64 / started.elapsed().as_secs_f64();
+    let (concurrent, concurrent_rate) = timed(store, CONCURRENT_TASKS, sizes.per_task, Completion::Awaited).await?;
+    let (queued, queued_rate) = timed(store, 1, sizes.sequential, Completion::Queued).await?;
+    let (concurrent_queued, concurrent_queued_rate) =
+        timed(store, CONCURRENT_TASKS, sizes.per_task, Completion::Queued).await?;
     Ok(vec![
         figures(name, "1 task", sequential, sequential_rate),
         figures(name, "paced", paced, f64::NAN),
         figures(name, "64 tasks", concurrent, concurrent_rate),
+        figures(name, "1 task, queued", queued, queued_rate),
+        figures(name, "64 tasks, queued", concurrent_queued, concurrent_queued_rate),
     ])
 }
 
+/// `tasks` concurrent callers of `per_task` pairs each: every pair's time, and pairs per second until every
+/// completion is durable (`orphan` first applies the queued ones, and finds nothing left in flight).
+async fn timed(
+    store: &LedgerStore,
+    tasks: usize,
+    per_task: usize,
+    completion: Completion,
+) -> anyhow::Result<(Vec<Duration>, f64)> {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    let callers: Vec<_> = (0..tasks)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move { pairs(&store, &format!("run-{run}-task-{task}"), per_task, completion).await })
+        })
+        .collect();
+    let mut timings = Vec::with_capacity(tasks * per_task);
+    for caller in callers {
+        timings.extend(caller.await??);
+    }
+    let left = store.orphan(OWNER).await?;
+    if left > 0 {
+        bail!("{left} completions were not applied");
+    }
+    let rate = timings.len() as f64 / started.elapsed().as_secs_f64();
+    Ok((timings, rate))
+}
+
 /// Claims and completes `count` fresh keys, timing each pair.
-async fn pairs(store: &LedgerStore, label: &str, count: usize) -> anyhow::Result<Vec<Duration>> {
+async fn pairs(
+    store: &LedgerStore,
+    label: &str,
+    count: usize,
+    completion: Completion,
+) -> anyhow::Result<Vec<Duration>> {
     let result = json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false });
     let mut timings = Vec::with_capacity(count);
     for index in 0..count {
         let new = new_claim(&format!("{label}-{index}"));
         let key = new.key.clone();
         let started = Instant::now();
-        claim_and_complete(store, new, &key, &result).await?;
+        claim(store, new, &key).await?;
+        match completion {
+            Completion::Awaited => store.complete(&key, OWNER, &result, DEFAULT_MAX_RESULT).await?,
+            Completion::Queued => {
+                store.settle_soon(&key, OWNER, Settlement::Completed(result.clone()), DEFAULT_MAX_RESULT);
+            }
+        }
         timings.push(started.elapsed());
     }
     Ok(timings)
@@ -146,27 +189,24 @@ async fn paced_pairs(store: &LedgerStore, count: usize) -> anyhow::Result<Vec<Du
     let mut timings = Vec::with_capacity(count);
     for index in 0..count {
         let new = new_claim(&format!("paced-{index}"));
-        let (key, owner) = (new.key.clone(), new.owner.clone());
+        let key = new.key.clone();
         tokio::time::sleep(PACE).await;
         let started = Instant::now();
         store.claim(new).await?;
         let claiming = started.elapsed();
         tokio::time::sleep(PACE).await;
         let started = Instant::now();
-        store.complete(&key, &owner, &result, DEFAULT_MAX_RESULT).await?;
+        store.complete(&key, OWNER, &result, DEFAULT_MAX_RESULT).await?;
         timings.push(claiming + started.elapsed());
     }
     Ok(timings)
 }
 
-async fn claim_and_complete(store: &LedgerStore, new: NewClaim, key: &ClaimKey, result: &Value) -> anyhow::Result<()> {
-    let owner = new.owner.clone();
+async fn claim(store: &LedgerStore, new: NewClaim, key: &ClaimKey) -> anyhow::Result<()> {
     match store.claim(new).await? {
-        ClaimOutcome::Claimed(_) => {}
+        ClaimOutcome::Claimed(_) => Ok(()),
         ClaimOutcome::Existing(record) => bail!("fresh key {key} was already claimed: {record:?}"),
     }
-    store.complete(key, &owner, result, DEFAULT_MAX_RESULT).await?;
-    Ok(())
 }
 
 fn new_claim(name: &str) -> NewClaim {
@@ -177,7 +217,7 @@ fn new_claim(name: &str) -> NewClaim {
         backend: "docs".to_owned(),
         tool: "search".to_owned(),
         args_digest: canonical_digest(&json!({ "query": name })),
-        owner: "bench-instance".to_owned(),
+        owner: OWNER.to_owned(),
         lease: Duration::from_secs(30),
     }
 }
@@ -215,8 +255,8 @@ fn micros(duration: Duration) -> f64 {
 
 fn render_table(figures: &[Figures]) -> String {
     let mut table = String::from(
-        "| store    | callers  | median µs | p99 µs | median vs memory | added median µs | pairs/s |\n\
-         |----------|----------|----------:|-------:|-----------------:|----------------:|--------:|\n",
+        "| store    | callers          | median µs | p99 µs | median vs memory | added median µs | pairs/s |\n\
+         |----------|------------------|----------:|-------:|-----------------:|----------------:|--------:|\n",
     );
     for row in figures {
         let baseline = figures.iter().find(|base| base.store == "memory" && base.mode == row.mode);
@@ -225,7 +265,7 @@ fn render_table(figures: &[Figures]) -> String {
         });
         let _ = writeln!(
             table,
-            "| {:<8} | {:<8} | {:>9.1} | {:>6.1} | {:>15.1}× | {:>15.1} | {:>7} |",
+            "| {:<8} | {:<16} | {:>9.1} | {:>6.1} | {:>15.1}× | {:>15.1} | {:>7} |",
             row.store,
             row.mode,
             micros(row.median),
@@ -256,6 +296,7 @@ fn render_document(table: &str, load: &str) -> String {
          backend call; not counted), so the store's threads have fallen asleep each time, as on a lightly loaded \
          gateway. \"64 tasks\": 64 concurrent callers, {per_task} \
          pairs each; each pair is timed on its own, so the latency includes waiting behind the other callers. \
+         \"queued\": the same, completing with `LedgerStore::settle_soon` as the router does (see below). \
          \"added median\" = the store's median − the memory store's median in the same mode; \"pairs/s\" = pairs \
          completed per second of wall time. SQLite: a file in a temporary directory (WAL, synchronous = NORMAL); \
          PostgreSQL: a fresh schema in the local `test` database over TCP on 127.0.0.1.\n\n\

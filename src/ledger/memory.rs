@@ -17,8 +17,8 @@ use super::error::LedgerError;
 use super::revocations::Revocation;
 use super::rules::{self, EXPIRED_NOTE, ORPHANED_NOTE, RESOLVED_NOTE, Settle, Verdict};
 use super::types::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, new_claim_id,
-    truncate_to_millis,
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, Settlement,
+    new_claim_id, truncate_to_millis,
 };
 use super::waiters::Waiters;
 
@@ -67,23 +67,50 @@ impl MemoryStore {
         result: &Value,
         max_result: usize,
     ) -> Result<(), LedgerError> {
-        let stored = StoredResult::bound(result, max_result);
+        self.completed(key, owner, result.clone(), max_result)
+    }
+
+    pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
+        self.unknown(key, owner, error)
+    }
+
+    pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
+        self.released(key, owner)
+    }
+
+    /// Applies `settlement` at once: nothing here is worth queueing.
+    pub(crate) fn settle_now(
+        &self,
+        key: &ClaimKey,
+        owner: &str,
+        settlement: Settlement,
+        max_result: usize,
+    ) -> Result<(), LedgerError> {
+        match settlement {
+            Settlement::Completed(result) => self.completed(key, owner, result, max_result),
+            Settlement::Unknown(why) => self.unknown(key, owner, &why),
+            Settlement::Released => self.released(key, owner),
+        }
+    }
+
+    fn completed(&self, key: &ClaimKey, owner: &str, result: Value, max_result: usize) -> Result<(), LedgerError> {
+        let stored = StoredResult::bound(&result, max_result);
         self.settle(key, owner, Settle::Complete(&stored), |record| {
             record.state = ClaimState::Completed;
-            record.result = stored.text.as_ref().map(|_| result.clone());
+            record.result = stored.text.as_ref().map(|_| result);
             record.result_digest = stored.digest.clone();
             record.error = None;
         })
     }
 
-    pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
+    fn unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
         self.settle(key, owner, Settle::MarkUnknown(error), |record| {
             record.state = ClaimState::Unknown;
             record.error = Some(error.to_owned());
         })
     }
 
-    pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
+    fn released(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
         {
             let mut claims = self.claims();
             if rules::explain(Settle::Release, key, owner, claims.get(key.as_str()))? == Verdict::Apply {

@@ -10,14 +10,20 @@
 //! - Fail closed: every failure is a [`LedgerError`]; nothing here panics or reports success it did not have.
 //! - Only the owning instance settles a claim ([`LedgerStore::complete`], [`LedgerStore::mark_unknown`],
 //!   [`LedgerStore::release`]); an operator settles `unknown` claims with [`LedgerStore::resolve`].
-//! - Single flight: [`LedgerStore::wait_settled`] returns as soon as a claim leaves `in_flight`, woken in-process
-//!   directly, across processes by PostgreSQL `LISTEN/NOTIFY` or (SQLite) a light poll.
+//! - Single flight: [`LedgerStore::wait_settled`] returns as soon as a claim leaves `in_flight` durably, woken
+//!   in-process directly, across processes by PostgreSQL `LISTEN/NOTIFY` or (SQLite) a light poll that runs only
+//!   while someone waits.
+//! - Group commit: the SQL stores' writers take every job queued when they wake (sleeping on their queue, never
+//!   polling) and commit them in one transaction, answering each after the commit; one job's failure is its own.
+//! - A call's completion need not be awaited ([`LedgerStore::settle_soon`]): the claim is durable before the
+//!   call is sent, and stays `in_flight` until the completion is, which is all at most once needs.
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
 //!   see `backend_tokens.rs`).
 
+mod background;
 mod detach;
 mod digest;
 mod error;
@@ -52,9 +58,10 @@ pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFe
 pub use sqlite::SqliteStore;
 pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
-    Resolution, WaitOutcome,
+    Resolution, Settlement, WaitOutcome,
 };
 
+use background::QueuedSettle;
 use waiters::Waiters;
 
 /// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
@@ -139,6 +146,23 @@ impl LedgerStore {
         dispatch!(self.complete(key, owner, result, max_result))
     }
 
+    /// Settles the owner's claim as `settlement` says without waiting for the store: the settle joins the
+    /// writer's next batch, and the claim's waiters are woken once it is durable. Until then the claim stays
+    /// durably `in_flight`, so a duplicate waits for it and a crash leaves it to become `unknown` (see
+    /// ARCHITECTURE.md, *The completion is off the agent's path*). A settle the store cannot take is retried in
+    /// the background; one the rules refuse is logged. The memory store settles at once.
+    pub fn settle_soon(&self, key: &ClaimKey, owner: &str, settlement: Settlement, max_result: usize) {
+        match self {
+            LedgerStore::Memory(store) => {
+                if let Err(error) = store.settle_now(key, owner, settlement, max_result) {
+                    background::refused(key, &error);
+                }
+            }
+            LedgerStore::Sqlite(store) => store.settle_soon(QueuedSettle::new(key, owner, &settlement, max_result)),
+            LedgerStore::Postgres(store) => store.settle_soon(QueuedSettle::new(key, owner, &settlement, max_result)),
+        }
+    }
+
     /// Settles the owner's claim as unknown (the call may have run), recording `error`.
     pub async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
         dispatch!(self.mark_unknown(key, owner, error))
@@ -165,6 +189,7 @@ impl LedgerStore {
     }
 
     /// At start: marks the in-flight claims `owner` left behind when it last stopped unknown; returns how many.
+    /// At shutdown the same, after the settles queued by [`LedgerStore::settle_soon`] had their first attempt.
     pub async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
         dispatch!(self.orphan(owner))
     }

@@ -13,7 +13,7 @@
 
 use super::digest::StoredResult;
 use super::error::LedgerError;
-use super::types::{ClaimKey, ClaimRecord, ClaimState};
+use super::types::{ClaimKey, ClaimRecord, ClaimState, Settlement};
 
 /// The states an owner may settle from.
 pub(crate) const SETTLE_FROM: [ClaimState; 2] = [ClaimState::InFlight, ClaimState::Unknown];
@@ -34,6 +34,33 @@ pub(crate) enum Settle<'a> {
     /// With the error text to record.
     MarkUnknown(&'a str),
     Release,
+}
+
+/// A [`Settle`] that owns its data, for settles queued to run on a store's writer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OwnedSettle {
+    Complete(StoredResult),
+    MarkUnknown(String),
+    Release,
+}
+
+impl OwnedSettle {
+    /// The settle `settlement` asks for, its result bounded by `max_result` bytes.
+    pub(crate) fn of(settlement: &Settlement, max_result: usize) -> OwnedSettle {
+        match settlement {
+            Settlement::Completed(result) => OwnedSettle::Complete(StoredResult::bound(result, max_result)),
+            Settlement::Unknown(why) => OwnedSettle::MarkUnknown(why.clone()),
+            Settlement::Released => OwnedSettle::Release,
+        }
+    }
+
+    pub(crate) fn as_settle(&self) -> Settle<'_> {
+        match self {
+            OwnedSettle::Complete(stored) => Settle::Complete(stored),
+            OwnedSettle::MarkUnknown(error) => Settle::MarkUnknown(error),
+            OwnedSettle::Release => Settle::Release,
+        }
+    }
 }
 
 impl Settle<'_> {

@@ -38,6 +38,26 @@ impl Dialect {
         }
     }
 
+    /// An `UPDATE {t} SET {set} WHERE {filter}` of many claims. On PostgreSQL the rows are locked first, in key
+    /// order (byte order, as the batch writers sort their jobs): every transaction that holds several claims
+    /// then takes them in one order, so none waits for another in a cycle (see `postgres::batch`). SQLite has
+    /// one writer at a time and needs no such care.
+    fn bulk_update(self, set: &str, filter: &str, returning_keys: bool) -> String {
+        match self {
+            Dialect::Sqlite => {
+                let returning = if returning_keys { " RETURNING key" } else { "" };
+                format!("UPDATE {{t}} SET {set} WHERE {filter}{returning}")
+            }
+            Dialect::Postgres => {
+                let returning = if returning_keys { " RETURNING claim.key" } else { "" };
+                format!(
+                    "WITH locked AS MATERIALIZED (SELECT key FROM {{t}} WHERE {filter} ORDER BY key COLLATE \"C\" \
+                     FOR UPDATE) UPDATE {{t}} AS claim SET {set} FROM locked WHERE claim.key = locked.key{returning}"
+                )
+            }
+        }
+    }
+
     /// What a table clustered on its key is declared with: in SQLite it saves a separate key index, so a write
     /// touches one b-tree less.
     pub(crate) fn clustered(self) -> &'static str {
@@ -98,15 +118,17 @@ impl Statements {
                  WHERE key = $1 AND owner = $2 AND state IN ('in_flight', 'unknown')",
             ),
             release: render("DELETE FROM {t} WHERE key = $1 AND owner = $2 AND state IN ('in_flight', 'unknown')"),
-            renew: render("UPDATE {t} SET lease_until = $2 WHERE owner = $1 AND state = 'in_flight'"),
-            expire: render(
-                "UPDATE {t} SET state = 'unknown', error = $2, updated_at = $1 \
-                 WHERE state = 'in_flight' AND lease_until < $1 RETURNING key",
-            ),
-            orphan: render(
-                "UPDATE {t} SET state = 'unknown', error = $2, updated_at = $3 \
-                 WHERE owner = $1 AND state = 'in_flight' RETURNING key",
-            ),
+            renew: render(&dialect.bulk_update("lease_until = $2", "owner = $1 AND state = 'in_flight'", false)),
+            expire: render(&dialect.bulk_update(
+                "state = 'unknown', error = $2, updated_at = $1",
+                "state = 'in_flight' AND lease_until < $1",
+                true,
+            )),
+            orphan: render(&dialect.bulk_update(
+                "state = 'unknown', error = $2, updated_at = $3",
+                "owner = $1 AND state = 'in_flight'",
+                true,
+            )),
             // A claim settles after it is created, so `created_at < $1` only narrows the search to the index.
             purge: render(
                 "DELETE FROM {t} WHERE created_at < $1 AND updated_at < $1 AND state IN ('completed', 'unknown')",

@@ -210,6 +210,17 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
+/// How the owner settles its claim once the call ended (see [`super::LedgerStore::settle`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    /// The call ran; what duplicates are answered with (kept whole up to `max_result` bytes, else as a digest).
+    Completed(Value),
+    /// The call may have run; why its outcome is unknown.
+    Unknown(String),
+    /// The call provably never reached the backend (`McpError::NotDelivered`): the claim is deleted.
+    Released,
+}
+
 /// How an operator settles an `unknown` claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {

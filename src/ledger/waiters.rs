@@ -7,8 +7,9 @@
 //!   duplicated (a local settle and a Postgres notification for the same change) without harm.
 //! - A waiter registers interest before it reads the store, so a settle between the read and the wait is never
 //!   missed.
-//! - Stores call [`Waiters::wake`] after every change that takes a claim out of `in_flight`; changes made by
-//!   other processes arrive through Postgres `LISTEN` or the SQLite poll, which also call it.
+//! - Stores call [`Waiters::wake`] after every change that takes a claim out of `in_flight` (once it is
+//!   committed); changes made by other processes arrive through Postgres `LISTEN` or the SQLite poll, which
+//!   also call it. The poll sleeps in [`Waiters::watching`] while no key is waited on.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,6 +25,8 @@ use super::types::{ClaimKey, ClaimRecord, ClaimState, WaitOutcome};
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
     slots: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Told whenever a key gets its first waiter, for a poll that sleeps while nobody waits.
+    first_waiter: Notify,
 }
 
 /// One waiter's registration; dropping it removes the key's slot when it was the last waiter.
@@ -40,8 +43,30 @@ impl Waiters {
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> Watch<'a> {
-        let notify = self.slots().entry(key.to_owned()).or_default().clone();
+        let (notify, first) = {
+            let mut slots = self.slots();
+            let before = slots.len();
+            let notify = slots.entry(key.to_owned()).or_default().clone();
+            (notify, slots.len() > before)
+        };
+        if first {
+            self.first_waiter.notify_waiters();
+        }
         Watch { waiters: self, key, notify }
+    }
+
+    /// Returns once some key is waited on (at once if one is).
+    pub(crate) async fn watching(&self) {
+        loop {
+            let first = self.first_waiter.notified();
+            tokio::pin!(first);
+            // Registered before the map is read, so a waiter arriving in between is not missed.
+            first.as_mut().enable();
+            if !self.slots().is_empty() {
+                return;
+            }
+            first.await;
+        }
     }
 
     /// Wakes every task waiting on `key`.
@@ -128,5 +153,20 @@ mod tests {
         assert!(waiters.watched().is_empty());
         waiters.wake("k");
         waiters.wake_all();
+    }
+
+    #[tokio::test]
+    async fn watching_returns_once_a_key_is_waited_on() {
+        let waiters = Arc::new(Waiters::default());
+        let watching = {
+            let waiters = waiters.clone();
+            tokio::spawn(async move { waiters.watching().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!watching.is_finished(), "nobody waits yet");
+        let watch = waiters.watch("k");
+        watching.await.expect("woken by the first waiter");
+        waiters.watching().await;
+        drop(watch);
     }
 }

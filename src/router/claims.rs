@@ -9,8 +9,9 @@
 //! - A key names one call: backend, tool and arguments. The same key (or request id) for another tool or other
 //!   arguments is the agent's mistake, answered `-32602` naming what differs; it never replays another call's
 //!   result and never runs.
-//! - Claim settles: a result (or a backend's JSON-RPC error) → `completed`; `McpError::NotDelivered` → released,
-//!   the only proof that the tool did not run; anything else → `unknown`. Nothing is retried after delivery.
+//! - Claim settles: a result (or a backend's JSON-RPC error) → `completed`, queued without waiting (the claim
+//!   stays durably `in_flight` until it is written); `McpError::NotDelivered` → released, the only proof that the
+//!   tool did not run; anything else → `unknown`. Nothing is retried after delivery.
 //! - A duplicate: `completed` → the stored answer, marked `_meta["switchyard/replayed"]`; `in_flight` → waits
 //!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so.
 //! - Fail closed: when the claim cannot be written, the call is not sent and the agent hears `not_delivered`.
@@ -27,7 +28,7 @@ use super::{Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
 use crate::ledger::{
-    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore, NewClaim, WaitOutcome,
+    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
     canonical_digest,
 };
 use crate::mcp::jsonrpc;
@@ -119,55 +120,43 @@ impl CallLedger {
         Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress_unclaimed()))
     }
 
-    /// Records how the call ended and returns the agent's answer.
+    /// Records how the call ended and returns the agent's answer. A completion is not awaited: the claim is
+    /// already durable and stays `in_flight` until the completion is, which is all at most once needs (see
+    /// ARCHITECTURE.md, *The completion is off the agent's path*). A release or an `unknown` is awaited, so that
+    /// "safe to retry" is true when the agent reads it.
     pub(super) async fn settle(
         &self,
         key: &ClaimKey,
         backend: &str,
         answer: Result<Value, McpError>,
     ) -> Result<Value, RpcFailure> {
-        let settlement = Settlement::of(&answer);
-        if let Err(error) = self.record(key, &settlement).await {
-            // The agent still gets the real answer. The claim must not stay in flight (this instance keeps
-            // renewing its leases), so settling is retried in the background until the store takes it.
-            tracing::error!(%key, %error, "ledger: cannot settle a claim; retrying in the background");
-            tokio::spawn(self.clone().settle_later(key.clone(), settlement));
+        let settlement = settlement_of(&answer);
+        let (awaited, state) = match &settlement {
+            Settlement::Completed(_) => (None, ClaimWrite::Completed),
+            Settlement::Released => (Some(self.store.release(key, &self.owner).await), ClaimWrite::Released),
+            Settlement::Unknown(why) => {
+                (Some(self.store.mark_unknown(key, &self.owner, why).await), ClaimWrite::Unknown)
+            }
+        };
+        // A queued completion is counted when queued: it is retried until the store takes it.
+        if !matches!(awaited, Some(Err(_))) {
+            self.metrics.count_claims(state, 1);
+        }
+        match awaited {
+            None => self.store.settle_soon(key, &self.owner, settlement, self.max_result),
+            Some(Ok(())) => {}
+            Some(Err(error)) => {
+                // The agent still gets the real answer. The claim must not stay in flight (this instance keeps
+                // renewing its leases), so settling is retried in the background until the store takes it.
+                tracing::error!(%key, %error, "ledger: cannot settle a claim; retrying in the background");
+                self.store.settle_soon(key, &self.owner, settlement, self.max_result);
+            }
         }
         match answer {
             Ok(result) => Ok(result),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
             Err(error) => Ok(outcome::failed_call(backend, &error, Some(key))),
         }
-    }
-
-    async fn record(&self, key: &ClaimKey, settlement: &Settlement) -> Result<(), LedgerError> {
-        let (written, state) = match settlement {
-            Settlement::Completed(stored) => {
-                (self.store.complete(key, &self.owner, stored, self.max_result).await, ClaimWrite::Completed)
-            }
-            Settlement::Released => (self.store.release(key, &self.owner).await, ClaimWrite::Released),
-            Settlement::Unknown(why) => (self.store.mark_unknown(key, &self.owner, why).await, ClaimWrite::Unknown),
-        };
-        if written.is_ok() {
-            self.metrics.count_claims(state, 1);
-        }
-        written
-    }
-
-    /// Retries a settle that failed, with backoff, for as long as [`SETTLE_RETRY_FOR`]; after that the claim
-    /// waits for this instance's next start, which marks it `unknown`.
-    async fn settle_later(self, key: ClaimKey, settlement: Settlement) {
-        let give_up = Instant::now() + SETTLE_RETRY_FOR;
-        let mut pause = Duration::from_millis(200);
-        while Instant::now() < give_up {
-            tokio::time::sleep(pause).await;
-            if self.record(&key, &settlement).await.is_ok() {
-                tracing::info!(%key, "ledger: claim settled after a retry");
-                return;
-            }
-            pause = (pause * 2).min(Duration::from_secs(10));
-        }
-        tracing::error!(%key, "ledger: gave up settling a claim; it becomes `unknown` when this instance restarts");
     }
 }
 
@@ -182,32 +171,19 @@ pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
     }
 }
 
-/// How a claim is settled, by what the backend client reported.
-enum Settlement {
-    /// A result or the backend's JSON-RPC error, stored as `{"result": …}` or `{"error": …}` for replays.
-    Completed(Value),
-    /// The call provably did not reach the backend.
-    Released,
-    /// The call may have run; why the outcome is unknown.
-    Unknown(String),
-}
-
-impl Settlement {
-    fn of(answer: &Result<Value, McpError>) -> Settlement {
-        match answer {
-            Ok(result) => Settlement::Completed(json!({ "result": result })),
-            Err(McpError::Rpc { code, message, data }) => {
-                Settlement::Completed(json!({ "error": { "code": code, "message": message, "data": data } }))
-            }
-            Err(error) if error.proves_not_delivered() => Settlement::Released,
-            Err(McpError::Cancelled) => Settlement::Unknown("cancelled by the agent while it ran".into()),
-            Err(error) => Settlement::Unknown(error.to_string()),
+/// How a claim is settled, by what the backend client reported: a result or the backend's JSON-RPC error is
+/// completed, stored as `{"result": …}` or `{"error": …}` for replays.
+fn settlement_of(answer: &Result<Value, McpError>) -> Settlement {
+    match answer {
+        Ok(result) => Settlement::Completed(json!({ "result": result })),
+        Err(McpError::Rpc { code, message, data }) => {
+            Settlement::Completed(json!({ "error": { "code": code, "message": message, "data": data } }))
         }
+        Err(error) if error.proves_not_delivered() => Settlement::Released,
+        Err(McpError::Cancelled) => Settlement::Unknown("cancelled by the agent while it ran".into()),
+        Err(error) => Settlement::Unknown(error.to_string()),
     }
 }
-
-/// How long a failed settle is retried.
-const SETTLE_RETRY_FOR: Duration = Duration::from_secs(600);
 
 /// A claim key and what the agent knows it as, for the sentence that refuses a conflicting call.
 struct NamedKey {

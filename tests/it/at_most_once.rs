@@ -22,8 +22,13 @@ use tokio::task::JoinSet;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
 use crate::support::pg_proxy::{POSTGRES, TcpProxy};
+use completion::{
+    Outside, a_crash_before_the_completion_is_durable_is_unknown_not_rerun,
+    a_duplicate_before_the_completion_is_durable_gets_the_result,
+};
 use keys::{a_reused_request_id_for_another_call_is_refused, one_key_for_another_tool_is_refused};
 
+mod completion;
 mod keys;
 
 /// The fault backend's tool as the gateway exposes it (backend `fault`, default prefix).
@@ -169,11 +174,13 @@ run_on!([memory, sqlite, postgres]
     a_thousand_concurrent_duplicates_run_once,
     a_lost_answer_is_unknown_and_never_repeated,
     an_unreachable_backend_releases_the_claim,
+    a_duplicate_before_the_completion_is_durable_gets_the_result,
 );
 
 run_on!([sqlite, postgres]
     a_call_cut_short_by_sigkill_is_unknown_after_restart,
     a_completed_result_survives_a_restart,
+    a_crash_before_the_completion_is_durable_is_unknown_not_rerun,
 );
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -489,7 +496,9 @@ async fn a_call_cut_short_by_sigkill_is_unknown_after_restart(store: Store) {
 }
 
 /// A completed call's result is in the durable ledger: after the gateway is killed and restarted, retries (by
-/// idempotency key, and by re-sent request id on the same session) are answered from it.
+/// idempotency key, and by re-sent request id on the same session) are answered from it. (The completion is
+/// written just after the agent is answered, so the test waits until it is durable before killing; a crash
+/// within that window is `a_crash_before_the_completion_is_durable_is_unknown_not_rerun`.)
 async fn a_completed_result_survives_a_restart(store: Store) {
     let Some(ledger) = Ledger::open(store).await else { return };
     let backend = FaultBackend::start(Script::default()).await;
@@ -503,6 +512,7 @@ async fn a_completed_result_survives_a_restart(store: Store) {
     assert_echo(&first_by_key, "ship order");
     assert_echo(&post(&agent, &by_id, &[]).await, "ship other order");
     assert_eq!(backend.executions(RAN), 2);
+    Outside::open(&ledger, &dir.path().join("gw")).await.expect("a durable store").until_settled().await;
     gateway.kill().await;
 
     let gateway = instance.start().await;

@@ -8,8 +8,10 @@
 //!   safe because every operation is idempotent for its caller: a claim retried with the same claim id
 //!   recognises its own insert, and settles that already happened are accepted (see [`crate::ledger::rules`]).
 //! - Every operation has a deadline ([`OPERATION_TIMEOUT`]); a store that does not answer is unavailable.
-//! - Statements are prepared once per connection; operations go round-robin over [`CONNECTIONS`] connections
-//!   (opened on first use), and queries on one connection are pipelined by the driver.
+//! - Statements are prepared once per connection; operations go round-robin over [`GENERAL`] connections
+//!   (opened on first use), and queries on one connection are pipelined by the driver. Each of the [`WRITERS`]
+//!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
+//!   transactions must not take in other operations.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,9 +25,11 @@ use crate::ledger::sql::Statements;
 
 /// How long one operation (including a reconnect) may take before the store reports itself unavailable.
 pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections per store: enough for PostgreSQL to commit concurrent claims together (one connection runs its
-/// statements one after the other, each waiting for its own WAL flush), few enough to leave room for replicas.
-const CONNECTIONS: usize = 4;
+/// Connections for reads, upkeep and the operator's commands.
+const GENERAL: usize = 2;
+/// Batch writers, each with its own connection: while one waits for its commit's WAL flush, another gathers
+/// and sends the next batch. Few, to leave connections for replicas; more only makes batches smaller.
+pub(super) const WRITERS: usize = 3;
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -61,7 +65,7 @@ impl From<Failure> for LedgerError {
 
 /// Maps a driver error to the ledger's kinds: the server's data-corruption codes are [`LedgerError::Corrupt`],
 /// everything else means the ledger cannot be used right now.
-fn classify(error: &tokio_postgres::Error) -> LedgerError {
+pub(super) fn classify(error: &tokio_postgres::Error) -> LedgerError {
     let code = error.code().map(|state| state.code().to_owned()).unwrap_or_default();
     let message = error.as_db_error().map_or_else(|| error.to_string(), |db| db.message().to_owned());
     if matches!(code.as_str(), "XX001" | "XX002") {
@@ -178,16 +182,16 @@ impl Connector {
     /// A connector whose first session is `client` (already connected and migrated by the caller).
     pub(super) async fn new(config: Config, sql: Statements, client: Client) -> Result<Connector, LedgerError> {
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
-        let slots: Vec<Slot> = (0..CONNECTIONS).map(|_| Slot::default()).collect();
+        let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {
             *first.live.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Session { client, prepared }));
         }
         Ok(Connector { config, sql, slots, next: AtomicUsize::new(0) })
     }
 
-    fn slot(&self) -> &Slot {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len().max(1);
-        &self.slots[index]
+    /// The slots of the batch writers, one each.
+    pub(super) fn writer_slots(&self) -> std::ops::Range<usize> {
+        GENERAL..GENERAL + WRITERS
     }
 
     async fn session(&self, slot: &Slot) -> Result<Arc<Session>, Failure> {
@@ -205,13 +209,22 @@ impl Connector {
         Ok(session)
     }
 
-    /// Runs `operation` on a live session, once more on a fresh one if the connection broke under it.
+    /// Runs `operation` on a live general session, once more on a fresh one if the connection broke under it.
     pub(super) async fn run<T, F, Fut>(&self, operation: F) -> Result<T, LedgerError>
     where
         F: Fn(Arc<Session>) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
-        let slot = self.slot();
+        self.run_on(self.next.fetch_add(1, Ordering::Relaxed) % GENERAL, operation).await
+    }
+
+    /// [`Connector::run`] on the connection of slot `index` (a writer's own, from [`Connector::writer_slots`]).
+    pub(super) async fn run_on<T, F, Fut>(&self, index: usize, operation: F) -> Result<T, LedgerError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let slot = &self.slots[index];
         let mut retried = false;
         loop {
             let session = within(self.session(slot)).await??;
@@ -258,7 +271,7 @@ async fn within<T>(future: impl Future<Output = T>) -> Result<T, LedgerError> {
 
 /// Whether `error` means the connection is gone: closed under us, or the server said it is ending it
 /// (connection exceptions, class 08; administrator or crash shutdown, 57P01–57P03) before closing it.
-fn connection_broke(error: &tokio_postgres::Error, session: &Session) -> bool {
+pub(super) fn connection_broke(error: &tokio_postgres::Error, session: &Session) -> bool {
     let ending = error
         .code()
         .map(|state| state.code())

@@ -1,15 +1,18 @@
 //! The PostgreSQL store: one ledger shared by every replica of the gateway.
 //!
 //! Rules:
-//! - Atomicity comes from PostgreSQL: each operation is one statement in autocommit (see [`ops`]).
+//! - Atomicity comes from PostgreSQL: each operation is one statement (see [`ops`]); claims and settles that
+//!   arrive together share one pipelined transaction, one round trip per batch ([`batch`]).
 //! - Queries go through a few reconnecting, pipelined connections ([`conn`]); notifications arrive on another,
-//!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle, so
-//!   they do not wait for the notification's round trip.
-//! - Claims and settles run on tasks of their own, so a caller that is dropped mid-operation neither cuts a
-//!   settle short nor leaves behind a claim nobody knows it holds (see [`super::detach`]).
+//!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle
+//!   commits, so they do not wait for the notification's round trip.
+//! - Claims and settles are jobs for the batch writers: once queued they run even if their caller is dropped,
+//!   so a dropped caller neither cuts a settle short nor leaves behind a claim nobody knows it holds (see
+//!   [`super::detach`]).
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
 mod backend_tokens;
+mod batch;
 mod conn;
 mod listen;
 mod ops;
@@ -23,15 +26,17 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use super::backend_tokens::BackendTokenSql;
+use super::background::{self, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
-use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
+use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, Statements};
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
+use batch::{Job, Writers};
 use conn::Connector;
 
 #[derive(Clone)]
@@ -40,8 +45,11 @@ pub struct PostgresStore {
 }
 
 struct Inner {
-    conn: Connector,
+    conn: Arc<Connector>,
+    writers: Writers,
     waiters: Arc<Waiters>,
+    /// Settles queued without a waiting caller (see [`super::background`]).
+    pending: Arc<Pending>,
     revocation_sql: RevocationSql,
     backend_token_sql: BackendTokenSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
@@ -64,6 +72,8 @@ impl PostgresStore {
         let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
         schema::migrate(&mut client, &names).await?;
         let conn = Connector::new(config.clone(), Statements::new(&names.claims, Dialect::Postgres), client).await?;
+        let conn = Arc::new(conn);
+        let writers = Writers::start(conn.clone());
         let waiters = Arc::new(Waiters::default());
         let (stop, stopped) = oneshot::channel();
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
@@ -76,7 +86,17 @@ impl PostgresStore {
             revocations: revocations.clone(),
         };
         tokio::spawn(listen::run(config, listeners, stopped));
-        let inner = Inner { conn, waiters, revocation_sql, backend_token_sql, revocations, _stop_listening: stop };
+        let pending = Arc::default();
+        let inner = Inner {
+            conn,
+            writers,
+            waiters,
+            pending,
+            revocation_sql,
+            backend_token_sql,
+            revocations,
+            _stop_listening: stop,
+        };
         Ok(PostgresStore { inner: Arc::new(inner) })
     }
 
@@ -85,15 +105,17 @@ impl PostgresStore {
     }
 
     pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
-        // Chosen once, so a retry after a broken connection recognises its own insert.
+        // Chosen once, so a batch run again after a broken connection recognises its own insert.
         let (id, now) = (new_claim_id()?, SystemTime::now());
-        let (store, abandon) = (self.clone(), self.abandon());
-        let delivery = detached(async move {
-            let (new, id) = (&new, id.as_str());
-            let outcome = store.inner.conn.run(|session| async move { ops::claim(&session, new, id, now).await });
-            Ok(Delivery::new(outcome.await?, abandon))
+        let (reply, answer) = oneshot::channel();
+        let abandon = self.abandon();
+        // A caller gone by now drops the delivery, which releases the claim.
+        let reply = Box::new(move |outcome: Result<ClaimOutcome, LedgerError>| {
+            drop(reply.send(outcome.map(|outcome| Delivery::new(outcome, abandon))));
         });
-        delivery.await?.take()
+        self.inner.writers.submit(Job::Claim { new, id, now, reply: batch::Answer::new(reply) });
+        let delivery = answer.await.map_err(|_| LedgerError::unavailable("the ledger's writer stopped"))??;
+        delivery.take()
     }
 
     /// Releases a claim whose caller went away (see [`super::detach`]).
@@ -104,8 +126,6 @@ impl PostgresStore {
         })
     }
 
-    // The settles below run detached: once started they finish, even if their caller is dropped.
-
     pub(crate) async fn complete(
         &self,
         key: &ClaimKey,
@@ -113,26 +133,45 @@ impl PostgresStore {
         result: &Value,
         max_result: usize,
     ) -> Result<(), LedgerError> {
-        let stored = StoredResult::bound(result, max_result);
-        let (store, key, owner) = (self.clone(), key.clone(), owner.to_owned());
-        detached(async move { store.settle(&key, &owner, Settle::Complete(&stored)).await }).await
+        self.settle(key, owner, OwnedSettle::Complete(StoredResult::bound(result, max_result))).await
     }
 
     pub(crate) async fn mark_unknown(&self, key: &ClaimKey, owner: &str, error: &str) -> Result<(), LedgerError> {
-        let (store, key, owner, error) = (self.clone(), key.clone(), owner.to_owned(), error.to_owned());
-        detached(async move { store.settle(&key, &owner, Settle::MarkUnknown(&error)).await }).await
+        self.settle(key, owner, OwnedSettle::MarkUnknown(error.to_owned())).await
     }
 
     pub(crate) async fn release(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
-        let (store, key, owner) = (self.clone(), key.clone(), owner.to_owned());
-        detached(async move { store.settle(&key, &owner, Settle::Release).await }).await
+        self.settle(key, owner, OwnedSettle::Release).await
     }
 
-    async fn settle(&self, key: &ClaimKey, owner: &str, operation: Settle<'_>) -> Result<(), LedgerError> {
-        let now = SystemTime::now();
-        self.inner.conn.run(|session| async move { ops::settle(&session, key, owner, operation, now).await }).await?;
-        self.inner.waiters.wake(key.as_str());
-        Ok(())
+    async fn settle(&self, key: &ClaimKey, owner: &str, settle: OwnedSettle) -> Result<(), LedgerError> {
+        let queued = Arc::new(QueuedSettle { key: key.clone(), owner: owner.to_owned(), settle });
+        let (reply, answer) = oneshot::channel();
+        self.submit_settle(queued, Box::new(move |settled| drop(reply.send(settled))));
+        answer.await.map_err(|_| LedgerError::unavailable("the ledger's writer stopped"))?
+    }
+
+    /// Queues `queued` for the writers' next batch and returns at once (see [`super::background`]).
+    pub(crate) fn settle_soon(&self, queued: QueuedSettle) {
+        let (store, ticket, runtime) =
+            (self.clone(), self.inner.pending.ticket(), tokio::runtime::Handle::try_current());
+        let queued = Arc::new(queued);
+        let retry = queued.clone();
+        let done =
+            move |settled: Result<(), LedgerError>| background::finished(store, runtime.ok(), ticket, retry, settled);
+        self.submit_settle(queued, Box::new(done));
+    }
+
+    /// Queues a settle whose waiters are woken once it committed, then answers `reply`.
+    fn submit_settle(&self, queued: Arc<QueuedSettle>, reply: batch::SettleReply) {
+        let (waiters, key) = (self.inner.waiters.clone(), queued.key.clone());
+        let reply = Box::new(move |settled: Result<(), LedgerError>| {
+            if settled.is_ok() {
+                waiters.wake(key.as_str());
+            }
+            reply(settled);
+        });
+        self.inner.writers.submit(Job::Settle { queued, now: SystemTime::now(), reply: batch::Answer::new(reply) });
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
@@ -149,6 +188,8 @@ impl PostgresStore {
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
+        // Settles still queued are not leftovers.
+        self.inner.pending.flushed().await;
         let now = SystemTime::now();
         let keys = self
             .inner
@@ -179,5 +220,11 @@ impl PostgresStore {
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {
         self.inner.conn.run(|session| async move { ops::ping(&session).await }).await
+    }
+}
+
+impl Resettle for PostgresStore {
+    async fn settle_queued(&self, queued: &QueuedSettle) -> Result<(), LedgerError> {
+        self.settle(&queued.key, &queued.owner, queued.settle.clone()).await
     }
 }

@@ -167,7 +167,7 @@ pub(super) async fn ping(session: &Session) -> Result<(), Failure> {
     Ok(())
 }
 
-fn record(row: &Row) -> Result<ClaimRecord, Failure> {
+pub(super) fn record(row: &Row) -> Result<ClaimRecord, Failure> {
     Ok(raw_row(row).map_err(corrupt_row)?.into_record()?)
 }
 

@@ -1,66 +1,52 @@
-//! Group commit: the worker runs the jobs that queued up while it was busy in one transaction.
+//! Group commit: the worker runs every job queued when it wakes up in one transaction.
 //!
 //! Rules:
-//! - A lone job runs in autocommit mode, as its own transaction, so an idle store pays nothing extra. Jobs that
-//!   arrived together run in one `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page
-//!   instead of one per job, which is what lets many concurrent callers share one connection.
+//! - The worker sleeps on its queue and is woken by the next job: nothing polls or spins, so an idle store costs
+//!   no CPU. Whatever queued up while it was busy (at most [`MAX_BATCH`] jobs) is the next batch.
+//! - A lone job runs in autocommit mode, as its own transaction. Jobs that arrived together run in one
+//!   `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page instead of one per job.
+//! - Each job of a batch runs inside a savepoint of its own: a job that fails is rolled back to its savepoint,
+//!   so whatever it changed before failing is undone and the others commit without it.
 //! - A job answers only after its transaction committed: it returns a [`Reply`] that is called with the commit's
 //!   outcome, and a failed commit turns every answer of the batch into that error, so nobody is told about a
 //!   change that did not happen.
-//! - Every job makes at most one change, with the last statement that changed anything (the operations in
-//!   [`super::ops`] read after a write only when the write changed nothing), so a job that fails leaves nothing
-//!   half-done in the batch for the others to commit.
 //! - If SQLite rolls the whole transaction back on an error (disk full, I/O error), the jobs that ran in it are
 //!   answered with an error and the rest of the batch runs one by one.
 
-use std::sync::mpsc::{self, TryRecvError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use rusqlite::ErrorCode;
 
+use super::checkpoint::Checkpointer;
 use super::worker::{BUSY_TIMEOUT, Db};
 use crate::ledger::error::LedgerError;
 
 /// The most jobs committed together.
 const MAX_BATCH: usize = 256;
-/// How long the worker polls for the next job before it sleeps. A tool call's completion follows its claim after
-/// one backend round trip (typically 50–300 µs); a worker still awake then saves waking a parked thread, which
-/// on a VM costs tens of µs per hop (BENCHMARKS.md: +129 µs added median with 50 µs of polling, +58 µs with
-/// 400 µs). An idle store polls at most this long after its last job.
-const SPIN: Duration = Duration::from_micros(400);
 
 /// A job's answer, sent once the outcome of its transaction is known.
 pub(super) type Reply = Box<dyn FnOnce(Result<(), LedgerError>) + Send>;
-/// A job: runs on the connection and returns how to answer.
-pub(super) type Job = Box<dyn FnOnce(&mut Db) -> Reply + Send>;
+/// A job: runs on the connection and says whether it failed and how to answer.
+pub(super) type Job = Box<dyn FnOnce(&mut Db) -> Ran + Send>;
 
-/// Runs jobs until every sender is gone.
-pub(super) fn serve(mut db: Db, queue: &mpsc::Receiver<Job>) {
-    while let Some(first) = next_job(queue) {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        run(&mut db, batch);
-    }
+/// What a job did.
+pub(super) struct Ran {
+    /// The job failed: whatever it changed must not be committed.
+    pub(super) failed: bool,
+    pub(super) reply: Reply,
 }
 
-/// The next job: polled for a moment before sleeping, because a sleeping thread (on a VM, a sleeping virtual
-/// CPU) takes tens of microseconds to wake, more than a whole SQLite write, and a call's claim, completion and
-/// the next call's claim often follow each other closely.
-fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
-    let spinning = Instant::now();
-    while spinning.elapsed() < SPIN {
-        match queue.try_recv() {
-            Ok(job) => return Some(job),
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) => std::hint::spin_loop(),
+/// Runs jobs until every sender is gone, telling `checkpointer` after each batch.
+pub(super) fn serve(mut db: Db, queue: &mpsc::Receiver<Job>, checkpointer: Option<&Checkpointer>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        batch.extend(queue.try_iter().take(MAX_BATCH - 1));
+        run(&mut db, batch);
+        if let Some(checkpointer) = checkpointer {
+            checkpointer.wrote();
         }
     }
-    queue.recv().ok()
 }
 
 fn run(db: &mut Db, batch: Vec<Job>) {
@@ -83,23 +69,42 @@ fn run(db: &mut Db, batch: Vec<Job>) {
 
 fn one_by_one(db: &mut Db, jobs: impl IntoIterator<Item = Job>) {
     for job in jobs {
-        job(db)(Ok(()));
+        (job(db).reply)(Ok(()));
     }
 }
 
 fn in_transaction(db: &mut Db, batch: Vec<Job>) {
-    let mut jobs = batch.into_iter();
+    let mut jobs = batch.into_iter().peekable();
     let mut replies = Vec::new();
-    for job in jobs.by_ref() {
-        replies.push(job(db));
+    let mut broken = None;
+    while jobs.peek().is_some() {
+        if let Err(error) = statement(db, "SAVEPOINT job") {
+            broken = Some(error);
+            break;
+        }
+        let Some(job) = jobs.next() else { break };
+        let ran = job(db);
+        replies.push(ran.reply);
         if db.conn.is_autocommit() {
+            broken = Some(LedgerError::unavailable("SQLite rolled back a transaction after an error"));
+            break;
+        }
+        let closed = if ran.failed {
+            statement(db, "ROLLBACK TO job").and_then(|()| statement(db, "RELEASE job"))
+        } else {
+            statement(db, "RELEASE job")
+        };
+        if let Err(error) = closed {
+            broken = Some(error);
             break;
         }
     }
-    let outcome = if db.conn.is_autocommit() {
-        Err(LedgerError::unavailable("SQLite rolled back a transaction after an error"))
-    } else {
-        commit(db)
+    let outcome = match broken {
+        None => commit(db),
+        Some(error) => {
+            rollback(db);
+            Err(error)
+        }
     };
     for reply in replies {
         reply(outcome.clone());
@@ -107,10 +112,25 @@ fn in_transaction(db: &mut Db, batch: Vec<Job>) {
     one_by_one(db, jobs);
 }
 
+fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {
+    db.conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
 fn commit(db: &mut Db) -> Result<(), LedgerError> {
     db.conn.execute_batch("COMMIT").map_err(|error| {
         // A failed COMMIT can leave the transaction open; nothing of it may survive.
-        let _ = db.conn.execute_batch("ROLLBACK");
+        rollback(db);
         LedgerError::from(error)
     })
 }
+
+fn rollback(db: &Db) {
+    if !db.conn.is_autocommit() {
+        let _ = db.conn.execute_batch("ROLLBACK");
+    }
+}
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

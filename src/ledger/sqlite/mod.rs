@@ -4,10 +4,11 @@
 //! - Every call is a job for the [`worker`] thread; nothing blocks the async runtime. Once queued, a job runs
 //!   even if its caller is dropped, and a claim whose caller went away is released (see [`super::detach`]).
 //! - Atomicity comes from SQLite itself: each operation is one statement (see [`ops`]), serialised by the
-//!   database's write lock, so it also holds when several processes share the file.
-//! - Waiters in this process are woken right after a local settle; changes made by another process on the same
-//!   file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits, and reads only the
-//!   watched keys.
+//!   database's write lock, so it also holds when several processes share the file; jobs that queue up together
+//!   share one transaction, each in a savepoint of its own (see [`batch`]).
+//! - Waiters in this process are woken right after a local settle commits; changes made by another process on
+//!   the same file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits (the task
+//!   sleeps without a timer otherwise), and reads only the watched keys.
 
 mod backend_tokens;
 mod batch;
@@ -21,7 +22,10 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
 
+use super::background::{self, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
@@ -41,15 +45,21 @@ pub struct SqliteStore {
 #[derive(Debug)]
 struct Inner {
     worker: Worker,
-    waiters: Waiters,
+    waiters: Arc<Waiters>,
+    /// Settles queued without a waiting caller (see [`super::background`]).
+    pending: Arc<Pending>,
+    /// Dropped with the store, which stops the cross-process poll.
+    _stop_polling: oneshot::Sender<()>,
 }
 
 impl SqliteStore {
     /// Opens (creating and migrating as needed) the file at `path`; must run inside a Tokio runtime.
     pub(crate) async fn open(path: &Path) -> Result<SqliteStore, LedgerError> {
         let worker = Worker::start(path.to_path_buf()).await?;
-        let inner = Arc::new(Inner { worker, waiters: Waiters::default() });
-        tokio::spawn(poll_other_processes(Arc::downgrade(&inner)));
+        let (stop, stopped) = oneshot::channel();
+        let waiters = Arc::new(Waiters::default());
+        let inner = Arc::new(Inner { worker, waiters, pending: Arc::default(), _stop_polling: stop });
+        tokio::spawn(poll_other_processes(Arc::downgrade(&inner), inner.waiters.clone(), stopped));
         Ok(SqliteStore { inner })
     }
 
@@ -70,13 +80,18 @@ impl SqliteStore {
 
     /// Releases a claim whose caller went away (see [`super::detach`]); runs on whatever thread drops it.
     fn abandon(&self) -> Abandon {
-        let queue = self.inner.worker.queue();
+        let queue = self.inner.worker.queue().clone();
         Box::new(move |record: ClaimRecord| {
-            queue(Box::new(move |db| {
-                if let Err(error) = ops::settle(db, &record.key, &record.owner, Settle::Release, SystemTime::now()) {
+            let release = move |db: &mut worker::Db| {
+                ops::settle(db, &record.key, &record.owner, Settle::Release, SystemTime::now())
+            };
+            let logged = |released: Result<(), LedgerError>| {
+                if let Err(error) = released {
                     tracing::warn!(%error, "ledger: cannot release a claim whose caller went away");
                 }
-            }));
+            };
+            // A stopped worker has nothing left to do the job on; the claim then expires with its lease.
+            let _ = queue.submit(release, logged);
         })
     }
 
@@ -115,6 +130,26 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Queues `queued` for the worker's next batch and returns at once (see [`super::background`]); its waiters
+    /// are woken once it committed.
+    pub(crate) fn settle_soon(&self, queued: QueuedSettle) {
+        let (store, ticket, runtime) = (self.clone(), self.inner.pending.ticket(), Handle::try_current().ok());
+        let (queued, now) = (Arc::new(queued), SystemTime::now());
+        let job = {
+            let queued = queued.clone();
+            move |db: &mut worker::Db| ops::settle(db, &queued.key, &queued.owner, queued.settle.as_settle(), now)
+        };
+        let answer = move |settled: Result<(), LedgerError>| {
+            if settled.is_ok() {
+                store.inner.waiters.wake(queued.key.as_str());
+            }
+            background::finished(store, runtime, ticket, queued, settled);
+        };
+        if let Err(error) = self.inner.worker.queue().submit(job, answer) {
+            tracing::error!(%error, "ledger: a settle could not be queued");
+        }
+    }
+
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
         let key = key.clone();
         self.inner.worker.run(move |db| ops::get(db, key.as_str())).await
@@ -131,6 +166,8 @@ impl SqliteStore {
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
+        // Settles still queued are not leftovers.
+        self.inner.pending.flushed().await;
         let owner = owner.to_owned();
         let now = SystemTime::now();
         let keys = self.inner.worker.run(move |db| ops::orphan(db, &owner, ORPHANED_NOTE, now)).await?;
@@ -158,23 +195,38 @@ impl SqliteStore {
     }
 }
 
-/// Wakes waiters whose claim another process settled; ends when the store is dropped.
-async fn poll_other_processes(inner: Weak<Inner>) {
-    let mut ticks = tokio::time::interval(POLL_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+impl Resettle for SqliteStore {
+    async fn settle_queued(&self, queued: &QueuedSettle) -> Result<(), LedgerError> {
+        let settle = queued.settle.clone();
+        self.settle(&queued.key, &queued.owner, move |db, key, owner, now| {
+            ops::settle(db, key, owner, settle.as_settle(), now)
+        })
+        .await
+    }
+}
+
+/// Wakes waiters whose claim another process settled; sleeps while nobody waits; ends when the store is dropped.
+async fn poll_other_processes(inner: Weak<Inner>, waiters: Arc<Waiters>, mut stop: oneshot::Receiver<()>) {
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = &mut stop => return,
+            () = waiters.watching() => {}
+        }
+        tokio::select! {
+            _ = &mut stop => return,
+            () = tokio::time::sleep(POLL_INTERVAL) => {}
+        }
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let watched = inner.waiters.watched();
+        let watched = waiters.watched();
         if watched.is_empty() {
             continue;
         }
-        // A failed poll is retried on the next tick; the waiters' own reads report the error if it persists.
+        // A failed poll is retried on the next round; the waiters' own reads report the error if it persists.
         if let Ok(settled) = inner.worker.run(move |db| ops::settled_among(db, watched)).await {
             for key in settled {
-                inner.waiters.wake(&key);
+                waiters.wake(&key);
             }
         }
     }

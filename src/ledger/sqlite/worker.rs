@@ -1,6 +1,6 @@
-//! The thread that owns the SQLite connection: it opens and migrates the file, then runs the jobs the async side
-//! sends it (committing those that queue up together at once, see [`batch`](super::batch)) and answers each
-//! through a oneshot channel.
+//! The thread that owns the SQLite connection: it opens and migrates the file, then sleeps on its queue and runs
+//! the jobs the async side sends it (committing those that queue up together at once, see
+//! [`batch`](super::batch)), answering each once its transaction committed.
 //!
 //! Rules:
 //! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
@@ -10,7 +10,8 @@
 //!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it.
 //! - The schema version is `PRAGMA user_version`, checked and migrated inside one `BEGIN IMMEDIATE` transaction
 //!   so two processes opening a new file at once do not both create it.
-//! - WAL checkpoints run on a thread of their own ([`Checkpointer`]), off the callers' path.
+//! - WAL checkpoints run on a thread of their own ([`Checkpointer`]), off the callers' path, started and stopped
+//!   by this thread.
 //! - When the store is dropped the job channel closes and the thread ends, closing the connection.
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::batch::{Job, serve};
+use super::batch::{Job, Ran, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
@@ -39,14 +40,16 @@ pub(super) struct Db {
     pub(super) sql: Statements,
 }
 
-/// A job nobody waits for.
-pub(super) type Chore = Box<dyn FnOnce(&mut Db) + Send>;
-
 /// The async side's handle on the thread.
 #[derive(Debug)]
 pub(super) struct Worker {
+    queue: Queue,
+}
+
+/// Where jobs are sent; cheap to clone and usable from any thread, with or without a runtime.
+#[derive(Debug, Clone)]
+pub(super) struct Queue {
     jobs: mpsc::Sender<Job>,
-    _checkpointer: Option<Checkpointer>,
 }
 
 impl Worker {
@@ -54,14 +57,14 @@ impl Worker {
     pub(super) async fn start(path: PathBuf) -> Result<Worker, LedgerError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready, opened) = oneshot::channel();
-        let checkpointed = path.clone();
         thread::Builder::new()
             .name("switchyard-ledger".to_owned())
             .spawn(move || match open(&path) {
                 Ok(db) => {
                     // The opener may have given up waiting; then there is nobody to serve.
                     if ready.send(Ok(())).is_ok() {
-                        serve(db, &queue);
+                        let checkpointer = Checkpointer::start(path);
+                        serve(db, &queue, checkpointer.as_ref());
                     }
                 }
                 Err(error) => {
@@ -70,38 +73,41 @@ impl Worker {
             })
             .map_err(|error| LedgerError::unavailable(format!("cannot start the SQLite thread: {error}")))?;
         opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
-        Ok(Worker { jobs, _checkpointer: Checkpointer::start(checkpointed) })
+        Ok(Worker { queue: Queue { jobs } })
     }
 
-    /// Queues `job` without waiting for it; usable from any thread, with or without a runtime.
-    pub(super) fn queue(&self) -> impl Fn(Chore) + Send + 'static {
-        let jobs = self.jobs.clone();
-        move |job| {
-            let job: Job = Box::new(move |db| {
-                job(db);
-                Box::new(|_| {})
-            });
-            // A stopped worker has nothing left to do the job on; the claim then expires with its lease.
-            let _ = jobs.send(job);
-        }
+    pub(super) fn queue(&self) -> &Queue {
+        &self.queue
     }
 
-    /// Runs `job` on the connection and returns its answer.
+    /// Runs `job` on the connection and returns its answer once its transaction committed.
     pub(super) async fn run<T, F>(&self, job: F) -> Result<T, LedgerError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
+        // The caller may have been cancelled; its answer is then not needed.
+        self.queue.submit(job, move |outcome| drop(reply.send(outcome)))?;
+        answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
+    }
+}
+
+impl Queue {
+    /// Queues `job`; `answer` gets its outcome once its transaction committed (or failed). Once queued, the job
+    /// runs whether or not anyone still waits for it.
+    pub(super) fn submit<T, F, A>(&self, job: F, answer: A) -> Result<(), LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
+        A: FnOnce(Result<T, LedgerError>) + Send + 'static,
+    {
         let job: Job = Box::new(move |db| {
             let outcome = job(db);
-            Box::new(move |committed: Result<(), LedgerError>| {
-                // The caller may have been cancelled; its answer is then not needed.
-                let _ = reply.send(committed.and(outcome));
-            })
+            let failed = outcome.is_err();
+            Ran { failed, reply: Box::new(move |committed| answer(committed.and(outcome))) }
         });
-        self.jobs.send(job).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))?;
-        answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
+        self.jobs.send(job).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
     }
 }
 

@@ -1,5 +1,5 @@
-//! The ledger's tests: one behaviour suite ([`behaviour`]) run against every store, plus what only one store
-//! can show ([`stores`]).
+//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`]) run against every store, plus what only
+//! one store can show ([`stores`]).
 //!
 //! Rules:
 //! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
@@ -9,6 +9,7 @@
 //!   fail, so CI never passes without having tested the shared store.
 
 mod behaviour;
+mod completion;
 mod stores;
 
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ const MAX_RESULT: usize = 1 << 20;
 
 use tokio_postgres::NoTls;
 
-use super::{ClaimKey, LedgerStore, NewClaim};
+use super::{ClaimKey, ClaimOutcome, ClaimRecord, LedgerStore, NewClaim};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -119,6 +120,29 @@ impl Harness {
         }
     }
 
+    /// Holds the write lock another process would, over the claim `name` (PostgreSQL: its row; SQLite: the
+    /// file), so that the store's settle of it waits; the memory store has nothing to hold.
+    pub(super) async fn hold_writes(&self, name: &str) -> Option<Hold> {
+        let key = ClaimKey::idempotency("alice", name).as_str().to_owned();
+        match &self.backing {
+            Backing::Memory => None,
+            Backing::Sqlite { dir } => {
+                let conn = rusqlite::Connection::open(dir.join(crate::ledger::SQLITE_FILE_NAME)).expect("open");
+                conn.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
+                conn.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+                Some(Hold::Sqlite(conn))
+            }
+            Backing::Postgres { schema, .. } => {
+                let admin = postgres_admin().await.expect("PostgreSQL was reachable a moment ago");
+                let table = format!("{schema}.{}", crate::ledger::sql::CLAIMS_TABLE);
+                admin.batch_execute("BEGIN").await.expect("begin");
+                let sql = format!("SELECT 1 FROM {table} WHERE key = $1 FOR UPDATE");
+                assert_eq!(admin.execute(&sql, &[&key]).await.expect("lock the row"), 1, "{key} exists");
+                Some(Hold::Postgres { admin, table })
+            }
+        }
+    }
+
     pub(super) async fn finish(self) {
         drop(self.store);
         match self.backing {
@@ -135,6 +159,36 @@ impl Harness {
     }
 }
 
+/// A write lock held from outside the store (see [`Harness::hold_writes`]).
+pub(super) enum Hold {
+    Sqlite(rusqlite::Connection),
+    Postgres { admin: tokio_postgres::Client, table: String },
+}
+
+impl Hold {
+    /// The committed state of the claim `name`, read through the holding connection.
+    pub(super) async fn state(&self, name: &str) -> Option<String> {
+        let key = ClaimKey::idempotency("alice", name).as_str().to_owned();
+        match self {
+            Hold::Sqlite(conn) => {
+                let sql = format!("SELECT state FROM {} WHERE key = ?1", crate::ledger::sql::CLAIMS_TABLE);
+                conn.query_row(&sql, [&key], |row| row.get(0)).ok()
+            }
+            Hold::Postgres { admin, table } => {
+                let sql = format!("SELECT state FROM {table} WHERE key = $1");
+                admin.query_opt(&sql, &[&key]).await.expect("read").map(|row| row.get(0))
+            }
+        }
+    }
+
+    pub(super) async fn release(self) {
+        match self {
+            Hold::Sqlite(conn) => conn.execute_batch("ROLLBACK").expect("release the write lock"),
+            Hold::Postgres { admin, .. } => admin.batch_execute("ROLLBACK").await.expect("release the row"),
+        }
+    }
+}
+
 /// A claim of `key` (an idempotency key of principal `alice`) by `owner`, calling `docs.search`.
 pub(super) fn claim_of(key: &str, owner: &str) -> NewClaim {
     NewClaim {
@@ -147,6 +201,20 @@ pub(super) fn claim_of(key: &str, owner: &str) -> NewClaim {
         owner: owner.to_owned(),
         lease: Duration::from_secs(30),
     }
+}
+
+/// The claims that won and those that found another's, in order.
+pub(super) fn winners_and_losers(
+    outcomes: impl IntoIterator<Item = ClaimOutcome>,
+) -> (Vec<ClaimRecord>, Vec<ClaimRecord>) {
+    let (mut winners, mut losers) = (Vec::new(), Vec::new());
+    for outcome in outcomes {
+        match outcome {
+            ClaimOutcome::Claimed(record) => winners.push(record),
+            ClaimOutcome::Existing(record) => losers.push(record),
+        }
+    }
+    (winners, losers)
 }
 
 /// Runs one behaviour case against each store, as one test per (store, case).
@@ -198,6 +266,9 @@ on_every_store!(
     revocations_are_seen_by_a_second_instance,
     abandoned_claims_are_released,
     settles_finish_when_their_caller_leaves,
+    many_concurrent_claims_are_each_answered_and_durable,
+    a_duplicate_before_the_completion_is_durable_gets_its_result,
+    queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
 );

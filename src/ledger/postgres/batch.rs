@@ -1,0 +1,343 @@
+//! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server
+//! as one pipelined transaction — `BEGIN`, every job's statements, `COMMIT`, sent together without waiting for
+//! each other's answers — so a batch costs one round trip, one WAL flush and one turn at the notification
+//! queue's lock, however many calls it carries.
+//!
+//! Rules:
+//! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
+//!   are free (at most [`MAX_BATCH`] jobs). An idle writer sleeps on the queue; nothing polls. A lone job is
+//!   sent without `BEGIN`/`COMMIT`, its statements in autocommit, as before batching.
+//! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
+//!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
+//! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` of its key: under READ COMMITTED the
+//!   select sees the row that won, ours or one committed by another replica (the insert waited for it). A settle
+//!   is its one conditional statement; the trigger's `NOTIFY` goes out at the batch's commit, as before. What the
+//!   pipeline cannot decide — a settle that changed nothing, a claim whose row vanished in between — is done
+//!   after the commit by the single operations of [`super::ops`], which explain or retry it.
+//! - Every job is answered after the commit. A statement that fails for its own values (SQLSTATE classes 22 and
+//!   23: data and integrity errors) is answered with its error and the batch runs again without it; a deadlock
+//!   or serialization failure runs the batch again; any other failure is the batch's, and all its jobs get it. A
+//!   broken connection runs the batch once more on a fresh one (see [`super::conn`]): every job is idempotent
+//!   for its caller (a claim recognises its own insert by its id; a repeated settle is accepted).
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::task::Poll;
+use std::time::SystemTime;
+
+use tokio::sync::{Mutex, mpsc};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::conn::{self, Connector, Failure, Session};
+use super::ops;
+use crate::ledger::background::QueuedSettle;
+use crate::ledger::error::LedgerError;
+use crate::ledger::rules::Settle;
+use crate::ledger::sql::RACE_ATTEMPTS;
+use crate::ledger::types::{ClaimOutcome, ClaimRecord, NewClaim, to_millis};
+
+/// The most jobs committed together.
+const MAX_BATCH: usize = 256;
+
+pub(super) type ClaimReply = Box<dyn FnOnce(Result<ClaimOutcome, LedgerError>) + Send>;
+pub(super) type SettleReply = Box<dyn FnOnce(Result<(), LedgerError>) + Send>;
+
+/// One claim or settle, and how to answer it once its batch committed.
+pub(super) enum Job {
+    Claim { new: NewClaim, id: String, now: SystemTime, reply: Answer<ClaimReply> },
+    Settle { queued: Arc<QueuedSettle>, now: SystemTime, reply: Answer<SettleReply> },
+}
+
+/// A reply, held so that a batch can borrow its jobs across `.await`s on any thread: the mutex is never locked,
+/// only taken apart by the one owner that answers.
+pub(super) struct Answer<R>(StdMutex<R>);
+
+impl<R> Answer<R> {
+    pub(super) fn new(reply: R) -> Answer<R> {
+        Answer(StdMutex::new(reply))
+    }
+
+    fn take(self) -> R {
+        self.0.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Job {
+    fn key(&self) -> &str {
+        match self {
+            Job::Claim { new, .. } => new.key.as_str(),
+            Job::Settle { queued, .. } => queued.key.as_str(),
+        }
+    }
+
+    fn fail(self, error: LedgerError) {
+        match self {
+            Job::Claim { reply, .. } => reply.take()(Err(error)),
+            Job::Settle { reply, .. } => reply.take()(Err(error)),
+        }
+    }
+}
+
+/// The writers' queue. Once queued, a job runs whether or not its caller still waits; the writers end when the
+/// store (and with it this queue) is dropped and they have run what was queued.
+pub(super) struct Writers {
+    queue: mpsc::UnboundedSender<Job>,
+}
+
+impl Writers {
+    pub(super) fn start(conn: Arc<Connector>) -> Writers {
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let jobs = Arc::new(Mutex::new(jobs));
+        for slot in conn.writer_slots() {
+            tokio::spawn(write(conn.clone(), slot, jobs.clone()));
+        }
+        Writers { queue }
+    }
+
+    pub(super) fn submit(&self, job: Job) {
+        if let Err(mpsc::error::SendError(job)) = self.queue.send(job) {
+            job.fail(LedgerError::unavailable("the PostgreSQL ledger's writers have stopped"));
+        }
+    }
+}
+
+async fn write(conn: Arc<Connector>, slot: usize, jobs: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    let mut batch = Vec::new();
+    // One free writer at a time waits on the queue, the others behind it; whoever wakes takes all that is there.
+    while jobs.lock().await.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        run(&conn, slot, std::mem::take(&mut batch)).await;
+    }
+}
+
+/// Runs `jobs` as one transaction on the writer connection `slot` and answers each.
+pub(super) async fn run(conn: &Connector, slot: usize, mut jobs: Vec<Job>) {
+    // Stable: two jobs of one key keep their order of arrival.
+    jobs.sort_by(|a, b| a.key().cmp(b.key()));
+    let mut conflicts = 0;
+    while !jobs.is_empty() {
+        let tried = conn
+            .run_on(slot, |session| {
+                let jobs = &jobs;
+                async move { attempt(&session, jobs).await }
+            })
+            .await;
+        match tried {
+            Ok(Attempt::Committed(steps)) => return finish(conn, slot, jobs, steps).await,
+            Ok(Attempt::Refused { index, error }) => jobs.remove(index).fail(error),
+            Ok(Attempt::Conflict(_)) if conflicts < RACE_ATTEMPTS => conflicts += 1,
+            Ok(Attempt::Conflict(error) | Attempt::Failed(error)) | Err(error) => {
+                return jobs.into_iter().for_each(|job| job.fail(error.clone()));
+            }
+        }
+    }
+}
+
+/// What one attempt at a batch came to.
+enum Attempt {
+    /// Committed; one [`Step`] per job, in order.
+    Committed(Vec<Step>),
+    /// Rolled back because the job at `index` failed on its own values.
+    Refused { index: usize, error: LedgerError },
+    /// Rolled back as a deadlock or serialization victim; worth running again.
+    Conflict(LedgerError),
+    /// Rolled back for a reason every job shares.
+    Failed(LedgerError),
+}
+
+/// What a job's statements returned: rows inserted or changed, and (claims) the row of the key afterwards.
+struct Step {
+    changed: u64,
+    row: Option<Row>,
+}
+
+/// What one pipelined statement returned.
+enum Returned {
+    Done,
+    Changed(u64),
+    Row(Option<Row>),
+}
+
+type Pipelined<'a> = Pin<Box<dyn Future<Output = Result<Returned, tokio_postgres::Error>> + Send + 'a>>;
+
+async fn attempt(session: &Session, jobs: &[Job]) -> Result<Attempt, Failure> {
+    // A lone job needs no transaction: each of its statements is atomic alone, and its claim's select reads
+    // after its insert either way.
+    let transaction = jobs.len() > 1;
+    let mut statements: Vec<Pipelined<'_>> = Vec::with_capacity(2 * jobs.len() + 2);
+    // Which job each statement belongs to (none: BEGIN and COMMIT).
+    let mut owners = Vec::with_capacity(statements.capacity());
+    if transaction {
+        statements.push(simple(session, "BEGIN"));
+        owners.push(None);
+    }
+    for (index, job) in jobs.iter().enumerate() {
+        for statement in statements_of(session, job) {
+            statements.push(statement);
+            owners.push(Some(index));
+        }
+    }
+    if transaction {
+        statements.push(simple(session, "COMMIT"));
+        owners.push(None);
+    }
+    let answers = in_order(statements).await;
+    judge(session, answers, &owners)
+}
+
+fn simple<'a>(session: &'a Session, command: &'static str) -> Pipelined<'a> {
+    Box::pin(async move { session.client.batch_execute(command).await.map(|()| Returned::Done) })
+}
+
+fn statements_of<'a>(session: &'a Session, job: &'a Job) -> Vec<Pipelined<'a>> {
+    let (client, prepared) = (&session.client, &session.prepared);
+    match job {
+        Job::Claim { new, id, now, .. } => {
+            let (now, lease_until, key) = (to_millis(*now), to_millis(*now + new.lease), new.key.as_str());
+            let insert = async move {
+                let values: [&(dyn ToSql + Sync); 10] = [
+                    &key,
+                    id,
+                    &new.principal,
+                    &new.session,
+                    &new.backend,
+                    &new.tool,
+                    &new.args_digest,
+                    &now,
+                    &new.owner,
+                    &lease_until,
+                ];
+                client.execute(&prepared.insert, &values).await.map(Returned::Changed)
+            };
+            let select = async move { client.query_opt(&prepared.select, &[&key]).await.map(Returned::Row) };
+            vec![Box::pin(insert), Box::pin(select)]
+        }
+        Job::Settle { queued, now, .. } => {
+            let settle = async move {
+                let (key, owner, now) = (queued.key.as_str(), queued.owner.as_str(), to_millis(*now));
+                let changed = match queued.settle.as_settle() {
+                    Settle::Complete(stored) => {
+                        client.execute(&prepared.complete, &[&key, &owner, &stored.text, &stored.digest, &now]).await
+                    }
+                    Settle::MarkUnknown(error) => {
+                        client.execute(&prepared.mark_unknown, &[&key, &owner, &error, &now]).await
+                    }
+                    Settle::Release => client.execute(&prepared.release, &[&key, &owner]).await,
+                };
+                changed.map(Returned::Changed)
+            };
+            vec![Box::pin(settle)]
+        }
+    }
+}
+
+/// Polls every future, always in the vector's order, until all are done. Each request is sent on its future's
+/// first poll, so they leave in this order, and the connection pipelines them: the batch is one round trip.
+async fn in_order(mut pending: Vec<Pipelined<'_>>) -> Vec<Result<Returned, tokio_postgres::Error>> {
+    let mut answers: Vec<Option<Result<Returned, tokio_postgres::Error>>> = pending.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut done = true;
+        for (future, answer) in pending.iter_mut().zip(answers.iter_mut()) {
+            if answer.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(ready) => *answer = Some(ready),
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    answers.into_iter().flatten().collect()
+}
+
+/// Reads a batch's answers: a broken connection is the connector's to handle; otherwise the first failure decides.
+fn judge(
+    session: &Session,
+    answers: Vec<Result<Returned, tokio_postgres::Error>>,
+    owners: &[Option<usize>],
+) -> Result<Attempt, Failure> {
+    if answers.iter().all(Result::is_ok) {
+        return Ok(Attempt::Committed(steps(answers)));
+    }
+    let mut errors: Vec<(usize, tokio_postgres::Error)> =
+        answers.into_iter().enumerate().filter_map(|(at, answer)| answer.err().map(|error| (at, error))).collect();
+    if let Some(broken) = errors.iter().position(|(_, error)| conn::connection_broke(error, session)) {
+        return Err(Failure::Db(errors.swap_remove(broken).1));
+    }
+    // Statements after a failure only say that the transaction was aborted (class 25); the first other is why.
+    let cause = errors.iter().position(|(_, error)| sqlstate_class(error) != Some("25")).unwrap_or(0);
+    let (at, error) = errors.swap_remove(cause);
+    Ok(match (sqlstate_class(&error), owners.get(at).copied().flatten()) {
+        (Some("40"), _) => Attempt::Conflict(conn::classify(&error)),
+        (Some("22" | "23"), Some(index)) => Attempt::Refused { index, error: conn::classify(&error) },
+        _ => Attempt::Failed(conn::classify(&error)),
+    })
+}
+
+/// The steps of a batch whose every statement succeeded.
+fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    for answer in answers.into_iter().flatten() {
+        match answer {
+            Returned::Done => {}
+            Returned::Changed(changed) => steps.push(Step { changed, row: None }),
+            // A claim's select follows its insert.
+            Returned::Row(row) => {
+                if let Some(step) = steps.last_mut() {
+                    step.row = row;
+                }
+            }
+        }
+    }
+    steps
+}
+
+fn sqlstate_class(error: &tokio_postgres::Error) -> Option<&str> {
+    error.code().and_then(|state| state.code().get(..2))
+}
+
+/// Answers every job of a committed batch, finishing on the writer's connection what the pipeline left open.
+async fn finish(conn: &Connector, slot: usize, jobs: Vec<Job>, steps: Vec<Step>) {
+    for (job, step) in jobs.into_iter().zip(steps) {
+        match job {
+            Job::Claim { new, id, now, reply } => {
+                let outcome = match decided_claim(&new, &id, now, step) {
+                    Some(decided) => decided,
+                    None => {
+                        let (new, id) = (&new, id.as_str());
+                        conn.run_on(slot, |session| async move { ops::claim(&session, new, id, now).await }).await
+                    }
+                };
+                reply.take()(outcome);
+            }
+            Job::Settle { queued, now, reply } => {
+                let outcome = if step.changed > 0 {
+                    Ok(())
+                } else {
+                    let queued = &queued;
+                    conn.run_on(slot, |session| async move {
+                        ops::settle(&session, &queued.key, &queued.owner, queued.settle.as_settle(), now).await
+                    })
+                    .await
+                };
+                reply.take()(outcome);
+            }
+        }
+    }
+}
+
+/// A claim's outcome from its insert and select, or `None` when the row vanished in between (try again alone).
+fn decided_claim(new: &NewClaim, id: &str, now: SystemTime, step: Step) -> Option<Result<ClaimOutcome, LedgerError>> {
+    if step.changed == 1 {
+        return Some(Ok(ClaimOutcome::Claimed(ClaimRecord::claimed(new, id.to_owned(), now))));
+    }
+    let found = ops::record(&step.row?).map_err(LedgerError::from);
+    // Our own insert, committed by an attempt whose answer the broken connection lost.
+    Some(found.map(|row| if row.id == id { ClaimOutcome::Claimed(row) } else { ClaimOutcome::Existing(row) }))
+}
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

@@ -1,0 +1,129 @@
+//! Batches run directly on a writer's connection of a fresh test store (nothing else is queued on it), so the
+//! jobs given are exactly one batch.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::super::PostgresStore;
+use super::{Answer, Job, run};
+use crate::ledger::LedgerStore;
+use crate::ledger::background::QueuedSettle;
+use crate::ledger::error::LedgerError;
+use crate::ledger::tests::{Harness, claim_of, winners_and_losers};
+use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, new_claim_id};
+
+type Claimed = oneshot::Receiver<Result<ClaimOutcome, LedgerError>>;
+type Settled = oneshot::Receiver<Result<(), LedgerError>>;
+
+fn postgres(harness: &Harness) -> &PostgresStore {
+    match &harness.store {
+        LedgerStore::Postgres(store) => store,
+        other => panic!("not a PostgreSQL store: {}", other.kind()),
+    }
+}
+
+fn claim_job(new: NewClaim) -> (Job, Claimed) {
+    let (reply, answer) = oneshot::channel();
+    let reply = Answer::new(Box::new(move |outcome| drop(reply.send(outcome))) as super::ClaimReply);
+    let id = new_claim_id().expect("an id");
+    (Job::Claim { new, id, now: SystemTime::now(), reply }, answer)
+}
+
+fn settle_job(name: &str, owner: &str, settlement: &Settlement) -> (Job, Settled) {
+    let (reply, answer) = oneshot::channel();
+    let reply = Answer::new(Box::new(move |outcome| drop(reply.send(outcome))) as super::SettleReply);
+    let queued = QueuedSettle::new(&ClaimKey::idempotency("alice", name), owner, settlement, 1 << 20);
+    (Job::Settle { queued: Arc::new(queued), now: SystemTime::now(), reply }, answer)
+}
+
+/// Runs `jobs` as one batch on the store's first writer connection.
+async fn run_batch(store: &PostgresStore, jobs: Vec<Job>) {
+    let conn = &store.inner.conn;
+    run(conn, conn.writer_slots().start, jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_batch_commits_every_claim_and_one_claim_per_key_wins() {
+    let Some(harness) = Harness::postgres().await else { return };
+    let store = postgres(&harness);
+    let (mut jobs, mut distinct) = (Vec::new(), Vec::new());
+    for n in 0..100 {
+        let (job, answer) = claim_job(claim_of(&format!("k{n}"), "gw-a"));
+        jobs.push(job);
+        distinct.push(answer);
+    }
+    let mut duplicates = Vec::new();
+    for owner in ["gw-a", "gw-b", "gw-c"] {
+        let (job, answer) = claim_job(claim_of("dup", owner));
+        jobs.push(job);
+        duplicates.push(answer);
+    }
+    run_batch(store, jobs).await;
+
+    for answer in distinct {
+        assert!(matches!(answer.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))));
+    }
+    let outcomes = futures_of(duplicates).await.into_iter().map(|outcome| outcome.expect("claim"));
+    let (winners, losers) = winners_and_losers(outcomes);
+    assert_eq!((winners.len(), losers.len()), (1, 2), "one claim of a key wins, even within one batch");
+    assert!(losers.iter().all(|record| record.id == winners[0].id), "every duplicate is shown the winner's claim");
+    // Durable: another instance (other connections) sees every claim.
+    let second = harness.second().await;
+    for n in [0, 57, 99] {
+        let key = ClaimKey::idempotency("alice", &format!("k{n}"));
+        assert!(second.get(&key).await.expect("get").is_some(), "k{n} was committed");
+    }
+    drop(second);
+    harness.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_statement_is_reported_to_its_caller_only() {
+    let Some(harness) = Harness::postgres().await else { return };
+    let store = postgres(&harness);
+    for name in ["done", "lost"] {
+        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
+        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
+    }
+    let (first, first_answer) = claim_job(claim_of("a", "gw-a"));
+    // PostgreSQL refuses a NUL character in text (SQLSTATE 22021): this statement fails on its own values.
+    let (bad, bad_answer) = claim_job(NewClaim { principal: "al\0ice".into(), ..claim_of("b", "gw-a") });
+    let (last, last_answer) = claim_job(claim_of("c", "gw-a"));
+    let completed = Settlement::Completed(json!({"result": {"content": []}}));
+    let (done, done_answer) = settle_job("done", "gw-a", &completed);
+    let (lost, lost_answer) = settle_job("lost", "gw-a", &Settlement::Unknown("timed out".into()));
+    // Changes nothing in the batch; the rules say why after the commit.
+    let (missing, missing_answer) = settle_job("missing", "gw-a", &completed);
+    run_batch(store, vec![first, bad, last, done, lost, missing]).await;
+
+    let refused = bad_answer.await.expect("answered");
+    assert!(matches!(&refused, Err(LedgerError::Unavailable { cause }) if cause.contains("22021")), "{refused:?}");
+    let missing = missing_answer.await.expect("answered");
+    assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
+    for answer in [first_answer, last_answer] {
+        assert!(matches!(answer.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))));
+    }
+    done_answer.await.expect("answered").expect("completed");
+    lost_answer.await.expect("answered").expect("marked unknown");
+    let state = |name: &'static str| {
+        let store = harness.store.clone();
+        async move { store.get(&ClaimKey::idempotency("alice", name)).await.expect("get").map(|record| record.state) }
+    };
+    assert_eq!(state("a").await, Some(ClaimState::InFlight));
+    assert_eq!(state("b").await, None, "the refused claim left nothing behind");
+    assert_eq!(state("c").await, Some(ClaimState::InFlight));
+    assert_eq!(state("done").await, Some(ClaimState::Completed));
+    assert_eq!(state("lost").await, Some(ClaimState::Unknown));
+    harness.finish().await;
+}
+
+async fn futures_of<T>(answers: Vec<oneshot::Receiver<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for answer in answers {
+        out.push(answer.await.expect("answered"));
+    }
+    out
+}
