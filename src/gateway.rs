@@ -21,13 +21,14 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::auth::{AuthSetupError, Authenticator};
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, McpBackendClient, OAuthBinding,
+    BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, Era, McpBackendClient, OAuthBinding,
 };
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::{BackendSpec, Catalog};
 use crate::config::{
-    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, StdioConfig, StdioSessions, Transport,
+    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, ProtocolEra, StdioConfig, StdioSessions,
+    Transport,
 };
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
@@ -276,7 +277,7 @@ fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) -> BackendT
             BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
         }
         (Endpoint::Url(url), _) => {
-            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
+            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
             if let Some(credential) = &backend.credential {
                 endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
             }
@@ -314,6 +315,15 @@ fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
         sharing,
         idle_timeout: stdio.idle_timeout,
         max_processes: stdio.max_processes,
+        era: era(backend.era),
+    }
+}
+
+fn era(era: ProtocolEra) -> Era {
+    match era {
+        ProtocolEra::Auto => Era::Auto,
+        ProtocolEra::Modern => Era::Modern,
+        ProtocolEra::Legacy => Era::Legacy,
     }
 }
 

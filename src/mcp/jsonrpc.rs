@@ -9,6 +9,12 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP 2026-07-28: a mirrored header is missing or does not match the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: the request lacks a client capability the server needs (`data.requiredCapabilities`).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28: the request's protocol version is not served (`data.supported`, `data.requested`).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// What one JSON-RPC message is, by the members it carries.
 #[derive(Debug, PartialEq)]

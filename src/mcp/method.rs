@@ -17,6 +17,10 @@ pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
 pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
 pub const ELICITATION_CREATE: &str = "elicitation/create";
 pub const ROOTS_LIST: &str = "roots/list";
+/// 2026-07-28: what a server supports (its versions and capabilities), asked without a handshake.
+pub const SERVER_DISCOVER: &str = "server/discover";
+/// 2026-07-28: the stream of list changes and resource updates that replaces the `GET` stream.
+pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
 
 pub const INITIALIZED: &str = "notifications/initialized";
 pub const CANCELLED: &str = "notifications/cancelled";
@@ -26,3 +30,5 @@ pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
+/// 2026-07-28: the first message of a `subscriptions/listen` stream, naming what the server honours.
+pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";

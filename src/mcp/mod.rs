@@ -1,12 +1,13 @@
 //! The shared MCP vocabulary (design §1): protocol versions, header names, method names, the relay and
 //! session-message types the front and the router share with the backend client, the `switchyard/outcome`
-//! values, and JSON-RPC itself ([`jsonrpc`]).
+//! values, JSON-RPC itself ([`jsonrpc`]), and the 2026-07-28 revision's own vocabulary ([`modern`]).
 //!
 //! Rules: every layer may use it and it uses none of them (no `crate::` import), so a name or a message type
 //! changes in one place for every layer; it holds vocabulary, never behaviour of a layer.
 
 pub mod jsonrpc;
 pub mod method;
+pub mod modern;
 mod outcome;
 mod relay;
 

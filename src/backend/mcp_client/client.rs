@@ -2,10 +2,13 @@
 //! transport ([`super::transport`] dispatches).
 //!
 //! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
-//! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a session the
-//! backend ended (HTTP `404`) is replaced and the request retried exactly once (the backend did not process it);
-//! a duplex session that ended is replaced for the next call only. Forgetting an agent session ends all its
-//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise).
+//! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a duplex
+//! session that ended is replaced for the next call only. A request is retried at most once, and only when the
+//! backend proved it did not process it: a session it ended (HTTP `404`), and on the 2026-07-28 wire a version
+//! it does not serve (`-32022`: the era is probed again), a refusal without a JSON-RPC body (it may have become a
+//! 2025-era server: probed again), or a `tools/call` whose `Mcp-Param-*` headers it found wrong (`-32020`: its
+//! tool list is fetched again). Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the
+//! process stopped or the stream closed otherwise).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +17,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::timeout_at;
 
+use super::era::Eras;
 use super::exchange::{ExchangeError, Strays};
 use super::http::Call;
 use super::processes::{ProcessCounts, reap_when_idle};
+use super::subscriptions::Watches;
 use super::table::{SessionTable, Slot, SlotGuard, TableFull};
+use super::tool_headers::ToolHeaders;
 use super::transport::{BackendSession, effective_key};
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{
@@ -25,7 +31,7 @@ use super::{
     SessionMessage, SlotKey, listener,
 };
 use crate::backend::legacy_sse;
-use crate::mcp::method;
+use crate::mcp::{jsonrpc, method};
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -39,6 +45,21 @@ pub struct McpBackendClient {
     pub(super) next_generation: AtomicU64,
     pub(super) subscribers: Arc<Subscribers>,
     pub(super) strays: Arc<Strays>,
+    /// What is known of each backend's protocol era.
+    pub(super) eras: Arc<Eras>,
+    /// The `x-mcp-header` arguments of modern backends' tools.
+    pub(super) tool_headers: ToolHeaders,
+    /// Modern backends' list-change streams.
+    pub(super) watches: Watches,
+}
+
+/// What a failed request is retried with.
+#[derive(Debug, PartialEq, Eq)]
+enum Retry {
+    /// A new session (the old one ended, or the backend's era must be probed again).
+    NewSession,
+    /// The same session (what the request carries changed).
+    SameSession,
 }
 
 /// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
@@ -67,6 +88,10 @@ impl Subscribers {
     pub(super) fn has_session_messages(&self) -> bool {
         lock(&self.session_messages).is_some()
     }
+
+    pub(super) fn has_list_changed(&self) -> bool {
+        lock(&self.list_changed).is_some()
+    }
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -93,6 +118,9 @@ impl McpBackendClient {
             next_generation: AtomicU64::new(1),
             subscribers: Arc::default(),
             strays: Arc::default(),
+            eras: Arc::default(),
+            tool_headers: ToolHeaders::default(),
+            watches: Watches::default(),
         })
     }
 
@@ -136,22 +164,76 @@ impl McpBackendClient {
         let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
-            let call = Call { key, method, params: params.clone(), relay };
-            match self.send(&session, target, call).await {
-                Err(ExchangeError::SessionGone) if !retried => {
-                    tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
-                    retried = true;
-                    session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
-                }
-                Err(ExchangeError::SessionGone) => {
-                    return Err(McpError::NotDelivered {
-                        cause: NotDeliveredCause::SessionEnded,
-                        reason: "the backend ended the freshly initialized session too (404 twice)".into(),
-                    });
-                }
-                Err(ExchangeError::Failed(error)) => return Err(error),
-                Ok(result) => return Ok(result),
+            if let Some(answer) = self.answer_locally(&slot, key, &session, method, params.as_ref()).await {
+                return answer;
             }
+            let call = Call { key, method, params: params.clone(), relay };
+            let error = match self.send(&session, target, call).await {
+                Ok(mut result) => {
+                    if method == method::TOOLS_LIST && session.modern().is_some() {
+                        self.tool_headers.learn(&key.backend, &mut result);
+                    }
+                    return Ok(result);
+                }
+                Err(error) => error,
+            };
+            let retry = self.recover(key, target, &session, method, error, retried).await?;
+            retried = true;
+            if retry == Retry::NewSession {
+                session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
+            }
+        }
+    }
+
+    /// Decides what a failed request leads to: a retry (at most one, only after the backend proved it did not
+    /// process the request), or the failure the caller gets.
+    async fn recover(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        session: &BackendSession,
+        method: &str,
+        error: ExchangeError,
+        retried: bool,
+    ) -> Result<Retry, McpError> {
+        let rejection = match error {
+            ExchangeError::Failed(error) => return Err(error),
+            ExchangeError::SessionGone if !retried => {
+                tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
+                return Ok(Retry::NewSession);
+            }
+            ExchangeError::SessionGone => {
+                return Err(McpError::NotDelivered {
+                    cause: NotDeliveredCause::SessionEnded,
+                    reason: "the backend ended the freshly initialized session too (404 twice)".into(),
+                });
+            }
+            ExchangeError::NotModern(error) => {
+                tracing::info!(backend = %key.backend, %error, "a 2026-07-28 request was refused without a JSON-RPC error");
+                self.forget_era(key, session);
+                return if retried || !error.proves_not_delivered() { Err(error) } else { Ok(Retry::NewSession) };
+            }
+            ExchangeError::Rejected(rejection) => rejection,
+        };
+        match rejection.code {
+            jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if !retried => {
+                tracing::info!(backend = %key.backend, message = %rejection.message, "the backend refused our protocol version");
+                self.forget_era(key, session);
+                Ok(Retry::NewSession)
+            }
+            jsonrpc::HEADER_MISMATCH if method == method::TOOLS_CALL && !retried => {
+                tracing::info!(backend = %key.backend, message = %rejection.message, "header mismatch; fetching the tool list again");
+                Box::pin(self.list_tools(key, target)).await?;
+                Ok(Retry::SameSession)
+            }
+            _ => Err(rejection.into_error()),
+        }
+    }
+
+    /// Forgets the era verdict a modern HTTP session was made from, so that the next session probes again.
+    fn forget_era(&self, key: &SlotKey, session: &BackendSession) {
+        if let Some(slot) = session.modern() {
+            self.eras.forget(&key.backend, slot.epoch);
         }
     }
 
@@ -254,7 +336,8 @@ impl McpBackendClient {
             .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
         if let Some(held) = current.as_ref() {
             let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
-            if replaced || !held.is_alive() {
+            let outdated = held.modern().is_some_and(|modern| !self.eras.is_current(&key.backend, modern.epoch));
+            if replaced || outdated || !held.is_alive() {
                 *current = None;
             }
         }
@@ -267,6 +350,7 @@ impl McpBackendClient {
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
+        self.watch_lists(key, &session);
         *current = Some(session.clone());
         Ok(session)
     }

@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
@@ -39,6 +39,8 @@ pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// How much of an HTTP error body is kept for the error message.
 const ERROR_BODY_EXCERPT: usize = 512;
+/// How much of an HTTP error body is read (a JSON-RPC error with its `data`).
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// Why an exchange failed, before the caller decides what it means.
 #[derive(Debug)]
@@ -46,7 +48,61 @@ pub(super) enum ExchangeError {
     /// `404` on a request that carried a session id: the backend ended the session and did not process the
     /// request (transports §"Session Management" 3–4).
     SessionGone,
+    /// Modern wire: an HTTP error status whose body is a JSON-RPC error (the backend's own answer).
+    Rejected(Rejection),
+    /// Modern wire: `400`, `404` or `405` without a JSON-RPC error body, as a 2025-era server answers a request
+    /// without a session: the backend refused the request unprocessed and may no longer be modern.
+    NotModern(McpError),
     Failed(McpError),
+}
+
+/// A JSON-RPC error a modern backend answered with an HTTP error status.
+#[derive(Debug)]
+pub(super) struct Rejection {
+    pub(super) status: u16,
+    pub(super) code: i64,
+    pub(super) message: String,
+    pub(super) data: Option<Value>,
+}
+
+/// Which protocol era an exchange speaks, and what that puts on the request.
+#[derive(Clone, Copy)]
+pub(super) enum Wire<'a> {
+    /// 2025-11-25 and earlier: the session's id and negotiated version; `None` only for `initialize`.
+    Legacy(Option<&'a BackendSession>),
+    /// 2026-07-28: no session; the version and the headers that mirror this request's body.
+    Modern { version: &'static str, headers: &'a [(HeaderName, HeaderValue)] },
+}
+
+impl ExchangeError {
+    /// The error for a caller that does not branch on the exchange's own cases.
+    pub(super) fn into_error(self) -> McpError {
+        match self {
+            ExchangeError::SessionGone => McpError::NotDelivered {
+                cause: NotDeliveredCause::SessionEnded,
+                reason: "the backend ended the session (404)".into(),
+            },
+            ExchangeError::Rejected(rejection) => rejection.into_error(),
+            ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error,
+        }
+    }
+}
+
+impl Rejection {
+    /// The backend's JSON-RPC error as the caller sees it, except a header mismatch or an unserved version: those
+    /// say the gateway's request was refused unprocessed.
+    pub(super) fn into_error(self) -> McpError {
+        let Rejection { status, code, message, data } = self;
+        match code {
+            jsonrpc::HEADER_MISMATCH | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if (400..500).contains(&status) => {
+                McpError::NotDelivered {
+                    cause: NotDeliveredCause::Refused,
+                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}"),
+                }
+            }
+            _ => McpError::Rpc { code, message, data },
+        }
+    }
 }
 
 impl From<McpError> for ExchangeError {
@@ -61,12 +117,11 @@ pub(super) struct Answer {
     pub(super) headers: HeaderMap,
 }
 
-/// One exchange's fixed context: where to, with which session, until when, how many bytes at most.
+/// One exchange's fixed context: where to, in which era and session, until when, how many bytes at most.
 pub(super) struct Exchange<'a> {
     pub(super) http: &'a reqwest::Client,
     pub(super) endpoint: &'a BackendEndpoint,
-    /// `None` only for `initialize`.
-    pub(super) session: Option<&'a BackendSession>,
+    pub(super) wire: Wire<'a>,
     pub(super) limit: usize,
     /// Where the backend's notifications about this request go.
     pub(super) listener: Listener<'a>,
@@ -139,6 +194,9 @@ pub(crate) struct Listener<'a> {
 
 impl Listener<'_> {
     pub(crate) fn hear(&self, mut message: Value, method: &str) {
+        if method == method::SUBSCRIPTIONS_ACKNOWLEDGED {
+            return; // the gateway's own subscription, not the agent's
+        }
         if method.ends_with("/list_changed") {
             if let Some(list_changed) = self.list_changed {
                 list_changed(method);
@@ -179,7 +237,8 @@ impl Exchange<'_> {
     async fn send_and_read(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
         let response = self.post(message).await?;
         // Only the handshake reads the answer's headers (for the session id); other calls skip the copy.
-        let headers = if self.session.is_none() { response.headers().clone() } else { HeaderMap::new() };
+        let handshake = matches!(self.wire, Wire::Legacy(None));
+        let headers = if handshake { response.headers().clone() } else { HeaderMap::new() };
         let mut budget = self.limit;
         let message = match content_type(&response) {
             ContentType::Json => self.read_json(response, &mut budget).await?,
@@ -198,6 +257,19 @@ impl Exchange<'_> {
             }
         };
         Ok(Answer { message, headers })
+    }
+
+    /// Sends a `subscriptions/listen` request and returns its event stream, which stays open.
+    pub(super) async fn open_listen(&self, message: &Value) -> Result<Response, ExchangeError> {
+        let response = self.post(message).await?;
+        match content_type(&response) {
+            ContentType::EventStream => Ok(response),
+            _ => Err(after_delivery(
+                AfterDeliveryCause::Malformed,
+                "the backend answered subscriptions/listen without an event stream",
+            )
+            .into()),
+        }
     }
 
     /// Sends a notification or a response; the backend must accept it (any 2xx, normally 202).
@@ -257,11 +329,20 @@ impl Exchange<'_> {
 
     fn with_common_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         request = request.header(header::ACCEPT_ENCODING, "identity");
-        if let Some(session) = self.session {
-            if let Some(id) = &session.id {
-                request = request.header(SESSION_ID_HEADER, id.as_ref());
+        match self.wire {
+            Wire::Legacy(None) => {}
+            Wire::Legacy(Some(session)) => {
+                if let Some(id) = &session.id {
+                    request = request.header(SESSION_ID_HEADER, id.as_ref());
+                }
+                request = request.header(PROTOCOL_VERSION_HEADER, session.version);
             }
-            request = request.header(PROTOCOL_VERSION_HEADER, session.version);
+            Wire::Modern { version, headers } => {
+                request = request.header(PROTOCOL_VERSION_HEADER, version);
+                for (name, value) in headers {
+                    request = request.header(name, value);
+                }
+            }
         }
         if let Some((name, value)) = &self.endpoint.credential {
             request = request.header(name, value);
@@ -274,12 +355,16 @@ impl Exchange<'_> {
 
     async fn check_status(&self, response: Response) -> Result<Response, ExchangeError> {
         let status = response.status();
-        let had_session_id = self.session.is_some_and(|session| session.id.is_some());
+        let had_session_id = matches!(self.wire, Wire::Legacy(Some(session)) if session.id.is_some());
         if status == StatusCode::NOT_FOUND && had_session_id {
             return Err(ExchangeError::SessionGone);
         }
         if !status.is_success() {
-            let body = self.error_excerpt(response).await;
+            let body = self.error_body(response).await;
+            if let Wire::Modern { .. } = self.wire {
+                return Err(modern_refusal(status.as_u16(), &body));
+            }
+            let body = excerpt(&body);
             let error = match Refusal::of(status.as_u16()) {
                 Some(refusal) => {
                     McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
@@ -301,16 +386,16 @@ impl Exchange<'_> {
         Ok(response)
     }
 
-    async fn error_excerpt(&self, mut response: Response) -> String {
-        let mut excerpt = Vec::new();
-        while excerpt.len() < ERROR_BODY_EXCERPT {
+    /// The start of an error answer's body: enough for a JSON-RPC error (modern backends answer with one).
+    async fn error_body(&self, mut response: Response) -> Vec<u8> {
+        let mut body = Vec::new();
+        while body.len() < ERROR_BODY_LIMIT {
             match timeout_at(self.endpoint.deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => excerpt.extend_from_slice(&chunk),
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
         }
-        excerpt.truncate(ERROR_BODY_EXCERPT);
-        String::from_utf8_lossy(&excerpt).into_owned()
+        body
     }
 
     /// The next chunk of a body, within the deadline and the byte budget. `Ok(None)` is the end of the body.
@@ -368,6 +453,13 @@ impl Exchange<'_> {
             }
             if let Some(answer) = self.read_one_stream(&mut response, id, budget, &mut cursor).await? {
                 return Ok(answer);
+            }
+            if let Wire::Modern { .. } = self.wire {
+                // 2026-07-28 has no resumption: the request is lost with its stream.
+                return Err(after_delivery(
+                    AfterDeliveryCause::Ended,
+                    "the backend's event stream ended before the response (2026-07-28 streams cannot be resumed)",
+                ));
             }
             if cursor.last_event_id.is_empty() {
                 return Err(after_delivery(
@@ -429,6 +521,11 @@ impl Exchange<'_> {
                 }
                 Ok(None)
             }
+            Kind::Request { method, .. } if matches!(self.wire, Wire::Modern { .. }) => {
+                // 2026-07-28 servers never send requests, and clients never send responses.
+                tracing::warn!(method, "a 2026-07-28 backend sent a request on its stream; ignored");
+                Ok(None)
+            }
             Kind::Request { id: request_id, method } => {
                 let (request_id, method) = (request_id.clone(), method.to_owned());
                 let reply = self.answer_server_request(&request_id, &method, message).await;
@@ -465,9 +562,10 @@ impl Exchange<'_> {
             ExchangeError::SessionGone => {
                 after_delivery(AfterDeliveryCause::Ended, "the backend ended the session during the call")
             }
-            ExchangeError::Failed(error) => {
-                after_delivery(AfterDeliveryCause::Ended, format!("resuming the event stream failed: {error}"))
-            }
+            error => after_delivery(
+                AfterDeliveryCause::Ended,
+                format!("resuming the event stream failed: {}", error.into_error()),
+            ),
         })
     }
 
@@ -523,6 +621,30 @@ impl Exchange<'_> {
         }
         Some(decoder.last_event_id().to_owned()).filter(|id| !id.is_empty())
     }
+}
+
+/// The start of an error body, for messages.
+fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_EXCERPT)]).into_owned()
+}
+
+/// What an HTTP error status means on the modern wire: the backend's own JSON-RPC error when the body holds one;
+/// without one, the refusal table decides, and a 400 or 405 is also what a 2025-era server answers a request
+/// without a session.
+fn modern_refusal(status: u16, body: &[u8]) -> ExchangeError {
+    let error =
+        serde_json::from_slice::<Value>(body).ok().and_then(|mut message| message.get_mut("error").map(Value::take));
+    if let Some(code) = error.as_ref().and_then(|error| error.get("code")).and_then(Value::as_i64) {
+        let field = |name: &str| error.as_ref().and_then(|error| error.get(name));
+        let message = field("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+        return ExchangeError::Rejected(Rejection { status, code, message, data: field("data").cloned() });
+    }
+    let body = excerpt(body);
+    let error = match Refusal::of(status) {
+        Some(refusal) => McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) },
+        None => McpError::HttpStatus { status, body },
+    };
+    if matches!(status, 400 | 405) { ExchangeError::NotModern(error) } else { ExchangeError::Failed(error) }
 }
 
 /// Why reading a body stopped early.
