@@ -1,3 +1,5 @@
+//! Tests of `backend::mcp_client::era`: probe verdicts, version choice, the remembered eras.
+
 use serde_json::json;
 
 use super::*;

@@ -1,3 +1,5 @@
+//! Tests of `backend::mcp_client::tool_headers`: `x-mcp-header` rules and header values.
+
 use serde_json::json;
 
 use super::*;
