@@ -114,7 +114,8 @@ async fn a_backend_that_assigns_no_session_gets_no_session_header() {
     let session = client.session(&slot("a"), &endpoint(&server)).await.unwrap();
     assert_eq!(session.id(), None);
     assert!(server.requests().iter().all(|r| r.header("mcp-session-id").is_none()));
-    let after_the_handshake = server.requests().into_iter().skip_while(|r| r.rpc_method.as_deref() != Some("initialize"));
+    let after_the_handshake =
+        server.requests().into_iter().skip_while(|r| r.rpc_method.as_deref() != Some("initialize"));
     assert!(after_the_handshake.skip(1).all(|r| r.header("mcp-protocol-version") == Some(LATEST_PROTOCOL_VERSION)));
 }
 

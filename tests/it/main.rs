@@ -13,6 +13,7 @@ mod gateway;
 mod gateway_oauth;
 mod layering;
 mod legacy_sse;
+mod modern_backend;
 mod policies;
 mod real_clients;
 mod real_clients_auth;

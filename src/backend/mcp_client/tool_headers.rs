@@ -50,7 +50,8 @@ fn visit(schema: &Value, path: Option<Vec<String>>, found: &mut Vec<ParamHeader>
                     (HEADER_KEYWORD, _) => {}
                     ("properties", Value::Object(properties)) => {
                         for (property, schema) in properties {
-                            let inner = path.as_ref().map(|path| [path.as_slice(), std::slice::from_ref(property)].concat());
+                            let inner =
+                                path.as_ref().map(|path| [path.as_slice(), std::slice::from_ref(property)].concat());
                             visit(schema, inner, found)?;
                         }
                     }
