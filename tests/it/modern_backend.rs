@@ -18,7 +18,7 @@ use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, 
 use crate::gateway::read_until;
 use crate::support::fault_backend::{Answer, Eras, FaultBackend, Recorded, Resume, Script};
 use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
-use crate::support::interop::{interop_dir, python_interpreter};
+use crate::support::interop::{InteropServer, interop_dir, python_interpreter};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -362,4 +362,54 @@ async fn a_stdio_backend_of_the_2026_era_is_probed_and_spoken_to_without_a_hands
     let other = McpBackendClient::new(ClientConfig::default()).unwrap();
     let session = other.session(&slot, &legacy).await.expect("the process starts");
     assert_eq!(session.version(), "2025-11-25");
+}
+
+/// A legacy agent uses the conformance fixture, serving the 2026-07-28 era alone or both eras, through the
+/// gateway; the fixture refuses any request whose headers do not match its body.
+async fn exercise_fixture(era: &'static str) {
+    let Some(fixture) = InteropServer::fixture(era) else { return };
+    let gateway = TestGateway::start("", &backend_toml("fixture", &fixture.url(), "prefix = \"\"")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    assert!(agent.tool_names().await.contains(&"test_simple_text".to_owned()), "{}", fixture.logs());
+    let simple = agent.call_tool("test_simple_text", json!({})).await;
+    assert_eq!(text(&simple), "This is a simple text response for testing.", "{simple}\n{}", fixture.logs());
+    let progress = agent
+        .request(
+            "tools/call",
+            json!({"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "agent-token"}}),
+        )
+        .await;
+    assert_eq!(text(&progress), "Tool with progress executed successfully", "{progress}");
+    let read = agent.request("resources/read", json!({"uri": "test://static-text"})).await;
+    assert_eq!(read["result"]["contents"][0]["text"], "This is the content of the static text resource.");
+    let missing = agent.request("resources/read", json!({"uri": "test://template/x/nope"})).await;
+    assert_eq!(missing["error"]["code"], -32602, "the 2026-07-28 code for a missing resource: {missing}");
+    let prompt = agent
+        .request("prompts/get", json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}))
+        .await;
+    assert!(prompt["result"]["messages"][0]["content"]["text"].as_str().unwrap().contains("arg1='a'"), "{prompt}");
+    let completion = agent
+        .request(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                "argument": {"name": "arg1", "value": "pa"}}),
+        )
+        .await;
+    assert_eq!(completion["result"]["completion"]["values"], json!(["paris", "park", "party"]), "{completion}");
+
+    let mut stream = agent.open_stream().await;
+    agent.request("resources/subscribe", json!({"uri": "test://watched-resource"})).await;
+    let seen = read_until(&mut stream, "notifications/resources/updated", TIMEOUT).await;
+    assert!(seen.is_some_and(|seen| seen.contains("test://watched-resource")), "{}", fixture.logs());
+    assert!(!fixture.logs().contains("opened (protocol"), "no 2025-era session was opened:\n{}", fixture.logs());
+}
+
+#[tokio::test]
+async fn the_fixture_serving_only_the_2026_era_serves_a_legacy_agent() {
+    exercise_fixture("modern").await;
+}
+
+#[tokio::test]
+async fn the_fixture_serving_both_eras_is_spoken_to_in_the_2026_era() {
+    exercise_fixture("dual").await;
 }
