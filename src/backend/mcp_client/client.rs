@@ -3,12 +3,9 @@
 //!
 //! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
 //! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a duplex
-//! session that ended is replaced for the next call only. A request is retried at most once, and only when the
-//! backend proved it did not process it: a session it ended (HTTP `404`), and on the 2026-07-28 wire a version
-//! it does not serve (`-32022`: the era is probed again), a refusal without a JSON-RPC body (it may have become a
-//! 2025-era server: probed again), or a `tools/call` whose `Mcp-Param-*` headers it found wrong (`-32020`: its
-//! tool list is fetched again). Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the
-//! process stopped or the stream closed otherwise).
+//! session that ended is replaced for the next call only; a request is retried at most once, as [`super::retry`]
+//! decides. Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the process stopped or the
+//! stream closed otherwise).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +15,10 @@ use tokio::sync::mpsc;
 use tokio::time::timeout_at;
 
 use super::era::Eras;
-use super::exchange::{ExchangeError, Strays};
+use super::exchange::Strays;
 use super::http::Call;
 use super::processes::{ProcessCounts, reap_when_idle};
+use super::retry::Retry;
 use super::subscriptions::Watches;
 use super::table::{SessionTable, Slot, SlotGuard, TableFull};
 use super::tool_headers::ToolHeaders;
@@ -31,7 +29,7 @@ use super::{
     SessionMessage, SlotKey, listener,
 };
 use crate::backend::legacy_sse;
-use crate::mcp::{jsonrpc, method};
+use crate::mcp::method;
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -51,15 +49,6 @@ pub struct McpBackendClient {
     pub(super) tool_headers: ToolHeaders,
     /// Modern backends' list-change streams.
     pub(super) watches: Watches,
-}
-
-/// What a failed request is retried with.
-#[derive(Debug, PartialEq, Eq)]
-enum Retry {
-    /// A new session (the old one ended, or the backend's era must be probed again).
-    NewSession,
-    /// The same session (what the request carries changed).
-    SameSession,
 }
 
 /// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
@@ -182,58 +171,6 @@ impl McpBackendClient {
             if retry == Retry::NewSession {
                 session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities()).await?;
             }
-        }
-    }
-
-    /// Decides what a failed request leads to: a retry (at most one, only after the backend proved it did not
-    /// process the request), or the failure the caller gets.
-    async fn recover(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        session: &BackendSession,
-        method: &str,
-        error: ExchangeError,
-        retried: bool,
-    ) -> Result<Retry, McpError> {
-        let rejection = match error {
-            ExchangeError::Failed(error) => return Err(error),
-            ExchangeError::SessionGone if !retried => {
-                tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
-                return Ok(Retry::NewSession);
-            }
-            ExchangeError::SessionGone => {
-                return Err(McpError::NotDelivered {
-                    cause: NotDeliveredCause::SessionEnded,
-                    reason: "the backend ended the freshly initialized session too (404 twice)".into(),
-                });
-            }
-            ExchangeError::NotModern(error) => {
-                tracing::info!(backend = %key.backend, %error, "a 2026-07-28 request was refused without a JSON-RPC error");
-                self.forget_era(key, session);
-                return if retried || !error.proves_not_delivered() { Err(error) } else { Ok(Retry::NewSession) };
-            }
-            ExchangeError::Rejected(rejection) => rejection,
-        };
-        match rejection.code {
-            jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if !retried => {
-                tracing::info!(backend = %key.backend, message = %rejection.message, "the backend refused our protocol version");
-                self.forget_era(key, session);
-                Ok(Retry::NewSession)
-            }
-            jsonrpc::HEADER_MISMATCH if method == method::TOOLS_CALL && !retried => {
-                tracing::info!(backend = %key.backend, message = %rejection.message, "header mismatch; fetching the tool list again");
-                Box::pin(self.list_tools(key, target)).await?;
-                Ok(Retry::SameSession)
-            }
-            _ => Err(rejection.into_error()),
-        }
-    }
-
-    /// Forgets the era verdict a modern HTTP session was made from, so that the next session probes again.
-    fn forget_era(&self, key: &SlotKey, session: &BackendSession) {
-        if let Some(slot) = session.modern() {
-            self.eras.forget(&key.backend, slot.epoch);
         }
     }
 

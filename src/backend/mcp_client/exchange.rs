@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
+use super::modern::{Rejection, modern_refusal};
 use super::refusal::Refusal;
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
@@ -56,15 +57,6 @@ pub(super) enum ExchangeError {
     Failed(McpError),
 }
 
-/// A JSON-RPC error a modern backend answered with an HTTP error status.
-#[derive(Debug)]
-pub(super) struct Rejection {
-    pub(super) status: u16,
-    pub(super) code: i64,
-    pub(super) message: String,
-    pub(super) data: Option<Value>,
-}
-
 /// Which protocol era an exchange speaks, and what that puts on the request.
 #[derive(Clone, Copy)]
 pub(super) enum Wire<'a> {
@@ -84,23 +76,6 @@ impl ExchangeError {
             },
             ExchangeError::Rejected(rejection) => rejection.into_error(),
             ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error,
-        }
-    }
-}
-
-impl Rejection {
-    /// The backend's JSON-RPC error as the caller sees it, except a header mismatch or an unserved version: those
-    /// say the gateway's request was refused unprocessed.
-    pub(super) fn into_error(self) -> McpError {
-        let Rejection { status, code, message, data } = self;
-        match code {
-            jsonrpc::HEADER_MISMATCH | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if (400..500).contains(&status) => {
-                McpError::NotDelivered {
-                    cause: NotDeliveredCause::Refused,
-                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}"),
-                }
-            }
-            _ => McpError::Rpc { code, message, data },
         }
     }
 }
@@ -624,27 +599,8 @@ impl Exchange<'_> {
 }
 
 /// The start of an error body, for messages.
-fn excerpt(body: &[u8]) -> String {
+pub(super) fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_EXCERPT)]).into_owned()
-}
-
-/// What an HTTP error status means on the modern wire: the backend's own JSON-RPC error when the body holds one;
-/// without one, the refusal table decides, and a 400 or 405 is also what a 2025-era server answers a request
-/// without a session.
-fn modern_refusal(status: u16, body: &[u8]) -> ExchangeError {
-    let error =
-        serde_json::from_slice::<Value>(body).ok().and_then(|mut message| message.get_mut("error").map(Value::take));
-    if let Some(code) = error.as_ref().and_then(|error| error.get("code")).and_then(Value::as_i64) {
-        let field = |name: &str| error.as_ref().and_then(|error| error.get(name));
-        let message = field("message").and_then(Value::as_str).unwrap_or_default().to_owned();
-        return ExchangeError::Rejected(Rejection { status, code, message, data: field("data").cloned() });
-    }
-    let body = excerpt(body);
-    let error = match Refusal::of(status) {
-        Some(refusal) => McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) },
-        None => McpError::HttpStatus { status, body },
-    };
-    if matches!(status, 400 | 405) { ExchangeError::NotModern(error) } else { ExchangeError::Failed(error) }
 }
 
 /// Why reading a body stopped early.

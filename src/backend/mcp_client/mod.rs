@@ -1,12 +1,14 @@
-//! The gateway's client to backend MCP servers, protocol 2025-11-25 (design §2, §7): one API — [`McpBackendClient`]
-//! with `session`, `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP,
-//! stdio processes and legacy HTTP+SSE streams.
+//! The gateway's client to backend MCP servers (design §2, §7), of both protocol eras — 2025-11-25 and earlier
+//! (`initialize`, sessions) and 2026-07-28 (sessionless, issue 15): one API — [`McpBackendClient`] with `session`,
+//! `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP, stdio processes and
+//! legacy HTTP+SSE streams.
 //!
 //! Files, one concern each: the error classes ([`error`]); where a backend is reached and which table slot a call
 //! uses ([`endpoint`]); the client object and its bounded session table ([`client`], [`table`]); the transport
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
-//! lifetime rules of stdio processes in the table ([`processes`]).
+//! lifetime rules of stdio processes in the table ([`processes`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
+//! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
@@ -23,6 +25,7 @@ mod modern;
 mod negotiate;
 mod processes;
 mod refusal;
+mod retry;
 mod subscriptions;
 mod table;
 mod tool_headers;

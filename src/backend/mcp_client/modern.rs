@@ -20,7 +20,8 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::era::{LATEST_MODERN_VERSION, Verdict, verdict_of_error, verdict_of_result};
-use super::exchange::{Exchange, ExchangeError, Listener, Wire};
+use super::exchange::{Exchange, ExchangeError, Listener, Wire, excerpt};
+use super::refusal::Refusal;
 use super::table::Slot;
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpBackendClient, McpError, SlotKey, into_result};
@@ -208,6 +209,51 @@ pub(crate) fn listen_interests(capabilities: &Value, lists: &[&str], uris: &[Str
 
 fn invalid_params(message: &str) -> McpError {
     McpError::Rpc { code: jsonrpc::INVALID_PARAMS, message: message.to_owned(), data: None }
+}
+
+/// A JSON-RPC error a modern backend answered with an HTTP error status.
+#[derive(Debug)]
+pub(super) struct Rejection {
+    pub(super) status: u16,
+    pub(super) code: i64,
+    pub(super) message: String,
+    pub(super) data: Option<Value>,
+}
+
+impl Rejection {
+    /// The backend's JSON-RPC error as the caller sees it, except a header mismatch or an unserved version: those
+    /// say the gateway's request was refused unprocessed.
+    pub(super) fn into_error(self) -> McpError {
+        let Rejection { status, code, message, data } = self;
+        match code {
+            jsonrpc::HEADER_MISMATCH | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if (400..500).contains(&status) => {
+                McpError::NotDelivered {
+                    cause: NotDeliveredCause::Refused,
+                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}"),
+                }
+            }
+            _ => McpError::Rpc { code, message, data },
+        }
+    }
+}
+
+/// What an HTTP error status means on the modern wire: the backend's own JSON-RPC error when the body holds one;
+/// without one, the refusal table decides, and a 400 or 405 is also what a 2025-era server answers a request
+/// without a session.
+pub(super) fn modern_refusal(status: u16, body: &[u8]) -> ExchangeError {
+    let error =
+        serde_json::from_slice::<Value>(body).ok().and_then(|mut message| message.get_mut("error").map(Value::take));
+    if let Some(code) = error.as_ref().and_then(|error| error.get("code")).and_then(Value::as_i64) {
+        let field = |name: &str| error.as_ref().and_then(|error| error.get(name));
+        let message = field("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+        return ExchangeError::Rejected(Rejection { status, code, message, data: field("data").cloned() });
+    }
+    let body = excerpt(body);
+    let error = match Refusal::of(status) {
+        Some(refusal) => McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) },
+        None => McpError::HttpStatus { status, body },
+    };
+    if matches!(status, 400 | 405) { ExchangeError::NotModern(error) } else { ExchangeError::Failed(error) }
 }
 
 /// What one probe's exchange says: any answer of the backend is a verdict (an unrecognised 4xx, or a body that
