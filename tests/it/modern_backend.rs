@@ -3,7 +3,8 @@
 //! the backend's own tool names), the at-most-once classes on that wire (no resumption, close-to-cancel), and
 //! what replaces the `GET` stream and the removed methods. The backends are the fault backend in its modern and
 //! dual-era modes (it checks every header against the body itself and records what reached it), the Python SDK's
-//! dual-era server over stdio, and the conformance fixture in its `modern` and `dual` modes.
+//! dual-era server over stdio, `fault_stdio.py` in its 2025 and 2026 modes, and the conformance fixture in its
+//! `modern` and `dual` modes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientConfig, Era, McpBackendClient, McpError, SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
 };
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 
@@ -412,4 +413,62 @@ async fn the_fixture_serving_only_the_2026_era_serves_a_legacy_agent() {
 #[tokio::test]
 async fn the_fixture_serving_both_eras_is_spoken_to_in_the_2026_era() {
     exercise_fixture("dual").await;
+}
+
+/// `fault_stdio.py` in `mode`, its era probed.
+fn fault_stdio(mode: &str) -> BackendTarget {
+    let backend = StdioBackend {
+        name: "fault".into(),
+        command: StdioCommand {
+            program: crate::stdio::python(),
+            args: vec![crate::stdio::FAULT_SCRIPT.into(), mode.into()],
+            env: Vec::new(),
+            cwd: None,
+        },
+        sharing: Sharing::PerAgent,
+        idle_timeout: Duration::from_secs(60),
+        max_processes: 4,
+        era: Era::Auto,
+    };
+    BackendTarget::stdio(Arc::new(Launcher::new(backend, StdioOptions::default())), TIMEOUT)
+}
+
+#[tokio::test]
+async fn a_stdio_backend_that_refuses_the_probe_does_the_handshake() {
+    let client = McpBackendClient::new(ClientConfig::default()).unwrap();
+    let target = fault_stdio("normal");
+    let slot = SlotKey::new("agent", "fault");
+    assert_eq!(client.session(&slot, &target).await.expect("started").version(), "2025-11-25");
+    let echoed =
+        client.request(&slot, &target, "tools/call", json!({"name": "echo", "arguments": {"text": "e"}})).await;
+    assert_eq!(echoed.expect("a 2025 call")["content"][0]["text"], "e");
+}
+
+#[tokio::test]
+async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscriptions() {
+    let client = McpBackendClient::new(ClientConfig::default()).unwrap();
+    let mut changes = client.subscribe_list_changed();
+    let mut messages = client.subscribe_session_messages();
+    let target = fault_stdio("modern");
+    let slot = SlotKey::new("agent-7", "fault");
+    assert_eq!(client.session(&slot, &target).await.expect("started").version(), "2026-07-28");
+    let change = tokio::time::timeout(TIMEOUT, changes.recv()).await.expect("announced").expect("a change");
+    assert_eq!((&*change.backend, change.method.as_str()), ("fault", "notifications/tools/list_changed"));
+
+    assert_eq!(client.request(&slot, &target, "logging/setLevel", json!({"level": "info"})).await.unwrap(), json!({}));
+    let relay = Relay::new(json!({"roots": {}}), None);
+    let call = json!({"name": "meta", "arguments": {}});
+    let answered = client.request_relayed(&slot, &target, "tools/call", call, &relay).await.expect("answered");
+    let meta: Value = serde_json::from_str(answered["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({"roots": {}}), "the agent's capabilities");
+    assert_eq!(meta["io.modelcontextprotocol/logLevel"], "info", "setLevel became the request's log level");
+
+    let subscribed = client.request(&slot, &target, "resources/subscribe", json!({"uri": "fault://a"})).await;
+    assert_eq!(subscribed.expect("answered by the gateway"), json!({}));
+    let message = tokio::time::timeout(TIMEOUT, messages.recv()).await.expect("an update").expect("a message");
+    assert_eq!(&*message.agent_session, "agent-7");
+    let RelayMessage::Notification(update) = message.message else { panic!("{:?}", message.message) };
+    assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+    assert_eq!(update["params"]["uri"], "fault://a");
 }
