@@ -6,38 +6,43 @@
 //! template, the client's session-table bounds, the front's admission rules, authenticator and session sealer, the
 //! router's policies), starting the background tasks (discovery, delivering backends' session messages, ledger
 //! upkeep), and the embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
-//! other parts.
+//! other parts. A configuration reload ([`reload`]) lowers the new configuration the same way ([`backends`],
+//! [`front_settings`]) and swaps each part's snapshot; [`diff`] decides what changed, [`control`] is the socket
+//! `switchyard reload` reaches the running gateway by.
 
 mod access;
+mod backends;
+pub mod control;
+pub mod diff;
+pub mod reload;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::auth::{AuthSetupError, Authenticator};
-use crate::backend::legacy_sse::LegacySseBackend;
-use crate::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientBuildError, ClientConfig, Era, McpBackendClient, OAuthBinding,
-};
+use crate::auth::{AuthSettings, AuthSetupError, Authenticator};
+use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::oauth::OAuthClient;
-use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
-use crate::catalog::{BackendSpec, Catalog};
-use crate::config::{
-    BACKEND_SESSION_TABLE_SIZE, BackendConfig, Config, ConfigError, Endpoint, ProtocolEra, StdioConfig, StdioSessions,
-    Transport,
-};
+use crate::catalog::Catalog;
+use crate::config::{BACKEND_SESSION_TABLE_SIZE, Config, ConfigError, LogFormat, ServerConfig};
+use crate::front::callback::AuthorizationCallback;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
+use crate::front::pending::PendingRequests;
 use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
-use crate::front::{self, Front};
+use crate::front::{self, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
-use crate::router::{CallLedger, CallRouter, discovery};
-pub use access::{auth_settings, policies};
+use crate::router::{CallLedger, CallRouter, Routing, discovery};
+use crate::swap::Swap;
+use crate::telemetry::{ClaimWrite, Metrics};
+pub use access::{admins, auth_settings, policies};
+pub use backends::{legacy_sse_backend, stdio_backend};
+use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
 mod revocation_log;
@@ -69,6 +74,8 @@ pub enum GatewayError {
     TransportNotServed { backend: String, transport: &'static str },
     #[error("cannot read the listening socket's address: {0}")]
     Listener(std::io::Error),
+    #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
+    MetricsListener { address: SocketAddr, source: std::io::Error },
     #[error("agent authentication: {0}")]
     Auth(#[from] AuthSetupError),
     #[error("backend OAuth token key: {0}")]
@@ -81,10 +88,15 @@ pub enum GatewayError {
 pub struct Gateway {
     pub config: Config,
     pub router: Arc<CallRouter>,
+    client: Arc<McpBackendClient>,
     /// The OAuth client of the backends with `[backends.oauth]`.
     oauth: Option<Arc<OAuthClient>>,
+    /// Where reloads read the configuration, and the requests for them ([`Gateway::reloader`]).
+    reloads: Option<(ConfigSource, Reloader, reload::Requests)>,
     /// Background tasks (discovery, the embedded demo backend); aborted when the gateway is dropped.
     tasks: Vec<JoinHandle<()>>,
+    /// `/metrics`'s own listener, once bound (see [`Gateway::bind_metrics`]).
+    metrics_listener: Option<TcpListener>,
 }
 
 impl Drop for Gateway {
@@ -101,10 +113,13 @@ impl Gateway {
         let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
+        let metrics = Arc::new(Metrics::new());
         if orphaned > 0 {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
+            metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
-        let ledger = CallLedger { store, owner, lease: config.ledger.lease, max_result: config.ledger.max_result };
+        let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
+        let ledger = CallLedger { store, owner, lease, max_result, metrics };
         Gateway::assemble(config, ledger)
     }
 
@@ -115,28 +130,31 @@ impl Gateway {
             owner: "discovery".into(),
             lease: config.ledger.lease,
             max_result: config.ledger.max_result,
+            metrics: Arc::default(),
         };
         Gateway::assemble(config, ledger)
     }
 
     fn assemble(config: Config, ledger: CallLedger) -> Result<Gateway, GatewayError> {
-        let per_owner = config.server.max_backend_sessions_per_principal;
         let client_config = ClientConfig {
             max_sessions: BACKEND_SESSION_TABLE_SIZE,
-            max_sessions_per_owner: per_owner,
+            max_sessions_per_owner: config.server.max_backend_sessions_per_principal,
             max_stdio_processes: config.server.max_stdio_processes,
+            metrics: Arc::clone(&ledger.metrics),
             ..ClientConfig::default()
         };
+        ledger.metrics.register_backends(config.backends.iter().map(|backend| backend.name.as_str()));
         let client = Arc::new(McpBackendClient::new(client_config)?);
-        let catalog = Arc::new(Catalog::new(config.backends.iter().map(catalog_spec).collect()));
+        let catalog = Arc::new(Catalog::new(config.backends.iter().map(backends::catalog_spec).collect()));
         let oauth = oauth::client(&config, &ledger.store)?;
-        let targets: HashMap<Arc<str>, BackendTarget> = config
+        let targets = config
             .backends
             .iter()
-            .map(|backend| (Arc::from(backend.name.as_str()), target(backend, oauth.as_ref())))
+            .map(|backend| (Arc::from(backend.name.as_str()), backends::target(backend, oauth.as_ref())))
             .collect();
-        let router = Arc::new(CallRouter::new(catalog, client, targets, ledger).with_policies(policies(&config)));
-        Ok(Gateway { config, router, oauth, tasks: Vec::new() })
+        let routing = Routing { targets, policies: policies(&config) };
+        let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
+        Ok(Gateway { config, router, client, oauth, reloads: None, tasks: Vec::new(), metrics_listener: None })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -149,15 +167,41 @@ impl Gateway {
         Ok((config, demo))
     }
 
+    /// The gateway's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.router.ledger().metrics
+    }
+
+    /// Binds `[telemetry] metrics_listen`, if set, and returns the address bound (port 0 picks one); `serve`
+    /// binds it otherwise.
+    pub async fn bind_metrics(&mut self) -> Result<Option<SocketAddr>, GatewayError> {
+        let Some(address) = self.config.telemetry.metrics_listen else { return Ok(None) };
+        if self.metrics_listener.is_none() {
+            let bound = TcpListener::bind(address).await;
+            self.metrics_listener = Some(bound.map_err(|source| GatewayError::MetricsListener { address, source })?);
+        }
+        let bound = self.metrics_listener.as_ref().map(TcpListener::local_addr).transpose();
+        bound.map_err(|source| GatewayError::MetricsListener { address, source })
+    }
+
     /// Keeps a background task (such as the embedded demo backend) alive as long as the gateway.
     pub fn adopt(&mut self, task: JoinHandle<()>) {
         self.tasks.push(task);
     }
 
+    /// Lets the served gateway reload its configuration from `source` (the file it started from, and the
+    /// command line's overrides) when the returned [`Reloader`] asks, and through its control socket
+    /// ([`control`]) once it serves.
+    pub fn reloader(&mut self, source: ConfigSource) -> Reloader {
+        let (reloader, requests) = reload::channel();
+        self.reloads = Some((source, reloader.clone(), requests));
+        reloader
+    }
+
     /// Discovers every backend once, concurrently (for `check` and `tools`).
     pub async fn discover_once(&self) {
         let mut runs = JoinSet::new();
-        for name in self.router.catalog().backend_names().map(str::to_owned) {
+        for name in self.router.catalog().backend_names() {
             let router = Arc::clone(&self.router);
             runs.spawn(async move { (router.discover(&name).await, name) });
         }
@@ -168,180 +212,191 @@ impl Gateway {
         }
     }
 
-    /// Serves agents on `listener` until `shutdown` completes; discovery runs in the background meanwhile.
+    /// Serves agents on `listener` until `shutdown` completes; discovery runs in the background meanwhile, and
+    /// reloads are applied when asked (see [`Gateway::reloader`]).
     pub async fn serve(
         mut self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
+        let configured_listen = self.config.server.listen;
         // The address actually bound (port 0 picks one) is the default `public_url`.
         self.config.server.listen = listener.local_addr().map_err(GatewayError::Listener)?;
-        if let Some(oauth) = &self.oauth {
-            oauth.set_redirect_uri(oauth::redirect_uri(&self.config.server.public_url())?);
+        let front = self.front().await?;
+        let discovery = self.start_background(&front);
+        let app = front::app(Arc::clone(&front));
+        let (limits, watched_limits) = watch::channel(connection_limits(&self.config.server));
+        if self.bind_metrics().await?.is_some()
+            && let Some(metrics_listener) = self.metrics_listener.take()
+        {
+            let app = front::metrics::app(Arc::clone(self.metrics()));
+            let serving = listener::serve(metrics_listener, app, watched_limits.clone(), std::future::pending());
+            self.tasks.push(tokio::spawn(serving));
         }
-        let authorization = self.oauth.as_ref().map(|oauth| {
-            let callback = oauth::Callback { oauth: Arc::clone(oauth), router: Arc::clone(&self.router) };
-            Arc::new(callback) as Arc<dyn front::callback::AuthorizationCallback>
-        });
-        let auth = Arc::new(authenticator(&self.config).await?);
-        let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
-        let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
-        let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
-        self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
-        let front = Arc::new(Front {
-            admission: Admission {
-                allowed_origins: self.config.server.allowed_origins.clone(),
-                allowed_hosts: self.config.server.allowed_hosts.clone(),
-                binds_loopback: self.config.server.binds_loopback(),
-            },
-            auth,
-            sealer: Sealer::new(secret, self.config.server.session_ttl),
-            revocations,
+        let drain = Arc::new(Swap::new(self.config.server.shutdown_drain));
+        let live = Live {
+            config: self.config.clone(),
+            configured_listen,
+            front,
             router: Arc::clone(&self.router),
-            max_body: self.config.server.max_body,
-            body_timeout: self.config.server.body_timeout,
-            streams: Arc::default(),
-            pending: Arc::default(),
-            cancels: Arc::default(),
-            replays: Arc::default(),
-            authorization,
-        });
-        self.tasks.extend(discovery::spawn_all(&self.router, CATALOG_TTL));
-        self.tasks.push(tokio::spawn(Arc::clone(&front).deliver_session_messages(self.router.session_messages())));
-        let ledger = self.router.ledger().clone();
-        let upkeep =
-            Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };
-        self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
-        let app = front::app(front);
-        let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let server = &self.config.server;
-        let limits = ConnectionLimits {
-            header_timeout: server.header_timeout,
-            idle_timeout: server.idle_timeout,
-            max_connections: server.max_connections,
+            client: Arc::clone(&self.client),
+            oauth: self.oauth.clone(),
+            discovery,
+            limits,
+            drain: Arc::clone(&drain),
+            revision: 0,
         };
-        let serving = listener::serve(listener, app, limits, async move {
+        let _control = self.start_reloads(live);
+        let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
+        let serving = listener::serve(listener, app, watched_limits, async move {
             shutdown.await;
             let _ = stopping.send(());
         });
         tokio::select! {
             () = serving => {}
-            () = drain_deadline(stop, server.shutdown_drain) => {}
+            () = drain_deadline(stop, &drain) => {}
         }
         // Calls still running now will not be settled by this process: their outcome is unknown.
+        let ledger = self.router.ledger();
         match ledger.store.orphan(&ledger.owner).await {
             Ok(0) => {}
-            Ok(left) => tracing::warn!(left, "calls still running at shutdown are marked `unknown`"),
+            Ok(left) => {
+                tracing::warn!(left, "calls still running at shutdown are marked `unknown`");
+                self.metrics().count_claims(ClaimWrite::Unknown, left);
+            }
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
         }
         Ok(())
+    }
+
+    /// The front, with its authenticator, session sealer and revocation list (whose follower task starts).
+    async fn front(&mut self) -> Result<Arc<Front>, GatewayError> {
+        if let Some(oauth) = &self.oauth {
+            oauth.set_redirect_uri(oauth::redirect_uri(&self.config.server.public_url())?);
+        }
+        let auth = Arc::new(authenticator(&self.config).await?);
+        let authorization = callback(self.oauth.as_ref(), &self.router);
+        let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
+        let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
+        let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
+        self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
+        Ok(Arc::new(Front {
+            settings: Swap::new(front_settings(&self.config, auth, authorization)),
+            sealer: Sealer::new(secret, self.config.server.session_ttl),
+            revocations,
+            router: Arc::clone(&self.router),
+            streams: Arc::default(),
+            pending: Arc::new(PendingRequests::new(Arc::clone(self.metrics()))),
+            cancels: Arc::default(),
+            replays: Arc::default(),
+            serve_metrics: self.config.telemetry.metrics_listen.is_none(),
+            metrics: Arc::clone(self.metrics()),
+        }))
+    }
+
+    /// Starts discovery (one task per backend, returned so reloads can stop and start them), the delivery of
+    /// backends' messages to agents' streams, and ledger upkeep.
+    fn start_background(&mut self, front: &Arc<Front>) -> Discovery {
+        let mut discovery = Discovery::new(&self.router, CATALOG_TTL);
+        self.router.catalog().backend_names().iter().for_each(|name| discovery.start(name));
+        self.tasks.push(discovery::follow(&self.router));
+        self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
+        let ledger = self.router.ledger();
+        let upkeep =
+            Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };
+        self.tasks.push(tokio::spawn(crate::ledger::maintain(ledger.store.clone(), upkeep)));
+        discovery
+    }
+
+    /// Starts the reload worker over `live`, and the control socket when [`Gateway::reloader`] was asked for (the
+    /// socket file is removed when the returned guard drops).
+    fn start_reloads(&mut self, live: Live) -> Option<control::SocketFile> {
+        let (source, requests, control) = match self.reloads.take() {
+            Some((source, reloader, requests)) => (source, requests, self.open_control_socket(reloader)),
+            // Nobody can ask for a reload; the worker still keeps the discovery tasks.
+            None => (ConfigSource::default(), reload::channel().1, None),
+        };
+        self.tasks.push(tokio::spawn(reload::serve_requests(live, source, requests)));
+        control
+    }
+
+    /// Opens the control socket in the data directory, its task kept with the gateway's. Serving goes on without
+    /// it.
+    fn open_control_socket(&mut self, reloader: Reloader) -> Option<control::SocketFile> {
+        let path = control::socket_path(&self.config.server.data_dir);
+        match control::bind(&path) {
+            Ok((listener, file)) => {
+                self.tasks.push(tokio::spawn(control::serve(listener, reloader)));
+                Some(file)
+            }
+            Err(error) => {
+                tracing::warn!(socket = %path.display(), %error, "`switchyard reload` cannot reach this gateway; SIGHUP still reloads");
+                None
+            }
+        }
+    }
+}
+
+/// How agents are authenticated (`None`: no credentials configured, everyone is `anonymous`).
+fn agent_auth(config: &Config) -> Option<AuthSettings> {
+    config.auth.has_credentials().then(|| auth_settings(config))
+}
+
+/// How the log is written, as configured (`serve --log-format` has already overridden the file).
+pub fn log_format(config: &Config) -> crate::telemetry::logs::LogFormat {
+    match config.telemetry.log_format {
+        LogFormat::Text => crate::telemetry::logs::LogFormat::Text,
+        LogFormat::Json => crate::telemetry::logs::LogFormat::Json,
     }
 }
 
 /// The agents' authenticator: everyone is `anonymous` without `[auth]` credentials.
 async fn authenticator(config: &Config) -> Result<Authenticator, GatewayError> {
-    if !config.auth.has_credentials() {
-        return Ok(Authenticator::anonymous_only());
+    match agent_auth(config) {
+        None => Ok(Authenticator::anonymous_only()),
+        Some(settings) => Ok(Authenticator::new(settings).await?),
     }
-    Ok(Authenticator::new(auth_settings(config)).await?)
 }
 
-/// Completes `drain` after the shutdown signal (never, if there is none).
-async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>, drain: Duration) {
+/// The front's `/oauth/callback` over the OAuth client (`None`: no backend uses OAuth).
+fn callback(oauth: Option<&Arc<OAuthClient>>, router: &Arc<CallRouter>) -> Option<Arc<dyn AuthorizationCallback>> {
+    let callback = oauth::Callback { oauth: Arc::clone(oauth?), router: Arc::clone(router) };
+    Some(Arc::new(callback))
+}
+
+/// What the front takes from the configuration (`listen` being the bound address).
+fn front_settings(
+    config: &Config,
+    auth: Arc<Authenticator>,
+    authorization: Option<Arc<dyn AuthorizationCallback>>,
+) -> Settings {
+    Settings {
+        admission: Admission {
+            allowed_origins: config.server.allowed_origins.clone(),
+            allowed_hosts: config.server.allowed_hosts.clone(),
+            binds_loopback: config.server.binds_loopback(),
+        },
+        auth,
+        admins: admins(config),
+        max_body: config.server.max_body,
+        body_timeout: config.server.body_timeout,
+        authorization,
+    }
+}
+
+fn connection_limits(server: &ServerConfig) -> ConnectionLimits {
+    ConnectionLimits {
+        header_timeout: server.header_timeout,
+        idle_timeout: server.idle_timeout,
+        max_connections: server.max_connections,
+    }
+}
+
+/// Completes `drain` (as configured when the signal comes) after the shutdown signal (never, if there is none).
+async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>, drain: &Swap<Duration>) {
     if stop.await.is_ok() {
-        tokio::time::sleep(drain).await;
+        tokio::time::sleep(*drain.load()).await;
     } else {
         std::future::pending::<()>().await;
-    }
-}
-
-fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
-    let filter = backend.tools.clone();
-    BackendSpec {
-        name: backend.name.as_str().into(),
-        prefix: backend.prefix.clone(),
-        exposes: Box::new(move |tool| filter.exposes(tool)),
-        resource_prefix: backend.resource_prefix.clone(),
-    }
-}
-
-/// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
-/// configured headers), the launcher of a stdio backend's processes, or a legacy SSE backend's stream.
-fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) -> BackendTarget {
-    match (&backend.endpoint, backend.transport) {
-        (Endpoint::Process(stdio), _) => {
-            let launcher = Launcher::new(lower_stdio(backend, stdio), StdioOptions::default());
-            BackendTarget::stdio(Arc::new(launcher), backend.timeout)
-        }
-        (Endpoint::Url(url), Transport::Sse) => {
-            BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
-        }
-        (Endpoint::Url(url), _) => {
-            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
-            if let Some(credential) = &backend.credential {
-                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
-            }
-            for (name, value) in &backend.headers {
-                endpoint = endpoint.with_header(name.clone(), value.clone());
-            }
-            if let (Some(oauth), Some(_)) = (oauth, &backend.oauth) {
-                endpoint = endpoint.with_oauth(OAuthBinding::new(Arc::clone(oauth), &backend.name));
-            }
-            BackendTarget::Http(endpoint)
-        }
-    }
-}
-
-/// The stdio module's own description of a stdio backend (`None` for other transports).
-pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
-    let Endpoint::Process(stdio) = &backend.endpoint else { return None };
-    Some(lower_stdio(backend, stdio))
-}
-
-fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
-    let command = StdioCommand {
-        program: stdio.command.clone(),
-        args: stdio.args.clone(),
-        env: stdio.env.iter().map(|(name, value)| (name.clone(), value.value().to_owned())).collect(),
-        cwd: stdio.cwd.clone(),
-    };
-    let sharing = match stdio.sessions {
-        StdioSessions::PerAgent => Sharing::PerAgent,
-        StdioSessions::Shared => Sharing::Shared,
-    };
-    StdioBackend {
-        name: backend.name.as_str().into(),
-        command,
-        sharing,
-        idle_timeout: stdio.idle_timeout,
-        max_processes: stdio.max_processes,
-        era: era(backend.era),
-    }
-}
-
-fn era(era: ProtocolEra) -> Era {
-    match era {
-        ProtocolEra::Auto => Era::Auto,
-        ProtocolEra::Modern => Era::Modern,
-        ProtocolEra::Legacy => Era::Legacy,
-    }
-}
-
-/// The legacy SSE module's own description of an sse backend (`None` for other transports).
-pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
-    let (Transport::Sse, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else { return None };
-    Some(lower_legacy_sse(backend, url))
-}
-
-fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBackend {
-    LegacySseBackend {
-        name: backend.name.as_str().into(),
-        url: url.clone(),
-        credential: backend
-            .credential
-            .as_ref()
-            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
-        headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
-        sharing: Sharing::PerAgent,
     }
 }

@@ -1,15 +1,18 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `calls`, `keys`, `demo-server`. This is the binary's
+//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
+//! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
-use switchyard::config::Config;
+use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
+use switchyard::gateway::reload::{ConfigSource, Reloader};
+use switchyard::telemetry::logs;
 use tokio::task::JoinHandle;
 
 mod cli;
@@ -43,11 +46,17 @@ enum Command {
         /// The address to listen on (overrides `[server] listen`).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// How log lines are written: `text` or `json` (overrides `[telemetry] log_format`).
+        #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
+        log_format: Option<LogFormat>,
     },
     /// Validate the configuration, discover the backends, and print the routing table.
     Check,
     /// Discover the backends and print the tools agents will see.
     Tools,
+    /// Make the running gateway re-read its configuration file (as SIGHUP does) and print what changed; a file
+    /// it refuses is reported with the error `check` prints (exit status 1) and changes nothing.
+    Reload,
     /// List the ledger's calls, show one, or settle an `unknown` one.
     Calls {
         #[command(subcommand)]
@@ -103,13 +112,11 @@ enum AuthAction {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| "switchyard=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // `serve` installs its log once its configuration says how lines are written.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        logs::install(logs::LogFormat::Text);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -128,9 +135,10 @@ fn main() -> ExitCode {
 
 async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { listen } => serve(config, listen).await,
+        Command::Serve { listen, log_format } => serve(config, listen, log_format).await,
         Command::Check => check(config).await,
         Command::Tools => tools(config).await,
+        Command::Reload => cli::reload::run(config).await,
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
@@ -140,54 +148,99 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
     }
 }
 
+/// A loaded configuration, and where it came from.
+struct Loaded {
+    config: Config,
+    /// The file, or `None` for a first run's.
+    path: Option<PathBuf>,
+    /// The embedded demo backend of a first run.
+    demo: Option<JoinHandle<()>>,
+}
+
+/// Says in the log where the configuration came from (`file`; `None`: a first run's).
+fn announce(file: Option<&Path>) {
+    match file {
+        Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
+        None => tracing::info!("no configuration file: serving the embedded demo backend `demo`"),
+    }
+}
+
 /// The configuration of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo
-/// backend (whose task is returned too).
-async fn load(config: Option<PathBuf>) -> anyhow::Result<(Config, Option<JoinHandle<()>>)> {
+/// backend.
+async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
     match Config::find(config.as_deref())? {
-        Some((path, config)) => {
-            tracing::info!(config = %path.display(), "configuration loaded");
-            Ok((config, None))
-        }
+        Some((path, config)) => Ok(Loaded { config, path: Some(path), demo: None }),
         None => {
-            tracing::info!("no configuration file: serving the embedded demo backend `demo`");
             let (config, demo) = Gateway::demo_config().await?;
-            Ok((config, Some(demo)))
+            Ok(Loaded { config, path: None, demo: Some(demo) })
         }
     }
 }
 
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
-    let (config, demo) = load(config).await?;
+    let Loaded { config, path, demo } = load(config).await?;
+    announce(path.as_deref());
     let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
 }
 
-async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
-    let (mut config, demo) = load(config).await?;
+async fn serve(
+    config: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    log_format: Option<LogFormat>,
+) -> anyhow::Result<ExitCode> {
+    let Loaded { mut config, path, demo } = load(config).await?;
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
+    if let Some(format) = log_format {
+        config.telemetry.log_format = format;
+    }
+    logs::install(switchyard::gateway::log_format(&config));
+    announce(path.as_deref());
     config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
+    reload_on_hangup(gateway.reloader(ConfigSource { path, listen }))?;
     let address = gateway.config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let address = listener.local_addr()?;
-    print_welcome(&gateway, address);
+    let metrics = gateway.bind_metrics().await?.unwrap_or(address);
+    print_welcome(&gateway, address, metrics);
     gateway.serve(listener, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_welcome(gateway: &Gateway, address: SocketAddr) {
+fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
     let url = format!("http://{address}/mcp");
     let backends: Vec<&str> = gateway.config.backends.iter().map(|b| b.name.as_str()).collect();
     println!("Switchyard is serving MCP at {url}  (backends: {})", backends.join(", "));
     println!("  Claude Code:    claude mcp add --transport http switchyard {url}");
     println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
     println!("  One backend:    {url}/<backend>  (bare tool names)");
+    println!("  Metrics:        http://{metrics}/metrics  (Prometheus)");
+}
+
+/// Reloads the configuration on every SIGHUP (the gateway logs what the reload did or why it was refused).
+fn reload_on_hangup(reloader: Reloader) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                // The gateway logs the outcome.
+                let _ = reloader.reload().await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    drop(reloader);
+    Ok(())
 }
 
 async fn shutdown_signal() {

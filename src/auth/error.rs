@@ -51,6 +51,27 @@ impl AuthError {
         }
     }
 
+    /// Why, in one word of a fixed list (the `reason` label of `switchyard_auth_failures_total`); never
+    /// anything of the credential.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Malformed(_) => "malformed",
+            Self::TooLarge => "too_large",
+            Self::UnknownKey => "unknown_key",
+            Self::InvalidToken(_) => "invalid_token",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::WrongIssuer => "wrong_issuer",
+            Self::WrongAudience => "wrong_audience",
+            Self::UnknownKid => "unknown_kid",
+            Self::BadSignature => "bad_signature",
+            Self::DisallowedAlg(_) => "disallowed_alg",
+            Self::InsufficientScope(_) => "insufficient_scope",
+            Self::JwksUnavailable => "jwks_unavailable",
+        }
+    }
+
     /// The `error` parameter of the `WWW-Authenticate` challenge, if any.
     pub fn error_code(&self) -> Option<&'static str> {
         match self {
@@ -86,5 +107,7 @@ mod tests {
         for error in [AuthError::Expired, AuthError::UnknownKey, AuthError::JwksUnavailable, AuthError::TooLarge] {
             assert_eq!((error.status(), error.error_code()), (401, Some("invalid_token")), "{error}");
         }
+        assert_eq!(AuthError::InvalidToken("secret-looking text".into()).reason(), "invalid_token");
+        assert_eq!(scope.reason(), "insufficient_scope");
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Owns: reading bearer tokens, API keys (SHA-256 digests, constant-time comparison), JWT validation against
 //! the issuer's JWKS (cached by `kid`), the `AuthError` refusals with their HTTP status and `error` code, the
-//! Protected Resource Metadata documents and `WWW-Authenticate` challenges, and the policy model.
+//! Protected Resource Metadata documents and `WWW-Authenticate` challenges, the policy model, and who may read
+//! the operator's console ([`Admins`]).
 //!
 //! Rules:
 //! - Knows no HTTP framework, no sessions, no backends' wire formats: callers pass header values as bytes and
@@ -17,6 +18,7 @@
 //!   configured; anything else is looked up as an API key (generated keys never contain a dot).
 //! - The agent's token is never handed on: nothing here returns or stores it.
 
+mod admin;
 mod api_key;
 mod bearer;
 mod error;
@@ -27,6 +29,7 @@ mod policy;
 #[cfg(test)]
 mod test_tokens;
 
+pub use admin::{ADMIN_GROUP, Admins};
 pub use api_key::{API_KEY_BYTES, API_KEY_PREFIX, ApiKey, api_key_digest, generate_api_key, hex};
 pub use bearer::MAX_TOKEN;
 pub use error::{AuthError, AuthSetupError};
@@ -105,7 +108,7 @@ impl Authenticator {
         &self,
         authorization: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Principal, AuthError> {
-        if self.api_keys.is_empty() && self.jwt.is_none() {
+        if !self.has_credentials() {
             return Ok(Principal::anonymous());
         }
         let Some(token) = bearer::bearer_token(authorization)? else {
@@ -115,6 +118,11 @@ impl Authenticator {
             Some(jwt) if token.split('.').count() == 3 => jwt.principal(token).await,
             _ => self.api_keys.principal(token).ok_or(AuthError::UnknownKey),
         }
+    }
+
+    /// Whether agents can present credentials at all (API keys or JWTs are configured).
+    pub fn has_credentials(&self) -> bool {
+        !self.api_keys.is_empty() || self.jwt.is_some()
     }
 
     /// The Protected Resource Metadata, when agents may get tokens from an authorization server.

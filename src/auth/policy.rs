@@ -22,6 +22,17 @@ pub enum Subject {
     Group(String),
 }
 
+impl Subject {
+    /// Whether `principal` is this subject (by name, or by a group of this very request's credential).
+    pub fn matches(&self, principal: &Principal) -> bool {
+        match self {
+            Subject::Anyone => true,
+            Subject::Principal(name) => *name == principal.name,
+            Subject::Group(group) => principal.groups.contains(group),
+        }
+    }
+}
+
 /// One policy, lowered from `[[policies]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -34,11 +45,7 @@ pub struct Policy {
 
 impl Policy {
     fn applies_to(&self, principal: &Principal) -> bool {
-        self.subjects.iter().any(|subject| match subject {
-            Subject::Anyone => true,
-            Subject::Principal(name) => *name == principal.name,
-            Subject::Group(group) => principal.groups.contains(group),
-        })
+        self.subjects.iter().any(|subject| subject.matches(principal))
     }
 }
 

@@ -7,6 +7,8 @@
 //! keeps it and the later one is withheld with both sources named. Definitions are kept as `serde_json::Value`
 //! and passed through verbatim (schemas, annotations, icons, `_meta`); only `name` is rewritten. Each backend's
 //! listing is replaced as a whole when it is rediscovered, and a backend that failed keeps its last good one.
+//! A configuration reload replaces the backends' specs ([`Catalog::reconfigure`]): a backend still configured
+//! keeps its listing, seen through its new prefix and filters; readers see the old catalog or the new, never a mix.
 //!
 //! Must not know: how listings are discovered or requests routed (the router does that), agents, HTTP.
 
@@ -19,6 +21,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use crate::swap::Swap;
 use named::Named;
 pub use names::is_valid_tool_name;
 pub use template::UriTemplate;
@@ -109,32 +112,40 @@ struct Snapshot {
 /// Each backend's discovery status and last good listing.
 type Discovered = HashMap<Arc<str>, (BackendStatus, Arc<Listing>)>;
 
-pub struct Catalog {
+/// The configured backends and what discovery found on each; changed under one lock, so a listing is always
+/// recorded against the specs it belongs to.
+struct State {
     specs: Vec<BackendSpec>,
-    discovered: RwLock<Discovered>,
-    snapshot: RwLock<Arc<Snapshot>>,
+    discovered: Discovered,
+}
+
+pub struct Catalog {
+    state: RwLock<State>,
+    /// Built from `state` after every change; readers take it whole.
+    snapshot: Swap<Snapshot>,
 }
 
 impl Catalog {
     pub fn new(specs: Vec<BackendSpec>) -> Self {
         let discovered =
             specs.iter().map(|spec| (spec.name.clone(), (BackendStatus::Pending, Arc::default()))).collect();
-        Self { specs, discovered: RwLock::new(discovered), snapshot: RwLock::default() }
+        Self { state: RwLock::new(State { specs, discovered }), snapshot: Swap::default() }
     }
 
-    pub fn backend_names(&self) -> impl Iterator<Item = &str> {
-        self.specs.iter().map(|spec| &*spec.name)
+    /// The configured backends, in configuration order.
+    pub fn backend_names(&self) -> Vec<Arc<str>> {
+        read(&self.state).specs.iter().map(|spec| spec.name.clone()).collect()
     }
 
     pub fn has_backend(&self, name: &str) -> bool {
-        self.specs.iter().any(|spec| &*spec.name == name)
+        read(&self.state).specs.iter().any(|spec| &*spec.name == name)
     }
 
     /// Records a discovery result for one backend. A failure keeps the last good listing. Returns whether the
     /// tools agents see changed.
     pub fn update(&self, backend: &str, listed: Result<Listing, String>) -> bool {
-        let mut discovered = write(&self.discovered);
-        let Some((status, last)) = discovered.get_mut(backend) else { return false };
+        let mut state = write(&self.state);
+        let Some((status, last)) = state.discovered.get_mut(backend) else { return false };
         let listing = match listed {
             Ok(listing) => listing,
             Err(error) => {
@@ -148,10 +159,34 @@ impl Catalog {
         }
         let tools_changed = last.tools != listing.tools;
         *last = Arc::new(listing);
-        let fresh = Arc::new(self.build(&discovered));
-        drop(discovered);
-        *write(&self.snapshot) = fresh;
+        // Stored under the state lock, so a snapshot never replaces a newer one.
+        self.snapshot.store(build(&state));
         tools_changed
+    }
+
+    /// Replaces the configured backends (a configuration reload): a backend still configured keeps its status
+    /// and last listing (seen through its new spec: prefix, filters), a new one is pending, a removed one is
+    /// forgotten. Returns the backends whose tools agents see changed, in either view.
+    pub fn reconfigure(&self, specs: Vec<BackendSpec>) -> Vec<Arc<str>> {
+        let mut state = write(&self.state);
+        let mut names: Vec<Arc<str>> = state.specs.iter().map(|spec| spec.name.clone()).collect();
+        let mut kept = std::mem::take(&mut state.discovered);
+        state.discovered = specs
+            .iter()
+            .map(|spec| {
+                let known = kept.remove(&spec.name).unwrap_or((BackendStatus::Pending, Arc::default()));
+                (spec.name.clone(), known)
+            })
+            .collect();
+        let added: Vec<Arc<str>> =
+            specs.iter().map(|spec| spec.name.clone()).filter(|name| !names.contains(name)).collect();
+        names.extend(added);
+        state.specs = specs;
+        let (before, after) = (self.snapshot.load(), Arc::new(build(&state)));
+        self.snapshot.store(Arc::clone(&after));
+        drop(state);
+        names.retain(|name| before.tools_of(name) != after.tools_of(name));
+        names
     }
 
     /// The tool definitions a view shows, in configuration order, then in each backend's order.
@@ -162,7 +197,7 @@ impl Catalog {
     /// [`Catalog::tools`], only those whose exposed name `usable` accepts (at `/mcp/{backend}` too, where the
     /// definitions carry their bare names).
     pub fn usable_tools(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
-        self.snapshot().tools.list(view, usable)
+        self.snapshot.load().tools.list(view, usable)
     }
 
     pub fn prompts(&self, view: View<'_>) -> Vec<Value> {
@@ -171,21 +206,21 @@ impl Catalog {
 
     /// The prompt definitions a view shows whose exposed name `usable` accepts.
     pub fn usable_prompts(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
-        self.snapshot().prompts.list(view, usable)
+        self.snapshot.load().prompts.list(view, usable)
     }
 
     /// The route of a tool by the name the view shows it under.
     pub fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
-        self.snapshot().tools.resolve(view, name)
+        self.snapshot.load().tools.resolve(view, name)
     }
 
     pub fn resolve_prompt(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
-        self.snapshot().prompts.resolve(view, name)
+        self.snapshot.load().prompts.resolve(view, name)
     }
 
     /// The backends (in the view) owning a resource template that matches `uri`, in configuration order.
     pub fn template_owners(&self, view: View<'_>, uri: &str) -> Vec<Arc<str>> {
-        let snapshot = self.snapshot();
+        let snapshot = self.snapshot.load();
         let matching =
             snapshot.templates.iter().filter(|(backend, template)| view.shows(backend) && template.matches(uri));
         let mut owners: Vec<Arc<str>> = matching.map(|(backend, _)| backend.clone()).collect();
@@ -194,14 +229,15 @@ impl Catalog {
     }
 
     /// The backend's resource prefix, if it has one.
-    pub fn resource_prefix(&self, backend: &str) -> Option<&str> {
-        self.specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.as_deref()
+    pub fn resource_prefix(&self, backend: &str) -> Option<String> {
+        read(&self.state).specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.clone()
     }
 
     /// The backend in the view whose resource prefix starts `uri` (the longest such prefix), and the URI as that
     /// backend knows it.
     pub fn split_resource_prefix<'u>(&self, view: View<'_>, uri: &'u str) -> Option<(Arc<str>, &'u str)> {
-        let shown = self.specs.iter().filter(|spec| view.shows(&spec.name));
+        let state = read(&self.state);
+        let shown = state.specs.iter().filter(|spec| view.shows(&spec.name));
         let matching = shown.filter_map(|spec| Some((spec, uri.strip_prefix(spec.resource_prefix.as_deref()?)?)));
         let (spec, rest) = matching.max_by_key(|(spec, _)| spec.resource_prefix.as_ref().map_or(0, String::len))?;
         Some((spec.name.clone(), rest))
@@ -210,52 +246,54 @@ impl Catalog {
     /// The backends in the view whose server capabilities include `capability` (e.g. "resources"), in
     /// configuration order.
     pub fn backends_with(&self, view: View<'_>, capability: &str) -> Vec<Arc<str>> {
-        let discovered = read(&self.discovered);
+        let state = read(&self.state);
         let has = |spec: &&BackendSpec| {
-            discovered.get(&spec.name).is_some_and(|(_, listing)| listing.capabilities.get(capability).is_some())
+            state.discovered.get(&spec.name).is_some_and(|(_, listing)| listing.capabilities.get(capability).is_some())
         };
-        self.specs.iter().filter(|spec| view.shows(&spec.name)).filter(has).map(|spec| spec.name.clone()).collect()
+        state.specs.iter().filter(|spec| view.shows(&spec.name)).filter(has).map(|spec| spec.name.clone()).collect()
     }
 
     pub fn withheld(&self) -> Vec<Withheld> {
-        self.snapshot().withheld.clone()
+        self.snapshot.load().withheld.clone()
     }
 
     /// Every backend's discovery status, in configuration order.
     pub fn statuses(&self) -> Vec<(Arc<str>, BackendStatus)> {
-        let discovered = read(&self.discovered);
-        let status = |spec: &BackendSpec| Some((spec.name.clone(), discovered.get(&spec.name)?.0.clone()));
-        self.specs.iter().filter_map(status).collect()
+        let state = read(&self.state);
+        let status = |spec: &BackendSpec| Some((spec.name.clone(), state.discovered.get(&spec.name)?.0.clone()));
+        state.specs.iter().filter_map(status).collect()
     }
 
     /// Exposed tool routes at `/mcp`, for `switchyard check` and `switchyard tools`.
     pub fn routes(&self) -> Vec<Arc<Route>> {
-        self.snapshot().tools.exposed()
-    }
-
-    fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&read(&self.snapshot))
-    }
-
-    fn build(&self, discovered: &Discovered) -> Snapshot {
-        let mut snapshot = Snapshot::default();
-        for spec in &self.specs {
-            let Some((_, listing)) = discovered.get(&spec.name) else { continue };
-            for tool in listing.tools.iter().filter(|tool| name_of(tool).is_none_or(|name| (spec.exposes)(name))) {
-                snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld);
-            }
-            for prompt in &listing.prompts {
-                snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
-            }
-            for template in listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str()) {
-                snapshot.add_template(spec, template);
-            }
-        }
-        snapshot
+        self.snapshot.load().tools.exposed()
     }
 }
 
+fn build(state: &State) -> Snapshot {
+    let mut snapshot = Snapshot::default();
+    for spec in &state.specs {
+        let Some((_, listing)) = state.discovered.get(&spec.name) else { continue };
+        for tool in listing.tools.iter().filter(|tool| name_of(tool).is_none_or(|name| (spec.exposes)(name))) {
+            snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld);
+        }
+        for prompt in &listing.prompts {
+            snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
+        }
+        for template in listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str()) {
+            snapshot.add_template(spec, template);
+        }
+    }
+    snapshot
+}
+
 impl Snapshot {
+    /// What agents see of one backend's tools: its definitions at `/mcp` and at `/mcp/{backend}`.
+    fn tools_of(&self, backend: &str) -> (Vec<Value>, Vec<Value>) {
+        let exposed = self.tools.exposed().into_iter().filter(|route| &*route.backend == backend);
+        (exposed.map(|route| route.definition.clone()).collect(), self.tools.list(View::Backend(backend), |_| true))
+    }
+
     /// Records a template under its exposed form; the same exposed template from a later backend is withheld:
     /// which backend a matching URI belongs to would be a guess.
     fn add_template(&mut self, spec: &BackendSpec, template: &str) {

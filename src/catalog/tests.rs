@@ -124,7 +124,7 @@ fn resource_prefixes_split_uris_and_identical_templates_are_withheld() {
     assert_eq!(catalog.template_owners(View::All, "gh+repo://x"), [Arc::from("gh")]);
     assert_eq!(catalog.split_resource_prefix(View::All, "gh+repo://x"), Some((Arc::from("gh"), "repo://x")));
     assert_eq!(catalog.split_resource_prefix(View::All, "repo://x"), None);
-    assert_eq!(catalog.resource_prefix("gh"), Some("gh+"));
+    assert_eq!(catalog.resource_prefix("gh"), Some("gh+".to_owned()));
 }
 
 #[test]
@@ -135,4 +135,32 @@ fn usable_lists_judge_both_views_by_the_exposed_name() {
     assert_eq!(names(&catalog.usable_tools(View::All, usable)), ["github__search"]);
     assert_eq!(names(&catalog.usable_tools(View::Backend("github"), usable)), ["search"]);
     assert_eq!(catalog.usable_prompts(View::All, |_| false), Vec::<Value>::new());
+}
+
+#[test]
+fn reconfigure_keeps_listings_of_kept_backends_and_names_what_agents_see_change() {
+    let catalog = Catalog::new(vec![spec("a", "a__"), spec("b", "b__"), spec("c", "c__")]);
+    for backend in ["a", "b", "c"] {
+        catalog.update(backend, Ok(Listing::tools(vec![tool("echo")])));
+    }
+    let changed = catalog.reconfigure(vec![spec("a", "a__"), spec("c", "new__"), spec("d", "d__")]);
+    assert_eq!(changed.iter().map(|name| &**name).collect::<Vec<_>>(), ["b", "c"], "removed b, renamed c");
+    assert_eq!(names(&catalog.tools(View::All)), ["a__echo", "new__echo"], "a kept its listing without rediscovery");
+    assert!(catalog.resolve(View::All, "b__echo").is_none(), "a removed backend's tools are gone");
+    assert_eq!(names(&catalog.tools(View::Backend("c"))), ["echo"]);
+    let statuses: Vec<(String, BackendStatus)> =
+        catalog.statuses().into_iter().map(|(name, status)| (name.to_string(), status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("a".into(), BackendStatus::Discovered { tools: 1 }),
+            ("c".into(), BackendStatus::Discovered { tools: 1 }),
+            ("d".into(), BackendStatus::Pending),
+        ]
+    );
+    assert!(
+        !catalog.update("b", Ok(Listing::tools(vec![tool("late")]))),
+        "a late result of a removed backend is dropped"
+    );
+    assert!(catalog.reconfigure(vec![spec("a", "a__"), spec("c", "new__"), spec("d", "d__")]).is_empty());
 }

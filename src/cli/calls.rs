@@ -21,6 +21,9 @@ pub struct CallsFilter {
     /// Only calls made by this principal (the API key's `principal`, or the JWT's principal claim).
     #[arg(long)]
     pub principal: Option<String>,
+    /// Only calls routed to this backend.
+    #[arg(long)]
+    pub backend: Option<String>,
     /// Only calls of this tool (the backend's own name).
     #[arg(long)]
     pub tool: Option<String>,
@@ -60,7 +63,7 @@ pub async fn run(
     // `--config` too (`switchyard calls --config X show KEY`).
     if action.is_some() && filters_anything(&filter) {
         bail!(
-            "--state, --principal, --tool, --since and --limit filter the list of calls; `show` and `resolve` take a key"
+            "--state, --principal, --backend, --tool, --since and --limit filter the list of calls; `show` and `resolve` take a key"
         );
     }
     match action {
@@ -83,6 +86,7 @@ async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<Ex
     let query = ListFilter {
         state,
         principal: filter.principal,
+        backend: filter.backend,
         tool: filter.tool,
         since,
         limit: filter.limit.unwrap_or(DEFAULT_LIST_LIMIT),
@@ -123,16 +127,13 @@ async fn resolve(key: &str, resolution: Resolution, config: Option<PathBuf>) -> 
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
     store.resolve(&key, resolution).await?;
-    println!(
-        "{key}: {}",
-        if resolution == Resolution::Completed { "marked completed" } else { "deleted; a retry will run the call" }
-    );
+    println!("{key}: {}", resolution.effect());
     Ok(ExitCode::SUCCESS)
 }
 
 fn filters_anything(filter: &CallsFilter) -> bool {
-    let CallsFilter { state, principal, tool, since, limit } = filter;
-    state.is_some() || principal.is_some() || tool.is_some() || since.is_some() || limit.is_some()
+    let CallsFilter { state, principal, backend, tool, since, limit } = filter;
+    state.is_some() || principal.is_some() || backend.is_some() || tool.is_some() || since.is_some() || limit.is_some()
 }
 
 fn parse_state(text: &str) -> anyhow::Result<ClaimState> {

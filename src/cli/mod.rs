@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod calls;
 pub mod keys;
+pub mod reload;
 pub mod table;
 
 use std::path::PathBuf;

@@ -11,6 +11,8 @@
 //!   the clear could be replaced on the way); `audiences` left out means "every resource the gateway
 //!   advertises", worked out from `public_url` when the gateway is assembled (it may still change through
 //!   `SWITCHYARD_PUBLIC_URL`); `authorization_servers` defaults to `[issuer]`.
+//! - `admin_principals` (who may read the operator's console beyond loopback) lists names and `group:NAME`
+//!   entries; `*` and `anonymous` are refused, as the console must never be open to callers without credentials.
 //! - Whether serving is safe depends on the final listen address (`--listen`, `SWITCHYARD_LISTEN`), so that
 //!   check is [`Config::check_serving`], called by `serve` after every override, not part of loading.
 
@@ -23,6 +25,7 @@ use reqwest::Url;
 use super::Config;
 use super::error::ConfigError;
 use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
+use super::policy::{PolicySubject, parse_subject};
 use super::raw::{RawApiKey, RawAuth, RawJwt};
 use super::units::{DURATION_EXPECTED, parse_duration};
 
@@ -37,6 +40,8 @@ pub const MAX_PRINCIPAL_NAME: usize = 256;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthConfig {
     pub anonymous: AnonymousAgents,
+    /// Who may read the operator's console besides loopback callers (members of the group `admin` always may).
+    pub admin_principals: Vec<PolicySubject>,
     pub api_keys: Vec<ApiKeyConfig>,
     pub jwt: Option<JwtConfig>,
 }
@@ -113,7 +118,8 @@ pub(super) fn build(raw: Option<&RawAuth>) -> Result<AuthConfig, Fault> {
     check_unique_digests(&keys, &api_keys)?;
     let jwt = raw.jwt.as_ref().map(|jwt| build_jwt(&section.key("jwt"), jwt)).transpose()?;
     let anonymous = if raw.anonymous { AnonymousAgents::Allowed } else { AnonymousAgents::Refused };
-    let auth = AuthConfig { anonymous, api_keys, jwt };
+    let admin_principals = list(&section.key("admin_principals"), &raw.admin_principals, parse_admin)?;
+    let auth = AuthConfig { anonymous, admin_principals, api_keys, jwt };
     if !raw.anonymous && !auth.has_credentials() {
         return Err(Fault::invalid(
             &section,
@@ -204,6 +210,19 @@ const SHA256_EXPECTED: &str =
 const ISSUER_EXPECTED: &str = "an http or https URL such as \"https://login.example.com/realms/agents\"";
 const AUDIENCES_EXPECTED: &str =
     "at least one audience (leave the key out to accept the gateway's own URLs, from `server.public_url`)";
+
+const ADMIN_EXPECTED: &str = "a principal name or \"group:NAME\" (not \"*\" nor \"anonymous\": the console is \
+                              never open to agents without credentials)";
+
+/// An `admin_principals` entry: a principal or a group, never everyone or the credential-less `anonymous`.
+fn parse_admin(text: &str) -> Result<PolicySubject, Expected> {
+    match parse_subject(text) {
+        Ok(PolicySubject::Anyone) => Err(ADMIN_EXPECTED.into()),
+        Ok(PolicySubject::Principal(name)) if name == "anonymous" => Err(ADMIN_EXPECTED.into()),
+        Ok(subject) => Ok(subject),
+        Err(_) => Err(ADMIN_EXPECTED.into()),
+    }
+}
 
 /// Principal and group names: anything printable, so that JWT subjects (emails, `auth0|123`) fit.
 pub(super) fn parse_principal(text: &str) -> Result<String, Expected> {

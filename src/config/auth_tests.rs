@@ -26,6 +26,7 @@ fn the_example_documents_every_auth_key() {
     let config = super::super::tests::parse_example();
     assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
     assert_eq!(config.auth.api_keys[0].groups, ["automation"]);
+    assert_eq!(config.auth.admin_principals, [PolicySubject::Principal("alice@example.com".into())]);
     let jwt = config.auth.jwt.as_ref().expect("jwt");
     assert_eq!((jwt.groups_claim.as_deref(), jwt.leeway), (Some("groups"), DEFAULT_JWT_LEEWAY));
     assert_eq!(config.policies.len(), 2);
@@ -68,6 +69,20 @@ fn every_auth_key_is_read() {
     assert_eq!(jwt.required_scopes, ["mcp:tools"]);
     assert_eq!(jwt.authorization_servers, ["https://as.example.com"]);
     assert_eq!(jwt.leeway, Duration::from_secs(5));
+}
+
+#[test]
+fn admin_principals_are_names_and_groups_never_everyone() {
+    let keyed = format!("[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{DIGEST}\"\n");
+    let config = parse(&format!("[auth]\nadmin_principals = [\"alice\", \"group:ops\"]\n{keyed}")).expect("valid");
+    let expected = [PolicySubject::Principal("alice".into()), PolicySubject::Group("ops".into())];
+    assert_eq!(config.auth.admin_principals, expected);
+    assert!(parse(&keyed).expect("valid").auth.admin_principals.is_empty(), "default: nobody listed");
+    let refused = |entry: &str| format!("[auth]\nadmin_principals = [\"ok\", {entry:?}]\n{keyed}");
+    for entry in ["*", "anonymous", "group:", ""] {
+        error_naming(&refused(entry), &format!("auth.admin_principals[1] = {entry:?}: expected a principal name"));
+    }
+    error_naming(&format!("[auth]\nadmin_principals = \"alice\"\n{keyed}"), "auth.admin_principals: invalid type");
 }
 
 #[test]

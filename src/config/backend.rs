@@ -97,14 +97,14 @@ pub enum ProtocolEra {
 }
 
 /// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
     Url(Url),
     Process(StdioConfig),
 }
 
 /// A validated `[[backends]]` entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackendConfig {
     pub name: String,
     pub endpoint: Endpoint,

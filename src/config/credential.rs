@@ -21,7 +21,7 @@ use super::raw::RawCredential;
 pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
 
 /// A resolved credential: send `header: value` on every request to the backend.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackendCredential {
     pub header: HeaderName,
     pub value: SecretValue,
@@ -36,7 +36,7 @@ pub enum CredentialSource {
 }
 
 /// A header value that must never be printed.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct SecretValue(HeaderValue);
 
 impl SecretValue {

@@ -26,6 +26,7 @@ mod policy;
 mod raw;
 mod server;
 mod stdio;
+mod telemetry;
 mod units;
 
 use std::collections::HashMap;
@@ -46,7 +47,7 @@ pub use ledger::{
     DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, DEFAULT_MAX_RESULT, LedgerConfig, MAX_RESULT_LIMIT,
     MIN_LEDGER_LEASE,
 };
-pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod};
+pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::{
     BACKEND_SESSION_TABLE_SIZE, DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
@@ -57,6 +58,7 @@ pub use stdio::{
     DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, DEFAULT_PROCESS_IDLE_TIMEOUT, EnvValue, MAX_PROCESS_CAP,
     SecretText, StdioConfig, StdioSessions,
 };
+pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 
 use fields::{Fault, KeyPath, quoted};
 use raw::RawConfig;
@@ -64,8 +66,9 @@ use raw::RawConfig;
 /// The file looked for in the working directory when no path is given.
 pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
 
-/// A validated configuration.
-#[derive(Debug, Clone)]
+/// A validated configuration. Comparable (a reload diffs the new one against the running one); secrets compare
+/// by value, so a rotated credential file counts as a change.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub server: ServerConfig,
     pub ledger: LedgerConfig,
@@ -74,14 +77,33 @@ pub struct Config {
     pub auth: AuthConfig,
     /// In file order.
     pub policies: Vec<PolicyConfig>,
+    pub telemetry: TelemetryConfig,
 }
 
 impl Config {
     /// Reads, parses and validates `path`, then applies the process's `SWITCHYARD_*` overrides.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        let (file, text) = read(path)?;
         Self::from_toml_str(&text, &file, process_env())
+    }
+
+    /// The data directory the configuration `explicit` (else `./switchyard.toml`, else the defaults) names, with
+    /// the `SWITCHYARD_*` overrides applied, read without validating the rest of the file: `switchyard reload`
+    /// finds the running gateway by it and leaves judging the file to that gateway, whose environment resolves
+    /// the credentials.
+    pub fn locate_data_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        let mut server = ServerConfig::default();
+        let default_file = Path::new(DEFAULT_CONFIG_FILE);
+        if let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) {
+            let (file, text) = read(path)?;
+            let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
+            let configured = table.get("server").and_then(|server| server.get("data_dir")?.as_str());
+            if let Some(dir) = configured {
+                server.data_dir = PathBuf::from(dir);
+            }
+        }
+        server::apply_env(&mut server, &collect_env(process_env()))?;
+        Ok(server.data_dir)
     }
 
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
@@ -108,6 +130,7 @@ impl Config {
             backends: Vec::new(),
             auth: AuthConfig::default(),
             policies: Vec::new(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 
@@ -125,7 +148,8 @@ impl Config {
 
     fn apply_env(&mut self, env: &HashMap<String, String>) -> Result<(), ConfigError> {
         server::apply_env(&mut self.server, env)?;
-        ledger::apply_env(&mut self.ledger, env)
+        ledger::apply_env(&mut self.ledger, env)?;
+        telemetry::apply_env(&mut self.telemetry, env)
     }
 
     /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
@@ -146,6 +170,13 @@ fn find_in(explicit: Option<&Path>, default_file: &Path) -> Result<Option<(PathB
         None => return Ok(None),
     };
     Config::load(path).map(|config| Some((path.to_path_buf(), config)))
+}
+
+/// The file's name for messages, and its text.
+fn read(path: &Path) -> Result<(String, String), ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+    Ok((file, text))
 }
 
 /// The process environment; variables whose name or value is not Unicode cannot be settings and are skipped.
@@ -179,7 +210,8 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .enumerate()
         .map(|(index, policy)| policy::build(index, policy, &backends))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Config { server, ledger, backends, auth, policies })
+    let telemetry = telemetry::build(&raw.telemetry)?;
+    Ok(Config { server, ledger, backends, auth, policies, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

@@ -4,14 +4,16 @@
 //! Rules:
 //! - `grant` is required: `"client_credentials"` (one machine identity for the backend) or
 //!   `"authorization_code"` (each principal authorizes once; its tokens are its own).
-//! - How the gateway is known to the authorization server: `client_id` (+ `client_secret`, a secret written
-//!   `{ env = "VAR" }` or `{ file = "/path" }` and read at load by `credential`'s code) when pre-registered;
-//!   else `client_metadata_url` (a Client ID Metadata Document the operator hosts, https); else neither, and the
-//!   gateway registers itself (RFC 7591). `client_id` and `client_metadata_url` exclude each other;
-//!   `client_secret` needs `client_id`; `client_credentials` needs `client_id` (a machine identity is
-//!   pre-registered).
+//! - How the gateway is known to the authorization server: `client_id` (+ `client_secret` and/or `private_key`,
+//!   secrets written `{ env = "VAR" }` or `{ file = "/path" }` and read at load by `credential`'s code) when
+//!   pre-registered; else `client_metadata_url` (a Client ID Metadata Document the operator hosts, https); else
+//!   neither, and the gateway registers itself (RFC 7591). `client_id` and `client_metadata_url` exclude each
+//!   other; `client_secret` and `private_key` need `client_id`; `client_credentials` needs `client_id` (a machine
+//!   identity is pre-registered).
+//! - `private_key` is kept as opaque text here: the composition root parses the PEM (and names
+//!   [`OAuthPrivateKey::key`] when it is unusable), because the key types belong to the OAuth client.
 //! - `authorization_server` (optional) skips discovery; `token_endpoint_auth_method` (optional) overrides the
-//!   choice made from the server's metadata.
+//!   choice made from the server's metadata; `"private_key_jwt"` needs `private_key`.
 //! - A backend with `oauth` sends `Authorization` itself: a `credential` or a `headers` entry for
 //!   `Authorization` is refused, naming the key; stdio backends have no `oauth`.
 
@@ -20,7 +22,7 @@ use std::collections::HashMap;
 use reqwest::Url;
 use serde::Deserialize;
 
-use super::credential::read_source;
+use super::credential::{CredentialSource, read_source};
 use super::fields::{Expected, Fault, KeyPath, list, optional, quoted};
 use super::raw::RawSecretRef;
 use super::stdio::SecretText;
@@ -41,22 +43,33 @@ pub enum OAuthGrant {
 pub enum TokenEndpointAuthMethod {
     ClientSecretBasic,
     ClientSecretPost,
+    /// A JWT signed with `private_key` (RFC 7523 §2.2).
+    PrivateKeyJwt,
     None,
 }
 
 /// Who the gateway is at the authorization server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OAuthClientIdentity {
     /// A client registered by the operator.
-    PreRegistered { client_id: String, client_secret: Option<SecretText> },
+    PreRegistered { client_id: String, client_secret: Option<SecretText>, private_key: Option<OAuthPrivateKey> },
     /// A Client ID Metadata Document: its URL is the client id.
     MetadataDocument(Url),
     /// Dynamic Client Registration at the server's `registration_endpoint`.
     Dynamic,
 }
 
+/// `private_key`: the PEM text of the key client assertions are signed with, not parsed here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthPrivateKey {
+    pub pem: SecretText,
+    pub source: CredentialSource,
+    /// The dotted key it came from (`backends[0].oauth.private_key.file`), to blame when the PEM is unusable.
+    pub key: String,
+}
+
 /// A validated `[backends.oauth]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OAuthConfig {
     pub grant: OAuthGrant,
     pub client: OAuthClientIdentity,
@@ -72,6 +85,7 @@ pub(super) struct RawOAuth {
     grant: Option<OAuthGrant>,
     client_id: Option<String>,
     client_secret: Option<RawSecretRef>,
+    private_key: Option<RawSecretRef>,
     client_metadata_url: Option<String>,
     scopes: Vec<String>,
     authorization_server: Option<String>,
@@ -102,6 +116,16 @@ pub(super) fn build(
                 .into(),
         ));
     }
+    let pre_registered_key = matches!(&client, OAuthClientIdentity::PreRegistered { private_key: Some(_), .. });
+    if raw.token_endpoint_auth_method == Some(TokenEndpointAuthMethod::PrivateKeyJwt) && !pre_registered_key {
+        return Err(Fault::invalid(
+            &key.key("private_key"),
+            None,
+            "a key to sign with, { env = \"VAR\" } or { file = \"/path\" } holding a PKCS#8 PEM (required by \
+             token_endpoint_auth_method = \"private_key_jwt\")"
+                .into(),
+        ));
+    }
     Ok(OAuthConfig {
         grant,
         client,
@@ -123,27 +147,35 @@ fn build_client(
 ) -> Result<OAuthClientIdentity, Fault> {
     let client_id = optional(&key.key("client_id"), raw.client_id.as_deref(), parse_client_id)?;
     let document = optional(&key.key("client_metadata_url"), raw.client_metadata_url.as_deref(), parse_document_url)?;
-    let secret = raw
+    let read = |name: &str, secret: &RawSecretRef| {
+        read_source(&key.key(name), backend, secret.env.as_deref(), secret.file.as_deref(), env)
+    };
+    let client_secret = raw
         .client_secret
         .as_ref()
-        .map(|secret| {
-            let secret_key = key.key("client_secret");
-            read_source(&secret_key, backend, secret.env.as_deref(), secret.file.as_deref(), env)
-                .map(|(_, value, _)| SecretText::new(value))
-        })
-        .transpose()?;
-    match (client_id, document, secret) {
+        .map(|secret| read("client_secret", secret))
+        .transpose()?
+        .map(|(_, value, _)| SecretText::new(value));
+    let private_key = raw.private_key.as_ref().map(|secret| read("private_key", secret)).transpose()?.map(
+        |(source, pem, source_key)| OAuthPrivateKey { pem: SecretText::new(pem), source, key: source_key.to_string() },
+    );
+    let secret_key = match (&client_secret, &private_key) {
+        (Some(_), _) => Some("client_secret"),
+        (None, Some(_)) => Some("private_key"),
+        (None, None) => None,
+    };
+    match (client_id, document, secret_key) {
         (Some(_), Some(_), _) => Err(Fault::invalid(
             &key.key("client_metadata_url"),
             None,
             "either `client_id` (pre-registered) or `client_metadata_url`, not both".into(),
         )),
-        (None, _, Some(_)) => Err(Fault::invalid(
-            &key.key("client_secret"),
+        (None, _, Some(name)) => Err(Fault::invalid(
+            &key.key(name),
             None,
-            "a `client_id` beside `client_secret` (the secret of a pre-registered client)".into(),
+            format!("a `client_id` beside `{name}` (a credential of a pre-registered client)").into(),
         )),
-        (Some(client_id), None, client_secret) => Ok(OAuthClientIdentity::PreRegistered { client_id, client_secret }),
+        (Some(client_id), None, _) => Ok(OAuthClientIdentity::PreRegistered { client_id, client_secret, private_key }),
         (None, Some(url), None) => Ok(OAuthClientIdentity::MetadataDocument(url)),
         (None, None, None) => Ok(OAuthClientIdentity::Dynamic),
     }
@@ -238,17 +270,23 @@ mod tests {
     fn every_key_is_read() {
         let config = built(
             "grant = \"client_credentials\"\nclient_id = \"gw\"\nclient_secret = { env = \"S\" }\n\
+             private_key = { env = \"K\" }\n\
              scopes = [\"a\", \"b:c\"]\nauthorization_server = \"https://login.example.com/t1\"\n\
              token_endpoint_auth_method = \"client_secret_post\"\n",
-            &[("S", "hunter2\n")],
+            &[("S", "hunter2\n"), ("K", "-----BEGIN PRIVATE KEY-----\nopaque\n-----END PRIVATE KEY-----\n")],
         );
         assert_eq!(config.grant, OAuthGrant::ClientCredentials);
-        let OAuthClientIdentity::PreRegistered { client_id, client_secret } = &config.client else {
+        let OAuthClientIdentity::PreRegistered { client_id, client_secret, private_key } = &config.client else {
             panic!("pre-registered: {config:?}");
         };
         assert_eq!(client_id, "gw");
         assert_eq!(client_secret.as_ref().map(SecretText::expose), Some("hunter2"));
-        assert!(!format!("{config:?}").contains("hunter2"), "the secret is never printed");
+        let private_key = private_key.as_ref().expect("the key's text");
+        assert_eq!(private_key.pem.expose(), "-----BEGIN PRIVATE KEY-----\nopaque\n-----END PRIVATE KEY-----");
+        assert_eq!(private_key.source, CredentialSource::Env("K".to_owned()));
+        assert_eq!(private_key.key, "backends[0].oauth.private_key.env");
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("hunter2") && !printed.contains("opaque"), "secrets are never printed");
         assert_eq!(config.scopes, ["a", "b:c"]);
         assert_eq!(config.authorization_server.map(String::from).as_deref(), Some("https://login.example.com/t1"));
         assert_eq!(config.token_endpoint_auth_method, Some(TokenEndpointAuthMethod::ClientSecretPost));
@@ -276,6 +314,19 @@ mod tests {
             (
                 "grant = \"authorization_code\"\nclient_secret = { env = \"S\" }",
                 "backends[0].oauth.client_secret: expected a `client_id` beside",
+            ),
+            (
+                "grant = \"client_credentials\"\nprivate_key = { env = \"S\" }",
+                "backends[0].oauth.private_key: expected a `client_id` beside `private_key`",
+            ),
+            (
+                "grant = \"client_credentials\"\nclient_id = \"a\"\nprivate_key = { file = \"/nonexistent/k.pem\" }",
+                "backends[0].oauth.private_key.file: credential of backend `docs`: cannot read file /nonexistent/k.pem",
+            ),
+            (
+                "grant = \"client_credentials\"\nclient_id = \"a\"\nclient_secret = { env = \"S\" }\n\
+                 token_endpoint_auth_method = \"private_key_jwt\"",
+                "backends[0].oauth.private_key: expected a key to sign with",
             ),
             (
                 "grant = \"authorization_code\"\nclient_id = \"a\"\nclient_secret = { env = \"MISSING\" }",

@@ -62,7 +62,7 @@ const SUBJECT_EXPECTED: &str = "a principal name, \"group:NAME\" or \"*\" (every
 const SUBJECT_EXPECTED_LIST: &str =
     "a list of principals the policy applies to: names, \"group:NAME\" or \"*\" (this key is required)";
 
-fn parse_subject(text: &str) -> Result<PolicySubject, Expected> {
+pub(super) fn parse_subject(text: &str) -> Result<PolicySubject, Expected> {
     if text == "*" {
         return Ok(PolicySubject::Anyone);
     }

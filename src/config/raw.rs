@@ -13,6 +13,7 @@ use serde::de::{self, Visitor};
 use super::backend::{ProtocolEra, Transport};
 use super::server::LISTEN_EXPECTED;
 use super::stdio::StdioSessions;
+use super::telemetry::LOG_FORMAT_EXPECTED;
 use super::units::{DURATION_EXPECTED, SIZE_EXPECTED};
 
 #[derive(Debug, Default, Deserialize)]
@@ -24,6 +25,7 @@ pub(super) struct RawConfig {
     /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
     pub(super) auth: Option<RawAuth>,
     pub(super) policies: Vec<RawPolicy>,
+    pub(super) telemetry: RawTelemetry,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -62,6 +64,15 @@ pub(super) struct RawLedger {
     pub(super) max_result: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) lease: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTelemetry {
+    #[serde(deserialize_with = "listen_text")]
+    pub(super) metrics_listen: Option<String>,
+    #[serde(deserialize_with = "log_format_text")]
+    pub(super) log_format: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,6 +159,7 @@ pub(super) struct RawCredential {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawAuth {
     pub(super) anonymous: bool,
+    pub(super) admin_principals: Vec<String>,
     pub(super) api_keys: Vec<RawApiKey>,
     pub(super) jwt: Option<RawJwt>,
 }
@@ -242,4 +254,8 @@ fn duration_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Optio
 
 fn listen_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
     deserializer.deserialize_str(TextVisitor(LISTEN_EXPECTED)).map(Some)
+}
+
+fn log_format_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    deserializer.deserialize_str(TextVisitor(LOG_FORMAT_EXPECTED)).map(Some)
 }

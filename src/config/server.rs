@@ -259,7 +259,7 @@ fn parse_comma_list<T>(text: &str, parse_item: impl Fn(&str) -> Result<T, Expect
 
 pub(super) const LISTEN_EXPECTED: &str = "an IP address and port such as \"127.0.0.1:8808\" or \"[::1]:8808\"";
 
-fn parse_listen(text: &str) -> Result<SocketAddr, Expected> {
+pub(super) fn parse_listen(text: &str) -> Result<SocketAddr, Expected> {
     text.trim().parse().map_err(|_| LISTEN_EXPECTED.into())
 }
 

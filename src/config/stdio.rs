@@ -45,7 +45,7 @@ pub enum StdioSessions {
 }
 
 /// A validated stdio backend.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StdioConfig {
     /// Absolute path of the executable.
     pub command: PathBuf,
@@ -59,7 +59,7 @@ pub struct StdioConfig {
 }
 
 /// One value of `env`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EnvValue {
     Plain(String),
     Secret { value: SecretText, source: CredentialSource },
@@ -76,7 +76,7 @@ impl EnvValue {
 }
 
 /// A secret string that must never be printed.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct SecretText(String);
 
 impl SecretText {

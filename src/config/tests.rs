@@ -74,9 +74,10 @@ fn the_example_file_parses() {
         (OAuthGrant::AuthorizationCode, ["docs:read".to_owned()].as_slice())
     );
     assert!(
-        matches!(&oauth.client, OAuthClientIdentity::PreRegistered { client_id, client_secret: Some(_) } if client_id == "switchyard-docs")
+        matches!(&oauth.client, OAuthClientIdentity::PreRegistered { client_id, client_secret: Some(_), .. } if client_id == "switchyard-docs")
     );
     assert!(!docs.tools.exposes("delete_page"));
+    assert_eq!(config.telemetry, crate::config::TelemetryConfig::default(), "the example shows the defaults");
     let server = &config.server;
     assert_eq!(server.listen, DEFAULT_LISTEN);
     assert_eq!(server.session_secret_path(), PathBuf::from("./switchyard-data/session.key"));

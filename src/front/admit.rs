@@ -18,11 +18,13 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use super::access;
 use super::error::FrontError;
 use super::session::{AgentSession, OpenError};
 use super::{Front, now_unix};
 use crate::auth::{Endpoint, Principal};
 use crate::mcp::SESSION_ID_HEADER;
+use crate::telemetry::RequestRecord;
 
 /// The backend of `/mcp/{backend}` (a configured one), or `None` for `/mcp`.
 pub(super) struct Scope(pub(super) Option<String>);
@@ -42,21 +44,28 @@ impl FromRequestParts<Arc<Front>> for Scope {
     }
 }
 
-/// A request that passed admission, and the principal it acts for.
+/// A request that passed admission, the principal it acts for, and its access record.
 pub(super) struct Admitted {
     pub(super) principal: Principal,
+    pub(super) record: Arc<RequestRecord>,
 }
 
 impl FromRequestParts<Arc<Front>> for Admitted {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
-        front.admission.check(&parts.headers)?;
+        let settings = front.settings.load();
+        settings.admission.check(&parts.headers)?;
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
-        match front.auth.authenticate(authorization).await {
-            Ok(principal) => Ok(Admitted { principal }),
+        match settings.auth.authenticate(authorization).await {
+            Ok(principal) => {
+                let record = access::of(parts);
+                record.principal(&principal.name);
+                Ok(Admitted { principal, record })
+            }
             Err(error) => {
-                let challenge = front.auth.challenge(endpoint(parts.uri.path()), &error);
+                front.metrics.auth_failure(error.reason());
+                let challenge = settings.auth.challenge(endpoint(parts.uri.path()), &error);
                 Err(FrontError::Unauthenticated { error, challenge })
             }
         }
@@ -95,6 +104,7 @@ impl Admitted {
         if front.revocations.is_revoked(&session.id, now) {
             return Err(FrontError::UnusableSession("was deleted; initialize a new one"));
         }
+        self.record.session(&session.id);
         Ok(session)
     }
 }

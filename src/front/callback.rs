@@ -85,7 +85,9 @@ pub(super) async fn complete(
     State(front): State<Arc<Front>>,
     Query(query): Query<CallbackQuery>,
 ) -> Result<Response, impl IntoResponse> {
-    let Some(callback) = &front.authorization else { return Err(CallbackRefusal::NotConfigured) };
+    let Some(callback) = front.settings.load().authorization.clone() else {
+        return Err(CallbackRefusal::NotConfigured);
+    };
     if let Some(error) = query.error {
         return Err(CallbackRefusal::Denied { error, description: query.error_description });
     }

@@ -6,6 +6,7 @@
 //! message the agent reads and any extra header (`Connection: close` after an unread body, `Retry-After` when the
 //! revocation list is full, `WWW-Authenticate` when credentials are refused — with `auth::AuthError`'s status:
 //! 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors return a `FrontError`; none builds an error answer itself.
+//! The operator's console API (`/admin/api/…`) answers its refusals from the same table, in the same shape.
 //!
 //! Rules: the messages are sentences an agent (or an LLM) can act on; a session that cannot be used is 404 for
 //! every reason (malformed, forged, expired, foreign, revoked — MCP 2025-11-25 §A1.6) and only the text tells
@@ -17,6 +18,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::access::RefusedWith;
 use super::guard::Refusal;
 use super::http;
 use super::revocations::RevokeError;
@@ -24,6 +26,7 @@ use super::session::SealError;
 use crate::auth::AuthError;
 use crate::mcp::jsonrpc;
 use crate::router::idempotency::KeyRefusal;
+use crate::router::inspect::InspectError;
 
 /// Why the front refused a request.
 #[derive(Debug)]
@@ -66,6 +69,14 @@ pub enum FrontError {
     NoRandom { id: Value },
     /// The session of `initialize` (request `id`) cannot be sealed into an id.
     NotSealed { id: Value, cause: SealError },
+    /// The operator's console was asked by an authenticated caller that is not an administrator.
+    NotAdmin,
+    /// A query parameter of the console API is unknown, repeated or out of range.
+    BadAdminQuery { parameter: String, expected: String },
+    /// The console API has no such resource.
+    NoSuchAdminResource,
+    /// The console's question could not be answered (a bad outcome filter, or the ledger cannot be read).
+    Inspect(InspectError),
 }
 
 /// What the agent is sent for one [`FrontError`].
@@ -207,6 +218,41 @@ impl FrontError {
                 format!("cannot start a session: {cause}"),
                 None,
             ),
+            E::NotAdmin => (
+                StatusCode::FORBIDDEN,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "the operator's console is only for callers on the gateway's machine and administrators \
+                 (`[auth] admin_principals`, or the group `admin`)"
+                    .into(),
+                None,
+            ),
+            E::BadAdminQuery { parameter, expected } => (
+                StatusCode::BAD_REQUEST,
+                None,
+                jsonrpc::INVALID_PARAMS,
+                format!("query parameter `{parameter}`: expected {expected}"),
+                None,
+            ),
+            E::NoSuchAdminResource => (
+                StatusCode::NOT_FOUND,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "no such console resource; there are /admin/api/backends, /admin/api/catalog, /admin/api/calls and \
+                 /admin/api/calls/unknown"
+                    .into(),
+                None,
+            ),
+            E::Inspect(InspectError::UnknownOutcome(outcome)) => (
+                StatusCode::BAD_REQUEST,
+                None,
+                jsonrpc::INVALID_PARAMS,
+                format!("query parameter `outcome`: expected in_flight, completed or unknown, not `{outcome}`"),
+                None,
+            ),
+            E::Inspect(error @ InspectError::Ledger(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, None, jsonrpc::INTERNAL_ERROR, error.to_string(), None)
+            }
         };
         Answer { status, id, code, message, header }
     }
@@ -244,6 +290,7 @@ impl IntoResponse for FrontError {
         if let Some((name, value)) = header {
             response.headers_mut().insert(name, value);
         }
+        response.extensions_mut().insert(RefusedWith(code));
         response
     }
 }

@@ -85,6 +85,12 @@ fn is_loopback_origin(origin: &str) -> bool {
     split_host_port(authority).is_some_and(|(name, _port)| is_loopback_name(name))
 }
 
+/// Whether a `Host` value (`name[:port]`) names this machine by a loopback name (`localhost`, `127.0.0.1`,
+/// `[::1]`), as a page loaded from this machine sends it.
+pub(super) fn is_loopback_host(host: &str) -> bool {
+    split_host_port(&host.to_ascii_lowercase()).is_some_and(|(name, _port)| is_loopback_name(name))
+}
+
 fn is_loopback_name(name: &str) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "[::1]")
 }

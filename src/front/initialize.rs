@@ -39,6 +39,8 @@ impl Front {
         if let Ok(value) = HeaderValue::from_str(&token) {
             response.headers_mut().insert(SESSION_ID_HEADER, value);
         }
+        admitted.record.session(&session_ref);
+        self.metrics.agent_session_opened();
         Ok(response)
     }
 

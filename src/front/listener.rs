@@ -11,6 +11,9 @@
 //!   hyper's own header timer is not used because it starts when hyper waits for a request, so it would count
 //!   keep-alive idleness as header time; the phases are kept apart here instead.
 //! - Each request carries the peer's address as axum's `ConnectInfo<SocketAddr>`.
+//! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
+//!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
+//!   as open connections close (none is closed for it).
 //! - Shutdown stops accepting, lets every connection finish the request it is serving (hyper's graceful
 //!   shutdown closes idle ones at once) and returns when all are closed. Dropping the future closes them all.
 
@@ -33,7 +36,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
@@ -49,17 +52,30 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then until every connection has closed.
-pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl Future<Output = ()>) {
+/// Serves `app` on `listener` until `shutdown` completes, then until every connection has closed; `limits` are
+/// read at each accept and may change meanwhile.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    mut limits: watch::Receiver<ConnectionLimits>,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut shutdown = pin!(shutdown);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut current = *limits.borrow_and_update();
+    let mut capacity = Capacity::new(current.max_connections);
+    let slots = Arc::clone(&capacity.slots);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(_) = connections.join_next() => {}
+            Some(_) = connections.join_next() => capacity.settle(),
+            Ok(()) = limits.changed() => {
+                current = *limits.borrow_and_update();
+                capacity.resize(current.max_connections);
+            }
             (stream, peer, slot) = next_connection(&listener, &slots) => {
+                let limits = current;
                 let connection = graceful.watch(serve_connection(stream, slot, limits, peer, app.clone()));
                 connections.spawn(async move {
                     if let Err(error) = connection.await {
@@ -71,6 +87,40 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// The connection slots: a semaphore of `max` permits, shrunk by forgetting permits as they come back.
+struct Capacity {
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// Permits still to forget after `max` was lowered (they are held by open connections).
+    owed: usize,
+}
+
+impl Capacity {
+    fn new(max: usize) -> Self {
+        Self { slots: Arc::new(Semaphore::new(max)), max, owed: 0 }
+    }
+
+    fn resize(&mut self, max: usize) {
+        if max >= self.max {
+            let grow = max - self.max;
+            let repaid = grow.min(self.owed);
+            self.owed -= repaid;
+            self.slots.add_permits(grow - repaid);
+        } else {
+            self.owed += self.max - max;
+            self.settle();
+        }
+        self.max = max;
+    }
+
+    /// Forgets what is owed of the permits now free (called whenever a connection closes).
+    fn settle(&mut self) {
+        if self.owed > 0 {
+            self.owed -= self.slots.forget_permits(self.owed);
+        }
+    }
 }
 
 /// Waits for a free connection slot, then for a client; errors about one connection are skipped.
@@ -317,39 +367,5 @@ impl http_body::Body for Answer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    #[tokio::test]
-    async fn handlers_see_the_peers_address_and_shutdown_waits_for_the_running_request() {
-        let app = Router::new().route(
-            "/peer",
-            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                peer.to_string()
-            }),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let limits = ConnectionLimits {
-            header_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(5),
-            max_connections: 4,
-        };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, app, limits, async move { drop(stopped.await) }));
-
-        let mut client = TcpStream::connect(address).await.unwrap();
-        client.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        stop.send(()).unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.unwrap();
-        let peer = client.local_addr().unwrap().to_string();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(answer.ends_with(&peer), "the handler saw {answer:?}, the client is {peer}");
-        tokio::time::timeout(Duration::from_secs(5), server).await.expect("serve returns").unwrap();
-        assert!(TcpStream::connect(address).await.is_err(), "no longer accepting");
-    }
-}
+#[path = "listener_tests.rs"]
+mod tests;

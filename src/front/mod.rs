@@ -1,7 +1,9 @@
 //! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
-//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, `/healthz`, `/readyz`, the backend OAuth `/oauth/callback` of [`callback`]). This
+//! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
+//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/callback` of
+//! [`callback`], the operator's console `/ui/` and `/admin/api/…` of [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -14,9 +16,14 @@
 //! header checks as `/mcp` (it names the backends) but needs no credentials, and is not ready while tokens cannot
 //! be checked; `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
 //!
+//! A configuration reload replaces the front's [`Settings`] (admission rules, authenticator, body limits, the
+//! OAuth callback) as one snapshot; each request reads it once, so a request is judged by one configuration.
+//!
 //! Must not know: backends' wire formats, backend sessions, how a tool call is executed. It hands the router
 //! the caller and the method, and writes back what the router answers.
 
+mod access;
+mod admin;
 mod admit;
 mod body;
 pub mod callback;
@@ -26,6 +33,7 @@ pub mod guard;
 mod http;
 mod initialize;
 pub mod listener;
+pub mod metrics;
 pub mod pending;
 mod post;
 pub mod replay;
@@ -44,29 +52,42 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::auth::Authenticator;
+use crate::auth::{Admins, Authenticator};
 use crate::mcp::SessionMessage;
 use crate::router::CallRouter;
+use crate::swap::Swap;
+use crate::telemetry::Metrics;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
 use revocations::Revocations;
 use session::Sealer;
 
-/// Everything the front needs to serve requests.
-pub struct Front {
+/// What a configuration reload may replace in the front.
+pub struct Settings {
     pub admission: Admission,
     /// Turns each request's credentials into its principal.
     pub auth: Arc<Authenticator>,
-    pub sealer: Sealer,
-    pub revocations: Arc<Revocations>,
-    pub router: Arc<CallRouter>,
+    /// Who may read the operator's console from another machine.
+    pub admins: Admins,
     pub max_body: usize,
     /// How long a request's body may take to arrive.
     pub body_timeout: std::time::Duration,
+    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
+    pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+}
+
+/// Everything the front needs to serve requests.
+pub struct Front {
+    /// Read once per request; replaced whole by a reload.
+    pub settings: Swap<Settings>,
+    pub sealer: Sealer,
+    pub revocations: Arc<Revocations>,
+    pub router: Arc<CallRouter>,
     /// The standalone `GET` streams open on this replica.
     pub streams: Arc<standalone::Streams>,
     /// Server-to-client requests relayed to agents, waiting for their answers.
@@ -75,21 +96,27 @@ pub struct Front {
     pub cancels: Arc<cancels::Cancels>,
     /// Call streams kept for resumption with `Last-Event-ID`.
     pub replays: Arc<replay::Replays>,
-    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
-    pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
+    /// Where agent requests, sessions and refused credentials are counted.
+    pub metrics: Arc<Metrics>,
+    /// Whether `/metrics` is served here (not when it has a listener of its own).
+    pub serve_metrics: bool,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
 pub fn app(front: Arc<Front>) -> Router {
-    Router::new()
+    let recorded = middleware::from_fn_with_state(Arc::clone(&front), access::record);
+    let app = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
+        .route_layer(recorded)
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
         .route(callback::CALLBACK_PATH, get(callback::complete))
-        .with_state(front)
+        .merge(admin::routes());
+    let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
+    app.with_state(front)
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart
@@ -117,7 +144,8 @@ async fn open_stream(
 ) -> Result<Response, FrontError> {
     let session = session.id.to_string();
     let Some(last_event_id) = headers.get("last-event-id").and_then(|id| id.to_str().ok()) else {
-        return Ok(standalone::open(&front.streams, session, backend, front.router.tool_changes()));
+        let changes = front.router.tool_changes();
+        return Ok(standalone::open(&front.streams, session, backend, changes));
     };
     front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
@@ -131,15 +159,17 @@ async fn delete_session(
     let expires_at = front.sealer.expires_at(&session);
     front.revocations.revoke(session.id, expires_at, now_unix()).await.map_err(FrontError::NotDeleted)?;
     front.router.forget_session(&session.id.to_string());
+    front.metrics.agent_session_deleted();
     Ok(StatusCode::OK)
 }
 
 /// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
 /// load balancer can ask.
 async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {
-    front.admission.check(&headers)?;
+    let settings = front.settings.load();
+    settings.admission.check(&headers)?;
     let mut report = front.router.readiness().await;
-    report.detail["auth"] = match front.auth.readiness() {
+    report.detail["auth"] = match settings.auth.readiness() {
         Ok(()) => serde_json::json!({"status": "ok"}),
         Err(reason) => {
             report.ready = false;

@@ -3,17 +3,19 @@
 //! Rules: a relayed request gets an id of the gateway's (`switchyard-<n>`), so ids from different backends (and
 //! from the backend client's own numbering) never collide in the agent's view; the agent's response is accepted
 //! only from the agent session the request was sent to, and is handed to the waiting backend exchange, which
-//! restores the backend's own id. Waiters whose exchange ended are swept. State of this replica only: the
+//! restores the backend's own id (and is counted in `switchyard_relayed_requests_total`). Waiters whose exchange
+//! ended are swept. State of this replica only: the
 //! agent answers on the connection family it was asked on.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::mcp::RelayMessage;
+use crate::telemetry::Metrics;
 
 /// Sweep waiters whose exchange ended once the map grows past this.
 const SWEEP_AT: usize = 1024;
@@ -22,9 +24,15 @@ const SWEEP_AT: usize = 1024;
 pub struct PendingRequests {
     waiting: Mutex<HashMap<(String, String), oneshot::Sender<Value>>>,
     next: AtomicU64,
+    /// Where relayed requests are counted.
+    metrics: Arc<Metrics>,
 }
 
 impl PendingRequests {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { metrics, ..Self::default() }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), oneshot::Sender<Value>>> {
         // Each update is one insert or removal: a poisoned map is still consistent.
         self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -37,6 +45,7 @@ impl PendingRequests {
             RelayMessage::StreamOpened => return None,
             RelayMessage::Notification(note) => note,
             RelayMessage::Request { mut message, reply } => {
+                self.metrics.relayed_request(message.get("method").and_then(Value::as_str).unwrap_or_default());
                 let id = format!("switchyard-{}", self.next.fetch_add(1, Ordering::Relaxed));
                 message["id"] = Value::String(id.clone());
                 let mut waiting = self.lock();

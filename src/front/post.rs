@@ -22,7 +22,6 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::AgentSession;
 use super::{Front, body, http, stream};
-use crate::auth::Principal;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{Relay, method};
 use crate::router::{Caller, View, idempotency};
@@ -39,11 +38,11 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
     })
 }
 
-/// A request of an open session: the session, the principal authenticated on this request (its name is the
+/// A request of an open session: the session, the admission of this request (its principal's name is the
 /// session's; its groups are this request's), the backend of `/mcp/{backend}` and the agent's address.
 struct InSessionRequest<'a> {
     session: &'a AgentSession,
-    principal: &'a Principal,
+    admitted: &'a Admitted,
     backend: Option<String>,
     peer: Option<IpAddr>,
 }
@@ -58,7 +57,8 @@ impl Front {
         headers: &HeaderMap,
         body: Body,
     ) -> Result<Response, FrontError> {
-        let limits = body::BodyLimits { max_body: self.max_body, body_timeout: self.body_timeout };
+        let settings = self.settings.load();
+        let limits = body::BodyLimits { max_body: settings.max_body, body_timeout: settings.body_timeout };
         let body = body::read_json(headers, body, limits).await?;
         let message: Value = serde_json::from_slice(&body).map_err(FrontError::NotJson)?;
         if message.is_array() {
@@ -68,12 +68,18 @@ impl Front {
             let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id)).cloned();
             return Err(FrontError::NotJsonRpc { id });
         }
-        match jsonrpc::kind(&message) {
+        let kind = jsonrpc::kind(&message);
+        match kind {
+            Kind::Request { method, .. } => admitted.record.message(method, true),
+            Kind::Notification { method } => admitted.record.message(method, false),
+            Kind::Response { .. } | Kind::Invalid => {}
+        }
+        match kind {
             Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
             kind => {
                 let session = admitted.open_session(self, headers)?;
-                let request = InSessionRequest { session: &session, principal: &admitted.principal, backend, peer };
+                let request = InSessionRequest { session: &session, admitted, backend, peer };
                 self.serve_in_session(request, kind, &message, headers).await
             }
         }
@@ -86,7 +92,7 @@ impl Front {
         message: &Value,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
-        let InSessionRequest { session, principal, backend, peer } = request;
+        let InSessionRequest { session, admitted, backend, peer } = request;
         let (id, method) = match kind {
             Kind::Request { id, method } => (id, method),
             Kind::Response { .. } => {
@@ -107,10 +113,11 @@ impl Front {
             .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
         let caller = Caller {
             session: session.id.to_string(),
-            principal: principal.clone(),
+            principal: admitted.principal.clone(),
             request_id: id.clone(),
             idempotency_key,
             peer,
+            record: Arc::clone(&admitted.record),
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let cancellable = self.cancels.register(&caller.session, id);
@@ -155,9 +162,11 @@ impl Front {
         relay: &Relay,
     ) -> Value {
         let view = backend.map_or(View::All, View::Backend);
-        match self.router.handle(caller, view, method, params, relay).await {
+        let reply = match self.router.handle(caller, view, method, params, relay).await {
             Ok(result) => jsonrpc::result(id, result),
             Err(failure) => failure.into_message(id),
-        }
+        };
+        caller.record.answered(&reply);
+        reply
     }
 }

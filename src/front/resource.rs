@@ -23,7 +23,8 @@ pub(super) const ROUTES: [&str; 2] = [WELL_KNOWN_PREFIX, "/.well-known/oauth-pro
 
 /// The metadata document the path asks for.
 pub(super) async fn metadata(State(front): State<Arc<Front>>, uri: Uri) -> Response {
-    let Some(metadata) = front.auth.metadata() else {
+    let settings = front.settings.load();
+    let Some(metadata) = settings.auth.metadata() else {
         return StatusCode::NOT_FOUND.into_response();
     };
     let suffix = uri.path().strip_prefix(WELL_KNOWN_PREFIX).unwrap_or_default();

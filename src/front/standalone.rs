@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::Front;
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
 use crate::mcp::jsonrpc;
-use crate::router::SessionMessages;
+use crate::router::{SessionMessages, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -91,7 +91,7 @@ pub(super) fn open(
     streams: &Arc<Streams>,
     session: String,
     backend: Option<String>,
-    changes: broadcast::Receiver<Arc<str>>,
+    changes: broadcast::Receiver<ToolsChanged>,
 ) -> Response {
     let (registration, inbox) = streams.register(session);
     event_stream(move |out| feed(out, registration, inbox, backend, changes))
@@ -102,7 +102,7 @@ async fn feed(
     registration: Registration,
     mut inbox: mpsc::UnboundedReceiver<Value>,
     backend: Option<String>,
-    mut changes: broadcast::Receiver<Arc<str>>,
+    mut changes: broadcast::Receiver<ToolsChanged>,
 ) {
     if out.priming().is_err() {
         return;
@@ -111,7 +111,7 @@ async fn feed(
     loop {
         let sent = tokio::select! {
             change = changes.recv() => match change {
-                Ok(changed) if !shows(backend.as_deref(), &changed) => Ok(()),
+                Ok(changed) if !changed.shows_in(backend.as_deref().map_or(View::All, View::Backend)) => Ok(()),
                 // A lagging receiver missed changes: telling the agent once more is harmless.
                 Ok(_) | Err(RecvError::Lagged(_)) if registration.is_oldest() => out.message(&list_changed),
                 Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),
@@ -125,11 +125,6 @@ async fn feed(
             return;
         }
     }
-}
-
-/// Whether a view (`None`: all backends) shows the tools of `changed`.
-fn shows(view: Option<&str>, changed: &str) -> bool {
-    view.is_none_or(|backend| backend == changed)
 }
 
 impl Front {

@@ -1,4 +1,4 @@
-//! Lowers `[auth]`, `[[policies]]` and `server.public_url` into the auth module's own types (the composition
+//! Lowers `[auth]` (with `admin_principals`), `[[policies]]` and `server.public_url` into the auth module's own types (the composition
 //! root's job: auth never reads configuration types).
 //!
 //! Rules: the default JWT audiences are every resource identifier the gateway advertises in its Protected
@@ -7,7 +7,7 @@
 //! here, after every override of `public_url` and `listen` has been applied.
 
 use crate::auth::{
-    ApiKey, AuthSettings, Endpoint, JWKS_REFETCH_INTERVAL, JwksSource, JwtSettings, Policies, Policy, Subject,
+    Admins, ApiKey, AuthSettings, Endpoint, JWKS_REFETCH_INTERVAL, JwksSource, JwtSettings, Policies, Policy, Subject,
 };
 use crate::config::{Config, JwksLocation, JwtConfig, PolicySubject};
 
@@ -70,6 +70,11 @@ pub fn policies(config: &Config) -> Policies {
     )
 }
 
+/// Who may read the operator's console besides loopback callers.
+pub fn admins(config: &Config) -> Admins {
+    Admins::new(config.auth.admin_principals.iter().map(subject).collect())
+}
+
 fn subject(subject: &PolicySubject) -> Subject {
     match subject {
         PolicySubject::Anyone => Subject::Anyone,
@@ -125,5 +130,22 @@ mod tests {
         assert!(policies.may_use_tool(&ops, "docs__search") && policies.may_use_backend_resources(&ops, "docs"));
         assert!(!policies.may_use_tool(&Principal::anonymous(), "docs__search"));
         assert_eq!(super::policies(&config("")), Policies::default());
+    }
+
+    #[test]
+    fn admin_principals_become_admins() {
+        let digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let text = format!(
+            "[auth]\nadmin_principals = [\"alice\", \"group:ops\"]\n[[auth.api_keys]]\nprincipal = \"a\"\n\
+             sha256 = \"{digest}\"\n"
+        );
+        let admins = admins(&config(&text));
+        let named = |name: &str, groups: &[&str]| Principal {
+            name: name.into(),
+            groups: groups.iter().map(|group| (*group).to_owned()).collect(),
+        };
+        assert!(admins.admits(&named("alice", &[])) && admins.admits(&named("o", &["ops"])));
+        assert!(!admins.admits(&named("bob", &[])));
+        assert_eq!(super::admins(&config("")), Admins::default());
     }
 }

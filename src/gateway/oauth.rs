@@ -1,7 +1,9 @@
 //! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own
 //! [`BackendOAuth`] settings, the client built over the vault key in the data directory and the ledger's token
-//! table, and the front's `/oauth/callback` completed through it. Types only, plus one rule: a completed
-//! authorization rediscovers its backend at once, so its tools appear without waiting for the next refresh.
+//! table, and the front's `/oauth/callback` completed through it. Types only, plus two rules: a `private_key` is
+//! parsed here, before anything else is built, and an unusable one fails startup (and `switchyard check`) naming
+//! its key and source; a completed authorization rediscovers its backend at once, so its tools appear without
+//! waiting for the next refresh.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +13,12 @@ use reqwest::Url;
 use super::GatewayError;
 use super::token_store::LedgerTokens;
 use crate::backend::oauth::{
-    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, HttpLimits, OAuthClient, OAuthOptions, Secret,
+    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, HttpLimits, OAuthClient, OAuthOptions, Secret, SigningKey,
     TOKEN_KEY_FILE_NAME, Vault,
 };
 use crate::config::{
-    BackendConfig, Config, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, TokenEndpointAuthMethod,
+    BackendConfig, Config, CredentialSource, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey,
+    TokenEndpointAuthMethod,
 };
 use crate::front::callback::{AuthorizationCallback, CALLBACK_PATH, Completion};
 use crate::ledger::LedgerStore;
@@ -31,7 +34,8 @@ const OAUTH_MAX_BODY: usize = 1024 * 1024;
 
 /// The OAuth client of every backend with `[backends.oauth]` (`None` when there is none).
 pub(super) fn client(config: &Config, store: &LedgerStore) -> Result<Option<Arc<OAuthClient>>, GatewayError> {
-    let backends: Vec<BackendOAuth> = config.backends.iter().filter_map(lower).collect();
+    let backends: Vec<BackendOAuth> =
+        config.backends.iter().filter_map(|backend| lower(backend).transpose()).collect::<Result<_, _>>()?;
     if backends.is_empty() {
         return Ok(None);
     }
@@ -56,35 +60,48 @@ pub(super) fn redirect_uri(public_url: &str) -> Result<Url, GatewayError> {
         .map_err(|error| GatewayError::OAuth(format!("the callback URL under `server.public_url` is invalid: {error}")))
 }
 
-fn lower(backend: &BackendConfig) -> Option<BackendOAuth> {
-    let (Some(oauth), Endpoint::Url(url)) = (&backend.oauth, &backend.endpoint) else { return None };
-    Some(BackendOAuth {
+fn lower(backend: &BackendConfig) -> Result<Option<BackendOAuth>, GatewayError> {
+    let (Some(oauth), Endpoint::Url(url)) = (&backend.oauth, &backend.endpoint) else { return Ok(None) };
+    Ok(Some(BackendOAuth {
         backend: backend.name.as_str().to_owned(),
         url: url.clone(),
         grant: match oauth.grant {
             OAuthGrant::ClientCredentials => GrantKind::ClientCredentials,
             OAuthGrant::AuthorizationCode => GrantKind::AuthorizationCode,
         },
-        client: identity(oauth),
+        client: identity(backend.name.as_str(), oauth)?,
         scopes: oauth.scopes.clone(),
         authorization_server: oauth.authorization_server.clone(),
         auth_method: oauth.token_endpoint_auth_method.map(|method| match method {
             TokenEndpointAuthMethod::ClientSecretBasic => AuthMethod::ClientSecretBasic,
             TokenEndpointAuthMethod::ClientSecretPost => AuthMethod::ClientSecretPost,
+            TokenEndpointAuthMethod::PrivateKeyJwt => AuthMethod::PrivateKeyJwt,
             TokenEndpointAuthMethod::None => AuthMethod::None,
         }),
-    })
+    }))
 }
 
-fn identity(oauth: &OAuthConfig) -> ClientIdentity {
-    match &oauth.client {
-        OAuthClientIdentity::PreRegistered { client_id, client_secret } => ClientIdentity::PreRegistered {
+fn identity(backend: &str, oauth: &OAuthConfig) -> Result<ClientIdentity, GatewayError> {
+    Ok(match &oauth.client {
+        OAuthClientIdentity::PreRegistered { client_id, client_secret, private_key } => ClientIdentity::PreRegistered {
             client_id: client_id.clone(),
             client_secret: client_secret.as_ref().map(|secret| Secret::new(secret.expose().to_owned())),
+            private_key: private_key.as_ref().map(|key| signing_key(backend, key)).transpose()?,
         },
         OAuthClientIdentity::MetadataDocument(url) => ClientIdentity::MetadataDocument(url.clone()),
         OAuthClientIdentity::Dynamic => ClientIdentity::Dynamic,
-    }
+    })
+}
+
+/// Parses `private_key`; an unusable one names its key, backend and source, never its text.
+fn signing_key(backend: &str, key: &OAuthPrivateKey) -> Result<Arc<SigningKey>, GatewayError> {
+    SigningKey::from_pem(key.pem.expose()).map(Arc::new).map_err(|error| {
+        let source = match &key.source {
+            CredentialSource::Env(var) => format!("environment variable {var}"),
+            CredentialSource::File(path) => format!("file {}", path.display()),
+        };
+        GatewayError::OAuth(format!("{}: private key of backend `{backend}` (from {source}): {error}", key.key))
+    })
 }
 
 /// The front's callback over the OAuth client; a completed authorization rediscovers its backend.

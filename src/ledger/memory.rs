@@ -175,6 +175,7 @@ impl MemoryStore {
             .values()
             .filter(|record| filter.state.is_none_or(|state| record.state == state))
             .filter(|record| filter.principal.as_ref().is_none_or(|principal| &record.principal == principal))
+            .filter(|record| filter.backend.as_ref().is_none_or(|backend| &record.backend == backend))
             .filter(|record| filter.tool.as_ref().is_none_or(|tool| &record.tool == tool))
             .filter(|record| since.is_none_or(|since| record.created_at >= since))
             .cloned()

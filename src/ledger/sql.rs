@@ -71,7 +71,7 @@ pub(crate) struct Statements {
     pub(crate) orphan: String,
     /// `$1` cutoff.
     pub(crate) purge: String,
-    /// `$1` state, `$2` principal, `$3` tool, `$4` since (each NULL for any), `$5` limit.
+    /// `$1` state, `$2` principal, `$3` backend, `$4` tool, `$5` since (each NULL for any), `$6` limit.
     pub(crate) list: String,
     /// `$1` key, `$2` owner (the operator), `$3` note, `$4` now.
     pub(crate) resolve_completed: String,
@@ -114,8 +114,9 @@ impl Statements {
             list: render(
                 // The casts give Postgres the parameters' types where `IS NULL` alone would leave them undetermined.
                 "SELECT {columns} FROM {t} WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
-                 AND (CAST($2 AS TEXT) IS NULL OR principal = $2) AND (CAST($3 AS TEXT) IS NULL OR tool = $3) \
-                 AND (CAST($4 AS BIGINT) IS NULL OR created_at >= $4) ORDER BY created_at DESC, key LIMIT $5",
+                 AND (CAST($2 AS TEXT) IS NULL OR principal = $2) AND (CAST($3 AS TEXT) IS NULL OR backend = $3) \
+                 AND (CAST($4 AS TEXT) IS NULL OR tool = $4) AND (CAST($5 AS BIGINT) IS NULL OR created_at >= $5) \
+                 ORDER BY created_at DESC, key LIMIT $6",
             ),
             resolve_completed: render(
                 "UPDATE {t} SET state = 'completed', owner = $2, error = $3, updated_at = $4 \

@@ -219,11 +219,36 @@ pub enum Resolution {
     Failed,
 }
 
+impl Resolution {
+    /// Both resolutions, in the order operators are offered them.
+    pub const ALL: [Resolution; 2] = [Resolution::Completed, Resolution::Failed];
+
+    /// The flag of `switchyard calls resolve KEY` that chooses this resolution.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::Completed => "--completed",
+            Self::Failed => "--failed",
+        }
+    }
+
+    /// What settling a claim this way does, for the operator deciding (the CLI and the console say the same).
+    pub fn effect(self) -> &'static str {
+        match self {
+            Self::Completed => {
+                "marks the call completed (without a result): a retry with the same key is answered, the tool does \
+                 not run again"
+            }
+            Self::Failed => "deletes the claim: a retry with the same key runs the tool again",
+        }
+    }
+}
+
 /// Which claims [`super::LedgerStore::list`] returns; every set field must match. Newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListFilter {
     pub state: Option<ClaimState>,
     pub principal: Option<String>,
+    pub backend: Option<String>,
     pub tool: Option<String>,
     /// Only claims created at or after this time.
     pub since: Option<SystemTime>,
@@ -233,7 +258,7 @@ pub struct ListFilter {
 
 impl Default for ListFilter {
     fn default() -> Self {
-        Self { state: None, principal: None, tool: None, since: None, limit: 1000 }
+        Self { state: None, principal: None, backend: None, tool: None, since: None, limit: 1000 }
     }
 }
 

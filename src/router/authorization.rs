@@ -33,6 +33,11 @@ pub const AUTHORIZATION_META: &str = "switchyard/authorization";
 pub(super) struct Unauthorized(Mutex<HashSet<Arc<str>>>);
 
 impl Unauthorized {
+    /// Forgets the backends `keep` refuses (a reload removed them).
+    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).retain(|backend| keep(backend));
+    }
+
     pub(super) fn mark(&self, backend: &str, unauthorized: bool) {
         let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if unauthorized {
@@ -108,7 +113,8 @@ impl CallRouter {
                 needed.push(need);
             }
         }
-        let grants = self.grants(caller);
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
         let mut answer = json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) });
         if needed.is_empty() {
             return Ok(answer);
@@ -124,7 +130,7 @@ impl CallRouter {
     /// Lists an unauthorized backend as `caller`: an authorization URL when its principal must authorize; when
     /// it already may, the backend is discovered now.
     async fn probe(&self, caller: &Caller, backend: &Arc<str>) -> Option<Needed> {
-        let target = self.targets.get(backend)?.renewed().for_principal(&caller.principal.name);
+        let target = self.routing.load().targets.get(backend)?.renewed().for_principal(&caller.principal.name);
         match self.client.request(&caller.slot(backend), &target, method::TOOLS_LIST, Value::Null).await {
             Ok(_) => {
                 if let Err(error) = self.discover(backend).await {

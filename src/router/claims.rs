@@ -14,6 +14,7 @@
 //!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so.
 //! - Fail closed: when the claim cannot be written, the call is not sent and the agent hears `not_delivered`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -29,6 +30,7 @@ use crate::ledger::{
     canonical_digest,
 };
 use crate::mcp::jsonrpc;
+use crate::telemetry::{ClaimWrite, ErrorType, Metrics, ToolOutcome};
 
 pub const REPLAYED_META: &str = "switchyard/replayed";
 /// How many times a duplicate re-claims a key whose first call turned out not delivered.
@@ -43,6 +45,8 @@ pub struct CallLedger {
     pub lease: Duration,
     /// Results larger than this (JSON bytes) are kept as a digest only.
     pub max_result: usize,
+    /// Where the claims written are counted (and the router's own metrics go).
+    pub metrics: Arc<Metrics>,
 }
 
 /// What the router asks the ledger to guard: one call of one tool.
@@ -57,8 +61,8 @@ pub(super) struct GuardedCall<'a> {
 pub(super) enum Admission {
     /// Send it; settle the claim with [`CallLedger::settle`] afterwards.
     Run(ClaimKey),
-    /// Do not send it; this is the agent's answer.
-    Answered(Result<Value, RpcFailure>),
+    /// Do not send it; this is the agent's answer, and how the call ended.
+    Answered(ToolOutcome, Result<Value, RpcFailure>),
 }
 
 impl CallLedger {
@@ -67,7 +71,8 @@ impl CallLedger {
         let named = match claim_key(call.caller, call.params) {
             Ok(named) => named,
             Err(refusal) => {
-                return Admission::Answered(Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, refusal.to_string())));
+                let refused = Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, refusal.to_string()));
+                return Admission::Answered(ToolOutcome::Denied, refused);
             }
         };
         let key = named.key.clone();
@@ -81,29 +86,36 @@ impl CallLedger {
             owner: self.owner.clone(),
             lease: self.lease,
         };
+        let unavailable =
+            |error| Admission::Answered(ToolOutcome::NotDelivered, Ok(outcome::ledger_unavailable(&error)));
         for _ in 0..MAX_RECLAIMS {
             let existing = match self.store.claim(new.clone()).await {
-                Ok(ClaimOutcome::Claimed(_)) => return Admission::Run(key),
+                Ok(ClaimOutcome::Claimed(_)) => {
+                    self.metrics.count_claims(ClaimWrite::InFlight, 1);
+                    return Admission::Run(key);
+                }
                 Ok(ClaimOutcome::Existing(existing)) => existing,
-                Err(error) => return Admission::Answered(Ok(outcome::ledger_unavailable(&error))),
+                Err(error) => return unavailable(error),
             };
             if let Some(mismatch) = existing.mismatch(&new) {
-                return Admission::Answered(Err(named.conflict(&existing, &new, mismatch)));
+                return Admission::Answered(ToolOutcome::Denied, Err(named.conflict(&existing, &new, mismatch)));
             }
             if existing.state != ClaimState::InFlight {
-                return Admission::Answered(replay(&existing));
+                return Admission::Answered(ToolOutcome::Replayed, replay(&existing));
             }
             match self.store.wait_settled(&key, call.deadline).await {
                 Ok(WaitOutcome::Settled(settled)) if settled.id == existing.id => {
-                    return Admission::Answered(replay(&settled));
+                    return Admission::Answered(ToolOutcome::Replayed, replay(&settled));
                 }
-                Ok(WaitOutcome::TimedOut) => return Admission::Answered(Ok(outcome::in_progress(&existing))),
+                Ok(WaitOutcome::TimedOut) => {
+                    return Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress(&existing)));
+                }
                 // Released, or released and claimed again meanwhile (perhaps by another call): look again.
                 Ok(WaitOutcome::Released | WaitOutcome::Settled(_)) => continue,
-                Err(error) => return Admission::Answered(Ok(outcome::ledger_unavailable(&error))),
+                Err(error) => return unavailable(error),
             }
         }
-        Admission::Answered(Ok(outcome::in_progress_unclaimed()))
+        Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress_unclaimed()))
     }
 
     /// Records how the call ended and returns the agent's answer.
@@ -128,11 +140,17 @@ impl CallLedger {
     }
 
     async fn record(&self, key: &ClaimKey, settlement: &Settlement) -> Result<(), LedgerError> {
-        match settlement {
-            Settlement::Completed(stored) => self.store.complete(key, &self.owner, stored, self.max_result).await,
-            Settlement::Released => self.store.release(key, &self.owner).await,
-            Settlement::Unknown(why) => self.store.mark_unknown(key, &self.owner, why).await,
+        let (written, state) = match settlement {
+            Settlement::Completed(stored) => {
+                (self.store.complete(key, &self.owner, stored, self.max_result).await, ClaimWrite::Completed)
+            }
+            Settlement::Released => (self.store.release(key, &self.owner).await, ClaimWrite::Released),
+            Settlement::Unknown(why) => (self.store.mark_unknown(key, &self.owner, why).await, ClaimWrite::Unknown),
+        };
+        if written.is_ok() {
+            self.metrics.count_claims(state, 1);
         }
+        written
     }
 
     /// Retries a settle that failed, with backoff, for as long as [`SETTLE_RETRY_FOR`]; after that the claim
@@ -149,6 +167,17 @@ impl CallLedger {
             pause = (pause * 2).min(Duration::from_secs(10));
         }
         tracing::error!(%key, "ledger: gave up settling a claim; it becomes `unknown` when this instance restarts");
+    }
+}
+
+/// How a sent call ended, by what the backend client reported (`switchyard_tool_calls_total`'s outcome).
+pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
+    match answer {
+        Ok(result) if ErrorType::of_result(result) == ErrorType::ToolError => ToolOutcome::ToolError,
+        Ok(_) => ToolOutcome::Completed,
+        Err(McpError::Rpc { .. }) => ToolOutcome::ToolError,
+        Err(error) if error.proves_not_delivered() => ToolOutcome::NotDelivered,
+        Err(_) => ToolOutcome::Unknown,
     }
 }
 
@@ -261,6 +290,7 @@ mod tests {
             request_id: json!(7),
             idempotency_key: header,
             peer: None,
+            record: crate::telemetry::RequestRecord::unrecorded(),
         }
     }
 

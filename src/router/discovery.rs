@@ -1,6 +1,8 @@
 //! Catalog discovery (design §4): each backend is discovered on its own task, so one broken backend never
 //! delays or breaks the others. A backend that fails is retried with capped exponential backoff, and its tools
-//! appear when it comes up; a discovered backend is refreshed every `ttl`.
+//! appear when it comes up; a discovered backend is refreshed every `ttl`. A reload ends the task of a backend
+//! it removes or replaces ([`spawn`] returns each task's handle) and starts one for each backend it adds or
+//! replaces; a discovery always uses the backend's target in force when it starts.
 //!
 //! Discovery uses the gateway's own backend session per backend (slot agent id [`CATALOG_SESSION`]), never an
 //! agent's: a stdio backend runs one process for discovery, never one per agent (and a backend with shared
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::CallRouter;
+use super::{CallRouter, ToolsChanged};
 use crate::backend::mcp_client::{BackendTarget, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::method;
@@ -25,18 +27,22 @@ impl CallRouter {
     /// Discovers one backend's tools, prompts and resource templates once and records the result. Returns
     /// whether the tools agents see changed.
     pub async fn discover(&self, backend: &str) -> Result<bool, String> {
-        let Some(target) = self.targets.get(backend) else { return Err(format!("unknown backend `{backend}`")) };
-        match self.list_everything(backend, target).await {
+        let Some(target) = self.routing.load().targets.get(backend).cloned() else {
+            return Err(format!("unknown backend `{backend}`"));
+        };
+        match self.list_everything(backend, &target).await {
             Ok(listing) => {
+                self.ledger.metrics.discovered(backend, true);
                 self.unauthorized.mark(backend, false);
                 let changed = self.catalog.update(backend, Ok(listing));
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
-                    let _ = self.tool_changes.send(Arc::from(backend));
+                    let _ = self.tool_changes.send(ToolsChanged::Backend(Arc::from(backend)));
                 }
                 Ok(changed)
             }
             Err(error) => {
+                self.ledger.metrics.discovered(backend, false);
                 self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
                 let text = error.to_string();
                 self.catalog.update(backend, Err(text.clone()));
@@ -69,14 +75,16 @@ impl CallRouter {
     }
 }
 
-/// Starts one discovery task per backend, and one that rediscovers a backend when it announces
-/// `notifications/tools/list_changed`. The tasks run until aborted.
-pub fn spawn_all(router: &Arc<CallRouter>, ttl: Duration) -> Vec<JoinHandle<()>> {
-    let names: Vec<String> = router.catalog.backend_names().map(str::to_owned).collect();
-    let mut tasks: Vec<JoinHandle<()>> =
-        names.into_iter().map(|name| tokio::spawn(keep_discovered(Arc::clone(router), name, ttl))).collect();
-    tasks.push(tokio::spawn(follow_announcements(Arc::clone(router))));
-    tasks
+/// Starts the task that keeps `backend` discovered (at once, then every `ttl`, with backoff after failures). It
+/// runs until aborted.
+pub fn spawn(router: &Arc<CallRouter>, backend: &str, ttl: Duration) -> JoinHandle<()> {
+    tokio::spawn(keep_discovered(Arc::clone(router), backend.to_owned(), ttl))
+}
+
+/// Starts the task that rediscovers a backend when it announces `notifications/tools/list_changed` (or prompts).
+/// It runs until aborted.
+pub fn follow(router: &Arc<CallRouter>) -> JoinHandle<()> {
+    tokio::spawn(follow_announcements(Arc::clone(router)))
 }
 
 async fn follow_announcements(router: Arc<CallRouter>) {

@@ -18,7 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{CallRouter, Caller, RpcFailure, View};
+use super::{CallRouter, Caller, RpcFailure, View, no_longer_configured, usable};
 use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
@@ -53,6 +53,11 @@ impl ResourceOwners {
     fn owner(&self, uri: &str) -> Option<Arc<str>> {
         self.lock().get(uri).cloned()
     }
+
+    /// Forgets the URIs of backends `keep` refuses (a reload removed them).
+    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|_, backend| keep(backend));
+    }
 }
 
 /// Where a paginated aggregate continues: the index of a backend in the view, and that backend's cursor.
@@ -86,8 +91,8 @@ impl CallRouter {
         params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        let Some(target) = self.targets.get(backend) else {
-            return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("backend `{backend}` is not configured")));
+        let Some(target) = self.routing.load().targets.get(backend).cloned() else {
+            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("request", method, backend)));
         };
         let slot = caller.slot(backend);
         self.client
@@ -107,10 +112,12 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
         let route = self
             .catalog
             .resolve_prompt(view, name)
-            .filter(|route| self.usable(caller, "prompt", route, Grants::prompt));
+            .filter(|route| usable(&grants, caller, "prompt", route, Grants::prompt));
         let Some(route) = route else {
             return Err(RpcFailure::new(
                 jsonrpc::INVALID_PARAMS,
@@ -131,7 +138,8 @@ impl CallRouter {
         params: &Value,
     ) -> Result<Value, RpcFailure> {
         let mut backends = self.catalog.backends_with(view, "resources");
-        let grants = self.grants(caller);
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
         backends.retain(|backend| grants.backend_resources(backend));
         let mut position = match params.get("cursor").and_then(Value::as_str) {
             None => GatewayCursor { backend: 0, cursor: None },
@@ -194,7 +202,7 @@ impl CallRouter {
         let Some(prefix) = self.catalog.resource_prefix(backend) else { return };
         for uri in uris {
             if let Value::String(text) = uri {
-                text.insert_str(0, prefix);
+                text.insert_str(0, &prefix);
             }
         }
     }
@@ -210,7 +218,8 @@ impl CallRouter {
     /// backend that listed it, else the one whose template matches, else the only backend with resources. Only
     /// backends whose resources the caller is granted are candidates; a URI of another is logged and unknown.
     fn resource_owner(&self, caller: &Caller, view: View<'_>, uri: &str) -> Result<(Arc<str>, String), RpcFailure> {
-        let grants = self.grants(caller);
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
         let granted = |backend: &Arc<str>| grants.backend_resources(backend);
         let unknown = || RpcFailure::new(RESOURCE_NOT_FOUND, format!("no backend offers the resource `{uri}`"));
         if let Some((backend, rest)) = self.catalog.split_resource_prefix(view, uri) {
@@ -261,10 +270,12 @@ impl CallRouter {
         let backend = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let routing = self.routing.load();
+                let grants = routing.grants(caller);
                 let route = self
                     .catalog
                     .resolve_prompt(view, name)
-                    .filter(|route| self.usable(caller, "prompt", route, Grants::prompt))
+                    .filter(|route| usable(&grants, caller, "prompt", route, Grants::prompt))
                     .ok_or_else(|| RpcFailure::new(jsonrpc::INVALID_PARAMS, format!("unknown prompt `{name}`")))?;
                 params["ref"]["name"] = Value::String(route.name.clone());
                 Arc::clone(&route.backend)

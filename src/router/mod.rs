@@ -10,6 +10,11 @@
 //!   tool, prompt or resource it may not use is answered exactly like one that does not exist (no existence
 //!   leak), logged with the principal and the name, before any ledger claim or backend work. Tools and prompts
 //!   are judged by their exposed name (the `/mcp` one) in both views.
+//! - Each `tools/call` tells the caller's `telemetry::RequestRecord` its tool and backend (catalog names only; a
+//!   name the catalog does not know is `_unknown`) and how it ended (`ToolOutcome`; policy refusals included).
+//! - A configuration reload replaces the backends' targets and the policies as one snapshot ([`Routing`],
+//!   [`CallRouter::reconfigure`]); each request works with the snapshot it took, so a running call finishes on
+//!   the backend it was routed to. Agents are told when the tools they see changed ([`ToolsChanged`]).
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
@@ -18,6 +23,7 @@ mod claims;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
+pub mod inspect;
 mod outcome;
 
 use std::collections::HashMap;
@@ -30,10 +36,12 @@ use tokio::sync::broadcast;
 use crate::auth::{Grants, Policies, Principal};
 use crate::backend::mcp_client::{BackendTarget, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
-use crate::catalog::{self, BackendStatus, Catalog};
+use crate::catalog::{self, BackendSpec, BackendStatus, Catalog};
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
+use crate::swap::Swap;
+use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use forward::SessionMessages;
@@ -53,6 +61,8 @@ pub struct Caller {
     pub idempotency_key: Option<IdempotencyKey>,
     /// The address the request came from, when the transport knows it.
     pub peer: Option<IpAddr>,
+    /// What telemetry reports about the request; the router adds the tool, its backend and the outcome.
+    pub record: Arc<RequestRecord>,
 }
 
 impl Caller {
@@ -104,53 +114,93 @@ pub struct Readiness {
     pub detail: Value,
 }
 
+/// How each backend is reached and what each principal may use: what a configuration reload replaces in the
+/// router, as one snapshot.
+#[derive(Debug)]
+pub struct Routing {
+    /// How each backend is reached (any transport), renewed (a fresh deadline) for every call.
+    pub targets: HashMap<Arc<str>, BackendTarget>,
+    /// What each principal may use; none configured: everything.
+    pub policies: Policies,
+}
+
+impl Routing {
+    /// What `caller` may use.
+    fn grants(&self, caller: &Caller) -> Grants<'_> {
+        self.policies.for_principal(&caller.principal)
+    }
+}
+
+/// Whose tool lists changed: the agents viewing one backend (at `/mcp` or `/mcp/<backend>`), or every agent
+/// (the policies changed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolsChanged {
+    Backend(Arc<str>),
+    Everywhere,
+}
+
+impl ToolsChanged {
+    /// Whether an agent with this view sees the change.
+    pub fn shows_in(&self, view: View<'_>) -> bool {
+        match self {
+            ToolsChanged::Backend(backend) => view.shows(backend),
+            ToolsChanged::Everywhere => true,
+        }
+    }
+}
+
 pub struct CallRouter {
     catalog: Arc<Catalog>,
     client: Arc<McpBackendClient>,
-    /// How each backend is reached (any transport), renewed (a fresh deadline) for every call.
-    targets: HashMap<Arc<str>, BackendTarget>,
-    /// Announces the backend whose exposed tools changed.
-    tool_changes: broadcast::Sender<Arc<str>>,
+    routing: Swap<Routing>,
+    /// Announces whose exposed tools changed.
+    tool_changes: broadcast::Sender<ToolsChanged>,
     ledger: CallLedger,
     resource_owners: forward::ResourceOwners,
-    /// What each principal may use; none configured: everything.
-    policies: Policies,
     /// OAuth backends nobody has authorized yet.
     unauthorized: authorization::Unauthorized,
 }
 
 impl CallRouter {
-    pub fn new(
-        catalog: Arc<Catalog>,
-        client: Arc<McpBackendClient>,
-        targets: HashMap<Arc<str>, BackendTarget>,
-        ledger: CallLedger,
-    ) -> Self {
+    pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, routing: Routing, ledger: CallLedger) -> Self {
         Self {
             catalog,
             client,
-            targets,
+            routing: Swap::new(routing),
             tool_changes: broadcast::channel(64).0,
             ledger,
             resource_owners: Default::default(),
-            policies: Policies::default(),
             unauthorized: Default::default(),
         }
     }
 
-    /// The router applying `policies` to every list and use.
-    pub fn with_policies(mut self, policies: Policies) -> Self {
-        self.policies = policies;
-        self
+    /// Replaces the backends' targets and the policies, and the catalog's specs (a configuration reload); a
+    /// request already running keeps what it took. Forgets what it knew of backends no longer configured (their
+    /// sessions are the backend client's to retire) and tells agents whose tools changed: every agent when the
+    /// policies changed or `principals_changed` (who is who, and in which groups, decides what policies grant),
+    /// else the viewers of each backend whose exposed tools changed.
+    pub fn reconfigure(&self, routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
+        let everywhere = principals_changed || self.routing.load().policies != routing.policies;
+        let configured = |backend: &str| routing.targets.contains_key(backend);
+        self.unauthorized.retain(configured);
+        self.resource_owners.retain(configured);
+        self.routing.store(routing);
+        let changed = self.catalog.reconfigure(specs);
+        // Nobody listening (no agent stream open) is fine.
+        if everywhere {
+            let _ = self.tool_changes.send(ToolsChanged::Everywhere);
+        } else {
+            changed.into_iter().for_each(|backend| drop(self.tool_changes.send(ToolsChanged::Backend(backend))));
+        }
     }
 
-    /// What `caller` may use.
-    fn grants(&self, caller: &Caller) -> Grants<'_> {
-        self.policies.for_principal(&caller.principal)
+    /// The backends' targets and the policies in force.
+    pub fn routing(&self) -> Arc<Routing> {
+        self.routing.load()
     }
 
-    /// Announcements of backends whose exposed tools changed (for agents' `notifications/tools/list_changed`).
-    pub fn tool_changes(&self) -> broadcast::Receiver<Arc<str>> {
+    /// Announcements of whose exposed tools changed (for agents' `notifications/tools/list_changed`).
+    pub fn tool_changes(&self) -> broadcast::Receiver<ToolsChanged> {
         self.tool_changes.subscribe()
     }
 
@@ -163,12 +213,12 @@ impl CallRouter {
     }
 
     pub fn has_backend(&self, name: &str) -> bool {
-        self.targets.contains_key(name)
+        self.routing.load().targets.contains_key(name)
     }
 
     /// The `instructions` of the gateway's `initialize` result.
     pub fn instructions(&self) -> String {
-        let names: Vec<&str> = self.catalog.backend_names().collect();
+        let names: Vec<Arc<str>> = self.catalog.backend_names();
         format!(
             "Switchyard MCP gateway. Tools of these backends are available, each prefixed by its backend's name: {}.",
             names.join(", ")
@@ -214,7 +264,8 @@ impl CallRouter {
     /// The stdio backends whose processes keep failing to start: (backend, failed starts in a row, the last
     /// error, the wait before the next attempt).
     pub fn failing_starts(&self) -> Vec<(Arc<str>, u32, String, std::time::Duration)> {
-        let mut failing: Vec<_> = self
+        let routing = self.routing.load();
+        let mut failing: Vec<_> = routing
             .targets
             .iter()
             .filter_map(|(name, target)| match target.spawn_status()? {
@@ -247,7 +298,8 @@ impl CallRouter {
             method::TOOLS_LIST => self.list_tools(caller, view, relay).await,
             method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
             method::PROMPTS_LIST => {
-                let grants = self.grants(caller);
+                let routing = self.routing.load();
+                let grants = routing.grants(caller);
                 Ok(json!({ "prompts": self.catalog.usable_prompts(view, |name| grants.prompt(name)) }))
             }
             method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
@@ -272,27 +324,40 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
+            caller.record.unknown_tool();
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
-        let route = self.catalog.resolve(view, name).filter(|route| self.usable(caller, "tool", route, Grants::tool));
-        let Some(route) = route else {
-            return Err(RpcFailure::new(
-                jsonrpc::INVALID_PARAMS,
-                format!("unknown tool `{name}`; call tools/list for the available tools"),
-            ));
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
+        let unknown = || {
+            let text = format!("unknown tool `{name}`; call tools/list for the available tools");
+            RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
         };
-        let Some(target) = self.targets.get(&route.backend) else {
-            return Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("tool `{name}` has no configured backend")));
+        let Some(route) = self.catalog.resolve(view, name) else {
+            caller.record.unknown_tool();
+            return Err(unknown());
+        };
+        caller.record.tool(&route.backend, &route.exposed);
+        if !usable(&grants, caller, "tool", &route, Grants::tool) {
+            caller.record.tool_outcome(ToolOutcome::Denied);
+            return Err(unknown());
+        }
+        let Some(target) = routing.targets.get(&route.backend) else {
+            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", name, &route.backend)));
         };
         let target = target.renewed().for_principal(&caller.principal.name);
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let key = match self.ledger.admit(&guarded).await {
             Admission::Run(key) => key,
-            Admission::Answered(answer) => return answer,
+            Admission::Answered(outcome, answer) => {
+                caller.record.tool_outcome(outcome);
+                return answer;
+            }
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
+        caller.record.tool_outcome(claims::tool_outcome(&answer));
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;
         match needed {
@@ -302,20 +367,27 @@ impl CallRouter {
             _ => settled,
         }
     }
+}
 
-    /// Whether `caller` may use the tool or prompt `route` (`allowed` asks the grants); a refusal is logged, as
-    /// the caller is told only that no such name exists.
-    fn usable<'p>(
-        &'p self,
-        caller: &Caller,
-        kind: &str,
-        route: &catalog::Route,
-        allowed: fn(&Grants<'p>, &str) -> bool,
-    ) -> bool {
-        let usable = allowed(&self.grants(caller), &route.exposed);
-        if !usable {
-            tracing::warn!(principal = %caller.principal.name, kind, name = %route.exposed, "refused by policy");
-        }
-        usable
+/// Whether `caller` may use the tool or prompt `route` (`allowed` asks `grants`); a refusal is logged, as the
+/// caller is told only that no such name exists.
+fn usable<'p>(
+    grants: &Grants<'p>,
+    caller: &Caller,
+    kind: &str,
+    route: &catalog::Route,
+    allowed: fn(&Grants<'p>, &str) -> bool,
+) -> bool {
+    let usable = allowed(grants, &route.exposed);
+    if !usable {
+        tracing::warn!(principal = %caller.principal.name, kind, name = %route.exposed, "refused by policy");
     }
+    usable
+}
+
+/// The answer for a tool or prompt whose backend a reload removed after the catalog was read.
+fn no_longer_configured(kind: &str, name: &str, backend: &str) -> String {
+    format!(
+        "the backend `{backend}` of {kind} `{name}` is no longer configured; call tools/list for the available tools"
+    )
 }

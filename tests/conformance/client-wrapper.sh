@@ -99,8 +99,11 @@ EOF
 
 # auth/* scenarios: the mock MCP server is protected by OAuth. The backend gets
 # [backends.oauth] from the scenario's context (MCP_CONFORMANCE_CONTEXT, JSON:
-# client_id / client_secret for pre-registration and client credentials); the
-# secret reaches Switchyard by environment, never in the file. basic-cimd uses
+# client_id / client_secret for pre-registration and client credentials,
+# private_key_pem for private_key_jwt); the secret and the key reach Switchyard
+# by environment, never in the file or on a command line. The context's
+# signing_algorithm is not passed: Switchyard takes the algorithm from the key
+# (ES256 for the scenario's P-256 key). basic-cimd uses
 # the Client ID Metadata Document URL the mock expects; the other scenarios
 # register dynamically. The callback is under Switchyard's default public URL.
 context_field() {
@@ -111,7 +114,8 @@ if [[ "${MCP_CONFORMANCE_SCENARIO:-}" == auth/* ]]; then
     [[ "$MCP_CONFORMANCE_SCENARIO" == auth/client-credentials-* ]] && grant="client_credentials"
     client_id="$(context_field client_id)"
     CONFORMANCE_OAUTH_CLIENT_SECRET="$(context_field client_secret)"
-    export CONFORMANCE_OAUTH_CLIENT_SECRET
+    CONFORMANCE_OAUTH_PRIVATE_KEY="$(context_field private_key_pem)"
+    export CONFORMANCE_OAUTH_CLIENT_SECRET CONFORMANCE_OAUTH_PRIVATE_KEY
     {
         echo ""
         echo "[backends.oauth]"
@@ -119,6 +123,7 @@ if [[ "${MCP_CONFORMANCE_SCENARIO:-}" == auth/* ]]; then
         if [[ -n "$client_id" ]]; then
             echo "client_id = $(toml_string "$client_id")"
             [[ -n "$CONFORMANCE_OAUTH_CLIENT_SECRET" ]] && echo 'client_secret = { env = "CONFORMANCE_OAUTH_CLIENT_SECRET" }'
+            [[ -n "$CONFORMANCE_OAUTH_PRIVATE_KEY" ]] && echo 'private_key = { env = "CONFORMANCE_OAUTH_PRIVATE_KEY" }'
         elif [[ "$MCP_CONFORMANCE_SCENARIO" == auth/basic-cimd ]]; then
             echo 'client_metadata_url = "https://conformance-test.local/client-metadata.json"'
         fi

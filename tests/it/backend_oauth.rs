@@ -1,7 +1,8 @@
 //! The gateway as an OAuth 2.1 client of a protected backend (issue 12, phase A): `backend::oauth::OAuthClient`
 //! against the test authorization server (`support/auth_server.rs`), with tokens in the ledger's store through the
 //! composition root's adapter. The test itself is the user who opens the authorization URL (consent is
-//! automatic) and hands the redirect's `code` and `state` to `complete`.
+//! automatic) and hands the redirect's `code` and `state` to `complete`. `private_key_jwt` is in
+//! `backend_oauth_jwt.rs`, with these helpers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use crate::support::auth_server::AuthServer;
 
 const REDIRECT: &str = "http://127.0.0.1:8808/oauth/callback";
 
-fn backend(server: &AuthServer, grant: GrantKind, client: ClientIdentity) -> BackendOAuth {
+pub(crate) fn backend(server: &AuthServer, grant: GrantKind, client: ClientIdentity) -> BackendOAuth {
     BackendOAuth {
         backend: "docs".to_owned(),
         url: Url::parse(&format!("{}/mcp", server.issuer)).expect("url"),
@@ -46,14 +47,15 @@ fn client_on(settings: BackendOAuth, ledger: &LedgerStore, ttl: Duration) -> OAu
     OAuthClient::new(vec![settings], options(ttl), Vault::from_key(&[9; 32]), store).expect("client")
 }
 
-fn client(settings: BackendOAuth, ledger: &LedgerStore) -> OAuthClient {
+pub(crate) fn client(settings: BackendOAuth, ledger: &LedgerStore) -> OAuthClient {
     client_on(settings, ledger, Duration::from_secs(60))
 }
 
-fn machine(server: &AuthServer) -> BackendOAuth {
+pub(crate) fn machine(server: &AuthServer) -> BackendOAuth {
     let client = ClientIdentity::PreRegistered {
         client_id: "gw".to_owned(),
         client_secret: Some(Secret::new("s3cret:/x".to_owned())),
+        private_key: None,
     };
     backend(server, GrantKind::ClientCredentials, client)
 }
@@ -66,7 +68,7 @@ fn accept_machine(server: &AuthServer) {
     });
 }
 
-fn token_requests(server: &AuthServer) -> Vec<Value> {
+pub(crate) fn token_requests(server: &AuthServer) -> Vec<Value> {
     server.requests().into_iter().filter(|request| request["endpoint"] == "token").collect()
 }
 
@@ -75,14 +77,19 @@ fn authorizations(server: &AuthServer) -> Vec<Value> {
 }
 
 /// The bearer token inside an [`AccessToken`].
-fn bearer(token: &AccessToken) -> String {
+pub(crate) fn bearer(token: &AccessToken) -> String {
     token.authorization().to_str().expect("ascii").strip_prefix("Bearer ").expect("bearer").to_owned()
 }
 
 /// The JWT claims of a token the test server issued.
-fn claims(token: &AccessToken) -> Value {
+pub(crate) fn claims(token: &AccessToken) -> Value {
+    jwt_claims(&bearer(token))
+}
+
+/// The claims of a JWT, unverified.
+pub(crate) fn jwt_claims(jwt: &str) -> Value {
     use base64::Engine;
-    let payload = bearer(token).split('.').nth(1).expect("jwt").to_owned();
+    let payload = jwt.split('.').nth(1).expect("a JWT");
     serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).expect("b64"))
         .expect("json")
 }
@@ -117,7 +124,7 @@ async fn authorize(client: &OAuthClient, principal: &str) -> AccessToken {
     client.token_for("docs", principal, None).await.expect("a token after authorizing")
 }
 
-fn failure(need: Result<AccessToken, OAuthNeed>) -> OAuthError {
+pub(crate) fn failure(need: Result<AccessToken, OAuthNeed>) -> OAuthError {
     match need {
         Err(OAuthNeed::Failed(error)) => error,
         other => panic!("expected a failure, got {other:?}"),
@@ -318,7 +325,7 @@ async fn lying_or_broken_authorization_servers_get_typed_errors() {
     let cases: [(&str, Misbehave); 3] = [
         ("issuer mismatch", |b| b.claimed_issuer = Some("https://evil.example".to_owned())),
         ("no S256", |b| b.s256 = false),
-        ("garbage tokens", |b| b.token_garbage = true),
+        ("garbage tokens", |b| b.token_garbage = Some(("text/html", "<html>502 Bad Gateway</html>"))),
     ];
     for (case, behave) in cases {
         let server = AuthServer::start("unused").await;

@@ -96,6 +96,24 @@ async fn configuration_errors_name_the_file_and_key() {
 }
 
 #[tokio::test]
+async fn check_refuses_an_unusable_private_key_naming_its_key_and_source() {
+    let dir = scratch_dir("private-key");
+    let key = format!("{}/tests/fixtures/client-ec-p256-sec1.pem", env!("CARGO_MANIFEST_DIR"));
+    let backend = format!(
+        "[[backends]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\n[backends.oauth]\n\
+         grant = \"client_credentials\"\nclient_id = \"gw\"\nprivate_key = {{ file = {key:?} }}\n"
+    );
+    let output = run(switchyard().arg("check").arg("--config").arg(write_config(&dir, &backend))).await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&output.stderr);
+    let named = format!("backends[0].oauth.private_key.file: private key of backend `docs` (from file {key})");
+    assert!(error.contains(&named), "{error}");
+    assert!(error.contains("\"EC PRIVATE KEY\"") && error.contains("openssl pkcs8 -topk8 -nocrypt"), "{error}");
+    let pem = std::fs::read_to_string(&key).unwrap();
+    assert!(!error.contains(pem.lines().nth(1).unwrap()), "the key is never printed: {error}");
+}
+
+#[tokio::test]
 async fn tools_prints_the_catalog() {
     let (url, _demo) = demo_url().await;
     let dir = scratch_dir("tools");

@@ -4,12 +4,20 @@
 //! `not_delivered` result otherwise — the test follows the URL as the user (the server approves and redirects to
 //! `/oauth/callback`), and each principal's calls then carry its own token. Also: a forged or replayed `state` at
 //! the callback is a 400 page, and a backend that refuses every token is asked once more, then not_delivered.
+//! A `client_credentials` backend (the fault backend wanting a bearer token) is discovered and called with the
+//! machine token (client secret or `private_key_jwt`), and a token endpoint answering garbage stops the call before
+//! the backend: not_delivered, safe to retry.
 
+use jsonwebtoken::Algorithm;
 use serde_json::{Value, json};
 
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::backend_oauth::{jwt_claims, token_requests};
+use crate::backend_oauth_jwt::CLIENT_KEY_1;
 use crate::support::auth_server::AuthServer;
-use crate::support::gateway::{Agent, TestGateway, backend_toml};
+use crate::support::client_assertion::ClientKey;
+use crate::support::fault_backend::{FaultBackend, Script};
+use crate::support::gateway::{Agent, ScratchDir, TestGateway, backend_toml};
 
 const OAUTH: &str = "[backends.oauth]\ngrant = \"authorization_code\"\n";
 
@@ -25,11 +33,7 @@ async fn follow(url: &str) -> (reqwest::StatusCode, String) {
 }
 
 fn bearer_subject(token: &str) -> String {
-    use base64::Engine;
-    let payload = token.split('.').nth(1).expect("a JWT");
-    let claims: Value =
-        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
-    claims["sub"].as_str().unwrap().to_owned()
+    jwt_claims(token)["sub"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -113,4 +117,107 @@ async fn a_backend_that_refuses_every_token_is_asked_once_more_then_not_delivere
     assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
     let posts = auth.requests()[before..].iter().filter(|request| request["mcp"] == "tools/call").count();
     assert_eq!(posts, 2, "sent once, and once more with a fresh token; never a third time");
+}
+
+/// A `client_credentials` backend: the fault backend, which wants a bearer token, whose tokens come from `auth`
+/// (named as `authorization_server`, so no resource metadata is needed) for the client `gw` with `credential`.
+fn machine_backend(backend: &FaultBackend, auth: &AuthServer, credential: &str) -> String {
+    let oauth = format!(
+        "prefix = \"\"\n[backends.oauth]\ngrant = \"client_credentials\"\nclient_id = \"gw\"\n\
+         authorization_server = \"{}\"\n{credential}",
+        auth.issuer
+    );
+    backend_toml("fault", &backend.url(), &oauth)
+}
+
+#[tokio::test]
+async fn a_client_credentials_backend_is_discovered_and_called_with_the_machine_token() {
+    let scratch = ScratchDir::new("cc-secret");
+    let secret_file = scratch.path().join("secret");
+    std::fs::write(&secret_file, "s3cret\n").expect("write the secret");
+    let key_file = format!("{}/tests/fixtures/client-ec-p256-1.pem", env!("CARGO_MANIFEST_DIR"));
+    for method in ["client_secret_basic", "private_key_jwt"] {
+        let auth = AuthServer::start("unused").await;
+        let credential = if method == "private_key_jwt" {
+            auth.behave(|b| {
+                b.auth_methods = vec![method.to_owned()];
+                b.client_key = Some(ClientKey::new("gw", CLIENT_KEY_1, Algorithm::ES256));
+            });
+            format!("private_key = {{ file = {key_file:?} }}\n")
+        } else {
+            auth.behave(|b| {
+                b.auth_methods = vec![method.to_owned()];
+                b.client = Some(("gw".to_owned(), "s3cret".to_owned()));
+            });
+            format!("client_secret = {{ file = {:?} }}\n", secret_file.display().to_string())
+        };
+        let backend = FaultBackend::start(Script { require_bearer: true, ..Script::default() }).await;
+        let gateway = TestGateway::start_with("", &api_keys(), &machine_backend(&backend, &auth, &credential)).await;
+
+        // The catalog was discovered with the machine token (after the backend's first 401).
+        let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({})).await;
+        assert_eq!(alice.tool_names().await, ["echo"], "{method}");
+        let bearer = |rpc: &str| {
+            let request = backend.requests().into_iter().rev().find(|r| r.rpc_method.as_deref() == Some(rpc));
+            request.and_then(|r| r.header("authorization").map(str::to_owned)).unwrap_or_default()
+        };
+        let listed_with = bearer("tools/list");
+        let token = listed_with.strip_prefix("Bearer ").unwrap_or_else(|| panic!("{method}: {listed_with:?}"));
+        let claims = jwt_claims(token);
+        assert_eq!(
+            (claims["iss"].as_str(), claims["aud"].as_str()),
+            (Some(auth.issuer.as_str()), Some(backend.url().as_str()))
+        );
+
+        // Alice's call reaches the backend carrying the same machine token.
+        let called = alice.call_tool("echo", json!({"text": "hi"})).await;
+        assert_eq!(called["result"]["content"][0]["text"], "hi", "{method}: {called}");
+        assert_eq!(backend.executions("echo"), 1);
+        assert_eq!(bearer("tools/call"), listed_with, "{method}");
+        let requests = token_requests(&auth);
+        assert_eq!(requests.len(), 1, "{method}: one grant, reused: {requests:?}");
+        assert_eq!(
+            (requests[0]["form"]["grant_type"].as_str(), requests[0]["auth_method"].as_str()),
+            (Some("client_credentials"), Some(method))
+        );
+        assert!(auth.requests().iter().all(|r| r["endpoint"] != "authorize"), "{method}: no user was involved");
+    }
+}
+
+#[tokio::test]
+async fn a_token_endpoint_answering_garbage_stops_the_call_before_the_backend() {
+    let scratch = ScratchDir::new("cc-garbage");
+    let secret_file = scratch.path().join("secret");
+    std::fs::write(&secret_file, "s3cret").expect("write the secret");
+    let credential = format!("client_secret = {{ file = {:?} }}\n", secret_file.display().to_string());
+    for (garbage, expected) in [
+        (("text/html", "<html>502 Bad Gateway</html>"), "not a JSON object"),
+        (("application/json", "{\"token_type\": \"Bearer\", \"expires_in\": 30}"), "no usable `access_token`"),
+    ] {
+        let auth = AuthServer::start("unused").await;
+        // Shorter than the refresh margin: every use of the token asks the endpoint for a new one.
+        auth.set_claims(|claims| claims.lifetime_secs = 30);
+        auth.behave(|b| {
+            b.auth_methods = vec!["client_secret_basic".to_owned()];
+            b.client = Some(("gw".to_owned(), "s3cret".to_owned()));
+        });
+        let backend = FaultBackend::start(Script { require_bearer: true, ..Script::default() }).await;
+        let gateway = TestGateway::start_with("", &api_keys(), &machine_backend(&backend, &auth, &credential)).await;
+        let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({})).await;
+        assert_eq!(alice.tool_names().await, ["echo"], "discovered while the endpoint still worked");
+
+        auth.behave(|b| b.token_garbage = Some(garbage));
+        let refused = alice.call_tool("echo", json!({"text": "hi"})).await;
+        assert_eq!(refused["result"]["isError"], true, "{refused}");
+        assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
+        let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(text.contains("token endpoint") && text.contains(expected), "{expected}: {text}");
+        assert_eq!(backend.rpc_count("tools/call"), 0, "{expected}: the backend never saw the call");
+
+        // Not delivered means safe to retry: once the endpoint recovers, the same call runs, once.
+        auth.behave(|b| b.token_garbage = None);
+        let retried = alice.call_tool("echo", json!({"text": "hi"})).await;
+        assert_eq!(retried["result"]["content"][0]["text"], "hi", "{retried}");
+        assert_eq!((backend.rpc_count("tools/call"), backend.executions("echo")), (1, 1));
+    }
 }

@@ -6,8 +6,9 @@
 //! top-level module of `src/` (`src/front/…` is `front`); an import is any `use` or path naming a crate module
 //! (`crate::x`, `super::…` resolved) or an external crate. The binary (`main.rs` and its modules) is nobody's
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
-//! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share. A failure names the file, the line, the path and the
-//! rule broken.
+//! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
+//! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
+//! parts a reload replaces. A failure names the file, the line, the path and the rule broken.
 
 mod scan;
 
@@ -42,11 +43,14 @@ const RULES: &[Rule] = &[
     Rule { layer: "config",  forbidden: ModulesBut(&["config", "glob", "ledger_url"]),      why: "configuration lowers to plain types and knows no part that consumes it" },
     Rule { layer: "ledger_url", forbidden: ModulesBut(&["ledger_url"]),                     why: "the ledger URL grammar is shared by config and ledger, so it depends on neither" },
     Rule { layer: "mcp",     forbidden: ModulesBut(&["mcp"]),                               why: "the MCP vocabulary is shared by every layer, so it depends on none" },
+    Rule { layer: "swap",    forbidden: ModulesBut(&["swap"]),                              why: "the snapshot cell is shared by the parts a reload replaces, so it depends on none" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend"]),           why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },
     Rule { layer: "backend", forbidden: Modules(&["front", "router", "ledger", "catalog"]), why: "the backend client knows backends, not agents, routing or storage" },
     Rule { layer: "auth",    forbidden: Modules(&["front", "router", "backend", "ledger", "catalog", "config"]), why: "auth turns header bytes into a principal; it knows no sessions, configuration types or backends" },
     Rule { layer: "auth",    forbidden: Crates(&["axum", "hyper"]),                         why: "auth knows no HTTP framework" },
+    Rule { layer: "telemetry", forbidden: ModulesBut(&["telemetry", "mcp"]),                why: "every layer reports to telemetry, so it knows none of them but the MCP vocabulary" },
+    Rule { layer: "telemetry", forbidden: Crates(&["axum", "hyper", "reqwest", "http"]),    why: "telemetry records plain values; serving /metrics over HTTP is the front's" },
     Rule { layer: "*",       forbidden: Modules(&["gateway"]),                              why: "the composition root wires the layers; none of them depends on it" },
 ];
 
@@ -279,6 +283,16 @@ mod checker {
         assert_clean("config/backend.rs", "//! doc\nuse super::glob::Glob;\nuse crate::glob::glob_match;\n");
         assert_eq!(check("mcp/jsonrpc.rs", "//! doc\nuse crate::router::X;\n").len(), 1);
         assert_clean("mcp/mod.rs", "//! doc\nuse crate::mcp::jsonrpc;\nuse serde_json::Value;\n");
+    }
+
+    #[test]
+    fn telemetry_knows_only_the_mcp_vocabulary() {
+        assert_clean("telemetry/labels.rs", "//! doc\nuse crate::mcp::method;\nuse super::metrics::Metrics;\n");
+        assert_eq!(check("telemetry/access.rs", "//! doc\nuse crate::router::Caller;\n").len(), 1);
+        assert_eq!(check("telemetry/metrics.rs", "//! doc\nuse crate::backend::mcp_client::McpError;\n").len(), 1);
+        assert_eq!(check("telemetry/metrics.rs", "//! doc\nuse axum::Router;\n").len(), 1);
+        assert_clean("router/mod.rs", "//! doc\nuse crate::telemetry::RequestRecord;\n");
+        assert_clean("backend/mcp_client/client.rs", "//! doc\nuse crate::telemetry::ErrorType;\n");
     }
 
     #[test]

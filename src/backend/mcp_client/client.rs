@@ -5,18 +5,22 @@
 //! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a duplex
 //! session that ended is replaced for the next call only; a request is retried at most once, as [`super::retry`]
 //! decides. Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the process stopped or the
-//! stream closed otherwise).
+//! stream closed otherwise). Retiring a backend (a reload removed or replaced it) takes all its slots out of the
+//! table and ends each session once the calls running on it have ended; a session started from an older
+//! configuration revision of a backend, or (2026-07-28) from an older era verdict, is replaced before a newer target
+//! uses it. Every request is timed into `mcp_client_operation_duration_seconds` (handshake and retry included), and
+//! a session counts as live (and its process) while any clone of it exists.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio::time::timeout_at;
+use tokio::time::{Instant, timeout_at};
 
 use super::era::Eras;
 use super::exchange::Strays;
-use super::http::Call;
+use super::http::{Call, delete_in_background};
 use super::processes::{ProcessCounts, reap_when_idle};
 use super::retry::Retry;
 use super::subscriptions::Watches;
@@ -30,6 +34,7 @@ use super::{
 };
 use crate::backend::legacy_sse;
 use crate::mcp::method;
+use crate::telemetry::ErrorType;
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
@@ -142,6 +147,23 @@ impl McpBackendClient {
         params: Value,
         relay: &Relay,
     ) -> Result<Value, McpError> {
+        let started = Instant::now();
+        // Only the router calls tools, and only by names its catalog resolved: a bounded label.
+        let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
+        let tool = tool.map(|name| self.config.metrics.name(name));
+        let params = (!params.is_null()).then_some(params);
+        let answer = self.send_with_retry(target, Call { key, method, params, relay }).await;
+        let error = match &answer {
+            Ok(result) => ErrorType::of_result(result),
+            Err(error) => error.error_type(),
+        };
+        self.config.metrics.observe_client(&key.backend, method, tool.as_ref(), error, started.elapsed());
+        answer
+    }
+
+    /// Sends `call` on its slot's session, retrying at most once as [`super::retry`] decides.
+    async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<Value, McpError> {
+        let Call { key, method, params, relay } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
@@ -150,7 +172,6 @@ impl McpBackendClient {
         if wants_stream && session.http_home().is_some() {
             self.listen(&slot, key, &session, relay.capabilities()).await;
         }
-        let params = (!params.is_null()).then_some(params);
         let mut retried = false;
         loop {
             if let Some(answer) = self.answer_locally(&slot, key, &session, method, params.as_ref()).await {
@@ -226,6 +247,30 @@ impl McpBackendClient {
         }
     }
 
+    /// Ends every session of `backend`, whose configuration was removed or replaced: its slots leave the table at
+    /// once (the next call starts a new session), and each session ends — an HTTP `DELETE`, a process stopped, a
+    /// stream closed — as soon as the calls running on it have ended; those calls are not disturbed.
+    pub fn retire_backend(&self, backend: &str) {
+        // A replaced backend may be another server: its era is asked again, its tools' headers learnt again.
+        self.eras.clear(backend);
+        self.tool_headers.clear(backend);
+        self.watches.stop(backend);
+        for slot in self.table.remove_backend(backend) {
+            let http = self.http.clone();
+            tokio::spawn(async move {
+                slot.until_idle().await;
+                end(&http, &slot);
+            });
+        }
+    }
+
+    /// Changes the table's per-owner share and the global stdio process cap (a configuration reload); sessions
+    /// and processes already live above a lowered bound are not ended for it.
+    pub fn set_limits(&self, max_sessions_per_owner: usize, max_stdio_processes: usize) {
+        self.table.set_per_owner(max_sessions_per_owner);
+        self.processes.set_global_cap(max_stdio_processes);
+    }
+
     /// How many (agent session, backend) slots the table holds.
     pub fn cached_sessions(&self) -> usize {
         self.table.len()
@@ -247,12 +292,8 @@ impl McpBackendClient {
         Ok(slot)
     }
 
-    /// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its
-    /// process or closes its stream once no call uses it).
     fn end_in_background(&self, slot: &Slot) {
-        if let Some(session) = slot.take_session() {
-            self.delete_in_background(&session);
-        }
+        end(&self.http, slot);
     }
 
     /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
@@ -273,7 +314,10 @@ impl McpBackendClient {
             .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
         if let Some(held) = current.as_ref() {
             let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
-            let outdated = held.modern().is_some_and(|modern| !self.eras.is_current(&key.backend, modern.epoch));
+            // A reload replaced the backend, or its era verdict changed; a call still holding the older target
+            // keeps what it finds.
+            let outdated = held.revision < target.revision()
+                || held.modern().is_some_and(|modern| !self.eras.is_current(&key.backend, modern.epoch));
             if replaced || outdated || !held.is_alive() {
                 *current = None;
             }
@@ -281,13 +325,17 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let session = timeout_at(deadline, self.start_session(key, target, capabilities))
+        let mut session = timeout_at(deadline, self.start_session(key, target, capabilities))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))??;
+        session.revision = target.revision();
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
         self.watch_lists(key, &session);
+        let mut session = session;
+        let live = self.config.metrics.live_session(&key.backend, session.process_id().is_some());
+        session.live = Some(Arc::new(live));
         *current = Some(session.clone());
         Ok(session)
     }
@@ -337,5 +385,13 @@ impl McpBackendClient {
     /// backend.
     pub(super) fn next_id(&self) -> Value {
         Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its process
+/// or closes its stream once no call uses it).
+fn end(http: &reqwest::Client, slot: &Slot) {
+    if let Some(session) = slot.take_session() {
+        delete_in_background(http, &session);
     }
 }

@@ -4,6 +4,9 @@
 //! fresh absolute deadline); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process
 //! ([`Launcher`]) or a legacy HTTP+SSE stream ([`LegacySseBackend`]) — and nothing above the backend client
 //! branches on it. A [`SlotKey`] is the (agent session, backend) pair; its owner only counts for fairness.
+//! A target carries the revision of the configuration that made it ([`BackendTarget::with_revision`]): a session
+//! started from an older revision of a backend is replaced before a newer target uses it (a reload replaced the
+//! backend), never the other way round.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +37,8 @@ pub struct BackendEndpoint {
     /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
     timeout: Duration,
     pub(super) deadline: Instant,
+    /// See [`BackendTarget::with_revision`].
+    revision: u64,
 }
 
 impl BackendEndpoint {
@@ -48,6 +53,7 @@ impl BackendEndpoint {
             era: Era::Auto,
             timeout,
             deadline: Instant::now() + timeout,
+            revision: 0,
         }
     }
 
@@ -116,6 +122,8 @@ pub struct DuplexTarget {
     pub(super) transport: DuplexTransport,
     timeout: Duration,
     pub(super) deadline: Instant,
+    /// See [`BackendTarget::with_revision`].
+    revision: u64,
 }
 
 #[derive(Clone)]
@@ -160,7 +168,23 @@ impl BackendTarget {
     }
 
     fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {
-        BackendTarget::Duplex(DuplexTarget { transport, timeout, deadline: Instant::now() + timeout })
+        BackendTarget::Duplex(DuplexTarget { transport, timeout, deadline: Instant::now() + timeout, revision: 0 })
+    }
+
+    /// The same target, made by configuration revision `revision` (0 until a reload): sessions the slot holds
+    /// from an older revision are replaced before this target is used.
+    pub fn with_revision(self, revision: u64) -> Self {
+        match self {
+            BackendTarget::Http(endpoint) => BackendTarget::Http(BackendEndpoint { revision, ..endpoint }),
+            BackendTarget::Duplex(target) => BackendTarget::Duplex(DuplexTarget { revision, ..target }),
+        }
+    }
+
+    pub(super) fn revision(&self) -> u64 {
+        match self {
+            BackendTarget::Http(endpoint) => endpoint.revision,
+            BackendTarget::Duplex(target) => target.revision,
+        }
     }
 
     /// The same target for a call on behalf of `principal` (whose OAuth tokens a protected backend gets).
@@ -197,6 +221,15 @@ impl BackendTarget {
                 Some(launcher.backend().idle_timeout)
             }
             _ => None,
+        }
+    }
+
+    /// The transport as the configuration names it (`transport = "mcp" | "stdio" | "sse"`).
+    pub fn transport(&self) -> &'static str {
+        match self {
+            BackendTarget::Http(_) => "mcp",
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => "stdio",
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(_), .. }) => "sse",
         }
     }
 

@@ -165,6 +165,11 @@ impl Eras {
         }
     }
 
+    /// Forgets whatever verdict `backend` had.
+    pub(crate) fn clear(&self, backend: &str) {
+        self.lock().remove(backend);
+    }
+
     /// Whether sessions made from the verdict of `epoch` are still current.
     pub(crate) fn is_current(&self, backend: &str, epoch: u64) -> bool {
         self.lock().get(backend).is_some_and(|(_, current)| *current == epoch)

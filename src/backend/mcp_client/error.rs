@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use crate::telemetry::ErrorType;
+
 /// Why a request to a backend failed. Callers branch on the class.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
@@ -39,6 +41,19 @@ impl McpError {
     /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. } | McpError::AuthorizationRequired { .. })
+    }
+
+    /// The error's class as a metric's `error_type` says it.
+    pub fn error_type(&self) -> ErrorType {
+        ErrorType::Failure(match self {
+            McpError::Rpc { code, .. } => return ErrorType::Rpc(*code),
+            McpError::NotDelivered { .. } => "not_delivered",
+            McpError::AuthorizationRequired { .. } => "authorization_required",
+            McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, .. } => "timeout",
+            McpError::AfterDelivery { .. } => "after_delivery",
+            McpError::HttpStatus { .. } => "http_status",
+            McpError::Cancelled => "cancelled",
+        })
     }
 }
 

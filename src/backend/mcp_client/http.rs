@@ -56,7 +56,9 @@ impl McpBackendClient {
             version,
             capabilities: Arc::new(result.get("capabilities").cloned().unwrap_or_else(|| json!({}))),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
             carrier: Carrier::Http { home: Arc::new(endpoint.home()) },
+            live: None,
         };
         let exchange = Exchange { wire: Wire::Legacy(Some(&session)), ..exchange };
         exchange.deliver(&jsonrpc::notification(method::INITIALIZED, None)).await.map_err(handshake_error)?;
@@ -131,25 +133,24 @@ impl McpBackendClient {
         let Some(specs) = self.tool_headers.of(backend, tool) else { return Vec::new() };
         header_values(&specs, message.pointer("/params/arguments"))
     }
+}
 
-    /// Ends an HTTP session at its backend with a best-effort `DELETE`, in the background.
-    pub(super) fn delete_in_background(&self, session: &BackendSession) {
-        let (Some(home), Some(id)) = (session.http_home(), session.id.clone()) else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let mut request = self
-            .http
-            .delete(home.url.clone())
-            .header(SESSION_ID_HEADER, id.as_ref())
-            .header(PROTOCOL_VERSION_HEADER, session.version)
-            .timeout(DELETE_TIMEOUT);
-        if let Some((name, value)) = &home.credential {
-            request = request.header(name, value);
-        }
-        runtime.spawn(async move {
-            // The backend may refuse (405) or have forgotten the session already; neither matters.
-            let _ = request.send().await;
-        });
+/// Ends an HTTP session at its backend with a best-effort `DELETE`, in the background.
+pub(super) fn delete_in_background(http: &reqwest::Client, session: &BackendSession) {
+    let (Some(home), Some(id)) = (session.http_home(), session.id.clone()) else { return };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let mut request = http
+        .delete(home.url.clone())
+        .header(SESSION_ID_HEADER, id.as_ref())
+        .header(PROTOCOL_VERSION_HEADER, session.version)
+        .timeout(DELETE_TIMEOUT);
+    if let Some((name, value)) = &home.credential {
+        request = request.header(name, value);
     }
+    runtime.spawn(async move {
+        // The backend may refuse (405) or have forgotten the session already; neither matters.
+        let _ = request.send().await;
+    });
 }
 
 fn handshake_error(error: ExchangeError) -> McpError {

@@ -7,13 +7,15 @@
 //! uses ([`endpoint`]); the client object and its bounded session table ([`client`], [`table`]); the transport
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
-//! lifetime rules of stdio processes in the table ([`processes`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
+//! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
+//! operator ([`census`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
 //! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
 
 mod authorize;
+mod census;
 mod client;
 mod endpoint;
 mod era;
@@ -36,7 +38,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::telemetry::Metrics;
+
 pub use authorize::OAuthBinding;
+pub use census::BackendCensus;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use era::{Era, LATEST_MODERN_VERSION};
@@ -84,6 +89,8 @@ pub struct ClientConfig {
     pub max_exchange_bytes: usize,
     /// Live stdio processes of all backends together.
     pub max_stdio_processes: usize,
+    /// Where request durations and live sessions are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for ClientConfig {
@@ -93,6 +100,7 @@ impl Default for ClientConfig {
             max_sessions_per_owner: DEFAULT_MAX_SESSIONS_PER_OWNER,
             max_exchange_bytes: MAX_EXCHANGE_BYTES,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
+            metrics: Arc::default(),
         }
     }
 }

@@ -92,10 +92,12 @@ impl McpBackendClient {
             version: server.version,
             capabilities: server.capabilities,
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
             carrier: Carrier::Modern {
                 home: Arc::new(endpoint.home()),
                 slot: Arc::new(ModernSlot { epoch, asked: Asked::default() }),
             },
+            live: None,
         }
     }
 

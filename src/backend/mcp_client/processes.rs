@@ -9,6 +9,7 @@
 //!   call starts a fresh process); a slot in use is never reaped, whatever its age.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use crate::backend::stdio::StdioBackend;
 
 /// Live processes, per backend and in all.
 pub(super) struct ProcessCounts {
-    global_cap: usize,
+    /// May change while processes run (a configuration reload); live ones above a lowered cap are not stopped.
+    global_cap: AtomicUsize,
     live: Mutex<Live>,
 }
 
@@ -57,7 +59,11 @@ impl Drop for ProcessPermit {
 
 impl ProcessCounts {
     pub(super) fn new(global_cap: usize) -> Arc<Self> {
-        Arc::new(Self { global_cap: global_cap.max(1), live: Mutex::default() })
+        Arc::new(Self { global_cap: AtomicUsize::new(global_cap.max(1)), live: Mutex::default() })
+    }
+
+    pub(super) fn set_global_cap(&self, cap: usize) {
+        self.global_cap.store(cap.max(1), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Live> {
@@ -65,13 +71,19 @@ impl ProcessCounts {
         self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// How many processes of each backend are live (started and not yet stopped).
+    pub(super) fn live(&self) -> HashMap<Arc<str>, usize> {
+        self.lock().per_backend.clone()
+    }
+
     fn admit(self: &Arc<Self>, backend: &Arc<str>, cap: usize) -> Result<ProcessPermit, Full> {
         let mut live = self.lock();
         if live.per_backend.get(backend).copied().unwrap_or(0) >= cap.max(1) {
             return Err(Full::Backend(cap));
         }
-        if live.total >= self.global_cap {
-            return Err(Full::Global(self.global_cap));
+        let global_cap = self.global_cap.load(Ordering::Relaxed);
+        if live.total >= global_cap {
+            return Err(Full::Global(global_cap));
         }
         live.total += 1;
         *live.per_backend.entry(Arc::clone(backend)).or_default() += 1;

@@ -51,6 +51,16 @@ struct Stream {
     relay: Option<Relay>,
 }
 
+impl Watches {
+    /// Closes `backend`'s list-change stream, if one is open.
+    pub(super) fn stop(&self, backend: &str) {
+        let removed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(backend);
+        if let Some((_, handle)) = removed {
+            handle.abort();
+        }
+    }
+}
+
 impl McpBackendClient {
     /// Keeps the list-change stream of the modern backend `session` belongs to open.
     pub(super) fn watch_lists(&self, key: &SlotKey, session: &BackendSession) {

@@ -11,13 +11,17 @@
 //!     idle slot used longest ago; an owner with fewer slots keeps its own while a larger holder has idle ones.
 //! - Guards are taken under the table lock, so eviction and acquisition never race; so is a stdio process taken
 //!   out of an idle slot to make room under a process cap ([`SessionTable::take_idle_session`]).
-//! - A slot remembers when its last user left, for idle reaping ([`super::processes`]).
+//! - A slot remembers when its last user left, for idle reaping ([`super::processes`]), and wakes whoever waits
+//!   for that moment ([`Slot::until_idle`]: a retired backend's session ends once its last call has).
+//! - The per-owner cap may change while the table is in use (a configuration reload); slots already held above a
+//!   lowered cap stay until they are recycled or evicted.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -31,6 +35,8 @@ pub(super) struct Slot {
     users: AtomicUsize,
     /// When the last user left (or the slot was made).
     released: std::sync::Mutex<Instant>,
+    /// Notified (one stored permit) whenever the last user leaves.
+    idle: Notify,
     /// The listener on the session's standalone stream, with the generation of the session it listens to.
     listener: std::sync::Mutex<Option<(u64, AbortHandle)>>,
 }
@@ -41,6 +47,7 @@ impl Default for Slot {
             session: tokio::sync::Mutex::default(),
             users: AtomicUsize::new(0),
             released: std::sync::Mutex::new(Instant::now()),
+            idle: Notify::new(),
             listener: std::sync::Mutex::default(),
         }
     }
@@ -98,6 +105,13 @@ impl Slot {
         Some(self.released_lock().elapsed())
     }
 
+    /// Returns once no call uses the slot (at once when none does).
+    pub(super) async fn until_idle(&self) {
+        while self.users.load(Ordering::Acquire) > 0 {
+            self.idle.notified().await;
+        }
+    }
+
     /// Drops the slot's session if it is still the one of `generation` (stopping its process).
     pub(super) fn take_session_of(&self, generation: u64) -> Reaped {
         let Ok(mut session) = self.session.try_lock() else { return Reaped::Busy };
@@ -135,6 +149,7 @@ impl Drop for SlotGuard {
     fn drop(&mut self) {
         if self.slot.users.fetch_sub(1, Ordering::AcqRel) == 1 {
             *self.slot.released_lock() = Instant::now();
+            self.slot.idle.notify_one();
         }
     }
 }
@@ -193,7 +208,7 @@ impl Slots {
 pub(super) struct SessionTable {
     slots: Mutex<Slots>,
     capacity: usize,
-    per_owner: usize,
+    per_owner: AtomicUsize,
 }
 
 /// Why no slot could be had; the caller must not grow the table.
@@ -208,7 +223,12 @@ pub(super) enum TableFull {
 impl SessionTable {
     /// A table of `capacity` slots of which one owner may hold at most `per_owner`.
     pub(super) fn new(capacity: usize, per_owner: usize) -> Self {
-        Self { slots: Mutex::default(), capacity: capacity.max(1), per_owner: per_owner.max(1) }
+        Self { slots: Mutex::default(), capacity: capacity.max(1), per_owner: AtomicUsize::new(per_owner.max(1)) }
+    }
+
+    /// Changes how many slots one owner may hold, for the next acquisitions.
+    pub(super) fn set_per_owner(&self, per_owner: usize) {
+        self.per_owner.store(per_owner.max(1), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Slots> {
@@ -227,10 +247,11 @@ impl SessionTable {
             entry.last_used = now;
             return Ok((guard(&entry.slot), None));
         }
-        let evicted = if slots.held_by(&key.owner) >= self.per_owner {
+        let per_owner = self.per_owner.load(Ordering::Relaxed);
+        let evicted = if slots.held_by(&key.owner) >= per_owner {
             // At its cap, an owner recycles its own idle slot; it never takes another owner's.
             let own = slots.evict_idle(|entry| entry.owner == key.owner, |_, _| 0);
-            Some(own.ok_or(TableFull::OwnerBusy { cap: self.per_owner })?)
+            Some(own.ok_or(TableFull::OwnerBusy { cap: per_owner })?)
         } else if slots.map.len() >= self.capacity {
             // The owner holding the most slots (the one most over its share) loses its idle slot used longest ago.
             let largest_holder_first =
@@ -263,13 +284,37 @@ impl SessionTable {
 
     /// Removes every slot of one agent session.
     pub(super) fn remove_agent(&self, agent_session: &str) -> Vec<Arc<Slot>> {
+        self.remove_where(|key| &*key.agent_session == agent_session)
+    }
+
+    /// Removes every slot of one backend (every agent's, discovery's and the shared one).
+    pub(super) fn remove_backend(&self, backend: &str) -> Vec<Arc<Slot>> {
+        self.remove_where(|key| &*key.backend == backend)
+    }
+
+    fn remove_where(&self, matches: impl Fn(&SlotKey) -> bool) -> Vec<Arc<Slot>> {
         let mut slots = self.lock();
-        let keys: Vec<SlotKey> = slots.map.keys().filter(|key| &*key.agent_session == agent_session).cloned().collect();
+        let keys: Vec<SlotKey> = slots.map.keys().filter(|key| matches(key)).cloned().collect();
         keys.iter().filter_map(|key| slots.remove(key)).collect()
     }
 
     pub(super) fn len(&self) -> usize {
         self.lock().map.len()
+    }
+
+    /// How many slots of each backend hold a live session. A slot whose handshake is running right now is not
+    /// counted (its session does not exist yet); nothing waits for it.
+    pub(super) fn live_sessions(&self) -> HashMap<Arc<str>, usize> {
+        let slots = self.lock();
+        let mut live: HashMap<Arc<str>, usize> = HashMap::new();
+        for (key, entry) in &slots.map {
+            let alive =
+                entry.slot.session.try_lock().is_ok_and(|session| session.as_ref().is_some_and(|s| s.is_alive()));
+            if alive {
+                *live.entry(Arc::clone(&key.backend)).or_default() += 1;
+            }
+        }
+        live
     }
 }
 

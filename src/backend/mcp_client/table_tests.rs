@@ -120,7 +120,9 @@ fn http_session(generation: u64) -> BackendSession {
         version: "2025-11-25",
         capabilities: Arc::default(),
         generation,
+        revision: 0,
         carrier: super::super::transport::Carrier::Http { home: Arc::new(home) },
+        live: None,
     }
 }
 
@@ -170,4 +172,24 @@ fn a_slot_is_found_whatever_owner_asks_for_it() {
     let (_again, evicted) = table.acquire(&key("a", "x").owned_by("anonymous@10.0.0.2")).unwrap();
     assert!(evicted.is_none());
     assert_eq!((table.len(), holds(&table, "anonymous@10.0.0.1")), (1, 1));
+}
+
+/// A retired backend's slots leave the table at once; each can be waited on until its last call has ended.
+#[tokio::test]
+async fn removing_a_backend_takes_its_slots_and_each_can_be_awaited_until_idle() {
+    let table = SessionTable::new(8, 8);
+    let (busy, _) = table.acquire(&key("a", "x")).unwrap();
+    drop(table.acquire(&key("b", "x")).unwrap());
+    drop(table.acquire(&key("a", "y")).unwrap());
+    let removed = table.remove_backend("x");
+    assert_eq!((removed.len(), table.len()), (2, 1), "only backend y's slot stays");
+    let (idle, in_use): (Vec<_>, Vec<_>) = removed.into_iter().partition(|slot| slot.idle_for().is_some());
+    let wait = Duration::from_secs(5);
+    tokio::time::timeout(wait, idle[0].until_idle()).await.expect("an idle slot is idle at once");
+    let slot = Arc::clone(&in_use[0]);
+    let waiting = tokio::spawn(async move { slot.until_idle().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "a slot in use is not idle");
+    drop(busy);
+    tokio::time::timeout(wait, waiting).await.expect("the last user leaving wakes the waiter").unwrap();
 }

@@ -156,6 +156,11 @@ impl ToolHeaders {
         });
     }
 
+    /// Forgets what was learnt of `backend`.
+    pub(super) fn clear(&self, backend: &str) {
+        self.lock().remove(backend);
+    }
+
     /// The headers `tool` of `backend` declared, as far as the client learnt.
     pub(super) fn of(&self, backend: &str, tool: &str) -> Option<Arc<[ParamHeader]>> {
         self.lock().get(backend)?.get(tool).cloned()

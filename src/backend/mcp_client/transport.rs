@@ -24,6 +24,7 @@ use super::{BackendEndpoint, BackendTarget, McpBackendClient, McpError, SlotKey}
 use crate::backend::duplex::{Announce, DuplexConnection, Sharing, Standing};
 use crate::backend::legacy_sse::LegacySseConnection;
 use crate::backend::stdio::StdioConnection;
+use crate::telemetry::LiveSession;
 
 /// One live backend session.
 #[derive(Debug, Clone)]
@@ -34,7 +35,11 @@ pub struct BackendSession {
     pub(super) capabilities: Arc<Value>,
     /// Distinguishes this session from the one that replaces it, even when a backend reuses ids.
     pub(super) generation: u64,
+    /// The configuration revision of the target that started it ([`BackendTarget::with_revision`]).
+    pub(super) revision: u64,
     pub(super) carrier: Carrier,
+    /// Counts the session (and its process) as live while any clone of it exists; set by the client.
+    pub(super) live: Option<Arc<LiveSession>>,
 }
 
 /// What carries a session's messages.
@@ -217,7 +222,9 @@ impl McpBackendClient {
             version: link.version(),
             capabilities: Arc::new(link.capabilities().clone()),
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
             carrier: Carrier::Duplex(Arc::new(link)),
+            live: None,
         })
     }
 

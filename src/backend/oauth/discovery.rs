@@ -43,6 +43,8 @@ pub struct ServerMetadata {
     pub code_challenge_methods_supported: Vec<String>,
     /// RFC 8414 §2: absent means `client_secret_basic`.
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// The JWS algorithms accepted for `private_key_jwt` assertions (`None`: not said).
+    pub token_endpoint_auth_signing_alg_values_supported: Option<Vec<String>>,
     pub scopes_supported: Option<Vec<String>>,
     pub client_id_metadata_document_supported: bool,
 }
@@ -192,6 +194,11 @@ pub fn parse_server_metadata(
             .unwrap_or_default(),
         token_endpoint_auth_methods_supported: strings(document, "token_endpoint_auth_methods_supported")
             .map_err(bad)?,
+        token_endpoint_auth_signing_alg_values_supported: strings(
+            document,
+            "token_endpoint_auth_signing_alg_values_supported",
+        )
+        .map_err(bad)?,
         scopes_supported: strings(document, "scopes_supported").map_err(bad)?,
         client_id_metadata_document_supported: document
             .get("client_id_metadata_document_supported")

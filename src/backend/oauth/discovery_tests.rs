@@ -118,12 +118,14 @@ fn server_metadata_is_checked() {
         "registration_endpoint": "http://localhost:4000/tenant1/register",
         "code_challenge_methods_supported": ["plain", "S256"],
         "token_endpoint_auth_methods_supported": ["client_secret_post"],
+        "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         "client_id_metadata_document_supported": true,
     }));
     let metadata = parse_server_metadata(&full, "http://localhost:4000/tenant1", &at).expect("valid");
     assert!(metadata.supports_s256() && metadata.client_id_metadata_document_supported);
     assert_eq!(metadata.token_endpoint.as_str(), "http://localhost:4000/tenant1/token");
     assert_eq!(metadata.token_endpoint_auth_methods_supported, Some(vec!["client_secret_post".to_owned()]));
+    assert_eq!(metadata.token_endpoint_auth_signing_alg_values_supported, Some(vec!["ES256".to_owned()]));
     assert_eq!(metadata.scopes_supported, None);
 
     let mismatch = parse_server_metadata(&full, "http://localhost:4000/other", &at).expect_err("mismatch");
@@ -132,6 +134,7 @@ fn server_metadata_is_checked() {
     let bare = object(json!({"issuer": "http://a", "token_endpoint": "http://a/token"}));
     let minimal = parse_server_metadata(&bare, "http://a/", &at).expect("a trailing slash is the same issuer");
     assert!(!minimal.supports_s256() && !minimal.client_id_metadata_document_supported);
+    assert_eq!(minimal.token_endpoint_auth_signing_alg_values_supported, None);
     for (broken, expected) in [
         (json!({"token_endpoint": "http://a/t"}), "`issuer` is missing"),
         (json!({"issuer": "http://a"}), "`token_endpoint` is missing"),

@@ -31,6 +31,9 @@ pub enum OAuthError {
     /// Neither pre-registered, nor a metadata document the server accepts, nor dynamic registration.
     #[error("the authorization server {issuer} offers no way to register the gateway: {reason}")]
     NoRegistration { issuer: String, reason: String },
+    /// The gateway cannot authenticate itself at the token endpoint as configured (RFC 7523 `private_key_jwt`).
+    #[error("cannot authenticate to the authorization server {issuer}: {reason}")]
+    ClientAuthentication { issuer: String, reason: String },
     /// The token endpoint answered with an OAuth error (RFC 6749 §5.2).
     #[error("the token endpoint refused the request: {error}{}", describe(.description))]
     TokenRefused { error: String, description: Option<String> },

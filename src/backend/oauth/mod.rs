@@ -18,8 +18,11 @@
 //! - A 401 for the token that is stored deletes it (after one refresh attempt); a 401 for an older token is
 //!   answered with the stored one (another request renewed it meanwhile).
 //! - `client_credentials` tokens are one per backend, stored under [`store::GATEWAY_PRINCIPAL`].
+//! - Client authentication at the token endpoint: a secret (basic or post), `private_key_jwt` assertions signed
+//!   with the operator's key (`assertion.rs`), or none, chosen in `registration.rs`.
 //! - Must not know: HTTP frameworks, the front, the router, the ledger, the configuration types.
 
+mod assertion;
 mod challenge;
 mod discovery;
 mod error;
@@ -39,6 +42,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
+pub use assertion::{KeyError, SigningKey};
 pub use challenge::{BearerChallenge, MAX_CHALLENGE};
 pub use discovery::{
     ResourceMetadata, ServerMetadata, parse_resource_metadata, parse_server_metadata, resource_metadata_urls,
@@ -88,7 +92,12 @@ pub enum GrantKind {
 /// Who the gateway is at the backend's authorization server.
 #[derive(Debug, Clone)]
 pub enum ClientIdentity {
-    PreRegistered { client_id: String, client_secret: Option<Secret> },
+    /// Registered by the operator: authenticates with its secret, or with client assertions signed by its key.
+    PreRegistered {
+        client_id: String,
+        client_secret: Option<Secret>,
+        private_key: Option<Arc<SigningKey>>,
+    },
     MetadataDocument(Url),
     Dynamic,
 }

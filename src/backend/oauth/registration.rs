@@ -7,11 +7,16 @@
 //! Rules:
 //! - The token endpoint authentication method is the configured one, else the one a registration answer names,
 //!   else chosen from the server's `token_endpoint_auth_methods_supported` ([`AuthMethod::choose`]).
+//! - A pre-registered client with a `private_key` but no secret, at a server that does not list
+//!   `private_key_jwt`, is refused ([`OAuthError::ClientAuthentication`]) rather than sent without credentials.
 //! - A registration answer must carry a `client_id`; its `client_secret`, if any, is kept as a [`Secret`].
 //! - Registrations live in memory with the backend's discovery (a restart registers again).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
+use super::assertion::{AssertionSigner, SigningKey};
 use super::discovery::ServerMetadata;
 use super::error::OAuthError;
 use super::http::Http;
@@ -29,13 +34,11 @@ pub(super) async fn register(
 ) -> Result<ClientAuth, OAuthError> {
     let supported = server.token_endpoint_auth_methods_supported.as_deref();
     match identity {
-        ClientIdentity::PreRegistered { client_id, client_secret } => Ok(ClientAuth {
-            client_id: client_id.clone(),
-            secret: client_secret.clone(),
-            method: configured_method.unwrap_or_else(|| AuthMethod::choose(supported, client_secret.is_some())),
-        }),
+        ClientIdentity::PreRegistered { client_id, client_secret, private_key } => {
+            pre_registered(client_id, client_secret.as_ref(), private_key.as_ref(), configured_method, server)
+        }
         ClientIdentity::MetadataDocument(url) if server.client_id_metadata_document_supported => {
-            Ok(ClientAuth { client_id: url.to_string(), secret: None, method: AuthMethod::None })
+            Ok(ClientAuth { client_id: url.to_string(), secret: None, method: AuthMethod::None, assertion: None })
         }
         ClientIdentity::MetadataDocument(_) | ClientIdentity::Dynamic => {
             let Some(endpoint) = &server.registration_endpoint else {
@@ -47,7 +50,7 @@ pub(super) async fn register(
                 };
                 return Err(OAuthError::NoRegistration { issuer: server.issuer.clone(), reason: reason.to_owned() });
             };
-            let wanted = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, true));
+            let wanted = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, true, false));
             let metadata = json!({
                 "client_name": client_name,
                 "redirect_uris": [redirect_uri],
@@ -79,13 +82,43 @@ pub(super) async fn register(
                 .ok_or_else(|| bad("no `client_id`".to_owned()))?;
             let secret = json.get("client_secret").and_then(Value::as_str).filter(|s| !s.is_empty());
             let answered = json.get("token_endpoint_auth_method").and_then(Value::as_str).and_then(AuthMethod::parse);
-            let method =
-                configured_method.or(answered).unwrap_or_else(|| AuthMethod::choose(supported, secret.is_some()));
+            let method = configured_method
+                .or(answered)
+                .unwrap_or_else(|| AuthMethod::choose(supported, secret.is_some(), false));
             Ok(ClientAuth {
                 client_id: client_id.to_owned(),
                 secret: secret.map(|secret| Secret::new(secret.to_owned())),
                 method,
+                assertion: None,
             })
         }
     }
+}
+
+/// A client the operator registered: its method (configured, else chosen) and, for `private_key_jwt`, its signer.
+fn pre_registered(
+    client_id: &str,
+    secret: Option<&Secret>,
+    key: Option<&Arc<SigningKey>>,
+    configured_method: Option<AuthMethod>,
+    server: &ServerMetadata,
+) -> Result<ClientAuth, OAuthError> {
+    let refuse = |reason: String| OAuthError::ClientAuthentication { issuer: server.issuer.clone(), reason };
+    let supported = server.token_endpoint_auth_methods_supported.as_deref();
+    let method = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, secret.is_some(), key.is_some()));
+    if configured_method.is_none() && method == AuthMethod::None && key.is_some() {
+        let listed = supported.map_or_else(|| "absent: client_secret_basic only".to_owned(), |list| list.join(", "));
+        return Err(refuse(format!(
+            "the gateway has a private_key and no client_secret, but the server does not list private_key_jwt in \
+             token_endpoint_auth_methods_supported ({listed})"
+        )));
+    }
+    let assertion = match (method, key) {
+        (AuthMethod::PrivateKeyJwt, Some(key)) => Some(AssertionSigner::for_server(Arc::clone(key), server)?),
+        (AuthMethod::PrivateKeyJwt, None) => {
+            return Err(refuse("private_key_jwt needs a private_key to sign with".to_owned()));
+        }
+        _ => None,
+    };
+    Ok(ClientAuth { client_id: client_id.to_owned(), secret: secret.cloned(), method, assertion })
 }

@@ -6,7 +6,10 @@
 //!   resource identifier, so a token is issued for that backend only.
 //! - Client authentication as chosen ([`AuthMethod`]): `client_secret_basic` sends
 //!   `Authorization: Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1), `client_secret_post`
-//!   puts both in the body, `none` sends `client_id` only.
+//!   puts both in the body, `private_key_jwt` puts `client_id`, `client_assertion_type` and a fresh signed
+//!   `client_assertion` in the body (RFC 7523 §2.2, see `assertion.rs`), `none` sends `client_id` only.
+//! - The choice from the server's metadata: `private_key_jwt` when a key is configured and the server lists it;
+//!   else with a secret `client_secret_basic`, else `client_secret_post`; else `none`.
 //! - An answer is a token only when it is 2xx JSON with a non-empty `access_token` of visible ASCII (it becomes
 //!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`];
 //!   anything else is [`OAuthError::BadTokenResponse`]. Token values never appear in errors.
@@ -19,6 +22,7 @@ use reqwest::Url;
 use serde_json::{Map, Value};
 
 use super::Secret;
+use super::assertion::{ASSERTION_TYPE, AssertionSigner};
 use super::error::OAuthError;
 use super::http::{Answer, Http};
 
@@ -27,6 +31,7 @@ use super::http::{Answer, Http};
 pub enum AuthMethod {
     ClientSecretBasic,
     ClientSecretPost,
+    PrivateKeyJwt,
     None,
 }
 
@@ -35,21 +40,29 @@ impl AuthMethod {
         match self {
             Self::ClientSecretBasic => "client_secret_basic",
             Self::ClientSecretPost => "client_secret_post",
+            Self::PrivateKeyJwt => "private_key_jwt",
             Self::None => "none",
         }
     }
 
+    /// A method a registration answer names that the gateway can use with what the answer gives it (a
+    /// dynamically registered client has no key, so never `private_key_jwt`).
     pub(super) fn parse(text: &str) -> Option<AuthMethod> {
         [Self::ClientSecretBasic, Self::ClientSecretPost, Self::None].into_iter().find(|method| method.as_str() == text)
     }
 
     /// The method to use with the server's `token_endpoint_auth_methods_supported` (absent: basic, RFC 8414 §2),
-    /// for a client with or without a secret: basic, else post, else none.
-    pub(super) fn choose(supported: Option<&[String]>, has_secret: bool) -> AuthMethod {
+    /// for a client with or without a secret and a key: `private_key_jwt` only when listed, else basic, else
+    /// post, else none.
+    pub(super) fn choose(supported: Option<&[String]>, has_secret: bool, has_key: bool) -> AuthMethod {
+        let listed = |method: AuthMethod| supported.is_some_and(|list| list.iter().any(|m| m == method.as_str()));
+        if has_key && listed(Self::PrivateKeyJwt) {
+            return Self::PrivateKeyJwt;
+        }
         if !has_secret {
             return Self::None;
         }
-        let supports = |method: AuthMethod| supported.is_none_or(|list| list.iter().any(|m| m == method.as_str()));
+        let supports = |method: AuthMethod| supported.is_none() || listed(method);
         [Self::ClientSecretBasic, Self::ClientSecretPost].into_iter().find(|m| supports(*m)).unwrap_or(Self::None)
     }
 }
@@ -60,6 +73,8 @@ pub(super) struct ClientAuth {
     pub(super) client_id: String,
     pub(super) secret: Option<Secret>,
     pub(super) method: AuthMethod,
+    /// Set when `method` is `private_key_jwt`.
+    pub(super) assertion: Option<AssertionSigner>,
 }
 
 /// What is asked of the token endpoint.
@@ -103,17 +118,22 @@ pub(super) async fn request(
         form.push(("scope", scopes.join(" ")));
     }
     let mut request = http.post(endpoint);
-    match (client.method, &client.secret) {
-        (AuthMethod::ClientSecretBasic, Some(secret)) => {
+    match (client.method, &client.secret, &client.assertion) {
+        (AuthMethod::ClientSecretBasic, Some(secret), _) => {
             let pair = format!("{}:{}", form_encode(&client.client_id), form_encode(secret.expose()));
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(pair)))
                 .map_err(|_| OAuthError::Store("the client credentials are not header-safe".to_owned()))?;
             value.set_sensitive(true);
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
-        (AuthMethod::ClientSecretPost, Some(secret)) => {
+        (AuthMethod::ClientSecretPost, Some(secret), _) => {
             form.push(("client_id", client.client_id.clone()));
             form.push(("client_secret", secret.expose().to_owned()));
+        }
+        (AuthMethod::PrivateKeyJwt, _, Some(signer)) => {
+            form.push(("client_id", client.client_id.clone()));
+            form.push(("client_assertion_type", ASSERTION_TYPE.to_owned()));
+            form.push(("client_assertion", signer.assertion(&client.client_id)?));
         }
         _ => form.push(("client_id", client.client_id.clone())),
     }
@@ -239,15 +259,23 @@ mod tests {
     #[test]
     fn methods_follow_the_server() {
         let list = |methods: &[&str]| methods.iter().map(|m| (*m).to_owned()).collect::<Vec<_>>();
-        assert_eq!(AuthMethod::choose(None, true), AuthMethod::ClientSecretBasic, "RFC 8414 default");
-        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_post"])), true), AuthMethod::ClientSecretPost);
+        assert_eq!(AuthMethod::choose(None, true, false), AuthMethod::ClientSecretBasic, "RFC 8414 default");
+        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_post"])), true, false), AuthMethod::ClientSecretPost);
         assert_eq!(
-            AuthMethod::choose(Some(&list(&["none", "client_secret_basic"])), true),
+            AuthMethod::choose(Some(&list(&["none", "client_secret_basic"])), true, false),
             AuthMethod::ClientSecretBasic
         );
-        assert_eq!(AuthMethod::choose(Some(&list(&["private_key_jwt"])), true), AuthMethod::None);
-        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_basic"])), false), AuthMethod::None);
+        assert_eq!(AuthMethod::choose(Some(&list(&["private_key_jwt"])), true, false), AuthMethod::None);
+        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_basic"])), false, false), AuthMethod::None);
+        // A key is used only where the server says it takes one; otherwise the secret's methods apply.
+        let both = list(&["client_secret_basic", "private_key_jwt"]);
+        assert_eq!(AuthMethod::choose(Some(&both), true, true), AuthMethod::PrivateKeyJwt);
+        assert_eq!(AuthMethod::choose(Some(&both), false, true), AuthMethod::PrivateKeyJwt);
+        assert_eq!(AuthMethod::choose(None, true, true), AuthMethod::ClientSecretBasic, "absent: basic only");
+        assert_eq!(AuthMethod::choose(None, false, true), AuthMethod::None);
+        assert_eq!(AuthMethod::choose(Some(&list(&["client_secret_post"])), true, true), AuthMethod::ClientSecretPost);
         assert_eq!(AuthMethod::parse("client_secret_post"), Some(AuthMethod::ClientSecretPost));
+        assert_eq!(AuthMethod::parse("private_key_jwt"), None, "a registered client holds no key");
         assert_eq!(AuthMethod::parse("tls_client_auth"), None);
     }
 

@@ -130,6 +130,7 @@ pub(super) async fn list(session: &Session, filter: &ListFilter) -> Result<Vec<C
             &[
                 &filter.state.map(ClaimState::as_str),
                 &filter.principal,
+                &filter.backend,
                 &filter.tool,
                 &filter.since.map(to_millis),
                 &limit,

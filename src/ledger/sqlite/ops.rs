@@ -107,6 +107,7 @@ pub(super) fn list(db: &Db, filter: &ListFilter) -> Result<Vec<ClaimRecord>, Led
         params![
             filter.state.map(ClaimState::as_str),
             filter.principal,
+            filter.backend,
             filter.tool,
             filter.since.map(to_millis),
             i64::try_from(filter.limit).unwrap_or(i64::MAX),

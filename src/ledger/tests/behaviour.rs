@@ -216,6 +216,7 @@ pub(super) async fn list_filters(h: &Harness) {
     }
     let mut fetch = claim_of("fetch", "gw-a");
     fetch.tool = "fetch".to_owned();
+    fetch.backend = "web".to_owned();
     h.store.claim(fetch).await.expect("claim");
     h.store.complete(&key("second"), "gw-a", &result("r"), super::MAX_RESULT).await.expect("complete");
 
@@ -229,6 +230,15 @@ pub(super) async fn list_filters(h: &Harness) {
     assert_eq!(names(completed), [key("second").to_string()]);
     let fetches = list(ListFilter { tool: Some("fetch".into()), ..Default::default() }).await;
     assert_eq!(names(fetches), [key("fetch").to_string()]);
+    let web = list(ListFilter { backend: Some("web".into()), ..Default::default() }).await;
+    assert_eq!(names(web), [key("fetch").to_string()]);
+    let docs = list(ListFilter { backend: Some("docs".into()), ..Default::default() }).await;
+    assert_eq!(docs.len(), 4, "every claim but the other backend's");
+    assert!(
+        list(ListFilter { backend: Some("docs".into()), tool: Some("fetch".into()), ..Default::default() })
+            .await
+            .is_empty()
+    );
     assert_eq!(list(ListFilter { principal: Some("bob".into()), ..Default::default() }).await.len(), 1);
     assert_eq!(list(ListFilter { since: Some(start), ..Default::default() }).await.len(), 5);
     let future = SystemTime::now() + Duration::from_secs(60);

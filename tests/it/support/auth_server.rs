@@ -7,7 +7,8 @@
 //!
 //! For the gateway as an OAuth client (`backend_oauth.rs`) it also plays the protected backend's metadata side:
 //! Protected Resource Metadata for `<issuer>/mcp` at the path-inserted well-known URI, the `client_credentials`
-//! grant with client authentication checked against [`Behaviour::client`], and misbehaviour on demand
+//! grant with client authentication checked against [`Behaviour::client`] (a secret) or [`Behaviour::client_key`]
+//! (`private_key_jwt`, checked by `client_assertion.rs` for every grant), and misbehaviour on demand
 //! ([`Behaviour`]: an issuer that lies, no PKCE S256, garbage from the token endpoint, refresh tokens that stop
 //! working). Every authorization, registration and token request is recorded ([`AuthServer::requests`]).
 //!
@@ -15,7 +16,7 @@
 //! parameter (RFC 8707) becomes the token's `aud`, as real servers do. Not a real authorization server: no
 //! consent screen, no expiry of codes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
+
+use super::client_assertion::{self, ClientKey};
 
 /// What the JWKS endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,10 +77,15 @@ pub struct Behaviour {
     /// The `issuer` the metadata claims (`None`: the true one).
     pub claimed_issuer: Option<String>,
     pub cimd: bool,
-    /// The token endpoint answers 200 with HTML.
-    pub token_garbage: bool,
+    /// The token endpoint answers 200 with this (content type, body) instead of a token.
+    pub token_garbage: Option<(&'static str, &'static str)>,
     /// The pre-registered client `client_credentials` requests must authenticate as.
     pub client: Option<(String, String)>,
+    /// The client registered with a public key: a request authenticating with `private_key_jwt` must carry an
+    /// assertion it signed (none registered: every assertion is refused).
+    pub client_key: Option<ClientKey>,
+    /// `token_endpoint_auth_signing_alg_values_supported` (`None`: not advertised).
+    pub signing_algs: Option<Vec<String>>,
     /// The PRM's `scopes_supported`.
     pub prm_scopes: Option<Vec<String>>,
     /// Grant exactly this scope, whatever is asked (`None`: what was asked).
@@ -93,8 +101,10 @@ impl Default for Behaviour {
             s256: true,
             claimed_issuer: None,
             cimd: false,
-            token_garbage: false,
+            token_garbage: None,
             client: None,
+            client_key: None,
+            signing_algs: None,
             prm_scopes: None,
             granted_scope: None,
             reject_tokens: false,
@@ -113,6 +123,8 @@ struct ServerState {
     jwks_fetches: AtomicUsize,
     codes: Mutex<HashMap<String, Grant>>,
     refresh_tokens: Mutex<HashMap<String, Grant>>,
+    /// The `jti` of every client assertion accepted so far.
+    assertion_ids: Mutex<HashSet<String>>,
     counter: AtomicUsize,
 }
 
@@ -168,6 +180,7 @@ impl AuthServer {
             jwks_fetches: AtomicUsize::new(0),
             codes: Mutex::default(),
             refresh_tokens: Mutex::default(),
+            assertion_ids: Mutex::default(),
             counter: AtomicUsize::new(0),
         });
         let app = Router::new()
@@ -270,6 +283,9 @@ async fn metadata(State(state): State<Arc<ServerState>>) -> Response {
     });
     if behaviour.s256 {
         document["code_challenge_methods_supported"] = json!(["S256"]);
+    }
+    if let Some(algs) = &behaviour.signing_algs {
+        document["token_endpoint_auth_signing_alg_values_supported"] = json!(algs);
     }
     axum::Json(document).into_response()
 }
@@ -384,14 +400,32 @@ async fn token(State(state): State<Arc<ServerState>>, headers: axum::http::Heade
         .unwrap_or_default();
     let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
     let (method, client) = client_authentication(&headers, &form);
-    record(&state, json!({"endpoint": "token", "form": form, "auth_method": method, "client": client}));
     let behaviour = state.behaviour.lock().expect("behaviour").clone();
-    if behaviour.token_garbage {
-        return ([(header::CONTENT_TYPE, "text/html")], "<html>502 Bad Gateway</html>").into_response();
+    let assertion = (method == "private_key_jwt").then(|| match &behaviour.client_key {
+        Some(key) => client_assertion::verify(&form, key, &state.issuer, &state.assertion_ids),
+        None => Err("no client is registered with a key".to_owned()),
+    });
+    let checked = match &assertion {
+        Some(Ok(claims)) => json!({"claims": claims}),
+        Some(Err(reason)) => json!({"refused": reason}),
+        None => Value::Null,
+    };
+    record(
+        &state,
+        json!({"endpoint": "token", "form": form, "auth_method": method, "client": client, "assertion": checked}),
+    );
+    if let Some((content_type, body)) = behaviour.token_garbage {
+        return ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    }
+    if let Some(Err(reason)) = assertion {
+        let refusal = json!({"error": "invalid_client", "error_description": reason});
+        return (StatusCode::UNAUTHORIZED, axum::Json(refusal)).into_response();
     }
     let grant = match field("grant_type") {
         "client_credentials" => {
-            if behaviour.client.as_ref().is_some_and(|expected| Some(expected) != client.as_ref()) {
+            if method != "private_key_jwt"
+                && behaviour.client.as_ref().is_some_and(|expected| Some(expected) != client.as_ref())
+            {
                 let refusal = json!({"error": "invalid_client", "error_description": "bad client credentials"});
                 return (StatusCode::UNAUTHORIZED, axum::Json(refusal)).into_response();
             }
@@ -422,7 +456,8 @@ async fn token(State(state): State<Arc<ServerState>>, headers: axum::http::Heade
     issue(&state, grant, true, form.get("scope"))
 }
 
-/// How the client authenticated (`client_secret_basic`, `client_secret_post` or `none`) and as whom.
+/// How the client authenticated (`client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none`) and as
+/// whom (for `private_key_jwt`, the `client_id` it names; its assertion is checked by the caller).
 fn client_authentication(
     headers: &axum::http::HeaderMap,
     form: &HashMap<String, String>,
@@ -437,6 +472,9 @@ fn client_authentication(
         let (id, secret) = pair.split_once(':').unwrap_or((&pair, ""));
         let decode = |text: &str| form_decode(text);
         return ("client_secret_basic", Some((decode(id), decode(secret))));
+    }
+    if form.contains_key("client_assertion") || form.contains_key("client_assertion_type") {
+        return ("private_key_jwt", form.get("client_id").map(|id| (id.clone(), String::new())));
     }
     match (form.get("client_id"), form.get("client_secret")) {
         (Some(id), Some(secret)) => ("client_secret_post", Some((id.clone(), secret.clone()))),

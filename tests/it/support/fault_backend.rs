@@ -140,6 +140,9 @@ pub struct Script {
     /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
     /// tool list changed.
     pub announce_tools_changed: bool,
+    /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
+    /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).
+    pub require_bearer: bool,
 }
 
 impl Default for Script {
@@ -176,6 +179,7 @@ impl Default for Script {
             modern_versions: vec![modern::LATEST_MODERN.to_owned()],
             prompts: Vec::new(),
             announce_tools_changed: false,
+            require_bearer: false,
         }
     }
 }
@@ -538,6 +542,11 @@ impl Exchange<'_> {
     async fn route(mut self) -> io::Result<()> {
         if self.request.path.split('?').next() != Some("/mcp") {
             return self.text(404, "no MCP endpoint here").await;
+        }
+        let bearer = self.request.header("authorization").is_some_and(|value| value.starts_with("Bearer "));
+        if self.script.require_bearer && !bearer {
+            let challenge = vec![("WWW-Authenticate", b"Bearer".to_vec())];
+            return send_raw(self.stream, 401, challenge, "text/plain", b"a bearer token is required").await;
         }
         if let Some(served) = self.modern_route().await {
             return served;

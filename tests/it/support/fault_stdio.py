@@ -6,7 +6,8 @@ Usage: fault_stdio.py MODE. Every mode speaks newline-delimited JSON-RPC on stdi
 
   normal    tools work: echo, counter (per process), env (the environment as JSON), grandchild (starts a
             grandchild that ignores SIGTERM and returns its PID), ask (asks the client `ping` and `roots/list`
-            and returns the answers), progress (sends progress for the caller's token and a log message)
+            and returns the answers), progress (sends progress for the caller's token and a log message),
+            gate (appends a line to the file `log`, then answers once the file `release` exists)
   crash     the process exits (status 3) on tools/call, without answering
   early     the process exits (status 1) before reading anything
   noise     ~2 MiB of stderr before every answer (a client that does not drain stderr blocks us)
@@ -38,7 +39,7 @@ CANCELLED = []
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
-    for name in ["echo", "counter", "env", "grandchild", "ask", "progress", "pid", "sleep", "announce", "grow"]
+    for name in ["echo", "counter", "env", "grandchild", "ask", "progress", "pid", "sleep", "announce", "grow", "gate"]
 ]
 
 
@@ -109,6 +110,12 @@ def call_tool(params):
         return text("grown")
     if name == "pid":
         return text(str(os.getpid()))
+    if name == "gate":
+        with open(arguments["log"], "a") as log:
+            log.write(f"{os.getpid()}\n")
+        while not os.path.exists(arguments["release"]):
+            time.sleep(0.02)
+        return text("released")
     if name == "sleep":
         time.sleep(float(arguments.get("seconds", 1)))
         return text("slept")

@@ -29,6 +29,8 @@ pub struct TestGateway {
     pub data_dir: std::path::PathBuf,
     /// The running gateway's router (and through it its ledger), for assertions on state the wire does not show.
     pub router: Arc<CallRouter>,
+    /// `http://<address>` of `/metrics`'s own listener, when `[telemetry] metrics_listen` is set.
+    pub metrics_base: Option<String>,
 }
 
 impl Drop for TestGateway {
@@ -70,7 +72,9 @@ impl TestGateway {
             data_dir.display().to_string()
         );
         let config = Config::from_toml_str(&text, "test.toml", Vec::<(String, String)>::new()).expect("test config");
-        let gateway = Gateway::build(config).await.expect("gateway builds");
+        let mut gateway = Gateway::build(config).await.expect("gateway builds");
+        let metrics = gateway.bind_metrics().await.expect("the metrics listener binds");
+        let metrics_base = metrics.map(|address| format!("http://{address}"));
         let router = Arc::clone(&gateway.router);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -78,7 +82,7 @@ impl TestGateway {
         let server = tokio::spawn(async move {
             gateway.serve(listener, async move { drop(stopped.await) }).await.expect("gateway serve");
         });
-        TestGateway { base, stop: Some(stop), server, data_dir, router }
+        TestGateway { base, stop: Some(stop), server, data_dir, router, metrics_base }
     }
 
     pub fn mcp(&self) -> String {
@@ -125,6 +129,22 @@ impl ChildGateway {
     /// [`ChildGateway::spawn`] in the working directory `dir`; without a configuration file the gateway looks
     /// for one there and otherwise serves its embedded demo backend.
     pub async fn spawn_in(config: Option<&Path>, dir: &Path, log: &Path) -> ChildGateway {
+        ChildGateway::launch(config, dir, log, &[], &[]).await
+    }
+
+    /// [`ChildGateway::spawn`] with extra `serve` arguments and environment variables (set after the defaults, so
+    /// `SWITCHYARD_LOG` may be replaced).
+    pub async fn spawn_with(config: &Path, log: &Path, args: &[&str], env: &[(&str, &str)]) -> ChildGateway {
+        ChildGateway::launch(Some(config), Path::new("."), log, args, env).await
+    }
+
+    async fn launch(
+        config: Option<&Path>,
+        dir: &Path,
+        log: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ChildGateway {
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the gateway log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
         command.arg("serve").current_dir(dir);
@@ -132,6 +152,7 @@ impl ChildGateway {
             command.arg("--config").arg(config);
         }
         command
+            .args(args)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .stdin(Stdio::null())
@@ -144,6 +165,7 @@ impl ChildGateway {
             }
         }
         command.env("SWITCHYARD_LOG", "switchyard=info");
+        command.envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn the switchyard binary");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line()).await;
@@ -164,6 +186,16 @@ impl ChildGateway {
 
     pub fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("a running gateway")
+    }
+
+    /// Sends SIGHUP (reload the configuration file); returns once it is sent.
+    pub async fn hang_up(&self) {
+        let sent = Command::new("kill").args(["-HUP", &self.pid().to_string()]).status().await.expect("run kill");
+        assert!(sent.success(), "SIGHUP the gateway");
     }
 
     /// Sends SIGTERM (a graceful shutdown) and returns the exit status once the process is gone.
@@ -249,6 +281,12 @@ impl Agent {
         headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().expect("header value"));
         let http = reqwest::Client::builder().default_headers(headers).build().expect("client");
         Agent { http, url, session: None, next_id: 1 }
+    }
+
+    /// Another handle on this agent's session (same credentials), numbering its requests from 1000 so its ids
+    /// never repeat this handle's: for a request that runs while this one makes others.
+    pub fn same_session(&self) -> Agent {
+        Agent { http: self.http.clone(), url: self.url.clone(), session: self.session.clone(), next_id: 1000 }
     }
 
     /// An agent presenting `token` that has initialized a session.

@@ -2,6 +2,8 @@
 //! them. Each submodule owns one kind of peer.
 
 pub mod auth_server;
+pub mod chromium;
+pub mod client_assertion;
 pub mod fault_backend;
 pub mod fault_legacy_sse;
 pub mod gateway;

@@ -1,0 +1,134 @@
+//! Who may use the operator's console API (issue 13): callers on this machine, and administrators
+//! (`auth::Admins`: `[auth] admin_principals`, group `admin`). Everyone else is refused: 401 with a challenge when
+//! credentials exist and none (or a bad one) was sent, 403 otherwise.
+//!
+//! Rules:
+//! - The header checks of [`super::super::guard`] (`Origin`, `Host`) come first, as for `/mcp`: a page of another
+//!   origin never reads the API.
+//! - A caller is on this machine when its peer address is loopback, its `Host` is a loopback name (so a page of a
+//!   DNS-rebound name never counts, whatever address the gateway binds) and the request carries no `Forwarded`,
+//!   `X-Forwarded-For` or `X-Real-IP` header (a reverse proxy on this machine forwards other machines' requests
+//!   from loopback). Such a caller needs no credential; any other is authenticated like an agent and must be an
+//!   administrator. Without a known peer address (no `ConnectInfo`) a caller is not on this machine.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
+
+use super::super::Front;
+use super::super::error::FrontError;
+use super::super::guard::is_loopback_host;
+use crate::auth::{Admins, AuthError, Endpoint, Principal};
+
+/// Headers a reverse proxy adds; their presence means the peer address is the proxy's, not the caller's.
+const FORWARDING_HEADERS: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
+
+/// A request the console API may answer.
+pub(crate) struct AdminCaller;
+
+impl FromRequestParts<Arc<Front>> for AdminCaller {
+    type Rejection = FrontError;
+
+    async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
+        let settings = front.settings.load();
+        settings.admission.check(&parts.headers)?;
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| *address);
+        if on_this_machine(peer, &parts.headers) {
+            return Ok(AdminCaller);
+        }
+        let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
+        let refused = |error: AuthError| {
+            let challenge = settings.auth.challenge(Endpoint::Root, &error);
+            FrontError::Unauthenticated { error, challenge }
+        };
+        let principal = settings.auth.authenticate(authorization).await.map_err(refused)?;
+        match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
+            Verdict::Admitted => Ok(AdminCaller),
+            Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
+            Verdict::Refused => {
+                tracing::warn!(principal = %principal.name, "refused the operator's console to a non-administrator");
+                Err(FrontError::NotAdmin)
+            }
+        }
+    }
+}
+
+/// Whether the request comes from this machine itself (see the module rules).
+fn on_this_machine(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
+    let loopback_peer = peer.is_some_and(|peer| peer.ip().to_canonical().is_loopback());
+    let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or_default();
+    let forwarded = FORWARDING_HEADERS.iter().any(|name| headers.contains_key(*name));
+    loopback_peer && is_loopback_host(host) && !forwarded
+}
+
+/// What the console says to an authenticated caller from elsewhere.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Admitted,
+    /// `anonymous` while credentials exist: it should authenticate (401).
+    NeedsCredential,
+    /// Authenticated but not an administrator, or no way to authenticate at all (403).
+    Refused,
+}
+
+fn judge(principal: &Principal, credentials_exist: bool, admins: &Admins) -> Verdict {
+    if admins.admits(principal) {
+        Verdict::Admitted
+    } else if principal.name == Principal::ANONYMOUS && credentials_exist {
+        Verdict::NeedsCredential
+    } else {
+        Verdict::Refused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Subject;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| (header::HeaderName::from_static(name), HeaderValue::from_static(value)))
+            .collect()
+    }
+
+    fn peer(text: &str) -> Option<SocketAddr> {
+        Some(text.parse().expect("address"))
+    }
+
+    #[test]
+    fn this_machine_is_a_loopback_peer_naming_a_loopback_host_without_a_proxy() {
+        let local = headers(&[("host", "127.0.0.1:8808")]);
+        assert!(on_this_machine(peer("127.0.0.1:50000"), &local));
+        assert!(on_this_machine(peer("[::1]:50000"), &headers(&[("host", "localhost:8808")])));
+        assert!(on_this_machine(peer("[::ffff:127.0.0.1]:5"), &headers(&[("host", "[::1]")])));
+        assert!(!on_this_machine(peer("10.0.0.7:50000"), &local), "another machine");
+        assert!(!on_this_machine(None, &local), "an unknown peer is not trusted");
+        let rebound = headers(&[("host", "evil.example:8808")]);
+        assert!(!on_this_machine(peer("127.0.0.1:50000"), &rebound), "a DNS-rebound page");
+        assert!(!on_this_machine(peer("127.0.0.1:50000"), &HeaderMap::new()), "no Host");
+        for proxy in FORWARDING_HEADERS {
+            let mut proxied = local.clone();
+            proxied.insert(header::HeaderName::from_static(proxy), HeaderValue::from_static("203.0.113.9"));
+            assert!(!on_this_machine(peer("127.0.0.1:50000"), &proxied), "{proxy}");
+        }
+    }
+
+    #[test]
+    fn only_administrators_are_admitted_from_elsewhere() {
+        let admins = Admins::new(vec![Subject::Principal("alice".into())]);
+        let named = |name: &str, groups: &[&str]| Principal {
+            name: name.into(),
+            groups: groups.iter().map(|group| (*group).to_owned()).collect(),
+        };
+        assert_eq!(judge(&named("alice", &[]), true, &admins), Verdict::Admitted);
+        assert_eq!(judge(&named("carol", &["admin"]), true, &admins), Verdict::Admitted);
+        assert_eq!(judge(&named("bob", &["ops"]), true, &admins), Verdict::Refused);
+        assert_eq!(judge(&Principal::anonymous(), true, &admins), Verdict::NeedsCredential);
+        assert_eq!(judge(&Principal::anonymous(), false, &admins), Verdict::Refused, "no credential could help");
+    }
+}

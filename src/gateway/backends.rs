@@ -1,0 +1,103 @@
+//! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
+//! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
+//! SSE backend). Types only; used at start and by every reload, so both build backends the same way.
+
+use std::sync::Arc;
+
+use crate::backend::legacy_sse::LegacySseBackend;
+use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBinding};
+use crate::backend::oauth::OAuthClient;
+use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
+use crate::catalog::BackendSpec;
+use crate::config::{BackendConfig, Endpoint, ProtocolEra, StdioConfig, StdioSessions, Transport};
+
+pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
+    let filter = backend.tools.clone();
+    BackendSpec {
+        name: backend.name.as_str().into(),
+        prefix: backend.prefix.clone(),
+        exposes: Box::new(move |tool| filter.exposes(tool)),
+        resource_prefix: backend.resource_prefix.clone(),
+    }
+}
+
+/// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
+/// configured headers), the launcher of a stdio backend's processes, or a legacy SSE backend's stream.
+pub(super) fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) -> BackendTarget {
+    match (&backend.endpoint, backend.transport) {
+        (Endpoint::Process(stdio), _) => {
+            let launcher = Launcher::new(lower_stdio(backend, stdio), StdioOptions::default());
+            BackendTarget::stdio(Arc::new(launcher), backend.timeout)
+        }
+        (Endpoint::Url(url), Transport::Sse) => {
+            BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
+        }
+        (Endpoint::Url(url), _) => {
+            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
+            if let Some(credential) = &backend.credential {
+                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+            }
+            for (name, value) in &backend.headers {
+                endpoint = endpoint.with_header(name.clone(), value.clone());
+            }
+            if let (Some(oauth), Some(_)) = (oauth, &backend.oauth) {
+                endpoint = endpoint.with_oauth(OAuthBinding::new(Arc::clone(oauth), &backend.name));
+            }
+            BackendTarget::Http(endpoint)
+        }
+    }
+}
+
+/// The stdio module's own description of a stdio backend (`None` for other transports).
+pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
+    let Endpoint::Process(stdio) = &backend.endpoint else { return None };
+    Some(lower_stdio(backend, stdio))
+}
+
+fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
+    let command = StdioCommand {
+        program: stdio.command.clone(),
+        args: stdio.args.clone(),
+        env: stdio.env.iter().map(|(name, value)| (name.clone(), value.value().to_owned())).collect(),
+        cwd: stdio.cwd.clone(),
+    };
+    let sharing = match stdio.sessions {
+        StdioSessions::PerAgent => Sharing::PerAgent,
+        StdioSessions::Shared => Sharing::Shared,
+    };
+    StdioBackend {
+        name: backend.name.as_str().into(),
+        command,
+        sharing,
+        idle_timeout: stdio.idle_timeout,
+        max_processes: stdio.max_processes,
+        era: era(backend.era),
+    }
+}
+
+fn era(era: ProtocolEra) -> Era {
+    match era {
+        ProtocolEra::Auto => Era::Auto,
+        ProtocolEra::Modern => Era::Modern,
+        ProtocolEra::Legacy => Era::Legacy,
+    }
+}
+
+/// The legacy SSE module's own description of an sse backend (`None` for other transports).
+pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
+    let (Transport::Sse, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else { return None };
+    Some(lower_legacy_sse(backend, url))
+}
+
+fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBackend {
+    LegacySseBackend {
+        name: backend.name.as_str().into(),
+        url: url.clone(),
+        credential: backend
+            .credential
+            .as_ref()
+            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
+        headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
+        sharing: Sharing::PerAgent,
+    }
+}

@@ -1,0 +1,141 @@
+//! What the operator's console shows (issue 13, design §8), as plain views the front serializes: the backends
+//! (health, transport, tools, live sessions and processes, latency), the catalog, and the ledger's calls.
+//!
+//! Rules: read-only — nothing here changes a backend, the catalog or a claim, and nothing waits for a backend
+//! (the census skips a slot that is handshaking). The views name tools as the ledger and the catalog do; they
+//! carry no arguments, results or credentials, only digests' absence: what an operator needs to see what ran.
+//! Latency comes from the ledger ([`latency`]), so every replica sharing a ledger shows the same numbers.
+
+mod calls;
+mod latency;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::CallRouter;
+use crate::catalog::BackendStatus;
+pub use calls::{CallQuery, CallView, DEFAULT_CALLS, InspectError, MAX_CALLS, ResolveOption, UnknownCall};
+pub use latency::{LATENCY_SAMPLES, LATENCY_WINDOW, Latency, LatencyPoint};
+
+/// One backend as the console shows it.
+#[derive(Debug, Serialize)]
+pub struct BackendView {
+    pub name: String,
+    /// As configured: "mcp", "stdio" or "sse".
+    pub transport: &'static str,
+    /// Discovery's verdict: "pending" (not tried yet), "discovered" or "failed".
+    pub status: &'static str,
+    /// Why the last discovery failed.
+    pub error: Option<String>,
+    /// Tools of this backend agents see at `/mcp`.
+    pub tools: usize,
+    /// Live backend sessions (discovery's own included).
+    pub sessions: usize,
+    /// Live stdio processes.
+    pub processes: usize,
+    /// A stdio backend whose processes keep failing to start.
+    pub process_start: Option<ProcessStart>,
+    pub latency: Latency,
+}
+
+/// Why a stdio backend's processes do not start.
+#[derive(Debug, Serialize)]
+pub struct ProcessStart {
+    pub failures: u32,
+    pub error: String,
+    pub retry_in_ms: u128,
+}
+
+/// The catalog as agents see it at `/mcp`, and what was withheld.
+#[derive(Debug, Serialize)]
+pub struct CatalogView {
+    pub tools: Vec<ToolView>,
+    pub withheld: Vec<WithheldView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ToolView {
+    /// The name agents call.
+    pub exposed: String,
+    pub backend: String,
+    /// The backend's own name (the ledger's `tool`).
+    pub name: String,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WithheldView {
+    pub backend: String,
+    pub kind: &'static str,
+    pub name: String,
+    pub reason: String,
+}
+
+impl CallRouter {
+    /// Every configured backend, in configuration order.
+    pub async fn backend_views(&self) -> Result<Vec<BackendView>, InspectError> {
+        let routing = self.routing.load();
+        let census = self.client.census();
+        let mut failing: HashMap<Arc<str>, ProcessStart> = self
+            .failing_starts()
+            .into_iter()
+            .map(|(name, failures, error, retry_in)| {
+                (name, ProcessStart { failures, error, retry_in_ms: retry_in.as_millis() })
+            })
+            .collect();
+        let mut tools: HashMap<String, usize> = HashMap::new();
+        for route in self.catalog.routes() {
+            *tools.entry(route.backend.to_string()).or_default() += 1;
+        }
+        let mut views = Vec::new();
+        for (name, status) in self.catalog.statuses() {
+            let counted = census.get(&name).copied().unwrap_or_default();
+            let (status, error) = match status {
+                BackendStatus::Pending => ("pending", None),
+                BackendStatus::Discovered { .. } => ("discovered", None),
+                BackendStatus::Failed { error } => ("failed", Some(error)),
+            };
+            views.push(BackendView {
+                transport: routing.targets.get(&name).map_or("mcp", |target| target.transport()),
+                status,
+                error,
+                tools: tools.get(name.as_ref()).copied().unwrap_or_default(),
+                sessions: counted.sessions,
+                processes: counted.processes,
+                process_start: failing.remove(&name),
+                latency: self.latency(&name).await?,
+                name: name.to_string(),
+            });
+        }
+        Ok(views)
+    }
+
+    /// The tools agents see at `/mcp` (before policies, which differ per principal) and those withheld.
+    pub fn catalog_view(&self) -> CatalogView {
+        let tools = self
+            .catalog
+            .routes()
+            .iter()
+            .map(|route| ToolView {
+                exposed: route.exposed.clone(),
+                backend: route.backend.to_string(),
+                name: route.name.clone(),
+                description: route.definition.get("description").and_then(|text| text.as_str()).map(str::to_owned),
+            })
+            .collect();
+        let withheld = self
+            .catalog
+            .withheld()
+            .into_iter()
+            .map(|withheld| WithheldView {
+                backend: withheld.backend.to_string(),
+                kind: withheld.kind,
+                name: withheld.name,
+                reason: withheld.reason,
+            })
+            .collect();
+        CatalogView { tools, withheld }
+    }
+}

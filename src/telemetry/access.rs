@@ -1,0 +1,164 @@
+//! One agent request as telemetry sees it (issue 13 items 1 and 3): what the layers learn about it while it is
+//! served, and, once it is done, its access-log line (target [`ACCESS_TARGET`]) and its
+//! `mcp_server_operation_duration_seconds` observation.
+//!
+//! Rules:
+//! - The front starts a [`RequestRecord`] per HTTP request of the MCP endpoint and shares it (`Arc`) with the
+//!   router; each fills in what it knows: principal and session (front), method and error type (front), tool,
+//!   backend and tool outcome (router, from the catalog only: an unresolved name is `_unknown`).
+//! - The request is done when the last holder lets go: its answer's status is set and its call has returned (an
+//!   SSE answer's call may outlive the response head). Then, exactly once, the line is written and — when the
+//!   message was a JSON-RPC request — the duration observed. A request whose answer was never sent (the agent
+//!   went away) is logged with status 499, as nginx does.
+//! - The line never holds a credential: only the principal's name, the session's id (not its sealed token),
+//!   label values and numbers.
+
+use std::fmt::Display;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::labels::{self, ErrorType, ToolOutcome};
+use super::metrics::Metrics;
+
+/// The `tracing` target of access lines (so `SWITCHYARD_LOG=switchyard::access=off` silences them).
+pub const ACCESS_TARGET: &str = "switchyard::access";
+/// The status logged for a request whose answer was never sent.
+const NO_ANSWER: u16 = 499;
+
+/// What is known about one agent request; reported when dropped (see the module rules).
+pub struct RequestRecord {
+    /// `None`: a request served outside the MCP endpoint's routes (unit tests, other callers): nothing reported.
+    metrics: Option<Arc<Metrics>>,
+    started: Instant,
+    fields: Mutex<Fields>,
+}
+
+#[derive(Default)]
+struct Fields {
+    /// The HTTP method, the line's `method` until a JSON-RPC method is known.
+    verb: &'static str,
+    principal: Option<String>,
+    session: Option<String>,
+    /// The MCP method's label, and whether the message was a request (only requests are operations).
+    method: Option<&'static str>,
+    request: bool,
+    tool: Option<Arc<str>>,
+    backend: Option<Arc<str>>,
+    outcome: Option<ToolOutcome>,
+    error: ErrorType,
+    status: Option<u16>,
+}
+
+impl RequestRecord {
+    /// A request of the MCP endpoint, received now with HTTP method `verb`.
+    pub fn start(metrics: Arc<Metrics>, verb: &'static str) -> Arc<RequestRecord> {
+        let fields = Fields { verb, ..Fields::default() };
+        Arc::new(RequestRecord { metrics: Some(metrics), started: Instant::now(), fields: Mutex::new(fields) })
+    }
+
+    /// A record that reports nothing.
+    pub fn unrecorded() -> Arc<RequestRecord> {
+        Arc::new(RequestRecord { metrics: None, started: Instant::now(), fields: Mutex::default() })
+    }
+
+    fn fields(&self) -> MutexGuard<'_, Fields> {
+        // Every update is one assignment: a poisoned value is still consistent.
+        self.fields.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The authenticated principal's name.
+    pub fn principal(&self, name: &str) {
+        self.fields().principal = Some(name.to_owned());
+    }
+
+    /// The agent session's id (never its sealed token).
+    pub fn session(&self, id: &impl Display) {
+        self.fields().session = Some(id.to_string());
+    }
+
+    /// The message's JSON-RPC method; `request`: it has an id (a notification is no operation).
+    pub fn message(&self, method: &str, request: bool) {
+        let mut fields = self.fields();
+        fields.method = Some(labels::method(method));
+        fields.request = request;
+    }
+
+    /// The tool the request names, resolved by the catalog: its backend and exposed name.
+    pub fn tool(&self, backend: &Arc<str>, exposed: &str) {
+        let tool = self.metrics.as_ref().map_or_else(|| Arc::from(exposed), |metrics| metrics.name(exposed));
+        let mut fields = self.fields();
+        fields.backend = Some(Arc::clone(backend));
+        fields.tool = Some(tool);
+    }
+
+    /// The request names a tool the catalog does not know (or none).
+    pub fn unknown_tool(&self) {
+        let tool = self.metrics.as_ref().map_or_else(|| Arc::from(labels::UNKNOWN_TOOL), |m| m.unknown_tool());
+        self.fields().tool = Some(tool);
+    }
+
+    /// How the tool call ended; counted in `switchyard_tool_calls_total` now (needs [`RequestRecord::tool`]).
+    pub fn tool_outcome(&self, outcome: ToolOutcome) {
+        let mut fields = self.fields();
+        fields.outcome = Some(outcome);
+        if let (Some(metrics), Some(backend), Some(tool)) = (&self.metrics, &fields.backend, &fields.tool) {
+            metrics.count_tool_call(backend, tool, outcome);
+        }
+    }
+
+    /// The JSON-RPC response the agent is sent.
+    pub fn answered(&self, response: &Value) {
+        self.fields().error = ErrorType::of_response(response);
+    }
+
+    /// The request was refused with this JSON-RPC error code (an HTTP error answer of the front).
+    pub fn refused(&self, code: i64) {
+        self.fields().error = ErrorType::Rpc(code);
+    }
+
+    /// The HTTP status of the answer.
+    pub fn responded(&self, status: u16) {
+        self.fields().status = Some(status);
+    }
+}
+
+impl std::fmt::Debug for RequestRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestRecord").field("recorded", &self.metrics.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl Drop for RequestRecord {
+    fn drop(&mut self) {
+        let Some(metrics) = &self.metrics else { return };
+        let elapsed = self.started.elapsed();
+        let fields = self.fields.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let (Some(method), true) = (fields.method, fields.request) {
+            metrics.observe_server(method, fields.tool.as_ref(), fields.error, elapsed);
+        }
+        let outcome = match (fields.outcome, fields.error) {
+            (Some(outcome), _) => outcome.as_str(),
+            (None, ErrorType::None) => "ok",
+            (None, _) => "error",
+        };
+        tracing::info!(
+            target: ACCESS_TARGET,
+            principal = fields.principal.as_deref().unwrap_or("-"),
+            session = fields.session.as_deref().unwrap_or("-"),
+            method = fields.method.unwrap_or(fields.verb),
+            tool = fields.tool.as_deref().unwrap_or("-"),
+            backend = fields.backend.as_deref().unwrap_or("-"),
+            outcome,
+            error_type = fields.error.label(),
+            status = fields.status.unwrap_or(NO_ANSWER),
+            duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+            "request"
+        );
+    }
+}
+
+#[cfg(test)]
+#[path = "access_tests.rs"]
+mod tests;

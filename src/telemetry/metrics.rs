@@ -1,0 +1,333 @@
+//! The gateway's metrics (issue 13 item 1, design §8) and their Prometheus text exposition (`GET /metrics`,
+//! format 0.0.4).
+//!
+//! Owns: one [`Metrics`] per gateway — a `prometheus-client` registry and its families, every name and help text
+//! ([`names`]) — and the calls each layer makes to record what it saw. The front, the router and the backend
+//! client call these; this file knows none of them.
+//!
+//! Rules:
+//! - Durations are histograms in seconds over [`BUCKETS`]: the OpenTelemetry MCP conventions' boundaries
+//!   (0.01 … 300 s) with three below 10 ms, where a gateway's own answers (lists, refusals, replays) fall.
+//! - Label values are bounded ([`super::labels`]): methods, outcomes, states, reasons and error types are
+//!   `&'static str` from fixed lists; backend and tool names are interned `Arc<str>` from the configuration and
+//!   the catalog. So recording costs a family look-up with a cheap key (no formatting, no allocation once the
+//!   name is known), and series whose labels never change (ledger states, agent sessions) are resolved once.
+//! - Metrics are always on; a fresh [`Metrics`] (as tests and `check` use) is complete but nobody scrapes it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
+
+/// The exported names (counters carry the `_total` the exposition adds to their registered name).
+pub mod names {
+    pub const SERVER_DURATION: &str = "mcp_server_operation_duration_seconds";
+    pub const CLIENT_DURATION: &str = "mcp_client_operation_duration_seconds";
+    pub const TOOL_CALLS: &str = "switchyard_tool_calls_total";
+    pub const LEDGER_CLAIMS: &str = "switchyard_ledger_claims_total";
+    pub const BACKEND_UP: &str = "switchyard_backend_up";
+    pub const DISCOVERY_FAILURES: &str = "switchyard_backend_discovery_failures_total";
+    pub const BACKEND_SESSIONS: &str = "switchyard_backend_sessions";
+    pub const STDIO_PROCESSES: &str = "switchyard_stdio_processes";
+    pub const AGENT_SESSIONS_OPENED: &str = "switchyard_agent_sessions_opened_total";
+    pub const AGENT_SESSIONS_DELETED: &str = "switchyard_agent_sessions_deleted_total";
+    pub const RELAYED_REQUESTS: &str = "switchyard_relayed_requests_total";
+    pub const AUTH_FAILURES: &str = "switchyard_auth_failures_total";
+}
+
+/// The `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Histogram boundaries, in seconds.
+pub const BUCKETS: [f64; 17] =
+    [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    mcp_method_name: &'static str,
+    gen_ai_tool_name: Arc<str>,
+    error_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientLabels {
+    mcp_method_name: &'static str,
+    gen_ai_tool_name: Arc<str>,
+    error_type: &'static str,
+    backend: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolCallLabels {
+    backend: Arc<str>,
+    tool: Arc<str>,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabels {
+    backend: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// Every metric of one gateway.
+pub struct Metrics {
+    registry: Registry,
+    names: Names,
+    /// The tool label of operations that name no tool.
+    no_tool: Arc<str>,
+    unknown_tool: Arc<str>,
+    server_duration: Histograms<ServerLabels>,
+    client_duration: Histograms<ClientLabels>,
+    tool_calls: Family<ToolCallLabels, Counter>,
+    /// One counter per [`ClaimWrite`], in [`ClaimWrite::ALL`]'s order.
+    ledger_claims: [Counter; 4],
+    backend_up: Family<BackendLabels, Gauge>,
+    discovery_failures: Family<BackendLabels, Counter>,
+    backend_sessions: Family<BackendLabels, Gauge>,
+    stdio_processes: Family<BackendLabels, Gauge>,
+    sessions_opened: Counter,
+    sessions_deleted: Counter,
+    relayed_requests: Family<MethodLabels, Counter>,
+    auth_failures: Family<ReasonLabels, Counter>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let ledger_family = Family::<StateLabels, Counter>::default();
+        let ledger_claims =
+            ClaimWrite::ALL.map(|state| ledger_family.get_or_create_owned(&StateLabels { state: state.as_str() }));
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            names: Names::default(),
+            no_tool: Arc::from(""),
+            unknown_tool: Arc::from(UNKNOWN_TOOL),
+            server_duration: Histograms::new_with_constructor(duration_histogram),
+            client_duration: Histograms::new_with_constructor(duration_histogram),
+            tool_calls: Family::default(),
+            ledger_claims,
+            backend_up: Family::default(),
+            discovery_failures: Family::default(),
+            backend_sessions: Family::default(),
+            stdio_processes: Family::default(),
+            sessions_opened: Counter::default(),
+            sessions_deleted: Counter::default(),
+            relayed_requests: Family::default(),
+            auth_failures: Family::default(),
+        };
+        metrics.register(ledger_family);
+        metrics
+    }
+
+    fn register(&mut self, ledger_claims: Family<StateLabels, Counter>) {
+        let registry = &mut self.registry;
+        registry.register(
+            names::SERVER_DURATION,
+            "Duration of MCP requests agents sent to the gateway, by method, tool (exposed name) and error type",
+            self.server_duration.clone(),
+        );
+        registry.register(
+            names::CLIENT_DURATION,
+            "Duration of MCP requests the gateway sent to backends, by method, tool (the backend's own name), error \
+             type and backend",
+            self.client_duration.clone(),
+        );
+        let tool_calls = "Tool calls by backend, tool (exposed name) and outcome";
+        registry.register(counter(names::TOOL_CALLS), tool_calls, self.tool_calls.clone());
+        let claims = "Ledger claims this instance wrote, by the state written";
+        registry.register(counter(names::LEDGER_CLAIMS), claims, ledger_claims);
+        let up = "Whether the backend's last discovery succeeded (1) or not (0)";
+        registry.register(names::BACKEND_UP, up, self.backend_up.clone());
+        let failures = "Failed discoveries, by backend";
+        registry.register(counter(names::DISCOVERY_FAILURES), failures, self.discovery_failures.clone());
+        let sessions = "Live backend sessions (any transport), by backend";
+        registry.register(names::BACKEND_SESSIONS, sessions, self.backend_sessions.clone());
+        let processes = "Live stdio backend processes, by backend";
+        registry.register(names::STDIO_PROCESSES, processes, self.stdio_processes.clone());
+        let opened = "Agent sessions opened (initialize)";
+        registry.register(counter(names::AGENT_SESSIONS_OPENED), opened, self.sessions_opened.clone());
+        let deleted = "Agent sessions ended by their agent (DELETE)";
+        registry.register(counter(names::AGENT_SESSIONS_DELETED), deleted, self.sessions_deleted.clone());
+        let relayed = "Server-to-client requests of backends relayed to agents, by method";
+        registry.register(counter(names::RELAYED_REQUESTS), relayed, self.relayed_requests.clone());
+        let refused = "Requests refused for their credentials, by reason";
+        registry.register(counter(names::AUTH_FAILURES), refused, self.auth_failures.clone());
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry);
+        text
+    }
+
+    /// Starts the series of the configured backends at zero (down, nothing live), so they are there before the
+    /// first discovery and `rate()` sees their first failure.
+    pub fn register_backends<'a>(&self, backends: impl IntoIterator<Item = &'a str>) {
+        for backend in backends {
+            let labels = BackendLabels { backend: self.names.get(backend) };
+            self.backend_up.get_or_create(&labels).set(0);
+            self.discovery_failures.get_or_create(&labels).inc_by(0);
+            self.backend_sessions.get_or_create(&labels).set(0);
+            self.stdio_processes.get_or_create(&labels).set(0);
+        }
+    }
+
+    /// The interned form of a name the configuration or the catalog gave (never of raw input).
+    pub fn name(&self, name: &str) -> Arc<str> {
+        self.names.get(name)
+    }
+
+    /// The tool label of an agent request that named no tool the catalog knows.
+    pub fn unknown_tool(&self) -> Arc<str> {
+        Arc::clone(&self.unknown_tool)
+    }
+
+    /// One agent request: `method` is already a label ([`labels::method`]), `tool` interned or `None`.
+    pub fn observe_server(&self, method: &'static str, tool: Option<&Arc<str>>, error: ErrorType, elapsed: Duration) {
+        let labels = ServerLabels {
+            mcp_method_name: method,
+            gen_ai_tool_name: Arc::clone(tool.unwrap_or(&self.no_tool)),
+            error_type: error.label(),
+        };
+        self.server_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    }
+
+    /// One request to `backend`; `tool` is the (interned) backend's own name of the tool the router resolved.
+    pub fn observe_client(
+        &self,
+        backend: &Arc<str>,
+        method: &str,
+        tool: Option<&Arc<str>>,
+        error: ErrorType,
+        elapsed: Duration,
+    ) {
+        let labels = ClientLabels {
+            mcp_method_name: labels::method(method),
+            gen_ai_tool_name: Arc::clone(tool.unwrap_or(&self.no_tool)),
+            error_type: error.label(),
+            backend: Arc::clone(backend),
+        };
+        self.client_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    }
+
+    pub fn count_tool_call(&self, backend: &Arc<str>, tool: &Arc<str>, outcome: ToolOutcome) {
+        let labels = ToolCallLabels { backend: Arc::clone(backend), tool: Arc::clone(tool), outcome: outcome.as_str() };
+        self.tool_calls.get_or_create(&labels).inc();
+    }
+
+    pub fn count_claims(&self, state: ClaimWrite, claims: u64) {
+        let index = ClaimWrite::ALL.iter().position(|known| *known == state).unwrap_or_default();
+        self.ledger_claims[index].inc_by(claims);
+    }
+
+    /// The result of one discovery of `backend`.
+    pub fn discovered(&self, backend: &str, up: bool) {
+        let labels = BackendLabels { backend: self.names.get(backend) };
+        self.backend_up.get_or_create(&labels).set(i64::from(up));
+        if !up {
+            self.discovery_failures.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Counts one live backend session of `backend` (and its process, for stdio) until the guard is dropped.
+    pub fn live_session(&self, backend: &Arc<str>, process: bool) -> LiveSession {
+        let labels = BackendLabels { backend: Arc::clone(backend) };
+        let session = self.backend_sessions.get_or_create_owned(&labels);
+        let process = process.then(|| self.stdio_processes.get_or_create_owned(&labels));
+        session.inc();
+        if let Some(process) = &process {
+            process.inc();
+        }
+        LiveSession { session, process }
+    }
+
+    pub fn agent_session_opened(&self) {
+        self.sessions_opened.inc();
+    }
+
+    pub fn agent_session_deleted(&self) {
+        self.sessions_deleted.inc();
+    }
+
+    /// A backend's server-to-client request handed to an agent.
+    pub fn relayed_request(&self, method: &str) {
+        self.relayed_requests.get_or_create(&MethodLabels { method: labels::method(method) }).inc();
+    }
+
+    /// A request refused for its credentials; `reason` comes from a fixed list (the authenticator's).
+    pub fn auth_failure(&self, reason: &'static str) {
+        self.auth_failures.get_or_create(&ReasonLabels { reason }).inc();
+    }
+}
+
+/// The name a counter is registered under: the exposition appends `_total` itself.
+fn counter(name: &'static str) -> &'static str {
+    name.strip_suffix("_total").unwrap_or(name)
+}
+
+/// A live backend session, counted in [`names::BACKEND_SESSIONS`] (and [`names::STDIO_PROCESSES`]) while it lives.
+pub struct LiveSession {
+    session: Gauge,
+    process: Option<Gauge>,
+}
+
+impl Drop for LiveSession {
+    fn drop(&mut self) {
+        self.session.dec();
+        if let Some(process) = &self.process {
+            process.dec();
+        }
+    }
+}
+
+impl fmt::Debug for LiveSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveSession").field("process", &self.process.is_some()).finish()
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+pub(super) mod tests;

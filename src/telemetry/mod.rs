@@ -1,0 +1,19 @@
+//! Telemetry (design §8, issue 13): metrics, access lines and the log's format. Every layer reports to it; it
+//! knows none of them.
+//!
+//! Owns: [`metrics`] (the registry, every metric name, the Prometheus exposition), [`access`] (one agent request's
+//! record: its access line and its duration), [`labels`] (the bounded label values) and [`logs`] (text or JSON on
+//! stderr).
+//!
+//! Rules: it may use the MCP vocabulary (`crate::mcp`) and nothing else of the crate; the front, the router and
+//! the backend client call into it with plain values (names, labels, durations); no label value comes from raw
+//! input.
+
+pub mod access;
+pub mod labels;
+pub mod logs;
+pub mod metrics;
+
+pub use access::RequestRecord;
+pub use labels::{ClaimWrite, ErrorType, ToolOutcome};
+pub use metrics::{LiveSession, Metrics};
