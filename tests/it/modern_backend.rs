@@ -472,3 +472,17 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
     assert_eq!(update["method"], "notifications/resources/updated", "{update}");
     assert_eq!(update["params"]["uri"], "fault://a");
 }
+
+#[tokio::test]
+async fn a_retired_backend_is_asked_its_era_again() {
+    let fault = FaultBackend::start(Script::default()).await;
+    let client = McpBackendClient::new(ClientConfig::default()).unwrap();
+    let target = client_target(&fault);
+    echo(&client, &target, "a").await.expect("2025 era");
+    echo(&client, &target, "b").await.expect("2025 era");
+    assert_eq!(sent(&fault, "server/discover").len(), 1, "remembered");
+    // A reload replaced the backend: it may be another server now.
+    client.retire_backend("fault");
+    echo(&client, &target, "a").await.expect("2025 era");
+    assert_eq!(sent(&fault, "server/discover").len(), 2, "probed again after the backend was retired");
+}
