@@ -22,5 +22,5 @@ pub mod ledger;
 pub mod ledger_url;
 pub mod mcp;
 pub mod router;
-pub mod telemetry;
 pub mod swap;
+pub mod telemetry;

@@ -11,8 +11,8 @@ use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
 use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
-use switchyard::telemetry::logs;
 use switchyard::gateway::reload::{ConfigSource, Reloader};
+use switchyard::telemetry::logs;
 use tokio::task::JoinHandle;
 
 mod cli;

@@ -38,11 +38,15 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{
-    Listener, McpError, Relay, answer_server_request, initialize_params, into_result, negotiated_version,
-    swap_progress_token,
+    Listener, McpError, Relay, answer_server_request, into_result, request_params, swap_progress_token,
 };
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
+
+mod opening;
+
+use opening::{ModernDuplex, Opened};
+pub use opening::{Opening, PROBE_WAIT};
 
 /// How much of a bad message is quoted in the log and the error.
 const EXCERPT: usize = 200;
@@ -107,27 +111,29 @@ pub struct DuplexConnection {
     duplex: Arc<Duplex>,
     version: &'static str,
     capabilities: Value,
+    /// Set when the backend speaks 2026-07-28.
+    modern: Option<ModernDuplex>,
 }
 
 impl DuplexConnection {
-    /// `initialize` offering the agent's client `capabilities`, then `notifications/initialized`, before
-    /// `deadline`. Every failure is `NotDelivered` (no request of the caller was sent yet) and ends the session.
+    /// Starts the session as `opening` says (a `server/discover` probe, `initialize` offering the agent's client
+    /// `capabilities` then `notifications/initialized`, or both), before `deadline`. Every failure is
+    /// `NotDelivered` (no request of the caller was sent yet) and ends the session.
     pub(crate) async fn establish(
         duplex: Arc<Duplex>,
         capabilities: &Value,
+        opening: Opening,
         deadline: Instant,
     ) -> Result<DuplexConnection, McpError> {
-        let steps = async {
-            let params = initialize_params(capabilities);
-            let result = duplex.request(method::INITIALIZE, params, &Relay::default(), deadline).await?;
-            let version = negotiated_version(&result)?;
-            let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-            duplex.sink.send(&jsonrpc::notification(method::INITIALIZED, None), deadline).await?;
-            Ok::<_, McpError>((version, capabilities))
-        };
         let what = duplex.peer.what;
-        let failure = match timeout_at(deadline, steps).await {
-            Ok(Ok((version, capabilities))) => return Ok(DuplexConnection { duplex, version, capabilities }),
+        let failure = match timeout_at(deadline, duplex.open(opening, capabilities, deadline)).await {
+            Ok(Ok(Opened { version, capabilities, modern })) => {
+                let modern = modern.then(ModernDuplex::default);
+                if let Some(modern) = &modern {
+                    modern.listen(&duplex, version, &capabilities, &[]);
+                }
+                return Ok(DuplexConnection { duplex, version, capabilities, modern });
+            }
             Ok(Err(error)) => format!("{what}'s handshake failed: {error}"),
             Err(_) => format!("the deadline passed during {what}'s handshake"),
         };
@@ -136,7 +142,8 @@ impl DuplexConnection {
     }
 
     /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
-    /// messages about the request go to `relay`; the agent may cancel through it.
+    /// messages about the request go to `relay`; the agent may cancel through it. To a 2026-07-28 backend the
+    /// request carries the modern `_meta`, and the methods that revision removed are answered here.
     pub async fn request(
         &self,
         method: &str,
@@ -144,7 +151,21 @@ impl DuplexConnection {
         relay: &Relay,
         deadline: Instant,
     ) -> Result<Value, McpError> {
+        let Some(modern) = &self.modern else { return self.duplex.request(method, params, relay, deadline).await };
+        let params = (!params.is_null()).then_some(params);
+        if let Some(applied) = modern.asked.apply(method, params.as_ref(), &self.capabilities) {
+            if let Some(uris) = applied? {
+                modern.listen(&self.duplex, self.version, &self.capabilities, &uris);
+            }
+            return Ok(json!({}));
+        }
+        let params = request_params(params, self.version, relay.capabilities(), modern.asked.log_level());
         self.duplex.request(method, params, relay, deadline).await
+    }
+
+    /// Whether the backend speaks 2026-07-28 (no handshake was made).
+    pub fn is_modern(&self) -> bool {
+        self.modern.is_some()
     }
 
     /// The negotiated protocol version.

@@ -13,6 +13,8 @@
 //!   credential's header.
 //! - `transport` decides which keys apply: `url` (required), `headers`, `credential` and `oauth` for "mcp" and "sse";
 //!   `command` (required) and the other keys of [`super::stdio`] for "stdio". A key of the other kind is refused.
+//! - `era` ("auto", the default, "modern" or "legacy") says which MCP protocol era the gateway speaks to the
+//!   backend; "sse" is the 2024-11-05 transport, so only "auto" and "legacy" make sense there.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -46,6 +48,8 @@ const RESERVED_HEADERS: &[&str] = &[
     "host",
     "keep-alive",
     "last-event-id",
+    "mcp-method",
+    "mcp-name",
     "mcp-protocol-version",
     "mcp-session-id",
     "proxy-connection",
@@ -79,6 +83,19 @@ impl Transport {
     }
 }
 
+/// Which MCP protocol era the gateway speaks to a backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolEra {
+    /// Ask the backend with `server/discover` (2026-07-28); fall back to `initialize` (2025-11-25 and earlier).
+    #[default]
+    Auto,
+    /// 2026-07-28 only.
+    Modern,
+    /// `initialize` only, never a probe.
+    Legacy,
+}
+
 /// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
@@ -92,6 +109,8 @@ pub struct BackendConfig {
     pub name: String,
     pub endpoint: Endpoint,
     pub transport: Transport,
+    /// Which protocol era the gateway speaks to it.
+    pub era: ProtocolEra,
     /// Prepended to the backend's tool and prompt names at `/mcp` (`""` exposes bare names).
     pub prefix: String,
     /// Prepended to the backend's resource URIs and URI templates at `/mcp` (for URIs two backends share).
@@ -137,6 +156,16 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
     let entry = KeyPath::root().key("backends").index(index);
     let name = required(&entry.key("name"), raw.name.as_deref(), parse_backend_name, NAME_EXPECTED)?;
     let endpoint = build_endpoint(&entry, &name, raw, env)?;
+    let era = raw.era.unwrap_or_default();
+    if raw.transport == Transport::Sse && era == ProtocolEra::Modern {
+        return Err(Fault::invalid(
+            &entry.key("era"),
+            Some(quoted("modern")),
+            "\"auto\" or \"legacy\": transport = \"sse\" is the 2024-11-05 transport, which 2026-07-28 servers do not \
+             speak"
+                .into(),
+        ));
+    }
     let prefix =
         optional(&entry.key("prefix"), raw.prefix.as_deref(), parse_prefix)?.unwrap_or_else(|| format!("{name}__"));
     let resource_prefix =
@@ -159,6 +188,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         name,
         endpoint,
         transport: raw.transport,
+        era,
         prefix,
         resource_prefix,
         timeout,
@@ -274,7 +304,7 @@ fn build_headers(key: &KeyPath, raw: &std::collections::BTreeMap<String, String>
 pub(super) fn parse_header_name(text: &str) -> Result<HeaderName, Expected> {
     let name = HeaderName::from_bytes(text.as_bytes())
         .map_err(|_| Expected::from("a header name such as \"Authorization\" or \"X-Api-Key\""))?;
-    if RESERVED_HEADERS.contains(&name.as_str()) {
+    if RESERVED_HEADERS.contains(&name.as_str()) || name.as_str().starts_with("mcp-param-") {
         return Err("a header the gateway does not manage itself (it sets this one per the MCP protocol)".into());
     }
     Ok(name)

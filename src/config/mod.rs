@@ -38,7 +38,8 @@ pub use auth::{
     MAX_PRINCIPAL_NAME,
 };
 pub use backend::{
-    BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ToolFilter, Transport,
+    BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ProtocolEra, ToolFilter,
+    Transport,
 };
 pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
 pub use error::ConfigError;

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 
-use super::backend::Transport;
+use super::backend::{ProtocolEra, Transport};
 use super::server::LISTEN_EXPECTED;
 use super::stdio::StdioSessions;
 use super::telemetry::LOG_FORMAT_EXPECTED;
@@ -87,6 +87,7 @@ pub(super) struct RawBackend {
     pub(super) name: Option<String>,
     pub(super) url: Option<String>,
     pub(super) transport: Transport,
+    pub(super) era: Option<ProtocolEra>,
     pub(super) prefix: Option<String>,
     pub(super) resource_prefix: Option<String>,
     #[serde(deserialize_with = "duration_text")]

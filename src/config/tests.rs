@@ -214,18 +214,20 @@ fn backend_defaults_apply() {
     assert_eq!(docs.tools, ToolFilter::default());
     assert!(docs.headers.is_empty());
     assert!(docs.credential.is_none());
+    assert_eq!(docs.era, ProtocolEra::Auto, "the era is probed by default");
 }
 
 #[test]
 fn every_backend_key_is_read() {
     let text = format!(
-        "{ONE_BACKEND}transport = \"mcp\"\nprefix = \"\"\ntimeout = \"500ms\"\n\
+        "{ONE_BACKEND}transport = \"mcp\"\nera = \"modern\"\nprefix = \"\"\ntimeout = \"500ms\"\n\
          tools = {{ allow = [\"search*\"], deny = [\"search_private\"] }}\n\
          headers = {{ X-Team = \"platform\" }}\n\
          credential = {{ header = \"X-Api-Key\", env = \"DOCS_KEY\" }}\n"
     );
     let config = parse_with_env(&text, &[("DOCS_KEY", "k")]).expect("valid");
     let docs = &config.backends[0];
+    assert_eq!(docs.era, ProtocolEra::Modern);
     assert_eq!(docs.prefix, "");
     assert_eq!(docs.timeout, Duration::from_millis(500));
     assert!(docs.tools.exposes("search_public"));
@@ -327,6 +329,19 @@ fn bad_backend_values_are_named() {
         (
             "name = \"a\"\nurl = \"http://x\"\nheaders.Accept = \"v\"",
             "backends[0].headers.Accept = \"Accept\": expected a header the gateway does not manage",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://x\"\nheaders.Mcp-Name = \"v\"",
+            "backends[0].headers.Mcp-Name = \"Mcp-Name\": expected a header the gateway does not manage",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://x\"\nheaders.Mcp-Param-Region = \"v\"",
+            "backends[0].headers.Mcp-Param-Region = \"Mcp-Param-Region\": expected a header the gateway does not",
+        ),
+        ("name = \"a\"\nurl = \"http://x\"\nera = \"newest\"", "backends[0].era: unknown variant `newest`"),
+        (
+            "name = \"a\"\nurl = \"http://x\"\ntransport = \"sse\"\nera = \"modern\"",
+            "backends[0].era = \"modern\": expected \"auto\" or \"legacy\": transport = \"sse\" is the 2024-11-05",
         ),
         ("name = \"a\"\nurl = \"http://x\"\nheaders.X-A = \"v\\n\"", "backends[0].headers.X-A = \"v\\n\""),
         (

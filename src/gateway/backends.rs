@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use crate::backend::legacy_sse::LegacySseBackend;
-use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, OAuthBinding};
+use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBinding};
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::BackendSpec;
-use crate::config::{BackendConfig, Endpoint, StdioConfig, StdioSessions, Transport};
+use crate::config::{BackendConfig, Endpoint, ProtocolEra, StdioConfig, StdioSessions, Transport};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     let filter = backend.tools.clone();
@@ -33,7 +33,7 @@ pub(super) fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) 
             BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
         }
         (Endpoint::Url(url), _) => {
-            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout);
+            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
             if let Some(credential) = &backend.credential {
                 endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
             }
@@ -71,6 +71,15 @@ fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
         sharing,
         idle_timeout: stdio.idle_timeout,
         max_processes: stdio.max_processes,
+        era: era(backend.era),
+    }
+}
+
+fn era(era: ProtocolEra) -> Era {
+    match era {
+        ProtocolEra::Auto => Era::Auto,
+        ProtocolEra::Modern => Era::Modern,
+        ProtocolEra::Legacy => Era::Legacy,
     }
 }
 

@@ -16,9 +16,10 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 /// 2026-07-28: a request header does not match the body (transports §"Standard MCP Request Headers").
 pub const HEADER_MISMATCH: i64 = -32020;
-/// 2026-07-28: serving the request needs a client capability the request's `_meta` did not declare.
+/// 2026-07-28: serving the request needs a client capability the request's `_meta` did not declare
+/// (`data.requiredCapabilities`).
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
-/// 2026-07-28: the request's protocol version is not served; `data` names the supported ones.
+/// 2026-07-28: the request's protocol version is not served (`data.supported`, `data.requested`).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// What one JSON-RPC message is, by the members it carries.

@@ -1,6 +1,7 @@
 //! The shared MCP vocabulary (design §1): protocol versions, header names, method names, the relay and
 //! session-message types the front and the router share with the backend client, the `switchyard/outcome`
-//! values, the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), and JSON-RPC itself ([`jsonrpc`]).
+//! values, the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's wire vocabulary
+//! ([`modern`]), and JSON-RPC itself ([`jsonrpc`]).
 //!
 //! Rules: every layer may use it and it uses none of them (no `crate::` import), so a name or a message type
 //! changes in one place for every layer; it holds vocabulary, never behaviour of a layer.
@@ -8,6 +9,7 @@
 pub mod jsonrpc;
 pub mod meta;
 pub mod method;
+pub mod modern;
 mod outcome;
 mod relay;
 

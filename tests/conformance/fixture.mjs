@@ -7,6 +7,7 @@
 // directly against the fixture, as a baseline.
 //
 //   PORT=3101 node tests/conformance/fixture.mjs
+//   FIXTURE_ERA=dual PORT=3101 node tests/conformance/fixture.mjs
 //
 // Streamable HTTP at http://127.0.0.1:$PORT/mcp (loopback only; PORT=0 picks a
 // free port). Once listening it prints one line to stdout:
@@ -33,8 +34,18 @@
 //   session; without this the SDK would neither prime the stream nor let
 //   test_reconnection close it).
 //
+// Protocol eras (FIXTURE_ERA):
+// - legacy (default): the 2025-11-25 session-based wire below, as before;
+// - dual: both eras on one endpoint — a POST whose params._meta names a
+//   protocol version is served statelessly (fixture-modern.mjs), `initialize`
+//   and live session ids keep the legacy wire;
+// - modern: 2026-07-28 only — GET and DELETE get 405, and every request
+//   without the modern _meta (initialize included) gets 400 with a -32022
+//   error naming the supported versions.
+//
 // Environment:
 //   PORT                        listening port (default 3101; 0 = any free port)
+//   FIXTURE_ERA                 legacy (default) | dual | modern
 //   FIXTURE_RETRY_MS            the SSE `retry:` hint, in ms (default 500)
 //   FIXTURE_SERVER_REQUESTS     auto (default) | standalone | related
 //   FIXTURE_QUIET=1             no per-request log lines on stderr
@@ -44,6 +55,7 @@
 import { randomUUID } from "node:crypto";
 import { deflateSync } from "node:zlib";
 
+import { InputRequired, MODERN_VERSIONS, createModernHandler, modernVersionOf } from "./fixture-modern.mjs";
 import { sdk } from "./sdk.mjs";
 
 const { createMcpExpressApp } = await sdk("server/express.js");
@@ -74,9 +86,14 @@ const PORT = Number(process.env.PORT ?? 3101);
 const RETRY_MS = Number(process.env.FIXTURE_RETRY_MS ?? 500);
 const SERVER_REQUESTS = process.env.FIXTURE_SERVER_REQUESTS ?? "auto";
 const QUIET = process.env.FIXTURE_QUIET === "1";
+const ERA = process.env.FIXTURE_ERA ?? "legacy";
 
 if (!Number.isInteger(PORT) || PORT < 0 || PORT > 65535) {
   console.error(`fixture: bad PORT ${JSON.stringify(process.env.PORT)}`);
+  process.exit(2);
+}
+if (!["legacy", "dual", "modern"].includes(ERA)) {
+  console.error(`fixture: FIXTURE_ERA must be legacy, dual or modern`);
   process.exit(2);
 }
 if (!["auto", "standalone", "related"].includes(SERVER_REQUESTS)) {
@@ -389,62 +406,13 @@ const COMPLETIONS = {
 const text = (t) => ({ type: "text", text: t });
 const toolError = (message) => ({ isError: true, content: [text(message)] });
 
-// ---------------------------------------------------------------------------
-// One SDK Server per session.
-
-/** Per-session state kept beside the SDK objects. */
-class Session {
-  constructor() {
-    this.id = undefined;
-    this.transport = undefined;
-    this.server = undefined;
-    this.protocolVersion = LATEST_PROTOCOL_VERSION;
-    this.standaloneStreams = 0; // open GET streams (without Last-Event-ID)
-    this.subscriptions = new Set();
-  }
-}
-
-const sessions = new Map();
-
-function createServer(session) {
-  const server = new Server(
-    { name: "switchyard-conformance-fixture", version: "1.0.0" },
-    {
-      capabilities: {
-        tools: {},
-        resources: { subscribe: true },
-        prompts: {},
-        logging: {},
-        completions: {},
-      },
-      instructions: "Switchyard's conformance fixture: the test_* surface of the MCP conformance suite.",
-    },
-  );
-
-  // A server-to-client request: on the standalone GET stream when the client
-  // has one open (or always, in "standalone" mode), else related to the
-  // originating tools/call so it travels on that POST stream.
-  const serverRequest = (extra, request, resultSchema) => {
-    const standalone =
-      SERVER_REQUESTS === "standalone" || (SERVER_REQUESTS === "auto" && session.standaloneStreams > 0);
-    log(`session ${session.id}: ${request.method} on the ${standalone ? "GET" : "POST"} stream`);
-    if (standalone) {
-      return server.request(request, resultSchema, { signal: extra.signal });
-    }
-    return extra.sendRequest(request, resultSchema);
-  };
-
-  const sendLog = async (extra, level, data) => {
-    if (server.isMessageIgnored(level, session.id)) {
-      return;
-    }
-    await extra.sendNotification({
-      method: "notifications/message",
-      params: { level, logger: "switchyard-conformance-fixture", data },
-    });
-  };
-
-  const tools = {
+// The tools, for either era: `env` says what the caller declared (`capabilities()`), how the tool asks the
+// client something (`serverRequest(extra, request, schema, key)`: a server-to-client request on a session, an
+// input request of a multi round-trip result without one), how it logs (`sendLog`), and names the caller in
+// the log (`label()`).
+function toolHandlers(env) {
+  const { capabilities, serverRequest, sendLog, label } = env;
+  return {
     test_simple_text: async () => ({
       content: [text("This is a simple text response for testing.")],
     }),
@@ -524,7 +492,7 @@ function createServer(session) {
       if (typeof args.prompt !== "string") {
         return toolError("test_sampling needs a string argument 'prompt'");
       }
-      if (!server.getClientCapabilities()?.sampling) {
+      if (!capabilities()?.sampling) {
         return toolError("The client does not support sampling (no 'sampling' capability)");
       }
       const result = await serverRequest(
@@ -537,6 +505,7 @@ function createServer(session) {
           },
         },
         CreateMessageResultSchema,
+        "sampling",
       );
       const reply = result.content?.type === "text" ? result.content.text : JSON.stringify(result.content);
       return { content: [text(`LLM response: ${reply}`)] };
@@ -546,7 +515,7 @@ function createServer(session) {
       if (typeof args.message !== "string") {
         return toolError("test_elicitation needs a string argument 'message'");
       }
-      if (!server.getClientCapabilities()?.elicitation) {
+      if (!capabilities()?.elicitation) {
         return toolError("The client does not support elicitation (no 'elicitation' capability)");
       }
       const result = await serverRequest(
@@ -566,6 +535,7 @@ function createServer(session) {
           },
         },
         ElicitResultSchema,
+        "elicitation",
       );
       return {
         content: [text(`User response: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`)],
@@ -589,7 +559,7 @@ function createServer(session) {
       await sleep(100);
       const closed = typeof extra.closeSSEStream === "function";
       if (closed) {
-        log(`session ${session.id}: test_reconnection closes the stream of request ${extra.requestId}`);
+        log(`${label()}: test_reconnection closes the stream of request ${extra.requestId}`);
         extra.closeSSEStream();
       }
       await sleep(200);
@@ -606,7 +576,7 @@ function createServer(session) {
   };
 
   async function elicitWith(extra, requestedSchema, what) {
-    if (!server.getClientCapabilities()?.elicitation) {
+    if (!capabilities()?.elicitation) {
       return toolError("The client does not support elicitation (no 'elicitation' capability)");
     }
     const result = await serverRequest(
@@ -616,6 +586,7 @@ function createServer(session) {
         params: { message: `Please review and update the form fields (${what} test)`, requestedSchema },
       },
       ElicitResultSchema,
+      "elicitation",
     );
     return {
       content: [
@@ -623,22 +594,184 @@ function createServer(session) {
       ],
     };
   }
+}
+
+// Runs a tool of `handlers`: an unknown one is -32602; a failure inside a tool is a tool result, not a protocol
+// error — except a question for the client (a modern multi round-trip result).
+async function runTool(handlers, name, args, extra) {
+  const tool = handlers[name];
+  if (!tool) {
+    throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+  }
+  try {
+    return await tool(args, extra);
+  } catch (error) {
+    if (error instanceof InputRequired) {
+      throw error;
+    }
+    return toolError(`${name} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+// A resource's contents, or null when there is no such resource (each era has its own error for that).
+function readResource(uri) {
+  switch (uri) {
+    case "test://static-text":
+      return {
+        contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }],
+      };
+    case "test://static-binary":
+      return { contents: [{ uri, mimeType: "image/png", blob: PNG_BASE64 }] };
+    case "test://watched-resource":
+      return {
+        contents: [{ uri, mimeType: "text/plain", text: `Watched resource content at ${new Date().toISOString()}` }],
+      };
+  }
+  const match = TEMPLATE_RE.exec(uri);
+  if (match) {
+    const id = decodeURIComponent(match[1]);
+    return {
+      contents: [
+        {
+          uri,
+          mimeType: "application/json",
+          text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }),
+        },
+      ],
+    };
+  }
+  return null;
+}
+
+// A prompt's messages; throws McpError for an unknown prompt or a missing argument.
+function getPrompt(name, args = {}) {
+  switch (name) {
+    case "test_simple_prompt":
+      return {
+        description: "A simple prompt without arguments",
+        messages: [{ role: "user", content: text("This is a simple prompt for testing.") }],
+      };
+    case "test_prompt_with_arguments": {
+      for (const key of ["arg1", "arg2"]) {
+        if (typeof args[key] !== "string") {
+          throw new McpError(ErrorCode.InvalidParams, `Missing required argument: ${key}`);
+        }
+      }
+      return {
+        description: "A prompt with two required arguments",
+        messages: [
+          { role: "user", content: text(`Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'`) },
+        ],
+      };
+    }
+    case "test_prompt_with_embedded_resource": {
+      if (typeof args.resourceUri !== "string") {
+        throw new McpError(ErrorCode.InvalidParams, "Missing required argument: resourceUri");
+      }
+      return {
+        description: "A prompt that embeds a resource",
+        messages: [
+          {
+            role: "user",
+            content: {
+              type: "resource",
+              resource: {
+                uri: args.resourceUri,
+                mimeType: "text/plain",
+                text: "Embedded resource content for testing.",
+              },
+            },
+          },
+          { role: "user", content: text("Please process the embedded resource above.") },
+        ],
+      };
+    }
+    case "test_prompt_with_image":
+      return {
+        description: "A prompt with image content",
+        messages: [
+          { role: "user", content: { type: "image", data: PNG_BASE64, mimeType: "image/png" } },
+          { role: "user", content: text("Please analyze the image above.") },
+        ],
+      };
+  }
+  throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${name}`);
+}
+
+// The completion values for an argument of a prompt or resource template.
+function complete(ref, argument) {
+  const key = `${ref.type} ${ref.type === "ref/prompt" ? ref.name : ref.uri} ${argument.name}`;
+  const candidates = COMPLETIONS[key] ?? [];
+  const prefix = String(argument.value ?? "").toLowerCase();
+  const values = candidates.filter((v) => v.toLowerCase().startsWith(prefix));
+  return { completion: { values, total: values.length, hasMore: false } };
+}
+
+const SERVER_INFO = { name: "switchyard-conformance-fixture", version: "1.0.0" };
+const CAPABILITIES = { tools: {}, resources: { subscribe: true }, prompts: {}, logging: {}, completions: {} };
+const INSTRUCTIONS = "Switchyard's conformance fixture: the test_* surface of the MCP conformance suite.";
+
+// ---------------------------------------------------------------------------
+// One SDK Server per session.
+
+/** Per-session state kept beside the SDK objects. */
+class Session {
+  constructor() {
+    this.id = undefined;
+    this.transport = undefined;
+    this.server = undefined;
+    this.protocolVersion = LATEST_PROTOCOL_VERSION;
+    this.standaloneStreams = 0; // open GET streams (without Last-Event-ID)
+    this.subscriptions = new Set();
+  }
+}
+
+const sessions = new Map();
+
+function createServer(session) {
+  const server = new Server(
+    SERVER_INFO,
+    {
+      capabilities: CAPABILITIES,
+      instructions: INSTRUCTIONS,
+    },
+  );
+
+  // A server-to-client request: on the standalone GET stream when the client
+  // has one open (or always, in "standalone" mode), else related to the
+  // originating tools/call so it travels on that POST stream.
+  const serverRequest = (extra, request, resultSchema) => {
+    const standalone =
+      SERVER_REQUESTS === "standalone" || (SERVER_REQUESTS === "auto" && session.standaloneStreams > 0);
+    log(`session ${session.id}: ${request.method} on the ${standalone ? "GET" : "POST"} stream`);
+    if (standalone) {
+      return server.request(request, resultSchema, { signal: extra.signal });
+    }
+    return extra.sendRequest(request, resultSchema);
+  };
+
+  const sendLog = async (extra, level, data) => {
+    if (server.isMessageIgnored(level, session.id)) {
+      return;
+    }
+    await extra.sendNotification({
+      method: "notifications/message",
+      params: { level, logger: "switchyard-conformance-fixture", data },
+    });
+  };
+
+  const tools = toolHandlers({
+    capabilities: () => server.getClientCapabilities(),
+    serverRequest,
+    sendLog,
+    label: () => `session ${session.id}`,
+  });
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name, arguments: args = {} } = request.params;
-    const tool = tools[name];
-    if (!tool) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
-    }
-    try {
-      return await tool(args, extra);
-    } catch (error) {
-      // A failure inside a tool is a tool result, not a protocol error.
-      return toolError(`${name} failed: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  });
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+    runTool(tools, request.params.name, request.params.arguments ?? {}, extra),
+  );
 
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: RESOURCES }));
 
@@ -648,33 +781,12 @@ function createServer(session) {
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const { uri } = request.params;
-    switch (uri) {
-      case "test://static-text":
-        return {
-          contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }],
-        };
-      case "test://static-binary":
-        return { contents: [{ uri, mimeType: "image/png", blob: PNG_BASE64 }] };
-      case "test://watched-resource":
-        return {
-          contents: [{ uri, mimeType: "text/plain", text: `Watched resource content at ${new Date().toISOString()}` }],
-        };
+    const read = readResource(uri);
+    if (read === null) {
+      // -32002: resource not found (the 2025-11-25 code for it).
+      throw new McpError(-32002, `Resource not found: ${uri}`, { uri });
     }
-    const match = TEMPLATE_RE.exec(uri);
-    if (match) {
-      const id = decodeURIComponent(match[1]);
-      return {
-        contents: [
-          {
-            uri,
-            mimeType: "application/json",
-            text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }),
-          },
-        ],
-      };
-    }
-    // -32002: resource not found (the spec's code for it).
-    throw new McpError(-32002, `Resource not found: ${uri}`, { uri });
+    return read;
   });
 
   server.setRequestHandler(SubscribeRequestSchema, async (request) => {
@@ -700,69 +812,13 @@ function createServer(session) {
 
   server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts: PROMPTS }));
 
-  server.setRequestHandler(GetPromptRequestSchema, async (request) => {
-    const { name, arguments: args = {} } = request.params;
-    switch (name) {
-      case "test_simple_prompt":
-        return {
-          description: "A simple prompt without arguments",
-          messages: [{ role: "user", content: text("This is a simple prompt for testing.") }],
-        };
-      case "test_prompt_with_arguments": {
-        for (const key of ["arg1", "arg2"]) {
-          if (typeof args[key] !== "string") {
-            throw new McpError(ErrorCode.InvalidParams, `Missing required argument: ${key}`);
-          }
-        }
-        return {
-          description: "A prompt with two required arguments",
-          messages: [
-            { role: "user", content: text(`Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'`) },
-          ],
-        };
-      }
-      case "test_prompt_with_embedded_resource": {
-        if (typeof args.resourceUri !== "string") {
-          throw new McpError(ErrorCode.InvalidParams, "Missing required argument: resourceUri");
-        }
-        return {
-          description: "A prompt that embeds a resource",
-          messages: [
-            {
-              role: "user",
-              content: {
-                type: "resource",
-                resource: {
-                  uri: args.resourceUri,
-                  mimeType: "text/plain",
-                  text: "Embedded resource content for testing.",
-                },
-              },
-            },
-            { role: "user", content: text("Please process the embedded resource above.") },
-          ],
-        };
-      }
-      case "test_prompt_with_image":
-        return {
-          description: "A prompt with image content",
-          messages: [
-            { role: "user", content: { type: "image", data: PNG_BASE64, mimeType: "image/png" } },
-            { role: "user", content: text("Please analyze the image above.") },
-          ],
-        };
-    }
-    throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${name}`);
-  });
+  server.setRequestHandler(GetPromptRequestSchema, async (request) =>
+    getPrompt(request.params.name, request.params.arguments),
+  );
 
-  server.setRequestHandler(CompleteRequestSchema, async (request) => {
-    const { ref, argument } = request.params;
-    const key = `${ref.type} ${ref.type === "ref/prompt" ? ref.name : ref.uri} ${argument.name}`;
-    const candidates = COMPLETIONS[key] ?? [];
-    const prefix = String(argument.value ?? "").toLowerCase();
-    const values = candidates.filter((v) => v.toLowerCase().startsWith(prefix));
-    return { completion: { values, total: values.length, hasMore: false } };
-  });
+  server.setRequestHandler(CompleteRequestSchema, async (request) =>
+    complete(request.params.ref, request.params.argument),
+  );
 
   return server;
 }
@@ -801,9 +857,51 @@ app.use((req, res, next) => {
   next();
 });
 
+const serveModern = createModernHandler({
+  mode: ERA,
+  legacyVersions: SUPPORTED_PROTOCOL_VERSIONS,
+  capabilities: CAPABILITIES,
+  instructions: INSTRUCTIONS,
+  serverInfo: SERVER_INFO,
+  tools: TOOLS,
+  toolHandlers,
+  runTool,
+  resources: RESOURCES,
+  resourceTemplates: RESOURCE_TEMPLATES,
+  prompts: PROMPTS,
+  readResource,
+  getPrompt,
+  complete,
+  log,
+});
+
 app.all("/mcp", async (req, res) => {
   const sessionId = req.headers["mcp-session-id"];
   log(`${req.method} /mcp session=${sessionId ?? "-"} ${req.method === "POST" ? describeBody(req.body) : ""}`);
+  if (ERA !== "legacy" && req.method === "POST" && modernVersionOf(req.body) !== undefined) {
+    // A live legacy session keeps its own wire on a dual-era endpoint.
+    if (ERA === "modern" || !sessions.has(sessionId)) {
+      await serveModern(req, res);
+      return;
+    }
+  }
+  if (ERA === "modern") {
+    if (req.method !== "POST") {
+      res.status(405).set("Allow", "POST").end();
+      return;
+    }
+    const requested = req.body?.params?.protocolVersion ?? req.headers["mcp-protocol-version"] ?? null;
+    res.status(400).json({
+      jsonrpc: "2.0",
+      id: req.body?.id ?? null,
+      error: {
+        code: -32022,
+        message: `This server speaks only ${MODERN_VERSIONS.join(", ")}; send the protocol version in params._meta`,
+        data: { supported: MODERN_VERSIONS, requested },
+      },
+    });
+    return;
+  }
   try {
     if (sessionId !== undefined) {
       const session = sessions.get(sessionId);

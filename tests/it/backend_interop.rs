@@ -2,6 +2,9 @@
 //! the reference `server-everything` (TypeScript SDK) in `streamableHttp` mode, and a server on the official
 //! Python SDK answering with SSE streams or with plain JSON bodies.
 //!
+//! The Python SDK's server serves both protocol eras: the 2025-era checks run against it with `era = legacy`, and
+//! the 2026-07-28 checks with the probe deciding.
+//!
 //! Each test starts its own peer on a free loopback port (see `support::interop`) and checks the handshake,
 //! `tools/list` (across pages where the server paginates), `tools/call`, and that one (agent session, backend)
 //! slot keeps exactly one backend session — observed from both sides: the client's table, and the sessions the
@@ -12,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
 };
 
 use crate::support::interop::{InteropServer, PYTHON_PAGE_SIZE, PythonMode, python_tool_names};
@@ -23,8 +26,9 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long to wait for a server's own log line about a session (its output is read by a separate thread).
 const LOG_WAIT: Duration = Duration::from_secs(5);
 
-fn endpoint(server: &InteropServer) -> BackendTarget {
-    BackendEndpoint::new(server.url().parse().expect("a valid loopback URL"), EXCHANGE_TIMEOUT).into()
+/// The server reached in `era` (`Auto` probes it).
+fn endpoint_in(server: &InteropServer, era: Era) -> BackendTarget {
+    BackendEndpoint::new(server.url().parse().expect("a valid loopback URL"), EXCHANGE_TIMEOUT).with_era(era).into()
 }
 
 fn tool_names(tools: &[Value]) -> Vec<String> {
@@ -61,7 +65,8 @@ async fn wait_for(server: &InteropServer, what: &str, done: impl Fn(&InteropServ
 
 /// The checks every peer must pass: handshake, discovery, a call, and exactly one backend session per slot —
 /// even across several requests and a second `session()` lookup.
-async fn exercise(server: &InteropServer, echo_arguments: Value, expected_echo: &str) -> Vec<String> {
+async fn exercise(server: &InteropServer, era: Era, echo_arguments: Value, expected_echo: &str) -> Vec<String> {
+    let endpoint = |server: &InteropServer| endpoint_in(server, era);
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::new("agent-session-1", "peer");
 
@@ -100,7 +105,8 @@ async fn exercise(server: &InteropServer, echo_arguments: Value, expected_echo: 
 
 /// Two agent sessions must never share a backend session, and forgetting one ends its backend session with a
 /// `DELETE` the peer understands, while the other keeps working.
-async fn exercise_isolation_and_forget(server: &InteropServer, echo_arguments: Value) {
+async fn exercise_isolation_and_forget(server: &InteropServer, era: Era, echo_arguments: Value) {
+    let endpoint = |server: &InteropServer| endpoint_in(server, era);
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let first = SlotKey::new("agent-a", "peer");
     let second = SlotKey::new("agent-b", "peer");
@@ -129,9 +135,11 @@ async fn exercise_isolation_and_forget(server: &InteropServer, echo_arguments: V
     assert_eq!(server.started_sessions().len(), started_before, "agent-b's slot started another backend session");
 }
 
+/// The 2025-era checks against the Python SDK's server, which serves both eras: told to speak 2025's.
 async fn exercise_python(mode: PythonMode) {
     let Some(server) = InteropServer::python(mode) else { return };
-    let names = exercise(&server, json!({"text": "hi"}), "hi").await;
+    let endpoint = |server: &InteropServer| endpoint_in(server, Era::Legacy);
+    let names = exercise(&server, Era::Legacy, json!({"text": "hi"}), "hi").await;
     // The server lists PYTHON_PAGE_SIZE tools per page, so these only all arrive if the client followed
     // `nextCursor` page after page; order and uniqueness show it neither repeated nor skipped a page.
     let expected = python_tool_names();
@@ -153,14 +161,16 @@ async fn exercise_python(mode: PythonMode) {
         .expect_err("an unknown tool is an error");
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
 
-    exercise_isolation_and_forget(&server, json!({"text": "hi"})).await;
+    exercise_isolation_and_forget(&server, Era::Legacy, json!({"text": "hi"})).await;
 }
 
 #[tokio::test]
 async fn server_everything_streamable_http() {
     let Some(server) = InteropServer::everything() else { return };
     // server-everything's echo takes `message` and prefixes its answer.
-    let names = exercise(&server, json!({"message": "hi"}), "Echo: hi").await;
+    // server-everything speaks only 2025's era: the probe falls back to the handshake.
+    let endpoint = |server: &InteropServer| endpoint_in(server, Era::Auto);
+    let names = exercise(&server, Era::Auto, json!({"message": "hi"}), "Echo: hi").await;
     for expected in ["echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"] {
         assert!(names.iter().any(|name| name == expected), "{expected} missing from {names:?}");
     }
@@ -173,7 +183,7 @@ async fn server_everything_streamable_http() {
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert!(first_text(&sum).contains('5'), "{sum}");
 
-    exercise_isolation_and_forget(&server, json!({"message": "hi"})).await;
+    exercise_isolation_and_forget(&server, Era::Auto, json!({"message": "hi"})).await;
 }
 
 #[tokio::test]
@@ -184,4 +194,46 @@ async fn python_sdk_sse_responses() {
 #[tokio::test]
 async fn python_sdk_json_responses() {
     exercise_python(PythonMode::Json).await;
+}
+
+/// The Python SDK's server answers the probe as a 2026-07-28 server: no handshake, no session, and every request it
+/// takes passes its own header checks (it refuses a missing or wrong `Mcp-Name` with `-32020`).
+async fn exercise_python_modern(mode: PythonMode) {
+    let Some(server) = InteropServer::python(mode) else { return };
+    let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
+    let slot = SlotKey::new("agent-session-1", "peer");
+    let target = endpoint_in(&server, Era::Auto);
+    let session = client.session(&slot, &target).await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    assert_eq!(session.version(), "2026-07-28", "{}", server.logs());
+    assert_eq!(session.id(), None, "a modern backend keeps no session");
+    assert!(session.capabilities().get("tools").is_some(), "capabilities come from server/discover");
+
+    let tools = client.list_tools(&slot, &target).await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    assert_eq!(tool_names(&tools), python_tool_names(), "every page, in order");
+    let echoed = client
+        .request(&slot, &target, "tools/call", json!({"name": "echo", "arguments": {"text": "modern"}}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    assert_eq!(first_text(&echoed), "modern");
+    let error = client
+        .request(&slot, &target, "tools/call", json!({"name": "no_such_tool", "arguments": {}}))
+        .await
+        .expect_err("an unknown tool is an error");
+    assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
+
+    // Another agent session of the same client: the era is remembered, and the server never started a session.
+    let other = SlotKey::new("agent-session-2", "peer");
+    let again = client.session(&other, &target).await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    assert_eq!(again.version(), "2026-07-28");
+    assert!(server.started_sessions().is_empty(), "{}", server.logs());
+}
+
+#[tokio::test]
+async fn python_sdk_is_spoken_to_in_the_2026_era_with_sse_responses() {
+    exercise_python_modern(PythonMode::Sse).await;
+}
+
+#[tokio::test]
+async fn python_sdk_is_spoken_to_in_the_2026_era_with_json_responses() {
+    exercise_python_modern(PythonMode::Json).await;
 }

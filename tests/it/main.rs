@@ -17,6 +17,7 @@ mod gateway_oauth;
 mod layering;
 mod legacy_sse;
 mod modern_front;
+mod modern_backend;
 mod policies;
 mod real_clients;
 mod real_clients_auth;

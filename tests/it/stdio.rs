@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard::backend::mcp_client::{McpError, Relay, RelayMessage};
+use switchyard::backend::mcp_client::{Era, McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
-    ENV_ALLOWLIST, Launcher, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand, StdioConnection, StdioOptions,
+    ENV_ALLOWLIST, Launcher, Opening, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand, StdioConnection,
+    StdioOptions,
 };
 use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
@@ -58,6 +59,7 @@ fn backend(program: PathBuf, args: &[&str], env: &[(&str, &str)]) -> StdioBacken
         sharing: Sharing::PerAgent,
         idle_timeout: Duration::from_secs(600),
         max_processes: 4,
+        era: Era::Auto,
     }
 }
 
@@ -66,7 +68,7 @@ fn fault(mode: &str) -> StdioBackend {
 }
 
 async fn connect(backend: &StdioBackend) -> StdioConnection {
-    StdioConnection::connect(backend, &options(), &json!({}), Standing::default(), deadline(20))
+    StdioConnection::connect(backend, &options(), &json!({}), Standing::default(), Opening::Legacy, deadline(20))
         .await
         .expect("handshake")
 }
@@ -166,15 +168,24 @@ async fn a_crash_mid_call_is_after_delivery_and_the_next_call_is_not_delivered()
 
 #[tokio::test]
 async fn a_process_that_exits_before_the_handshake_is_not_delivered() {
-    let refused =
-        StdioConnection::connect(&fault("early"), &options(), &json!({}), Standing::default(), deadline(10)).await;
+    let refused = StdioConnection::connect(
+        &fault("early"),
+        &options(),
+        &json!({}),
+        Standing::default(),
+        Opening::Legacy,
+        deadline(10),
+    )
+    .await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "handshake");
 }
 
 #[tokio::test]
 async fn a_command_that_cannot_start_is_not_delivered_with_its_name() {
     let missing = backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]);
-    let refused = StdioConnection::connect(&missing, &options(), &json!({}), Standing::default(), deadline(10)).await;
+    let refused =
+        StdioConnection::connect(&missing, &options(), &json!({}), Standing::default(), Opening::Legacy, deadline(10))
+            .await;
     assert_not_delivered(refused.map(|connection| connection.pid()), "could not start `/nonexistent/mcp-server`");
 }
 
@@ -333,7 +344,7 @@ async fn failed_starts_back_off_and_are_reported() {
     let launcher = Launcher::new(backend(PathBuf::from("/nonexistent/mcp-server"), &[], &[]), options());
     assert_eq!(launcher.status(), SpawnStatus::Ready);
     assert_not_delivered(
-        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        launcher.connect(&json!({}), Standing::default(), Opening::Legacy, deadline(5)).await.map(|c| c.pid()),
         "could not start",
     );
     let SpawnStatus::Failing { failures: 1, last_error, .. } = launcher.status() else {
@@ -341,7 +352,7 @@ async fn failed_starts_back_off_and_are_reported() {
     };
     assert!(last_error.contains("could not start"), "{last_error}");
     assert_not_delivered(
-        launcher.connect(&json!({}), Standing::default(), deadline(5)).await.map(|c| c.pid()),
+        launcher.connect(&json!({}), Standing::default(), Opening::Legacy, deadline(5)).await.map(|c| c.pid()),
         "next attempt is in",
     );
 }

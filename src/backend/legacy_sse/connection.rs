@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::LegacySseBackend;
 use super::post::PostSink;
 use super::stream;
-use crate::backend::duplex::{Duplex, DuplexConnection, Peer, Standing};
+use crate::backend::duplex::{Duplex, DuplexConnection, Opening, Peer, Standing};
 use crate::backend::mcp_client::McpError;
 
 /// A live session with one legacy SSE backend; the MCP side of it is the [`DuplexConnection`] it dereferences
@@ -49,7 +49,8 @@ impl LegacySseConnection {
         let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing, standing };
         let duplex = Duplex::start(peer, sink, events);
         // A failed handshake ends the session, which closes the stream.
-        let connection = DuplexConnection::establish(duplex, capabilities, deadline).await?;
+        // The 2024-11-05 transport predates the modern era: no probe.
+        let connection = DuplexConnection::establish(duplex, capabilities, Opening::Legacy, deadline).await?;
         Ok(LegacySseConnection { connection, endpoint })
     }
 

@@ -2,14 +2,14 @@
 //! transport ([`super::transport`] dispatches).
 //!
 //! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
-//! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a session the
-//! backend ended (HTTP `404`) is replaced and the request retried exactly once (the backend did not process it);
-//! a duplex session that ended is replaced for the next call only. Forgetting an agent session ends all its
-//! sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise). Retiring a backend (a
-//! reload removed or replaced it) takes all its slots out of the table and ends each session once the calls
-//! running on it have ended; a session started from an older configuration revision of a backend is replaced
-//! before a newer target uses it. Every request is timed into `mcp_client_operation_duration_seconds` (handshake
-//! and retry included), and a session counts as live (and its process) while any clone of it exists.
+//! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a duplex
+//! session that ended is replaced for the next call only; a request is retried at most once, as [`super::retry`]
+//! decides. Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the process stopped or the
+//! stream closed otherwise). Retiring a backend (a reload removed or replaced it) takes all its slots out of the
+//! table and ends each session once the calls running on it have ended; a session started from an older
+//! configuration revision of a backend, or (2026-07-28) from an older era verdict, is replaced before a newer target
+//! uses it. Every request is timed into `mcp_client_operation_duration_seconds` (handshake and retry included), and
+//! a session counts as live (and its process) while any clone of it exists.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +18,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
-use super::exchange::{ExchangeError, Strays};
+use super::era::Eras;
+use super::exchange::Strays;
 use super::http::{Call, delete_in_background};
 use super::processes::{ProcessCounts, reap_when_idle};
+use super::retry::Retry;
+use super::subscriptions::Watches;
 use super::table::{SessionTable, Slot, SlotGuard, TableFull};
+use super::tool_headers::ToolHeaders;
 use super::transport::{BackendSession, effective_key};
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{
@@ -45,6 +49,12 @@ pub struct McpBackendClient {
     pub(super) next_generation: AtomicU64,
     pub(super) subscribers: Arc<Subscribers>,
     pub(super) strays: Arc<Strays>,
+    /// What is known of each backend's protocol era.
+    pub(super) eras: Arc<Eras>,
+    /// The `x-mcp-header` arguments of modern backends' tools.
+    pub(super) tool_headers: ToolHeaders,
+    /// Modern backends' list-change streams.
+    pub(super) watches: Watches,
 }
 
 /// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
@@ -73,6 +83,10 @@ impl Subscribers {
     pub(super) fn has_session_messages(&self) -> bool {
         lock(&self.session_messages).is_some()
     }
+
+    pub(super) fn has_list_changed(&self) -> bool {
+        lock(&self.list_changed).is_some()
+    }
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,6 +113,9 @@ impl McpBackendClient {
             next_generation: AtomicU64::new(1),
             subscribers: Arc::default(),
             strays: Arc::default(),
+            eras: Arc::default(),
+            tool_headers: ToolHeaders::default(),
+            watches: Watches::default(),
         })
     }
 
@@ -165,7 +182,7 @@ impl McpBackendClient {
         answer
     }
 
-    /// Sends `call` on its slot's session, replacing a session the backend ended and retrying once.
+    /// Sends `call` on its slot's session, retrying at most once as [`super::retry`] decides.
     async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<Value, McpError> {
         let Call { key, method, params, relay, span } = call;
         let shared = effective_key(key, target);
@@ -178,28 +195,29 @@ impl McpBackendClient {
         }
         let mut retried = false;
         loop {
+            if let Some(answer) = self.answer_locally(&slot, key, &session, method, params.as_ref()).await {
+                return answer;
+            }
             if let Some(span) = span {
                 span.session(session.id(), session.version());
             }
             let call = Call { key, method, params: params.clone(), relay, span };
-            match self.send(&session, target, call).await {
-                Err(ExchangeError::SessionGone) if !retried => {
-                    tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
-                    retried = true;
-                    if let Some(span) = span {
-                        span.retry("session_ended");
+            let error = match self.send(&session, target, call).await {
+                Ok(mut result) => {
+                    if method == method::TOOLS_LIST && session.modern().is_some() {
+                        self.tool_headers.learn(&key.backend, &mut result);
                     }
-                    let capabilities = relay.capabilities();
-                    session = self.ensure_session(&slot, key, target, Some(&session), capabilities, span).await?;
+                    return Ok(result);
                 }
-                Err(ExchangeError::SessionGone) => {
-                    return Err(McpError::NotDelivered {
-                        cause: NotDeliveredCause::SessionEnded,
-                        reason: "the backend ended the freshly initialized session too (404 twice)".into(),
-                    });
-                }
-                Err(ExchangeError::Failed(error)) => return Err(error),
-                Ok(result) => return Ok(result),
+                Err(error) => error,
+            };
+            let retry = self.recover(key, target, &session, method, error, retried).await?;
+            retried = true;
+            if let Some(span) = span {
+                span.retry(if retry == Retry::NewSession { "session_ended" } else { "resent" });
+            }
+            if retry == Retry::NewSession {
+                session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities(), span).await?;
             }
         }
     }
@@ -260,6 +278,10 @@ impl McpBackendClient {
     /// once (the next call starts a new session), and each session ends — an HTTP `DELETE`, a process stopped, a
     /// stream closed — as soon as the calls running on it have ended; those calls are not disturbed.
     pub fn retire_backend(&self, backend: &str) {
+        // A replaced backend may be another server: its era is asked again, its tools' headers learnt again.
+        self.eras.clear(backend);
+        self.tool_headers.clear(backend);
+        self.watches.stop(backend);
         for slot in self.table.remove_backend(backend) {
             let http = self.http.clone();
             tokio::spawn(async move {
@@ -321,8 +343,10 @@ impl McpBackendClient {
             .map_err(|_| not_delivered("the deadline passed while waiting for the backend handshake"))?;
         if let Some(held) = current.as_ref() {
             let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
-            // A reload replaced the backend; a call still holding the older target keeps what it finds.
-            let outdated = held.revision < target.revision();
+            // A reload replaced the backend, or its era verdict changed; a call still holding the older target
+            // keeps what it finds.
+            let outdated = held.revision < target.revision()
+                || held.modern().is_some_and(|modern| !self.eras.is_current(&key.backend, modern.epoch));
             if replaced || outdated || !held.is_alive() {
                 *current = None;
             }
@@ -342,6 +366,7 @@ impl McpBackendClient {
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
+        self.watch_lists(key, &session);
         let mut session = session;
         let live = self.config.metrics.live_session(&key.backend, session.process_id().is_some());
         session.live = Some(Arc::new(live));

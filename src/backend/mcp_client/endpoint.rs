@@ -16,6 +16,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use super::authorize::OAuthBinding;
+use super::era::Era;
 use crate::backend::duplex::Sharing;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
@@ -32,6 +33,8 @@ pub struct BackendEndpoint {
     pub(super) oauth: Option<OAuthBinding>,
     /// Whose tokens are sent: the calling agent's principal; `None` for the gateway's own discovery.
     pub(super) principal: Option<Arc<str>>,
+    /// Which protocol era to speak (probed by default).
+    pub(super) era: Era,
     /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
     timeout: Duration,
     pub(super) deadline: Instant,
@@ -48,6 +51,7 @@ impl BackendEndpoint {
             headers: Vec::new(),
             oauth: None,
             principal: None,
+            era: Era::Auto,
             timeout,
             deadline: Instant::now() + timeout,
             revision: 0,
@@ -69,6 +73,12 @@ impl BackendEndpoint {
     /// Sends the OAuth tokens `oauth` obtains for the backend.
     pub fn with_oauth(mut self, oauth: OAuthBinding) -> Self {
         self.oauth = Some(oauth);
+        self
+    }
+
+    /// Speaks `era` to the backend instead of probing which one it speaks.
+    pub fn with_era(mut self, era: Era) -> Self {
+        self.era = era;
         self
     }
 

@@ -17,12 +17,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
+use super::modern::{Rejection, modern_refusal};
 use super::refusal::Refusal;
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
@@ -40,6 +41,8 @@ pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// How much of an HTTP error body is kept for the error message.
 const ERROR_BODY_EXCERPT: usize = 512;
+/// How much of an HTTP error body is read (a JSON-RPC error with its `data`).
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// Why an exchange failed, before the caller decides what it means.
 #[derive(Debug)]
@@ -47,7 +50,35 @@ pub(super) enum ExchangeError {
     /// `404` on a request that carried a session id: the backend ended the session and did not process the
     /// request (transports §"Session Management" 3–4).
     SessionGone,
+    /// Modern wire: an HTTP error status whose body is a JSON-RPC error (the backend's own answer).
+    Rejected(Rejection),
+    /// Modern wire: `400`, `404` or `405` without a JSON-RPC error body, as a 2025-era server answers a request
+    /// without a session: the backend refused the request unprocessed and may no longer be modern.
+    NotModern(McpError),
     Failed(McpError),
+}
+
+/// Which protocol era an exchange speaks, and what that puts on the request.
+#[derive(Clone, Copy)]
+pub(super) enum Wire<'a> {
+    /// 2025-11-25 and earlier: the session's id and negotiated version; `None` only for `initialize`.
+    Legacy(Option<&'a BackendSession>),
+    /// 2026-07-28: no session; the version and the headers that mirror this request's body.
+    Modern { version: &'static str, headers: &'a [(HeaderName, HeaderValue)] },
+}
+
+impl ExchangeError {
+    /// The error for a caller that does not branch on the exchange's own cases.
+    pub(super) fn into_error(self) -> McpError {
+        match self {
+            ExchangeError::SessionGone => McpError::NotDelivered {
+                cause: NotDeliveredCause::SessionEnded,
+                reason: "the backend ended the session (404)".into(),
+            },
+            ExchangeError::Rejected(rejection) => rejection.into_error(),
+            ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error,
+        }
+    }
 }
 
 impl From<McpError> for ExchangeError {
@@ -62,12 +93,11 @@ pub(super) struct Answer {
     pub(super) headers: HeaderMap,
 }
 
-/// One exchange's fixed context: where to, with which session, until when, how many bytes at most.
+/// One exchange's fixed context: where to, in which era and session, until when, how many bytes at most.
 pub(super) struct Exchange<'a> {
     pub(super) http: &'a reqwest::Client,
     pub(super) endpoint: &'a BackendEndpoint,
-    /// `None` only for `initialize`.
-    pub(super) session: Option<&'a BackendSession>,
+    pub(super) wire: Wire<'a>,
     pub(super) limit: usize,
     /// Where the backend's notifications about this request go.
     pub(super) listener: Listener<'a>,
@@ -142,6 +172,9 @@ pub(crate) struct Listener<'a> {
 
 impl Listener<'_> {
     pub(crate) fn hear(&self, mut message: Value, method: &str) {
+        if method == method::SUBSCRIPTIONS_ACKNOWLEDGED {
+            return; // the gateway's own subscription, not the agent's
+        }
         if method.ends_with("/list_changed") {
             if let Some(list_changed) = self.list_changed {
                 list_changed(method);
@@ -182,7 +215,8 @@ impl Exchange<'_> {
     async fn send_and_read(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
         let response = self.post(message).await?;
         // Only the handshake reads the answer's headers (for the session id); other calls skip the copy.
-        let headers = if self.session.is_none() { response.headers().clone() } else { HeaderMap::new() };
+        let handshake = matches!(self.wire, Wire::Legacy(None));
+        let headers = if handshake { response.headers().clone() } else { HeaderMap::new() };
         let mut budget = self.limit;
         let message = match content_type(&response) {
             ContentType::Json => self.read_json(response, &mut budget).await?,
@@ -201,6 +235,19 @@ impl Exchange<'_> {
             }
         };
         Ok(Answer { message, headers })
+    }
+
+    /// Sends a `subscriptions/listen` request and returns its event stream, which stays open.
+    pub(super) async fn open_listen(&self, message: &Value) -> Result<Response, ExchangeError> {
+        let response = self.post(message).await?;
+        match content_type(&response) {
+            ContentType::EventStream => Ok(response),
+            _ => Err(after_delivery(
+                AfterDeliveryCause::Malformed,
+                "the backend answered subscriptions/listen without an event stream",
+            )
+            .into()),
+        }
     }
 
     /// Sends a notification or a response; the backend must accept it (any 2xx, normally 202).
@@ -263,11 +310,20 @@ impl Exchange<'_> {
 
     fn with_common_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         request = request.header(header::ACCEPT_ENCODING, "identity");
-        if let Some(session) = self.session {
-            if let Some(id) = &session.id {
-                request = request.header(SESSION_ID_HEADER, id.as_ref());
+        match self.wire {
+            Wire::Legacy(None) => {}
+            Wire::Legacy(Some(session)) => {
+                if let Some(id) = &session.id {
+                    request = request.header(SESSION_ID_HEADER, id.as_ref());
+                }
+                request = request.header(PROTOCOL_VERSION_HEADER, session.version);
             }
-            request = request.header(PROTOCOL_VERSION_HEADER, session.version);
+            Wire::Modern { version, headers } => {
+                request = request.header(PROTOCOL_VERSION_HEADER, version);
+                for (name, value) in headers {
+                    request = request.header(name, value);
+                }
+            }
         }
         if let Some((name, value)) = &self.endpoint.credential {
             request = request.header(name, value);
@@ -280,12 +336,16 @@ impl Exchange<'_> {
 
     async fn check_status(&self, response: Response) -> Result<Response, ExchangeError> {
         let status = response.status();
-        let had_session_id = self.session.is_some_and(|session| session.id.is_some());
+        let had_session_id = matches!(self.wire, Wire::Legacy(Some(session)) if session.id.is_some());
         if status == StatusCode::NOT_FOUND && had_session_id {
             return Err(ExchangeError::SessionGone);
         }
         if !status.is_success() {
-            let body = self.error_excerpt(response).await;
+            let body = self.error_body(response).await;
+            if let Wire::Modern { .. } = self.wire {
+                return Err(modern_refusal(status.as_u16(), &body));
+            }
+            let body = excerpt(&body);
             let error = match Refusal::of(status.as_u16()) {
                 Some(refusal) => {
                     McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
@@ -307,16 +367,16 @@ impl Exchange<'_> {
         Ok(response)
     }
 
-    async fn error_excerpt(&self, mut response: Response) -> String {
-        let mut excerpt = Vec::new();
-        while excerpt.len() < ERROR_BODY_EXCERPT {
+    /// The start of an error answer's body: enough for a JSON-RPC error (modern backends answer with one).
+    async fn error_body(&self, mut response: Response) -> Vec<u8> {
+        let mut body = Vec::new();
+        while body.len() < ERROR_BODY_LIMIT {
             match timeout_at(self.endpoint.deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => excerpt.extend_from_slice(&chunk),
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
         }
-        excerpt.truncate(ERROR_BODY_EXCERPT);
-        String::from_utf8_lossy(&excerpt).into_owned()
+        body
     }
 
     /// The next chunk of a body, within the deadline and the byte budget. `Ok(None)` is the end of the body.
@@ -378,6 +438,13 @@ impl Exchange<'_> {
             if let Some(answer) = self.read_one_stream(&mut response, id, budget, &mut cursor).await? {
                 return Ok(answer);
             }
+            if let Wire::Modern { .. } = self.wire {
+                // 2026-07-28 has no resumption: the request is lost with its stream.
+                return Err(after_delivery(
+                    AfterDeliveryCause::Ended,
+                    "the backend's event stream ended before the response (2026-07-28 streams cannot be resumed)",
+                ));
+            }
             if cursor.last_event_id.is_empty() {
                 return Err(after_delivery(
                     AfterDeliveryCause::Ended,
@@ -438,6 +505,11 @@ impl Exchange<'_> {
                 }
                 Ok(None)
             }
+            Kind::Request { method, .. } if matches!(self.wire, Wire::Modern { .. }) => {
+                // 2026-07-28 servers never send requests, and clients never send responses.
+                tracing::warn!(method, "a 2026-07-28 backend sent a request on its stream; ignored");
+                Ok(None)
+            }
             Kind::Request { id: request_id, method } => {
                 let (request_id, method) = (request_id.clone(), method.to_owned());
                 let reply = self.answer_server_request(&request_id, &method, message).await;
@@ -474,9 +546,10 @@ impl Exchange<'_> {
             ExchangeError::SessionGone => {
                 after_delivery(AfterDeliveryCause::Ended, "the backend ended the session during the call")
             }
-            ExchangeError::Failed(error) => {
-                after_delivery(AfterDeliveryCause::Ended, format!("resuming the event stream failed: {error}"))
-            }
+            error => after_delivery(
+                AfterDeliveryCause::Ended,
+                format!("resuming the event stream failed: {}", error.into_error()),
+            ),
         })
     }
 
@@ -532,6 +605,11 @@ impl Exchange<'_> {
         }
         Some(decoder.last_event_id().to_owned()).filter(|id| !id.is_empty())
     }
+}
+
+/// The start of an error body, for messages.
+pub(super) fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_EXCERPT)]).into_owned()
 }
 
 /// Why reading a body stopped early.

@@ -1,10 +1,12 @@
 //! Backend sessions over Streamable HTTP (design §2; MCP 2025-11-25 `basic/transports.mdx` §"Streamable HTTP"):
-//! the handshake, one request on a session, and ending a session with `DELETE`.
+//! the handshake, one request on a session (of either era), and ending a session with `DELETE`.
 //!
 //! Rules: the handshake is `initialize` offering [`LATEST_PROTOCOL_VERSION`] then `notifications/initialized`;
 //! a returned `MCP-Session-Id` must be exactly one header of 1–1024 visible ASCII characters; the progress token
-//! is swapped for the request's own id; a cancelled call tells the backend by that id. The wire exchange itself
-//! is [`super::exchange`]'s.
+//! is swapped for the request's own id. A cancelled call tells a 2025-era backend by that id
+//! (`notifications/cancelled`); a 2026-07-28 backend learns it from its response stream closing, which dropping
+//! the exchange does (it has no other cancellation over HTTP). The wire exchange itself is [`super::exchange`]'s;
+//! what the modern wire adds to a request is [`super::modern`]'s.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -12,7 +14,9 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 
 use super::NotDeliveredCause;
-use super::exchange::{Exchange, ExchangeError, Listener};
+use super::exchange::{Exchange, ExchangeError, Listener, Wire};
+use super::modern::{mirrored_headers, request_params};
+use super::tool_headers::header_values;
 use super::transport::{BackendSession, Carrier, initialize_params};
 use super::{
     BackendEndpoint, DELETE_TIMEOUT, McpBackendClient, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER,
@@ -44,8 +48,8 @@ impl McpBackendClient {
         let initialize = jsonrpc::request(&id, method::INITIALIZE, Some(initialize_params(capabilities)));
         let limit = self.config.max_exchange_bytes;
         let listener = Listener::default();
-        let exchange =
-            Exchange { http: &self.http, endpoint, session: None, limit, listener, strays: None, span: None };
+        let wire = Wire::Legacy(None);
+        let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays: None, span: None };
         let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
         let result = into_result(answer.message)?;
         let version = negotiated_version(&result)?;
@@ -59,7 +63,7 @@ impl McpBackendClient {
             carrier: Carrier::Http { home: Arc::new(endpoint.home()) },
             live: None,
         };
-        let exchange = Exchange { session: Some(&session), ..exchange };
+        let exchange = Exchange { wire: Wire::Legacy(Some(&session)), ..exchange };
         exchange.deliver(&jsonrpc::notification(method::INITIALIZED, None)).await.map_err(handshake_error)?;
         Ok(session)
     }
@@ -76,7 +80,24 @@ impl McpBackendClient {
         }
         let mut params = call.params;
         let theirs = swap_progress_token(&mut params, &id);
-        let message = jsonrpc::request(&id, call.method, params);
+        let modern = session.modern();
+        let (message, headers) = match modern {
+            None => (jsonrpc::request(&id, call.method, params), Vec::new()),
+            Some(modern) => {
+                let log_level = modern.asked.log_level();
+                let params = request_params(params, session.version, call.relay.capabilities(), log_level);
+                let message = jsonrpc::request(&id, call.method, Some(params));
+                let mut headers = mirrored_headers(&message)?;
+                if call.method == method::TOOLS_CALL {
+                    headers.extend(self.param_headers(&call.key.backend, &message));
+                }
+                (message, headers)
+            }
+        };
+        let wire = match modern {
+            None => Wire::Legacy(Some(session)),
+            Some(_) => Wire::Modern { version: session.version, headers: &headers },
+        };
         let backend = &call.key.backend;
         let list_changed = |method: &str| self.subscribers.announce(backend, method);
         let listener = Listener {
@@ -85,23 +106,39 @@ impl McpBackendClient {
             list_changed: Some(&list_changed),
         };
         let limit = self.config.max_exchange_bytes;
-        let strays = Some(&*self.strays);
+        // Responses on another stream exist only where there are other streams (a 2025-era session's `GET`).
+        let strays = modern.is_none().then_some(&*self.strays);
         let span = call.span;
-        let exchange = Exchange { http: &self.http, endpoint, session: Some(session), limit, listener, strays, span };
+        let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays, span };
         let Some(cancel) = &call.relay.cancel() else {
             return Ok(into_result(exchange.call(&id, &message).await?.message)?);
         };
         tokio::select! {
             answer = exchange.call(&id, &message) => Ok(into_result(answer?.message)?),
             () = cancel.notified() => {
-                // The backend learns which of its requests to stop by its own id (utilities/cancellation).
-                let params = json!({"requestId": id, "reason": "cancelled by the agent"});
-                if let Err(error) = exchange.deliver(&jsonrpc::notification(method::CANCELLED, Some(params))).await {
-                    tracing::warn!(?error, "could not forward a cancellation to the backend");
+                // The call's future is dropped by now, and with it its response stream: that closing is all a
+                // 2026-07-28 backend gets. A 2025-era backend learns which request to stop by its own id.
+                if modern.is_none() {
+                    let params = json!({"requestId": id, "reason": "cancelled by the agent"});
+                    let cancelled = jsonrpc::notification(method::CANCELLED, Some(params));
+                    if let Err(error) = exchange.deliver(&cancelled).await {
+                        tracing::warn!(?error, "could not forward a cancellation to the backend");
+                    }
                 }
                 Err(ExchangeError::Failed(McpError::Cancelled))
             }
         }
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` `message`, from what the backend's tool list declared.
+    fn param_headers(
+        &self,
+        backend: &str,
+        message: &Value,
+    ) -> Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
+        let tool = message.pointer("/params/name").and_then(Value::as_str).unwrap_or_default();
+        let Some(specs) = self.tool_headers.of(backend, tool) else { return Vec::new() };
+        header_values(&specs, message.pointer("/params/arguments"))
     }
 }
 
@@ -129,7 +166,7 @@ fn handshake_error(error: ExchangeError) -> McpError {
             cause: NotDeliveredCause::SessionEnded,
             reason: "the backend ended the new session".into(),
         },
-        ExchangeError::Failed(error) => error,
+        error => error.into_error(),
     }
 }
 

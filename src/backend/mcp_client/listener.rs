@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::client::Subscribers;
-use super::exchange::{Exchange, ExchangeError, Listener, Strays};
+use super::exchange::{Exchange, ExchangeError, Listener, Strays, Wire};
 use super::{BackendSession, McpError, Relay, SessionMessage, SlotKey};
 
 /// How long one `GET` connection is kept before it is reopened (also bounds waiting for an agent's answer).
@@ -92,7 +92,7 @@ async fn listen(context: &Context, session: &BackendSession, mut hooks: Hooks<'_
         let exchange = Exchange {
             http: &context.http,
             endpoint: &endpoint,
-            session: Some(session),
+            wire: Wire::Legacy(Some(session)),
             limit: context.limit,
             listener,
             strays: Some(&context.strays),

@@ -1,13 +1,15 @@
-//! The gateway's client to backend MCP servers, protocol 2025-11-25 (design §2, §7): one API — [`McpBackendClient`]
-//! with `session`, `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP,
-//! stdio processes and legacy HTTP+SSE streams.
+//! The gateway's client to backend MCP servers (design §2, §7), of both protocol eras — 2025-11-25 and earlier
+//! (`initialize`, sessions) and 2026-07-28 (sessionless, issue 15): one API — [`McpBackendClient`] with `session`,
+//! `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP, stdio processes and
+//! legacy HTTP+SSE streams.
 //!
 //! Files, one concern each: the error classes ([`error`]); where a backend is reached and which table slot a call
 //! uses ([`endpoint`]); the client object and its bounded session table ([`client`], [`table`]); the transport
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
 //! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
-//! operator ([`census`]).
+//! operator ([`census`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
+//! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
@@ -16,13 +18,19 @@ mod authorize;
 mod census;
 mod client;
 mod endpoint;
+mod era;
 mod error;
 mod exchange;
 mod http;
 mod listener;
+mod modern;
+mod negotiate;
 mod processes;
 mod refusal;
+mod retry;
+mod subscriptions;
 mod table;
+mod tool_headers;
 mod transport;
 
 use std::sync::Arc;
@@ -36,10 +44,13 @@ pub use authorize::OAuthBinding;
 pub use census::BackendCensus;
 pub use client::McpBackendClient;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
+pub use era::{Era, LATEST_MODERN_VERSION};
+pub(crate) use era::{Verdict, verdict_of_error, verdict_of_result};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
 pub(crate) use exchange::{Listener, answer_server_request};
 pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub(crate) use exchange::{classify_send_error, error_chain};
+pub(crate) use modern::{Asked, listen_interests, request_params};
 pub use refusal::Refusal;
 pub use transport::BackendSession;
 pub(crate) use transport::initialize_params;

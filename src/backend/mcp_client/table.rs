@@ -55,9 +55,14 @@ impl Default for Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some((_, listener)) = self.listener_lock().take() {
-            listener.abort();
-        }
+        self.stop_listener();
+    }
+}
+
+/// Puts `new` in the listener's place, stopping the one it replaces.
+fn install(listener: &mut Option<(u64, AbortHandle)>, new: Option<(u64, AbortHandle)>) {
+    if let Some((_, old)) = std::mem::replace(listener, new) {
+        old.abort();
     }
 }
 
@@ -74,9 +79,17 @@ impl Slot {
         if listener.as_ref().is_some_and(|(running, handle)| *running == generation && !handle.is_finished()) {
             return;
         }
-        if let Some((_, old)) = listener.replace((generation, start())) {
-            old.abort();
-        }
+        install(&mut listener, Some((generation, start())));
+    }
+
+    /// Starts a listener for the session of `generation` in place of any running one.
+    pub(super) fn replace_listener(&self, generation: u64, start: impl FnOnce() -> AbortHandle) {
+        install(&mut self.listener_lock(), Some((generation, start())));
+    }
+
+    /// Stops the running listener, if any.
+    pub(super) fn stop_listener(&self) {
+        install(&mut self.listener_lock(), None);
     }
 
     /// The session this slot holds, when nobody is handshaking on it right now.

@@ -1,7 +1,8 @@
 //! The transport dispatch (design §2, §7): one live backend session, whatever carries it, and the two things
 //! the client does with one — start it and send a request on it.
 //!
-//! Rules: a session is carried by Streamable HTTP (its requests are exchanges, [`super::http`]) or by the shared
+//! Rules: a session is carried by Streamable HTTP (its requests are exchanges, [`super::http`]; a 2026-07-28
+//! backend keeps no session, so the slot keeps what the agent asked of it, [`super::modern`]) or by the shared
 //! session core (a stdio process or a legacy SSE stream, [`crate::backend::duplex`]). A duplex session that ended
 //! (`!is_alive()`) is treated like an HTTP session the backend ended: the slot drops it and the NEXT call starts a
 //! fresh one; the call that was in it already failed `AfterDelivery` and is never repeated. A stdio session holds
@@ -17,6 +18,7 @@ use super::NotDeliveredCause;
 use super::endpoint::{DuplexTarget, DuplexTransport};
 use super::exchange::ExchangeError;
 use super::http::Call;
+use super::modern::ModernSlot;
 use super::processes::ProcessPermit;
 use super::{BackendEndpoint, BackendTarget, McpBackendClient, McpError, SlotKey};
 use crate::backend::duplex::{Announce, DuplexConnection, Sharing, Standing};
@@ -43,9 +45,15 @@ pub struct BackendSession {
 /// What carries a session's messages.
 #[derive(Clone)]
 pub(super) enum Carrier {
-    /// Streamable HTTP; `home` is where a `DELETE` and the standalone stream go (without per-call headers).
+    /// Streamable HTTP, 2025 era; `home` is where a `DELETE` and the standalone stream go (without per-call
+    /// headers).
     Http {
         home: Arc<BackendEndpoint>,
+    },
+    /// Streamable HTTP, 2026-07-28: no session at the backend; `home` is where `subscriptions/listen` goes.
+    Modern {
+        home: Arc<BackendEndpoint>,
+        slot: Arc<ModernSlot>,
     },
     Duplex(Arc<DuplexLink>),
 }
@@ -54,6 +62,9 @@ impl std::fmt::Debug for Carrier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Carrier::Http { home } => f.debug_struct("Http").field("url", home.url()).finish(),
+            Carrier::Modern { home, slot } => {
+                f.debug_struct("Modern").field("url", home.url()).field("epoch", &slot.epoch).finish()
+            }
             Carrier::Duplex(link) => f.debug_struct("Duplex").field("alive", &link.is_alive()).finish(),
         }
     }
@@ -105,23 +116,39 @@ impl BackendSession {
                 Connection::Stdio(connection) => Some(connection.pid()),
                 Connection::LegacySse(_) => None,
             },
-            Carrier::Http { .. } => None,
+            Carrier::Http { .. } | Carrier::Modern { .. } => None,
         }
     }
 
     /// Whether the session can still take requests (an HTTP session is alive until its backend says otherwise).
     pub(super) fn is_alive(&self) -> bool {
         match &self.carrier {
-            Carrier::Http { .. } => true,
+            Carrier::Http { .. } | Carrier::Modern { .. } => true,
             Carrier::Duplex(link) => link.is_alive(),
         }
     }
 
-    /// The home endpoint of an HTTP session.
+    /// The home endpoint of a 2025-era HTTP session.
     pub(super) fn http_home(&self) -> Option<&Arc<BackendEndpoint>> {
         match &self.carrier {
             Carrier::Http { home } => Some(home),
-            Carrier::Duplex(_) => None,
+            Carrier::Modern { .. } | Carrier::Duplex(_) => None,
+        }
+    }
+
+    /// Where a 2026-07-28 HTTP backend's `subscriptions/listen` streams go.
+    pub(super) fn modern_home(&self) -> Option<&BackendEndpoint> {
+        match &self.carrier {
+            Carrier::Modern { home, .. } => Some(home),
+            Carrier::Http { .. } | Carrier::Duplex(_) => None,
+        }
+    }
+
+    /// What the slot keeps for a 2026-07-28 HTTP backend.
+    pub(super) fn modern(&self) -> Option<&Arc<ModernSlot>> {
+        match &self.carrier {
+            Carrier::Modern { slot, .. } => Some(slot),
+            Carrier::Http { .. } | Carrier::Duplex(_) => None,
         }
     }
 }
@@ -146,7 +173,7 @@ impl McpBackendClient {
     ) -> Result<BackendSession, McpError> {
         match target {
             BackendTarget::Http(endpoint) => {
-                self.handshake(endpoint, capabilities).await.map_err(|error| match error {
+                self.start_http(key, endpoint, capabilities).await.map_err(|error| match error {
                     // The principal must authorize first: the agent is told where, not that a handshake failed.
                     McpError::AuthorizationRequired { .. } => error,
                     // What stopped the handshake stays the cause (a refused connection is still `Connect`).
@@ -176,8 +203,11 @@ impl McpBackendClient {
         let (connection, permit) = match &target.transport {
             DuplexTransport::Stdio(launcher) => {
                 let permit = self.process_permit(launcher.backend())?;
-                let connection = launcher.connect(capabilities, standing, target.deadline).await?;
-                (Connection::Stdio(connection), Some(permit))
+                let (opening, relied_on) = self.opening(&key.backend, launcher.backend().era);
+                let connected = launcher.connect(capabilities, standing, opening, target.deadline).await;
+                let outcome = connected.as_ref().map(|connection| connection.is_modern());
+                self.learn_opening(&key.backend, relied_on, outcome);
+                (Connection::Stdio(connected?), Some(permit))
             }
             DuplexTransport::LegacySse(backend) => {
                 let connection =
@@ -206,7 +236,9 @@ impl McpBackendClient {
         call: Call<'_>,
     ) -> Result<Value, ExchangeError> {
         match (&session.carrier, target) {
-            (Carrier::Http { .. }, BackendTarget::Http(endpoint)) => self.send_http(session, endpoint, call).await,
+            (Carrier::Http { .. } | Carrier::Modern { .. }, BackendTarget::Http(endpoint)) => {
+                self.send_http(session, endpoint, call).await
+            }
             (Carrier::Duplex(link), BackendTarget::Duplex(duplex)) => {
                 let params = call.params.unwrap_or(Value::Null);
                 Ok(link.request(call.method, params, call.relay, duplex.deadline).await?)

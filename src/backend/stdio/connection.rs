@@ -26,7 +26,7 @@ use tokio::time::{Instant, timeout_at};
 use super::lines::LineReader;
 use super::process::{self, Spawned};
 use super::{StdioBackend, StdioOptions};
-use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Peer, Sending, Standing};
+use crate::backend::duplex::{Duplex, DuplexConnection, MessageSink, MessageSource, Opening, Peer, Sending, Standing};
 use crate::backend::mcp_client::McpError;
 use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 
@@ -56,14 +56,15 @@ struct StdoutSource {
 }
 
 impl StdioConnection {
-    /// Starts a process for `backend` and completes the handshake before `deadline`, offering the agent's
-    /// client `capabilities`; what the process sends outside calls goes to `standing`. Every failure is
-    /// `NotDelivered`: no request of the caller was sent yet.
+    /// Starts a process for `backend` and opens its session as `opening` says before `deadline`, offering the
+    /// agent's client `capabilities` in a handshake; what the process sends outside calls goes to `standing`.
+    /// Every failure is `NotDelivered`: no request of the caller was sent yet.
     pub async fn connect(
         backend: &StdioBackend,
         options: &StdioOptions,
         capabilities: &Value,
         standing: Standing,
+        opening: Opening,
         deadline: Instant,
     ) -> Result<StdioConnection, McpError> {
         let program = &backend.command.program;
@@ -81,7 +82,7 @@ impl StdioConnection {
         let name = Arc::clone(&backend.name);
         let supervisor = tokio::spawn(supervise(Arc::clone(&duplex), name, child, pid, options.grace));
         // A failed handshake ends the session, and the supervisor stops the process.
-        let connection = DuplexConnection::establish(Arc::clone(&duplex), capabilities, deadline).await?;
+        let connection = DuplexConnection::establish(Arc::clone(&duplex), capabilities, opening, deadline).await?;
         Ok(StdioConnection { connection, duplex, supervisor: Some(supervisor), pid })
     }
 

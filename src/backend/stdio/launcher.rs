@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{StdioBackend, StdioConnection, StdioOptions};
-use crate::backend::duplex::Standing;
+use crate::backend::duplex::{Opening, Standing};
 use crate::backend::mcp_client::McpError;
 use crate::backend::mcp_client::NotDeliveredCause;
 
@@ -57,15 +57,17 @@ impl Launcher {
         &self.backend
     }
 
-    /// A new process with its handshake done, unless starts are backing off.
+    /// A new process with its session opened as `opening` says, unless starts are backing off.
     pub async fn connect(
         &self,
         capabilities: &Value,
         standing: Standing,
+        opening: Opening,
         deadline: Instant,
     ) -> Result<StdioConnection, McpError> {
         self.check()?;
-        let started = StdioConnection::connect(&self.backend, &self.options, capabilities, standing, deadline).await;
+        let started =
+            StdioConnection::connect(&self.backend, &self.options, capabilities, standing, opening, deadline).await;
         self.record(started.as_ref().err());
         started
     }

@@ -21,12 +21,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::backend::duplex::{Sharing, Standing};
+pub use crate::backend::duplex::{Opening, Sharing, Standing};
 pub use connection::StdioConnection;
 pub use launcher::{Launcher, SpawnStatus};
 pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};
 
-use crate::backend::mcp_client::MAX_EXCHANGE_BYTES;
+use crate::backend::mcp_client::{Era, MAX_EXCHANGE_BYTES};
 
 /// How long each step of stopping a process may take (stdin closed → SIGTERM → SIGKILL), by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
@@ -63,6 +63,8 @@ pub struct StdioBackend {
     pub idle_timeout: Duration,
     /// Live processes of this backend at most.
     pub max_processes: usize,
+    /// Which protocol era to speak (each process is probed by default).
+    pub era: Era,
 }
 
 /// How a connection treats its process.

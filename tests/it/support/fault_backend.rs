@@ -7,6 +7,13 @@
 //! reached the backend and how often a tool actually ran.
 //!
 //! Every response carries `Connection: close`: one request per connection keeps the parser trivial.
+//!
+//! It serves the 2025-11-25 era by default; [`Eras::Both`] adds the 2026-07-28 era on the same endpoint and
+//! [`Eras::Modern`] serves that era only (see `modern.rs`).
+
+mod modern;
+
+pub use modern::Eras;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -122,8 +129,17 @@ pub struct Script {
     pub body_limit: Option<usize>,
     /// Serve a standalone stream on `GET` (without `Last-Event-ID`) carrying these messages; `None`: 405.
     pub standalone: Option<Vec<Value>>,
-    /// The `ServerCapabilities` declared in the `initialize` result.
+    /// The `ServerCapabilities` declared in the `initialize` result (and in `server/discover`'s).
     pub capabilities: Value,
+    /// Which protocol eras are served.
+    pub eras: Eras,
+    /// The 2026-07-28-era versions served; a modern request at another one is refused with `-32022`.
+    pub modern_versions: Vec<String>,
+    /// Listed by `prompts/list`; `prompts/get` answers any of them.
+    pub prompts: Vec<Value>,
+    /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
+    /// tool list changed.
+    pub announce_tools_changed: bool,
     /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
     /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).
     pub require_bearer: bool,
@@ -159,6 +175,10 @@ impl Default for Script {
             body_limit: None,
             standalone: None,
             capabilities: json!({ "tools": { "listChanged": false } }),
+            eras: Eras::Legacy,
+            modern_versions: vec![modern::LATEST_MODERN.to_owned()],
+            prompts: Vec::new(),
+            announce_tools_changed: false,
             require_bearer: false,
         }
     }
@@ -266,6 +286,11 @@ impl FaultBackend {
     pub fn client_answers(&self) -> Vec<Value> {
         self.shared.lock().client_answers.clone()
     }
+
+    /// How many `stall`ed calls the client gave up on by closing their connection.
+    pub fn abandoned_calls(&self) -> usize {
+        self.shared.lock().abandoned
+    }
 }
 
 impl Drop for FaultBackend {
@@ -292,6 +317,8 @@ struct State {
     streams_made: u64,
     /// Streams closed early and waiting for a `GET` with `Last-Event-ID`, by stream name.
     parked: HashMap<String, Parked>,
+    /// `stall`ed calls whose client closed the connection.
+    abandoned: usize,
 }
 
 struct Parked {
@@ -531,6 +558,9 @@ impl Exchange<'_> {
             let challenge = vec![("WWW-Authenticate", b"Bearer".to_vec())];
             return send_raw(self.stream, 401, challenge, "text/plain", b"a bearer token is required").await;
         }
+        if let Some(served) = self.modern_route().await {
+            return served;
+        }
         if let Some((status, why)) = self.session_gate() {
             return self.text(status, why).await;
         }
@@ -592,12 +622,27 @@ impl Exchange<'_> {
             "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
                 self.reply(Vec::new(), success(id, json!({}))).await
             }
-            "resources/templates/list" => self.reply(Vec::new(), success(id, json!({"resourceTemplates": []}))).await,
             "tools/list" => {
                 let page = self.tools_page(id, params);
                 self.reply(Vec::new(), page).await
             }
             "tools/call" => self.call_tool(id, params).await,
+            "prompts/list" => self.reply(Vec::new(), success(id, json!({ "prompts": self.script.prompts }))).await,
+            "prompts/get" => {
+                let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+                let text = format!("prompt {name} with {}", params.get("arguments").unwrap_or(&Value::Null));
+                let messages = json!([{ "role": "user", "content": { "type": "text", "text": text } }]);
+                self.reply(Vec::new(), success(id, json!({ "messages": messages }))).await
+            }
+            "resources/list" | "resources/templates/list" => {
+                let field = if method == "resources/list" { "resources" } else { "resourceTemplates" };
+                self.reply(Vec::new(), success(id, json!({ field: [] }))).await
+            }
+            "resources/read" => {
+                let uri = params.get("uri").cloned().unwrap_or(Value::Null);
+                let contents = json!([{ "uri": uri, "mimeType": "text/plain", "text": format!("content of {uri}") }]);
+                self.reply(Vec::new(), success(id, json!({ "contents": contents }))).await
+            }
             _ => self.reply(Vec::new(), failure(id, -32601, "method not found")).await,
         }
     }
@@ -658,6 +703,7 @@ impl Exchange<'_> {
         }
         if self.script.stall {
             let _ = client_gone(self.stream).await;
+            self.shared.lock().abandoned += 1;
             return Ok(());
         }
         if self.script.endless_line {

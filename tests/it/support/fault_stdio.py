@@ -14,6 +14,10 @@ Usage: fault_stdio.py MODE. Every mode speaks newline-delimited JSON-RPC on stdi
   garbage   a line that is not JSON on stdout instead of an answer
   huge      an answer line of 64 MiB
   hang      tools/call is never answered, and stdin closing is ignored
+  modern    a 2026-07-28 server: `server/discover` answers (tools and prompts list changes, resource
+            subscriptions), `initialize` and any request without `_meta` protocolVersion 2026-07-28 get -32022;
+            `subscriptions/listen` gets the acknowledgement, `notifications/resources/updated` per subscribed URI and
+            a tool list change (when asked), and stays unanswered; the tool `meta` returns its request's `_meta`
 
 With FAULT_EARLY_IF=PATH in the environment, any mode behaves as `early` while PATH exists (so a test can let
 discovery succeed and then make the next processes fail to start).
@@ -139,12 +143,46 @@ def misbehave(request_id):
     return False
 
 
+MODERN = "2026-07-28"
+
+
+def answer_modern(message, method, request_id):
+    """The 2026-07-28 side of mode `modern`; True when the message was answered here."""
+    meta = (message.get("params") or {}).get("_meta") or {}
+    if meta.get("io.modelcontextprotocol/protocolVersion") != MODERN:
+        error = {"code": -32022, "message": "unsupported protocol version", "data": {"supported": [MODERN]}}
+        send({"jsonrpc": "2.0", "id": request_id, "error": error})
+        return True
+    if method == "server/discover":
+        capabilities = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {
+            "resultType": "complete", "supportedVersions": [MODERN], "capabilities": capabilities,
+            "ttlMs": 0, "cacheScope": "public"}})
+        return True
+    if method == "subscriptions/listen":
+        asked = message["params"].get("notifications", {})
+        tag = {"io.modelcontextprotocol/subscriptionId": request_id}
+        send({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+              "params": {"notifications": asked, "_meta": tag}})
+        for uri in asked.get("resourceSubscriptions", []):
+            send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri, "_meta": tag}})
+        if asked.get("toolsListChanged"):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": tag}})
+        return True
+    if method == "tools/call" and message["params"].get("name") == "meta":
+        send({"jsonrpc": "2.0", "id": request_id, "result": text(json.dumps(meta))})
+        return True
+    return False
+
+
 def answer(message):
     method, request_id = message.get("method"), message.get("id")
     if method == "notifications/cancelled":
         CANCELLED.append(message.get("params"))
     if request_id is None or method is None:
         return  # notifications and the client's answers need no answer
+    if MODE == "modern" and answer_modern(message, method, request_id):
+        return
     if MODE == "noise":
         for index in range(10000):
             sys.stderr.write(f"noise line {index} " + "." * 200 + "\n")

@@ -1,6 +1,7 @@
-//! Third-party MCP servers as real peers for interop tests: the reference `server-everything` (Node) and a
-//! server on the official Python SDK (`tests/interop/python_server.py`), each started on a free loopback port for
-//! one test and killed when its [`InteropServer`] is dropped.
+//! Third-party MCP servers as real peers for interop tests: the reference `server-everything` (Node), a server on
+//! the official Python SDK (`tests/interop/python_server.py`) and the project's conformance fixture
+//! (`tests/conformance/fixture.mjs`, on the TypeScript SDK, in one of its protocol eras), each started on a free
+//! loopback port for one test and killed when its [`InteropServer`] is dropped.
 //!
 //! The peers are installed by `scripts/test` (npm packages in `tests/interop/node_modules`, a venv in
 //! `target/interop-venv`), which exports where they are:
@@ -64,6 +65,8 @@ const EVERYTHING_MARKERS: SessionMarkers = SessionMarkers {
     started: "Session initialized with ID: ",
     ended: "Received session termination request for session ",
 };
+/// The fixture reports sessions on stderr only ("session <id> opened"); see [`InteropServer::logs`].
+const FIXTURE_MARKERS: SessionMarkers = SessionMarkers { started: "SESSION ", ended: "ENDED " };
 /// Printed by `python_server.py` for exactly this purpose.
 const PYTHON_MARKERS: SessionMarkers = SessionMarkers { started: "SESSION ", ended: "ENDED " };
 
@@ -111,6 +114,24 @@ impl InteropServer {
                 .env("PORT", port.to_string())
                 .env("SWITCHYARD_EXIT_ON_STDIN_EOF", "1")
                 .current_dir(interop_dir());
+            command
+        }))
+    }
+
+    /// The conformance fixture serving the protocol era `era` (`legacy`, `dual` or `modern`), or `None` if Node or
+    /// the SDK is not installed (outside CI).
+    pub fn fixture(era: &'static str) -> Option<Self> {
+        let (node, entry) = everything_command()?;
+        let node_modules = entry.ancestors().nth(4).expect("node_modules above server-everything").to_path_buf();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/fixture.mjs");
+        Some(Self::start("conformance fixture", FIXTURE_MARKERS, |port| {
+            let mut command = Command::new(&node);
+            command
+                .arg(&script)
+                .env("PORT", port.to_string())
+                .env("FIXTURE_ERA", era)
+                .env("SWITCHYARD_INTEROP_NODE_MODULES", &node_modules)
+                .env("SWITCHYARD_EXIT_ON_STDIN_EOF", "1");
             command
         }))
     }

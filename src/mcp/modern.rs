@@ -1,0 +1,78 @@
+//! The vocabulary of MCP 2026-07-28, the sessionless ("modern") revision (reference `mcp-2026-07-28.md`): its
+//! protocol versions, the request `_meta` keys every request carries, the headers that mirror the body
+//! (`basic/transports/streamable-http.mdx` §Headers) and their value encoding.
+//!
+//! Rules: a header value is sent as-is unless it is not plain visible ASCII without leading or trailing
+//! whitespace, or looks like the sentinel itself; then it is `=?base64?{base64 of its UTF-8}?=` (lowercase
+//! sentinel). Receivers decode before comparing.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+/// Modern protocol versions the gateway speaks, newest first.
+pub const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// The version a modern request is first sent with.
+pub const LATEST_MODERN_VERSION: &str = MODERN_PROTOCOL_VERSIONS[0];
+
+/// `params._meta` keys of every modern request (`RequestMetaObject`).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The per-request log level that replaces `logging/setLevel`.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// The header mirroring the request's `method`.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// The header mirroring `params.name` (`tools/call`, `prompts/get`) or `params.uri` (`resources/read`).
+pub const NAME_HEADER: &str = "mcp-name";
+/// The prefix of the headers mirroring `tools/call` arguments whose schema names them (`x-mcp-header`).
+pub const PARAM_HEADER_PREFIX: &str = "mcp-param-";
+/// The schema keyword that names an argument's header.
+pub const HEADER_KEYWORD: &str = "x-mcp-header";
+
+/// `result.resultType` of a result that asks the client for input (multi round-trip requests).
+pub const INPUT_REQUIRED: &str = "input_required";
+
+const SENTINEL_START: &str = "=?base64?";
+const SENTINEL_END: &str = "?=";
+
+pub fn is_modern_version(version: &str) -> bool {
+    MODERN_PROTOCOL_VERSIONS.contains(&version)
+}
+
+/// A mirrored header's value for `text`: as-is when it is safe on the wire, else in the base64 sentinel.
+pub fn encode_header_value(text: &str) -> String {
+    let plain = text.bytes().all(|byte| (0x20..0x7f).contains(&byte))
+        && text.trim() == text
+        && !(text.starts_with(SENTINEL_START) && text.ends_with(SENTINEL_END));
+    if plain { text.to_owned() } else { format!("{SENTINEL_START}{}{SENTINEL_END}", STANDARD.encode(text)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_values_go_as_they_are() {
+        for plain in ["echo", "tools/call", "file:///a b.txt", "x=1;y=2", ""] {
+            assert_eq!(encode_header_value(plain), plain);
+        }
+    }
+
+    #[test]
+    fn unsafe_values_are_wrapped_in_the_sentinel() {
+        assert_eq!(encode_header_value("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(encode_header_value(" padded"), "=?base64?IHBhZGRlZA==?=");
+        assert_eq!(encode_header_value("tab\there"), "=?base64?dGFiCWhlcmU=?=");
+        assert_eq!(encode_header_value("line\r\nbreak"), "=?base64?bGluZQ0KYnJlYWs=?=");
+        // A value that merely looks like the sentinel must not be taken for an encoded one.
+        assert_eq!(encode_header_value("=?base64?YQ==?="), "=?base64?PT9iYXNlNjQ/WVE9PT89?=");
+    }
+
+    #[test]
+    fn only_the_2026_revision_is_modern() {
+        assert!(is_modern_version("2026-07-28"));
+        assert!(!is_modern_version("2025-11-25"));
+        assert!(!is_modern_version(""));
+    }
+}

@@ -1,0 +1,364 @@
+// The 2026-07-28 ("modern", sessionless) era of Switchyard's conformance
+// fixture, hand-written from the specification (shared reference
+// mcp-2026-07-28.md §2–§8) because the TypeScript SDK the fixture is built
+// on predates that revision. fixture.mjs owns the test surface (tools,
+// resources, prompts, completions) and hands it to createModernHandler.
+//
+// Wire behaviour of a modern POST (one whose params._meta names a protocol
+// version), in the order the spec checks:
+// - batches: 400 + -32600;
+// - the mirrored headers against the body: MCP-Protocol-Version = _meta
+//   version, Mcp-Method = method, Mcp-Name = params.name (tools/call,
+//   prompts/get) or params.uri (resources/read), Mcp-Param-{Name} = the
+//   argument under an `x-mcp-header` property; values decoded from the
+//   =?base64?…?= sentinel first: 400 + -32020;
+// - the version: 400 + -32022 with data {supported, requested};
+// - _meta.clientCapabilities present: else 400 + -32602; a bad logLevel:
+//   -32602;
+// - notifications: 202; removed or unknown methods: 404 + -32601;
+// - results carry resultType "complete" and _meta serverInfo; discover,
+//   lists and resources/read carry ttlMs/cacheScope; a missing resource is
+//   -32602 (not -32002);
+// - a request is answered with JSON, or with an SSE stream once the tool
+//   sends a notification first (progress; log messages only when _meta
+//   logLevel allows them); the stream carries only that request's messages
+//   and ends with its response; the client closing it cancels the request
+//   (its AbortSignal fires);
+// - sampling and elicitation become multi round-trip results: the tool's
+//   question comes back as resultType "input_required" with inputRequests
+//   and an HMAC-sealed requestState bound to the tool and its arguments; the
+//   retry carries inputResponses and that state (a tampered or foreign state
+//   is -32602);
+// - subscriptions/listen: an SSE stream starting with
+//   notifications/subscriptions/acknowledged (the honoured subset), then
+//   notifications/resources/updated for test://watched-resource shortly after,
+//   every message tagged with _meta subscriptionId; open until the client
+//   closes it;
+// - Mcp-Session-Id on a modern request is ignored (never minted or echoed).
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+
+export const MODERN_VERSIONS = ["2026-07-28"];
+
+const META_VERSION = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
+const META_LOG_LEVEL = "io.modelcontextprotocol/logLevel";
+const META_SERVER_INFO = "io.modelcontextprotocol/serverInfo";
+const META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId";
+const LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+const MODERN_METHODS = new Set([
+  "server/discover",
+  "tools/list",
+  "tools/call",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "prompts/list",
+  "prompts/get",
+  "completion/complete",
+  "subscriptions/listen",
+]);
+const LIST_TTL_MS = 60_000;
+
+/** Thrown by a tool that needs input from the client (a multi round-trip result). */
+export class InputRequired extends Error {
+  constructor(inputRequests) {
+    super("input required");
+    this.inputRequests = inputRequests;
+  }
+}
+
+/** The modern protocol version a POST body names in params._meta, if any. */
+export function modernVersionOf(body) {
+  const version = body?.params?._meta?.[META_VERSION];
+  return typeof version === "string" ? version : undefined;
+}
+
+class Refusal extends Error {
+  constructor(status, code, message, data) {
+    super(message);
+    Object.assign(this, { status, code, data });
+  }
+}
+
+/** A header value as sent: plain, or the base64 sentinel. */
+function decodeHeader(value) {
+  const match = typeof value === "string" ? /^=\?base64\?(.*)\?=$/.exec(value) : null;
+  return match ? Buffer.from(match[1], "base64").toString("utf8") : value;
+}
+
+/** A value as a mirrored header carries it. */
+function headerForm(value) {
+  return typeof value === "string" ? value : String(value);
+}
+
+// requestState: base64url(JSON) "." base64url(HMAC-SHA256), bound to the tool and its arguments.
+const STATE_KEY = randomBytes(32);
+
+function seal(payload) {
+  const body = Buffer.from(JSON.stringify(payload)).toString("base64url");
+  return `${body}.${createHmac("sha256", STATE_KEY).update(body).digest("base64url")}`;
+}
+
+function digest(value) {
+  return createHash("sha256").update(JSON.stringify(value)).digest("base64url");
+}
+
+function unseal(state) {
+  const [body, mac] = String(state).split(".");
+  const expected = createHmac("sha256", STATE_KEY).update(body ?? "").digest();
+  const given = Buffer.from(mac ?? "", "base64url");
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    return null;
+  }
+  return JSON.parse(Buffer.from(body, "base64url").toString("utf8"));
+}
+
+/**
+ * The handler of modern POSTs. `surface`: { mode ("dual" | "modern"),
+ * legacyVersions, capabilities, instructions, serverInfo, tools (the
+ * definitions), toolHandlers(env), runTool(handlers, name, args, extra),
+ * resources, resourceTemplates, prompts, readResource(uri) (null: none),
+ * getPrompt(name, args), complete(ref, argument), log(...) }.
+ */
+export function createModernHandler(surface) {
+  const supported = () => [...MODERN_VERSIONS, ...(surface.mode === "dual" ? surface.legacyVersions : [])];
+  const withMeta = (result, cache) => ({
+    ...result,
+    resultType: result.resultType ?? "complete",
+    ...(cache ? { ttlMs: cache, cacheScope: "public" } : {}),
+    _meta: { ...(result._meta ?? {}), [META_SERVER_INFO]: surface.serverInfo },
+  });
+
+  function check(req, message) {
+    const version = modernVersionOf(message);
+    const header = (name) => decodeHeader(req.headers[name]);
+    const mismatch = (why) => new Refusal(400, -32020, `Header mismatch: ${why}`);
+    if (header("mcp-protocol-version") !== version) {
+      throw mismatch("MCP-Protocol-Version does not match params._meta");
+    }
+    if (header("mcp-method") !== message.method) {
+      throw mismatch("Mcp-Method does not match the method");
+    }
+    const named = { "tools/call": "name", "prompts/get": "name", "resources/read": "uri" }[message.method];
+    if (named && header("mcp-name") !== message.params?.[named]) {
+      throw mismatch(`Mcp-Name does not match params.${named}`);
+    }
+    if (message.method === "tools/call") {
+      checkParamHeaders(header, message.params);
+    }
+    if (!MODERN_VERSIONS.includes(version)) {
+      throw new Refusal(400, -32022, `Unsupported protocol version ${version}`, {
+        supported: supported(),
+        requested: version,
+      });
+    }
+    const meta = message.params._meta;
+    if (typeof meta[META_CAPABILITIES] !== "object" || meta[META_CAPABILITIES] === null) {
+      throw new Refusal(400, -32602, `params._meta lacks ${META_CAPABILITIES}`);
+    }
+    const level = meta[META_LOG_LEVEL];
+    if (level !== undefined && !LOG_LEVELS.includes(level)) {
+      throw new Refusal(200, -32602, `Invalid log level ${JSON.stringify(level)}`);
+    }
+  }
+
+  function checkParamHeaders(header, params) {
+    const tool = surface.tools.find((candidate) => candidate.name === params?.name);
+    for (const [property, schema] of Object.entries(tool?.inputSchema?.properties ?? {})) {
+      const name = schema?.["x-mcp-header"];
+      const value = params.arguments?.[property];
+      if (typeof name !== "string" || value === undefined || value === null) {
+        continue;
+      }
+      if (header(`mcp-param-${name.toLowerCase()}`) !== headerForm(value)) {
+        throw new Refusal(400, -32020, `Header mismatch: Mcp-Param-${name} does not match the argument`);
+      }
+    }
+  }
+
+  // A reply that stays JSON unless something is sent before the response.
+  function replier(res, id) {
+    let streaming = false;
+    const send = (message) => res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    const startStream = () => {
+      if (!streaming) {
+        streaming = true;
+        res.writeHead(200, {
+          "Content-Type": "text/event-stream",
+          "Cache-Control": "no-cache",
+          "X-Accel-Buffering": "no",
+        });
+      }
+    };
+    return {
+      notify(message) {
+        if (!res.writableEnded) {
+          startStream();
+          send(message);
+        }
+      },
+      finish(body) {
+        const message = { jsonrpc: "2.0", id, ...body };
+        if (res.writableEnded) {
+          return;
+        }
+        if (streaming) {
+          send(message);
+          res.end();
+        } else {
+          res.status(200).json(message);
+        }
+      },
+    };
+  }
+
+  async function callTool(message, reply, signal) {
+    const params = message.params;
+    const meta = params._meta;
+    const bound = { tool: params.name, arguments: digest(params.arguments ?? {}) };
+    const state = params.requestState === undefined ? undefined : unseal(params.requestState);
+    if (params.requestState !== undefined && (state?.tool !== bound.tool || state?.arguments !== bound.arguments)) {
+      throw new Refusal(200, -32602, "Invalid requestState: it was not issued for this call");
+    }
+    const threshold = LOG_LEVELS.indexOf(meta[META_LOG_LEVEL]);
+    const env = {
+      capabilities: () => meta[META_CAPABILITIES],
+      serverRequest: async (_extra, request, _schema, key) => {
+        const answer = params.inputResponses?.[key];
+        if (answer !== undefined && state !== undefined) {
+          return answer;
+        }
+        throw new InputRequired({ [key]: { method: request.method, params: request.params } });
+      },
+      sendLog: async (extra, level, data) => {
+        if (threshold >= 0 && LOG_LEVELS.indexOf(level) >= threshold) {
+          await extra.sendNotification({
+            method: "notifications/message",
+            params: { level, logger: "switchyard-conformance-fixture", data },
+          });
+        }
+      },
+      label: () => "modern request",
+    };
+    const extra = {
+      _meta: meta,
+      signal,
+      requestId: message.id,
+      sendNotification: async (notification) => reply.notify({ jsonrpc: "2.0", ...notification }),
+    };
+    try {
+      return withMeta(await surface.runTool(surface.toolHandlers(env), params.name, params.arguments ?? {}, extra));
+    } catch (error) {
+      if (!(error instanceof InputRequired)) {
+        throw error;
+      }
+      return withMeta({
+        resultType: "input_required",
+        inputRequests: error.inputRequests,
+        requestState: seal(bound),
+      });
+    }
+  }
+
+  function listen(req, res, message) {
+    const asked = message.params.notifications ?? {};
+    const subscriptions = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [];
+    const honoured = subscriptions.length > 0 ? { resourceSubscriptions: subscriptions } : {};
+    const tag = (method, params) => ({
+      jsonrpc: "2.0",
+      method,
+      params: { ...params, _meta: { [META_SUBSCRIPTION]: message.id } },
+    });
+    res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
+    const send = (note) => res.write(`event: message\ndata: ${JSON.stringify(note)}\n\n`);
+    send(tag("notifications/subscriptions/acknowledged", { notifications: honoured }));
+    const timers = [
+      setTimeout(() => {
+        for (const uri of subscriptions.filter((uri) => uri === "test://watched-resource")) {
+          send(tag("notifications/resources/updated", { uri }));
+        }
+      }, 50),
+      setInterval(() => res.write(": keep-alive\n\n"), 15_000),
+    ];
+    res.on("close", () => timers.forEach((timer) => clearTimeout(timer)));
+  }
+
+  async function answer(message, reply, signal) {
+    const params = message.params;
+    switch (message.method) {
+      case "server/discover":
+        return withMeta(
+          {
+            supportedVersions: supported(),
+            capabilities: surface.capabilities,
+            instructions: surface.instructions,
+          },
+          LIST_TTL_MS,
+        );
+      case "tools/list":
+        return withMeta({ tools: surface.tools }, LIST_TTL_MS);
+      case "tools/call":
+        return callTool(message, reply, signal);
+      case "resources/list":
+        return withMeta({ resources: surface.resources }, LIST_TTL_MS);
+      case "resources/templates/list":
+        return withMeta({ resourceTemplates: surface.resourceTemplates }, LIST_TTL_MS);
+      case "resources/read": {
+        const read = surface.readResource(params.uri);
+        if (read === null) {
+          // 2026-07-28 moved resource-not-found to -32602.
+          throw new Refusal(200, -32602, `Resource not found: ${params.uri}`, { uri: params.uri });
+        }
+        return withMeta(read, 0);
+      }
+      case "prompts/list":
+        return withMeta({ prompts: surface.prompts }, LIST_TTL_MS);
+      case "prompts/get":
+        return withMeta(await surface.getPrompt(params.name, params.arguments));
+      case "completion/complete":
+        return withMeta(surface.complete(params.ref, params.argument));
+    }
+    throw new Refusal(404, -32601, `Method not found: ${message.method}`);
+  }
+
+  return async function serveModern(req, res) {
+    const message = req.body;
+    const id = Array.isArray(message) ? null : (message.id ?? null);
+    const reply = replier(res, id);
+    const aborted = new AbortController();
+    res.on("close", () => {
+      if (!res.writableEnded) {
+        surface.log(`modern ${message?.method}: the client closed the stream; cancelled`);
+        aborted.abort();
+      }
+    });
+    try {
+      if (Array.isArray(message)) {
+        throw new Refusal(400, -32600, "Batches are not accepted");
+      }
+      check(req, message);
+      if (message.id === undefined) {
+        res.status(202).end();
+        return;
+      }
+      if (!MODERN_METHODS.has(message.method)) {
+        throw new Refusal(404, -32601, `Method not found: ${message.method}`);
+      }
+      if (message.method === "subscriptions/listen") {
+        listen(req, res, message);
+        return;
+      }
+      reply.finish({ result: await answer(message, reply, aborted.signal) });
+    } catch (error) {
+      const status = error instanceof Refusal ? error.status : 200;
+      const code = typeof error?.code === "number" ? error.code : -32603;
+      const data = error?.data;
+      const body = { error: { code, message: error?.message ?? String(error), ...(data ? { data } : {}) } };
+      if (status !== 200 && !res.headersSent) {
+        res.status(status).json({ jsonrpc: "2.0", id, ...body });
+        return;
+      }
+      reply.finish(body);
+    }
+  };
+}
