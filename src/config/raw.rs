@@ -55,7 +55,6 @@ pub(super) struct RawServer {
     pub(super) public_url: Option<String>,
 }
 
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawLedger {

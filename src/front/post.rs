@@ -103,7 +103,8 @@ impl Front {
             Kind::Response { .. } | Kind::Invalid => {}
         }
         if modern::is_modern(&message, headers) && !self.in_live_session(admitted, headers) {
-            let request = modern::ModernPost { backend, principal: &admitted.principal, record: &admitted.record, peer, headers };
+            let request =
+                modern::ModernPost { backend, principal: &admitted.principal, record: &admitted.record, peer, headers };
             return self.serve_modern(request, message).await;
         }
         Admission::check_version(headers)?;

@@ -143,16 +143,15 @@ impl Stream {
             let endpoint = self.home.clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
             let listener = Listener { relay: self.relay.as_ref(), progress: None, list_changed: Some(&list_changed) };
             let wire = Wire::Modern { version: self.version, headers: &headers };
-            let exchange =
-                Exchange {
-                    http: &self.http,
-                    endpoint: &endpoint,
-                    wire,
-                    limit: self.limit,
-                    listener,
-                    strays: None,
-                    span: None,
-                };
+            let exchange = Exchange {
+                http: &self.http,
+                endpoint: &endpoint,
+                wire,
+                limit: self.limit,
+                listener,
+                strays: None,
+                span: None,
+            };
             let opening = exchange.open_listen(&message).await;
             if let Some(opened) = opened.take() {
                 let _ = opened.send(());

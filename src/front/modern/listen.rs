@@ -27,9 +27,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{PRINCIPAL_SCOPE_PREFIX, call, events};
+use crate::front::Front;
 use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
-use crate::front::Front;
 use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta, method};
 use crate::router::{CallRouter, Caller, ToolsChanged, View};
 
