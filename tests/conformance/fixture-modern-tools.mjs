@@ -66,7 +66,7 @@ function unanswered(requests, responses) {
   return Object.fromEntries(Object.entries(requests).filter(([key]) => responses[key] === undefined));
 }
 
-export const MODERN_TOOLS = [
+const MODERN_TOOLS = [
   ["test_input_required_result_elicitation", "Asks the client's name by an elicitation input request"],
   ["test_input_required_result_sampling", "Asks the client's model a question by a sampling input request"],
   ["test_input_required_result_list_roots", "Asks the client's roots by a roots/list input request"],
@@ -78,8 +78,17 @@ export const MODERN_TOOLS = [
   ["test_missing_capability", "Needs the client's sampling capability (-32021 without it)"],
   ["test_streaming_elicitation", "Needs elicitation; asks by an input_required result, never a request"],
   ["test_logging_tool", "Logs at info level (only when the request's _meta logLevel allows it)"],
-  ["test_trigger_tool_change", "Announces a tool list change on the subscriptions/listen streams that asked"],
+  ["test_trigger_tool_change", "Adds or removes test_toggled_tool and announces the change on listen streams"],
 ].map(([name, description]) => ({ name, description, inputSchema: NO_ARGS }));
+
+// The tool test_trigger_tool_change adds and removes, so that the change it announces is real.
+const TOGGLED = { name: "test_toggled_tool", description: "Present every other test_trigger_tool_change", inputSchema: NO_ARGS };
+let toggledPresent = false;
+
+/** The tools only the 2026-07-28 side lists, as they are now. */
+export function modernTools() {
+  return toggledPresent ? [...MODERN_TOOLS, TOGGLED] : MODERN_TOOLS;
+}
 
 export const MODERN_PROMPTS = [
   { name: "test_input_required_result_prompt", description: "A prompt that asks the client for its context first" },
@@ -183,9 +192,13 @@ export function modernToolHandlers(env) {
     },
 
     test_trigger_tool_change: async () => {
+      toggledPresent = !toggledPresent;
       const streams = toolsChanged();
-      return { content: [text(`Announced a tool list change on ${streams} subscription stream(s)`)] };
+      const change = toggledPresent ? "added" : "removed";
+      return { content: [text(`test_toggled_tool ${change}; announced on ${streams} subscription stream(s)`)] };
     },
+
+    ...(toggledPresent ? { test_toggled_tool: async () => ({ content: [text("test_toggled_tool is here")] }) } : {}),
   };
 }
 

@@ -142,7 +142,7 @@ function unseal(state) {
  * definitions), toolHandlers(env), runTool(handlers, name, args, extra),
  * resources, resourceTemplates, prompts, readResource(uri) (null: none),
  * getPrompt(name, args), complete(ref, argument), log(...), and the surface
- * only this era serves (fixture-modern-tools.mjs): modernTools,
+ * only this era serves (fixture-modern-tools.mjs): modernTools() (the current list),
  * modernToolHandlers(env), modernPrompts, modernPromptHandlers(env) }.
  */
 export function createModernHandler(surface) {
@@ -388,7 +388,7 @@ export function createModernHandler(surface) {
           LIST_TTL_MS,
         );
       case "tools/list":
-        return withMeta({ tools: [...surface.tools, ...surface.modernTools] }, LIST_TTL_MS);
+        return withMeta({ tools: [...surface.tools, ...surface.modernTools()] }, LIST_TTL_MS);
       case "tools/call":
         return callTool(message, reply, signal);
       case "resources/list":

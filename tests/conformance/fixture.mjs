@@ -64,7 +64,7 @@ import {
   createModernHandler,
   modernVersionOf,
 } from "./fixture-modern.mjs";
-import { MODERN_PROMPTS, MODERN_TOOLS, modernPromptHandlers, modernToolHandlers } from "./fixture-modern-tools.mjs";
+import { MODERN_PROMPTS, modernPromptHandlers, modernToolHandlers, modernTools } from "./fixture-modern-tools.mjs";
 import { sdk } from "./sdk.mjs";
 
 const { createMcpExpressApp } = await sdk("server/express.js");
@@ -875,7 +875,7 @@ const serveModern = createModernHandler({
   serverInfo: SERVER_INFO,
   tools: TOOLS,
   toolHandlers,
-  modernTools: MODERN_TOOLS,
+  modernTools,
   modernToolHandlers,
   runTool,
   resources: RESOURCES,
