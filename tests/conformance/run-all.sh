@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# The official conformance runs against Switchyard (issue 5, issue 10, conformance.md §12):
+# The official conformance runs against Switchyard (issue 5, issue 10, issue 15, conformance.md §12):
 #
 # 1. server role: `conformance server --suite all` against Switchyard's /mcp in front of the project's fixture
-#    (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed backend) over
-#    Streamable HTTP;
+#    in its 2025 era (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed
+#    backend) over Streamable HTTP;
 # 2. server role again, with server-everything as a stdio backend (`transport = "stdio"`, a process per agent
 #    session) instead, judged against baseline-server-stdio.txt;
 # 3. client role: the core client scenarios (the four non-auth ones and the 14 auth ones) and the client-credentials
 #    extension ones with Switchyard as the client (run-client-suite.sh);
 # 4. server role with the newest suite (package.json's `conformance-next`, 0.2.0-alpha.12): the scenarios the
-#    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), in front of the same backends as
-#    run 1, judged against baseline-server-2026.txt; then, for information only (never failing the run), the
-#    2025-11-25 requirement set of the same suite.
+#    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), through a gateway in front of a
+#    second fixture serving both eras (FIXTURE_ERA=dual, so the gateway speaks 2026-07-28 to it) and
+#    server-everything, judged against baseline-server-2026.txt;
+# 5. the same requirement set through a gateway in front of server-everything alone (a 2025-era server behind
+#    the 2026-07-28 front), judged against baseline-server-everything-2026.txt;
+# 6. client role with the newest suite: the client scenarios 2026-07-28 requires, each at that wire
+#    (`--spec-version 2026-07-28`), judged against baseline-client-2026.txt;
+# 7. for information only (never failing the run): the newest suite's 2025-11-25 server requirement set, through
+#    the gateway of run 1.
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #   CONFORMANCE_RUNS="server-2026" tests/conformance/run-all.sh    (only some runs: server, server-stdio, client,
-#                                                                  server-2026, server-next-2025)
+#                         server-2026, server-everything-2026, client-2026, server-next-2025)
 #
 # Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when every run passes against
-# its baseline; the summary lines `conformance-server: …`, `conformance-server-stdio: …` and
-# `conformance-client: …` end up in the log.
+# its baseline; each run ends with its summary line (`conformance-server: …`, `conformance-server-stdio: …`,
+# `conformance-client: …`, `conformance-server-2026: …`, `conformance-server-everything-2026: …`,
+# `conformance-client-2026: …`, `conformance-server-next-2025: …`): "P passed, F failed, X skipped" over
+# scenarios, F the unexpected failures, X the baselined ones, and ", U unexpectedly passing" when baselined
+# scenarios passed (shrink that baseline).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -90,7 +99,8 @@ TOML
     done
 }
 
-# The fixture (bare names) and server-everything (a second, prefixed backend) described by the TOML in $2.
+# [[backends]] TOML: the fixture on port $1 (bare names) and server-everything (a second, prefixed backend)
+# reached as the TOML lines in $2 say.
 fixture_and_everything() {
     printf '[[backends]]\nname = "fixture"\nurl = "http://127.0.0.1:%s/mcp"\nprefix = ""\n' "$1"
     printf '[[backends]]\nname = "everything"\n%s\n' "$2"
