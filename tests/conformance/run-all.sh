@@ -9,8 +9,9 @@
 # 3. client role: the core client scenarios (the four non-auth ones and the 14 auth ones) and the client-credentials
 #    extension ones with Switchyard as the client (run-client-suite.sh);
 # 4. server role with the newest suite (package.json's `conformance-next`, 0.2.0-alpha.12): the scenarios the
-#    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), through a gateway in front of a
-#    second fixture serving both eras (FIXTURE_ERA=dual, so the gateway speaks 2026-07-28 to it) and
+#    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), first against a second fixture
+#    serving both eras (FIXTURE_ERA=dual) alone, with no baseline (the fixture must pass every scored scenario),
+#    then through a gateway in front of that fixture (the gateway speaks 2026-07-28 to it) and
 #    server-everything, judged against baseline-server-2026.txt;
 # 5. the same requirement set through a gateway in front of server-everything alone (a 2025-era server behind
 #    the 2026-07-28 front), judged against baseline-server-everything-2026.txt;
@@ -21,11 +22,11 @@
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #   CONFORMANCE_RUNS="server-2026" tests/conformance/run-all.sh    (only some runs: server, server-stdio, client,
-#                         server-2026, server-everything-2026, client-2026, server-next-2025)
+#                         fixture-2026, server-2026, server-everything-2026, client-2026, server-next-2025)
 #
 # Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when every run passes against
 # its baseline; each run ends with its summary line (`conformance-server: …`, `conformance-server-stdio: …`,
-# `conformance-client: …`, `conformance-server-2026: …`, `conformance-server-everything-2026: …`,
+# `conformance-client: …`, `conformance-fixture-2026: …`, `conformance-server-2026: …`, `conformance-server-everything-2026: …`,
 # `conformance-client-2026: …`, `conformance-server-next-2025: …`): "P passed, F failed, X skipped" over
 # scenarios, F the unexpected failures, X the baselined ones, and ", U unexpectedly passing" when baselined
 # scenarios passed (shrink that baseline).
@@ -123,7 +124,7 @@ start_gateway switchyard-everything "$(printf '[[backends]]\nname = "everything"
     everything
 everything_gateway_port="$gateway_port"
 
-RUNS=" ${CONFORMANCE_RUNS:-server server-stdio client server-2026 server-everything-2026 client-2026 server-next-2025} "
+RUNS=" ${CONFORMANCE_RUNS:-server server-stdio client fixture-2026 server-2026 server-everything-2026 client-2026 server-next-2025} "
 runs() { [[ "$RUNS" == *" $1 "* ]]; }
 
 status=0
@@ -139,6 +140,11 @@ fi
 if runs client; then
     echo "==> conformance, client role: Switchyard as the client of the suite's mock servers" >&2
     SWITCHYARD_BIN="$BIN" bash "$HERE/run-client-suite.sh" "$HERE/baseline-client.txt" || status=1
+fi
+if runs fixture-2026; then
+    echo "==> conformance 0.2.0, server role, 2026-07-28 requirements: the dual-era fixture alone (no baseline)" >&2
+    CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2026-07-28 CONFORMANCE_LABEL=conformance-fixture-2026 \
+        bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$dual_fixture_port/mcp" || status=1
 fi
 if runs server-2026; then
     echo "==> conformance 0.2.0, server role, 2026-07-28 requirements: Switchyard in front of the dual-era fixture" \
