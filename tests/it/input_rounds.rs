@@ -4,7 +4,8 @@
 //! server of our own whose `book` tool asks for an elicitation, then a sampling and the roots in one round, then
 //! completes (checking that its `requestState` came back exactly); the agents are the official Python SDK's
 //! client and our own raw HTTP agent, which also walks the fault paths (a decline, an agent's error, an
-//! undeclared kind, a JSON-only agent, a backend that never stops asking, a cancel, an agent that hangs up).
+//! undeclared kind, a JSON-only agent, a backend that never stops asking, a cancel, an agent that hangs up, a
+//! backend gone before a retry).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -70,6 +71,11 @@ impl AskingBackend {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|call| call["params"].clone()).collect()
     }
 
+    /// Stops serving: connections close and new ones are refused.
+    fn stop(&self) {
+        self.server.abort();
+    }
+
     fn ids(&self) -> Vec<Value> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|call| call["id"].clone()).collect()
     }
@@ -81,11 +87,17 @@ async fn serve(State(calls): State<Arc<Mutex<Vec<Value>>>>, body: Bytes) -> Resp
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     let answer = match message["method"].as_str().unwrap_or_default() {
         "server/discover" => Ok(json!({
-            "resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}},
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "asking", "version": "0"}}})),
         "tools/list" => Ok(json!({"resultType": "complete", "tools": [
             {"name": "book", "inputSchema": {"type": "object"}},
             {"name": "forever", "inputSchema": {"type": "object"}}]})),
+        "prompts/list" => Ok(json!({"resultType": "complete", "prompts": [{"name": "greet"}]})),
+        "prompts/get" => Ok(match params.get("requestState") {
+            None => asking(json!({"dirs": {"method": "roots/list", "params": {}}}), "greet-1"),
+            Some(_) => json!({"resultType": "complete", "messages": [{"role": "user", "content": {"type": "text",
+                "text": format!("hello from {}", params["inputResponses"]["dirs"]["roots"][0]["uri"])}}]}),
+        }),
         "tools/call" => {
             calls.lock().unwrap_or_else(PoisonError::into_inner).push(message.clone());
             match params["name"].as_str() {
@@ -417,4 +429,35 @@ async fn an_agent_that_hangs_up_mid_loop_leaves_the_call_unknown() {
     assert!(again.requests.is_empty(), "the duplicate asks nothing");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(backend.calls().len(), 1, "no round after the first, and none twice");
+}
+
+#[tokio::test]
+async fn a_prompt_may_ask_too() {
+    let backend = AskingBackend::start().await;
+    let gateway = gateway_for(&backend, "").await;
+    let agent = Agent::connected_with(gateway.mcp(), all_kinds()).await;
+    let get = json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "trips__greet"}});
+    let seen = drive(&agent, &get, answers).await;
+    assert_eq!(methods(&seen.requests), ["roots/list"]);
+    assert_eq!(seen.response["result"]["messages"][0]["content"]["text"], "hello from \"file:///home\"");
+}
+
+#[tokio::test]
+async fn a_retry_that_cannot_reach_the_backend_is_unknown_not_released() {
+    let backend = AskingBackend::start().await;
+    let gateway = gateway_for(&backend, "").await;
+    let agent = Agent::connected_with(gateway.mcp(), all_kinds()).await;
+    let mut events = Events::open(&agent, &call(1, "trips__book", "k")).await;
+    let asked = events.next().await;
+    assert_eq!(asked["method"], "elicitation/create");
+    backend.stop();
+    let mut reply = answers(&asked);
+    reply["jsonrpc"] = json!("2.0");
+    reply["id"] = asked["id"].clone();
+    assert_eq!(agent.send(&reply).await.status, reqwest::StatusCode::ACCEPTED);
+    let response = events.next().await;
+    assert_eq!(outcome(&response), "unknown", "the first round reached the backend: {response}");
+    assert_eq!(backend.calls().len(), 1);
+    let again = drive(&agent, &call(2, "trips__book", "k"), answers).await;
+    assert_eq!(outcome(&again.response), "unknown", "never rerun: {}", again.response);
 }
