@@ -21,6 +21,8 @@
 //!   `notifications/cancelled` ends it too: between rounds nothing is open upstream, within one the backend
 //!   client closes the stream, which is the cancellation signal of the modern wire.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -35,6 +37,8 @@ const ROUND_METHODS: [&str; 3] = [method::TOOLS_CALL, method::PROMPTS_GET, metho
 /// gathering input, and every round holds a claim and waits on a person: 16 covers any dialogue a tool needs.
 pub(super) const MAX_ROUNDS: usize = 16;
 const INPUT_REQUIRED: &str = "input_required";
+/// Numbers the `elicitationId`s the gateway gives URL-mode elicitations that came without one.
+static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(0);
 
 /// Why the rounds ended without the backend's final answer.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +130,7 @@ async fn ask_agent(asking: &Value, params: &Value, relay: &Relay, deadline: Inst
     }
     let mut waiting = Vec::with_capacity(requests.len());
     for request in &requests {
-        let message = jsonrpc::request(&json!(request.key), request.method, Some(request.params.clone()));
+        let message = jsonrpc::request(&json!(request.key), request.method, Some(for_agent(request)));
         let answer = relay.ask(request.method, message).ok_or_else(|| Stop::CannotAsk(request.method.into()))?;
         waiting.push((request, answer));
     }
@@ -182,6 +186,19 @@ fn declared(capabilities: &Value, request: &InputRequest<'_>) -> Result<(), Stop
         None => Ok(()),
         Some(needs) => Err(Stop::Undeclared { method: request.method.into(), needs }),
     }
+}
+
+/// The params of `request` as a 2025 agent expects them: a URL-mode elicitation must carry an `elicitationId`
+/// (2025-11-25 `client/elicitation.mdx`), which the modern form has no use for; a missing one is made unique
+/// within the gateway.
+fn for_agent(request: &InputRequest<'_>) -> Value {
+    let mut params = request.params.clone();
+    let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
+    if let Some(object) = params.as_object_mut().filter(|_| request.method == method::ELICITATION_CREATE && url_mode) {
+        let next = NEXT_ELICITATION.fetch_add(1, Ordering::Relaxed);
+        object.entry("elicitationId").or_insert_with(|| json!(format!("switchyard-elicitation-{next}")));
+    }
+    params
 }
 
 /// The agent's results, keyed as the backend keyed its requests; the agent's cancel or the deadline end the wait.
@@ -256,6 +273,20 @@ mod tests {
         assert_eq!(tools, Some("sampling.tools"));
         assert_eq!(needs(json!({"roots": {"listChanged": true}}), method::ROOTS_LIST, json!(null)), None);
         assert_eq!(needs(json!({"roots": {}}), "tools/list", json!(null)), Some("not a kind of input request"));
+    }
+
+    #[test]
+    fn url_elicitations_get_an_id_when_they_have_none() {
+        let url = json!({"mode": "url", "message": "m", "url": "https://example.test/"});
+        let given = for_agent(&request(method::ELICITATION_CREATE, &url));
+        assert!(given["elicitationId"].as_str().is_some_and(|id| id.starts_with("switchyard-elicitation-")));
+        assert_eq!(given["url"], url["url"], "the rest verbatim");
+        let other = for_agent(&request(method::ELICITATION_CREATE, &url))["elicitationId"].clone();
+        assert_ne!(given["elicitationId"], other, "unique");
+        let own = json!({"mode": "url", "message": "m", "url": "u", "elicitationId": "e-1"});
+        assert_eq!(for_agent(&request(method::ELICITATION_CREATE, &own)), own, "an id of the backend's stays");
+        let form = json!({"message": "m", "requestedSchema": {}});
+        assert_eq!(for_agent(&request(method::ELICITATION_CREATE, &form)), form, "form mode has no id");
     }
 
     #[test]
