@@ -23,6 +23,7 @@ mod claims;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
+mod input_rounds;
 pub mod inspect;
 mod outcome;
 
@@ -361,7 +362,7 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
-        let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
+        let answer = self.request_in_rounds(&slot, &target, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;
