@@ -125,7 +125,7 @@ impl Gateway {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
             metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
-        let tracer = telemetry::tracer(&config.telemetry.traces, &owner)?;
+        let tracer = telemetry::tracer(&config.telemetry.traces, &owner, &metrics)?;
         let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
         let ledger = CallLedger { store, owner, lease, max_result, metrics };
         Gateway::assemble(config, ledger, tracer)

@@ -13,6 +13,8 @@
 //! - The principal is the configured claim (a string, or a number written out); groups the configured claim
 //!   (a list of strings or one string), found by exact name first, then as a dotted path into objects. A
 //!   missing groups claim leaves the principal without groups and is logged, so tools do not vanish silently.
+//! - A verified token's claims are remembered ([`verified`]) for at most [`JwtSettings::verified_for`] and while
+//!   the token is valid; scopes, principal and groups are still worked out from them on every request.
 
 use std::time::Duration;
 
@@ -25,6 +27,15 @@ use serde_json::{Map, Value};
 use super::error::{AuthError, AuthSetupError};
 use super::jwks::{ALLOWED_ALGORITHMS, JwksCache, JwksSource};
 use super::{MAX_NAME, Principal};
+use verified::{Claims, Moment, VerifiedCache};
+
+mod verified;
+
+/// How long a verified token is taken on its digest before its signature is checked again: the longest a key
+/// removed from the JWKS keeps working after the key set is reloaded.
+pub const JWT_VERIFIED_FOR: Duration = Duration::from_secs(300);
+/// How many verified tokens are remembered at most.
+pub const JWT_VERIFIED_CAPACITY: usize = 10_000;
 
 /// How `[auth.jwt]` is applied, lowered from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,12 +54,17 @@ pub struct JwtSettings {
     pub leeway: Duration,
     /// How often an unknown `kid` may reload the key set.
     pub refetch_interval: Duration,
+    /// How long a verified token is accepted without checking its signature again ([`JWT_VERIFIED_FOR`]).
+    pub verified_for: Duration,
+    /// How many verified tokens are remembered at most ([`JWT_VERIFIED_CAPACITY`]).
+    pub verified_capacity: usize,
 }
 
 /// Validates tokens of one issuer.
 pub(super) struct JwtValidator {
     settings: JwtSettings,
     keys: JwksCache,
+    verified: VerifiedCache,
 }
 
 /// The part of the JOSE header this module reads.
@@ -62,7 +78,8 @@ struct JoseHeader {
 impl JwtValidator {
     pub(super) async fn new(settings: JwtSettings) -> Result<Self, AuthSetupError> {
         let keys = JwksCache::new(settings.jwks.clone(), settings.refetch_interval).await?;
-        Ok(Self { settings, keys })
+        let verified = VerifiedCache::new(settings.verified_for, settings.verified_capacity, settings.leeway);
+        Ok(Self { settings, keys, verified })
     }
 
     pub(super) fn readiness(&self) -> Result<(), String> {
@@ -70,16 +87,31 @@ impl JwtValidator {
     }
 
     pub(super) async fn principal(&self, token: &str) -> Result<Principal, AuthError> {
+        let claims = self.verified_claims(token).await?;
+        check_scopes(&claims, &self.settings.required_scopes)?;
+        Ok(Principal { name: self.principal_name(&claims)?, groups: self.groups(&claims) })
+    }
+
+    /// The token's claims: remembered if it was verified recently, else verified in full and remembered.
+    async fn verified_claims(&self, token: &str) -> Result<Claims, AuthError> {
+        let digest = verified::digest(token);
+        if let Some(claims) = self.verified.get(&digest, Moment::now()) {
+            return Ok(claims);
+        }
+        let claims = Claims::new(self.verify(token).await?);
+        self.verified.put(digest, claims.clone(), Moment::now());
+        Ok(claims)
+    }
+
+    async fn verify(&self, token: &str) -> Result<Map<String, Value>, AuthError> {
         let (algorithm, kid) = read_header(token)?;
         let key = self.keys.key(kid.as_deref()).await?;
         if !key.accepts(algorithm) {
             return Err(AuthError::DisallowedAlg(format!("{algorithm:?}")));
         }
-        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &self.validation(algorithm))
-            .map_err(|error| classify(error.into_kind()))?
-            .claims;
-        check_scopes(&claims, &self.settings.required_scopes)?;
-        Ok(Principal { name: self.principal_name(&claims)?, groups: self.groups(&claims) })
+        jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &self.validation(algorithm))
+            .map(|data| data.claims)
+            .map_err(|error| classify(error.into_kind()))
     }
 
     fn validation(&self, algorithm: Algorithm) -> Validation {

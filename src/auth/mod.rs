@@ -34,7 +34,7 @@ pub use api_key::{API_KEY_BYTES, API_KEY_PREFIX, ApiKey, api_key_digest, generat
 pub use bearer::MAX_TOKEN;
 pub use error::{AuthError, AuthSetupError};
 pub use jwks::{ALLOWED_ALGORITHMS, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL, JwksSource, MAX_JWKS_BYTES};
-pub use jwt::JwtSettings;
+pub use jwt::{JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwtSettings};
 pub use metadata::{Endpoint, ResourceMetadata, WELL_KNOWN_PREFIX, plain_challenge};
 pub use policy::{Grants, Policies, Policy, Subject};
 

@@ -34,6 +34,8 @@ async fn with_jwt() -> Authenticator {
         authorization_servers: vec![ISSUER.to_owned()],
         leeway: std::time::Duration::from_secs(60),
         refetch_interval: JWKS_REFETCH_INTERVAL,
+        verified_for: crate::auth::JWT_VERIFIED_FOR,
+        verified_capacity: crate::auth::JWT_VERIFIED_CAPACITY,
     };
     Authenticator::new(AuthSettings { jwt: Some(jwt), ..keys_only(false) }).await.expect("starts")
 }

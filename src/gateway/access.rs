@@ -7,7 +7,8 @@
 //! here, after every override of `public_url` and `listen` has been applied.
 
 use crate::auth::{
-    Admins, ApiKey, AuthSettings, Endpoint, JWKS_REFETCH_INTERVAL, JwksSource, JwtSettings, Policies, Policy, Subject,
+    Admins, ApiKey, AuthSettings, Endpoint, JWKS_REFETCH_INTERVAL, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwksSource,
+    JwtSettings, Policies, Policy, Subject,
 };
 use crate::config::{Config, JwksLocation, JwtConfig, PolicySubject};
 
@@ -44,6 +45,8 @@ fn jwt_settings(jwt: &JwtConfig, public_url: &str, config: &Config) -> JwtSettin
         authorization_servers: jwt.authorization_servers.clone(),
         leeway: jwt.leeway,
         refetch_interval: JWKS_REFETCH_INTERVAL,
+        verified_for: JWT_VERIFIED_FOR,
+        verified_capacity: JWT_VERIFIED_CAPACITY,
     }
 }
 

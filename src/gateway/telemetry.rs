@@ -8,13 +8,18 @@
 use std::time::Duration;
 
 use crate::config::{SamplerKind, TracesConfig, TracesSampler};
+use crate::telemetry::Metrics;
 use crate::telemetry::trace::{Batch, Export, ExportSetupError, RootSampler, Sampler, TraceSettings, Tracer};
 
 /// How long shutdown waits for the last spans to reach the collector.
 pub(super) const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 /// The tracer `config` asks for (`None`: traces are off); `instance` is this gateway's instance id.
-pub(super) fn tracer(config: &TracesConfig, instance: &str) -> Result<Option<Tracer>, ExportSetupError> {
+pub(super) fn tracer(
+    config: &TracesConfig,
+    instance: &str,
+    metrics: &Metrics,
+) -> Result<Option<Tracer>, ExportSetupError> {
     let Some(endpoint) = &config.endpoint else { return Ok(None) };
     let export = Export {
         endpoint: endpoint.clone(),
@@ -23,7 +28,7 @@ pub(super) fn tracer(config: &TracesConfig, instance: &str) -> Result<Option<Tra
         resource: resource(config, instance),
         batch: Batch { delay: config.batch_delay, max_queue: config.max_queue, max_batch: config.max_batch },
     };
-    let tracer = Tracer::start(TraceSettings { export, sampler: sampler(config.sampler) })?;
+    let tracer = Tracer::start(TraceSettings { export, sampler: sampler(config.sampler) }, metrics.trace_counts())?;
     tracing::info!(%endpoint, service = %config.service_name, "exporting traces over OTLP/HTTP");
     Ok(Some(tracer))
 }

@@ -55,6 +55,6 @@ mod tests {
         assert_eq!(LATEST_PROTOCOL_VERSION, "2025-11-25");
         assert!(is_supported_version("2024-11-05"));
         assert!(!is_supported_version("2026-07-28"));
-        assert!(is_modern_version("2026-07-28") && !is_modern_version("2025-11-25"));
+        assert!(is_modern_version("2026-07-28") && !is_modern_version("2025-11-25") && !is_modern_version(""));
     }
 }

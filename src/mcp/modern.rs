@@ -1,6 +1,8 @@
-//! The vocabulary of MCP 2026-07-28, the sessionless ("modern") revision (reference `mcp-2026-07-28.md`): its
-//! protocol versions, the request `_meta` keys every request carries, the headers that mirror the body
-//! (`basic/transports/streamable-http.mdx` §Headers) and their value encoding.
+//! The wire vocabulary of MCP 2026-07-28, the sessionless ("modern") revision (reference `mcp-2026-07-28.md`) that
+//! the root and [`super::meta`] do not already hold: the version a modern request is first sent with, the headers
+//! that mirror `tools/call` arguments (`basic/transports/streamable-http.mdx` §Headers), the value encoding of every
+//! mirrored header, and the `input_required` result type. The versions, `mcp-method` / `mcp-name` and the `_meta`
+//! keys live once, in the root ([`super::MODERN_PROTOCOL_VERSIONS`]) and [`super::meta`].
 //!
 //! Rules: a header value is sent as-is unless it is not plain visible ASCII without leading or trailing
 //! whitespace, or looks like the sentinel itself; then it is `=?base64?{base64 of its UTF-8}?=` (lowercase
@@ -9,22 +11,11 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-/// Modern protocol versions the gateway speaks, newest first.
-pub const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
+use super::MODERN_PROTOCOL_VERSIONS;
+
 /// The version a modern request is first sent with.
 pub const LATEST_MODERN_VERSION: &str = MODERN_PROTOCOL_VERSIONS[0];
 
-/// `params._meta` keys of every modern request (`RequestMetaObject`).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// The per-request log level that replaces `logging/setLevel`.
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-
-/// The header mirroring the request's `method`.
-pub const METHOD_HEADER: &str = "mcp-method";
-/// The header mirroring `params.name` (`tools/call`, `prompts/get`) or `params.uri` (`resources/read`).
-pub const NAME_HEADER: &str = "mcp-name";
 /// The prefix of the headers mirroring `tools/call` arguments whose schema names them (`x-mcp-header`).
 pub const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 /// The schema keyword that names an argument's header.
@@ -35,10 +26,6 @@ pub const INPUT_REQUIRED: &str = "input_required";
 
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
-
-pub fn is_modern_version(version: &str) -> bool {
-    MODERN_PROTOCOL_VERSIONS.contains(&version)
-}
 
 /// A mirrored header's value for `text`: as-is when it is safe on the wire, else in the base64 sentinel.
 pub fn encode_header_value(text: &str) -> String {
@@ -67,12 +54,5 @@ mod tests {
         assert_eq!(encode_header_value("line\r\nbreak"), "=?base64?bGluZQ0KYnJlYWs=?=");
         // A value that merely looks like the sentinel must not be taken for an encoded one.
         assert_eq!(encode_header_value("=?base64?YQ==?="), "=?base64?PT9iYXNlNjQ/WVE9PT89?=");
-    }
-
-    #[test]
-    fn only_the_2026_revision_is_modern() {
-        assert!(is_modern_version("2026-07-28"));
-        assert!(!is_modern_version("2025-11-25"));
-        assert!(!is_modern_version(""));
     }
 }

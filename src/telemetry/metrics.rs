@@ -26,6 +26,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
+use super::trace::Counts;
 
 /// The exported names (counters carry the `_total` the exposition adds to their registered name).
 pub mod names {
@@ -41,6 +42,15 @@ pub mod names {
     pub const AGENT_SESSIONS_DELETED: &str = "switchyard_agent_sessions_deleted_total";
     pub const RELAYED_REQUESTS: &str = "switchyard_relayed_requests_total";
     pub const AUTH_FAILURES: &str = "switchyard_auth_failures_total";
+    pub const TRACE_SPANS_EXPORTED: &str = "switchyard_trace_spans_exported_total";
+    pub const TRACE_SPANS_DROPPED: &str = "switchyard_trace_spans_dropped_total";
+    pub const TRACE_EXPORT_FAILURES: &str = "switchyard_trace_export_failures_total";
+}
+
+/// The `reason` of a span dropped by the trace exporter.
+pub mod dropped {
+    pub const QUEUE_FULL: &str = "queue_full";
+    pub const EXPORT_FAILED: &str = "export_failed";
 }
 
 /// The `Content-Type` of the exposition.
@@ -118,6 +128,7 @@ pub struct Metrics {
     sessions_deleted: Counter,
     relayed_requests: Family<MethodLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
+    trace_counts: Counts,
 }
 
 impl fmt::Debug for Metrics {
@@ -135,6 +146,12 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let ledger_family = Family::<StateLabels, Counter>::default();
+        let dropped_family = Family::<ReasonLabels, Counter>::default();
+        let trace_counts = Counts {
+            dropped: dropped_family.get_or_create_owned(&ReasonLabels { reason: dropped::QUEUE_FULL }),
+            failed: dropped_family.get_or_create_owned(&ReasonLabels { reason: dropped::EXPORT_FAILED }),
+            ..Counts::default()
+        };
         let ledger_claims =
             ClaimWrite::ALL.map(|state| ledger_family.get_or_create_owned(&StateLabels { state: state.as_str() }));
         let mut metrics = Metrics {
@@ -154,12 +171,13 @@ impl Metrics {
             sessions_deleted: Counter::default(),
             relayed_requests: Family::default(),
             auth_failures: Family::default(),
+            trace_counts,
         };
-        metrics.register(ledger_family);
+        metrics.register(ledger_family, dropped_family);
         metrics
     }
 
-    fn register(&mut self, ledger_claims: Family<StateLabels, Counter>) {
+    fn register(&mut self, ledger_claims: Family<StateLabels, Counter>, spans_dropped: Family<ReasonLabels, Counter>) {
         let registry = &mut self.registry;
         registry.register(
             names::SERVER_DURATION,
@@ -192,6 +210,12 @@ impl Metrics {
         registry.register(counter(names::RELAYED_REQUESTS), relayed, self.relayed_requests.clone());
         let refused = "Requests refused for their credentials, by reason";
         registry.register(counter(names::AUTH_FAILURES), refused, self.auth_failures.clone());
+        let exported = "Spans the trace exporter delivered to the collector";
+        registry.register(counter(names::TRACE_SPANS_EXPORTED), exported, self.trace_counts.exported.clone());
+        let dropped = "Spans the trace exporter dropped, by reason (queue_full, export_failed)";
+        registry.register(counter(names::TRACE_SPANS_DROPPED), dropped, spans_dropped);
+        let failed = "Trace export requests the collector refused or did not answer in time";
+        registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
     }
 
     /// The Prometheus text exposition of every metric.
@@ -212,6 +236,11 @@ impl Metrics {
             self.backend_sessions.get_or_create(&labels).set(0);
             self.stdio_processes.get_or_create(&labels).set(0);
         }
+    }
+
+    /// The trace exporter's counters (for [`super::trace::Tracer::start`]).
+    pub fn trace_counts(&self) -> Counts {
+        self.trace_counts.clone()
     }
 
     /// The interned form of a name the configuration or the catalog gave (never of raw input).

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use switchyard::auth::{AuthError, AuthSettings, Authenticator, JwksSource, JwtSettings, Principal};
+use switchyard::auth::{
+    AuthError, AuthSettings, Authenticator, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwksSource, JwtSettings, Principal,
+};
 
 use crate::support::auth_server::{AuthServer, JwksMode, mint_with, pkce_challenge};
 
@@ -27,6 +29,8 @@ fn settings(server: &AuthServer, refetch_interval: Duration) -> AuthSettings {
             authorization_servers: vec![server.issuer.clone()],
             leeway: Duration::from_secs(60),
             refetch_interval,
+            verified_for: JWT_VERIFIED_FOR,
+            verified_capacity: JWT_VERIFIED_CAPACITY,
         }),
         public_url: "http://127.0.0.1:8808".to_owned(),
     }

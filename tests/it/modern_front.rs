@@ -19,7 +19,7 @@ mod principals;
 const MODERN: &str = "2026-07-28";
 
 /// A 2026-07-28 agent: no session, every request carrying its `_meta` and the headers mirroring its body.
-struct ModernAgent {
+pub(crate) struct ModernAgent {
     http: reqwest::Client,
     url: String,
     token: Option<&'static str>,
@@ -47,7 +47,7 @@ fn with_meta(mut params: Value) -> Value {
 }
 
 impl ModernAgent {
-    fn new(url: String) -> ModernAgent {
+    pub(crate) fn new(url: String) -> ModernAgent {
         ModernAgent { http: reqwest::Client::new(), url, token: None }
     }
 
@@ -89,7 +89,7 @@ impl ModernAgent {
 
     /// Sends request `id` of `method` (params get the client `_meta`) with the conforming headers, edited by
     /// `edit`, and reads the whole answer.
-    async fn send_with(
+    pub(crate) async fn send_with(
         &self,
         id: Value,
         method: &str,

@@ -72,8 +72,15 @@ fn client_count(error: &str) -> String {
     )
 }
 
-#[tokio::test]
-async fn every_tool_call_outcome_is_counted_with_exact_labels() {
+/// A gateway that has served one tool call of each outcome (completed, replayed, tool error, unknown, denied, not
+/// delivered) and one of an unknown tool, with the backend and proxy it needs alive. `deploy`'s check reuses it.
+pub struct EveryOutcome {
+    pub gateway: TestGateway,
+    _backend: FaultBackend,
+    _proxy: TcpProxy,
+}
+
+pub async fn every_outcome() -> EveryOutcome {
     let backend = FaultBackend::start(Script { tools: vec![tool("echo"), tool("secret")], ..Script::default() }).await;
     let mut proxy = TcpProxy::start(address_of(&backend)).await;
     let policy =
@@ -99,8 +106,13 @@ async fn every_tool_call_outcome_is_counted_with_exact_labels() {
     proxy.cut().await;
     let dead = agent.request("tools/call", call("fault__echo", None)).await;
     assert_eq!(dead["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{dead}");
+    EveryOutcome { gateway, _backend: backend, _proxy: proxy }
+}
 
-    let text = scrape(&gateway.base).await;
+#[tokio::test]
+async fn every_tool_call_outcome_is_counted_with_exact_labels() {
+    let served = every_outcome().await;
+    let text = scrape(&served.gateway.base).await;
     let counted = series(&text, "switchyard_tool_calls_total{");
     assert_eq!(counted.len(), 6, "one series per outcome seen:\n{}", counted.join("\n"));
     for outcome in ["completed", "replayed", "tool_error", "unknown", "not_delivered"] {

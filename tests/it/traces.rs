@@ -2,13 +2,17 @@
 //! loopback. One SERVER span per agent request continuing the agent's `traceparent`, one CLIENT span per backend
 //! request whose context the backend receives in `params._meta`, the MCP semantic-convention names and
 //! attributes, handshakes, retries and resumptions as events, `error.type` on failures, nothing exported when
-//! traces are off, and calls that stay correct whatever the collector does.
+//! traces are off, calls that stay correct whatever the collector does, and the exporter's exported, dropped
+//! and failed counts on `/metrics`. A 2026-07-28 agent's requests are SERVER spans too, continuing its trace from
+//! `params._meta` or its HTTP `traceparent` header.
 
 use serde_json::{Value, json};
 
+use crate::modern_front::ModernAgent;
 use crate::support::fault_backend::{Answer, FaultBackend, Resume, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway, backend_toml};
 use crate::support::otlp_collector::{Collector, attribute, resource_attribute, spans_of};
+use crate::telemetry::{sample, scrape};
 
 const AGENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const AGENT_SPAN: &str = "00f067aa0ba902b7";
@@ -273,6 +277,56 @@ async fn a_collector_that_is_down_does_not_fail_calls() {
     let backend = FaultBackend::start(Script::default()).await;
     let gateway = gateway(&backend, &endpoint, &BUSY_EXPORTER).await;
     calls_stay_correct(&gateway, &backend, 20).await;
+    // Each failed export is counted, and so are the spans it carried; none reached a collector.
+    let text =
+        scrape_until(&gateway, |text| sample(text, EXPORT_FAILURES).is_some_and(|failures| failures > 0.0)).await;
+    assert!(sample(&text, &dropped("export_failed")).is_some_and(|spans| spans >= 2.0), "{text}");
+    assert_eq!(sample(&text, SPANS_EXPORTED), Some(0.0), "{text}");
+}
+
+const EXPORT_FAILURES: &str = "switchyard_trace_export_failures_total";
+const SPANS_EXPORTED: &str = "switchyard_trace_spans_exported_total";
+
+fn dropped(reason: &str) -> String {
+    format!("switchyard_trace_spans_dropped_total{{reason=\"{reason}\"}}")
+}
+
+/// `/metrics` once `ready` holds (within 10 s).
+async fn scrape_until(gateway: &TestGateway, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = scrape(&gateway.base).await;
+        if ready(&text) || tokio::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_full_export_queue_counts_its_drops_and_a_working_collector_its_exports() {
+    // The collector holds the first batch for as long as the export may take: the queue of 4 fills behind it.
+    let collector = Collector::stalled().await;
+    let backend = FaultBackend::start(Script::default()).await;
+    let stuck = [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "4"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2"),
+    ];
+    let gateway = gateway(&backend, &collector.base, &stuck).await;
+    calls_stay_correct(&gateway, &backend, 10).await;
+    let text = scrape(&gateway.base).await;
+    let drops = sample(&text, &dropped("queue_full")).expect("the series is exposed");
+    assert!(drops >= 10.0, "10 calls of 2 spans each, 4 queued and 2 in flight at most: {drops}\n{text}");
+    assert_eq!(sample(&text, EXPORT_FAILURES), Some(0.0), "the stalled export has not timed out yet:\n{text}");
+
+    let Traced { collector, agent: mut working, _gateway: ok_gateway, .. } = traced(Script::default()).await;
+    traced_call(&mut working, "fault__echo", Some(&agent_traceparent(AGENT_TRACE, "01"))).await;
+    collector.wait_for("the call's spans", |spans| of_trace(spans, AGENT_TRACE).len() >= 2).await;
+    let text = scrape_until(&ok_gateway, |text| sample(text, SPANS_EXPORTED).is_some_and(|spans| spans >= 2.0)).await;
+    assert!(sample(&text, SPANS_EXPORTED).is_some_and(|spans| spans >= 2.0), "{text}");
+    assert_eq!(sample(&text, &dropped("queue_full")), Some(0.0), "{text}");
+    assert_eq!(sample(&text, EXPORT_FAILURES), Some(0.0), "{text}");
 }
 
 #[tokio::test]
@@ -360,4 +414,67 @@ async fn spans_still_queued_at_shutdown_reach_the_collector() {
     assert!(gateway.terminate().await.success());
     let spans = collector.spans();
     assert_eq!(of_trace(&spans, AGENT_TRACE).len(), 2, "flushed at shutdown: {spans:#?}");
+}
+
+#[tokio::test]
+async fn a_modern_agents_requests_are_server_spans_continuing_its_trace() {
+    let collector = Collector::start().await;
+    let backend = FaultBackend::start(Script::default()).await;
+    let gateway = gateway(&backend, &collector.base, &[]).await;
+    let agent = ModernAgent::new(gateway.mcp());
+    let in_meta = json!({"name": "fault__echo", "arguments": {"text": "hi"},
+        "_meta": {"traceparent": agent_traceparent(AGENT_TRACE, "01"), "tracestate": "vendor=1"}});
+    let reply = agent.send_with(json!(7), "tools/call", in_meta, |_| {}).await;
+    assert_eq!(
+        reply.body.as_ref().map(|body| body["result"]["content"][0]["text"].clone()),
+        text("hi"),
+        "{}",
+        reply.raw
+    );
+    let by_header = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let header = agent_traceparent(by_header, "01");
+    let listed = agent
+        .send_with(json!(8), "tools/list", json!({}), |headers| headers.push(("traceparent".into(), header.clone())))
+        .await;
+    assert!(listed.body.is_some_and(|body| body["result"]["tools"].is_array()), "{}", listed.raw);
+    let both = "6bf92f3577b34da6a3ce929d0e0e4736";
+    let discover_meta = json!({"_meta": {"traceparent": agent_traceparent(both, "01")}});
+    agent
+        .send_with(json!(9), "server/discover", discover_meta, |headers| {
+            headers.push(("traceparent".into(), header.clone()))
+        })
+        .await;
+
+    let spans = collector
+        .wait_for("the modern agent's spans", |spans| {
+            of_trace(spans, AGENT_TRACE).len() >= 2
+                && !of_trace(spans, by_header).is_empty()
+                && !of_trace(spans, both).is_empty()
+        })
+        .await;
+    let trace = of_trace(&spans, AGENT_TRACE);
+    let server = one_of_kind(&trace, SERVER);
+    assert_eq!(server["name"], "tools/call fault__echo");
+    assert_eq!(server["parentSpanId"], AGENT_SPAN, "the agent's `_meta.traceparent` is continued");
+    assert_eq!(server["traceState"], "vendor=1");
+    assert_eq!(attribute(server, "mcp.method.name"), text("tools/call"));
+    assert_eq!(attribute(server, "gen_ai.tool.name"), text("fault__echo"));
+    assert_eq!(attribute(server, "gen_ai.operation.name"), text("execute_tool"));
+    assert_eq!(attribute(server, "jsonrpc.request.id"), text("7"));
+    assert_eq!(attribute(server, "mcp.protocol.version"), text("2026-07-28"));
+    assert_eq!(attribute(server, "mcp.session.id"), None, "this era has no session");
+    assert_eq!(attribute(server, "client.address"), text("127.0.0.1"));
+    assert_eq!(attribute(server, "network.transport"), text("tcp"));
+    assert_eq!(server["status"]["code"], 0);
+    let client = one_of_kind(&trace, CLIENT);
+    assert_eq!(client["parentSpanId"], server["spanId"], "the backend request runs inside the SERVER span");
+    let sent = backend.metas("tools/call").last().cloned().expect("the backend got the call");
+    assert_eq!(sent["traceparent"], format!("00-{AGENT_TRACE}-{}-01", client["spanId"].as_str().unwrap()));
+
+    let listed = one_of_kind(&of_trace(&spans, by_header), SERVER);
+    assert_eq!(listed["name"], "tools/list");
+    assert_eq!(listed["parentSpanId"], AGENT_SPAN, "the HTTP `traceparent` when `_meta` has none");
+    let discovered = one_of_kind(&of_trace(&spans, both), SERVER);
+    assert_eq!(discovered["name"], "server/discover", "`_meta` wins over the header");
+    assert_eq!(attribute(discovered, "mcp.protocol.version"), text("2026-07-28"));
 }

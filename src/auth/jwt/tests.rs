@@ -28,6 +28,8 @@ fn settings(jwks_file: PathBuf) -> JwtSettings {
         authorization_servers: vec![ISSUER.to_owned()],
         leeway: Duration::from_secs(60),
         refetch_interval: Duration::from_secs(30),
+        verified_for: JWT_VERIFIED_FOR,
+        verified_capacity: JWT_VERIFIED_CAPACITY,
     }
 }
 
@@ -188,4 +190,60 @@ async fn an_unreachable_jwks_url_fails_closed() {
     let reason = validator.readiness().expect_err("not ready");
     assert!(reason.contains("http://127.0.0.1:1/jwks") && reason.contains("cannot fetch"), "{reason}");
     assert_eq!(validator.principal(&mint(1, "k1", &claims())).await, Err(AuthError::JwksUnavailable));
+}
+
+#[tokio::test]
+async fn a_remembered_token_is_still_refused_once_it_expires() {
+    let file = scratch_file("verified-exp", &jwks(&[(1, "k1")]));
+    let validator = JwtValidator::new(JwtSettings { leeway: Duration::ZERO, ..settings(file) }).await.expect("loads");
+    let token = mint(1, "k1", &with(&[("exp", json!(now() + 1))]));
+    assert!(validator.principal(&token).await.is_ok());
+    assert!(validator.principal(&token).await.is_ok(), "the second use is answered from the cache");
+    assert_eq!(validator.verified.len(), 1);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(validator.principal(&token).await, Err(AuthError::Expired));
+}
+
+#[tokio::test]
+async fn the_same_claims_under_another_signature_are_verified_in_full() {
+    let validator = validator("verified-signature").await;
+    let claims = claims();
+    let good = mint(1, "k1", &claims);
+    assert!(validator.principal(&good).await.is_ok());
+    let other_key = mint(2, "k1", &claims);
+    assert_eq!(other_key.rsplit_once('.').map(|(signed, _)| signed), good.rsplit_once('.').map(|(signed, _)| signed));
+    assert_eq!(validator.principal(&other_key).await, Err(AuthError::BadSignature));
+    let (signed, _) = good.rsplit_once('.').expect("three parts");
+    assert_eq!(validator.principal(&format!("{signed}.AAAA")).await, Err(AuthError::BadSignature));
+    assert_eq!(validator.principal(&format!("{signed}.")).await, Err(AuthError::BadSignature));
+    assert!(validator.principal(&good).await.is_ok());
+}
+
+#[tokio::test]
+async fn the_number_of_remembered_tokens_is_bounded() {
+    let file = scratch_file("verified-bound", &jwks(&[(1, "k1")]));
+    let validator = JwtValidator::new(JwtSettings { verified_capacity: 3, ..settings(file) }).await.expect("loads");
+    for subject in 0..8 {
+        let token = mint(1, "k1", &with(&[("sub", json!(format!("agent-{subject}")))]));
+        assert_eq!(validator.principal(&token).await.expect("valid").name, format!("agent-{subject}"));
+        assert!(validator.verified.len() <= 3);
+    }
+    assert_eq!(validator.verified.len(), 3);
+}
+
+#[tokio::test]
+async fn a_key_removed_from_the_jwks_stops_working_within_the_bound() {
+    let bound = Duration::from_millis(400);
+    let file = scratch_file("verified-removal", &jwks(&[(1, "k1"), (2, "k2")]));
+    let quick = JwtSettings { verified_for: bound, refetch_interval: Duration::ZERO, ..settings(file.clone()) };
+    let validator = JwtValidator::new(quick).await.expect("loads");
+    let token = mint(1, "k1", &claims());
+    assert!(validator.principal(&token).await.is_ok());
+    // The issuer drops key 1; an unknown kid makes the gateway reload the key set at once.
+    std::fs::write(&file, jwks(&[(2, "k2")]).to_string()).expect("remove k1");
+    assert_eq!(validator.principal(&mint(1, "k9", &claims())).await, Err(AuthError::UnknownKid));
+    assert!(validator.principal(&mint(1, "k1", &with(&[("sub", json!("bob"))]))).await.is_err(), "k1 is gone");
+    assert!(validator.principal(&token).await.is_ok(), "a token verified before the removal, within the bound");
+    tokio::time::sleep(bound + Duration::from_millis(100)).await;
+    assert_eq!(validator.principal(&token).await, Err(AuthError::UnknownKid), "past the bound it is checked again");
 }

@@ -20,8 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Value, json};
 
 use crate::mcp::jsonrpc;
-use crate::mcp::modern::MODERN_PROTOCOL_VERSIONS;
-use crate::mcp::{SUPPORTED_PROTOCOL_VERSIONS, is_supported_version};
+use crate::mcp::{MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS, is_supported_version};
 
 pub use crate::mcp::modern::LATEST_MODERN_VERSION;
 

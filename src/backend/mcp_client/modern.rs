@@ -25,11 +25,12 @@ use super::refusal::Refusal;
 use super::table::Slot;
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpBackendClient, McpError, SlotKey, into_result};
-use crate::mcp::modern::{
-    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION, METHOD_HEADER, NAME_HEADER,
-    encode_header_value,
+use crate::mcp::meta::{
+    CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES, CLIENT_INFO as META_CLIENT_INFO, LOG_LEVEL as META_LOG_LEVEL,
+    PROTOCOL_VERSION as META_PROTOCOL_VERSION,
 };
-use crate::mcp::{jsonrpc, method};
+use crate::mcp::modern::encode_header_value;
+use crate::mcp::{METHOD_HEADER, NAME_HEADER, jsonrpc, method};
 
 /// What a slot keeps for its modern HTTP backend, which keeps nothing: the era verdict it was made from, and
 /// what the agent asked.

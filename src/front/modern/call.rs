@@ -26,6 +26,7 @@ use crate::front::stream::KEEP_ALIVE;
 use crate::front::{Front, http};
 use crate::mcp::{Relay, RelayMessage, meta, method};
 use crate::router::{Caller, View};
+use crate::telemetry::trace::ServerSpan;
 
 /// One routed request of a sessionless agent.
 pub(super) struct Call {
@@ -35,6 +36,8 @@ pub(super) struct Call {
     pub(super) method: String,
     pub(super) params: Value,
     pub(super) request: RequestMeta,
+    /// The request's SERVER span, when traces are on; the routed work runs inside it.
+    pub(super) span: Option<ServerSpan>,
 }
 
 /// The relay of a sessionless agent's request: no client capabilities (so its backend sessions declare none),
@@ -61,15 +64,21 @@ impl Drop for CancelOnDrop {
 impl Front {
     /// Serves `call`; `streaming`: whether the agent accepts an event stream.
     pub(super) async fn serve_call(self: &Arc<Self>, call: Call, streaming: bool) -> Response {
-        let Call { caller, backend, method, params, request } = call;
+        let Call { caller, backend, method, params, request, span } = call;
         let cancel = Arc::new(Notify::new());
         let (sink, mut messages) = mpsc::unbounded_channel();
         let relay = relay(streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
         let router = Arc::clone(&self.router);
         let mut task: JoinHandle<Answer> = tokio::spawn(async move {
-            let view = backend.as_deref().map_or(View::All, View::Backend);
-            let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
-            shape::answer(&caller.request_id, &method, &params, answer)
+            let work = async {
+                let view = backend.as_deref().map_or(View::All, View::Backend);
+                let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
+                shape::answer(&caller.request_id, &method, &params, answer)
+            };
+            let Some(span) = span else { return work.await };
+            let answer = span.run(work).await;
+            span.end(&answer.1);
+            answer
         });
         let mut armed = CancelOnDrop(Some(Arc::clone(&cancel)));
         let first = loop {

@@ -22,6 +22,8 @@
 //!   by closing its stream; any other notification is 404.
 //! - The request's client `_meta` keys (version, capabilities, client info, log level) describe the agent's hop and
 //!   stay at the front; the rest of `params` goes to the router as sent.
+//! - With traces on, `server/discover` and every routed request is one SERVER span, as in the session era (design
+//!   §8), continuing the agent's `traceparent` from `params._meta` or, failing that, the HTTP header.
 //! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
 //!   backend that asks anyway is refused with [`REFUSAL`] (multi round-trip results are not relayed yet).
 //!
@@ -50,6 +52,7 @@ use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{PROTOCOL_VERSION_HEADER, is_modern_version, meta, method};
 use crate::router::{Caller, idempotency};
 use crate::telemetry::RequestRecord;
+use crate::telemetry::trace::{ServerRequest, ServerSpan, SpanContext, TRACEPARENT, TRACESTATE};
 
 /// What a backend that sends a server-to-client request during a 2026-07-28 agent's request is told.
 pub const REFUSAL: &str = "the agent speaks MCP 2026-07-28, which has no server-to-client requests, and this gateway \
@@ -136,6 +139,22 @@ fn without_client_meta(mut params: Value) -> Value {
 }
 
 impl Front {
+    /// The SERVER span of request `id` when traces are on, as the session era's (design §8), without a session: the
+    /// agent's context from `params._meta`, else from its HTTP `traceparent` and `tracestate` headers; the version
+    /// from `_meta`.
+    fn server_span(&self, post: &ModernPost<'_>, id: &Value, method: &str, params: &Value) -> Option<ServerSpan> {
+        let tracer = self.tracer.as_ref()?;
+        let header = |name| post.headers.get(name).and_then(|value| value.to_str().ok());
+        let from_headers = SpanContext::from_fields(header(TRACEPARENT), header(TRACESTATE));
+        let request = ServerRequest { method, id, params, session: None, peer: post.peer };
+        let mut span = tracer.server_span_or(&request, from_headers);
+        let version = params.get("_meta").and_then(|request_meta| request_meta.get(meta::PROTOCOL_VERSION));
+        if let Some(version) = version.and_then(Value::as_str) {
+            span.sessionless(version);
+        }
+        Some(span)
+    }
+
     /// Serves one 2026-07-28 message.
     pub(super) async fn serve_modern(
         self: &Arc<Self>,
@@ -158,13 +177,18 @@ impl Front {
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let request = checks::admit(&id, &method, &params, post.headers)?;
         if method == method::SERVER_DISCOVER {
-            return Ok(http::json(StatusCode::OK, &jsonrpc::result(&id, self.discover())));
+            let span = self.server_span(&post, &id, &method, &params);
+            let reply = jsonrpc::result(&id, self.discover());
+            span.into_iter().for_each(|span| span.end(&reply));
+            return Ok(http::json(StatusCode::OK, &reply));
         }
         let caller = post.caller(&id)?;
         if method == method::SUBSCRIPTIONS_LISTEN {
             return self.listen(caller, post.backend, &params).await;
         }
-        let call = call::Call { caller, backend: post.backend, method, params: without_client_meta(params), request };
+        let span = self.server_span(&post, &id, &method, &params);
+        let params = without_client_meta(params);
+        let call = call::Call { caller, backend: post.backend, method, params, request, span };
         Ok(self.serve_call(call, super::post::accepts_event_stream(post.headers)).await)
     }
 }

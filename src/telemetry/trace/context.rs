@@ -87,8 +87,15 @@ impl SpanContext {
     /// The context an agent sent in a request's `params._meta`, if it sent a valid one.
     pub fn from_params(params: &Value) -> Option<SpanContext> {
         let meta = params.get("_meta")?;
-        let (trace_id, span_id, flags) = parse_traceparent(meta.get(TRACEPARENT)?.as_str()?)?;
-        let trace_state = meta.get(TRACESTATE).and_then(Value::as_str).filter(|state| valid_tracestate(state));
+        let text = |key| meta.get(key).and_then(Value::as_str);
+        SpanContext::from_fields(text(TRACEPARENT), text(TRACESTATE))
+    }
+
+    /// The context of a `traceparent` and `tracestate` pair (from `_meta` or HTTP headers), if the `traceparent` is
+    /// valid; an invalid `tracestate` is dropped.
+    pub fn from_fields(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<SpanContext> {
+        let (trace_id, span_id, flags) = parse_traceparent(traceparent?)?;
+        let trace_state = tracestate.filter(|state| valid_tracestate(state));
         Some(SpanContext {
             trace_id,
             span_id,

@@ -4,14 +4,13 @@
 //! Rules: recording a span is one `try_send`; when the queue is full the span is dropped and counted, never
 //! waited for. A batch goes out when it reaches `max_batch` spans or `delay` after the last export, whichever
 //! comes first; a batch the collector refuses or does not answer within the timeout is dropped and counted (no
-//! retries: the queue behind it matters more). A failing collector is logged once when it starts failing and
+//! retries: the queue behind it matters more). The counts are the metrics' own counters, so `/metrics` shows them. A failing collector is logged once when it starts failing and
 //! once when it answers again. Redirects are not followed (the endpoint comes from configuration only); the
 //! headers (often an API key) are marked sensitive and never logged.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::{mpsc, oneshot};
@@ -56,15 +55,18 @@ impl Default for Batch {
 #[error("cannot build the trace exporter's HTTP client: {0}")]
 pub struct ExportSetupError(String);
 
-/// What happened to recorded spans, for operators.
-#[derive(Debug, Default)]
+/// What happened to recorded spans, for operators: the counters [`crate::telemetry::Metrics`] exposes (clones share
+/// their value).
+#[derive(Debug, Clone, Default)]
 pub struct Counts {
-    /// Accepted by the collector.
-    pub exported: AtomicU64,
-    /// Dropped because the queue was full.
-    pub dropped: AtomicU64,
-    /// Dropped because their export failed.
-    pub failed: AtomicU64,
+    /// Spans accepted by the collector.
+    pub exported: Counter,
+    /// Spans dropped because the queue was full.
+    pub dropped: Counter,
+    /// Spans dropped because their export failed.
+    pub failed: Counter,
+    /// Export requests that failed (refused, unanswered or not connected).
+    pub failed_exports: Counter,
 }
 
 /// The recording side of the exporter.
@@ -72,7 +74,7 @@ pub struct Counts {
 pub(super) struct Queue {
     spans: mpsc::Sender<SpanRecord>,
     flushes: mpsc::Sender<oneshot::Sender<()>>,
-    pub(super) counts: Arc<Counts>,
+    pub(super) counts: Counts,
 }
 
 /// Log a full queue once per this many dropped spans.
@@ -80,13 +82,12 @@ const DROPS_PER_WARNING: u64 = 10_000;
 
 impl Queue {
     /// Starts the export task (on the current Tokio runtime).
-    pub(super) fn start(export: Export) -> Result<Queue, ExportSetupError> {
+    pub(super) fn start(export: Export, counts: Counts) -> Result<Queue, ExportSetupError> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(export.timeout)
             .build()
             .map_err(|error| ExportSetupError(error.to_string()))?;
-        let counts = Arc::new(Counts::default());
         let (spans, receiver) = mpsc::channel(export.batch.max_queue.max(1));
         let (flushes, flush_requests) = mpsc::channel(1);
         let mut headers = HeaderMap::new();
@@ -101,7 +102,7 @@ impl Queue {
             endpoint: export.endpoint,
             headers,
             resource: export.resource,
-            counts: Arc::clone(&counts),
+            counts: counts.clone(),
             failing: false,
         };
         tokio::spawn(run(receiver, flush_requests, sender, export.batch));
@@ -111,7 +112,7 @@ impl Queue {
     /// Queues an ended span, or drops it when the queue is full.
     pub(super) fn push(&self, record: SpanRecord) {
         if self.spans.try_send(record).is_err() {
-            let dropped = self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            let dropped = self.counts.dropped.inc();
             if dropped.is_multiple_of(DROPS_PER_WARNING) {
                 tracing::warn!(dropped = dropped + 1, "trace export queue full; spans are being dropped");
             }
@@ -168,7 +169,7 @@ struct Sender {
     endpoint: Url,
     headers: HeaderMap,
     resource: Vec<(String, String)>,
-    counts: Arc<Counts>,
+    counts: Counts,
     /// Whether the last export failed (so a failing collector is logged once, not per batch).
     failing: bool,
 }
@@ -190,13 +191,14 @@ impl Sender {
         };
         match failure {
             None => {
-                self.counts.exported.fetch_add(count, Ordering::Relaxed);
+                self.counts.exported.inc_by(count);
                 if std::mem::take(&mut self.failing) {
                     tracing::info!(endpoint = %self.endpoint, "trace export works again");
                 }
             }
             Some(error) => {
-                self.counts.failed.fetch_add(count, Ordering::Relaxed);
+                self.counts.failed.inc_by(count);
+                self.counts.failed_exports.inc();
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(endpoint = %self.endpoint, %error, "trace export failed; spans are dropped until the collector answers");
                 }
@@ -217,6 +219,6 @@ impl Queue {
     pub(super) fn detached(max_queue: usize) -> (Queue, mpsc::Receiver<SpanRecord>) {
         let (spans, receiver) = mpsc::channel(max_queue);
         let (flushes, _) = mpsc::channel(1);
-        (Queue { spans, flushes, counts: Arc::default() }, receiver)
+        (Queue { spans, flushes, counts: Counts::default() }, receiver)
     }
 }

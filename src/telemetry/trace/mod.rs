@@ -7,8 +7,9 @@
 //! Rules:
 //! - Off is free: a part holds an `Option<Tracer>` and, when it is `None`, does nothing else — no span object,
 //!   no allocation, no clock read.
-//! - Context: the agent's `traceparent` (and `tracestate`) in `params._meta` makes our SERVER span its child;
-//!   a malformed one is ignored and the span starts a new trace ([`context`]). While the front's work runs
+//! - Context: the agent's `traceparent` (and `tracestate`) in `params._meta` makes our SERVER span its child; for
+//!   a 2026-07-28 agent, the HTTP `traceparent` header does when `_meta` carries none. A malformed one is ignored
+//!   and the span starts a new trace ([`context`]). While the front's work runs
 //!   inside [`ServerSpan::run`], the SERVER span's context is the task's (a Tokio task-local), so the backend
 //!   client's [`Tracer::client_span`] finds its parent without the router carrying it. The CLIENT span's context
 //!   is written into the backend request's `params._meta` ([`ClientSpan::inject`]), replacing the agent's, so the
@@ -71,9 +72,9 @@ impl std::fmt::Debug for Tracer {
 }
 
 impl Tracer {
-    /// Starts the exporter on the current Tokio runtime.
-    pub fn start(settings: TraceSettings) -> Result<Tracer, ExportSetupError> {
-        let queue = export::Queue::start(settings.export)?;
+    /// Starts the exporter on the current Tokio runtime; it counts into `counts` ([`crate::telemetry::Metrics::trace_counts`]).
+    pub fn start(settings: TraceSettings, counts: Counts) -> Result<Tracer, ExportSetupError> {
+        let queue = export::Queue::start(settings.export, counts)?;
         Ok(Tracer(Arc::new(Inner { sampler: settings.sampler, queue })))
     }
 
@@ -104,7 +105,13 @@ impl Tracer {
 
     /// The SERVER span of one agent request.
     pub fn server_span(&self, request: &ServerRequest<'_>) -> ServerSpan {
-        let parent = SpanContext::from_params(request.params);
+        self.server_span_or(request, None)
+    }
+
+    /// The SERVER span of one agent request whose context may also come from elsewhere than `params._meta`
+    /// (`fallback`: a 2026-07-28 agent's HTTP `traceparent`); `_meta` wins, being the MCP request's own.
+    pub fn server_span_or(&self, request: &ServerRequest<'_>, fallback: Option<SpanContext>) -> ServerSpan {
+        let parent = SpanContext::from_params(request.params).or(fallback);
         let name = || conventions::span_name(request.method, request.params);
         let (context, mut record) = self.begin(parent.as_ref(), name, Kind::Server);
         if let Some(record) = &mut record {
@@ -208,6 +215,13 @@ impl ServerSpan {
     pub fn opened_session(&mut self, session: &str, version: &str) {
         if let Some(record) = &mut self.record {
             set_session(record, Some(session), version);
+        }
+    }
+
+    /// Records the protocol version of a request served without a session (the 2026-07-28 era's, from its `_meta`).
+    pub fn sessionless(&mut self, version: &str) {
+        if let Some(record) = &mut self.record {
+            set_session(record, None, version);
         }
     }
 

@@ -1,7 +1,5 @@
 //! The tracer's rules on recorded spans: parents, sampling, the task's context, cancellation, a full queue.
 
-use std::sync::atomic::Ordering;
-
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -129,7 +127,7 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
     for _ in 0..5 {
         tracer.server_span(&request(&json!({}), &json!(1))).end(&json!({"result": {}}));
     }
-    assert_eq!(tracer.counts().dropped.load(Ordering::Relaxed), 3);
+    assert_eq!(tracer.counts().dropped.get(), 3);
 }
 
 #[tokio::test]
