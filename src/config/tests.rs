@@ -46,10 +46,16 @@ fn resource_prefixes_are_optional_visible_ascii() {
 
 /// `switchyard.example.toml` with what it needs to load: its secrets' variables and an `npx` on `PATH`.
 pub(super) fn parse_example() -> Config {
+    // One directory for every caller: tests run in parallel, and a second `scratch_dir` would empty it under the
+    // first one's feet.
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let bin = BIN.get_or_init(|| {
+        let bin = scratch_dir("example-path");
+        std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        bin
+    });
     let text = include_str!("../../switchyard.example.toml");
-    let bin = scratch_dir("example-path");
-    std::fs::write(bin.join("npx"), "#!/bin/sh\n").expect("write");
-    std::fs::set_permissions(bin.join("npx"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let path = bin.display().to_string();
     let env = [("GITHUB_TOKEN", "ghp_example"), ("FILES_API_TOKEN", "t"), ("DOCS_CLIENT_SECRET", "s"), ("PATH", &path)];
     parse_with_env(text, &env).expect("the example is valid")
