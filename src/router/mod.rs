@@ -20,11 +20,13 @@
 
 mod authorization;
 mod claims;
+mod continuation;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
 pub mod inspect;
 mod outcome;
+pub mod request_state;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -43,6 +45,8 @@ use crate::mcp::method;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
+use continuation::Waiting;
+use request_state::{CallIdentity, StateKey, StateSealer};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
@@ -68,6 +72,9 @@ pub struct Caller {
     pub peer: Option<IpAddr>,
     /// What telemetry reports about the request; the router adds the tool, its backend and the outcome.
     pub record: Arc<RequestRecord>,
+    /// An agent of the sessionless era (MCP 2026-07-28): it answers a backend's `input_required` itself, with
+    /// a retry carrying the gateway's `requestState` ([`continuation`]).
+    pub sessionless: bool,
 }
 
 impl Caller {
@@ -164,6 +171,10 @@ pub struct CallRouter {
     resource_owners: forward::ResourceOwners,
     /// OAuth backends nobody has authorized yet.
     unauthorized: authorization::Unauthorized,
+    /// Seals the `requestState` sessionless agents get; keyed from the session secret once the front exists.
+    states: Swap<StateSealer>,
+    /// This instance's tool calls waiting for their agents' input.
+    waiting: Arc<Waiting>,
 }
 
 impl CallRouter {
@@ -176,7 +187,14 @@ impl CallRouter {
             ledger,
             resource_owners: Default::default(),
             unauthorized: Default::default(),
+            states: Swap::new(StateSealer::new(&StateKey::random())),
+            waiting: Arc::default(),
         }
+    }
+
+    /// Seals request states with `key` (derived from the session secret, which every replica shares) from now on.
+    pub fn use_state_key(&self, key: &StateKey) {
+        self.states.store(StateSealer::new(key));
     }
 
     /// Replaces the backends' targets and the policies, and the catalog's specs (a configuration reload); a
@@ -328,7 +346,7 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
             caller.record.unknown_tool();
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
@@ -338,7 +356,7 @@ impl CallRouter {
             let text = format!("unknown tool `{name}`; call tools/list for the available tools");
             RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
         };
-        let Some(route) = self.catalog.resolve(view, name) else {
+        let Some(route) = self.catalog.resolve(view, &name) else {
             caller.record.unknown_tool();
             return Err(unknown());
         };
@@ -348,12 +366,23 @@ impl CallRouter {
             return Err(unknown());
         }
         let Some(target) = routing.targets.get(&route.backend) else {
-            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", name, &route.backend)));
+            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };
         let target = target.renewed().for_principal(&caller.principal.name);
+        let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
+        let state = continuation::take_state(caller, &mut params)?;
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
-        let key = match self.ledger.admit(&guarded).await {
-            Admission::Run(key) => key,
+        let admitted = match state {
+            None => self.ledger.admit(&guarded).await,
+            Some(text) => {
+                let continued = self.open_state(&text, &identity)?;
+                let admitted = self.ledger.resume(&guarded, &continued, &self.waiting).await;
+                continuation::restore_backend_state(&mut params, continued.backend_state);
+                admitted
+            }
+        };
+        let (key, round) = match admitted {
+            Admission::Run(key, round) => (key, round),
             Admission::Answered(outcome, answer) => {
                 caller.record.tool_outcome(outcome);
                 return answer;
@@ -363,6 +392,10 @@ impl CallRouter {
         let slot = caller.slot(&route.backend);
         let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
+        let answer = match self.continue_call(caller, &identity, &key, round, answer) {
+            Ok(answer) => answer,
+            Err(held) => return Ok(held),
+        };
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;
         match needed {

@@ -117,6 +117,7 @@ impl ModernPost<'_> {
             idempotency_key,
             peer: self.peer,
             record: Arc::clone(self.record),
+            sessionless: true,
         };
         caller.session = principal_scope(&caller.fairness_key());
         Ok(caller)
