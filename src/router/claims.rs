@@ -125,8 +125,15 @@ impl CallLedger {
 
     /// Continues the call a retry's `requestState` names: the same claim, if this instance holds it waiting for
     /// this round's answers; else the ledger's answer for it (a settled call is replayed, never run again).
-    pub(super) async fn resume(&self, call: &GuardedCall<'_>, continued: &Continuation, waiting: &Waiting) -> Admission {
-        let refused = |text: String| Admission::Answered(ToolOutcome::Denied, Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, text)));
+    pub(super) async fn resume(
+        &self,
+        call: &GuardedCall<'_>,
+        continued: &Continuation,
+        waiting: &Waiting,
+    ) -> Admission {
+        let refused = |text: String| {
+            Admission::Answered(ToolOutcome::Denied, Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, text)))
+        };
         let Some(key) = continued.claim.clone().map(ClaimKey::from_stored) else {
             return refused(StateRefusal::Malformed.to_string());
         };

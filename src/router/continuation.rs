@@ -280,7 +280,10 @@ mod tests {
         let mut result = json!({"resultType": "input_required", "inputRequests": {"a": {}}, "requestState": "mine", "ttlMs": 5, "cacheScope": "public"});
         let backend = hand_over(&mut result, |backend| format!("sealed({})", backend.unwrap_or_default()));
         assert_eq!(backend.as_deref(), Some("mine"));
-        assert_eq!(result, json!({"resultType": "input_required", "inputRequests": {"a": {}}, "requestState": "sealed(mine)"}));
+        assert_eq!(
+            result,
+            json!({"resultType": "input_required", "inputRequests": {"a": {}}, "requestState": "sealed(mine)"})
+        );
         let mut params = json!({"name": "t"});
         restore_backend_state(&mut params, None);
         assert!(params.get(REQUEST_STATE).is_none(), "no backend state, none sent");

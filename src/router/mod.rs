@@ -45,12 +45,12 @@ use crate::mcp::method;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
-use continuation::Waiting;
-use request_state::{CallIdentity, StateKey, StateSealer};
 pub use claims::{CallLedger, REPLAYED_META};
+use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
+use request_state::{CallIdentity, StateKey, StateSealer};
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]

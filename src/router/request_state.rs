@@ -115,11 +115,17 @@ pub enum StateRefusal {
     Expired,
     #[error("`requestState` was issued to another principal; {NOTHING_SENT}")]
     OtherPrincipal,
-    #[error("`requestState` belongs to another call ({method} of `{target}`); send it with the request it was issued for; {NOTHING_SENT}")]
+    #[error(
+        "`requestState` belongs to another call ({method} of `{target}`); send it with the request it was issued for; {NOTHING_SENT}"
+    )]
     OtherCall { method: String, target: String },
-    #[error("`requestState` answers an earlier input round of this call; answer the latest input requests with the latest `requestState`; {NOTHING_SENT}")]
+    #[error(
+        "`requestState` answers an earlier input round of this call; answer the latest input requests with the latest `requestState`; {NOTHING_SENT}"
+    )]
     Superseded,
-    #[error("another retry of this call is being answered; wait for its answer (it carries the next input requests or the result); {NOTHING_SENT}")]
+    #[error(
+        "another retry of this call is being answered; wait for its answer (it carries the next input requests or the result); {NOTHING_SENT}"
+    )]
     Busy,
     #[error("the call this `requestState` continues is no longer waiting for input here ({why}); {NOTHING_SENT}")]
     NotWaiting { why: String },

@@ -1,0 +1,169 @@
+//! Multi round-trip results through the gateway (issue 15 item 4, 2026-07-28 agents in front of a 2026-07-28
+//! backend): a backend that asks for input twice, then runs. The agent sees the backend's `inputRequests` and a
+//! state of the gateway's; the backend sees its own state back; a state that is tampered with, expired, another
+//! principal's or another call's is refused with `-32602` and never reaches the backend; the call is one claim,
+//! settled once, and a replayed final retry is answered from the ledger.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use switchyard::ledger::{ClaimState, ListFilter};
+use switchyard::router::request_state::{StateKey, StateSealer};
+
+use super::{ModernAgent, refusal};
+use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::support::fault_backend::{Eras, FaultBackend, STATE_PREFIX, Script};
+use crate::support::gateway::{Reply, TestGateway, backend_toml};
+
+fn elicit(message: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}}}})
+}
+
+fn accepted(value: &str) -> Value {
+    json!({"action": "accept", "content": {"value": value}})
+}
+
+fn rounds() -> Vec<Value> {
+    vec![json!({"name": elicit("your name?"), "color": elicit("your colour?")}), json!({"confirm": elicit("sure?")})]
+}
+
+async fn asking_backend() -> (FaultBackend, TestGateway) {
+    let other = json!({"name": "other", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}});
+    let mut script = Script { eras: Eras::Modern, input_rounds: rounds(), ..Script::default() };
+    script.tools.push(other);
+    let fault = FaultBackend::start(script).await;
+    let gateway = TestGateway::start_with("", &api_keys(), &backend_toml("fault", &fault.url(), "")).await;
+    (fault, gateway)
+}
+
+fn call(tool: &str, text: &str) -> Value {
+    json!({"name": tool, "arguments": {"text": text}})
+}
+
+/// `params` of a retry: the call's, plus the answers and the state.
+fn retry(mut params: Value, responses: Value, state: &str) -> Value {
+    params["inputResponses"] = responses;
+    params["requestState"] = json!(state);
+    params
+}
+
+fn result_of(reply: &Reply) -> Value {
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.raw);
+    let body = reply.body.as_ref().unwrap_or_else(|| panic!("an answer: {}", reply.raw));
+    body.get("result").unwrap_or_else(|| panic!("a result: {body}")).clone()
+}
+
+fn invalid_params(reply: &Reply) -> String {
+    let body = reply.body.as_ref().unwrap_or_else(|| panic!("an answer: {}", reply.raw));
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    body["error"]["message"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The last `tools/call` the backend received.
+fn last_call(fault: &FaultBackend) -> Value {
+    let calls = fault.requests().into_iter().filter(|r| r.rpc_method.as_deref() == Some("tools/call"));
+    calls.last().and_then(|request| request.body).expect("a tools/call reached the backend")["params"].clone()
+}
+
+#[tokio::test]
+async fn a_call_that_asks_for_input_twice_is_one_claim_run_once_and_replayed_from_the_ledger() {
+    let (fault, gateway) = asking_backend().await;
+    let alice = ModernAgent::as_principal(gateway.mcp(), ALICE_KEY);
+    let params = call("fault__echo", "hi");
+
+    let first = result_of(&alice.send(json!(1), "tools/call", params.clone()).await);
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert_eq!(first["inputRequests"], rounds()[0], "the backend's input requests, unchanged");
+    assert!(first.get("ttlMs").is_none() && first.get("cacheScope").is_none(), "no cache hints: {first}");
+    let state = first["requestState"].as_str().expect("a state").to_owned();
+    assert!(!state.contains(STATE_PREFIX), "the gateway's state, not the backend's: {state}");
+    assert_eq!(last_call(&fault).get("requestState"), None, "the first request carries no state");
+    let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].state, ClaimState::InFlight, "input_required does not settle the claim");
+
+    let answers = json!({"name": accepted("ada"), "color": accepted("blue")});
+    let second = result_of(&alice.send(json!(2), "tools/call", retry(params.clone(), answers.clone(), &state)).await);
+    let sent = last_call(&fault);
+    assert_eq!(sent["requestState"], format!("{STATE_PREFIX}1"), "the backend gets its own state back");
+    assert_eq!(sent["inputResponses"], answers, "the answers go as the agent sent them");
+    assert_eq!(sent["name"], "echo");
+    assert_eq!(second["resultType"], "input_required");
+    assert_eq!(second["inputRequests"], rounds()[1]);
+    let latest = second["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(latest, state);
+
+    let backend_calls = fault.rpc_count("tools/call");
+    let stale = alice.send(json!(3), "tools/call", retry(params.clone(), answers, &state)).await;
+    assert!(invalid_params(&stale).contains("earlier input round"), "{}", stale.raw);
+    assert_eq!(fault.rpc_count("tools/call"), backend_calls, "a superseded state reaches nothing");
+
+    let confirmed = json!({"confirm": accepted("yes")});
+    let last = retry(params.clone(), confirmed, &latest);
+    let done = result_of(&alice.send(json!(4), "tools/call", last.clone()).await);
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["content"][0]["text"], "hi");
+    assert_eq!(last_call(&fault)["requestState"], format!("{STATE_PREFIX}2"));
+    assert_eq!(fault.executions("echo"), 1, "the tool ran its final round once");
+    let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(claims.len(), 1, "one logical call, one claim: {claims:?}");
+    assert_eq!(claims[0].state, ClaimState::Completed);
+    assert_eq!((claims[0].principal.as_str(), claims[0].tool.as_str()), ("alice", "echo"));
+
+    let backend_calls = fault.rpc_count("tools/call");
+    let replayed = result_of(&alice.send(json!(5), "tools/call", last).await);
+    assert_eq!(replayed["_meta"]["switchyard/replayed"], true, "{replayed}");
+    assert_eq!(replayed["content"], done["content"]);
+    assert_eq!(fault.rpc_count("tools/call"), backend_calls, "answered from the ledger");
+    assert_eq!(fault.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn tampered_foreign_and_expired_states_are_refused_before_the_backend() {
+    let (fault, gateway) = asking_backend().await;
+    let alice = ModernAgent::as_principal(gateway.mcp(), ALICE_KEY);
+    let bob = ModernAgent::as_principal(gateway.mcp(), BOB_KEY);
+    let params = call("fault__echo", "hi");
+    let first = result_of(&alice.send(json!(1), "tools/call", params.clone()).await);
+    let state = first["requestState"].as_str().unwrap().to_owned();
+    let answers = json!({"name": accepted("ada"), "color": accepted("blue")});
+    let backend_calls = fault.rpc_count("tools/call");
+
+    let mut tampered = state.clone().into_bytes();
+    let middle = tampered.len() / 3;
+    tampered[middle] = if tampered[middle] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = alice.send(json!(2), "tools/call", retry(params.clone(), answers.clone(), &tampered)).await;
+    assert_eq!(refusal(&refused).1, -32602);
+    assert!(invalid_params(&refused).contains("nothing was sent to the backend"), "{}", refused.raw);
+
+    let foreign = bob.send(json!(3), "tools/call", retry(params.clone(), answers.clone(), &state)).await;
+    assert!(invalid_params(&foreign).contains("another principal"), "{}", foreign.raw);
+    let other_tool = retry(call("fault__other", "hi"), answers.clone(), &state);
+    let refused = alice.send(json!(4), "tools/call", other_tool).await;
+    assert!(invalid_params(&refused).contains("another call (tools/call of `fault__echo`)"), "{}", refused.raw);
+    let other_arguments = retry(call("fault__echo", "bye"), answers.clone(), &state);
+    assert!(invalid_params(&alice.send(json!(5), "tools/call", other_arguments).await).contains("another call"));
+    let as_prompt = retry(json!({"name": "fault__echo"}), answers.clone(), &state);
+    assert_eq!(refusal(&alice.send(json!(6), "prompts/get", as_prompt).await).1, -32602);
+
+    // A state the gateway sealed (with the key derived from its session secret) that has expired.
+    let secret = std::fs::read(gateway.data_dir.join("session.key")).expect("the session secret");
+    let sealer = StateSealer::new(&StateKey::derived_from(&secret));
+    let mut expired = sealer.open(&state, SystemTime::now()).expect("sealed with the session secret's key");
+    expired.expires_ms =
+        u64::try_from((SystemTime::now() - Duration::from_secs(1)).duration_since(UNIX_EPOCH).unwrap().as_millis())
+            .unwrap();
+    let refused =
+        alice.send(json!(7), "tools/call", retry(params.clone(), answers.clone(), &sealer.seal(&expired))).await;
+    assert!(invalid_params(&refused).contains("expired"), "{}", refused.raw);
+    let not_a_string = alice.send(json!(8), "tools/call", retry(params.clone(), answers.clone(), "x")).await;
+    assert_eq!(refusal(&not_a_string).1, -32602);
+    assert_eq!(fault.rpc_count("tools/call"), backend_calls, "no refused retry reached the backend");
+    assert_eq!(fault.executions("echo"), 0);
+
+    // The state is still good for the call it belongs to.
+    let second = result_of(&alice.send(json!(9), "tools/call", retry(params, answers, &state)).await);
+    assert_eq!(second["inputRequests"], rounds()[1]);
+}
