@@ -167,3 +167,43 @@ async fn tampered_foreign_and_expired_states_are_refused_before_the_backend() {
     let second = result_of(&alice.send(json!(9), "tools/call", retry(params, answers, &state)).await);
     assert_eq!(second["inputRequests"], rounds()[1]);
 }
+
+#[tokio::test]
+async fn the_idempotency_key_names_the_whole_call_and_one_retry_is_answered_at_a_time() {
+    let other = Script { eras: Eras::Modern, input_rounds: vec![rounds()[1].clone()], ..Script::default() };
+    let fault = FaultBackend::start(Script { call_delay: Some(Duration::from_millis(800)), ..other }).await;
+    let gateway = TestGateway::start_with("", &api_keys(), &backend_toml("fault", &fault.url(), "")).await;
+    let alice = ModernAgent::as_principal(gateway.mcp(), ALICE_KEY);
+    let keyed = |key: &str| {
+        let mut params = call("fault__echo", "pay");
+        params["_meta"] = json!({"switchyard/idempotency-key": key});
+        params
+    };
+    let first = result_of(&alice.send(json!(1), "tools/call", keyed("k-1")).await);
+    let state = first["requestState"].as_str().unwrap().to_owned();
+    let confirmed = json!({"confirm": accepted("yes")});
+
+    let wrong_key = alice.send(json!(2), "tools/call", retry(keyed("k-2"), confirmed.clone(), &state)).await;
+    assert!(invalid_params(&wrong_key).contains("idempotency key `k-2` is not the key"), "{}", wrong_key.raw);
+
+    // Two retries of the same round at once: one is answered, the other refused without reaching the backend.
+    let last = retry(keyed("k-1"), confirmed, &state);
+    let (one, two) = tokio::join!(
+        alice.send(json!(3), "tools/call", last.clone()),
+        alice.send(json!(4), "tools/call", last.clone())
+    );
+    let (done, busy) =
+        if one.body.as_ref().is_some_and(|body| body.get("result").is_some()) { (one, two) } else { (two, one) };
+    assert_eq!(result_of(&done)["content"][0]["text"], "pay");
+    assert!(invalid_params(&busy).contains("another retry of this call"), "{}", busy.raw);
+    assert_eq!(fault.executions("echo"), 1);
+    assert_eq!(fault.rpc_count("tools/call"), 2, "the first request and one retry");
+
+    // The original request again, with the key: the same call, answered from the ledger.
+    let again = result_of(&alice.send(json!(5), "tools/call", keyed("k-1")).await);
+    assert_eq!(again["_meta"]["switchyard/replayed"], true, "{again}");
+    let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].key.as_str(), "idem:5:alice:k-1");
+    assert_eq!(claims[0].state, ClaimState::Completed);
+}
