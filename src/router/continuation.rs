@@ -136,7 +136,7 @@ pub(super) fn restore_backend_state(params: &mut Value, backend_state: Option<St
 /// The `input_required` result as the agent gets it: the gateway's sealed state instead of the backend's, no cache
 /// hints. Returns the backend's state.
 pub(super) fn hand_over(result: &mut Value, sealed: impl FnOnce(Option<String>) -> String) -> Option<String> {
-    let Some(object) = result.as_object_mut() else { return None };
+    let object = result.as_object_mut()?;
     object.remove("ttlMs");
     object.remove("cacheScope");
     let backend_state = match object.remove(REQUEST_STATE) {

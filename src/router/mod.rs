@@ -12,6 +12,9 @@
 //!   are judged by their exposed name (the `/mcp` one) in both views.
 //! - Each `tools/call` tells the caller's `telemetry::RequestRecord` its tool and backend (catalog names only; a
 //!   name the catalog does not know is `_unknown`) and how it ended (`ToolOutcome`; policy refusals included).
+//! - A sessionless agent's `tools/call`, `prompts/get` or `resources/read` answered `input_required` by a backend
+//!   gets the gateway's sealed `requestState` ([`request_state`]), and its retry continues the same call, the same
+//!   ledger claim included ([`continuation`]).
 //! - A configuration reload replaces the backends' targets and the policies as one snapshot ([`Routing`],
 //!   [`CallRouter::reconfigure`]); each request works with the snapshot it took, so a running call finishes on
 //!   the backend it was routed to. Agents are told when the tools they see changed ([`ToolsChanged`]).

@@ -214,11 +214,6 @@ impl Continuation {
         }
         Ok(())
     }
-
-    /// When the state expires.
-    pub fn expires_at(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.expires_ms)
-    }
 }
 
 fn millis(time: SystemTime) -> u64 {

@@ -23,7 +23,9 @@
 //! - The request's client `_meta` keys (version, capabilities, client info, log level) describe the agent's hop and
 //!   stay at the front; the rest of `params` goes to the router as sent.
 //! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
-//!   backend that asks anyway is refused with [`REFUSAL`] (multi round-trip results are not relayed yet).
+//!   backend that asks anyway is refused with [`REFUSAL`]. A 2026-07-28 backend's `input_required` results reach
+//!   them with a `requestState` of the gateway's, and their retries continue the call (the router's
+//!   `continuation`; the caller is marked [`Caller::sessionless`]).
 //!
 //! Must not know: backends' wire formats, backend sessions beyond the key it hands the router.
 

@@ -62,8 +62,8 @@ fn invalid_params(reply: &Reply) -> String {
 
 /// The last `tools/call` the backend received.
 fn last_call(fault: &FaultBackend) -> Value {
-    let calls = fault.requests().into_iter().filter(|r| r.rpc_method.as_deref() == Some("tools/call"));
-    calls.last().and_then(|request| request.body).expect("a tools/call reached the backend")["params"].clone()
+    let mut calls = fault.requests().into_iter().filter(|r| r.rpc_method.as_deref() == Some("tools/call"));
+    calls.next_back().and_then(|request| request.body).expect("a tools/call reached the backend")["params"].clone()
 }
 
 #[tokio::test]
