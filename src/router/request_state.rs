@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::digest::KeyInit;
+use hmac::digest::{Key, KeyInit};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -45,26 +45,27 @@ impl fmt::Debug for StateKey {
 
 impl StateKey {
     /// The key derived from the gateway's session secret: HMAC-SHA256(secret, purpose label).
-    pub fn derived_from(secret: &[u8]) -> StateKey {
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).unwrap_or_else(|_| unreachable_any_length());
+    pub fn derived_from(secret: &[u8; 32]) -> StateKey {
+        let mut mac = keyed(secret);
         mac.update(b"switchyard/request-state-key/v1");
         StateKey(mac.finalize().into_bytes().into())
     }
 
-    /// A key of this process alone, for a router built without a front (tests, tools).
+    /// A key of this process alone, until [`derived_from`](Self::derived_from)'s replaces it (the router exists
+    /// before the front loads the session secret). A process without a random source cannot run safely at all.
     pub fn random() -> StateKey {
         let mut bytes = [0u8; 32];
-        // Without randomness the states of this router simply never verify elsewhere; zeros stay private to it.
-        if getrandom::fill(&mut bytes).is_err() {
-            tracing::error!("no randomness for the request-state key; using a process-local fallback");
-        }
+        getrandom::fill(&mut bytes).expect("the operating system's random source");
         StateKey(bytes)
     }
 }
 
-/// HMAC takes keys of any length; the error type exists only for other MACs.
-fn unreachable_any_length() -> HmacSha256 {
-    <HmacSha256 as KeyInit>::new(&Default::default())
+/// An HMAC-SHA256 keyed with 32 bytes. HMAC pads a key shorter than its block with zeros (RFC 2104 §2), so padding
+/// it here gives the same MAC through the infallible fixed-size constructor.
+fn keyed(key: &[u8; 32]) -> HmacSha256 {
+    let mut padded = Key::<HmacSha256>::default();
+    padded[..key.len()].copy_from_slice(key);
+    <HmacSha256 as KeyInit>::new(&padded)
 }
 
 /// What a sealed state binds (see the module rules).
@@ -148,7 +149,7 @@ impl fmt::Debug for StateSealer {
 
 impl StateSealer {
     pub fn new(key: &StateKey) -> StateSealer {
-        let mut primed = <HmacSha256 as KeyInit>::new_from_slice(&key.0).unwrap_or_else(|_| unreachable_any_length());
+        let mut primed = keyed(&key.0);
         primed.update(DOMAIN);
         StateSealer { primed }
     }

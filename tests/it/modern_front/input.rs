@@ -150,6 +150,7 @@ async fn tampered_foreign_and_expired_states_are_refused_before_the_backend() {
 
     // A state the gateway sealed (with the key derived from its session secret) that has expired.
     let secret = std::fs::read(gateway.data_dir.join("session.key")).expect("the session secret");
+    let secret: [u8; 32] = secret.try_into().expect("32 bytes");
     let sealer = StateSealer::new(&StateKey::derived_from(&secret));
     let mut expired = sealer.open(&state, SystemTime::now()).expect("sealed with the session secret's key");
     expired.expires_ms =
