@@ -19,14 +19,14 @@
 //!   ever run again on the gateway's own initiative (see ARCHITECTURE.md, *Multi round-trip results*).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde_json::Value;
 
 use super::outcome;
 use super::request_state::{CallIdentity, Continuation, STATE_TTL, StateRefusal};
-use super::{CallRouter, Caller, RpcFailure};
+use super::{CallLedger, CallRouter, Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::ledger::{ClaimKey, canonical_digest};
 use crate::mcp::{jsonrpc, method};
@@ -229,18 +229,23 @@ impl CallRouter {
 
     /// Settles the claim `unknown` if round `round` is still unanswered when its state expires.
     fn expire_later(&self, claim: ClaimKey, round: u32) {
-        let waiting = std::sync::Arc::clone(&self.waiting);
+        let waiting = Arc::clone(&self.waiting);
         let ledger = self.ledger.clone();
         tokio::spawn(async move {
             tokio::time::sleep(STATE_TTL).await;
-            if !waiting.expire(&claim, round) {
-                return;
-            }
-            match ledger.store.mark_unknown(&claim, &ledger.owner, UNANSWERED).await {
-                Ok(()) => ledger.metrics.count_claims(ClaimWrite::Unknown, 1),
-                Err(error) => tracing::error!(%claim, %error, "ledger: cannot settle an unanswered call"),
-            }
+            settle_unanswered(&waiting, &ledger, &claim, round).await;
         });
+    }
+}
+
+/// Marks the claim `unknown` if round `round` is still unanswered (see the module rules).
+async fn settle_unanswered(waiting: &Waiting, ledger: &CallLedger, claim: &ClaimKey, round: u32) {
+    if !waiting.expire(claim, round) {
+        return;
+    }
+    match ledger.store.mark_unknown(claim, &ledger.owner, UNANSWERED).await {
+        Ok(()) => ledger.metrics.count_claims(ClaimWrite::Unknown, 1),
+        Err(error) => tracing::error!(%claim, %error, "ledger: cannot settle an unanswered call"),
     }
 }
 
@@ -263,6 +268,43 @@ mod tests {
         waiting.wait(&claim, 2);
         assert!(waiting.expire(&claim, 2));
         assert_eq!(waiting.take(&claim, 2), Ok(false));
+    }
+
+    #[tokio::test]
+    async fn a_round_nobody_answers_settles_the_claim_unknown() {
+        let ledger = CallLedger {
+            store: crate::ledger::LedgerStore::memory(),
+            owner: "gw".into(),
+            lease: std::time::Duration::from_secs(30),
+            max_result: 1 << 20,
+            metrics: Default::default(),
+        };
+        let waiting = Waiting::default();
+        for name in ["unanswered", "answering"] {
+            let claim = ClaimKey::idempotency("p", name);
+            let new = crate::ledger::NewClaim {
+                key: claim.clone(),
+                principal: "p".into(),
+                session: "s".into(),
+                backend: "b".into(),
+                tool: "t".into(),
+                args_digest: "d".into(),
+                owner: "gw".into(),
+                lease: ledger.lease,
+            };
+            ledger.store.claim(new).await.expect("claimed");
+            waiting.wait(&claim, 1);
+        }
+        let answering = ClaimKey::idempotency("p", "answering");
+        assert_eq!(waiting.take(&answering, 1), Ok(true));
+        for name in ["unanswered", "answering"] {
+            settle_unanswered(&waiting, &ledger, &ClaimKey::idempotency("p", name), 1).await;
+        }
+        let unanswered = ledger.store.get(&ClaimKey::idempotency("p", "unanswered")).await.unwrap().unwrap();
+        assert_eq!(unanswered.state, crate::ledger::ClaimState::Unknown);
+        assert_eq!(unanswered.error.as_deref(), Some(UNANSWERED));
+        let answered = ledger.store.get(&answering).await.unwrap().unwrap();
+        assert_eq!(answered.state, crate::ledger::ClaimState::InFlight, "a retry is answering it");
     }
 
     #[test]
