@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use switchyard::ledger::{ClaimState, ListFilter};
+use switchyard::ledger::{ClaimKey, ClaimState, ListFilter, NewClaim};
 use switchyard::router::request_state::{StateKey, StateSealer};
 
 use super::{ModernAgent, refusal};
@@ -62,8 +62,7 @@ fn invalid_params(reply: &Reply) -> String {
 
 /// The last `tools/call` the backend received.
 fn last_call(fault: &FaultBackend) -> Value {
-    let mut calls = fault.requests().into_iter().filter(|r| r.rpc_method.as_deref() == Some("tools/call"));
-    calls.next_back().and_then(|request| request.body).expect("a tools/call reached the backend")["params"].clone()
+    last_of(fault, "tools/call")
 }
 
 #[tokio::test]
@@ -159,6 +158,27 @@ async fn tampered_foreign_and_expired_states_are_refused_before_the_backend() {
     let refused =
         alice.send(json!(7), "tools/call", retry(params.clone(), answers.clone(), &sealer.seal(&expired))).await;
     assert!(invalid_params(&refused).contains("expired"), "{}", refused.raw);
+    let mut unknown_call = sealer.open(&state, SystemTime::now()).unwrap();
+    unknown_call.claim = Some("idem:5:alice:never-made".into());
+    let refused =
+        alice.send(json!(10), "tools/call", retry(params.clone(), answers.clone(), &sealer.seal(&unknown_call))).await;
+    assert!(invalid_params(&refused).contains("the ledger has no such call"), "{}", refused.raw);
+    let elsewhere = ClaimKey::idempotency("alice", "held-elsewhere");
+    let held = NewClaim {
+        key: elsewhere.clone(),
+        principal: "alice".into(),
+        session: "s".into(),
+        backend: "fault".into(),
+        tool: "echo".into(),
+        args_digest: "d".into(),
+        owner: "another-instance".into(),
+        lease: Duration::from_secs(60),
+    };
+    gateway.router.ledger().store.claim(held).await.unwrap();
+    unknown_call.claim = Some(elsewhere.to_string());
+    let refused =
+        alice.send(json!(11), "tools/call", retry(params.clone(), answers.clone(), &sealer.seal(&unknown_call))).await;
+    assert!(invalid_params(&refused).contains("another gateway instance holds it"), "{}", refused.raw);
     let not_a_string = alice.send(json!(8), "tools/call", retry(params.clone(), answers.clone(), "x")).await;
     assert_eq!(refusal(&not_a_string).1, -32602);
     assert_eq!(fault.rpc_count("tools/call"), backend_calls, "no refused retry reached the backend");
@@ -207,4 +227,55 @@ async fn the_idempotency_key_names_the_whole_call_and_one_retry_is_answered_at_a
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].key.as_str(), "idem:5:alice:k-1");
     assert_eq!(claims[0].state, ClaimState::Completed);
+}
+
+/// The last request of `method` the backend received: its params.
+fn last_of(fault: &FaultBackend, method: &str) -> Value {
+    let mut sent = fault.requests().into_iter().filter(|r| r.rpc_method.as_deref() == Some(method));
+    sent.next_back().and_then(|request| request.body).expect("a request reached the backend")["params"].clone()
+}
+
+#[tokio::test]
+async fn prompts_and_resources_continue_with_their_own_states() {
+    let script = Script {
+        eras: Eras::Modern,
+        input_rounds: vec![rounds()[1].clone()],
+        prompts: vec![json!({"name": "greet", "arguments": [{"name": "who"}]})],
+        capabilities: json!({"tools": {}, "prompts": {}, "resources": {}}),
+        ..Script::default()
+    };
+    let fault = FaultBackend::start(script).await;
+    let gateway = TestGateway::start_with("", &api_keys(), &backend_toml("fault", &fault.url(), "")).await;
+    let alice = ModernAgent::as_principal(gateway.mcp(), ALICE_KEY);
+    let confirmed = json!({"confirm": accepted("yes")});
+
+    let prompt = json!({"name": "fault__greet", "arguments": {"who": "ada"}});
+    let asked = result_of(&alice.send(json!(1), "prompts/get", prompt.clone()).await);
+    assert_eq!(
+        (asked["resultType"].clone(), asked["inputRequests"].clone()),
+        (json!("input_required"), rounds()[1].clone())
+    );
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert!(!state.contains(STATE_PREFIX), "{state}");
+    let uri = "fault://docs/a";
+    let read = json!({"uri": uri});
+    let crossed = alice.send(json!(2), "resources/read", retry(read.clone(), confirmed.clone(), &state)).await;
+    assert!(invalid_params(&crossed).contains("another call (prompts/get of `fault__greet`)"), "{}", crossed.raw);
+    let got = result_of(&alice.send(json!(3), "prompts/get", retry(prompt, confirmed.clone(), &state)).await);
+    assert!(got["messages"][0]["content"]["text"].as_str().unwrap().starts_with("prompt greet"), "{got}");
+    assert_eq!(last_of(&fault, "prompts/get")["requestState"], format!("{STATE_PREFIX}1"));
+
+    let asked = result_of(&alice.send(json!(4), "resources/read", read.clone()).await);
+    assert!(asked.get("ttlMs").is_none() && asked.get("cacheScope").is_none(), "no cache hints: {asked}");
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    let other_uri = alice
+        .send(json!(5), "resources/read", retry(json!({"uri": "fault://docs/b"}), confirmed.clone(), &state))
+        .await;
+    assert!(invalid_params(&other_uri).contains("another call"), "{}", other_uri.raw);
+    let done = result_of(&alice.send(json!(6), "resources/read", retry(read, confirmed, &state)).await);
+    assert_eq!(done["contents"][0]["uri"], uri, "{done}");
+    assert_eq!(done["cacheScope"], "private", "the complete answer is cacheable again");
+    assert_eq!(last_of(&fault, "resources/read")["requestState"], format!("{STATE_PREFIX}1"));
+    let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
+    assert!(claims.is_empty(), "prompts and resources are not claimed: {claims:?}");
 }

@@ -140,9 +140,9 @@ pub struct Script {
     /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
     /// tool list changed.
     pub announce_tools_changed: bool,
-    /// 2026-07-28 era: a `tools/call` asks for input before it runs, one `input_required` round per entry (that
+    /// 2026-07-28 era: a `tools/call`, `prompts/get` or `resources/read` asks for input before it runs, one `input_required` round per entry (that
     /// round's `inputRequests`), its own `requestState` naming the next round; a retry missing an answer is asked
-    /// the same round again; the call runs (and is counted) only once every round is answered.
+    /// the same round again; the request runs (a call is counted) only once every round is answered.
     pub input_rounds: Vec<Value>,
     /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
     /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).

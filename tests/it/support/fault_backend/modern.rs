@@ -93,7 +93,9 @@ impl Exchange<'_> {
                 self.reply(Vec::new(), success(id, result)).await
             }
             "subscriptions/listen" => self.listen(&id, &params).await,
-            "tools/call" if !self.script.input_rounds.is_empty() => self.ask_for_input(id, &params).await,
+            "tools/call" | "prompts/get" | "resources/read" if !self.script.input_rounds.is_empty() => {
+                self.ask_for_input(&method, id, &params).await
+            }
             removed if REMOVED.contains(&removed) => {
                 self.send_json(404, Vec::new(), &failure(id, -32601, "method not found")).await
             }
@@ -101,8 +103,8 @@ impl Exchange<'_> {
         }
     }
 
-    /// A call of `Script::input_rounds`: the next unanswered round, else the call itself.
-    async fn ask_for_input(&mut self, id: Value, params: &Value) -> io::Result<()> {
+    /// A request of `Script::input_rounds`: the next unanswered round, else the request itself.
+    async fn ask_for_input(&mut self, method: &str, id: Value, params: &Value) -> io::Result<()> {
         let rounds = &self.script.input_rounds;
         let state = params.get("requestState").and_then(Value::as_str);
         let reached = state.and_then(|state| state.strip_prefix(STATE_PREFIX)?.parse::<usize>().ok()).unwrap_or(0);
@@ -115,7 +117,7 @@ impl Exchange<'_> {
             _ => reached,
         };
         let Some(asked) = rounds.get(round) else {
-            return self.rpc("tools/call", id, params).await;
+            return self.rpc(method, id, params).await;
         };
         let result = json!({
             "resultType": "input_required",
