@@ -279,3 +279,28 @@ async fn prompts_and_resources_continue_with_their_own_states() {
     let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
     assert!(claims.is_empty(), "prompts and resources are not claimed: {claims:?}");
 }
+
+#[tokio::test]
+async fn a_retry_the_backend_refused_unprocessed_leaves_the_round_open() {
+    let script = Script {
+        eras: Eras::Modern,
+        input_rounds: vec![rounds()[1].clone()],
+        call_status: Some(429),
+        ..Script::default()
+    };
+    let fault = FaultBackend::start(script).await;
+    let gateway = TestGateway::start_with("", &api_keys(), &backend_toml("fault", &fault.url(), "")).await;
+    let alice = ModernAgent::as_principal(gateway.mcp(), ALICE_KEY);
+    let params = call("fault__echo", "hi");
+    let asked = result_of(&alice.send(json!(1), "tools/call", params.clone()).await);
+    let last = retry(params, json!({"confirm": accepted("yes")}), asked["requestState"].as_str().unwrap());
+    for id in [2, 3] {
+        let refused = result_of(&alice.send(json!(id), "tools/call", last.clone()).await);
+        assert_eq!(refused["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
+        let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].state, ClaimState::InFlight, "not released: the first round reached the backend");
+    }
+    assert_eq!(fault.rpc_count("tools/call"), 3, "the same state was accepted again after the refusal");
+    assert_eq!(fault.executions("echo"), 0);
+}
