@@ -78,6 +78,11 @@ impl Relay {
         }
     }
 
+    /// Whether the agent cannot be sent requests at all (it is of the sessionless era).
+    pub(crate) fn refuses_requests(&self) -> bool {
+        self.refusal.is_some()
+    }
+
     /// The client capabilities the agent declared (`null`: none).
     pub fn capabilities(&self) -> &Value {
         &self.capabilities

@@ -94,8 +94,7 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("request", method, backend)));
         };
         let slot = caller.slot(backend);
-        self.client
-            .request_relayed(&slot, &target.renewed().for_principal(&caller.principal.name), method, params, relay)
+        self.request_in_rounds(&slot, &target.renewed().for_principal(&caller.principal.name), method, params, relay)
             .await
             .map_err(|error| match error {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },

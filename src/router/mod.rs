@@ -27,6 +27,7 @@ mod continuation;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
+mod input_rounds;
 pub mod inspect;
 mod outcome;
 pub mod request_state;
@@ -393,7 +394,7 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.name.clone());
         let slot = caller.slot(&route.backend);
-        let answer = self.client.request_relayed(&slot, &target, method::TOOLS_CALL, params, relay).await;
+        let answer = self.request_in_rounds(&slot, &target, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let answer = match self.continue_call(caller, &identity, &key, round, answer) {
             Ok(answer) => answer,

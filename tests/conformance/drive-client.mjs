@@ -8,13 +8,20 @@
 //   node tests/conformance/drive-client.mjs http://127.0.0.1:PORT/mcp
 //
 // What it does, by MCP_CONFORMANCE_SCENARIO (set by the conformance runner):
-//   initialize   initialize + tools/list only (the mock answers any other
-//                method with {}, which is no tool result)
+//   initialize, json-schema-ref-no-deref
+//                initialize + tools/list only (the first mock answers any
+//                other method with {}, which is no tool result; the second
+//                checks only that listing never fetches a $ref's URL, and
+//                implements no tools/call)
 //   anything else (tools_call, sse-retry, elicitation-sep1034-client-defaults,
 //                or unset): initialize, tools/list, then call every listed tool
 //                with arguments made up from its inputSchema (numbers 1,
 //                strings "x", booleans true, arrays [], objects {}); a tool
 //                named in DRIVE_TOOLS (comma-separated) restricts the calls.
+//                When the runner hands the scenario's context over
+//                (MCP_CONFORMANCE_CONTEXT, JSON) with `toolCalls`
+//                ([{name, arguments}], e.g. http-custom-headers), exactly those
+//                calls are made, with those arguments.
 //
 // Client capabilities: sampling (answers with a canned message) and
 // elicitation in form mode with applyDefaults, which the SEP-1034 client
@@ -47,6 +54,22 @@ const onlyTools = (process.env.DRIVE_TOOLS ?? "")
   .filter(Boolean);
 
 const say = (...args) => console.error("drive-client:", ...args);
+const LIST_ONLY = new Set(["initialize", "json-schema-ref-no-deref"]);
+
+// The calls the scenario asks for in its context, if it names any.
+function contextCalls() {
+  const raw = process.env.MCP_CONFORMANCE_CONTEXT;
+  if (!raw) {
+    return undefined;
+  }
+  let context;
+  try {
+    context = JSON.parse(raw);
+  } catch (error) {
+    throw new Error(`MCP_CONFORMANCE_CONTEXT is not JSON: ${error.message}`);
+  }
+  return Array.isArray(context?.toolCalls) ? context.toolCalls : undefined;
+}
 
 function exampleValue(schema) {
   if (!schema || typeof schema !== "object") {
@@ -158,31 +181,35 @@ try {
   } while (cursor);
   say(`tools/list: ${tools.map((t) => t.name).join(", ") || "(none)"}`);
 
-  if (scenario !== "initialize") {
-    const toCall = onlyTools.length > 0 ? tools.filter((t) => onlyTools.includes(t.name)) : tools;
-    for (const name of onlyTools.filter((n) => !tools.some((t) => t.name === n))) {
+  if (!LIST_ONLY.has(scenario)) {
+    const asked = contextCalls();
+    const wanted = asked ? asked.map((call) => call.name) : onlyTools;
+    const listed = wanted.length > 0 ? tools.filter((t) => wanted.includes(t.name)) : tools;
+    for (const name of wanted.filter((n) => !tools.some((t) => t.name === n))) {
       say(`FAILED: tool ${name} is not listed`);
       failures += 1;
     }
-    for (const tool of toCall) {
-      const args = exampleArguments(tool.inputSchema);
-      say(`tools/call ${tool.name} ${JSON.stringify(args)}`);
+    const toCall = asked
+      ? asked.filter((call) => listed.some((t) => t.name === call.name))
+      : listed.map((tool) => ({ name: tool.name, arguments: exampleArguments(tool.inputSchema) }));
+    for (const { name, arguments: args } of toCall) {
+      say(`tools/call ${name} ${JSON.stringify(args)}`);
       const started = Date.now();
       try {
         const result = await withAuthorization(() =>
-          client.callTool({ name: tool.name, arguments: args }, undefined, { timeout, resetTimeoutOnProgress: true }),
+          client.callTool({ name, arguments: args }, undefined, { timeout, resetTimeoutOnProgress: true }),
         );
         const elapsed = Date.now() - started;
         const summary = JSON.stringify(result.content ?? result).slice(0, 300);
         if (result.isError) {
           failures += 1;
-          say(`FAILED: ${tool.name} returned isError after ${elapsed} ms: ${summary}`);
+          say(`FAILED: ${name} returned isError after ${elapsed} ms: ${summary}`);
         } else {
-          say(`${tool.name} returned after ${elapsed} ms: ${summary}`);
+          say(`${name} returned after ${elapsed} ms: ${summary}`);
         }
       } catch (error) {
         failures += 1;
-        say(`FAILED: ${tool.name} after ${Date.now() - started} ms: ${error?.message ?? error}`);
+        say(`FAILED: ${name} after ${Date.now() - started} ms: ${error?.message ?? error}`);
       }
     }
   }

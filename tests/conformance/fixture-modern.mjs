@@ -24,14 +24,20 @@
 //   logLevel allows them); the stream carries only that request's messages
 //   and ends with its response; the client closing it cancels the request
 //   (its AbortSignal fires);
-// - sampling and elicitation become multi round-trip results: the tool's
-//   question comes back as resultType "input_required" with inputRequests
-//   and an HMAC-sealed requestState bound to the tool and its arguments; the
-//   retry carries inputResponses and that state (a tampered or foreign state
-//   is -32602);
+// - sampling and elicitation become multi round-trip results (tools/call
+//   and prompts/get only): the question comes back as resultType
+//   "input_required" with inputRequests and, when the next round needs
+//   state, an HMAC-sealed requestState bound to the tool or prompt and its
+//   arguments; the retry carries inputResponses (a map of objects, else
+//   -32602) and that state (a tampered or foreign state is -32602);
+// - a tool needing a capability the request's _meta does not declare:
+//   400 + -32021 with data.requiredCapabilities;
+// - a request without _meta's protocol version: 400 + -32602 (before the
+//   header checks);
 // - subscriptions/listen: an SSE stream starting with
 //   notifications/subscriptions/acknowledged (the honoured subset), then
-//   notifications/resources/updated for test://watched-resource shortly after,
+//   notifications/resources/updated for test://watched-resource shortly after
+//   and notifications/tools/list_changed when test_trigger_tool_change runs,
 //   every message tagged with _meta subscriptionId; open until the client
 //   closes it;
 // - Mcp-Session-Id on a modern request is ignored (never minted or echoed).
@@ -59,11 +65,23 @@ const MODERN_METHODS = new Set([
 ]);
 const LIST_TTL_MS = 60_000;
 
-/** Thrown by a tool that needs input from the client (a multi round-trip result). */
+/**
+ * Thrown by a tool or prompt that needs input from the client (a multi round-trip result): `state` is what the
+ * next round needs back, sealed into requestState (null: that round needs none, so none is sent).
+ */
 export class InputRequired extends Error {
-  constructor(inputRequests) {
+  constructor(inputRequests, state = {}) {
     super("input required");
     this.inputRequests = inputRequests;
+    this.state = state;
+  }
+}
+
+/** Thrown by a tool that cannot work without a client capability the request's _meta does not declare. */
+export class MissingCapability extends Error {
+  constructor(capability) {
+    super(`The client did not declare the ${capability} capability this tool needs`);
+    this.capability = capability;
   }
 }
 
@@ -78,6 +96,11 @@ class Refusal extends Error {
     super(message);
     Object.assign(this, { status, code, data });
   }
+}
+
+// -32021 (HTTP 400), naming the capability as a ClientCapabilities object.
+function missingCapability(error) {
+  return new Refusal(400, -32021, error.message, { requiredCapabilities: { [error.capability]: {} } });
 }
 
 /** A header value as sent: plain, or the base64 sentinel. */
@@ -118,19 +141,25 @@ function unseal(state) {
  * legacyVersions, capabilities, instructions, serverInfo, tools (the
  * definitions), toolHandlers(env), runTool(handlers, name, args, extra),
  * resources, resourceTemplates, prompts, readResource(uri) (null: none),
- * getPrompt(name, args), complete(ref, argument), log(...) }.
+ * getPrompt(name, args), complete(ref, argument), log(...), and the surface
+ * only this era serves (fixture-modern-tools.mjs): modernTools() (the current list),
+ * modernToolHandlers(env), modernPrompts, modernPromptHandlers(env) }.
  */
 export function createModernHandler(surface) {
   const supported = () => [...MODERN_VERSIONS, ...(surface.mode === "dual" ? surface.legacyVersions : [])];
   const withMeta = (result, cache) => ({
     ...result,
     resultType: result.resultType ?? "complete",
-    ...(cache ? { ttlMs: cache, cacheScope: "public" } : {}),
+    ...(cache === undefined ? {} : { ttlMs: cache, cacheScope: "public" }),
     _meta: { ...(result._meta ?? {}), [META_SERVER_INFO]: surface.serverInfo },
   });
 
   function check(req, message) {
     const version = modernVersionOf(message);
+    // The required _meta fields come first: without them the headers have nothing to be checked against.
+    if (version === undefined) {
+      throw new Refusal(400, -32602, `params._meta lacks ${META_VERSION}`);
+    }
     const header = (name) => decodeHeader(req.headers[name]);
     const mismatch = (why) => new Refusal(400, -32020, `Header mismatch: ${why}`);
     if (header("mcp-protocol-version") !== version) {
@@ -212,42 +241,37 @@ export function createModernHandler(surface) {
     };
   }
 
-  async function callTool(message, reply, signal) {
-    const params = message.params;
-    const meta = params._meta;
-    const bound = { tool: params.name, arguments: digest(params.arguments ?? {}) };
-    const state = params.requestState === undefined ? undefined : unseal(params.requestState);
-    if (params.requestState !== undefined && (state?.tool !== bound.tool || state?.arguments !== bound.arguments)) {
+  // The continuation a retry carries: its inputResponses (a map of objects) and the payload of its requestState,
+  // which must be one the fixture sealed for this very call (`bound`). Anything else is -32602.
+  function continuation(params, bound) {
+    const responses = params.inputResponses;
+    if (responses !== undefined && (typeof responses !== "object" || responses === null || Array.isArray(responses))) {
+      throw new Refusal(200, -32602, "Invalid inputResponses: expected a map of responses");
+    }
+    for (const [key, response] of Object.entries(responses ?? {})) {
+      if (typeof response !== "object" || response === null || Array.isArray(response)) {
+        throw new Refusal(200, -32602, `Invalid inputResponses: ${key} is not a response object`);
+      }
+    }
+    if (params.requestState === undefined) {
+      return { responses: responses ?? {}, state: undefined };
+    }
+    const sealed = unseal(params.requestState);
+    if (sealed === null) {
+      throw new Refusal(200, -32602, "Invalid requestState: it failed its integrity check");
+    }
+    if (sealed.kind !== bound.kind || sealed.name !== bound.name || sealed.arguments !== bound.arguments) {
       throw new Refusal(200, -32602, "Invalid requestState: it was not issued for this call");
     }
-    const threshold = LOG_LEVELS.indexOf(meta[META_LOG_LEVEL]);
-    const env = {
-      capabilities: () => meta[META_CAPABILITIES],
-      serverRequest: async (_extra, request, _schema, key) => {
-        const answer = params.inputResponses?.[key];
-        if (answer !== undefined && state !== undefined) {
-          return answer;
-        }
-        throw new InputRequired({ [key]: { method: request.method, params: request.params } });
-      },
-      sendLog: async (extra, level, data) => {
-        if (threshold >= 0 && LOG_LEVELS.indexOf(level) >= threshold) {
-          await extra.sendNotification({
-            method: "notifications/message",
-            params: { level, logger: "switchyard-conformance-fixture", data },
-          });
-        }
-      },
-      label: () => "modern request",
-    };
-    const extra = {
-      _meta: meta,
-      signal,
-      requestId: message.id,
-      sendNotification: async (notification) => reply.notify({ jsonrpc: "2.0", ...notification }),
-    };
+    return { responses: responses ?? {}, state: sealed.data };
+  }
+
+  // Runs one round of a tool or prompt: its result, or its question as an input_required result.
+  async function round(params, kind, run) {
+    const bound = { kind, name: params.name, arguments: digest(params.arguments ?? {}) };
+    const { responses, state } = continuation(params, bound);
     try {
-      return withMeta(await surface.runTool(surface.toolHandlers(env), params.name, params.arguments ?? {}, extra));
+      return withMeta(await run(responses, state));
     } catch (error) {
       if (!(error instanceof InputRequired)) {
         throw error;
@@ -255,15 +279,78 @@ export function createModernHandler(surface) {
       return withMeta({
         resultType: "input_required",
         inputRequests: error.inputRequests,
-        requestState: seal(bound),
+        ...(error.state === null ? {} : { requestState: seal({ ...bound, data: error.state }) }),
       });
     }
+  }
+
+  function callTool(message, reply, signal) {
+    const params = message.params;
+    const meta = params._meta;
+    const threshold = LOG_LEVELS.indexOf(meta[META_LOG_LEVEL]);
+    return round(params, "tool", async (responses, state) => {
+      const env = {
+        responses,
+        state,
+        capabilities: () => meta[META_CAPABILITIES],
+        // The shared tools ask through this; only a retry under the fixture's own state answers them.
+        serverRequest: async (_extra, request, _schema, key) => {
+          if (responses[key] !== undefined && state !== undefined) {
+            return responses[key];
+          }
+          throw new InputRequired({ [key]: { method: request.method, params: request.params } });
+        },
+        sendLog: async (extra, level, data) => {
+          if (threshold >= 0 && LOG_LEVELS.indexOf(level) >= threshold) {
+            await extra.sendNotification({
+              method: "notifications/message",
+              params: { level, logger: "switchyard-conformance-fixture", data },
+            });
+          }
+        },
+        toolsChanged: () => announce("toolsListChanged", "notifications/tools/list_changed"),
+        label: () => "modern request",
+      };
+      const extra = {
+        _meta: meta,
+        signal,
+        requestId: message.id,
+        sendNotification: async (notification) => reply.notify({ jsonrpc: "2.0", ...notification }),
+      };
+      const handlers = { ...surface.toolHandlers(env), ...surface.modernToolHandlers(env) };
+      return surface.runTool(handlers, params.name, params.arguments ?? {}, extra);
+    });
+  }
+
+  function getPrompt(params) {
+    return round(params, "prompt", async (responses) => {
+      const modern = surface.modernPromptHandlers({ responses })[params.name];
+      return modern ? modern() : surface.getPrompt(params.name, params.arguments);
+    });
+  }
+
+  // The open subscriptions/listen streams, each with what it asked for.
+  const listeners = new Set();
+
+  // Sends a list-changed notification to every listen stream that asked for `filter`; how many got it.
+  function announce(filter, method) {
+    let sent = 0;
+    for (const listener of listeners) {
+      if (listener.honoured[filter] === true) {
+        listener.send(method, {});
+        sent += 1;
+      }
+    }
+    return sent;
   }
 
   function listen(req, res, message) {
     const asked = message.params.notifications ?? {};
     const subscriptions = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [];
-    const honoured = subscriptions.length > 0 ? { resourceSubscriptions: subscriptions } : {};
+    const honoured = {
+      ...(subscriptions.length > 0 ? { resourceSubscriptions: subscriptions } : {}),
+      ...(asked.toolsListChanged === true && surface.capabilities.tools?.listChanged ? { toolsListChanged: true } : {}),
+    };
     const tag = (method, params) => ({
       jsonrpc: "2.0",
       method,
@@ -272,6 +359,8 @@ export function createModernHandler(surface) {
     res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
     const send = (note) => res.write(`event: message\ndata: ${JSON.stringify(note)}\n\n`);
     send(tag("notifications/subscriptions/acknowledged", { notifications: honoured }));
+    const listener = { honoured, send: (method, params) => send(tag(method, params)) };
+    listeners.add(listener);
     const timers = [
       setTimeout(() => {
         for (const uri of subscriptions.filter((uri) => uri === "test://watched-resource")) {
@@ -280,7 +369,10 @@ export function createModernHandler(surface) {
       }, 50),
       setInterval(() => res.write(": keep-alive\n\n"), 15_000),
     ];
-    res.on("close", () => timers.forEach((timer) => clearTimeout(timer)));
+    res.on("close", () => {
+      listeners.delete(listener);
+      timers.forEach((timer) => clearTimeout(timer));
+    });
   }
 
   async function answer(message, reply, signal) {
@@ -296,7 +388,7 @@ export function createModernHandler(surface) {
           LIST_TTL_MS,
         );
       case "tools/list":
-        return withMeta({ tools: surface.tools }, LIST_TTL_MS);
+        return withMeta({ tools: [...surface.tools, ...surface.modernTools()] }, LIST_TTL_MS);
       case "tools/call":
         return callTool(message, reply, signal);
       case "resources/list":
@@ -312,9 +404,9 @@ export function createModernHandler(surface) {
         return withMeta(read, 0);
       }
       case "prompts/list":
-        return withMeta({ prompts: surface.prompts }, LIST_TTL_MS);
+        return withMeta({ prompts: [...surface.prompts, ...surface.modernPrompts] }, LIST_TTL_MS);
       case "prompts/get":
-        return withMeta(await surface.getPrompt(params.name, params.arguments));
+        return getPrompt(params);
       case "completion/complete":
         return withMeta(surface.complete(params.ref, params.argument));
     }
@@ -350,10 +442,11 @@ export function createModernHandler(surface) {
       }
       reply.finish({ result: await answer(message, reply, aborted.signal) });
     } catch (error) {
-      const status = error instanceof Refusal ? error.status : 200;
-      const code = typeof error?.code === "number" ? error.code : -32603;
-      const data = error?.data;
-      const body = { error: { code, message: error?.message ?? String(error), ...(data ? { data } : {}) } };
+      const refusal = error instanceof MissingCapability ? missingCapability(error) : error;
+      const status = refusal instanceof Refusal ? refusal.status : 200;
+      const code = typeof refusal?.code === "number" ? refusal.code : -32603;
+      const data = refusal?.data;
+      const body = { error: { code, message: refusal?.message ?? String(refusal), ...(data ? { data } : {}) } };
       if (status !== 200 && !res.headersSent) {
         res.status(status).json({ jsonrpc: "2.0", id, ...body });
         return;

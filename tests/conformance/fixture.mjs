@@ -36,9 +36,11 @@
 //
 // Protocol eras (FIXTURE_ERA):
 // - legacy (default): the 2025-11-25 session-based wire below, as before;
-// - dual: both eras on one endpoint — a POST whose params._meta names a
-//   protocol version is served statelessly (fixture-modern.mjs), `initialize`
-//   and live session ids keep the legacy wire;
+// - dual: both eras on one endpoint — a POST whose params._meta (or, lacking
+//   that, whose MCP-Protocol-Version header) names a 2026-07-28 version is
+//   served statelessly (fixture-modern.mjs, with the extra tools and prompt of
+//   fixture-modern-tools.mjs that only this era lists), `initialize` and live
+//   session ids keep the legacy wire;
 // - modern: 2026-07-28 only — GET and DELETE get 405, and every request
 //   without the modern _meta (initialize included) gets 400 with a -32022
 //   error naming the supported versions.
@@ -55,7 +57,14 @@
 import { randomUUID } from "node:crypto";
 import { deflateSync } from "node:zlib";
 
-import { InputRequired, MODERN_VERSIONS, createModernHandler, modernVersionOf } from "./fixture-modern.mjs";
+import {
+  InputRequired,
+  MODERN_VERSIONS,
+  MissingCapability,
+  createModernHandler,
+  modernVersionOf,
+} from "./fixture-modern.mjs";
+import { MODERN_PROMPTS, modernPromptHandlers, modernToolHandlers, modernTools } from "./fixture-modern-tools.mjs";
 import { sdk } from "./sdk.mjs";
 
 const { createMcpExpressApp } = await sdk("server/express.js");
@@ -606,7 +615,7 @@ async function runTool(handlers, name, args, extra) {
   try {
     return await tool(args, extra);
   } catch (error) {
-    if (error instanceof InputRequired) {
+    if (error instanceof InputRequired || error instanceof MissingCapability) {
       throw error;
     }
     return toolError(`${name} failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -860,15 +869,20 @@ app.use((req, res, next) => {
 const serveModern = createModernHandler({
   mode: ERA,
   legacyVersions: SUPPORTED_PROTOCOL_VERSIONS,
-  capabilities: CAPABILITIES,
+  // test_trigger_tool_change announces on listen streams: the modern side has a tool list that changes.
+  capabilities: { ...CAPABILITIES, tools: { listChanged: true } },
   instructions: INSTRUCTIONS,
   serverInfo: SERVER_INFO,
   tools: TOOLS,
   toolHandlers,
+  modernTools,
+  modernToolHandlers,
   runTool,
   resources: RESOURCES,
   resourceTemplates: RESOURCE_TEMPLATES,
   prompts: PROMPTS,
+  modernPrompts: MODERN_PROMPTS,
+  modernPromptHandlers,
   readResource,
   getPrompt,
   complete,
@@ -878,7 +892,7 @@ const serveModern = createModernHandler({
 app.all("/mcp", async (req, res) => {
   const sessionId = req.headers["mcp-session-id"];
   log(`${req.method} /mcp session=${sessionId ?? "-"} ${req.method === "POST" ? describeBody(req.body) : ""}`);
-  if (ERA !== "legacy" && req.method === "POST" && modernVersionOf(req.body) !== undefined) {
+  if (ERA !== "legacy" && req.method === "POST" && isModernPost(req)) {
     // A live legacy session keeps its own wire on a dual-era endpoint.
     if (ERA === "modern" || !sessions.has(sessionId)) {
       await serveModern(req, res);
@@ -953,6 +967,12 @@ app.all("/mcp", async (req, res) => {
     jsonRpcError(res, 500, -32603, "Internal server error");
   }
 });
+
+// A POST of the 2026-07-28 era: its _meta names a protocol version, or (a request lacking that _meta, which the
+// modern side refuses with -32602) its MCP-Protocol-Version header names a modern one.
+function isModernPost(req) {
+  return modernVersionOf(req.body) !== undefined || MODERN_VERSIONS.includes(req.headers["mcp-protocol-version"]);
+}
 
 // Counts the session's standalone GET stream as open from the moment the SDK
 // answers it with 200 (by then the transport has registered the stream, so a

@@ -34,6 +34,12 @@
 #                       Switchyard's logs)
 #   CONFORMANCE_TIMEOUT_MS  per-scenario client timeout (default 30000)
 #   CONFORMANCE_NO_NETNS=1  do not use a network namespace
+#   CONFORMANCE_PACKAGE the suite's package (default @modelcontextprotocol/conformance;
+#                       conformance-next is the 0.2.0 alpha)
+#   CONFORMANCE_SPEC_VERSION  run each scenario at this revision's wire
+#                       (`--spec-version`, e.g. 2026-07-28 with conformance-next)
+#   CONFORMANCE_LABEL   the word that starts the summary lines (default:
+#                       conformance-client)
 #   SWITCHYARD_BIN, SWITCHYARD_INTEROP_NODE_MODULES, NODE
 set -uo pipefail
 
@@ -81,6 +87,9 @@ fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
+SPEC_VERSION="${CONFORMANCE_SPEC_VERSION:+--spec-version $CONFORMANCE_SPEC_VERSION}"
+LABEL="${CONFORMANCE_LABEL:-conformance-client}"
+
 # One runner per scenario; all of them inside one network namespace when we
 # can make one.
 RUN_ALL="$OUT/run-scenarios.sh"
@@ -93,7 +102,7 @@ for scenario in $SCENARIOS; do
     log="$OUT/\$flat.runner.log"
     $(printf '%q' "$NODE") --import $(printf '%q' "$HOOK") $(printf '%q' "$CLI") client \\
         --command $(printf '%q' "$HERE/client-wrapper.sh") --scenario "\$scenario" \\
-        --timeout $TIMEOUT_MS -o $(printf '%q' "$OUT") >"\$log" 2>&1
+        --timeout $TIMEOUT_MS $SPEC_VERSION -o $(printf '%q' "$OUT") >"\$log" 2>&1
     echo "\$?" >"$OUT/\$flat.status"
 done
 EOF
@@ -112,10 +121,10 @@ else
     "$RUN_ALL"
 fi
 
-"$NODE" - "$OUT" "${BASELINE:-}" $SCENARIOS <<'EOF'
+"$NODE" - "$OUT" "${BASELINE:-}" "$LABEL" $SCENARIOS <<'EOF'
 const fs = require("fs");
 const path = require("path");
-const [outDir, baselineFile, ...scenarios] = process.argv.slice(2);
+const [outDir, baselineFile, label, ...scenarios] = process.argv.slice(2);
 
 const baseline = new Set(
   (baselineFile ? fs.readFileSync(baselineFile, "utf8") : "")
@@ -177,7 +186,7 @@ for (const scenario of scenarios) {
   }
 }
 if (expectedFailures.length) console.log(`\nexpected failures (in the baseline): ${expectedFailures.join(", ")}`);
-if (stale.length) console.log(`\nstale baseline entries (passed; remove them): ${stale.join(", ")}`);
+if (stale.length) console.log(`\nUNEXPECTEDLY PASSING (in the baseline; remove them): ${stale.join(", ")}`);
 if (unexpected.length) console.log(`\nUNEXPECTED FAILURES: ${unexpected.join(", ")}`);
 console.log("");
 // Per suite: the core non-auth scenarios, the core auth ones, and the extensions (client credentials).
@@ -187,8 +196,8 @@ for (const suite of ["core", "auth", "extensions"]) {
   const members = scenarios.filter((scenario) => suiteOf(scenario) === suite);
   if (members.length === 0) continue;
   const ok = members.filter((scenario) => !unexpected.includes(scenario) && !expectedFailures.includes(scenario));
-  console.log(`conformance-client ${suite}: ${ok.length} of ${members.length} passed`);
+  console.log(`${label} ${suite}: ${ok.length} of ${members.length} passed`);
 }
-console.log(`conformance-client: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+console.log(`${label}: ${passed} passed, ${failed} failed, ${skipped} skipped${stale.length ? `, ${stale.length} unexpectedly passing` : ""}`);
 process.exit(failed > 0 ? 1 : 0);
 EOF

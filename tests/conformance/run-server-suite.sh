@@ -14,9 +14,9 @@
 #
 # Exit status: 0 when every scenario passed or is listed in the baseline; 1 when
 # any scenario failed that the baseline does not list (or the runner could not
-# run); 2 on bad usage. A listed scenario that passes is reported as stale (fix
-# the baseline) but does not fail the run; CONFORMANCE_STRICT_BASELINE=1 makes it
-# fail.
+# run); 2 on bad usage. A listed scenario that passes is reported as
+# "unexpectedly passing" (shrink the baseline) but does not fail the run;
+# CONFORMANCE_STRICT_BASELINE=1 makes it fail.
 #
 # Environment:
 #   CONFORMANCE_SUITE   --suite for the runner (default: all = active + the two
@@ -42,7 +42,8 @@
 # has it); WARNINGs, and scenarios that passed without any SUCCESS check (the
 # runner found nothing to test), are listed but do not fail the run. The last
 # line is "conformance-server: P passed, F failed, X skipped" over scenarios,
-# where F counts only unexpected failures and X the baselined ones.
+# where F counts only unexpected failures and X the baselined ones, followed by
+# ", U unexpectedly passing" when baselined scenarios passed.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -205,9 +206,12 @@ section("NOT SCORED by the requirement set (reported only)", notScored.sort());
 section("WARNINGS (do not fail the run)", warnings);
 section("PASSED WITHOUT A SINGLE SUCCESS CHECK (not exercised; tier scoring would not count them)", unchecked);
 section("EXPECTED FAILURES (in the baseline)", expectedFailures);
-section("STALE BASELINE ENTRIES (passed; remove them from the baseline)", stale);
+section("UNEXPECTEDLY PASSING (in the baseline; remove them from it)", stale);
 section("UNEXPECTED FAILURES", unexpected);
 console.log("");
-console.log(`${label}: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+console.log(
+  `${label}: ${passed} passed, ${failed} failed, ${skipped} skipped` +
+    (stale.length ? `, ${stale.length} unexpectedly passing` : ""),
+);
 process.exit(failed > 0 || (strict === "1" && stale.length > 0) ? 1 : 0);
 EOF

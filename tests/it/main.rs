@@ -14,6 +14,7 @@ mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
 mod gateway_oauth;
+mod input_rounds;
 mod layering;
 mod legacy_sse;
 mod modern_backend;
