@@ -374,12 +374,13 @@ impl CallRouter {
         };
         let target = target.renewed().for_principal(&caller.principal.name);
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
-        let state = continuation::take_state(caller, &mut params)?;
+        let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
+        let state = continuation::take_state(caller, &mut params).inspect_err(refused)?;
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
             Some(text) => {
-                let continued = self.open_state(&text, &identity)?;
+                let continued = self.open_state(&text, &identity).inspect_err(refused)?;
                 let admitted = self.ledger.resume(&guarded, &continued, &self.waiting).await;
                 continuation::restore_backend_state(&mut params, continued.backend_state);
                 admitted
