@@ -291,6 +291,7 @@ impl Gateway {
         let auth = Arc::new(authenticator(&self.config).await?);
         let authorization = callback(self.oauth.as_ref(), &self.router);
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
+        self.router.use_state_key(&secret.request_state_key());
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
         let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);

@@ -160,6 +160,7 @@ impl Front {
             idempotency_key,
             peer,
             record: Arc::clone(&admitted.record),
+            sessionless: false,
         };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let cancellable = self.cancels.register(&caller.session, id);

@@ -22,8 +22,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::continuation::Waiting;
 use super::idempotency::{self, KeyRefusal};
 use super::outcome;
+use super::request_state::{Continuation, StateRefusal};
 use super::{Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
@@ -61,8 +63,9 @@ pub(super) struct GuardedCall<'a> {
 
 /// What the router must do with a call.
 pub(super) enum Admission {
-    /// Send it; settle the claim with [`CallLedger::settle`] afterwards.
-    Run(ClaimKey),
+    /// Send it; settle the claim with [`CallLedger::settle`] afterwards. With the input round it answers (0: the
+    /// call's first request; see [`super::continuation`]).
+    Run(ClaimKey, u32),
     /// Do not send it; this is the agent's answer, and how the call ended.
     Answered(ToolOutcome, Result<Value, RpcFailure>),
 }
@@ -94,7 +97,7 @@ impl CallLedger {
             let existing = match self.store.claim(new.clone()).await {
                 Ok(ClaimOutcome::Claimed(_)) => {
                     self.metrics.count_claims(ClaimWrite::InFlight, 1);
-                    return Admission::Run(key);
+                    return Admission::Run(key, 0);
                 }
                 Ok(ClaimOutcome::Existing(existing)) => existing,
                 Err(error) => return unavailable(error),
@@ -118,6 +121,50 @@ impl CallLedger {
             }
         }
         Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress_unclaimed()))
+    }
+
+    /// Continues the call a retry's `requestState` names: the same claim, if this instance holds it waiting for
+    /// this round's answers; else the ledger's answer for it (a settled call is replayed, never run again).
+    pub(super) async fn resume(
+        &self,
+        call: &GuardedCall<'_>,
+        continued: &Continuation,
+        waiting: &Waiting,
+    ) -> Admission {
+        let refused = |text: String| {
+            Admission::Answered(ToolOutcome::Denied, Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, text)))
+        };
+        let Some(key) = continued.claim.clone().map(ClaimKey::from_stored) else {
+            return refused(StateRefusal::Malformed.to_string());
+        };
+        match claim_key(call.caller, call.params) {
+            Err(refusal) => return refused(refusal.to_string()),
+            // A retry may leave the key out (the state names the claim), but not name another call's.
+            Ok(named) if named.fresh == "key" && named.key != key => {
+                return refused(format!(
+                    "{} is not the key of the call this `requestState` continues; the idempotency key names the \
+                     whole call, every retry included. Nothing was sent to the backend",
+                    named.name
+                ));
+            }
+            Ok(_) => {}
+        }
+        match waiting.take(&key, continued.round) {
+            Ok(true) => return Admission::Run(key, continued.round),
+            Ok(false) => {}
+            Err(refusal) => return refused(refusal.to_string()),
+        }
+        let why = match self.store.get(&key).await {
+            Ok(Some(record)) if record.state != ClaimState::InFlight => {
+                return Admission::Answered(ToolOutcome::Replayed, replay(&record));
+            }
+            Ok(Some(_)) => "another gateway instance holds it",
+            Ok(None) => "the ledger has no such call",
+            Err(error) => {
+                return Admission::Answered(ToolOutcome::NotDelivered, Ok(outcome::ledger_unavailable(&error)));
+            }
+        };
+        refused(StateRefusal::NotWaiting { why: why.into() }.to_string())
     }
 
     /// Records how the call ended and returns the agent's answer. A completion is not awaited: the claim is
@@ -269,6 +316,7 @@ mod tests {
             idempotency_key: header,
             peer: None,
             record: crate::telemetry::RequestRecord::unrecorded(),
+            sessionless: false,
         }
     }
 

@@ -18,7 +18,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{CallRouter, Caller, RpcFailure, View, no_longer_configured, usable};
+use super::request_state::CallIdentity;
+use super::{CallRouter, Caller, RpcFailure, View, continuation, no_longer_configured, usable};
 use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
@@ -99,6 +100,7 @@ impl CallRouter {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
                 other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
             })
+            .and_then(|result| continuation::refuse_elsewhere(backend, method, result))
     }
 
     pub(super) async fn get_prompt(
@@ -108,12 +110,12 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let routing = self.routing.load();
         let grants = routing.grants(caller);
         let route = self
             .catalog
-            .resolve_prompt(view, name)
+            .resolve_prompt(view, &name)
             .filter(|route| usable(&grants, caller, "prompt", route, Grants::prompt));
         let Some(route) = route else {
             return Err(RpcFailure::new(
@@ -121,8 +123,11 @@ impl CallRouter {
                 format!("unknown prompt `{name}`; call prompts/list"),
             ));
         };
+        let call = CallIdentity::of(caller, &route.backend, method::PROMPTS_GET, &name, params.get("arguments"));
+        self.continued(caller, &call, &mut params)?;
         params["name"] = Value::String(route.name.clone());
-        self.forward(caller, &route.backend, method::PROMPTS_GET, params, relay).await
+        let result = self.forward(caller, &route.backend, method::PROMPTS_GET, params, relay).await?;
+        Ok(self.pass_input(caller, &call, result))
     }
 
     /// `resources/list` (`field` = "resources") or `resources/templates/list` ("resourceTemplates").
@@ -184,14 +189,18 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
-        let (backend, backend_uri) = self.resource_owner(caller, view, uri)?;
+        let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let (backend, backend_uri) = self.resource_owner(caller, view, &uri)?;
+        let call = CallIdentity::of(caller, &backend, method, &uri, None);
+        if method == method::RESOURCES_READ {
+            self.continued(caller, &call, &mut params)?;
+        }
         params["uri"] = Value::String(backend_uri);
         let mut result = self.forward(caller, &backend, method, params, relay).await?;
         if let Some(Value::Array(contents)) = result.get_mut("contents") {
             self.expose_uris(&backend, contents.iter_mut().filter_map(|content| content.get_mut("uri")));
         }
-        Ok(result)
+        Ok(self.pass_input(caller, &call, result))
     }
 
     /// Puts the backend's resource prefix (if any) in front of URIs it sent.

@@ -28,15 +28,13 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::CallRouter;
+use super::continuation::{CONTINUABLE, asks_input};
 use crate::backend::mcp_client::{AfterDeliveryCause, BackendTarget, McpError, SlotKey};
 use crate::mcp::{Relay, jsonrpc, method};
 
-/// The methods a backend may answer with `input_required`.
-const ROUND_METHODS: [&str; 3] = [method::TOOLS_CALL, method::PROMPTS_GET, method::RESOURCES_READ];
 /// How many `input_required` answers one call may get. A backend that keeps asking is more likely looping than
 /// gathering input, and every round holds a claim and waits on a person: 16 covers any dialogue a tool needs.
 pub(super) const MAX_ROUNDS: usize = 16;
-const INPUT_REQUIRED: &str = "input_required";
 /// Numbers the `elicitationId`s the gateway gives URL-mode elicitations that came without one.
 static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(0);
 
@@ -90,12 +88,12 @@ impl CallRouter {
         params: Value,
         relay: &Relay,
     ) -> Result<Value, McpError> {
-        if !ROUND_METHODS.contains(&method) || relay.refuses_requests() {
+        if !CONTINUABLE.contains(&method) || relay.refuses_requests() {
             return self.client.request_relayed(slot, target, method, params, relay).await;
         }
         let mut answer = self.client.request_relayed(slot, target, method, params.clone(), relay).await?;
         let mut rounds = 0;
-        while answer.get("resultType").and_then(Value::as_str) == Some(INPUT_REQUIRED) {
+        while asks_input(&answer) {
             rounds += 1;
             let retry = match rounds {
                 1..=MAX_ROUNDS => ask_agent(&answer, &params, relay, target.deadline()).await,

@@ -12,6 +12,9 @@
 //!   are judged by their exposed name (the `/mcp` one) in both views.
 //! - Each `tools/call` tells the caller's `telemetry::RequestRecord` its tool and backend (catalog names only; a
 //!   name the catalog does not know is `_unknown`) and how it ended (`ToolOutcome`; policy refusals included).
+//! - A sessionless agent's `tools/call`, `prompts/get` or `resources/read` answered `input_required` by a backend
+//!   gets the gateway's sealed `requestState` ([`request_state`]), and its retry continues the same call, the same
+//!   ledger claim included ([`continuation`]).
 //! - A configuration reload replaces the backends' targets and the policies as one snapshot ([`Routing`],
 //!   [`CallRouter::reconfigure`]); each request works with the snapshot it took, so a running call finishes on
 //!   the backend it was routed to. Agents are told when the tools they see changed ([`ToolsChanged`]).
@@ -20,12 +23,14 @@
 
 mod authorization;
 mod claims;
+mod continuation;
 pub mod discovery;
 mod forward;
 pub mod idempotency;
 mod input_rounds;
 pub mod inspect;
 mod outcome;
+pub mod request_state;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -45,9 +50,11 @@ use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
+use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
+use request_state::{CallIdentity, StateKey, StateSealer};
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -69,6 +76,9 @@ pub struct Caller {
     pub peer: Option<IpAddr>,
     /// What telemetry reports about the request; the router adds the tool, its backend and the outcome.
     pub record: Arc<RequestRecord>,
+    /// An agent of the sessionless era (MCP 2026-07-28): it answers a backend's `input_required` itself, with
+    /// a retry carrying the gateway's `requestState` ([`continuation`]).
+    pub sessionless: bool,
 }
 
 impl Caller {
@@ -165,6 +175,10 @@ pub struct CallRouter {
     resource_owners: forward::ResourceOwners,
     /// OAuth backends nobody has authorized yet.
     unauthorized: authorization::Unauthorized,
+    /// Seals the `requestState` sessionless agents get; keyed from the session secret once the front exists.
+    states: Swap<StateSealer>,
+    /// This instance's tool calls waiting for their agents' input.
+    waiting: Arc<Waiting>,
 }
 
 impl CallRouter {
@@ -177,7 +191,14 @@ impl CallRouter {
             ledger,
             resource_owners: Default::default(),
             unauthorized: Default::default(),
+            states: Swap::new(StateSealer::new(&StateKey::random())),
+            waiting: Arc::default(),
         }
+    }
+
+    /// Seals request states with `key` (derived from the session secret, which every replica shares) from now on.
+    pub fn use_state_key(&self, key: &StateKey) {
+        self.states.store(StateSealer::new(key));
     }
 
     /// Replaces the backends' targets and the policies, and the catalog's specs (a configuration reload); a
@@ -329,7 +350,7 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
             caller.record.unknown_tool();
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
         };
@@ -339,7 +360,7 @@ impl CallRouter {
             let text = format!("unknown tool `{name}`; call tools/list for the available tools");
             RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
         };
-        let Some(route) = self.catalog.resolve(view, name) else {
+        let Some(route) = self.catalog.resolve(view, &name) else {
             caller.record.unknown_tool();
             return Err(unknown());
         };
@@ -349,12 +370,24 @@ impl CallRouter {
             return Err(unknown());
         }
         let Some(target) = routing.targets.get(&route.backend) else {
-            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", name, &route.backend)));
+            return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };
         let target = target.renewed().for_principal(&caller.principal.name);
+        let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
+        let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
+        let state = continuation::take_state(caller, &mut params).inspect_err(refused)?;
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
-        let key = match self.ledger.admit(&guarded).await {
-            Admission::Run(key) => key,
+        let admitted = match state {
+            None => self.ledger.admit(&guarded).await,
+            Some(text) => {
+                let continued = self.open_state(&text, &identity).inspect_err(refused)?;
+                let admitted = self.ledger.resume(&guarded, &continued, &self.waiting).await;
+                continuation::restore_backend_state(&mut params, continued.backend_state);
+                admitted
+            }
+        };
+        let (key, round) = match admitted {
+            Admission::Run(key, round) => (key, round),
             Admission::Answered(outcome, answer) => {
                 caller.record.tool_outcome(outcome);
                 return answer;
@@ -364,6 +397,10 @@ impl CallRouter {
         let slot = caller.slot(&route.backend);
         let answer = self.request_in_rounds(&slot, &target, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
+        let answer = match self.continue_call(caller, &identity, &key, round, answer) {
+            Ok(answer) => answer,
+            Err(held) => return Ok(held),
+        };
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;
         match needed {

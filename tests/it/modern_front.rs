@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::support::fault_backend::{Answer, FaultBackend, Script};
 use crate::support::gateway::{Agent, Reply, SESSION, TestGateway, backend_toml};
 
+mod input;
 mod listen;
 mod principals;
 

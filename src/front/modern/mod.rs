@@ -25,7 +25,9 @@
 //! - With traces on, `server/discover` and every routed request is one SERVER span, as in the session era (design
 //!   §8), continuing the agent's `traceparent` from `params._meta` or, failing that, the HTTP header.
 //! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
-//!   backend that asks anyway is refused with [`REFUSAL`] (multi round-trip results are not relayed yet).
+//!   backend that asks anyway is refused with [`REFUSAL`]. A 2026-07-28 backend's `input_required` results reach
+//!   them with a `requestState` of the gateway's, and their retries continue the call (the router's
+//!   `continuation`; the caller is marked [`Caller::sessionless`]).
 //!
 //! Must not know: backends' wire formats, backend sessions beyond the key it hands the router.
 
@@ -120,6 +122,7 @@ impl ModernPost<'_> {
             idempotency_key,
             peer: self.peer,
             record: Arc::clone(self.record),
+            sessionless: true,
         };
         caller.session = principal_scope(&caller.fairness_key());
         Ok(caller)

@@ -37,6 +37,11 @@ impl SessionSecret {
         keyfile::load_or_create::<SECRET_LEN>(path).map(Self)
     }
 
+    /// The key the router seals request states with (multi round-trip results), derived from this one.
+    pub fn request_state_key(&self) -> crate::router::request_state::StateKey {
+        crate::router::request_state::StateKey::derived_from(&self.0)
+    }
+
     /// The raw key, for the sealer's MAC.
     pub(super) fn bytes(&self) -> &[u8; SECRET_LEN] {
         &self.0

@@ -191,6 +191,27 @@ pub(super) async fn orphan_marks_leftovers_unknown(h: &Harness) {
     assert_eq!(h.store.orphan("gw-a").await.expect("again"), 0);
 }
 
+/// A tool call that asked its agent for input (multi round-trip results, `router::continuation`) keeps its one
+/// claim open between rounds: renewed with its owner's leases, waited for by duplicates, settled once by its final
+/// answer; an unanswered one is marked unknown by its owner, and one a crash interrupted by the next start.
+pub(super) async fn a_call_waiting_for_input_stays_open_until_settled_once(h: &Harness) {
+    for name in ["answered", "unanswered", "interrupted"] {
+        claimed(&h.store, name, "gw-a").await;
+    }
+    let now = SystemTime::now();
+    assert_eq!(h.store.renew_leases("gw-a", now + Duration::from_secs(7200)).await.expect("renew"), 3);
+    let soon = Instant::now() + Duration::from_millis(50);
+    assert_eq!(h.store.wait_settled(&key("answered"), soon).await.expect("wait"), WaitOutcome::TimedOut);
+    h.store.complete(&key("answered"), "gw-a", &result("final"), super::MAX_RESULT).await.expect("final answer");
+    let again = h.store.complete(&key("answered"), "gw-a", &result("other"), super::MAX_RESULT).await;
+    assert!(matches!(again, Err(LedgerError::WrongState { .. })), "settled once: {again:?}");
+    assert_eq!(stored(&h.store, "answered").await.result, Some(result("final")));
+    h.store.mark_unknown(&key("unanswered"), "gw-a", "the agent did not answer").await.expect("expired round");
+    assert_eq!(stored(&h.store, "unanswered").await.state, ClaimState::Unknown);
+    assert_eq!(h.store.orphan("gw-a").await.expect("restart"), 1);
+    assert_eq!(stored(&h.store, "interrupted").await.state, ClaimState::Unknown, "never run again");
+}
+
 pub(super) async fn purge_removes_old_settled_claims(h: &Harness) {
     for name in ["done", "lost", "running"] {
         claimed(&h.store, name, "gw-a").await;

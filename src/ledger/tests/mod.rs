@@ -254,6 +254,7 @@ on_every_store!(
     only_the_owner_settles,
     expired_leases_become_unknown,
     orphan_marks_leftovers_unknown,
+    a_call_waiting_for_input_stays_open_until_settled_once,
     purge_removes_old_settled_claims,
     list_filters,
     resolve_settles_unknown_claims,

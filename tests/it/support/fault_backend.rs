@@ -13,7 +13,7 @@
 
 mod modern;
 
-pub use modern::Eras;
+pub use modern::{Eras, STATE_PREFIX};
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -140,6 +140,10 @@ pub struct Script {
     /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
     /// tool list changed.
     pub announce_tools_changed: bool,
+    /// 2026-07-28 era: a `tools/call`, `prompts/get` or `resources/read` asks for input before it runs, one `input_required` round per entry (that
+    /// round's `inputRequests`), its own `requestState` naming the next round; a retry missing an answer is asked
+    /// the same round again; the request runs (a call is counted) only once every round is answered.
+    pub input_rounds: Vec<Value>,
     /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
     /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).
     pub require_bearer: bool,
@@ -179,6 +183,7 @@ impl Default for Script {
             modern_versions: vec![modern::LATEST_MODERN.to_owned()],
             prompts: Vec::new(),
             announce_tools_changed: false,
+            input_rounds: Vec::new(),
             require_bearer: false,
         }
     }

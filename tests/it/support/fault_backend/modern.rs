@@ -22,6 +22,8 @@ pub const LATEST_MODERN: &str = "2026-07-28";
 const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The fault backend's own `requestState`: this prefix and the next round's number.
+pub const STATE_PREFIX: &str = "fault-round-";
 const REMOVED: [&str; 6] =
     ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/get"];
 
@@ -91,11 +93,38 @@ impl Exchange<'_> {
                 self.reply(Vec::new(), success(id, result)).await
             }
             "subscriptions/listen" => self.listen(&id, &params).await,
+            "tools/call" | "prompts/get" | "resources/read" if !self.script.input_rounds.is_empty() => {
+                self.ask_for_input(&method, id, &params).await
+            }
             removed if REMOVED.contains(&removed) => {
                 self.send_json(404, Vec::new(), &failure(id, -32601, "method not found")).await
             }
             _ => self.rpc(&method, id, &params).await,
         }
+    }
+
+    /// A request of `Script::input_rounds`: the next unanswered round, else the request itself.
+    async fn ask_for_input(&mut self, method: &str, id: Value, params: &Value) -> io::Result<()> {
+        let rounds = &self.script.input_rounds;
+        let state = params.get("requestState").and_then(Value::as_str);
+        let reached = state.and_then(|state| state.strip_prefix(STATE_PREFIX)?.parse::<usize>().ok()).unwrap_or(0);
+        let answered = |round: &Value| {
+            let keys = round.as_object().into_iter().flat_map(|asked| asked.keys());
+            keys.into_iter().all(|key| params.pointer(&format!("/inputResponses/{key}")).is_some())
+        };
+        let round = match reached.checked_sub(1).and_then(|previous| rounds.get(previous)) {
+            Some(previous) if !answered(previous) => reached - 1,
+            _ => reached,
+        };
+        let Some(asked) = rounds.get(round) else {
+            return self.rpc(method, id, params).await;
+        };
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": asked,
+            "requestState": format!("{STATE_PREFIX}{}", round + 1),
+        });
+        self.reply(Vec::new(), success(id, result)).await
     }
 
     /// `400` + `-32022` naming the versions served.
