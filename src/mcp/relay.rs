@@ -83,9 +83,17 @@ impl Relay {
         self.refusal.is_some()
     }
 
-    /// The client capabilities the agent declared (`null`: none).
+    /// The client capabilities the agent declared (`null`: none): what a 2026-07-28 backend is told in the
+    /// request's `_meta`.
     pub fn capabilities(&self) -> &Value {
         &self.capabilities
+    }
+
+    /// The capabilities a backend session's handshake may declare for this agent: its own for a session-era
+    /// agent, none for a sessionless one (its session is shared by every request of the principal, and requests
+    /// it cannot be sent are refused anyway).
+    pub fn session_capabilities(&self) -> &Value {
+        if self.refuses_requests() { &Value::Null } else { &self.capabilities }
     }
 
     /// Notified when the agent cancels the request.

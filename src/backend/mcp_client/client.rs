@@ -188,10 +188,10 @@ impl McpBackendClient {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, key, target, None, relay.capabilities(), span).await?;
-        let wants_stream = listener::wanted(relay.capabilities()) || method == method::RESOURCES_SUBSCRIBE;
+        let mut session = self.ensure_session(&slot, key, target, None, relay.session_capabilities(), span).await?;
+        let wants_stream = listener::wanted(relay.session_capabilities()) || method == method::RESOURCES_SUBSCRIBE;
         if wants_stream && session.http_home().is_some() {
-            self.listen(&slot, key, &session, relay.capabilities()).await;
+            self.listen(&slot, key, &session, relay.session_capabilities()).await;
         }
         let mut retried = false;
         loop {
@@ -217,7 +217,8 @@ impl McpBackendClient {
                 span.retry(if retry == Retry::NewSession { "session_ended" } else { "resent" });
             }
             if retry == Retry::NewSession {
-                session = self.ensure_session(&slot, key, target, Some(&session), relay.capabilities(), span).await?;
+                session =
+                    self.ensure_session(&slot, key, target, Some(&session), relay.session_capabilities(), span).await?;
             }
         }
     }

@@ -9,14 +9,16 @@
 //! - The stream carries only notifications about this request: `notifications/progress`, and
 //!   `notifications/message` when the request's `_meta` set a `logLevel` at or below the message's level (none
 //!   without one). Never a request, never anything else; then the response, which ends the stream.
-//! - Backend sessions declare no client capabilities for this era, and a server-to-client request a backend
-//!   sends anyway is refused with [`super::REFUSAL`] (see ARCHITECTURE.md).
+//! - The client capabilities the request declares in `_meta` reach a 2026-07-28 backend in that request's `_meta`
+//!   (so it may answer `input_required` for what the agent can give); backend sessions of the session era declare
+//!   none, and a server-to-client request such a backend sends anyway is refused with [`super::REFUSAL`] (see
+//!   ARCHITECTURE.md).
 
 use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
@@ -40,10 +42,11 @@ pub(super) struct Call {
     pub(super) span: Option<ServerSpan>,
 }
 
-/// The relay of a sessionless agent's request: no client capabilities (so its backend sessions declare none),
-/// every server-to-client request refused, messages about the request to `sink` (`None`: JSON only).
-pub(super) fn relay(sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Relay {
-    Relay::new(json!({}), sink).refusing_requests(REFUSAL)
+/// The relay of a sessionless agent's request: the client capabilities it declared for this request (a modern
+/// backend hears them in `_meta`; backend sessions declare none), every server-to-client request refused,
+/// messages about the request to `sink` (`None`: JSON only).
+pub(super) fn relay(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Relay {
+    Relay::new(capabilities, sink).refusing_requests(REFUSAL)
 }
 
 /// The HTTP status and JSON-RPC response of a finished call.
@@ -65,9 +68,10 @@ impl Front {
     /// Serves `call`; `streaming`: whether the agent accepts an event stream.
     pub(super) async fn serve_call(self: &Arc<Self>, call: Call, streaming: bool) -> Response {
         let Call { caller, backend, method, params, request, span } = call;
+        let RequestMeta { log_level, capabilities } = request;
         let cancel = Arc::new(Notify::new());
         let (sink, mut messages) = mpsc::unbounded_channel();
-        let relay = relay(streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
+        let relay = relay(capabilities, streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
         let router = Arc::clone(&self.router);
         let mut task: JoinHandle<Answer> = tokio::spawn(async move {
             let work = async {
@@ -85,7 +89,7 @@ impl Front {
             tokio::select! {
                 biased;
                 Some(message) = messages.recv() => {
-                    if let Some(first) = for_agent(message, request) {
+                    if let Some(first) = for_agent(message, log_level) {
                         break first;
                     }
                 }
@@ -98,7 +102,7 @@ impl Front {
         };
         armed.0 = None;
         let (events, response) = events::open();
-        tokio::spawn(pump(events, first, messages, task, cancel, request));
+        tokio::spawn(pump(events, first, messages, task, cancel, log_level));
         response
     }
 }
@@ -110,16 +114,16 @@ async fn pump(
     mut messages: mpsc::UnboundedReceiver<RelayMessage>,
     mut task: JoinHandle<Answer>,
     cancel: Arc<Notify>,
-    request: RequestMeta,
+    log_level: Option<usize>,
 ) {
     let mut open = events.send(&first);
     while open {
         open = tokio::select! {
             biased;
-            Some(message) = messages.recv() => for_agent(message, request).is_none_or(|note| events.send(&note)),
+            Some(message) = messages.recv() => for_agent(message, log_level).is_none_or(|note| events.send(&note)),
             done = &mut task => {
                 while let Ok(message) = messages.try_recv() {
-                    if let Some(note) = for_agent(message, request) {
+                    if let Some(note) = for_agent(message, log_level) {
                         events.send(&note);
                     }
                 }
@@ -138,8 +142,9 @@ fn finished(done: Result<Answer, tokio::task::JoinError>) -> Answer {
     done.unwrap_or_else(|error| (StatusCode::OK, crate::front::stream::internal_error(&error)))
 }
 
-/// What of a backend's message about the request the agent sees (see the module rules).
-fn for_agent(message: RelayMessage, request: RequestMeta) -> Option<Value> {
+/// What of a backend's message about the request the agent sees (see the module rules); `log_level`: the rank of
+/// the lowest log level the request wants.
+fn for_agent(message: RelayMessage, log_level: Option<usize>) -> Option<Value> {
     let RelayMessage::Notification(note) = message else {
         return None;
     };
@@ -147,7 +152,7 @@ fn for_agent(message: RelayMessage, request: RequestMeta) -> Option<Value> {
         method::PROGRESS => Some(note),
         method::MESSAGE => {
             let level = note.pointer("/params/level").and_then(Value::as_str).and_then(meta::log_level_rank)?;
-            request.log_level.filter(|wanted| level >= *wanted).map(|_| note)
+            log_level.filter(|wanted| level >= *wanted).map(|_| note)
         }
         _ => None,
     }
@@ -155,6 +160,8 @@ fn for_agent(message: RelayMessage, request: RequestMeta) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn note(method: &str, params: Value) -> RelayMessage {
@@ -163,8 +170,8 @@ mod tests {
 
     #[test]
     fn only_progress_and_wanted_log_messages_reach_the_agent() {
-        let quiet = RequestMeta { log_level: None };
-        let warnings = RequestMeta { log_level: meta::log_level_rank("warning") };
+        let quiet = None;
+        let warnings = meta::log_level_rank("warning");
         assert!(for_agent(note(method::PROGRESS, json!({"progress": 1})), quiet).is_some());
         let error = || note(method::MESSAGE, json!({"level": "error", "data": "x"}));
         let info = || note(method::MESSAGE, json!({"level": "info", "data": "x"}));

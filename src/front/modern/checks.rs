@@ -22,10 +22,12 @@ use crate::mcp::{METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_ID
 use crate::mcp::{meta, method};
 
 /// What a request's `_meta` says that serving it needs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct RequestMeta {
     /// The rank ([`meta::log_level_rank`]) of the lowest log level the agent wants; `None`: no log messages.
     pub(super) log_level: Option<usize>,
+    /// The client capabilities the agent declared for this request (an object).
+    pub(super) capabilities: Value,
 }
 
 /// Runs every check on request `id` (see the module rules).
@@ -41,12 +43,12 @@ pub(super) fn admit(id: &Value, method: &str, params: &Value, headers: &HeaderMa
     let Some(version) = request_meta.get(meta::PROTOCOL_VERSION).and_then(Value::as_str) else {
         return Err(bad_meta(format!("`_meta` needs `{}`, the request's protocol version", meta::PROTOCOL_VERSION)));
     };
-    if !request_meta.get(meta::CLIENT_CAPABILITIES).is_some_and(Value::is_object) {
+    let Some(capabilities) = request_meta.get(meta::CLIENT_CAPABILITIES).filter(|c| c.is_object()).cloned() else {
         return Err(bad_meta(format!(
             "`_meta` needs `{}`, the client capabilities of this request (`{{}}` declares none)",
             meta::CLIENT_CAPABILITIES
         )));
-    }
+    };
     headers_match(method, params, version, headers)
         .map_err(|why| FrontError::HeaderMismatch { id: id.clone(), why })?;
     if !is_modern_version(version) {
@@ -58,7 +60,7 @@ pub(super) fn admit(id: &Value, method: &str, params: &Value, headers: &HeaderMa
             bad_meta(format!("`{}` must be one of {}", meta::LOG_LEVEL, meta::LOG_LEVELS.join(", ")))
         })?),
     };
-    Ok(RequestMeta { log_level })
+    Ok(RequestMeta { log_level, capabilities })
 }
 
 /// Whether the headers say what the body says; the error names the header that does not.

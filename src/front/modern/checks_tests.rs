@@ -39,8 +39,11 @@ fn refusal(result: Result<RequestMeta, FrontError>) -> (i64, String) {
 
 #[test]
 fn a_matching_request_passes() {
-    let admitted = admit(&json!(1), "tools/call", &call("echo"), &call_headers("echo"));
-    assert_eq!(admitted.unwrap(), RequestMeta { log_level: None });
+    let mut params = call("echo");
+    params["_meta"][meta::CLIENT_CAPABILITIES] = json!({"sampling": {}});
+    let admitted = admit(&json!(1), "tools/call", &params, &call_headers("echo")).unwrap();
+    assert_eq!(admitted.log_level, None);
+    assert_eq!(admitted.capabilities, json!({"sampling": {}}), "the request's capabilities are kept for the backend");
 }
 
 #[test]

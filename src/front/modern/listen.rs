@@ -234,7 +234,7 @@ async fn subscription(
     uri: &str,
 ) -> Result<(), String> {
     let view = backend.map_or(View::All, View::Backend);
-    let asked = router.handle(caller, view, which, json!({"uri": uri}), &call::relay(None)).await;
+    let asked = router.handle(caller, view, which, json!({"uri": uri}), &call::relay(json!({}), None)).await;
     asked.map(drop).map_err(|failure| failure.message)
 }
 
