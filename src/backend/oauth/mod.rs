@@ -540,7 +540,8 @@ impl OAuthClient {
         }
         let discovered = self.find(&state.settings, Some(prm)).await?;
         let backend = state.settings.backend.as_str();
-        tracing::info!(backend, from = %named, to = ?discovered.named, "oauth: the backend's authorization server changed; registered again");
+        let to = discovered.server.issuer.as_str();
+        tracing::info!(backend, from = %named, to, "oauth: the backend's authorization server changed; registered again");
         *cached = Some(Arc::new(discovered));
         Ok(())
     }
