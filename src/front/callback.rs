@@ -25,16 +25,18 @@ pub const CALLBACK_PATH: &str = "/oauth/callback";
 /// A completion in flight: the backend authorized, or why not.
 pub type Completion<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
 
-/// Completes an authorization: exchanges `code` for the tokens of the principal and backend `state` was issued
-/// for, stores them, and returns the backend's name (or a sentence saying why not).
+/// Completes an authorization: checks `iss` (RFC 9207), exchanges `code` for the tokens of the principal and
+/// backend `state` was issued for, stores them, and returns the backend's name (or a sentence saying why not).
 pub trait AuthorizationCallback: Send + Sync {
-    fn complete<'a>(&'a self, state: &'a str, code: &'a str) -> Completion<'a>;
+    fn complete<'a>(&'a self, state: &'a str, code: &'a str, iss: Option<&'a str>) -> Completion<'a>;
 }
 
 #[derive(Debug, Deserialize)]
 pub(super) struct CallbackQuery {
     code: Option<String>,
     state: Option<String>,
+    /// RFC 9207: the authorization server that answered (checked by the OAuth client).
+    iss: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
 }
@@ -48,7 +50,8 @@ enum CallbackRefusal {
     Incomplete,
     /// The gateway serves no OAuth backends.
     NotConfigured,
-    /// The exchange failed (unknown, replayed or expired state; the token endpoint refused).
+    /// The exchange failed (unknown, replayed or expired state; a wrong or missing `iss`; the token endpoint
+    /// refused).
     Failed(String),
 }
 
@@ -92,7 +95,7 @@ pub(super) async fn complete(
         return Err(CallbackRefusal::Denied { error, description: query.error_description });
     }
     let (Some(code), Some(state)) = (query.code, query.state) else { return Err(CallbackRefusal::Incomplete) };
-    let backend = callback.complete(&state, &code).await.map_err(CallbackRefusal::Failed)?;
+    let backend = callback.complete(&state, &code, query.iss.as_deref()).await.map_err(CallbackRefusal::Failed)?;
     let body = format!(
         "<p>Switchyard may now use the backend <b>{}</b> on your behalf.</p><p>You may close this page and return to your agent.</p>",
         escape(&backend)

@@ -111,9 +111,9 @@ pub(super) struct Callback {
 }
 
 impl AuthorizationCallback for Callback {
-    fn complete<'a>(&'a self, state: &'a str, code: &'a str) -> Completion<'a> {
+    fn complete<'a>(&'a self, state: &'a str, code: &'a str, iss: Option<&'a str>) -> Completion<'a> {
         Box::pin(async move {
-            let completed = self.oauth.complete(state, code).await.map_err(|error| error.to_string())?;
+            let completed = self.oauth.complete(state, code, iss).await.map_err(|error| error.to_string())?;
             tracing::info!(backend = %completed.backend, principal = %completed.principal, "oauth: authorization completed");
             let (router, backend) = (Arc::clone(&self.router), completed.backend.clone());
             tokio::spawn(async move {

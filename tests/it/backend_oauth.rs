@@ -119,7 +119,7 @@ async fn follow(url: &str) -> (String, String) {
 async fn authorize(client: &OAuthClient, principal: &str) -> AccessToken {
     let url = authorization_url(client.token_for("docs", principal, None).await);
     let (state, code) = follow(&url).await;
-    let completed = client.complete(&state, &code).await.expect("completed");
+    let completed = client.complete(&state, &code, None).await.expect("completed");
     assert_eq!((completed.principal.as_str(), completed.backend.as_str()), (principal, "docs"));
     client.token_for("docs", principal, None).await.expect("a token after authorizing")
 }
@@ -194,14 +194,14 @@ async fn authorization_code_with_dynamic_registration_per_principal() {
     server.set_claims(|claims| claims.subject = "bob".to_owned());
     let bob_url = authorization_url(oauth.token_for("docs", "bob", None).await);
     let (state, code) = follow(&bob_url).await;
-    oauth.complete(&state, &code).await.expect("bob completes");
+    oauth.complete(&state, &code, None).await.expect("bob completes");
     let bob = oauth.token_for("docs", "bob", None).await.expect("bob's token");
     assert_eq!(oauth.token_for("docs", "alice", None).await.expect("alice's"), alice);
     assert_eq!(ledger.backend_tokens(&TokenFilter::default()).await.expect("rows").len(), 2);
     assert_eq!((claims(&alice)["sub"].clone(), claims(&bob)["sub"].clone()), ("alice".into(), "bob".into()));
     // The state was used: a replay is refused, and so is a forged one.
     for (state, code) in [(state.as_str(), code.as_str()), ("forged-state", "code-1")] {
-        let error = oauth.complete(state, code).await.expect_err("refused");
+        let error = oauth.complete(state, code, None).await.expect_err("refused");
         assert_eq!(error, OAuthError::UnknownState);
     }
 }
@@ -214,7 +214,7 @@ async fn expired_states_are_refused() {
     let url = authorization_url(oauth.token_for("docs", "alice", None).await);
     let (state, code) = follow(&url).await;
     tokio::time::sleep(Duration::from_millis(120)).await;
-    assert_eq!(oauth.complete(&state, &code).await.expect_err("expired"), OAuthError::ExpiredState);
+    assert_eq!(oauth.complete(&state, &code, None).await.expect_err("expired"), OAuthError::ExpiredState);
     assert!(token_requests(&server).is_empty(), "an expired state never reaches the token endpoint");
 }
 
@@ -227,7 +227,7 @@ async fn tokens_are_refreshed_before_expiry_and_a_failed_refresh_falls_back() {
     let oauth = client(backend(&server, GrantKind::AuthorizationCode, ClientIdentity::Dynamic), &ledger);
     let url = authorization_url(oauth.token_for("docs", "alice", None).await);
     let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code).await.expect("completed");
+    oauth.complete(&state, &code, None).await.expect("completed");
     oauth.token_for("docs", "alice", None).await.expect("refreshed");
     let grants: Vec<Value> = token_requests(&server).iter().map(|r| r["form"]["grant_type"].clone()).collect();
     assert_eq!(grants, ["authorization_code", "refresh_token"]);
@@ -274,7 +274,7 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
     );
     assert!(url.contains("scope=mcp%3Abasic"), "the challenge's scope: {url}");
     let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code).await.expect("completed");
+    oauth.complete(&state, &code, None).await.expect("completed");
     let basic = oauth.token_for("docs", "alice", None).await.expect("token");
     let mut more = BearerChallenge {
         error: Some("insufficient_scope".to_owned()),
@@ -288,7 +288,7 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
     );
     assert!(url.contains("scope=mcp%3Abasic+mcp%3Awrite"), "granted plus challenged: {url}");
     let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code).await.expect("completed");
+    oauth.complete(&state, &code, None).await.expect("completed");
     let write = oauth.token_for("docs", "alice", None).await.expect("token");
     assert_eq!(claims(&write)["scope"], "mcp:basic mcp:write");
     // The token holds every scope asked for, yet the backend refuses: re-authorizing cannot help.
@@ -306,7 +306,7 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
             .await,
     );
     let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code).await.expect("completed");
+    oauth.complete(&state, &code, None).await.expect("completed");
     let admin = oauth.token_for("docs", "alice", None).await.expect("token");
     more.scope = Some(vec!["mcp:root".to_owned()]);
     let error = failure(

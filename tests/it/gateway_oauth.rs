@@ -103,6 +103,28 @@ async fn forged_or_replayed_state_is_a_400_page() {
 }
 
 #[tokio::test]
+async fn a_callback_naming_another_issuer_is_a_400_page_and_no_code_is_exchanged() {
+    let auth = AuthServer::start("unused").await;
+    let gateway = gateway(&auth).await;
+    let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
+    let listed = alice.request("tools/list", json!({})).await;
+    let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let redirect = browser.get(&url).send().await.unwrap();
+    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+
+    // RFC 9207 §2.4: an `iss` that is present is compared even though this server does not advertise it.
+    let mixed_up = browser.get(format!("{callback}&iss=https%3A%2F%2Fevil.example.com")).send().await.unwrap();
+    assert_eq!(mixed_up.status(), 400);
+    let page = mixed_up.text().await.unwrap();
+    assert!(page.contains("evil.example.com") && page.contains(&auth.issuer) && page.contains("RFC 9207"), "{page}");
+    let exchanged = auth.requests().iter().filter(|request| request["endpoint"] == "token").count();
+    assert_eq!(exchanged, 0, "the code was never sent to the token endpoint");
+    let again = browser.get(&callback).send().await.unwrap();
+    assert_eq!(again.status(), 400, "the refused response spent its state");
+}
+
+#[tokio::test]
 async fn a_backend_that_refuses_every_token_is_asked_once_more_then_not_delivered() {
     let auth = AuthServer::start("unused").await;
     let gateway = gateway(&auth).await;

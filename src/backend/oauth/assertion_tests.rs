@@ -27,6 +27,7 @@ fn server(signing_algs: Option<&[&str]>) -> ServerMetadata {
             .map(|algs| algs.iter().map(|alg| (*alg).to_owned()).collect()),
         scopes_supported: None,
         client_id_metadata_document_supported: false,
+        authorization_response_iss_parameter_supported: false,
     }
 }
 

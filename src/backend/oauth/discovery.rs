@@ -47,6 +47,8 @@ pub struct ServerMetadata {
     pub token_endpoint_auth_signing_alg_values_supported: Option<Vec<String>>,
     pub scopes_supported: Option<Vec<String>>,
     pub client_id_metadata_document_supported: bool,
+    /// RFC 9207: the server puts `iss` in every authorization response, so one without it is refused.
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 impl ServerMetadata {
@@ -200,11 +202,17 @@ pub fn parse_server_metadata(
         )
         .map_err(bad)?,
         scopes_supported: strings(document, "scopes_supported").map_err(bad)?,
-        client_id_metadata_document_supported: document
-            .get("client_id_metadata_document_supported")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        client_id_metadata_document_supported: flag(document, "client_id_metadata_document_supported"),
+        authorization_response_iss_parameter_supported: flag(
+            document,
+            "authorization_response_iss_parameter_supported",
+        ),
     })
+}
+
+/// A boolean member; absent or not a boolean is `false` (RFC 8414 and RFC 9207 defaults).
+fn flag(document: &Map<String, Value>, name: &str) -> bool {
+    document.get(name).and_then(Value::as_bool).unwrap_or(false)
 }
 
 fn string(document: &Map<String, Value>, name: &str) -> Result<Option<String>, String> {

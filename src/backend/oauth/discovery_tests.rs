@@ -120,9 +120,11 @@ fn server_metadata_is_checked() {
         "token_endpoint_auth_methods_supported": ["client_secret_post"],
         "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         "client_id_metadata_document_supported": true,
+        "authorization_response_iss_parameter_supported": true,
     }));
     let metadata = parse_server_metadata(&full, "http://localhost:4000/tenant1", &at).expect("valid");
     assert!(metadata.supports_s256() && metadata.client_id_metadata_document_supported);
+    assert!(metadata.authorization_response_iss_parameter_supported);
     assert_eq!(metadata.token_endpoint.as_str(), "http://localhost:4000/tenant1/token");
     assert_eq!(metadata.token_endpoint_auth_methods_supported, Some(vec!["client_secret_post".to_owned()]));
     assert_eq!(metadata.token_endpoint_auth_signing_alg_values_supported, Some(vec!["ES256".to_owned()]));
@@ -134,6 +136,8 @@ fn server_metadata_is_checked() {
     let bare = object(json!({"issuer": "http://a", "token_endpoint": "http://a/token"}));
     let minimal = parse_server_metadata(&bare, "http://a/", &at).expect("a trailing slash is the same issuer");
     assert!(!minimal.supports_s256() && !minimal.client_id_metadata_document_supported);
+    assert!(!minimal.authorization_response_iss_parameter_supported);
+    assert_eq!(minimal.issuer, "http://a", "the issuer is kept as the document spells it (RFC 9207 compares it)");
     assert_eq!(minimal.token_endpoint_auth_signing_alg_values_supported, None);
     for (broken, expected) in [
         (json!({"token_endpoint": "http://a/t"}), "`issuer` is missing"),

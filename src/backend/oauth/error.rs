@@ -43,6 +43,23 @@ pub enum OAuthError {
     /// The callback's `state` is not one this gateway handed out, or was already used.
     #[error("unknown or already used authorization state")]
     UnknownState,
+    /// RFC 9207 §2.4: the server promised `iss` in its authorization responses and this one has none; the code
+    /// is not exchanged.
+    #[error(
+        "the authorization response carries no `iss`, but the authorization server {issuer} advertises \
+         authorization_response_iss_parameter_supported; the code was not used (RFC 9207)"
+    )]
+    IssMissing { issuer: String },
+    /// RFC 9207 §2.4: the response's `iss` is not, character for character, the issuer the request went to (a
+    /// mix-up attack, or a server naming itself differently); the code is not exchanged.
+    #[error(
+        "the authorization response names issuer {found:?}, not {expected:?} where the request was sent; the code \
+         was not used (RFC 9207)"
+    )]
+    IssMismatch { expected: String, found: String },
+    /// A refresh token is only ever sent to the issuer that granted it (SEP-2352).
+    #[error("the tokens were issued by {granted_by:?}, and the backend's authorization server is now {current:?}")]
+    IssuerChanged { granted_by: String, current: String },
     /// The callback came after the authorization expired.
     #[error("the authorization request expired; start again from the agent")]
     ExpiredState,

@@ -20,6 +20,14 @@
 //! - `client_credentials` tokens are one per backend, stored under [`store::GATEWAY_PRINCIPAL`].
 //! - Client authentication at the token endpoint: a secret (basic or post), `private_key_jwt` assertions signed
 //!   with the operator's key (`assertion.rs`), or none, chosen in `registration.rs`.
+//! - Registrations and tokens belong to the issuer they came from (SEP-2352). When the backend refuses a stored
+//!   token with 401, its PRM is read again; if it now names another authorization server, the old registration
+//!   is dropped and the gateway registers at the new one (once: the next refusal finds the same issuer), and a
+//!   refresh token is never sent to an issuer other than the one that granted it.
+//! - The authorization response's `iss` (RFC 9207, SEP-2468) must equal the issuer of the server the request
+//!   went to, by simple string comparison (no URL normalization: a trailing slash is a mismatch); it must be
+//!   present when the server advertises `authorization_response_iss_parameter_supported`. Otherwise the code is
+//!   not exchanged and the state is spent.
 //! - Must not know: HTTP frameworks, the front, the router, the ledger, the configuration types.
 
 mod assertion;
@@ -184,6 +192,9 @@ pub struct Completed {
 /// What discovery and registration found for a backend.
 #[derive(Debug)]
 struct Discovered {
+    /// The authorization server as the PRM's `authorization_servers` names it (`None`: configured), to notice a
+    /// change.
+    named: Option<String>,
     resource: String,
     prm_scopes: Option<Vec<String>>,
     server: ServerMetadata,
@@ -320,10 +331,12 @@ impl OAuthClient {
         }
     }
 
-    /// Completes the authorization of `state` with the `code` the authorization server sent to the callback.
-    pub async fn complete(&self, state: &str, code: &str) -> Result<Completed, OAuthError> {
+    /// Completes the authorization of `state` with the `code` (and the `iss`, RFC 9207) the authorization server
+    /// sent to the callback.
+    pub async fn complete(&self, state: &str, code: &str, iss: Option<&str>) -> Result<Completed, OAuthError> {
         let pending = self.pending.take(state)?;
         let discovered = &pending.discovered;
+        check_iss(&discovered.server, iss)?;
         let redirect_uri = self.redirect_uri();
         let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &pending.verifier };
         let issued = token::request(
@@ -335,8 +348,7 @@ impl OAuthClient {
             None,
         )
         .await?;
-        let tokens =
-            token_set(issued, pending.scopes.clone().unwrap_or_default(), &discovered.client, None, pending.step_ups);
+        let tokens = token_set(issued, pending.scopes.clone().unwrap_or_default(), discovered, None, pending.step_ups);
         self.save(&pending.principal, &pending.backend, &tokens).await?;
         Ok(Completed { principal: pending.principal, backend: pending.backend })
     }
@@ -358,6 +370,10 @@ impl OAuthClient {
         if let Some(tokens) = stored {
             if !rejected && fresh(&tokens) {
                 return Ok(self.access(backend, &tokens)?);
+            }
+            if rejected && let Err(error) = self.rediscover(state, challenge).await {
+                // The registration at hand may still be right; the refresh or the new authorization will tell.
+                tracing::warn!(backend, %error, "oauth: could not read the protected resource metadata again");
             }
             if let Some(refresh_token) = &tokens.refresh_token {
                 match self.refresh(state, refresh_token, &tokens).await {
@@ -415,7 +431,7 @@ impl OAuthClient {
                     scopes.as_deref(),
                 )
                 .await?;
-                let tokens = token_set(issued, scopes.unwrap_or_default(), &discovered.client, None, step_ups);
+                let tokens = token_set(issued, scopes.unwrap_or_default(), &discovered, None, step_ups);
                 self.save(owner, backend, &tokens).await?;
                 Ok(self.access(backend, &tokens)?)
             }
@@ -462,6 +478,10 @@ impl OAuthClient {
 
     async fn refresh(&self, state: &BackendState, refresh_token: &str, old: &TokenSet) -> Result<TokenSet, OAuthError> {
         let discovered = self.discover(state, None).await?;
+        if let Some(granted_by) = old.issuer.as_ref().filter(|issuer| **issuer != discovered.server.issuer) {
+            let current = discovered.server.issuer.clone();
+            return Err(OAuthError::IssuerChanged { granted_by: granted_by.clone(), current });
+        }
         let issued = token::request(
             &self.http,
             &discovered.server.token_endpoint,
@@ -471,7 +491,7 @@ impl OAuthClient {
             None,
         )
         .await?;
-        Ok(token_set(issued, old.scopes.clone(), &discovered.client, old.refresh_token.clone(), old.step_ups))
+        Ok(token_set(issued, old.scopes.clone(), &discovered, old.refresh_token.clone(), old.step_ups))
     }
 
     /// The challenge's scopes, else the configured ones, else the PRM's `scopes_supported`, else none.
@@ -499,18 +519,56 @@ impl OAuthClient {
         if let Some(discovered) = cached.as_ref() {
             return Ok(Arc::clone(discovered));
         }
-        let settings = &state.settings;
-        let (resource, prm_scopes, issuer) = match &settings.authorization_server {
-            Some(issuer) => (canonical_resource(&settings.url), None, issuer.as_str().trim_end_matches('/').to_owned()),
-            None => {
-                let from_challenge = challenge.and_then(|challenge| challenge.resource_metadata.as_deref());
-                let prm = discovery::fetch_resource_metadata(&self.http, &settings.url, from_challenge).await?;
+        let prm = match state.settings.authorization_server {
+            Some(_) => None,
+            None => Some(self.resource_metadata(state, challenge).await?),
+        };
+        let discovered = Arc::new(self.find(&state.settings, prm).await?);
+        *cached = Some(Arc::clone(&discovered));
+        Ok(discovered)
+    }
+
+    /// After the backend refused a token: reads the PRM again and, when it names another authorization server
+    /// than the one registered at, forgets that registration and registers at the new one (SEP-2352). A
+    /// configured `authorization_server` never moves.
+    async fn rediscover(&self, state: &BackendState, challenge: Option<&BearerChallenge>) -> Result<(), OAuthError> {
+        let mut cached = state.discovered.lock().await;
+        let Some(named) = cached.as_ref().and_then(|discovered| discovered.named.clone()) else { return Ok(()) };
+        let prm = self.resource_metadata(state, challenge).await?;
+        if prm.authorization_servers.first() == Some(&named) {
+            return Ok(());
+        }
+        let discovered = self.find(&state.settings, Some(prm)).await?;
+        let backend = state.settings.backend.as_str();
+        let to = discovered.server.issuer.as_str();
+        tracing::info!(backend, from = %named, to, "oauth: the backend's authorization server changed; registered again");
+        *cached = Some(Arc::new(discovered));
+        Ok(())
+    }
+
+    async fn resource_metadata(
+        &self,
+        state: &BackendState,
+        challenge: Option<&BearerChallenge>,
+    ) -> Result<ResourceMetadata, OAuthError> {
+        let from_challenge = challenge.and_then(|challenge| challenge.resource_metadata.as_deref());
+        discovery::fetch_resource_metadata(&self.http, &state.settings.url, from_challenge).await
+    }
+
+    /// The authorization server the PRM names (or the configured one), its metadata, and a client there.
+    async fn find(&self, settings: &BackendOAuth, prm: Option<ResourceMetadata>) -> Result<Discovered, OAuthError> {
+        let (named, resource, prm_scopes, issuer) = match (prm, &settings.authorization_server) {
+            (Some(prm), _) => {
                 let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| OAuthError::BadDocument {
                     what: "protected resource metadata",
                     url: prm.resource.clone(),
                     reason: "`authorization_servers` is empty".to_owned(),
                 })?;
-                (prm.resource, prm.scopes_supported, issuer)
+                (Some(issuer.clone()), prm.resource, prm.scopes_supported, issuer)
+            }
+            (None, configured) => {
+                let issuer = configured.as_ref().map_or("", |issuer| issuer.as_str().trim_end_matches('/'));
+                (None, canonical_resource(&settings.url), None, issuer.to_owned())
             }
         };
         let server = discovery::fetch_server_metadata(&self.http, &issuer).await?;
@@ -526,9 +584,7 @@ impl OAuthClient {
             &self.options.client_name,
         )
         .await?;
-        let discovered = Arc::new(Discovered { resource, prm_scopes, server, client });
-        *cached = Some(Arc::clone(&discovered));
-        Ok(discovered)
+        Ok(Discovered { named, resource, prm_scopes, server, client })
     }
 
     async fn load(&self, owner: &str, backend: &str) -> Result<Option<TokenSet>, OAuthError> {
@@ -572,10 +628,23 @@ fn fresh(tokens: &TokenSet) -> bool {
     tokens.expires_at.is_none_or(|expires_at| unix_now() + REFRESH_MARGIN.as_secs() < expires_at)
 }
 
+/// RFC 9207 §2.4: `iss`, when present, is the issuer exactly; a server that advertises it must send it.
+fn check_iss(server: &ServerMetadata, iss: Option<&str>) -> Result<(), OAuthError> {
+    match iss {
+        Some(found) if found != server.issuer => {
+            Err(OAuthError::IssMismatch { expected: server.issuer.clone(), found: found.to_owned() })
+        }
+        None if server.authorization_response_iss_parameter_supported => {
+            Err(OAuthError::IssMissing { issuer: server.issuer.clone() })
+        }
+        _ => Ok(()),
+    }
+}
+
 fn token_set(
     issued: Issued,
     requested: Vec<String>,
-    client: &ClientAuth,
+    discovered: &Discovered,
     old_refresh: Option<String>,
     step_ups: u8,
 ) -> TokenSet {
@@ -584,8 +653,9 @@ fn token_set(
         refresh_token: issued.refresh_token.or(old_refresh),
         expires_at: issued.expires_at,
         scopes: issued.scopes.unwrap_or(requested),
-        client_id: client.client_id.clone(),
+        client_id: discovered.client.client_id.clone(),
         step_ups,
+        issuer: Some(discovered.server.issuer.clone()),
     }
 }
 
@@ -595,3 +665,7 @@ fn canonical_resource(url: &Url) -> String {
     url.set_fragment(None);
     url.as_str().trim_end_matches('/').to_owned()
 }
+
+#[cfg(test)]
+#[path = "issuer_tests.rs"]
+mod tests;

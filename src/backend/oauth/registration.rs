@@ -10,7 +10,11 @@
 //! - A pre-registered client with a `private_key` but no secret, at a server that does not list
 //!   `private_key_jwt`, is refused ([`OAuthError::ClientAuthentication`]) rather than sent without credentials.
 //! - A registration answer must carry a `client_id`; its `client_secret`, if any, is kept as a [`Secret`].
-//! - Registrations live in memory with the backend's discovery (a restart registers again).
+//! - A dynamic registration says `application_type: "web"` (SEP-837, OpenID Connect Dynamic Client Registration
+//!   §2): the gateway is a server-side confidential client whose redirect URI is its own public URL, not an app on
+//!   the user's device (ARCHITECTURE.md, "Backend OAuth client").
+//! - Registrations live in memory with the backend's discovery (a restart registers again) and belong to the
+//!   issuer they were made at: a new issuer gets a new registration (`mod.rs`, SEP-2352).
 
 use std::sync::Arc;
 
@@ -22,6 +26,10 @@ use super::error::OAuthError;
 use super::http::Http;
 use super::token::{AuthMethod, ClientAuth};
 use super::{ClientIdentity, Secret};
+
+/// SEP-837's `application_type` for the gateway: a web application (never `native`: OIDC allows native clients
+/// only custom-scheme or loopback redirect URIs, and the gateway's public URL is usually neither).
+pub(super) const APPLICATION_TYPE: &str = "web";
 
 /// The client to use with `server`.
 pub(super) async fn register(
@@ -53,6 +61,7 @@ pub(super) async fn register(
             let wanted = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, true, false));
             let metadata = json!({
                 "client_name": client_name,
+                "application_type": APPLICATION_TYPE,
                 "redirect_uris": [redirect_uri],
                 "grant_types": ["authorization_code", "refresh_token"],
                 "response_types": ["code"],

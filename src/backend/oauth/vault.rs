@@ -38,6 +38,10 @@ pub struct TokenSet {
     pub client_id: String,
     /// How many step-up authorizations led to these tokens (bounded, see `MAX_STEP_UPS`).
     pub step_ups: u8,
+    /// The authorization server that issued them (`None`: sealed before issuers were recorded): their refresh
+    /// token goes nowhere else (SEP-2352).
+    #[serde(default)]
+    pub issuer: Option<String>,
 }
 
 impl fmt::Debug for TokenSet {
@@ -49,6 +53,7 @@ impl fmt::Debug for TokenSet {
             .field("scopes", &self.scopes)
             .field("client_id", &self.client_id)
             .field("step_ups", &self.step_ups)
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -128,6 +133,7 @@ mod tests {
             scopes: vec!["a".into()],
             client_id: "client".into(),
             step_ups: 0,
+            issuer: Some("https://as.example.com".into()),
         }
     }
 
