@@ -105,3 +105,64 @@ pub fn content_length(response: &Response) -> Option<u64> {
 pub fn uri_of(url: &reqwest::Url) -> Result<Uri, String> {
     url.as_str().parse().map_err(|error| format!("the backend URL `{url}` is not a valid HTTP URI: {error}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// Answers one request on `listener` with `answer` and returns the request's bytes.
+    async fn answer_once(listener: TcpListener, answer: String) -> Vec<u8> {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = vec![0; 4096];
+        let read = socket.read(&mut request).await.unwrap();
+        request.truncate(read);
+        socket.write_all(answer.as_bytes()).await.unwrap();
+        request
+    }
+
+    fn get(uri: &Uri) -> Request {
+        request(Method::GET, uri, HeaderMap::new(), Bytes::new())
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_returned_not_followed_and_a_body_arrives_as_sent() {
+        let elsewhere = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let answer = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{}/mcp\r\nContent-Encoding: gzip\r\n\
+             Content-Length: 5\r\n\r\nhello",
+            elsewhere.local_addr().unwrap()
+        );
+        let server = tokio::spawn(answer_once(listener, answer));
+        let mut response = HttpClient::new().unwrap().send(get(&uri)).await.unwrap();
+        assert_eq!(response.status(), http::StatusCode::TEMPORARY_REDIRECT);
+        assert_eq!(content_length(&response), Some(5));
+        assert_eq!(next_chunk(response.body_mut()).await.unwrap().as_deref(), Some(&b"hello"[..]), "not decoded");
+        assert!(next_chunk(response.body_mut()).await.unwrap().is_none());
+        assert!(String::from_utf8(server.await.unwrap()).unwrap().starts_with("GET /mcp HTTP/1.1\r\n"));
+        let followed = tokio::time::timeout(Duration::from_millis(200), elsewhere.accept()).await;
+        assert!(followed.is_err(), "the redirect must not be followed");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        drop(listener);
+        let error = HttpClient::new().unwrap().send(get(&uri)).await.unwrap_err();
+        assert!(error.is_connect(), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_after_the_request_is_not_a_connect_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let server = tokio::spawn(answer_once(listener, String::new()));
+        let error = HttpClient::new().unwrap().send(get(&uri)).await.unwrap_err();
+        assert!(!error.is_connect(), "{error:?}");
+        assert!(!server.await.unwrap().is_empty(), "the request went out");
+    }
+}
