@@ -115,33 +115,32 @@ pub(super) struct Exchange<'a> {
 /// which the spec forbids but servers do — still reach the exchange waiting for that id (ids are unique per
 /// client).
 #[derive(Default)]
-pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>>);
+pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>);
 
 /// Waits for a stray response to one id; forgets the id when dropped.
 pub(super) struct Stray<'a> {
     strays: &'a Strays,
-    key: String,
+    /// The request's id: the client's ids are numbers ([`super::McpBackendClient::next_id`]).
+    key: Option<u64>,
     arrival: Option<tokio::sync::oneshot::Receiver<Value>>,
 }
 
 impl Strays {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>> {
         // Each update is one insert or removal: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn watch(&self, id: &Value) -> Stray<'_> {
+        let Some(key) = id.as_u64() else { return Stray { strays: self, key: None, arrival: None } };
         let (sender, arrival) = tokio::sync::oneshot::channel();
-        let key = id.to_string();
-        self.lock().insert(key.clone(), sender);
-        Stray { strays: self, key, arrival: Some(arrival) }
+        self.lock().insert(key, sender);
+        Stray { strays: self, key: Some(key), arrival: Some(arrival) }
     }
 
     fn deliver(&self, message: Value) {
-        let Some(id) = message.get("id") else { return };
-        if let Some(waiting) = self.lock().remove(&id.to_string()) {
+        let Some(id) = message.get("id").and_then(Value::as_u64) else { return };
+        if let Some(waiting) = self.lock().remove(&id) {
             let _ = waiting.send(message);
         }
     }
@@ -159,7 +158,9 @@ impl Stray<'_> {
 
 impl Drop for Stray<'_> {
     fn drop(&mut self) {
-        self.strays.lock().remove(&self.key);
+        if let Some(key) = self.key {
+            self.strays.lock().remove(&key);
+        }
     }
 }
 
@@ -417,11 +418,19 @@ impl Exchange<'_> {
         if http_client::content_length(&response).is_some_and(|length| length > *budget as u64) {
             return Err(self.too_large());
         }
+        let mut next = async || self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e));
+        let first = next().await?.unwrap_or_default();
+        // A small answer arrives in one chunk: it is parsed where it lies, without a copy.
         let mut body = Vec::new();
-        while let Some(chunk) = self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e))? {
-            body.extend_from_slice(&chunk);
+        if let Some(second) = next().await? {
+            body.extend_from_slice(&first);
+            body.extend_from_slice(&second);
+            while let Some(chunk) = next().await? {
+                body.extend_from_slice(&chunk);
+            }
         }
-        serde_json::from_slice(&body).map_err(|e| {
+        let body = if body.is_empty() { &first[..] } else { &body[..] };
+        serde_json::from_slice(body).map_err(|e| {
             after_delivery(AfterDeliveryCause::Malformed, format!("the backend's answer is not JSON: {e}"))
         })
     }
