@@ -83,22 +83,20 @@ impl McpBackendClient {
         if let Some(span) = call.span {
             span.request_id(&id);
         }
-        let mut owned = None;
-        let theirs = match call.params {
-            // Our token replaces the caller's: only then is the request's params copied.
-            Some(params) if params.pointer("/_meta/progressToken").is_some() => {
-                swap_progress_token(owned.insert(Some(params.clone())), &id)
-            }
-            _ => None,
-        };
-        let params = owned.as_ref().map_or(call.params, Option::as_ref);
+        // Our progress token replaces the caller's: only then are the caller's params copied.
+        let mut swapped = call.params.filter(|params| params.pointer("/_meta/progressToken").is_some()).cloned();
+        let theirs = swap_progress_token(&mut swapped, &id);
         let modern = session.modern();
         let (body, headers) = match modern {
             // The common case: the caller's params go on the wire as they are, serialized once, never copied.
-            None => (encode(&Request { jsonrpc: "2.0", id: &id, method: call.method, params })?, Vec::new()),
+            None => {
+                let params = swapped.as_ref().or(call.params);
+                (encode(&Request { jsonrpc: "2.0", id: &id, method: call.method, params })?, Vec::new())
+            }
             Some(modern) => {
                 let log_level = modern.asked.log_level();
-                let params = request_params(params.cloned(), session.version, call.relay.capabilities(), log_level);
+                let params = swapped.or_else(|| call.params.cloned());
+                let params = request_params(params, session.version, call.relay.capabilities(), log_level);
                 let message = jsonrpc::request(&id, call.method, Some(params));
                 let mut headers = mirrored_headers(&message)?;
                 if call.method == method::TOOLS_CALL {
