@@ -3,6 +3,7 @@
 
 pub mod duplex;
 pub mod event_stream;
+pub mod http_client;
 pub mod legacy_sse;
 pub mod mcp_client;
 pub mod oauth;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use switchyard::backend::legacy_sse::{self, LegacySseBackend, LegacySseConnection, Sharing, Standing};
+use switchyard::backend::http_client::HttpClient;
+use switchyard::backend::legacy_sse::{LegacySseBackend, LegacySseConnection, Sharing, Standing};
 use switchyard::backend::mcp_client::McpError;
 use switchyard::config::Config;
 use switchyard::mcp::{Relay, RelayMessage};
@@ -36,7 +37,7 @@ fn backend(url: &str) -> LegacySseBackend {
 
 async fn connect(url: &str) -> Result<LegacySseConnection, McpError> {
     LegacySseConnection::connect(
-        &legacy_sse::http_client(),
+        &HttpClient::new().unwrap(),
         &backend(url),
         &json!({}),
         Standing::default(),
@@ -120,7 +121,7 @@ async fn a_stream_without_an_endpoint_event_is_not_delivered_at_the_deadline() {
     let backend = FaultLegacySse::start(Script { endpoint: EndpointEvent::Never, ..Script::default() }).await;
     let started = Instant::now();
     let refused = LegacySseConnection::connect(
-        &legacy_sse::http_client(),
+        &HttpClient::new().unwrap(),
         &self::backend(&backend.url()),
         &json!({}),
         Standing::default(),
@@ -247,7 +248,7 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_a
     let lowered = switchyard::gateway::legacy_sse_backend(&config.backends[0]).expect("an sse backend");
     assert!(!format!("{lowered:?}").contains("legacy-t0ken"), "Debug must not show the credential");
     let connection = LegacySseConnection::connect(
-        &legacy_sse::http_client(),
+        &HttpClient::new().unwrap(),
         &lowered,
         &json!({}),
         Standing::default(),

@@ -12,8 +12,9 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
+use http::HeaderValue;
+use http::header::{self, HeaderMap};
 use reqwest::Url;
-use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -21,7 +22,8 @@ use super::LegacySseBackend;
 use super::post::PostSink;
 use super::stream;
 use crate::backend::duplex::{Duplex, DuplexConnection, Opening, Peer, Standing};
-use crate::backend::mcp_client::McpError;
+use crate::backend::http_client::{self, HttpClient};
+use crate::backend::mcp_client::{McpError, NotDeliveredCause};
 
 /// A live session with one legacy SSE backend; the MCP side of it is the [`DuplexConnection`] it dereferences
 /// to. Dropping it closes the event stream, which ends the session at the backend.
@@ -33,10 +35,9 @@ pub struct LegacySseConnection {
 impl LegacySseConnection {
     /// Opens the backend's event stream, reads its endpoint and completes the handshake before `deadline`,
     /// offering the agent's client `capabilities`; what the backend sends outside calls goes to `standing`. Every
-    /// failure is `NotDelivered`: no request of the caller was sent yet. `http` must not follow redirects
-    /// ([`super::http_client`]).
+    /// failure is `NotDelivered`: no request of the caller was sent yet.
     pub async fn connect(
-        http: &reqwest::Client,
+        http: &HttpClient,
         backend: &LegacySseBackend,
         capabilities: &Value,
         standing: Standing,
@@ -44,7 +45,11 @@ impl LegacySseConnection {
     ) -> Result<LegacySseConnection, McpError> {
         let headers = headers(backend);
         let (events, endpoint) = stream::open(http, &backend.url, &headers, deadline).await?;
-        let sink = PostSink { http: http.clone(), endpoint: endpoint.clone(), headers };
+        let uri = http_client::uri_of(&endpoint)
+            .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason })?;
+        let mut headers = headers;
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let sink = PostSink { http: http.clone(), endpoint: uri, headers };
         let what = "the backend's SSE session";
         let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing, standing };
         let duplex = Duplex::start(peer, sink, events);

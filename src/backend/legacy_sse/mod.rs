@@ -14,16 +14,12 @@ mod post;
 mod stream;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 
 pub use crate::backend::duplex::{Sharing, Standing};
 pub use connection::LegacySseConnection;
-
-/// How often an idle event stream's TCP connection is probed, so a peer that vanished is noticed.
-const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// A configured legacy SSE backend, as the backend layer needs it.
 #[derive(Debug, Clone)]
@@ -36,14 +32,4 @@ pub struct LegacySseBackend {
     /// Extra headers sent on the `GET` and on every `POST`.
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub sharing: Sharing,
-}
-
-/// The HTTP client for legacy SSE backends: no redirects (a redirect could carry the credential to another
-/// origin, design §6), and TCP keep-alive on the long-lived event streams.
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .tcp_keepalive(TCP_KEEPALIVE)
-        .build()
-        .unwrap_or_default()
 }

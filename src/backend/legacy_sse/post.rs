@@ -8,12 +8,13 @@
 
 use std::time::Duration;
 
-use reqwest::Url;
-use reqwest::header::{self, HeaderMap};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri};
 use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::{MessageSink, Sending};
+use crate::backend::http_client::{self, HttpClient};
 use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{McpError, Refusal, classify_send_error};
 
@@ -25,9 +26,9 @@ const NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
 /// POSTs messages to one session's endpoint.
 #[derive(Clone)]
 pub(super) struct PostSink {
-    pub(super) http: reqwest::Client,
-    pub(super) endpoint: Url,
-    /// The credential and the configured extra headers.
+    pub(super) http: HttpClient,
+    pub(super) endpoint: Uri,
+    /// The credential, the configured extra headers and `Content-Type`: what every `POST` carries.
     pub(super) headers: HeaderMap,
 }
 
@@ -54,13 +55,8 @@ impl PostSink {
             cause: NotDeliveredCause::Encode,
             reason: format!("cannot encode the message: {error}"),
         })?;
-        let request = self
-            .http
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body);
-        let mut response = match timeout_at(deadline, request.send()).await {
+        let request = http_client::request(Method::POST, &self.endpoint, self.headers.clone(), Bytes::from(body));
+        let mut response = match timeout_at(deadline, self.http.send(request)).await {
             Err(_) => {
                 let reason = "the deadline passed while posting the message to the backend".into();
                 return Err(McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, reason });
@@ -74,7 +70,7 @@ impl PostSink {
         }
         let mut excerpt = Vec::new();
         while excerpt.len() < ERROR_BODY_EXCERPT {
-            match timeout_at(deadline, response.chunk()).await {
+            match timeout_at(deadline, http_client::next_chunk(response.body_mut())).await {
                 Ok(Ok(Some(chunk))) => excerpt.extend_from_slice(&chunk),
                 _ => break,
             }

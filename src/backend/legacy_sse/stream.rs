@@ -11,12 +11,15 @@
 //!   logged and skipped. One event is bounded by the decoder's limit; the stream itself lives as long as the
 //!   session, and its end, a read error or an oversized event ends the session.
 
-use reqwest::header::{self, HeaderMap, HeaderValue};
-use reqwest::{Response, Url};
+use bytes::Bytes;
+use http::Method;
+use http::header::{self, HeaderMap, HeaderValue};
+use reqwest::Url;
 use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::MessageSource;
 use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::backend::http_client::{self, HttpClient, Response};
 use crate::backend::mcp_client::NotDeliveredCause;
 use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, error_chain};
 
@@ -32,18 +35,18 @@ fn not_delivered(cause: NotDeliveredCause, reason: impl Into<String>) -> McpErro
 
 /// Opens the stream at `url` with `headers` and returns it with the endpoint for messages.
 pub(super) async fn open(
-    http: &reqwest::Client,
+    http: &HttpClient,
     url: &Url,
     headers: &HeaderMap,
     deadline: Instant,
 ) -> Result<(EventStream, Url), McpError> {
-    let request = http
-        .get(url.clone())
-        .headers(headers.clone())
-        .header(header::ACCEPT, "text/event-stream")
-        .header(header::ACCEPT_ENCODING, "identity")
-        .header(header::CACHE_CONTROL, "no-cache");
-    let response = match timeout_at(deadline, request.send()).await {
+    let uri = http_client::uri_of(url).map_err(|reason| not_delivered(NotDeliveredCause::Connect, reason))?;
+    let mut headers = headers.clone();
+    headers.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.append(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    headers.append(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    let request = http_client::request(Method::GET, &uri, headers, Bytes::new());
+    let response = match timeout_at(deadline, http.send(request)).await {
         Err(_) => {
             return Err(not_delivered(
                 NotDeliveredCause::Connect,
@@ -143,7 +146,7 @@ impl EventStream {
                     return Ok(event);
                 }
             }
-            let chunk = match self.response.chunk().await {
+            let chunk = match http_client::next_chunk(self.response.body_mut()).await {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => return Err("the backend closed its SSE stream".into()),
                 Err(error) => return Err(format!("the backend's SSE stream broke: {}", error_chain(&error))),

@@ -15,11 +15,12 @@
 
 use std::sync::Arc;
 
-use reqwest::header::{self, HeaderMap};
-use reqwest::{Response, StatusCode};
+use http::StatusCode;
+use http::header::{self, HeaderMap};
 
 use super::McpError;
 use super::NotDeliveredCause;
+use crate::backend::http_client::Response;
 use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
 
 /// A backend's OAuth client binding: the client and the backend name its tokens are issued for.

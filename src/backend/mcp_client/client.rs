@@ -32,16 +32,15 @@ use super::{
     BackendTarget, ClientBuildError, ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS, McpError, Relay,
     SessionMessage, SlotKey, listener,
 };
-use crate::backend::legacy_sse;
+use crate::backend::http_client::HttpClient;
 use crate::mcp::method;
 use crate::telemetry::ErrorType;
 use crate::telemetry::trace::{CallFailure, ClientRequest, ClientSpan};
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
-    pub(super) http: reqwest::Client,
-    /// For legacy SSE backends: keep-alive on their long-lived streams.
-    pub(super) legacy_http: reqwest::Client,
+    /// Every HTTP request to backends (Streamable HTTP and legacy SSE) goes through this one pooled client.
+    pub(super) http: HttpClient,
     pub(super) table: SessionTable,
     pub(super) processes: Arc<ProcessCounts>,
     pub(super) config: ClientConfig,
@@ -98,14 +97,10 @@ impl McpBackendClient {
     /// Fails only when the HTTP client cannot be built (e.g. the TLS roots cannot be loaded): the gateway then
     /// refuses to start rather than fall back to a client that would follow redirects.
     pub fn new(config: ClientConfig) -> Result<Self, ClientBuildError> {
-        let http = reqwest::Client::builder()
-            // Backend URLs come only from configuration; a redirect could lead anywhere (design §6).
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|error| ClientBuildError(error.to_string()))?;
+        // It follows no redirect: backend URLs come only from configuration (design §6).
+        let http = HttpClient::new().map_err(ClientBuildError)?;
         Ok(Self {
             http,
-            legacy_http: legacy_sse::http_client(),
             table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
             processes: ProcessCounts::new(config.max_stdio_processes),
             config,
@@ -172,7 +167,7 @@ impl McpBackendClient {
         // Only the router calls tools, and only by names its catalog resolved: a bounded label.
         let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
         let tool = tool.map(|name| self.config.metrics.name(name));
-        let params = (!params.is_null()).then_some(params);
+        let params = (!params.is_null()).then_some(&params);
         let answer = self.send_with_retry(target, Call { key, method, params, relay, span }).await;
         let error = match &answer {
             Ok(result) => ErrorType::of_result(result),
@@ -195,13 +190,13 @@ impl McpBackendClient {
         }
         let mut retried = false;
         loop {
-            if let Some(answer) = self.answer_locally(&slot, key, &session, method, params.as_ref()).await {
+            if let Some(answer) = self.answer_locally(&slot, key, &session, method, params).await {
                 return answer;
             }
             if let Some(span) = span {
                 span.session(session.id(), session.version());
             }
-            let call = Call { key, method, params: params.clone(), relay, span };
+            let call = Call { key, method, params, relay, span };
             let error = match self.send(&session, target, call).await {
                 Ok(mut result) => {
                     if method == method::TOOLS_LIST && session.modern().is_some() {
@@ -425,7 +420,7 @@ impl McpBackendClient {
 
 /// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its process
 /// or closes its stream once no call uses it).
-fn end(http: &reqwest::Client, slot: &Slot) {
+fn end(http: &HttpClient, slot: &Slot) {
     if let Some(session) = slot.take_session() {
         delete_in_background(http, &session);
     }

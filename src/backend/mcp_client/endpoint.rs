@@ -11,30 +11,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Uri;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
-use reqwest::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use super::authorize::OAuthBinding;
 use super::era::Era;
 use crate::backend::duplex::Sharing;
+use crate::backend::http_client;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
 use crate::telemetry::trace::Peer;
 
-/// Where and how to send one exchange over Streamable HTTP: the URL, the backend's credential (marked sensitive,
-/// so it is never printed), extra headers (such as a per-call intent token), and the absolute deadline.
+/// Where and how to send one exchange over Streamable HTTP: the backend's fixed [`Route`] (shared, so renewing
+/// an endpoint for a call copies no URL or header), whose tokens are sent, and the absolute deadline.
 #[derive(Debug, Clone)]
 pub struct BackendEndpoint {
-    pub(super) url: Url,
-    pub(super) credential: Option<(HeaderName, HeaderValue)>,
-    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
-    /// A protected backend's OAuth client (its tokens go in `Authorization`).
-    pub(super) oauth: Option<OAuthBinding>,
+    route: Arc<Route>,
     /// Whose tokens are sent: the calling agent's principal; `None` for the gateway's own discovery.
     pub(super) principal: Option<Arc<str>>,
-    /// Which protocol era to speak (probed by default).
-    pub(super) era: Era,
     /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
     timeout: Duration,
     pub(super) deadline: Instant,
@@ -42,16 +38,62 @@ pub struct BackendEndpoint {
     revision: u64,
 }
 
+/// What every request to one backend shares, built once per backend: the URL (and its `http::Uri`), the
+/// credential (marked sensitive, so it is never printed), extra headers (such as an intent token), and the header
+/// maps each kind of request starts from.
+#[derive(Debug, Clone)]
+struct Route {
+    url: Url,
+    /// `Err`: why the URL is no HTTP URI (every exchange then fails undelivered).
+    uri: Result<Uri, String>,
+    credential: Option<(HeaderName, HeaderValue)>,
+    extra: Vec<(HeaderName, HeaderValue)>,
+    /// `Accept-Encoding: identity`, the credential and the extra headers: what every request carries.
+    common: HeaderMap,
+    /// `common`, and what a `POST` of JSON-RPC adds (`Accept` of both answer kinds, `Content-Type`).
+    post: HeaderMap,
+    /// A protected backend's OAuth client (its tokens go in `Authorization`).
+    oauth: Option<OAuthBinding>,
+    /// Which protocol era to speak (probed by default).
+    era: Era,
+}
+
+impl Route {
+    fn new(url: Url) -> Self {
+        let uri = http_client::uri_of(&url);
+        let mut route = Self {
+            url,
+            uri,
+            credential: None,
+            extra: Vec::new(),
+            common: HeaderMap::new(),
+            post: HeaderMap::new(),
+            oauth: None,
+            era: Era::Auto,
+        };
+        route.build_headers();
+        route
+    }
+
+    fn build_headers(&mut self) {
+        let mut common = HeaderMap::new();
+        common.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        for (name, value) in self.credential.iter().chain(&self.extra) {
+            common.append(name, value.clone());
+        }
+        let mut post = common.clone();
+        post.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        post.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        (self.common, self.post) = (common, post);
+    }
+}
+
 impl BackendEndpoint {
     /// An endpoint whose deadline is `timeout` from now.
     pub fn new(url: Url, timeout: Duration) -> Self {
         Self {
-            url,
-            credential: None,
-            headers: Vec::new(),
-            oauth: None,
+            route: Arc::new(Route::new(url)),
             principal: None,
-            era: Era::Auto,
             timeout,
             deadline: Instant::now() + timeout,
             revision: 0,
@@ -64,27 +106,31 @@ impl BackendEndpoint {
         Self { deadline: Instant::now() + self.timeout, ..self.clone() }
     }
 
-    pub fn with_credential(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
-        value.set_sensitive(true);
-        self.credential = Some((name, value));
+    /// Changes the route (only while the endpoint is configured, before any call shares it).
+    fn with_route(mut self, change: impl FnOnce(&mut Route)) -> Self {
+        let route = Arc::make_mut(&mut self.route);
+        change(route);
+        route.build_headers();
         self
+    }
+
+    pub fn with_credential(self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.with_route(|route| route.credential = Some((name, value)))
     }
 
     /// Sends the OAuth tokens `oauth` obtains for the backend.
-    pub fn with_oauth(mut self, oauth: OAuthBinding) -> Self {
-        self.oauth = Some(oauth);
-        self
+    pub fn with_oauth(self, oauth: OAuthBinding) -> Self {
+        self.with_route(|route| route.oauth = Some(oauth))
     }
 
     /// Speaks `era` to the backend instead of probing which one it speaks.
-    pub fn with_era(mut self, era: Era) -> Self {
-        self.era = era;
-        self
+    pub fn with_era(self, era: Era) -> Self {
+        self.with_route(|route| route.era = era)
     }
 
-    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.headers.push((name, value));
-        self
+    pub fn with_header(self, name: HeaderName, value: HeaderValue) -> Self {
+        self.with_route(|route| route.extra.push((name, value)))
     }
 
     pub fn with_deadline(mut self, deadline: Instant) -> Self {
@@ -93,16 +139,42 @@ impl BackendEndpoint {
     }
 
     pub fn url(&self) -> &Url {
-        &self.url
+        &self.route.url
     }
 
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
 
+    /// The backend's URI, or why its URL has none.
+    pub(super) fn uri(&self) -> Result<&Uri, &str> {
+        self.route.uri.as_ref().map_err(String::as_str)
+    }
+
+    /// The headers every request to the backend carries.
+    pub(super) fn common_headers(&self) -> &HeaderMap {
+        &self.route.common
+    }
+
+    /// [`Self::common_headers`] and those of a JSON-RPC `POST`.
+    pub(super) fn post_headers(&self) -> &HeaderMap {
+        &self.route.post
+    }
+
+    pub(super) fn oauth(&self) -> Option<&OAuthBinding> {
+        self.route.oauth.as_ref()
+    }
+
+    pub(super) fn era(&self) -> Era {
+        self.route.era
+    }
+
     /// The endpoint without per-call headers: where a session's `DELETE` and standalone stream go.
     pub(super) fn home(&self) -> Self {
-        Self { headers: Vec::new(), ..self.clone() }
+        if self.route.extra.is_empty() {
+            return self.clone();
+        }
+        self.clone().with_route(|route| route.extra.clear())
     }
 }
 
@@ -219,7 +291,7 @@ impl BackendTarget {
     /// transports, `pipe` for stdio.
     pub fn peer(&self) -> Peer {
         let url = match self {
-            BackendTarget::Http(endpoint) => &endpoint.url,
+            BackendTarget::Http(endpoint) => endpoint.url(),
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(backend), .. }) => &backend.url,
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => {
                 return Peer { transport: "pipe", address: None, port: None };

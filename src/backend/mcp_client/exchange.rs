@@ -17,17 +17,19 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Response, StatusCode};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
+use super::http::encode;
 use super::modern::{Rejection, modern_refusal};
 use super::refusal::Refusal;
 use super::{AfterDeliveryCause, NotDeliveredCause};
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::event_stream::{SseDecoder, SseEvent};
+use crate::backend::http_client::{self, HttpClient, Response, SendError};
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
@@ -43,6 +45,8 @@ const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
 const ERROR_BODY_EXCERPT: usize = 512;
 /// How much of an HTTP error body is read (a JSON-RPC error with its `data`).
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// The header that resumes a stream (transports §"Resumability and redelivery").
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// Why an exchange failed, before the caller decides what it means.
 #[derive(Debug)]
@@ -95,7 +99,7 @@ pub(super) struct Answer {
 
 /// One exchange's fixed context: where to, in which era and session, until when, how many bytes at most.
 pub(super) struct Exchange<'a> {
-    pub(super) http: &'a reqwest::Client,
+    pub(super) http: &'a HttpClient,
     pub(super) endpoint: &'a BackendEndpoint,
     pub(super) wire: Wire<'a>,
     pub(super) limit: usize,
@@ -111,33 +115,32 @@ pub(super) struct Exchange<'a> {
 /// which the spec forbids but servers do — still reach the exchange waiting for that id (ids are unique per
 /// client).
 #[derive(Default)]
-pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>>);
+pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>);
 
 /// Waits for a stray response to one id; forgets the id when dropped.
 pub(super) struct Stray<'a> {
     strays: &'a Strays,
-    key: String,
+    /// The request's id: the client's ids are numbers ([`super::McpBackendClient::next_id`]).
+    key: Option<u64>,
     arrival: Option<tokio::sync::oneshot::Receiver<Value>>,
 }
 
 impl Strays {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>> {
         // Each update is one insert or removal: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn watch(&self, id: &Value) -> Stray<'_> {
+        let Some(key) = id.as_u64() else { return Stray { strays: self, key: None, arrival: None } };
         let (sender, arrival) = tokio::sync::oneshot::channel();
-        let key = id.to_string();
-        self.lock().insert(key.clone(), sender);
-        Stray { strays: self, key, arrival: Some(arrival) }
+        self.lock().insert(key, sender);
+        Stray { strays: self, key: Some(key), arrival: Some(arrival) }
     }
 
     fn deliver(&self, message: Value) {
-        let Some(id) = message.get("id") else { return };
-        if let Some(waiting) = self.lock().remove(&id.to_string()) {
+        let Some(id) = message.get("id").and_then(Value::as_u64) else { return };
+        if let Some(waiting) = self.lock().remove(&id) {
             let _ = waiting.send(message);
         }
     }
@@ -155,7 +158,9 @@ impl Stray<'_> {
 
 impl Drop for Stray<'_> {
     fn drop(&mut self) {
-        self.strays.lock().remove(&self.key);
+        if let Some(key) = self.key {
+            self.strays.lock().remove(&key);
+        }
     }
 }
 
@@ -202,18 +207,18 @@ fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpEr
 }
 
 impl Exchange<'_> {
-    /// Sends a request and reads until its response arrives.
-    pub(super) async fn call(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
-        let Some(strays) = self.strays else { return self.send_and_read(id, message).await };
+    /// Sends a request (`body`, its encoding) and reads until its response arrives.
+    pub(super) async fn call(&self, id: &Value, body: Bytes) -> Result<Answer, ExchangeError> {
+        let Some(strays) = self.strays else { return self.send_and_read(id, body).await };
         let mut stray = strays.watch(id);
         tokio::select! {
-            answer = self.send_and_read(id, message) => answer,
+            answer = self.send_and_read(id, body) => answer,
             Some(message) = stray.arrival() => Ok(Answer { message, headers: HeaderMap::new() }),
         }
     }
 
-    async fn send_and_read(&self, id: &Value, message: &Value) -> Result<Answer, ExchangeError> {
-        let response = self.post(message).await?;
+    async fn send_and_read(&self, id: &Value, body: Bytes) -> Result<Answer, ExchangeError> {
+        let response = self.post(body).await?;
         // Only the handshake reads the answer's headers (for the session id); other calls skip the copy.
         let handshake = matches!(self.wire, Wire::Legacy(None));
         let headers = if handshake { response.headers().clone() } else { HeaderMap::new() };
@@ -239,7 +244,7 @@ impl Exchange<'_> {
 
     /// Sends a `subscriptions/listen` request and returns its event stream, which stays open.
     pub(super) async fn open_listen(&self, message: &Value) -> Result<Response, ExchangeError> {
-        let response = self.post(message).await?;
+        let response = self.post(encode(message)?).await?;
         match content_type(&response) {
             ContentType::EventStream => Ok(response),
             _ => Err(after_delivery(
@@ -252,25 +257,24 @@ impl Exchange<'_> {
 
     /// Sends a notification or a response; the backend must accept it (any 2xx, normally 202).
     pub(super) async fn deliver(&self, message: &Value) -> Result<(), ExchangeError> {
-        self.post(message).await.map(drop)
+        self.post(encode(message)?).await.map(drop)
     }
 
-    async fn post(&self, message: &Value) -> Result<Response, ExchangeError> {
-        let body = serde_json::to_vec(message)
-            .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string() })?;
-        let Some(oauth) = &self.endpoint.oauth else {
-            return self.check_status(self.send_post(&body, None).await?).await;
+    /// POSTs `body`; a retry after an OAuth refusal resends the same bytes.
+    async fn post(&self, body: Bytes) -> Result<Response, ExchangeError> {
+        let Some(oauth) = self.endpoint.oauth() else {
+            return self.check_status(self.send_post(body, None).await?).await;
         };
         let principal = oauth.principal(self.endpoint.principal.as_deref()).await?;
         let first = oauth.before(&principal).await?;
-        let response = self.send_post(&body, first.as_ref()).await?;
+        let response = self.send_post(body.clone(), first.as_ref()).await?;
         let Some(refused) = Refused::of(&response) else { return self.check_status(response).await };
         // 401 and 403 prove the backend did not process the request, so it is sent again, once, with a new token.
         let second = oauth.after(&principal, &refused, first.as_ref()).await?;
         if let Some(span) = self.span {
             span.retry("authorization");
         }
-        let response = self.send_post(&body, Some(&second)).await?;
+        let response = self.send_post(body, Some(&second)).await?;
         if Refused::of(&response).is_some() {
             let status = response.status().as_u16();
             return Err(McpError::NotDelivered {
@@ -282,16 +286,14 @@ impl Exchange<'_> {
         self.check_status(response).await
     }
 
-    async fn send_post(&self, body: &[u8], token: Option<&AccessToken>) -> Result<Response, ExchangeError> {
-        let mut request = self
-            .with_common_headers(self.http.post(self.endpoint.url.clone()))
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+    async fn send_post(&self, body: Bytes, token: Option<&AccessToken>) -> Result<Response, ExchangeError> {
+        let mut headers = self.endpoint.post_headers().clone();
+        self.add_wire_headers(&mut headers);
         if let Some(token) = token {
-            request = request.header(header::AUTHORIZATION, token.authorization());
+            headers.append(header::AUTHORIZATION, token.authorization().clone());
         }
-        match timeout_at(self.endpoint.deadline, request.send()).await {
+        let request = http_client::request(Method::POST, self.uri()?, headers, body);
+        match timeout_at(self.endpoint.deadline, self.http.send(request)).await {
             Err(_) => {
                 Err(after_delivery(AfterDeliveryCause::Deadline, "the deadline passed while sending the request")
                     .into())
@@ -303,35 +305,35 @@ impl Exchange<'_> {
 
     /// The stored OAuth token for a `GET` (no refusal handling: a refused stream is not a refused call).
     async fn stream_token(&self) -> Option<AccessToken> {
-        let oauth = self.endpoint.oauth.as_ref()?;
+        let oauth = self.endpoint.oauth()?;
         let principal = oauth.principal(self.endpoint.principal.as_deref()).await.ok()?;
         oauth.before(&principal).await.ok().flatten()
     }
 
-    fn with_common_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        request = request.header(header::ACCEPT_ENCODING, "identity");
+    /// The backend's URI; a URL that is none fails every exchange before anything is sent.
+    fn uri(&self) -> Result<&http::Uri, McpError> {
+        self.endpoint
+            .uri()
+            .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: reason.to_owned() })
+    }
+
+    /// What the era and session put on every request, after the backend's own headers.
+    fn add_wire_headers(&self, headers: &mut HeaderMap) {
         match self.wire {
             Wire::Legacy(None) => {}
             Wire::Legacy(Some(session)) => {
                 if let Some(id) = &session.id {
-                    request = request.header(SESSION_ID_HEADER, id.as_ref());
+                    headers.append(SESSION_ID_HEADER, id.clone());
                 }
-                request = request.header(PROTOCOL_VERSION_HEADER, session.version);
+                headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(session.version));
             }
-            Wire::Modern { version, headers } => {
-                request = request.header(PROTOCOL_VERSION_HEADER, version);
-                for (name, value) in headers {
-                    request = request.header(name, value);
+            Wire::Modern { version, headers: mirrored } => {
+                headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(version));
+                for (name, value) in mirrored {
+                    headers.append(name, value.clone());
                 }
             }
         }
-        if let Some((name, value)) = &self.endpoint.credential {
-            request = request.header(name, value);
-        }
-        for (name, value) in &self.endpoint.headers {
-            request = request.header(name, value);
-        }
-        request
     }
 
     async fn check_status(&self, response: Response) -> Result<Response, ExchangeError> {
@@ -371,7 +373,7 @@ impl Exchange<'_> {
     async fn error_body(&self, mut response: Response) -> Vec<u8> {
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_LIMIT {
-            match timeout_at(self.endpoint.deadline, response.chunk()).await {
+            match timeout_at(self.endpoint.deadline, http_client::next_chunk(response.body_mut())).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -381,7 +383,7 @@ impl Exchange<'_> {
 
     /// The next chunk of a body, within the deadline and the byte budget. `Ok(None)` is the end of the body.
     async fn next_chunk(&self, response: &mut Response, budget: &mut usize) -> Result<Option<Bytes>, ReadError> {
-        let chunk = match timeout_at(self.endpoint.deadline, response.chunk()).await {
+        let chunk = match timeout_at(self.endpoint.deadline, http_client::next_chunk(response.body_mut())).await {
             Err(_) => return Err(ReadError::Deadline),
             Ok(Err(error)) => return Err(ReadError::Broken(error_chain(&error))),
             Ok(Ok(chunk)) => chunk,
@@ -413,14 +415,22 @@ impl Exchange<'_> {
     }
 
     async fn read_json(&self, mut response: Response, budget: &mut usize) -> Result<Value, McpError> {
-        if response.content_length().is_some_and(|length| length > *budget as u64) {
+        if http_client::content_length(&response).is_some_and(|length| length > *budget as u64) {
             return Err(self.too_large());
         }
+        let mut next = async || self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e));
+        let first = next().await?.unwrap_or_default();
+        // A small answer arrives in one chunk: it is parsed where it lies, without a copy.
         let mut body = Vec::new();
-        while let Some(chunk) = self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e))? {
-            body.extend_from_slice(&chunk);
+        if let Some(second) = next().await? {
+            body.extend_from_slice(&first);
+            body.extend_from_slice(&second);
+            while let Some(chunk) = next().await? {
+                body.extend_from_slice(&chunk);
+            }
         }
-        serde_json::from_slice(&body).map_err(|e| {
+        let body = if body.is_empty() { &first[..] } else { &body[..] };
+        serde_json::from_slice(body).map_err(|e| {
             after_delivery(AfterDeliveryCause::Malformed, format!("the backend's answer is not JSON: {e}"))
         })
     }
@@ -555,16 +565,20 @@ impl Exchange<'_> {
 
     /// `GET` on the endpoint: the session's standalone stream, or (with `last_event_id`) the rest of a stream.
     pub(super) async fn open_stream(&self, last_event_id: Option<&str>) -> Result<Response, ExchangeError> {
-        let mut request = self
-            .with_common_headers(self.http.get(self.endpoint.url.clone()))
-            .header(header::ACCEPT, "text/event-stream");
+        let mut headers = self.endpoint.common_headers().clone();
+        self.add_wire_headers(&mut headers);
+        headers.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(last_event_id) = last_event_id {
-            request = request.header("last-event-id", last_event_id);
+            let value = HeaderValue::from_str(last_event_id).map_err(|_| {
+                after_delivery(AfterDeliveryCause::Ended, "the backend's last event id cannot be sent back in a header")
+            })?;
+            headers.append(LAST_EVENT_ID, value);
         }
         if let Some(token) = self.stream_token().await {
-            request = request.header(header::AUTHORIZATION, token.authorization());
+            headers.append(header::AUTHORIZATION, token.authorization().clone());
         }
-        let response = match timeout_at(self.endpoint.deadline, request.send()).await {
+        let request = http_client::request(Method::GET, self.uri()?, headers, Bytes::new());
+        let response = match timeout_at(self.endpoint.deadline, self.http.send(request)).await {
             Err(_) => {
                 return Err(after_delivery(
                     AfterDeliveryCause::Deadline,
@@ -575,7 +589,7 @@ impl Exchange<'_> {
             Ok(Err(error)) => {
                 return Err(after_delivery(
                     AfterDeliveryCause::Ended,
-                    format!("opening the event stream failed: {error}"),
+                    format!("opening the event stream failed: {}", error_chain(&error)),
                 )
                 .into());
             }
@@ -669,7 +683,7 @@ pub(crate) async fn answer_server_request(
     }
 }
 
-pub(crate) fn classify_send_error(error: &reqwest::Error) -> McpError {
+pub(crate) fn classify_send_error(error: &SendError) -> McpError {
     if error.is_connect() {
         McpError::NotDelivered {
             cause: NotDeliveredCause::Connect,
@@ -683,7 +697,7 @@ pub(crate) fn classify_send_error(error: &reqwest::Error) -> McpError {
     }
 }
 
-/// reqwest's top-level message hides the cause ("error sending request"); the chain names it.
+/// A client error's top-level message hides the cause ("client error (Connect)"); the chain names it.
 pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -11,6 +11,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
+use http::Method;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::NotDeliveredCause;
@@ -22,16 +26,17 @@ use super::{
     BackendEndpoint, DELETE_TIMEOUT, McpBackendClient, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER,
     SlotKey, into_result, negotiated_version, swap_progress_token,
 };
+use crate::backend::http_client::{self, HttpClient};
 use crate::mcp::{jsonrpc, method};
 use crate::telemetry::trace::ClientSpan;
 
 const MAX_SESSION_ID_LEN: usize = 1024;
 
-/// One request as the caller asked for it.
+/// One request as the caller asked for it (its params are borrowed: a retry sends them again).
 pub(super) struct Call<'a> {
     pub(super) key: &'a SlotKey,
     pub(super) method: &'a str,
-    pub(super) params: Option<Value>,
+    pub(super) params: Option<&'a Value>,
     pub(super) relay: &'a Relay,
     /// The request's CLIENT span, when traces are on.
     pub(super) span: Option<&'a ClientSpan>,
@@ -50,7 +55,7 @@ impl McpBackendClient {
         let listener = Listener::default();
         let wire = Wire::Legacy(None);
         let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays: None, span: None };
-        let answer = exchange.call(&id, &initialize).await.map_err(handshake_error)?;
+        let answer = exchange.call(&id, encode(&initialize)?).await.map_err(handshake_error)?;
         let result = into_result(answer.message)?;
         let version = negotiated_version(&result)?;
         let session_id = session_id(&answer.headers)?;
@@ -78,20 +83,26 @@ impl McpBackendClient {
         if let Some(span) = call.span {
             span.request_id(&id);
         }
-        let mut params = call.params;
-        let theirs = swap_progress_token(&mut params, &id);
+        // Our progress token replaces the caller's: only then are the caller's params copied.
+        let mut swapped = call.params.filter(|params| params.pointer("/_meta/progressToken").is_some()).cloned();
+        let theirs = swap_progress_token(&mut swapped, &id);
         let modern = session.modern();
-        let (message, headers) = match modern {
-            None => (jsonrpc::request(&id, call.method, params), Vec::new()),
+        let (body, headers) = match modern {
+            // The common case: the caller's params go on the wire as they are, serialized once, never copied.
+            None => {
+                let params = swapped.as_ref().or(call.params);
+                (encode(&Request { jsonrpc: "2.0", id: &id, method: call.method, params })?, Vec::new())
+            }
             Some(modern) => {
                 let log_level = modern.asked.log_level();
+                let params = swapped.or_else(|| call.params.cloned());
                 let params = request_params(params, session.version, call.relay.capabilities(), log_level);
                 let message = jsonrpc::request(&id, call.method, Some(params));
                 let mut headers = mirrored_headers(&message)?;
                 if call.method == method::TOOLS_CALL {
                     headers.extend(self.param_headers(&call.key.backend, &message));
                 }
-                (message, headers)
+                (encode(&message)?, headers)
             }
         };
         let wire = match modern {
@@ -111,10 +122,10 @@ impl McpBackendClient {
         let span = call.span;
         let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays, span };
         let Some(cancel) = &call.relay.cancel() else {
-            return Ok(into_result(exchange.call(&id, &message).await?.message)?);
+            return Ok(into_result(exchange.call(&id, body).await?.message)?);
         };
         tokio::select! {
-            answer = exchange.call(&id, &message) => Ok(into_result(answer?.message)?),
+            answer = exchange.call(&id, body) => Ok(into_result(answer?.message)?),
             () = cancel.notified() => {
                 // The call's future is dropped by now, and with it its response stream: that closing is all a
                 // 2026-07-28 backend gets. A 2025-era backend learns which request to stop by its own id.
@@ -131,32 +142,43 @@ impl McpBackendClient {
     }
 
     /// The `Mcp-Param-*` headers of a `tools/call` `message`, from what the backend's tool list declared.
-    fn param_headers(
-        &self,
-        backend: &str,
-        message: &Value,
-    ) -> Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
+    fn param_headers(&self, backend: &str, message: &Value) -> Vec<(HeaderName, HeaderValue)> {
         let tool = message.pointer("/params/name").and_then(Value::as_str).unwrap_or_default();
         let Some(specs) = self.tool_headers.of(backend, tool) else { return Vec::new() };
         header_values(&specs, message.pointer("/params/arguments"))
     }
 }
 
+/// A JSON-RPC request whose params are borrowed, serialized straight to the wire (members in
+/// [`jsonrpc::request`]'s order).
+#[derive(Serialize)]
+struct Request<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+/// A message's bytes, once: a resend after a refusal sends them again.
+pub(super) fn encode(message: &impl Serialize) -> Result<Bytes, McpError> {
+    let bytes = serde_json::to_vec(message)
+        .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string() })?;
+    Ok(Bytes::from(bytes))
+}
+
 /// Ends an HTTP session at its backend with a best-effort `DELETE`, in the background.
-pub(super) fn delete_in_background(http: &reqwest::Client, session: &BackendSession) {
+pub(super) fn delete_in_background(http: &HttpClient, session: &BackendSession) {
     let (Some(home), Some(id)) = (session.http_home(), session.id.clone()) else { return };
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-    let mut request = http
-        .delete(home.url.clone())
-        .header(SESSION_ID_HEADER, id.as_ref())
-        .header(PROTOCOL_VERSION_HEADER, session.version)
-        .timeout(DELETE_TIMEOUT);
-    if let Some((name, value)) = &home.credential {
-        request = request.header(name, value);
-    }
+    let Ok(uri) = home.uri().cloned() else { return };
+    let mut headers = home.common_headers().clone();
+    headers.append(SESSION_ID_HEADER, id);
+    headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(session.version));
+    let (http, request) = (http.clone(), http_client::request(Method::DELETE, &uri, headers, Bytes::new()));
     runtime.spawn(async move {
         // The backend may refuse (405) or have forgotten the session already; neither matters.
-        let _ = request.send().await;
+        let _ = tokio::time::timeout(DELETE_TIMEOUT, http.send(request)).await;
     });
 }
 
@@ -171,7 +193,7 @@ fn handshake_error(error: ExchangeError) -> McpError {
 }
 
 /// The backend's `MCP-Session-Id`: none, or exactly one header of 1–1024 visible ASCII characters.
-fn session_id(headers: &reqwest::header::HeaderMap) -> Result<Option<Arc<str>>, McpError> {
+fn session_id(headers: &HeaderMap) -> Result<Option<HeaderValue>, McpError> {
     let mut values = headers.get_all(SESSION_ID_HEADER).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return match headers.get_all(SESSION_ID_HEADER).iter().count() {
@@ -190,20 +212,19 @@ fn session_id(headers: &reqwest::header::HeaderMap) -> Result<Option<Arc<str>>, 
             reason: "the backend's MCP-Session-Id is not 1–1024 visible ASCII characters".into(),
         });
     }
-    Ok(Some(String::from_utf8_lossy(bytes).into()))
+    Ok(Some(value.clone()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::{HeaderMap, HeaderValue};
 
     #[test]
     fn session_id_must_be_one_header_of_visible_ascii() {
         let mut headers = HeaderMap::new();
         assert!(session_id(&headers).unwrap().is_none());
         headers.insert(SESSION_ID_HEADER, HeaderValue::from_static("abc-123"));
-        assert_eq!(session_id(&headers).unwrap().as_deref(), Some("abc-123"));
+        assert_eq!(session_id(&headers).unwrap().unwrap(), "abc-123");
         headers.append(SESSION_ID_HEADER, HeaderValue::from_static("other"));
         assert!(session_id(&headers).unwrap_err().proves_not_delivered());
         for bad in [&b""[..], b"a b", &[b'x'; 1025][..], b"a\x80b"] {

@@ -31,7 +31,7 @@ pub(super) fn wanted(capabilities: &Value) -> bool {
 
 /// What a listener needs of its client.
 pub(super) struct Context {
-    pub(super) http: reqwest::Client,
+    pub(super) http: crate::backend::http_client::HttpClient,
     pub(super) strays: Arc<Strays>,
     pub(super) subscribers: Arc<Subscribers>,
     pub(super) limit: usize,

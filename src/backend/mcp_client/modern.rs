@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, MutexGuard};
 
-use reqwest::header::{HeaderName, HeaderValue};
+use http::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::era::{LATEST_MODERN_VERSION, Verdict, verdict_of_error, verdict_of_result};
@@ -162,7 +162,7 @@ impl McpBackendClient {
             let limit = self.config.max_exchange_bytes;
             let listener = Listener::default();
             let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays: None, span: None };
-            let verdict = probe_verdict(exchange.call(&id, &message).await, version, retried)?;
+            let verdict = probe_verdict(exchange.call(&id, super::http::encode(&message)?).await, version, retried)?;
             // `verdict_of_error` asks for a retry only on the first probe.
             match verdict {
                 Verdict::Retry(next) => (version, retried) = (next, true),

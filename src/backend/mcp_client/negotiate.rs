@@ -30,7 +30,7 @@ impl McpBackendClient {
         endpoint: &BackendEndpoint,
         capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
-        if endpoint.era == Era::Legacy {
+        if endpoint.era() == Era::Legacy {
             return self.handshake(endpoint, capabilities).await;
         }
         let backend = &key.backend;
@@ -79,7 +79,7 @@ impl McpBackendClient {
             Verdict::Modern(server) => {
                 Ok((Known::Modern(server.clone()), self.eras.remember(backend, Known::Modern(server))))
             }
-            Verdict::Legacy | Verdict::Retry(_) if endpoint.era == Era::Modern => Err(not_modern()),
+            Verdict::Legacy | Verdict::Retry(_) if endpoint.era() == Era::Modern => Err(not_modern()),
             Verdict::Legacy | Verdict::Retry(_) => Ok((Known::Legacy, UNCONFIRMED)),
             Verdict::Refused(why) => Err(McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: why }),
         }

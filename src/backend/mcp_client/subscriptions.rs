@@ -40,7 +40,7 @@ pub(super) struct Watches(Mutex<HashMap<Arc<str>, (u64, AbortHandle)>>);
 
 /// One listen stream: where, at which version, asking for what, and whom to tell.
 struct Stream {
-    http: reqwest::Client,
+    http: crate::backend::http_client::HttpClient,
     home: BackendEndpoint,
     version: &'static str,
     notifications: Value,

@@ -12,6 +12,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use http::HeaderValue;
 use serde_json::{Value, json};
 
 use super::NotDeliveredCause;
@@ -29,7 +30,8 @@ use crate::telemetry::LiveSession;
 /// One live backend session.
 #[derive(Debug, Clone)]
 pub struct BackendSession {
-    pub(super) id: Option<Arc<str>>,
+    /// The backend's `MCP-Session-Id`, as it goes back on every request (visible ASCII, checked at the handshake).
+    pub(super) id: Option<HeaderValue>,
     pub(super) version: &'static str,
     /// The backend's `ServerCapabilities` from its `InitializeResult`.
     pub(super) capabilities: Arc<Value>,
@@ -96,7 +98,7 @@ impl Deref for DuplexLink {
 impl BackendSession {
     /// The backend-assigned `MCP-Session-Id`, if it assigned one (HTTP only).
     pub fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+        self.id.as_ref().and_then(|id| id.to_str().ok())
     }
 
     /// The negotiated protocol version.
@@ -211,8 +213,7 @@ impl McpBackendClient {
             }
             DuplexTransport::LegacySse(backend) => {
                 let connection =
-                    LegacySseConnection::connect(&self.legacy_http, backend, capabilities, standing, target.deadline)
-                        .await?;
+                    LegacySseConnection::connect(&self.http, backend, capabilities, standing, target.deadline).await?;
                 (Connection::LegacySse(connection), None)
             }
         };
@@ -240,7 +241,7 @@ impl McpBackendClient {
                 self.send_http(session, endpoint, call).await
             }
             (Carrier::Duplex(link), BackendTarget::Duplex(duplex)) => {
-                let params = call.params.unwrap_or(Value::Null);
+                let params = call.params.cloned().unwrap_or(Value::Null);
                 Ok(link.request(call.method, params, call.relay, duplex.deadline).await?)
             }
             _ => Err(ExchangeError::Failed(McpError::NotDelivered {
