@@ -210,7 +210,9 @@ async fn serve(
     let address = listener.local_addr()?;
     let metrics = gateway.bind_metrics().await?.unwrap_or(address);
     print_welcome(&gateway, address, metrics);
-    gateway.serve(listener, shutdown_signal()).await?;
+    let served = gateway.serve(listener, shutdown_signal()).await;
+    logs::flush();
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

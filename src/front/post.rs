@@ -6,8 +6,9 @@
 //! [`super::initialize`]), every other message is served in the session its id opens. Responses (to relayed
 //! server-to-client requests) and notifications are 202 without a body; `notifications/cancelled` cancels the
 //! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
-//! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent runs on
-//! its own task and is answered JSON or SSE by [`super::stream`]; the others are answered JSON.
+//! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent is polled
+//! as a [`stream::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
+//! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied.
 //!
 //! Era (a gateway serving MCP 2025-11-25 and 2026-07-28 on one endpoint): a message that names the 2026-07-28 era
 //! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no
@@ -46,12 +47,11 @@ pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
     })
 }
 
-/// One request handed to the router: who asks, at which endpoint (`/mcp/{backend}` or `/mcp`), its id and
-/// method, and the session's negotiated protocol version.
+/// One request handed to the router: who asks (the caller holds the request's id), at which endpoint
+/// (`/mcp/{backend}` or `/mcp`), its method, and the session's negotiated protocol version.
 struct Routed<'a> {
     caller: &'a Caller,
     backend: Option<&'a str>,
-    id: &'a Value,
     method: &'a str,
     version: &'static str,
 }
@@ -59,7 +59,7 @@ struct Routed<'a> {
 /// A request of an open session: the session, the admission of this request (its principal's name is the
 /// session's; its groups are this request's), the backend of `/mcp/{backend}` and the agent's address.
 struct InSessionRequest<'a> {
-    session: &'a AgentSession,
+    session: AgentSession,
     admitted: &'a Admitted,
     backend: Option<String>,
     peer: Option<IpAddr>,
@@ -112,10 +112,10 @@ impl Front {
         match jsonrpc::kind(&message) {
             Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, peer, id, &message),
             Kind::Invalid => Err(FrontError::NotAMessage),
-            kind => {
+            _ => {
                 let session = admitted.open_session(self, headers)?;
-                let request = InSessionRequest { session: &session, admitted, backend, peer };
-                self.serve_in_session(request, kind, &message, headers).await
+                let request = InSessionRequest { session, admitted, backend, peer };
+                self.serve_in_session(request, message, headers).await
             }
         }
     }
@@ -129,21 +129,22 @@ impl Front {
     async fn serve_in_session(
         self: &Arc<Self>,
         request: InSessionRequest<'_>,
-        kind: Kind<'_>,
-        message: &Value,
+        mut message: Value,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
         let InSessionRequest { session, admitted, backend, peer } = request;
-        let (id, method) = match kind {
-            Kind::Request { id, method } => (id, method),
+        let AgentSession { id: session_id, version, capabilities, .. } = session;
+        let session_key = session_id.to_string();
+        let (id, method) = match jsonrpc::kind(&message) {
+            Kind::Request { id, method } => (id.clone(), method.to_owned()),
             Kind::Response { .. } => {
                 // An answer to a relayed server-to-client request; an answer nobody waits for is dropped.
-                self.pending.answer(&session.id.to_string(), message.clone());
+                self.pending.answer(&session_key, message);
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
             Kind::Notification { method: method::CANCELLED } => {
                 if let Some(id) = message.pointer("/params/requestId") {
-                    self.cancels.cancel(&session.id.to_string(), id);
+                    self.cancels.cancel(&session_key, id);
                 }
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
@@ -152,48 +153,48 @@ impl Front {
         let key_headers = headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(HeaderValue::as_bytes);
         let idempotency_key = idempotency::from_header(key_headers)
             .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
+        // The params move to the router: the rest of the message is not read again.
+        let params = message.get_mut("params").map_or(Value::Null, Value::take);
+        let cancellable = self.cancels.register(&session_key, &id);
         let caller = Caller {
-            session: session.id.to_string(),
+            request_scope: session_key.clone(),
+            session: session_key,
             principal: admitted.principal.clone(),
-            request_id: id.clone(),
-            request_scope: session.id.to_string(),
+            request_id: id,
             idempotency_key,
             peer,
             record: Arc::clone(&admitted.record),
             sessionless: false,
         };
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let cancellable = self.cancels.register(&caller.session, id);
-        let version = session.version;
-        if !RELAYING_METHODS.contains(&method) {
-            let relay = Relay::new(session.capabilities.clone(), None).cancellable(Arc::clone(&cancellable.signal));
-            let request = Routed { caller: &caller, backend: backend.as_deref(), id, method, version };
+        let streaming = RELAYING_METHODS.contains(&method.as_str()) && accepts_event_stream(headers);
+        let (sink, messages) = match streaming {
+            true => {
+                let (sink, messages) = mpsc::unbounded_channel();
+                (Some(sink), Some(messages))
+            }
+            false => (None, None),
+        };
+        let relay = Relay::new(capabilities, sink).cancellable(Arc::clone(&cancellable.signal));
+        if !RELAYING_METHODS.contains(&method.as_str()) {
+            let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
             let reply = self.reply(request, params, &relay).await;
             return Ok(http::json(StatusCode::OK, &reply));
         }
-        // The call runs on its own task, so an agent that goes away (a disconnect is not a cancel) neither stops
-        // it half-way nor leaves its ledger claim unsettled.
-        let (sink, messages) = mpsc::unbounded_channel();
-        let streaming = accepts_event_stream(headers);
-        let relay = Relay::new(session.capabilities.clone(), streaming.then_some(sink))
-            .cancellable(Arc::clone(&cancellable.signal));
-        let (front, owned_id, owned_method) = (Arc::clone(self), id.clone(), method.to_owned());
-        let session_key = caller.session.clone();
-        let call = tokio::spawn(async move {
+        // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
+        let front = Arc::clone(self);
+        let call = stream::Call::new(async move {
             let _cancellable = cancellable;
-            let request =
-                Routed { caller: &caller, backend: backend.as_deref(), id: &owned_id, method: &owned_method, version };
+            let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
             front.reply(request, params, &relay).await
         });
-        if !streaming {
-            let reply = call.await.unwrap_or_else(|error| stream::internal_error(&error));
-            return Ok(http::json(StatusCode::OK, &reply));
-        }
+        let Some(messages) = messages else {
+            return Ok(http::json(StatusCode::OK, &call.await));
+        };
         let outbox = stream::Outbox {
             messages,
             pending: Arc::clone(&self.pending),
             replays: Arc::clone(&self.replays),
-            session: session_key,
+            session: session_id.to_string(),
         };
         Ok(stream::answer(call, outbox).await)
     }
@@ -204,7 +205,7 @@ impl Front {
             None => self.route(&request, params, relay).await,
             Some(tracer) => {
                 let session = Some((request.caller.session.as_str(), request.version));
-                let (method, id, peer) = (request.method, request.id, request.caller.peer);
+                let (method, id, peer) = (request.method, &request.caller.request_id, request.caller.peer);
                 let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
                 let reply = span.run(self.route(&request, params, relay)).await;
                 span.end(&reply);
@@ -218,8 +219,8 @@ impl Front {
     async fn route(&self, request: &Routed<'_>, params: Value, relay: &Relay) -> Value {
         let view = request.backend.map_or(View::All, View::Backend);
         match self.router.handle(request.caller, view, request.method, params, relay).await {
-            Ok(result) => jsonrpc::result(request.id, result),
-            Err(failure) => failure.into_message(request.id),
+            Ok(result) => jsonrpc::result(&request.caller.request_id, result),
+            Err(failure) => failure.into_message(&request.caller.request_id),
         }
     }
 }

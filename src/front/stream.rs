@@ -5,8 +5,11 @@
 //! `X-Accel-Buffering: no`. A request whose backend answered plain JSON with nothing for the agent on the way is
 //! answered with plain JSON, the cheaper form.
 //!
-//! Rules: the call runs on its own task, so an agent that disconnects does not cancel it (a disconnect is not a
-//! cancel); event ids are `<stream>-<sequence>` with a random stream id, unique within the session.
+//! Rules: a disconnect is not a cancel, so a call outlives the agent's request without a task of its own while it
+//! does not need one: the handler polls the call inline ([`Call`]), hands the still-pending call to the SSE pump's
+//! task when the first message for the agent arrives, and detaches it to a task of its own when the handler is
+//! dropped before the call finished (the agent went away). Event ids are `<stream>-<sequence>` with a random
+//! stream id, unique within the session.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::http;
 use super::pending::PendingRequests;
@@ -61,13 +63,12 @@ impl Outbox {
 
 /// Waits for the call; answers JSON when it finished without messages for the agent, SSE as soon as one arrives
 /// or the backend answers with a stream of its own (so the agent gets the same framing, priming event included).
-pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Response {
-    let mut call: Pending = Box::pin(async move { call.await.unwrap_or_else(|error| internal_error(&error)) });
+pub(super) async fn answer(mut call: Call, mut outbox: Outbox) -> Response {
     tokio::select! {
         biased;
         Some(first) = outbox.next() => sse_response(first, outbox, call),
         reply = &mut call => match outbox.try_next() {
-            Some(first) => sse_response(first, outbox, Box::pin(std::future::ready(reply))),
+            Some(first) => sse_response(first, outbox, Call::new(std::future::ready(reply))),
             None => http::json(StatusCode::OK, &reply),
         },
     }
@@ -76,7 +77,46 @@ pub(super) async fn answer(call: JoinHandle<Value>, mut outbox: Outbox) -> Respo
 /// The agent's JSON-RPC response, once the call is done.
 type Pending = Pin<Box<dyn Future<Output = Value> + Send>>;
 
-pub(super) fn internal_error(error: &tokio::task::JoinError) -> Value {
+/// A call polled by whoever awaits it (no task, no channel on the way); dropped before it finished, it goes on
+/// running on a task of its own, so the agent's going away never stops a call half-way nor leaves its ledger
+/// claim unsettled. A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
+pub(super) struct Call(Option<Pending>);
+
+impl Call {
+    pub(super) fn new(call: impl Future<Output = Value> + Send + 'static) -> Call {
+        Call(Some(Box::pin(call)))
+    }
+}
+
+impl Future for Call {
+    type Output = Value;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Value> {
+        let Some(call) = self.0.as_mut() else { return Poll::Pending };
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.as_mut().poll(cx)));
+        let reply = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(reply)) => reply,
+            Err(panic) => internal_error(&format_args!("panicked: {}", panic_message(panic.as_ref()))),
+        };
+        self.0 = None;
+        Poll::Ready(reply)
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if let (Some(call), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(call);
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("")
+}
+
+pub(super) fn internal_error(error: &impl std::fmt::Display) -> Value {
     crate::mcp::jsonrpc::error(
         None,
         crate::mcp::jsonrpc::INTERNAL_ERROR,
@@ -84,7 +124,7 @@ pub(super) fn internal_error(error: &tokio::task::JoinError) -> Value {
     )
 }
 
-fn sse_response(first: Outgoing, outbox: Outbox, call: Pending) -> Response {
+fn sse_response(first: Outgoing, outbox: Outbox, call: Call) -> Response {
     let (live, body) = mpsc::unbounded_channel();
     let stream = new_stream_id();
     let log = outbox.replays.open(&stream, &outbox.session, live);
@@ -117,7 +157,7 @@ fn new_stream_id() -> String {
 
 /// Feeds a call stream: priming event, the backend's messages, keep-alives, the result. It runs until the call
 /// is over, whether or not an agent is connected (events are logged for resumption).
-async fn pump(mut out: EventWriter, first: Outgoing, mut outbox: Outbox, mut call: Pending) {
+async fn pump(mut out: EventWriter, first: Outgoing, mut outbox: Outbox, mut call: Call) {
     let _ = out.priming();
     out.send(first);
     loop {

@@ -10,6 +10,7 @@
 //!   SSE answer's call may outlive the response head). Then, exactly once, the line is written and — when the
 //!   message was a JSON-RPC request — the duration observed. A request whose answer was never sent (the agent
 //!   went away) is logged with status 499, as nginx does.
+//! - The line is written by [`super::access_line`] (formatted by hand, off the request's thread).
 //! - The line never holds a credential: only the principal's name, the session's id (not its sealed token),
 //!   label values and numbers.
 
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::access_line::AccessFields;
 use super::labels::{self, ErrorType, ToolOutcome};
 use super::metrics::Metrics;
 
@@ -143,19 +145,18 @@ impl Drop for RequestRecord {
             (None, ErrorType::None) => "ok",
             (None, _) => "error",
         };
-        tracing::info!(
-            target: ACCESS_TARGET,
-            principal = fields.principal.as_deref().unwrap_or("-"),
-            session = fields.session.as_deref().unwrap_or("-"),
-            method = fields.method.unwrap_or(fields.verb),
-            tool = fields.tool.as_deref().unwrap_or("-"),
-            backend = fields.backend.as_deref().unwrap_or("-"),
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        super::access_line::write(&AccessFields {
+            principal: fields.principal.as_deref().unwrap_or("-"),
+            session: fields.session.as_deref().unwrap_or("-"),
+            method: fields.method.unwrap_or(fields.verb),
+            tool: fields.tool.as_deref().unwrap_or("-"),
+            backend: fields.backend.as_deref().unwrap_or("-"),
             outcome,
-            error_type = fields.error.label(),
-            status = fields.status.unwrap_or(NO_ANSWER),
-            duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
-            "request"
-        );
+            error_type: fields.error.label(),
+            status: fields.status.unwrap_or(NO_ANSWER),
+            micros,
+        });
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Rules: ANSI colours only when the log goes to a terminal (never into files or pipes); a JSON line is one
 //! object with `timestamp`, `level`, `target` and the event's fields at the top level (`message` included); the
-//! subscriber is a registry with layers, so other layers (traces) can join it.
+//! subscriber is a registry with layers, so other layers (traces) can join it. Access lines keep these shapes but
+//! are written by [`super::access_line`], not by the subscriber's formatter (they are the hot path).
 
 use std::io::IsTerminal;
 
@@ -32,6 +33,12 @@ pub fn install(format: LogFormat) {
     let filter = EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::registry().with(layer(format, std::io::stderr, ansi).with_filter(filter)).try_init();
+    super::access_line::install(format, ansi);
+}
+
+/// Writes what the log still holds (access lines are written by a thread of their own); call it before exiting.
+pub fn flush() {
+    super::access_line::flush();
 }
 
 /// The formatting layer of `format`, writing to `writer`; `ansi`: colour the text format.

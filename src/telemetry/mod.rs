@@ -10,6 +10,7 @@
 //! input.
 
 pub mod access;
+mod access_line;
 pub mod labels;
 pub mod logs;
 pub mod metrics;
