@@ -71,7 +71,9 @@ fn reply(body: &[u8]) -> Reply {
         Some(_) | None => Err((-32601, "method not found")),
     };
     match answer {
-        Ok(result) if method == Some("initialize") => Reply::Opened(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        Ok(result) if method == Some("initialize") => {
+            Reply::Opened(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        }
         Ok(result) => Reply::Answer(json!({"jsonrpc": "2.0", "id": id, "result": result})),
         Err((code, text)) => Reply::Answer(error(id, code, text)),
     }

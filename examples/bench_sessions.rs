@@ -35,8 +35,7 @@ fn main() -> anyhow::Result<()> {
         _ => bail!("usage: bench_sessions URL TOOL COUNT [CONCURRENCY]"),
     };
     let client = reqwest::Client::builder().default_headers(headers()?).pool_max_idle_per_host(concurrency).build()?;
-    let target =
-        Arc::new(Target { client, url: url.clone(), tool: tool.clone(), next: AtomicUsize::new(0), count });
+    let target = Arc::new(Target { client, url: url.clone(), tool: tool.clone(), next: AtomicUsize::new(0), count });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let started = Instant::now();
     runtime.block_on(async {

@@ -31,15 +31,15 @@ check_idle
 start_targets
 
 STATS_URL="${DIRECT_URL%/mcp}/stats"
-stat() { curl -sS "$STATS_URL" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
-opened0="$(stat sessions_opened)"; deleted0="$(stat sessions_deleted)"
+backend_stat() { curl -sS "$STATS_URL" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+opened0="$(backend_stat sessions_opened)"; deleted0="$(backend_stat sessions_deleted)"
 rss0="$(rss_kib "$GW_PID")"
 echo "opening $SESSIONS sessions, $CONCURRENCY at a time" >&2
 line="$(SY_AUTHORIZATION="$GW_AUTHORIZATION" "${PRIO[@]}" "$BENCH_SESSIONS" "$GW_URL" "$GW_TOOL" "$SESSIONS" "$CONCURRENCY")"
 seconds="$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$line")"
 sleep 1  # the gateway ends the sessions it evicts with a DELETE in the background
 rss1="$(rss_kib "$GW_PID")"; hwm="$(hwm_kib "$GW_PID")"
-opened=$(( $(stat sessions_opened) - opened0 )); deleted=$(( $(stat sessions_deleted) - deleted0 ))
+opened=$(( $(backend_stat sessions_opened) - opened0 )); deleted=$(( $(backend_stat sessions_deleted) - deleted0 ))
 
 awk -v n="$SESSIONS" -v s="$seconds" -v rss0="$rss0" -v rss1="$rss1" -v hwm="$hwm" -v opened="$opened" \
     -v deleted="$deleted" -v table="$TABLE_SIZE" -v ledger="$LEDGER" -v auth="$AUTH" -v summary="${SUMMARY:-}" 'BEGIN {
