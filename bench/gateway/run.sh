@@ -149,16 +149,16 @@ END {
     printf "%s server RSS (direct): peak (VmHWM) %.1f MiB, now (VmRSS) %.1f MiB\n", server, direct_hwm / 1024, direct_rss / 1024
     if (idle_ticks != "") printf "gateway idle: %.0f ms of CPU over %d s without traffic\n", idle_ticks * 1000 / tck, idle
     if (summary != "") {
-        printf "row=%s", row > summary
+        printf "row=%s", row >> summary
         for (ci = 1; ci <= 2; ci++) {
             c = cs[ci]
             for (ti = 1; ti <= 2; ti++) {
                 t = (ti == 1) ? "direct" : "gateway"; k = t "," c
-                printf " %s_p50_%d=%d %s_p99_%d=%d %s_rps_%d=%.0f", t, c, median(p50[k]), t, c, median(p99[k]), t, c, median(r[k]) > summary
+                printf " %s_p50_%d=%d %s_p99_%d=%d %s_rps_%d=%.0f", t, c, median(p50[k]), t, c, median(p99[k]), t, c, median(r[k]) >> summary
             }
-            printf " gw_cpu_%d=%.1f", c, gwt["gateway," c] * 1e6 / tck / n["gateway," c] > summary
+            printf " gw_cpu_%d=%.1f", c, gwt["gateway," c] * 1e6 / tck / n["gateway," c] >> summary
         }
         printf " gw_hwm_kib=%d idle_s=%d idle_ms=%s other_pct=%.1f\n", gw_hwm, idle, \
-            (idle_ticks == "") ? "-" : sprintf("%.0f", idle_ticks * 1000 / tck), max_other > summary
+            (idle_ticks == "") ? "-" : sprintf("%.0f", idle_ticks * 1000 / tck), max_other >> summary
     }
 }' "$RESULTS"

@@ -46,5 +46,5 @@ awk -v n="$SESSIONS" -v s="$seconds" -v rss0="$rss0" -v rss1="$rss1" -v hwm="$hw
     printf "%d agent sessions (initialize + one call each; fast backend over HTTP, %s ledger, auth %s): opened in %.2f s (%.0f sessions/s); gateway RSS %.1f MiB before, %.1f MiB after (%+.1f KiB per session), peak %.1f MiB; backend sessions opened %d, ended by the gateway %d, held at the end %d (the gateway holds at most %d)\n", \
         n, ledger, auth, s, n / s, rss0 / 1024, rss1 / 1024, (rss1 - rss0) / n, hwm / 1024, opened, deleted, opened - deleted, table
     if (summary != "") printf "sessions=%d seconds=%s rss0_kib=%d rss1_kib=%d hwm_kib=%d opened=%d deleted=%d\n", \
-        n, s, rss0, rss1, hwm, opened, deleted > summary
+        n, s, rss0, rss1, hwm, opened, deleted >> summary
 }'
