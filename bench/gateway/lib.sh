@@ -1,18 +1,32 @@
-# Shared by run.sh and profile.sh (source it; not executable on its own).
-# Provides: HERE ROOT BIN LUA, build_if_needed, cpu_busy_pct, start_targets (sets DEMO_URL DEMO_PID GW_URL GW_PID
-# DIRECT_SESSION GW_SESSION WORK), run_wrk, field. Everything started is stopped by the EXIT trap.
+# Shared by the scripts of this directory (source it; not executable on its own).
+# Provides: HERE ROOT BIN BENCH_BACKEND BENCH_SESSIONS LUA, build_if_needed, cpu_busy_pct, check_idle,
+# start_targets (sets DIRECT_URL DIRECT_PID GW_URL GW_PID DIRECT_SESSION GW_SESSION GW_TOOL), run_wrk, field,
+# cpu_ticks, hwm_kib, rss_kib, WORK (a fresh directory). Everything started is stopped by the EXIT trap.
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-3s}"
 ROUNDS="${ROUNDS:-1}"
-BIN="${BIN:-$ROOT/target/release/switchyard}"
+BIN="${BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/switchyard}"
+# The benchmark's own programs (examples/bench_backend.rs, examples/bench_sessions.rs), built beside BIN.
+BENCH_BACKEND="$(dirname "$BIN")/examples/bench_backend"
+BENCH_SESSIONS="$(dirname "$BIN")/examples/bench_sessions"
 LUA="$HERE/call.lua"
-# What sits behind the gateway and how agents authenticate (the direct baseline is always the demo server over
-# HTTP): BACKEND=http (the demo server, default) or stdio (`switchyard demo-server --stdio` as a stdio backend);
-# AUTH=none (default), apikey ([[auth.api_keys]]) or jwt ([auth.jwt] with a cached JWKS file, RS256 token).
+# Which MCP server is measured, directly and behind the gateway: SERVER=demo (`switchyard demo-server`, default)
+# or fast (examples/bench_backend.rs, a minimal hyper server whose own cost does not hide the gateway's).
+# How the gateway reaches it: BACKEND=http (default) or stdio (the same server started by the gateway with
+# `--stdio`); the direct baseline is always the server over HTTP.
+# How agents authenticate: AUTH=none (default), apikey ([[auth.api_keys]]) or jwt ([auth.jwt] with a cached JWKS
+# file, RS256 token).
+# Where the gateway's call ledger lives: LEDGER=sqlite (default, the gateway's default), memory or postgres (a
+# fresh schema at PG_URL, dropped at exit).
+# GATEWAY_SERVER_TOML: extra lines for the gateway's [server] section.
+SERVER="${SERVER:-demo}"
 BACKEND="${BACKEND:-http}"
 AUTH="${AUTH:-none}"
+LEDGER="${LEDGER:-sqlite}"
+PG_URL="${PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
+PG_SCHEMA=""
 GW_AUTHORIZATION=""
 # NICE=-10 (say) runs wrk, the gateway and the demo server at that priority, so that other work on a shared
 # machine disturbs the measurement less (negative values need root).
@@ -34,10 +48,13 @@ command -v curl >/dev/null || { echo "curl is missing: apt-get install -y curl" 
 
 build_if_needed() {
     if [[ "${NO_BUILD:-}" != 1 ]]; then
-        echo "building: cargo build --release --bin switchyard" >&2
-        (cd "$ROOT" && cargo build --release --bin switchyard) >&2
+        echo "building: cargo build --release --bin switchyard --example bench_backend --example bench_sessions" >&2
+        (cd "$ROOT" && cargo build --release --bin switchyard --example bench_backend --example bench_sessions) >&2
     fi
     [[ -x "$BIN" ]] || { echo "no binary at $BIN" >&2; exit 2; }
+    if [[ "$SERVER" == fast ]]; then
+        [[ -x "$BENCH_BACKEND" ]] || { echo "no bench backend at $BENCH_BACKEND (cargo build --release --example bench_backend)" >&2; exit 2; }
+    fi
 }
 
 # Other load on the machine skews everything (2 cores shared by wrk, gateway and backend): measure it first.
@@ -68,6 +85,10 @@ cleanup() {
     local pid
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [[ -n "$PG_SCHEMA" ]]; then
+        psql "$PG_URL" -qc "DROP SCHEMA IF EXISTS $PG_SCHEMA CASCADE" >/dev/null 2>&1 \
+            || echo "could not drop the PostgreSQL schema $PG_SCHEMA" >&2
+    fi
     if [[ "${KEEP:-}" == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -94,7 +115,7 @@ start() {
 HDRS=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
       -H 'MCP-Protocol-Version: 2025-11-25')
 
-# The Authorization header for URL: the gateway's when it wants one, none for the demo server.
+# The Authorization header for URL: the gateway's when it wants one, none for the direct server.
 auth_for() { [[ "$1" == "${GW_URL:-}" && -n "$GW_AUTHORIZATION" ]] && printf '%s\n' -H "Authorization: $GW_AUTHORIZATION"; true; }
 
 # Open a session on URL; echo its mcp-session-id.
@@ -119,12 +140,23 @@ probe() {
         2>/dev/null | grep -q '"result".*hello'
 }
 
-# The gateway's configuration for BACKEND and AUTH; sets GW_AUTHORIZATION for AUTH=apikey|jwt.
+# The gateway's configuration for SERVER, BACKEND, LEDGER and AUTH; sets GW_AUTHORIZATION for AUTH=apikey|jwt
+# and PG_SCHEMA for LEDGER=postgres.
 write_gateway_config() {
-    printf '[server]\ndata_dir = "%s"\n[[backends]]\nname = "demo"\n' "$WORK/data"
+    printf '[server]\ndata_dir = "%s"\n%s\n' "$WORK/data" "${GATEWAY_SERVER_TOML:-}"
+    case "$LEDGER" in
+        memory|sqlite) printf '[ledger]\nurl = "%s"\n' "$LEDGER" ;;
+        postgres)
+            PG_SCHEMA="sy_bench_$$_$RANDOM"
+            local separator='?'
+            [[ "$PG_URL" == *\?* ]] && separator='&'
+            printf '[ledger]\nurl = "%s%sschema=%s"\n' "$PG_URL" "$separator" "$PG_SCHEMA" ;;
+        *) echo "LEDGER must be memory, sqlite or postgres" >&2; exit 2 ;;
+    esac
+    printf '[[backends]]\nname = "%s"\n' "$SERVER"
     case "$BACKEND" in
-        http) printf 'url = "%s"\n' "$DEMO_URL" ;;
-        stdio) printf 'transport = "stdio"\ncommand = "%s"\nargs = ["demo-server", "--stdio"]\n' "$BIN" ;;
+        http) printf 'url = "%s"\n' "$DIRECT_URL" ;;
+        stdio) printf 'transport = "stdio"\ncommand = "%s"\nargs = [%s]\n' "${STDIO_COMMAND[0]}" "${STDIO_COMMAND[1]}" ;;
         *) echo "BACKEND must be http or stdio" >&2; exit 2 ;;
     esac
     case "$AUTH" in
@@ -144,40 +176,46 @@ write_gateway_config() {
 }
 
 start_targets() {
+    local server
+    case "$SERVER" in
+        demo) server=("$BIN" demo-server); STDIO_COMMAND=("$BIN" '"demo-server", "--stdio"') ;;
+        fast) server=("$BENCH_BACKEND"); STDIO_COMMAND=("$BENCH_BACKEND" '"--stdio"') ;;
+        *) echo "SERVER must be demo or fast" >&2; exit 2 ;;
+    esac
     # shellcheck disable=SC2086 # DEMO_ENV / GATEWAY_ENV are lists of NAME=VALUE words
-    start demo "${PRIO[@]}" env ${DEMO_ENV:-} "$BIN" demo-server --listen 127.0.0.1:0
-    DEMO_URL="$START_URL" DEMO_PID="$LAST_PID"
+    start direct "${PRIO[@]}" env ${DEMO_ENV:-} "${server[@]}" --listen 127.0.0.1:0
+    DIRECT_URL="$START_URL" DIRECT_PID="$LAST_PID"
     write_gateway_config >"$WORK/gateway.toml"
     # shellcheck disable=SC2086
     start gateway "${PRIO[@]}" env ${GATEWAY_ENV:-} "$BIN" serve --config "$WORK/gateway.toml" --listen 127.0.0.1:0
-    GW_URL="$START_URL" GW_PID="$LAST_PID"
-    echo "direct:  $DEMO_URL (pid $DEMO_PID)" >&2
-    echo "gateway: $GW_URL (pid $GW_PID)" >&2
+    GW_URL="$START_URL" GW_PID="$LAST_PID" GW_TOOL="${SERVER}__echo"
+    echo "direct:  $DIRECT_URL (pid $DIRECT_PID, $SERVER server)" >&2
+    echo "gateway: $GW_URL (pid $GW_PID; backend over $BACKEND, $LEDGER ledger, auth $AUTH)" >&2
 
-    DIRECT_SESSION="$(open_session "$DEMO_URL")"
-    probe "$DEMO_URL" "$DIRECT_SESSION" echo || { echo "direct echo probe failed" >&2; exit 1; }
+    DIRECT_SESSION="$(open_session "$DIRECT_URL")"
+    probe "$DIRECT_URL" "$DIRECT_SESSION" echo || { echo "direct echo probe failed" >&2; exit 1; }
     # The gateway discovers its backend in the background: retry the session + probe until the tool is routed.
     GW_SESSION=""
     for i in $(seq 1 100); do
         GW_SESSION="$(open_session "$GW_URL" 2>/dev/null || true)"
-        if [[ -n "$GW_SESSION" ]] && probe "$GW_URL" "$GW_SESSION" demo__echo; then break; fi
+        if [[ -n "$GW_SESSION" ]] && probe "$GW_URL" "$GW_SESSION" "$GW_TOOL"; then break; fi
         GW_SESSION=""
         sleep 0.1
     done
-    [[ -n "$GW_SESSION" ]] || { echo "gateway demo__echo probe failed; gateway log:" >&2; cat "$WORK/gateway.err" >&2; exit 1; }
+    [[ -n "$GW_SESSION" ]] || { echo "gateway $GW_TOOL probe failed; gateway log:" >&2; cat "$WORK/gateway.err" >&2; exit 1; }
 }
 
 # run_wrk LABEL URL SESSION TOOL THREADS CONNS DURATION → prints the SYBENCH line, aborts on any failed request.
 run_wrk() {
     local label="$1" url="$2" session="$3" tool="$4" threads="$5" conns="$6" duration="$7" out line
     out="$WORK/wrk-$label.txt"
-    local gw0 demo0 gw1 demo1 sys0 sys1 TIMEFORMAT='%U %S'
-    gw0=$(cpu_ticks "$GW_PID"); demo0=$(cpu_ticks "$DEMO_PID"); sys0="$(head -1 /proc/stat)"
+    local gw0 backend0 gw1 backend1 sys0 sys1 TIMEFORMAT='%U %S'
+    gw0=$(cpu_ticks "$GW_PID"); backend0=$(backend_ticks); sys0="$(head -1 /proc/stat)"
     local authorization=""
     [[ "$url" == "$GW_URL" ]] && authorization="$GW_AUTHORIZATION"
     { time SY_SESSION="$session" SY_TOOL="$tool" SY_AUTHORIZATION="$authorization" "${PRIO[@]}" wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$LUA" "$url" \
         >"$out" 2>"$WORK/wrk-$label.err"; } 2>"$WORK/wrk-$label.time"
-    gw1=$(cpu_ticks "$GW_PID"); demo1=$(cpu_ticks "$DEMO_PID"); sys1="$(head -1 /proc/stat)"
+    gw1=$(cpu_ticks "$GW_PID"); backend1=$(backend_ticks); sys1="$(head -1 /proc/stat)"
     line="$(grep '^SYBENCH ' "$out" || true)"
     [[ -n "$line" ]] || { echo "wrk $label printed no SYBENCH line:" >&2; cat "$out" "$WORK/wrk-$label.err" >&2; exit 1; }
     local v
@@ -190,7 +228,7 @@ run_wrk() {
     if [[ "$(field "$line" ok)" != "$(field "$line" requests)" || "$(field "$line" ok)" == 0 ]]; then
         echo "wrk $label: ok=$(field "$line" ok) of requests=$(field "$line" requests)" >&2; exit 1
     fi
-    # CPU accounting of the measurement, in clock ticks: ours (gateway, demo server, wrk) and the whole machine's,
+    # CPU accounting of the measurement, in clock ticks: ours (gateway, backend, wrk) and the whole machine's,
     # so that load from other processes during the run can be reported (it skews everything on 2 cores).
     local wrk_ticks machine
     wrk_ticks="$(awk -v hz="$CLK_TCK" '{printf "%d", ($1 + $2) * hz}' "$WORK/wrk-$label.time")"
@@ -199,10 +237,19 @@ run_wrk() {
         for (i = 2; i <= 9; i++) total += y[i] - x[i]
         idle = (y[5] + y[6]) - (x[5] + x[6]); steal = y[9] - x[9]
         printf "machine_busy_ticks=%d machine_total_ticks=%d steal_ticks=%d", total - idle - steal, total, steal }')"
-    echo "$line gw_cpu_ticks=$((gw1 - gw0)) demo_cpu_ticks=$((demo1 - demo0)) wrk_cpu_ticks=$wrk_ticks $machine"
+    echo "$line gw_cpu_ticks=$((gw1 - gw0)) backend_cpu_ticks=$((backend1 - backend0)) wrk_cpu_ticks=$wrk_ticks $machine"
 }
-# utime + stime of a process, in clock ticks (user + kernel CPU time it used)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# utime + stime of a process, in clock ticks (user + kernel CPU time it used); 0 for one that is gone
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# The backends' ticks: the direct server's plus the gateway's children (its stdio backend processes).
+backend_ticks() {
+    local total pid
+    total=$(cpu_ticks "$DIRECT_PID")
+    for pid in $(cat /proc/"$GW_PID"/task/*/children 2>/dev/null); do total=$((total + $(cpu_ticks "$pid"))); done
+    echo "$total"
+}
+hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 CLK_TCK="$(getconf CLK_TCK)"
 field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<" $1"; }
 

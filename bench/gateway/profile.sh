@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Where does the gateway spend its time? Same setup as run.sh (demo server + gateway, one session each), then
-# `perf record` (software cpu-clock sampling, DWARF call graphs) on the gateway process only while wrk drives
-# `demo__echo` through it, and prints the top functions (self and inclusive).
+# Where does the gateway spend its time? Same setup as run.sh (a server, SERVER=demo by default, and the gateway,
+# one session each), then `perf record` (software cpu-clock sampling, DWARF call graphs) on the gateway process
+# only while wrk drives the echo tool through it, and prints the top functions (self and inclusive).
 #
 #   bench/gateway/profile.sh                 # -t2 -c64, 10 s
 #   CONNS=1 THREADS=1 bench/gateway/profile.sh
@@ -22,7 +22,7 @@ build_if_needed
 check_idle
 start_targets
 echo "warm-up: $WARMUP" >&2
-run_wrk warm-gateway "$GW_URL" "$GW_SESSION" demo__echo 2 64 "$WARMUP" >/dev/null
+run_wrk warm-gateway "$GW_URL" "$GW_SESSION" "$GW_TOOL" 2 64 "$WARMUP" >/dev/null
 
 secs="${DURATION%s}"
 perf record -F "$FREQ" -e cpu-clock --call-graph dwarf,16384 -p "$GW_PID" -o "$WORK/perf.data" -- sleep "$((secs + 1))" \
@@ -34,7 +34,7 @@ perf stat -e task-clock,context-switches,cpu-migrations -p "$GW_PID" -o "$WORK/p
 STAT_PID=$!
 PIDS+=("$STAT_PID")
 sleep 0.5
-line="$(run_wrk profile-gateway "$GW_URL" "$GW_SESSION" demo__echo "$THREADS" "$CONNS" "$DURATION")"
+line="$(run_wrk profile-gateway "$GW_URL" "$GW_SESSION" "$GW_TOOL" "$THREADS" "$CONNS" "$DURATION")"
 wait "$PERF_PID" || true
 wait "$STAT_PID" || true
 echo "$line" >&2

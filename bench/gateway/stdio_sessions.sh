@@ -16,7 +16,6 @@ SESSIONS="${SESSIONS:-50}"
 build_if_needed
 start_targets
 
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 children() { cat /proc/"$GW_PID"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -c . || true; }
 children_rss_kib() {
     local total=0 pid
@@ -29,7 +28,7 @@ children_rss_kib() {
 before_gw="$(rss_kib "$GW_PID")"; before_children="$(children_rss_kib)"; before_count="$(children)"
 for _ in $(seq 1 "$SESSIONS"); do
     session="$(open_session "$GW_URL")"
-    probe "$GW_URL" "$session" demo__echo || { echo "echo through a new session failed" >&2; exit 1; }
+    probe "$GW_URL" "$session" "$GW_TOOL" || { echo "echo through a new session failed" >&2; exit 1; }
 done
 after_gw="$(rss_kib "$GW_PID")"; after_children="$(children_rss_kib)"; after_count="$(children)"
 
