@@ -29,7 +29,7 @@ use crate::auth::{AuthSettings, AuthSetupError, Authenticator};
 use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::oauth::OAuthClient;
 use crate::catalog::Catalog;
-use crate::config::{BACKEND_SESSION_TABLE_SIZE, Config, ConfigError, LogFormat, ServerConfig};
+use crate::config::{Config, ConfigError, LogFormat, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
@@ -145,7 +145,7 @@ impl Gateway {
 
     fn assemble(config: Config, ledger: CallLedger, tracer: Option<Tracer>) -> Result<Gateway, GatewayError> {
         let client_config = ClientConfig {
-            max_sessions: BACKEND_SESSION_TABLE_SIZE,
+            max_sessions: config.server.max_backend_sessions,
             max_sessions_per_owner: config.server.max_backend_sessions_per_principal,
             max_stdio_processes: config.server.max_stdio_processes,
             metrics: Arc::clone(&ledger.metrics),

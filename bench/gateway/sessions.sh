@@ -10,8 +10,8 @@
 # Environment: SESSIONS (10000), CONCURRENCY (64 sessions opened at once, each worker on its own keep-alive
 # connection), SUMMARY=FILE (append the figures as one key=value line), and those of lib.sh (SERVER defaults to
 # fast here; LEDGER, AUTH, NO_BUILD, BIN, NICE, WAIT_IDLE, GATEWAY_ENV, KEEP). The gateway's
-# max_backend_sessions_per_principal is raised to its largest accepted value, the backend session table's size,
-# because every session here belongs to one principal. Traffic stays on 127.0.0.1; everything started is
+# backend session table (max_backend_sessions) and max_backend_sessions_per_principal are raised to TABLE_SIZE
+# (SESSIONS by default), because every session here belongs to one principal and each keeps its backend session. Traffic stays on 127.0.0.1; everything started is
 # stopped on exit.
 set -euo pipefail
 
@@ -20,8 +20,9 @@ SERVER="${SERVER:-fast}"
 source "$HERE/lib.sh"
 SESSIONS="${SESSIONS:-10000}"
 CONCURRENCY="${CONCURRENCY:-64}"
-TABLE_SIZE="${TABLE_SIZE:-4096}"  # BACKEND_SESSION_TABLE_SIZE in src/config/server.rs
-GATEWAY_SERVER_TOML="max_backend_sessions_per_principal = $TABLE_SIZE
+TABLE_SIZE="${TABLE_SIZE:-$SESSIONS}"
+GATEWAY_SERVER_TOML="max_backend_sessions = $TABLE_SIZE
+max_backend_sessions_per_principal = $TABLE_SIZE
 ${GATEWAY_SERVER_TOML:-}"
 [[ "$SERVER" == fast && "$BACKEND" == http ]] || { echo "sessions.sh counts backend sessions: needs SERVER=fast BACKEND=http" >&2; exit 2; }
 

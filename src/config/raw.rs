@@ -43,6 +43,7 @@ pub(super) struct RawServer {
     pub(super) max_revocations: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) shutdown_drain: Option<String>,
+    pub(super) max_backend_sessions: Option<i64>,
     pub(super) max_backend_sessions_per_principal: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     pub(super) header_timeout: Option<String>,

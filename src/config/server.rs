@@ -25,10 +25,13 @@ use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positiv
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
 pub const DEFAULT_DATA_DIR: &str = "./switchyard-data";
-/// The size of the backend session table the gateway serves with (the composition root hands it to the backend
-/// client), and so the most `max_backend_sessions_per_principal` may be.
+/// The default size of the backend session table (`max_backend_sessions`; the composition root hands it to the
+/// backend client).
 pub const BACKEND_SESSION_TABLE_SIZE: usize = 4096;
-/// The default share of that table one principal may hold: a quarter, so at least four owners always fit.
+/// The largest accepted `max_backend_sessions` (and `max_backend_sessions_per_principal`): a slot costs a few
+/// hundred bytes plus the backend's connection, so this bounds memory, not a structure.
+pub const MAX_BACKEND_SESSIONS_LIMIT: usize = 1_000_000;
+/// The default share of the default table one principal may hold: a quarter, so at least four owners always fit.
 pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = BACKEND_SESSION_TABLE_SIZE / 4;
 /// The session key's file name inside the data directory when `session_secret_file` is not set.
 pub const SESSION_SECRET_FILE_NAME: &str = "session.key";
@@ -70,7 +73,10 @@ pub struct ServerConfig {
     pub max_revocations: usize,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
-    /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold.
+    /// The backend-session table's size: live (agent session or principal, backend) sessions of the gateway.
+    pub max_backend_sessions: usize,
+    /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold
+    /// (a value above `max_backend_sessions` means the whole table).
     pub max_backend_sessions_per_principal: usize,
     /// How long a client may take to send a request's header, from its first byte.
     pub header_timeout: Duration,
@@ -98,6 +104,7 @@ impl Default for ServerConfig {
             session_ttl: DEFAULT_SESSION_TTL,
             max_revocations: DEFAULT_MAX_REVOCATIONS,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            max_backend_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
@@ -149,6 +156,9 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.max_revocations),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        max_backend_sessions: TABLE
+            .build(&section.key("max_backend_sessions"), raw.max_backend_sessions)?
+            .unwrap_or(defaults.max_backend_sessions),
         max_backend_sessions_per_principal: PER_PRINCIPAL
             .build(&section.key("max_backend_sessions_per_principal"), raw.max_backend_sessions_per_principal)?
             .unwrap_or(defaults.max_backend_sessions_per_principal),
@@ -170,9 +180,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
-/// At most the whole session table.
-const PER_PRINCIPAL: Count =
-    Count { max: BACKEND_SESSION_TABLE_SIZE, unit: "backend sessions (the session table's size)" };
+const TABLE: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
+const PER_PRINCIPAL: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
     optional_size(key, raw, check_max_body)
@@ -205,6 +214,11 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(ttl) = lookup.get("SWITCHYARD_SESSION_TTL", "session_ttl", parse_ttl)? {
         server.session_ttl = ttl;
+    }
+    if let Some(size) =
+        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS", "max_backend_sessions", |text| TABLE.parse(text))?
+    {
+        server.max_backend_sessions = size;
     }
     let per_principal = "max_backend_sessions_per_principal";
     if let Some(cap) =
@@ -354,12 +368,33 @@ mod tests {
     }
 
     #[test]
-    fn the_per_principal_cap_is_a_count_within_the_table() {
+    fn the_session_table_size_is_a_bounded_count() {
+        let size = |text: &str, env: &[(&str, &str)]| {
+            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
+                .map(|config| config.server.max_backend_sessions)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(size("", &[]), Ok(BACKEND_SESSION_TABLE_SIZE));
+        assert_eq!(size("[server]\nmax_backend_sessions = 16384\n", &[]), Ok(16384));
+        assert_eq!(size("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS", "20000")]), Ok(20000));
+        for bad in ["0", "-1", "1000001"] {
+            let message = size(&format!("[server]\nmax_backend_sessions = {bad}\n"), &[]).expect_err(bad);
+            assert!(
+                message.starts_with(&format!("t.toml: server.max_backend_sessions = {bad}: expected")),
+                "{message}"
+            );
+        }
+        let message = size("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS", "lots")]).expect_err("text");
+        assert!(message.contains("overrides server.max_backend_sessions"), "{message}");
+    }
+
+    #[test]
+    fn the_per_principal_cap_is_a_bounded_count() {
         assert_eq!(per_principal("", &[]), Ok(DEFAULT_MAX_SESSIONS_PER_OWNER));
         assert_eq!(per_principal("[server]\nmax_backend_sessions_per_principal = 16\n", &[]), Ok(16));
         let overridden = [("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", " 32 ")];
         assert_eq!(per_principal("[server]\nmax_backend_sessions_per_principal = 16\n", &overridden), Ok(32));
-        for bad in ["0", "-1", "4097"] {
+        for bad in ["0", "-1", "1000001"] {
             let text = format!("[server]\nmax_backend_sessions_per_principal = {bad}\n");
             let message = per_principal(&text, &[]).expect_err(bad);
             let named = format!("t.toml: server.max_backend_sessions_per_principal = {bad}: expected a whole number");
@@ -367,10 +402,10 @@ mod tests {
         }
         let message = per_principal("[server]\nmax_backend_sessions_per_principal = \"8\"\n", &[]).expect_err("text");
         assert!(message.contains("server.max_backend_sessions_per_principal: invalid type"), "{message}");
-        for bad in ["many", "0", "9999"] {
+        for bad in ["many", "0", "1000001"] {
             let message = per_principal("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", bad)]).expect_err(bad);
             assert!(message.contains("overrides server.max_backend_sessions_per_principal"), "{message}");
-            assert!(message.contains("from 1 to 4096"), "{message}");
+            assert!(message.contains("from 1 to 1000000"), "{message}");
         }
     }
 

@@ -89,6 +89,7 @@ impl ConfigDiff {
             session_ttl,
             max_revocations,
             shutdown_drain,
+            max_backend_sessions,
             max_backend_sessions_per_principal,
             header_timeout,
             body_timeout,
@@ -103,6 +104,7 @@ impl ConfigDiff {
             ("server.session_secret_file", running.session_secret_file != *session_secret_file),
             ("server.session_ttl", running.session_ttl != *session_ttl),
             ("server.max_revocations", running.max_revocations != *max_revocations),
+            ("server.max_backend_sessions", running.max_backend_sessions != *max_backend_sessions),
         ];
         let reloadable = [
             ("server.allowed_origins", running.allowed_origins != *allowed_origins),
@@ -185,6 +187,7 @@ pub fn applicable(running: &Config, file: Config) -> Config {
         session_secret_file: running.server.session_secret_file.clone(),
         session_ttl: running.server.session_ttl,
         max_revocations: running.server.max_revocations,
+        max_backend_sessions: running.server.max_backend_sessions,
         ..file.server
     };
     Config { server, ledger: running.ledger.clone(), telemetry: running.telemetry.clone(), ..file }

@@ -123,7 +123,7 @@ fn restart_only_keys_are_reported_and_kept_at_their_running_values() {
     let running = config("[server]\nsession_ttl = \"1h\"\nmax_body = \"1MiB\"\n");
     let file = config(
         "[server]\nlisten = \"127.0.0.1:9999\"\ndata_dir = \"/elsewhere\"\nsession_secret_file = \"/k\"\n\
-         session_ttl = \"2h\"\nmax_revocations = 7\nmax_body = \"2MiB\"\nmax_connections = 9\n\
+         session_ttl = \"2h\"\nmax_revocations = 7\nmax_backend_sessions = 64\nmax_body = \"2MiB\"\nmax_connections = 9\n\
          [ledger]\nurl = \"memory\"\nretention = \"1h\"\nmax_result = 10\nlease = \"9s\"\n",
     );
     let diff = ConfigDiff::between(&running, &file);
@@ -135,6 +135,7 @@ fn restart_only_keys_are_reported_and_kept_at_their_running_values() {
             "server.session_secret_file",
             "server.session_ttl",
             "server.max_revocations",
+            "server.max_backend_sessions",
             "ledger.url",
             "ledger.retention",
             "ledger.max_result",

@@ -59,3 +59,29 @@ async fn one_address_at_its_cap_recycles_its_own_backend_sessions() {
     echo(&mut bystander).await;
     assert_eq!(initialized(), 5, "still untouched");
 }
+
+#[tokio::test]
+async fn the_table_holds_max_backend_sessions_then_recycles_the_oldest_idle_one() {
+    let backend = FaultBackend::start(Script::default()).await;
+    let server = "max_backend_sessions = 3\nmax_backend_sessions_per_principal = 100";
+    let gateway = TestGateway::start(server, &backend_toml("fault", &backend.url(), "")).await;
+    let deletes = || backend.requests().iter().filter(|request| request.http_method == "DELETE").count();
+    let mut agents = Vec::new();
+    // The gateway's own discovery session takes one slot; two agent sessions fill the table of three.
+    for _ in 0..2 {
+        let mut agent = agent_from(gateway.mcp(), Ipv4Addr::LOCALHOST).await;
+        echo(&mut agent).await;
+        agents.push(agent);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(deletes(), 0, "three sessions fit a table of three");
+    let mut third = agent_from(gateway.mcp(), Ipv4Addr::LOCALHOST).await;
+    echo(&mut third).await;
+    for _ in 0..500 {
+        if deletes() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(deletes(), 1, "a fourth session ended the oldest idle one: the table is max_backend_sessions long");
+}
