@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod backend;
 pub mod catalog;
+pub mod civil_date;
 pub mod config;
 pub mod demo;
 pub mod front;

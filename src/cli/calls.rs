@@ -151,19 +151,11 @@ fn row(record: &ClaimRecord) -> [String; 6] {
     ]
 }
 
-/// `YYYY-MM-DD HH:MM:SS` in UTC, computed without a date crate (civil-from-days, proleptic Gregorian).
+/// `YYYY-MM-DD HH:MM:SS` in UTC.
 pub(crate) fn timestamp(time: SystemTime) -> String {
     let seconds = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-    let (days, rest) = ((seconds / 86_400) as i64, seconds % 86_400);
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = switchyard::civil_date::civil_date(seconds / 86_400);
+    let rest = seconds % 86_400;
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 

@@ -292,7 +292,7 @@ fn quoted(line: &mut Vec<u8>, text: &str) {
 fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = since.as_secs();
-    let (year, month, day) = civil_date(seconds / 86_400);
+    let (year, month, day) = crate::civil_date::civil_date(seconds / 86_400);
     let of_day = seconds % 86_400;
     let mut digits = itoa::Buffer::new();
     line.extend_from_slice(digits.format(year).as_bytes());
@@ -310,21 +310,6 @@ fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
         line.extend_from_slice(text.as_bytes());
     }
     line.push(b'Z');
-}
-
-/// The proleptic Gregorian date of day `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_date(days: u64) -> (u64, u32, u32) {
-    let shifted = days + 719_468;
-    let era = shifted / 146_097;
-    let day_of_era = shifted % 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    // Both fit: a day is 1..=31, a month 1..=12.
-    (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
 }
 
 #[cfg(test)]

@@ -78,17 +78,24 @@ async fn each_principal_authorizes_once_and_its_calls_carry_its_own_token() {
     assert_eq!(calls.len(), 3, "the refused call never reached the tool: {calls:?}");
 }
 
+/// Alice's first authorization URL followed by a browser that does not follow redirects: the browser and the
+/// callback URL the authorization server sent it to (not yet visited).
+async fn callback_for_alice(gateway: &TestGateway) -> (reqwest::Client, String) {
+    let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
+    let listed = alice.request("tools/list", json!({})).await;
+    let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let redirect = browser.get(&url).send().await.unwrap();
+    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    (browser, callback)
+}
+
 #[tokio::test]
 async fn forged_or_replayed_state_is_a_400_page() {
     let auth = AuthServer::start("unused").await;
     let gateway = gateway(&auth).await;
-    let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
-    let listed = alice.request("tools/list", json!({})).await;
-    let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
     // The user's browser is sent to the callback once; capture the redirect and present it twice.
-    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let redirect = browser.get(&url).send().await.unwrap();
-    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    let (browser, callback) = callback_for_alice(&gateway).await;
     assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
     let replayed = browser.get(&callback).send().await.unwrap();
     assert_eq!(replayed.status(), 400);
@@ -106,12 +113,7 @@ async fn forged_or_replayed_state_is_a_400_page() {
 async fn a_callback_naming_another_issuer_is_a_400_page_and_no_code_is_exchanged() {
     let auth = AuthServer::start("unused").await;
     let gateway = gateway(&auth).await;
-    let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
-    let listed = alice.request("tools/list", json!({})).await;
-    let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
-    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let redirect = browser.get(&url).send().await.unwrap();
-    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    let (browser, callback) = callback_for_alice(&gateway).await;
 
     // RFC 9207 §2.4: an `iss` that is present is compared even though this server does not advertise it.
     let mixed_up = browser.get(format!("{callback}&iss=https%3A%2F%2Fevil.example.com")).send().await.unwrap();

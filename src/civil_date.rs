@@ -1,0 +1,31 @@
+//! The calendar date of a day since the Unix epoch, for the timestamps the gateway writes itself (access lines,
+//! `switchyard calls`) without a date crate. Proleptic Gregorian, UTC (Howard Hinnant's `civil_from_days`).
+
+/// The proleptic Gregorian date of day `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+pub fn civil_date(days: u64) -> (u64, u32, u32) {
+    let shifted = days + 719_468;
+    let era = shifted / 146_097;
+    let day_of_era = shifted % 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    // Both fit: a day is 1..=31, a month 1..=12.
+    (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_date;
+
+    #[test]
+    fn days_become_dates_across_leap_years() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+        assert_eq!(civil_date(19_782), (2024, 2, 29));
+        assert_eq!(civil_date(19_783), (2024, 3, 1));
+        assert_eq!(civil_date(20_788), (2026, 12, 1));
+    }
+}
