@@ -220,8 +220,8 @@ pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
 }
 
 /// How a claim is settled, by what the backend client reported: a result or the backend's JSON-RPC error is
-/// completed, stored as `{"result": …}` or `{"error": …}` for replays.
-/// The answer is written once, borrowed, straight into the stored text.
+/// completed, stored as `{"result": …}` or `{"error": …}` for replays. The answer is written once, borrowed,
+/// straight into the text the ledger stores (no copy of the result).
 fn settlement_of(answer: &Result<Value, McpError>) -> Settlement {
     match answer {
         Ok(result) => Settlement::Completed(RawJson::of(&StoredAnswer::Result(result))),
@@ -375,5 +375,21 @@ mod tests {
         assert_eq!(replayed["_meta"], json!({"x": 1, REPLAYED_META: true}));
         let failure = replay_stored(&json!({"error": {"code": -32602, "message": "bad", "data": null}})).unwrap_err();
         assert_eq!(failure, RpcFailure { code: -32602, message: "bad".into(), data: None });
+    }
+
+    #[test]
+    fn settled_answers_are_stored_as_written_and_replay() {
+        let stored = |answer| match settlement_of(&answer) {
+            Settlement::Completed(raw) => raw,
+            other => panic!("not completed: {other:?}"),
+        };
+        let result = stored(Ok(json!({"z": 1, "a": [true], "isError": false})));
+        assert_eq!(result.get(), r#"{"result":{"z":1,"a":[true],"isError":false}}"#, "key order kept");
+        assert_eq!(replay_stored(&result.to_value()).unwrap()["_meta"], json!({REPLAYED_META: true}));
+        let rpc = |data| McpError::Rpc { code: -32000, message: "down".into(), data };
+        let error = stored(Err(rpc(None)));
+        assert_eq!(error.get(), r#"{"error":{"code":-32000,"message":"down","data":null}}"#);
+        let failure = replay_stored(&stored(Err(rpc(Some(json!({"why": 1}))))).to_value()).unwrap_err();
+        assert_eq!(failure, RpcFailure { code: -32000, message: "down".into(), data: Some(json!({"why": 1})) });
     }
 }
