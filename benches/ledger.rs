@@ -16,6 +16,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use switchyard::config::DEFAULT_MAX_RESULT;
 use switchyard::ledger::{ClaimKey, ClaimOutcome, LedgerStore, NewClaim, Settlement, canonical_digest};
+use switchyard::mcp::RawJson;
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const CONCURRENT_TASKS: usize = 64;
@@ -165,7 +166,7 @@ async fn pairs(
     count: usize,
     completion: Completion,
 ) -> anyhow::Result<Vec<Duration>> {
-    let result = json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false });
+    let result = RawJson::of(&json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false }));
     let mut timings = Vec::with_capacity(count);
     for index in 0..count {
         let new = new_claim(&format!("{label}-{index}"));
@@ -185,7 +186,7 @@ async fn pairs(
 
 /// Like [`pairs`], with [`PACE`] before each claim and between claim and completion (not counted).
 async fn paced_pairs(store: &LedgerStore, count: usize) -> anyhow::Result<Vec<Duration>> {
-    let result = json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false });
+    let result = RawJson::of(&json!({ "content": [{ "type": "text", "text": "ok" }], "isError": false }));
     let mut timings = Vec::with_capacity(count);
     for index in 0..count {
         let new = new_claim(&format!("paced-{index}"));

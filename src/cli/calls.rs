@@ -118,7 +118,7 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         println!("{name:>17}: {value}");
     }
     if let Some(result) = &record.result {
-        println!("{:>17}: {}", "result", serde_json::to_string_pretty(result).context("result")?);
+        println!("{:>17}: {}", "result", serde_json::to_string_pretty(&result.to_value()).context("result")?);
     }
     Ok(ExitCode::SUCCESS)
 }

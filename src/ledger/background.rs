@@ -140,6 +140,8 @@ mod tests {
 
     use serde_json::json;
 
+    use crate::mcp::RawJson;
+
     use super::*;
 
     #[tokio::test]
@@ -172,7 +174,7 @@ mod tests {
     }
 
     fn queued() -> Arc<QueuedSettle> {
-        let completed = Settlement::Completed(json!({"ok": 1}));
+        let completed = Settlement::Completed(RawJson::of(&json!({"ok": 1})));
         Arc::new(QueuedSettle::new(&ClaimKey::idempotency("p", "k"), "gw", &completed, 100))
     }
 

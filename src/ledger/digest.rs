@@ -10,6 +10,8 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::mcp::RawJson;
+
 /// Hex SHA-256 of `value`'s canonical JSON; equal for equal values whatever their key order.
 pub fn canonical_digest(value: &Value) -> String {
     let mut sink = HashSink(Sha256::new());
@@ -85,12 +87,13 @@ pub(crate) struct StoredResult {
 
 impl StoredResult {
     /// Keeps `result` when its JSON text is at most `max_result` bytes, else its canonical digest.
-    pub(crate) fn bound(result: &Value, max_result: usize) -> StoredResult {
-        let text = result.to_string();
+    /// Only an oversize result is parsed, to digest it.
+    pub(crate) fn bound(result: &RawJson, max_result: usize) -> StoredResult {
+        let text = result.get();
         if text.len() <= max_result {
-            StoredResult { text: Some(text), digest: None }
+            StoredResult { text: Some(text.to_owned()), digest: None }
         } else {
-            StoredResult { text: None, digest: Some(canonical_digest(result)) }
+            StoredResult { text: None, digest: Some(canonical_digest(&result.to_value())) }
         }
     }
 }
@@ -141,10 +144,11 @@ mod tests {
     fn results_are_kept_up_to_the_bound() {
         let result = json!({"content": [{"type": "text", "text": "hi"}]});
         let size = result.to_string().len();
-        let kept = StoredResult::bound(&result, size);
+        let raw = RawJson::of(&result);
+        let kept = StoredResult::bound(&raw, size);
         assert_eq!(kept.text.as_deref(), Some(result.to_string().as_str()));
         assert_eq!(kept.digest, None);
-        let digested = StoredResult::bound(&result, size - 1);
+        let digested = StoredResult::bound(&raw, size - 1);
         assert_eq!(digested, StoredResult { text: None, digest: Some(canonical_digest(&result)) });
     }
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use serde_json::Value;
+use crate::mcp::RawJson;
 
 use super::backend_tokens::{BackendTokenRow, TokenFilter};
 use super::digest::StoredResult;
@@ -64,7 +64,7 @@ impl MemoryStore {
         &self,
         key: &ClaimKey,
         owner: &str,
-        result: &Value,
+        result: &RawJson,
         max_result: usize,
     ) -> Result<(), LedgerError> {
         self.completed(key, owner, result.clone(), max_result)
@@ -93,11 +93,11 @@ impl MemoryStore {
         }
     }
 
-    fn completed(&self, key: &ClaimKey, owner: &str, result: Value, max_result: usize) -> Result<(), LedgerError> {
+    fn completed(&self, key: &ClaimKey, owner: &str, result: RawJson, max_result: usize) -> Result<(), LedgerError> {
         let stored = StoredResult::bound(&result, max_result);
         self.settle(key, owner, Settle::Complete(&stored), |record| {
             record.state = ClaimState::Completed;
-            record.result = stored.text.as_ref().map(|_| result);
+            record.result = stored.text.is_some().then_some(result);
             record.result_digest = stored.digest.clone();
             record.error = None;
         })

@@ -43,8 +43,9 @@ mod tests;
 use std::path::Path;
 use std::time::SystemTime;
 
-use serde_json::Value;
 use tokio::time::Instant;
+
+use crate::mcp::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 pub use backend_tokens::{BackendTokenRow, MAX_SEALED_TOKEN, TokenFilter};
@@ -140,7 +141,7 @@ impl LedgerStore {
         &self,
         key: &ClaimKey,
         owner: &str,
-        result: &Value,
+        result: &RawJson,
         max_result: usize,
     ) -> Result<(), LedgerError> {
         dispatch!(self.complete(key, owner, result, max_result))

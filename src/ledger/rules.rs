@@ -123,7 +123,10 @@ pub(crate) fn explain_resolve(key: &ClaimKey, current: Option<&ClaimRecord>) -> 
 }
 
 fn stored_result(record: &ClaimRecord) -> StoredResult {
-    StoredResult { text: record.result.as_ref().map(ToString::to_string), digest: record.result_digest.clone() }
+    StoredResult {
+        text: record.result.as_ref().map(|result| result.get().to_owned()),
+        digest: record.result_digest.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -131,6 +134,8 @@ mod tests {
     use std::time::Duration;
 
     use serde_json::json;
+
+    use crate::mcp::RawJson;
 
     use super::*;
 
@@ -141,7 +146,7 @@ mod tests {
     #[test]
     fn owners_settle_unsettled_claims() {
         let key = ClaimKey::idempotency("p", "k");
-        let stored = StoredResult::bound(&json!(1), 10);
+        let stored = StoredResult::bound(&RawJson::of(&json!(1)), 10);
         for state in SETTLE_FROM {
             for operation in [Settle::Complete(&stored), Settle::MarkUnknown("e"), Settle::Release] {
                 assert_eq!(explain(operation, &key, "me", Some(&record(state))).expect("allowed"), Verdict::Apply);
@@ -154,9 +159,9 @@ mod tests {
     #[test]
     fn completed_is_final_but_repeats_are_accepted() {
         let key = ClaimKey::idempotency("p", "k");
-        let done = ClaimRecord { result: Some(json!({"ok": 1})), ..record(ClaimState::Completed) };
-        let same = StoredResult::bound(&json!({"ok": 1}), 100);
-        let different = StoredResult::bound(&json!({"ok": 2}), 100);
+        let done = ClaimRecord { result: Some(RawJson::of(&json!({"ok": 1}))), ..record(ClaimState::Completed) };
+        let same = StoredResult::bound(&RawJson::of(&json!({"ok": 1})), 100);
+        let different = StoredResult::bound(&RawJson::of(&json!({"ok": 2})), 100);
         assert_eq!(explain(Settle::Complete(&same), &key, "me", Some(&done)).expect("repeat"), Verdict::AlreadyDone);
         assert!(matches!(
             explain(Settle::Complete(&different), &key, "me", Some(&done)),

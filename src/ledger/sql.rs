@@ -8,6 +8,8 @@
 //! - Times are `BIGINT` milliseconds since the Unix epoch, results JSON text: both dialects store them natively
 //!   and the text keeps the result's key order exactly.
 
+use crate::mcp::RawJson;
+
 use super::error::LedgerError;
 use super::types::{ClaimKey, ClaimRecord, ClaimState, from_millis};
 
@@ -207,7 +209,7 @@ impl RawRow {
             .ok_or_else(|| LedgerError::corrupt(format!("claim {} has an unknown state {:?}", self.key, self.state)))?;
         let result = self
             .result
-            .map(|text| serde_json::from_str(&text))
+            .map(RawJson::from_text)
             .transpose()
             .map_err(|error| LedgerError::corrupt(format!("claim {} has a malformed result: {error}", self.key)))?;
         Ok(ClaimRecord {

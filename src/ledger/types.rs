@@ -16,6 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::mcp::RawJson;
+
 use super::digest::sha256_hex;
 use super::error::LedgerError;
 
@@ -153,7 +155,7 @@ pub struct ClaimRecord {
     pub args_digest: String,
     pub state: ClaimState,
     /// The stored result, when completed and no larger than the store's `max_result`.
-    pub result: Option<Value>,
+    pub result: Option<RawJson>,
     /// The result's [`super::canonical_digest`], when it was too large to keep.
     pub result_digest: Option<String>,
     /// Why the outcome is unknown, or an operator's note.
@@ -214,7 +216,7 @@ pub enum WaitOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Settlement {
     /// The call ran; what duplicates are answered with (kept whole up to `max_result` bytes, else as a digest).
-    Completed(Value),
+    Completed(RawJson),
     /// The call may have run; why its outcome is unknown.
     Unknown(String),
     /// The call provably never reached the backend (`McpError::NotDelivered`): the claim is deleted.

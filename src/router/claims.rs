@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -33,7 +34,7 @@ use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
     canonical_digest,
 };
-use crate::mcp::jsonrpc;
+use crate::mcp::{RawJson, jsonrpc};
 use crate::telemetry::{ClaimWrite, ErrorType, Metrics, ToolOutcome};
 
 pub const REPLAYED_META: &str = "switchyard/replayed";
@@ -219,17 +220,26 @@ pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
 }
 
 /// How a claim is settled, by what the backend client reported: a result or the backend's JSON-RPC error is
-/// completed, stored as `{"result": …}` or `{"error": …}` for replays.
+/// completed, stored as `{"result": …}` or `{"error": …}` for replays. The answer is written once, borrowed,
+/// straight into the text the ledger stores (no copy of the result).
 fn settlement_of(answer: &Result<Value, McpError>) -> Settlement {
     match answer {
-        Ok(result) => Settlement::Completed(json!({ "result": result })),
+        Ok(result) => Settlement::Completed(RawJson::of(&StoredAnswer::Result(result))),
         Err(McpError::Rpc { code, message, data }) => {
-            Settlement::Completed(json!({ "error": { "code": code, "message": message, "data": data } }))
+            Settlement::Completed(RawJson::of(&StoredAnswer::Error { code: *code, message, data }))
         }
         Err(error) if error.proves_not_delivered() => Settlement::Released,
         Err(McpError::Cancelled) => Settlement::Unknown("cancelled by the agent while it ran".into()),
         Err(error) => Settlement::Unknown(error.to_string()),
     }
+}
+
+/// A settled answer as the ledger stores it: `{"result": …}` or `{"error": {"code", "message", "data"}}`.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum StoredAnswer<'a> {
+    Result(&'a Value),
+    Error { code: i64, message: &'a str, data: &'a Option<Value> },
 }
 
 /// A claim key and what the agent knows it as, for the sentence that refuses a conflicting call.
@@ -279,7 +289,7 @@ fn claim_key(caller: &Caller, params: &Value) -> Result<NamedKey, KeyRefusal> {
 /// The answer a settled claim gives to a duplicate.
 fn replay(record: &ClaimRecord) -> Result<Value, RpcFailure> {
     match (record.state, &record.result) {
-        (ClaimState::Completed, Some(stored)) => replay_stored(stored),
+        (ClaimState::Completed, Some(stored)) => replay_stored(&stored.to_value()),
         (ClaimState::Completed, None) => Ok(outcome::settled_without_result(record)),
         _ => Ok(outcome::unknown_duplicate(record)),
     }
@@ -365,5 +375,21 @@ mod tests {
         assert_eq!(replayed["_meta"], json!({"x": 1, REPLAYED_META: true}));
         let failure = replay_stored(&json!({"error": {"code": -32602, "message": "bad", "data": null}})).unwrap_err();
         assert_eq!(failure, RpcFailure { code: -32602, message: "bad".into(), data: None });
+    }
+
+    #[test]
+    fn settled_answers_are_stored_as_written_and_replay() {
+        let stored = |answer| match settlement_of(&answer) {
+            Settlement::Completed(raw) => raw,
+            other => panic!("not completed: {other:?}"),
+        };
+        let result = stored(Ok(json!({"z": 1, "a": [true], "isError": false})));
+        assert_eq!(result.get(), r#"{"result":{"z":1,"a":[true],"isError":false}}"#, "key order kept");
+        assert_eq!(replay_stored(&result.to_value()).unwrap()["_meta"], json!({REPLAYED_META: true}));
+        let rpc = |data| McpError::Rpc { code: -32000, message: "down".into(), data };
+        let error = stored(Err(rpc(None)));
+        assert_eq!(error.get(), r#"{"error":{"code":-32000,"message":"down","data":null}}"#);
+        let failure = replay_stored(&stored(Err(rpc(Some(json!({"why": 1}))))).to_value()).unwrap_err();
+        assert_eq!(failure, RpcFailure { code: -32000, message: "down".into(), data: Some(json!({"why": 1})) });
     }
 }

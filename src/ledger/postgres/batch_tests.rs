@@ -14,6 +14,7 @@ use crate::ledger::background::QueuedSettle;
 use crate::ledger::error::LedgerError;
 use crate::ledger::tests::{Harness, claim_of, winners_and_losers};
 use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, new_claim_id};
+use crate::mcp::RawJson;
 
 type Claimed = oneshot::Receiver<Result<ClaimOutcome, LedgerError>>;
 type Settled = oneshot::Receiver<Result<(), LedgerError>>;
@@ -92,7 +93,7 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     // PostgreSQL refuses a NUL character in text (SQLSTATE 22021): this statement fails on its own values.
     let (bad, bad_answer) = claim_job(NewClaim { principal: "al\0ice".into(), ..claim_of("b", "gw-a") });
     let (last, last_answer) = claim_job(claim_of("c", "gw-a"));
-    let completed = Settlement::Completed(json!({"result": {"content": []}}));
+    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
     let (done, done_answer) = settle_job("done", "gw-a", &completed);
     let (lost, lost_answer) = settle_job("lost", "gw-a", &Settlement::Unknown("timed out".into()));
     // Changes nothing in the batch; the rules say why after the commit.

@@ -22,8 +22,9 @@ mod schema;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
+
+use crate::mcp::RawJson;
 
 use super::backend_tokens::BackendTokenSql;
 use super::background::{self, Pending, QueuedSettle, Resettle};
@@ -130,7 +131,7 @@ impl PostgresStore {
         &self,
         key: &ClaimKey,
         owner: &str,
-        result: &Value,
+        result: &RawJson,
         max_result: usize,
     ) -> Result<(), LedgerError> {
         self.settle(key, owner, OwnedSettle::Complete(StoredResult::bound(result, max_result))).await

@@ -21,9 +21,10 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
+
+use crate::mcp::RawJson;
 
 use super::background::{self, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
@@ -99,7 +100,7 @@ impl SqliteStore {
         &self,
         key: &ClaimKey,
         owner: &str,
-        result: &Value,
+        result: &RawJson,
         max_result: usize,
     ) -> Result<(), LedgerError> {
         let stored = StoredResult::bound(result, max_result);

@@ -2,8 +2,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
+
+use crate::mcp::RawJson;
 
 use super::{Harness, claim_of, winners_and_losers};
 // Cases about batches and the completion nobody waits for live in their own file; the suite finds them here.
@@ -38,8 +40,8 @@ pub(super) async fn stored(store: &LedgerStore, name: &str) -> ClaimRecord {
     store.get(&key(name)).await.expect("get").expect("the claim exists")
 }
 
-pub(super) fn result(text: &str) -> Value {
-    json!({ "content": [{ "type": "text", "text": text }], "isError": false })
+pub(super) fn result(text: &str) -> RawJson {
+    RawJson::of(&json!({ "content": [{ "type": "text", "text": text }], "isError": false }))
 }
 
 pub(super) async fn claim_once_then_existing(h: &Harness) {
@@ -113,7 +115,7 @@ pub(super) async fn oversize_result_is_kept_as_digest(h: &Harness) {
     let record = stored(&h.store, "big").await;
     assert_eq!(record.state, ClaimState::Completed);
     assert_eq!(record.result, None);
-    assert_eq!(record.result_digest, Some(canonical_digest(&answer)));
+    assert_eq!(record.result_digest, Some(canonical_digest(&answer.to_value())));
 }
 
 pub(super) async fn mark_unknown_records_the_error(h: &Harness) {

@@ -13,6 +13,7 @@ use crate::ledger::{
     ClaimKey, ClaimOutcome, ClaimState, LedgerError, LedgerStore, Maintenance, Revocation, RevocationEvent,
     RevocationFeed, WaitOutcome, maintain,
 };
+use crate::mcp::RawJson;
 
 fn key(name: &str) -> ClaimKey {
     ClaimKey::idempotency("alice", name)
@@ -145,7 +146,11 @@ async fn postgres_reconnects_after_its_connections_die() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    harness.store.complete(&key("k"), "gw-a", &json!({"ok": true}), super::MAX_RESULT).await.expect("complete");
+    harness
+        .store
+        .complete(&key("k"), "gw-a", &RawJson::of(&json!({"ok": true})), super::MAX_RESULT)
+        .await
+        .expect("complete");
     assert!(matches!(waiter.await.expect("waiter"), Ok(WaitOutcome::Settled(_))));
     assert!(started.elapsed() < Duration::from_secs(3), "woken after {:?}", started.elapsed());
     drop(second);

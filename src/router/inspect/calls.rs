@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::super::CallRouter;
 use crate::ledger::{ClaimRecord, ClaimState, LedgerError, ListFilter, OPERATOR, Resolution};
+use crate::mcp::RawJson;
 
 /// Most calls one query returns.
 pub const MAX_CALLS: usize = 1000;
@@ -115,10 +116,10 @@ impl CallRouter {
 fn call_view(record: &ClaimRecord) -> CallView {
     let settled = record.state != ClaimState::InFlight && record.owner != OPERATOR;
     // Answers are stored as the claims module replays them: `{"result": …}` or `{"error": …}`.
-    let tool_error = record
-        .result
-        .as_ref()
-        .map(|answer| answer.get("error").is_some() || answer.pointer("/result/isError") == Some(&Value::Bool(true)));
+    let tool_error =
+        record.result.as_ref().map(RawJson::to_value).map(|answer| {
+            answer.get("error").is_some() || answer.pointer("/result/isError") == Some(&Value::Bool(true))
+        });
     CallView {
         key: record.key.to_string(),
         principal: record.principal.clone(),
@@ -183,7 +184,7 @@ mod tests {
             tool: "search".into(),
             args_digest: String::new(),
             state,
-            result,
+            result: result.as_ref().map(RawJson::of),
             result_digest: None,
             error: None,
             created_at,
