@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use switchyard::config::DEFAULT_MAX_RESULT;
 use switchyard::ledger::{ClaimKey, ClaimOutcome, LedgerStore, NewClaim, Settlement, canonical_digest};
-use switchyard::mcp::RawJson;
+use switchyard::raw_json::RawJson;
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const CONCURRENT_TASKS: usize = 64;

@@ -140,7 +140,7 @@ mod tests {
 
     use serde_json::json;
 
-    use crate::mcp::RawJson;
+    use crate::raw_json::RawJson;
 
     use super::*;
 

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 /// Hex SHA-256 of `value`'s canonical JSON; equal for equal values whatever their key order.
 pub fn canonical_digest(value: &Value) -> String {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::backend_tokens::{BackendTokenRow, TokenFilter};
 use super::digest::StoredResult;

@@ -45,7 +45,7 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
 pub use backend_tokens::{BackendTokenRow, MAX_SEALED_TOKEN, TokenFilter};

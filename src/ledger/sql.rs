@@ -8,7 +8,7 @@
 //! - Times are `BIGINT` milliseconds since the Unix epoch, results JSON text: both dialects store them natively
 //!   and the text keeps the result's key order exactly.
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::error::LedgerError;
 use super::types::{ClaimKey, ClaimRecord, ClaimState, from_millis};

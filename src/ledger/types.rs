@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::digest::sha256_hex;
 use super::error::LedgerError;

@@ -11,11 +11,9 @@ pub mod meta;
 pub mod method;
 pub mod modern;
 mod outcome;
-mod raw;
 mod relay;
 
 pub use outcome::{OUTCOME_META, Outcome};
-pub use raw::RawJson;
 pub use relay::{Relay, RelayMessage, SessionMessage};
 
 /// Protocol versions the gateway accepts, newest first (MCP 2025-11-25 "Versioning").

@@ -34,7 +34,8 @@ use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
     canonical_digest,
 };
-use crate::mcp::{RawJson, jsonrpc};
+use crate::mcp::jsonrpc;
+use crate::raw_json::RawJson;
 use crate::telemetry::{ClaimWrite, ErrorType, Metrics, ToolOutcome};
 
 pub const REPLAYED_META: &str = "switchyard/replayed";

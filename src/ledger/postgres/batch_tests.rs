@@ -14,7 +14,7 @@ use crate::ledger::background::QueuedSettle;
 use crate::ledger::error::LedgerError;
 use crate::ledger::tests::{Harness, claim_of, winners_and_losers};
 use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, new_claim_id};
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 type Claimed = oneshot::Receiver<Result<ClaimOutcome, LedgerError>>;
 type Settled = oneshot::Receiver<Result<(), LedgerError>>;

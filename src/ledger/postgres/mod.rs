@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 use tokio::sync::{broadcast, oneshot};
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::backend_tokens::BackendTokenSql;
 use super::background::{self, Pending, QueuedSettle, Resettle};

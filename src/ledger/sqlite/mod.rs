@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::background::{self, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};

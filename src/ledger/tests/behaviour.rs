@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 use super::{Harness, claim_of, winners_and_losers};
 // Cases about batches and the completion nobody waits for live in their own file; the suite finds them here.

@@ -13,7 +13,7 @@ use crate::ledger::{
     ClaimKey, ClaimOutcome, ClaimState, LedgerError, LedgerStore, Maintenance, Revocation, RevocationEvent,
     RevocationFeed, WaitOutcome, maintain,
 };
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 fn key(name: &str) -> ClaimKey {
     ClaimKey::idempotency("alice", name)

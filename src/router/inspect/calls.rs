@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::super::CallRouter;
 use crate::ledger::{ClaimRecord, ClaimState, LedgerError, ListFilter, OPERATOR, Resolution};
-use crate::mcp::RawJson;
+use crate::raw_json::RawJson;
 
 /// Most calls one query returns.
 pub const MAX_CALLS: usize = 1000;
