@@ -108,7 +108,8 @@ impl CallLedger {
             if existing.state != ClaimState::InFlight {
                 return Admission::Answered(ToolOutcome::Replayed, replay(&existing));
             }
-            match self.store.wait_settled(&key, call.deadline).await {
+            // Boxed: only a duplicate waits, and its future would otherwise size every call's.
+            match Box::pin(self.store.wait_settled(&key, call.deadline)).await {
                 Ok(WaitOutcome::Settled(settled)) if settled.id == existing.id => {
                     return Admission::Answered(ToolOutcome::Replayed, replay(&settled));
                 }

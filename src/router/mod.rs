@@ -381,7 +381,7 @@ impl CallRouter {
             None => self.ledger.admit(&guarded).await,
             Some(text) => {
                 let continued = self.open_state(&text, &identity).inspect_err(refused)?;
-                let admitted = self.ledger.resume(&guarded, &continued, &self.waiting).await;
+                let admitted = Box::pin(self.ledger.resume(&guarded, &continued, &self.waiting)).await;
                 continuation::restore_backend_state(&mut params, continued.backend_state);
                 admitted
             }
