@@ -177,7 +177,8 @@ impl Front {
         let relay = Relay::new(capabilities, sink).cancellable(Arc::clone(&cancellable.signal));
         if !RELAYING_METHODS.contains(&method.as_str()) {
             let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
-            let reply = self.reply(request, params, &relay).await;
+            // Boxed: inline, the call's future would size every request's handler future.
+            let reply = Box::pin(self.reply(request, params, &relay)).await;
             return Ok(http::json(StatusCode::OK, &reply));
         }
         // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
@@ -207,7 +208,8 @@ impl Front {
                 let session = Some((request.caller.session.as_str(), request.version));
                 let (method, id, peer) = (request.method, &request.caller.request_id, request.caller.peer);
                 let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
-                let reply = span.run(self.route(&request, params, relay)).await;
+                // Boxed, so the untraced call's future is not sized by this branch too.
+                let reply = Box::pin(span.run(self.route(&request, params, relay))).await;
                 span.end(&reply);
                 reply
             }

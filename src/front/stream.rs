@@ -74,37 +74,56 @@ pub(super) async fn answer(mut call: Call, mut outbox: Outbox) -> Response {
     }
 }
 
-/// The agent's JSON-RPC response, once the call is done.
-type Pending = Pin<Box<dyn Future<Output = Value> + Send>>;
+/// What a call ends with: the agent's JSON-RPC response (with its HTTP status, in the 2026-07-28 era).
+pub(super) trait Reply: Send + 'static {
+    /// The reply of a call that panicked inside the gateway; `error` is its JSON-RPC internal error.
+    fn failed(error: Value) -> Self;
+}
+
+impl Reply for Value {
+    fn failed(error: Value) -> Value {
+        error
+    }
+}
+
+impl Reply for (StatusCode, Value) {
+    fn failed(error: Value) -> Self {
+        (StatusCode::OK, error)
+    }
+}
+
+/// The call, once it is done.
+type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// A call polled by whoever awaits it (no task, no channel on the way); dropped before it finished, it goes on
 /// running on a task of its own, so the agent's going away never stops a call half-way nor leaves its ledger
-/// claim unsettled. A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
-pub(super) struct Call(Option<Pending>);
+/// claim unsettled (both eras: in the 2026-07-28 era the front cancels the backend request first, and the call
+/// settles that). A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
+pub(super) struct Call<T: Reply = Value>(Option<Pending<T>>);
 
-impl Call {
-    pub(super) fn new(call: impl Future<Output = Value> + Send + 'static) -> Call {
+impl<T: Reply> Call<T> {
+    pub(super) fn new(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
         Call(Some(Box::pin(call)))
     }
 }
 
-impl Future for Call {
-    type Output = Value;
+impl<T: Reply> Future for Call<T> {
+    type Output = T;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Value> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let Some(call) = self.0.as_mut() else { return Poll::Pending };
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.as_mut().poll(cx)));
         let reply = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(reply)) => reply,
-            Err(panic) => internal_error(&format_args!("panicked: {}", panic_message(panic.as_ref()))),
+            Err(panic) => T::failed(internal_error(&format_args!("panicked: {}", panic_message(panic.as_ref())))),
         };
         self.0 = None;
         Poll::Ready(reply)
     }
 }
 
-impl Drop for Call {
+impl<T: Reply> Drop for Call<T> {
     fn drop(&mut self) {
         if let (Some(call), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
             runtime.spawn(call);
@@ -116,7 +135,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("")
 }
 
-pub(super) fn internal_error(error: &impl std::fmt::Display) -> Value {
+fn internal_error(error: &impl std::fmt::Display) -> Value {
     crate::mcp::jsonrpc::error(
         None,
         crate::mcp::jsonrpc::INTERNAL_ERROR,

@@ -128,8 +128,8 @@ impl CallRouter {
     /// Lists an unauthorized backend as `caller`: an authorization URL when its principal must authorize; when
     /// it already may, the backend is discovered now.
     async fn probe(&self, caller: &Caller, backend: &Arc<str>) -> Option<Needed> {
-        let target = self.routing.load().targets.get(backend)?.renewed().for_principal(&caller.principal.name);
-        match self.client.request(&caller.slot(backend), &target, method::TOOLS_LIST, Value::Null).await {
+        let (slot, target) = caller.on_backend(backend, self.routing.load().targets.get(backend)?);
+        match self.client.request(&slot, &target, method::TOOLS_LIST, Value::Null).await {
             Ok(_) => {
                 if let Err(error) = self.discover(backend).await {
                     tracing::warn!(%backend, %error, "discovery after an agent's authorization failed");

@@ -82,35 +82,29 @@ impl CallLedger {
                 return Admission::Answered(ToolOutcome::Denied, refused);
             }
         };
-        let key = named.key.clone();
-        let new = NewClaim {
-            key: key.clone(),
-            principal: call.caller.principal.name.clone(),
-            session: call.caller.session.clone(),
-            backend: call.route.backend.to_string(),
-            tool: call.route.name.clone(),
-            args_digest: canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null)),
-            owner: self.owner.clone(),
-            lease: self.lease,
-        };
+        let key = &named.key;
+        let digest = canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null));
         let unavailable =
             |error| Admission::Answered(ToolOutcome::NotDelivered, Ok(outcome::ledger_unavailable(&error)));
         for _ in 0..MAX_RECLAIMS {
-            let existing = match self.store.claim(new.clone()).await {
+            // Each attempt builds its claim rather than cloning one kept for the rare comparison below.
+            let existing = match self.store.claim(self.new_claim(call, key, &digest)).await {
                 Ok(ClaimOutcome::Claimed(_)) => {
                     self.metrics.count_claims(ClaimWrite::InFlight, 1);
-                    return Admission::Run(key, 0);
+                    return Admission::Run(named.key, 0);
                 }
                 Ok(ClaimOutcome::Existing(existing)) => existing,
                 Err(error) => return unavailable(error),
             };
+            let new = self.new_claim(call, key, &digest);
             if let Some(mismatch) = existing.mismatch(&new) {
                 return Admission::Answered(ToolOutcome::Denied, Err(named.conflict(&existing, &new, mismatch)));
             }
             if existing.state != ClaimState::InFlight {
                 return Admission::Answered(ToolOutcome::Replayed, replay(&existing));
             }
-            match self.store.wait_settled(&key, call.deadline).await {
+            // Boxed: only a duplicate waits, and its future would otherwise size every call's.
+            match Box::pin(self.store.wait_settled(key, call.deadline)).await {
                 Ok(WaitOutcome::Settled(settled)) if settled.id == existing.id => {
                     return Admission::Answered(ToolOutcome::Replayed, replay(&settled));
                 }
@@ -123,6 +117,20 @@ impl CallLedger {
             }
         }
         Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress_unclaimed()))
+    }
+
+    /// The claim `call` makes under `key`; `digest`: its arguments' [`canonical_digest`].
+    fn new_claim(&self, call: &GuardedCall<'_>, key: &ClaimKey, digest: &str) -> NewClaim {
+        NewClaim {
+            key: key.clone(),
+            principal: call.caller.principal.name.clone(),
+            session: call.caller.session.clone(),
+            backend: call.route.backend.to_string(),
+            tool: call.route.name.clone(),
+            args_digest: digest.to_owned(),
+            owner: self.owner.clone(),
+            lease: self.lease,
+        }
     }
 
     /// Continues the call a retry's `requestState` names: the same claim, if this instance holds it waiting for

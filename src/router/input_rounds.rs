@@ -96,11 +96,13 @@ impl CallRouter {
         while asks_input(&answer) {
             rounds += 1;
             let retry = match rounds {
-                1..=MAX_ROUNDS => ask_agent(&answer, &params, relay, target.deadline()).await,
+                1..=MAX_ROUNDS => Box::pin(ask_agent(&answer, &params, relay, target.deadline())).await,
                 _ => Err(Stop::TooManyRounds),
             };
             let retry = retry.map_err(Stop::into_error)?;
-            answer = self.client.request_relayed(slot, target, method, retry, relay).await.map_err(delivered)?;
+            // Boxed, as the rounds are rare: the first request's future alone sizes the call's.
+            let retried = Box::pin(self.client.request_relayed(slot, target, method, retry, relay));
+            answer = retried.await.map_err(delivered)?;
         }
         Ok(answer)
     }

@@ -96,9 +96,16 @@ impl Caller {
         }
     }
 
-    /// The caller's slot for `backend` in the backend client's session table.
-    fn slot(&self, backend: &str) -> SlotKey {
-        SlotKey::new(&self.session, backend).owned_by(&self.fairness_key())
+    /// The caller's slot for `backend` in the backend client's session table, and `target` renewed for this
+    /// request and bound to the caller's principal: the principal's name is made shared once, for both.
+    fn on_backend(&self, backend: &Arc<str>, target: &BackendTarget) -> (SlotKey, BackendTarget) {
+        let principal: Arc<str> = self.principal.name.as_str().into();
+        let owner = match self.principal.name != Principal::ANONYMOUS {
+            true => Arc::clone(&principal),
+            false => self.fairness_key().into(),
+        };
+        let slot = SlotKey { agent_session: self.session.as_str().into(), backend: Arc::clone(backend), owner };
+        (slot, target.renewed().for_principal(principal))
     }
 }
 
@@ -372,7 +379,7 @@ impl CallRouter {
         let Some(target) = routing.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };
-        let target = target.renewed().for_principal(&caller.principal.name);
+        let (slot, target) = caller.on_backend(&route.backend, target);
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(caller, &mut params).inspect_err(refused)?;
@@ -381,7 +388,7 @@ impl CallRouter {
             None => self.ledger.admit(&guarded).await,
             Some(text) => {
                 let continued = self.open_state(&text, &identity).inspect_err(refused)?;
-                let admitted = self.ledger.resume(&guarded, &continued, &self.waiting).await;
+                let admitted = Box::pin(self.ledger.resume(&guarded, &continued, &self.waiting)).await;
                 continuation::restore_backend_state(&mut params, continued.backend_state);
                 admitted
             }
@@ -394,7 +401,6 @@ impl CallRouter {
             }
         };
         params["name"] = Value::String(route.name.clone());
-        let slot = caller.slot(&route.backend);
         let answer = self.request_in_rounds(&slot, &target, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let answer = match self.continue_call(caller, &identity, &key, round, answer) {

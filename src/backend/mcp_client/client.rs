@@ -206,7 +206,7 @@ impl McpBackendClient {
                 }
                 Err(error) => error,
             };
-            let retry = self.recover(key, target, &session, method, error, retried).await?;
+            let retry = Box::pin(self.recover(key, target, &session, method, error, retried)).await?;
             retried = true;
             if let Some(span) = span {
                 span.retry(if retry == Retry::NewSession { "session_ended" } else { "resent" });
@@ -350,7 +350,8 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        let started = timeout_at(deadline, self.start_session(key, target, capabilities))
+        // Boxed: the handshake is rare, and its future would otherwise size every call's (see ARCHITECTURE.md).
+        let started = timeout_at(deadline, Box::pin(self.start_session(key, target, capabilities)))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))
             .and_then(|started| started);

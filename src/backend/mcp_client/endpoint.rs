@@ -261,10 +261,10 @@ impl BackendTarget {
     }
 
     /// The same target for a call on behalf of `principal` (whose OAuth tokens a protected backend gets).
-    pub fn for_principal(self, principal: &str) -> Self {
+    pub fn for_principal(self, principal: Arc<str>) -> Self {
         match self {
             BackendTarget::Http(endpoint) => {
-                BackendTarget::Http(BackendEndpoint { principal: Some(principal.into()), ..endpoint })
+                BackendTarget::Http(BackendEndpoint { principal: Some(principal), ..endpoint })
             }
             duplex => duplex,
         }

@@ -3,9 +3,10 @@
 //! request that the agent may see.
 //!
 //! Rules:
-//! - The request runs on its own task, so its ledger claim is always settled; the agent closing its response
-//!   (the connection, or the event stream) is this era's cancellation and cancels the backend request (the claim
-//!   becomes `unknown`, never retried).
+//! - The request is polled by the handler, and by the event stream's task once it has one, as a
+//!   [`stream::Call`]: dropped unfinished (the agent went away), it goes on on a task of its own, so its ledger
+//!   claim is always settled. The agent closing its response (the connection, or the event stream) is this era's
+//!   cancellation and cancels the backend request (the claim becomes `unknown`, never retried).
 //! - The stream carries only notifications about this request: `notifications/progress`, and
 //!   `notifications/message` when the request's `_meta` set a `logLevel` at or below the message's level (none
 //!   without one). Never a request, never anything else; then the response, which ends the stream.
@@ -20,11 +21,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
 
 use super::checks::RequestMeta;
 use super::{REFUSAL, events, shape};
-use crate::front::stream::KEEP_ALIVE;
+use crate::front::stream::{self, KEEP_ALIVE};
 use crate::front::{Front, http};
 use crate::mcp::{Relay, RelayMessage, meta, method};
 use crate::router::{Caller, View};
@@ -73,7 +73,8 @@ impl Front {
         let (sink, mut messages) = mpsc::unbounded_channel();
         let relay = relay(capabilities, streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
         let router = Arc::clone(&self.router);
-        let mut task: JoinHandle<Answer> = tokio::spawn(async move {
+        // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
+        let mut call: stream::Call<Answer> = stream::Call::new(async move {
             let work = async {
                 let view = backend.as_deref().map_or(View::All, View::Backend);
                 let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
@@ -93,16 +94,20 @@ impl Front {
                         break first;
                     }
                 }
-                done = &mut task => {
+                answer = &mut call => {
                     armed.0 = None;
-                    let (status, reply) = finished(done);
-                    return http::json(status, &reply);
+                    // Polled inline, the call may have sent its messages in the same poll that finished it.
+                    let Some(first) = next_for_agent(&mut messages, log_level) else {
+                        return http::json(answer.0, &answer.1);
+                    };
+                    call = stream::Call::new(std::future::ready(answer));
+                    break first;
                 }
             }
         };
         armed.0 = None;
         let (events, response) = events::open();
-        tokio::spawn(pump(events, first, messages, task, cancel, log_level));
+        tokio::spawn(pump(events, first, messages, call, cancel, log_level));
         response
     }
 }
@@ -112,7 +117,7 @@ async fn pump(
     events: events::Events,
     first: Value,
     mut messages: mpsc::UnboundedReceiver<RelayMessage>,
-    mut task: JoinHandle<Answer>,
+    mut call: stream::Call<Answer>,
     cancel: Arc<Notify>,
     log_level: Option<usize>,
 ) {
@@ -121,25 +126,25 @@ async fn pump(
         open = tokio::select! {
             biased;
             Some(message) = messages.recv() => for_agent(message, log_level).is_none_or(|note| events.send(&note)),
-            done = &mut task => {
-                while let Ok(message) = messages.try_recv() {
-                    if let Some(note) = for_agent(message, log_level) {
-                        events.send(&note);
-                    }
+            (_, reply) = &mut call => {
+                while let Some(note) = next_for_agent(&mut messages, log_level) {
+                    events.send(&note);
                 }
-                events.send(&finished(done).1);
+                events.send(&reply);
                 return;
             }
             () = tokio::time::sleep(KEEP_ALIVE) => events.keep_alive(),
             () = events.closed() => false,
         };
     }
-    // The agent closed the stream: in this era that cancels the request.
+    // The agent closed the stream: in this era that cancels the request, which then settles on a task of its own
+    // (dropping `call` detaches it).
     cancel.notify_one();
 }
 
-fn finished(done: Result<Answer, tokio::task::JoinError>) -> Answer {
-    done.unwrap_or_else(|error| (StatusCode::OK, crate::front::stream::internal_error(&error)))
+/// The next message already queued that the agent sees, if any.
+fn next_for_agent(messages: &mut mpsc::UnboundedReceiver<RelayMessage>, log_level: Option<usize>) -> Option<Value> {
+    std::iter::from_fn(|| messages.try_recv().ok()).find_map(|message| for_agent(message, log_level))
 }
 
 /// What of a backend's message about the request the agent sees (see the module rules); `log_level`: the rank of
