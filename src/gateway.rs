@@ -70,11 +70,6 @@ pub enum GatewayError {
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
     Revocations(LogError),
-    #[error(
-        "backend `{backend}`: transport = \"{transport}\" is not served yet; only \"mcp\" (Streamable HTTP) backends \
-         can be used for now"
-    )]
-    TransportNotServed { backend: String, transport: &'static str },
     #[error("cannot read the listening socket's address: {0}")]
     Listener(std::io::Error),
     #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
