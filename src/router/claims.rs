@@ -220,6 +220,7 @@ impl CallLedger {
 /// How a sent call ended, by what the backend client reported (`switchyard_tool_calls_total`'s outcome).
 pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
     match answer {
+        Ok(result) if super::continuation::asks_input(result) => ToolOutcome::InputRequired,
         Ok(result) if ErrorType::of_result(result) == ErrorType::ToolError => ToolOutcome::ToolError,
         Ok(_) => ToolOutcome::Completed,
         Err(McpError::Rpc { .. }) => ToolOutcome::ToolError,

@@ -112,6 +112,9 @@ impl ErrorType {
 pub enum ToolOutcome {
     /// The backend answered with a result.
     Completed,
+    /// The backend asked a 2026-07-28 agent for input (`input_required`): a round of a call that goes on with the
+    /// agent's retry, so the call is neither completed nor failed yet.
+    InputRequired,
     /// The backend answered with a tool failure (`isError`) or a JSON-RPC error.
     ToolError,
     /// The call provably did not reach the backend (or was not sent because its claim could not be written).
@@ -125,8 +128,9 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    pub const ALL: [ToolOutcome; 6] = [
+    pub const ALL: [ToolOutcome; 7] = [
         ToolOutcome::Completed,
+        ToolOutcome::InputRequired,
         ToolOutcome::ToolError,
         ToolOutcome::NotDelivered,
         ToolOutcome::Unknown,
@@ -137,6 +141,7 @@ impl ToolOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
             ToolOutcome::Completed => "completed",
+            ToolOutcome::InputRequired => "input_required",
             ToolOutcome::ToolError => "tool_error",
             ToolOutcome::NotDelivered => "not_delivered",
             ToolOutcome::Unknown => "unknown",

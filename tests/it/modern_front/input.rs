@@ -15,6 +15,7 @@ use super::{ModernAgent, refusal};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::support::fault_backend::{Eras, FaultBackend, STATE_PREFIX, Script};
 use crate::support::gateway::{Reply, TestGateway, backend_toml};
+use crate::telemetry::{sample, scrape};
 
 fn elicit(message: &str) -> Value {
     json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}}}})
@@ -116,6 +117,17 @@ async fn a_call_that_asks_for_input_twice_is_one_claim_run_once_and_replayed_fro
     assert_eq!(replayed["content"], done["content"]);
     assert_eq!(fault.rpc_count("tools/call"), backend_calls, "answered from the ledger");
     assert_eq!(fault.executions("echo"), 1);
+
+    let metrics = scrape(&gateway.base).await;
+    let counted = |outcome: &str| {
+        sample(
+            &metrics,
+            &format!("switchyard_tool_calls_total{{backend=\"fault\",tool=\"fault__echo\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(counted("input_required"), Some(2.0), "each round that asked is counted as such:\n{metrics}");
+    assert_eq!(counted("completed"), Some(1.0), "the call completed once:\n{metrics}");
+    assert_eq!(counted("replayed"), Some(1.0), "{metrics}");
 }
 
 #[tokio::test]
