@@ -156,10 +156,10 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.max_revocations),
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
-        max_backend_sessions: TABLE
+        max_backend_sessions: BACKEND_SESSIONS
             .build(&section.key("max_backend_sessions"), raw.max_backend_sessions)?
             .unwrap_or(defaults.max_backend_sessions),
-        max_backend_sessions_per_principal: PER_PRINCIPAL
+        max_backend_sessions_per_principal: BACKEND_SESSIONS
             .build(&section.key("max_backend_sessions_per_principal"), raw.max_backend_sessions_per_principal)?
             .unwrap_or(defaults.max_backend_sessions_per_principal),
         header_timeout: optional(&section.key("header_timeout"), raw.header_timeout.as_deref(), parse_timeout)?
@@ -180,8 +180,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
-const TABLE: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
-const PER_PRINCIPAL: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
+/// Both the table's size and one principal's share of it.
+const BACKEND_SESSIONS: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
 
 fn build_max_body(key: &KeyPath, raw: Option<&SizeInput>) -> Result<Option<usize>, Fault> {
     optional_size(key, raw, check_max_body)
@@ -216,13 +216,13 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         server.session_ttl = ttl;
     }
     if let Some(size) =
-        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS", "max_backend_sessions", |text| TABLE.parse(text))?
+        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS", "max_backend_sessions", |text| BACKEND_SESSIONS.parse(text))?
     {
         server.max_backend_sessions = size;
     }
     let per_principal = "max_backend_sessions_per_principal";
-    if let Some(cap) =
-        lookup.get("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", per_principal, |text| PER_PRINCIPAL.parse(text))?
+    if let Some(cap) = lookup
+        .get("SWITCHYARD_MAX_BACKEND_SESSIONS_PER_PRINCIPAL", per_principal, |text| BACKEND_SESSIONS.parse(text))?
     {
         server.max_backend_sessions_per_principal = cap;
     }

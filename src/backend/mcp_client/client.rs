@@ -88,8 +88,9 @@ impl Subscribers {
     }
 }
 
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // One assignment per update: a poisoned value is still consistent.
+/// The mutex's value, poisoned or not: the client's mutexes guard values replaced or edited in one step, so a
+/// panic elsewhere never leaves one half-updated.
+pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -14,11 +14,12 @@
 //!   stream ([`super::subscriptions`]).
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use http::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
+use super::client::lock;
 use super::era::{LATEST_MODERN_VERSION, Verdict, verdict_of_error, verdict_of_result};
 use super::exchange::{Exchange, ExchangeError, Listener, Wire, excerpt};
 use super::refusal::Refusal;
@@ -91,11 +92,6 @@ impl Asked {
         }
         Some(Ok(Some(subscriptions.iter().cloned().collect())))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // One assignment per update: a poisoned value is still consistent.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `params` with the `_meta` members every modern request carries; `capabilities` of `null` declare none.
