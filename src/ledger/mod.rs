@@ -16,7 +16,8 @@
 //! - Group commit: the SQL stores' writers take every job queued when they wake (sleeping on their queue, never
 //!   polling) and commit them in one transaction, answering each after the commit; one job's failure is its own.
 //! - A call's completion need not be awaited ([`LedgerStore::settle_soon`]): the claim is durable before the
-//!   call is sent, and stays `in_flight` until the completion is, which is all at most once needs.
+//!   call is sent, and stays `in_flight` until the completion is, which is all at most once needs. The SQL stores
+//!   let it linger (a few ms at most) for the next job, so a quiet call costs one writer wake-up and one commit.
 //! - Owner ids must be stable across restarts of one instance ([`instance_id`] keeps one in the data
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
@@ -148,7 +149,8 @@ impl LedgerStore {
     }
 
     /// Settles the owner's claim as `settlement` says without waiting for the store: the settle joins the
-    /// writer's next batch, and the claim's waiters are woken once it is durable. Until then the claim stays
+    /// writer's next batch (waiting up to `background::LINGER` for one), and the claim's waiters are woken once it
+    /// is durable. Until then the claim stays
     /// durably `in_flight`, so a duplicate waits for it and a crash leaves it to become `unknown` (see
     /// ARCHITECTURE.md, *The completion is off the agent's path*). A settle the store cannot take is retried in
     /// the background; one the rules refuse is logged. The memory store settles at once.

@@ -5,8 +5,10 @@
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
-//!   are free (at most [`MAX_BATCH`] jobs). An idle writer sleeps on the queue; nothing polls. A lone job is
-//!   sent without `BEGIN`/`COMMIT`, its statements in autocommit, as before batching.
+//!   are free (at most [`MAX_BATCH`] jobs), after the completions parked until then (see
+//!   [`crate::ledger::background`]): a quiet call's completion and the next call's claim share one round trip.
+//!   An idle writer sleeps on the queue; nothing polls. A lone job is sent without `BEGIN`/`COMMIT`, its
+//!   statements in autocommit, as before batching.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
 //! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` of its key: under READ COMMITTED the
@@ -22,9 +24,10 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::task::Poll;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Mutex, mpsc};
 use tokio_postgres::Row;
@@ -32,7 +35,7 @@ use tokio_postgres::types::ToSql;
 
 use super::conn::{self, Connector, Failure, Session};
 use super::ops;
-use crate::ledger::background::QueuedSettle;
+use crate::ledger::background::{Nudger, Parked, Parking, QueuedSettle};
 use crate::ledger::error::LedgerError;
 use crate::ledger::rules::Settle;
 use crate::ledger::sql::RACE_ATTEMPTS;
@@ -80,34 +83,112 @@ impl Job {
     }
 }
 
-/// The writers' queue. Once queued, a job runs whether or not its caller still waits; the writers end when the
-/// store (and with it this queue) is dropped and they have run what was queued.
+/// The writers' queue (`None` nudges a writer to take the parked jobs). Once queued or parked, a job runs
+/// whether or not its caller still waits; the writers end when the store (and with it this queue) is dropped and
+/// they have run what was queued and parked.
 pub(super) struct Writers {
-    queue: mpsc::UnboundedSender<Job>,
+    queue: Queue,
+    parking: Arc<Parking<Job>>,
+    #[cfg(test)]
+    batches: Arc<AtomicU64>,
+    _nudger: Nudger,
+}
+
+#[derive(Clone)]
+struct Queue(mpsc::UnboundedSender<Option<Job>>);
+
+/// What the writers share besides their queue.
+struct Shared {
+    conn: Arc<Connector>,
+    jobs: Mutex<mpsc::UnboundedReceiver<Option<Job>>>,
+    parking: Arc<Parking<Job>>,
+    /// Counts the batches run.
+    batches: Arc<AtomicU64>,
 }
 
 impl Writers {
-    pub(super) fn start(conn: Arc<Connector>) -> Writers {
+    /// Starts the writer tasks; parked jobs wait at most `linger`.
+    pub(super) fn start(conn: Arc<Connector>, linger: Duration) -> Writers {
         let (queue, jobs) = mpsc::unbounded_channel();
-        let jobs = Arc::new(Mutex::new(jobs));
-        for slot in conn.writer_slots() {
-            tokio::spawn(write(conn.clone(), slot, jobs.clone()));
+        let (queue, parking, batches) = (Queue(queue), Arc::new(Parking::new(linger)), Arc::default());
+        let slots = conn.writer_slots();
+        let shared =
+            Arc::new(Shared { conn, jobs: Mutex::new(jobs), parking: parking.clone(), batches: Arc::clone(&batches) });
+        for slot in slots {
+            tokio::spawn(write(shared.clone(), slot));
         }
-        Writers { queue }
+        let _nudger = {
+            let (queue, parked) = (queue.clone(), parking.clone());
+            Nudger::start(parking.clone(), move || queue.nudge(&parked))
+        };
+        Writers {
+            queue,
+            parking,
+            #[cfg(test)]
+            batches,
+            _nudger,
+        }
     }
 
     pub(super) fn submit(&self, job: Job) {
-        if let Err(mpsc::error::SendError(job)) = self.queue.send(job) {
-            job.fail(LedgerError::unavailable("the PostgreSQL ledger's writers have stopped"));
+        if let Err(mpsc::error::SendError(Some(job))) = self.queue.0.send(Some(job)) {
+            job.fail(stopped());
+        }
+    }
+
+    /// Parks `job` for the next batch (see [`crate::ledger::background`]).
+    pub(super) fn park(&self, job: Job) {
+        if self.parking.park(job) == Parked::Full {
+            self.nudge();
+        }
+    }
+
+    /// Has a writer apply the parked jobs now.
+    pub(super) fn nudge(&self) {
+        self.queue.nudge(&self.parking);
+    }
+
+    /// How many batches (transactions or lone jobs) the writers ran, for tests that show what shares one.
+    #[cfg(test)]
+    pub(super) fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+}
+
+impl Queue {
+    fn nudge(&self, parking: &Parking<Job>) {
+        if self.0.send(None).is_err() {
+            let mut lost = Vec::new();
+            parking.take_into(&mut lost);
+            lost.into_iter().for_each(|job| job.fail(stopped()));
         }
     }
 }
 
-async fn write(conn: Arc<Connector>, slot: usize, jobs: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
-    let mut batch = Vec::new();
+fn stopped() -> LedgerError {
+    LedgerError::unavailable("the PostgreSQL ledger's writers have stopped")
+}
+
+async fn write(shared: Arc<Shared>, slot: usize) {
+    let mut received = Vec::new();
     // One free writer at a time waits on the queue, the others behind it; whoever wakes takes all that is there.
-    while jobs.lock().await.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        run(&conn, slot, std::mem::take(&mut batch)).await;
+    while shared.jobs.lock().await.recv_many(&mut received, MAX_BATCH).await > 0 {
+        let mut batch = Vec::new();
+        shared.parking.take_into(&mut batch);
+        batch.extend(received.drain(..).flatten());
+        run_counted(&shared, slot, batch).await;
+    }
+    let mut rest = Vec::new();
+    shared.parking.take_into(&mut rest);
+    run_counted(&shared, slot, rest).await;
+}
+
+async fn run_counted(shared: &Shared, slot: usize, batch: Vec<Job>) {
+    // A nudge whose jobs an earlier wake-up took finds nothing.
+    if !batch.is_empty() {
+        // Counted before its jobs are answered, so an answered caller sees it.
+        shared.batches.fetch_add(1, Ordering::Relaxed);
+        run(&shared.conn, slot, batch).await;
     }
 }
 

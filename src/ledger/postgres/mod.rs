@@ -2,7 +2,9 @@
 //!
 //! Rules:
 //! - Atomicity comes from PostgreSQL: each operation is one statement (see [`ops`]); claims and settles that
-//!   arrive together share one pipelined transaction, one round trip per batch ([`batch`]).
+//!   arrive together share one pipelined transaction, one round trip per batch ([`batch`]). A completion nobody
+//!   waits for ([`PostgresStore::settle_soon`]) is parked and rides with the next batch, or goes on its own once
+//!   it waited [`LINGER`] (see [`super::background`]).
 //! - Queries go through a few reconnecting, pipelined connections ([`conn`]); notifications arrive on another,
 //!   listening connection ([`listen`]). Waiters in this process are also woken directly after a local settle
 //!   commits, so they do not wait for the notification's round trip.
@@ -20,14 +22,14 @@ mod revocations;
 mod schema;
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{broadcast, oneshot};
 
 use crate::raw_json::RawJson;
 
 use super::backend_tokens::BackendTokenSql;
-use super::background::{self, Pending, QueuedSettle, Resettle};
+use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
@@ -68,13 +70,18 @@ impl std::fmt::Debug for PostgresStore {
 impl PostgresStore {
     /// Connects, creates or checks the schema, and starts listening for settled claims.
     pub(crate) async fn open(url: &PostgresUrl) -> Result<PostgresStore, LedgerError> {
+        Self::open_lingering(url, LINGER).await
+    }
+
+    /// [`PostgresStore::open`] with queued completions waiting at most `linger` for another job.
+    pub(crate) async fn open_lingering(url: &PostgresUrl, linger: Duration) -> Result<PostgresStore, LedgerError> {
         let config = conn::driver_config(&url.connect)?;
         let names = schema::Names::new(url.schema.as_deref());
         let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
         schema::migrate(&mut client, &names).await?;
         let conn = Connector::new(config.clone(), Statements::new(&names.claims, Dialect::Postgres), client).await?;
         let conn = Arc::new(conn);
-        let writers = Writers::start(conn.clone());
+        let writers = Writers::start(conn.clone(), linger);
         let waiters = Arc::new(Waiters::default());
         let (stop, stopped) = oneshot::channel();
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
@@ -148,23 +155,26 @@ impl PostgresStore {
     async fn settle(&self, key: &ClaimKey, owner: &str, settle: OwnedSettle) -> Result<(), LedgerError> {
         let queued = Arc::new(QueuedSettle { key: key.clone(), owner: owner.to_owned(), settle });
         let (reply, answer) = oneshot::channel();
-        self.submit_settle(queued, Box::new(move |settled| drop(reply.send(settled))));
+        self.inner.writers.submit(self.settle_job(queued, Box::new(move |settled| drop(reply.send(settled)))));
         answer.await.map_err(|_| LedgerError::unavailable("the ledger's writer stopped"))?
     }
 
-    /// Queues `queued` for the writers' next batch and returns at once (see [`super::background`]).
+    /// Parks `queued` for the writers' next batch and returns at once (see [`super::background`]). The parked
+    /// job does not keep the store open: dropping the store applies it.
     pub(crate) fn settle_soon(&self, queued: QueuedSettle) {
         let (store, ticket, runtime) =
-            (self.clone(), self.inner.pending.ticket(), tokio::runtime::Handle::try_current());
+            (Arc::downgrade(&self.inner), self.inner.pending.ticket(), tokio::runtime::Handle::try_current());
         let queued = Arc::new(queued);
         let retry = queued.clone();
-        let done =
-            move |settled: Result<(), LedgerError>| background::finished(store, runtime.ok(), ticket, retry, settled);
-        self.submit_settle(queued, Box::new(done));
+        let done = move |settled: Result<(), LedgerError>| {
+            let store = store.upgrade().map(|inner| PostgresStore { inner });
+            background::finished(store, runtime.ok(), ticket, retry, settled);
+        };
+        self.inner.writers.park(self.settle_job(queued, Box::new(done)));
     }
 
-    /// Queues a settle whose waiters are woken once it committed, then answers `reply`.
-    fn submit_settle(&self, queued: Arc<QueuedSettle>, reply: batch::SettleReply) {
+    /// A settle job whose waiters are woken once it committed, then `reply` answered.
+    fn settle_job(&self, queued: Arc<QueuedSettle>, reply: batch::SettleReply) -> Job {
         let (waiters, key) = (self.inner.waiters.clone(), queued.key.clone());
         let reply = Box::new(move |settled: Result<(), LedgerError>| {
             if settled.is_ok() {
@@ -172,7 +182,13 @@ impl PostgresStore {
             }
             reply(settled);
         });
-        self.inner.writers.submit(Job::Settle { queued, now: SystemTime::now(), reply: batch::Answer::new(reply) });
+        Job::Settle { queued, now: SystemTime::now(), reply: batch::Answer::new(reply) }
+    }
+
+    /// How many batches the writers ran.
+    #[cfg(test)]
+    pub(crate) fn batches(&self) -> u64 {
+        self.inner.writers.batches()
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
@@ -189,7 +205,8 @@ impl PostgresStore {
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
-        // Settles still queued are not leftovers.
+        // Settles still queued are not leftovers: applied now, not after their linger.
+        self.inner.writers.nudge();
         self.inner.pending.flushed().await;
         let now = SystemTime::now();
         let keys = self

@@ -2,7 +2,9 @@
 //!
 //! Rules:
 //! - The worker sleeps on its queue and is woken by the next job: nothing polls or spins, so an idle store costs
-//!   no CPU. Whatever queued up while it was busy (at most [`MAX_BATCH`] jobs) is the next batch.
+//!   no CPU. Whatever queued up while it was busy (at most [`MAX_BATCH`] jobs), after the completions parked
+//!   until then (see [`crate::ledger::background`]), is the next batch: a quiet call's completion and the next
+//!   call's claim share one wake-up and one transaction.
 //! - A lone job runs in autocommit mode, as its own transaction. Jobs that arrived together run in one
 //!   `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page instead of one per job.
 //! - Each job of a batch runs inside a savepoint of its own: a job that fails is rolled back to its savepoint,
@@ -13,6 +15,8 @@
 //! - If SQLite rolls the whole transaction back on an error (disk full, I/O error), the jobs that ran in it are
 //!   answered with an error and the rest of the batch runs one by one.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -20,6 +24,7 @@ use rusqlite::ErrorCode;
 
 use super::checkpoint::Checkpointer;
 use super::worker::{BUSY_TIMEOUT, Db};
+use crate::ledger::background::Parking;
 use crate::ledger::error::LedgerError;
 
 /// The most jobs committed together.
@@ -37,15 +42,41 @@ pub(super) struct Ran {
     pub(super) reply: Reply,
 }
 
-/// Runs jobs until every sender is gone, telling `checkpointer` after each batch.
-pub(super) fn serve(mut db: Db, queue: &mpsc::Receiver<Job>, checkpointer: Option<&Checkpointer>) {
+/// What the worker shares with the store besides its queue.
+pub(super) struct Served {
+    pub(super) parking: Arc<Parking<Job>>,
+    /// Counts the batches run.
+    pub(super) batches: Arc<AtomicU64>,
+}
+
+/// Runs jobs until every sender is gone, then what is still parked, telling `checkpointer` after each batch.
+pub(super) fn serve(
+    mut db: Db,
+    queue: &mpsc::Receiver<Option<Job>>,
+    served: &Served,
+    checkpointer: Option<&Checkpointer>,
+) {
+    let mut batch = Vec::new();
     while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        batch.extend(queue.try_iter().take(MAX_BATCH - 1));
-        run(&mut db, batch);
-        if let Some(checkpointer) = checkpointer {
-            checkpointer.wrote();
-        }
+        served.parking.take_into(&mut batch);
+        batch.extend(first);
+        batch.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
+        run_counted(&mut db, std::mem::take(&mut batch), served, checkpointer);
+    }
+    served.parking.take_into(&mut batch);
+    run_counted(&mut db, batch, served, checkpointer);
+}
+
+fn run_counted(db: &mut Db, batch: Vec<Job>, served: &Served, checkpointer: Option<&Checkpointer>) {
+    // A nudge whose jobs an earlier wake-up took finds nothing.
+    if batch.is_empty() {
+        return;
+    }
+    // Counted before its jobs are answered, so an answered caller sees it.
+    served.batches.fetch_add(1, Ordering::Relaxed);
+    run(db, batch);
+    if let Some(checkpointer) = checkpointer {
+        checkpointer.wrote();
     }
 }
 

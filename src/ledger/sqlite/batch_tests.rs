@@ -39,7 +39,7 @@ fn stored_keys(path: &std::path::Path) -> Vec<String> {
 async fn a_batch_commits_every_job_and_undoes_only_the_one_that_failed() {
     let dir = scratch_dir("batch");
     let path = dir.join("ledger.db");
-    let worker = Worker::start(path.clone()).await.expect("open");
+    let worker = Worker::start(path.clone(), crate::ledger::background::LINGER).await.expect("open");
     let queue = worker.queue();
     let (open_gate, gate) = std_mpsc::channel::<()>();
     let held = submit(queue, move |_db| gate.recv().map_err(|_| LedgerError::unavailable("gate dropped")));

@@ -6,6 +6,8 @@
 //! - Atomicity comes from SQLite itself: each operation is one statement (see [`ops`]), serialised by the
 //!   database's write lock, so it also holds when several processes share the file; jobs that queue up together
 //!   share one transaction, each in a savepoint of its own (see [`batch`]).
+//! - A completion nobody waits for ([`SqliteStore::settle_soon`]) is parked and commits with the next job, or
+//!   on its own once it waited [`LINGER`](super::background::LINGER) (see [`super::background`]).
 //! - Waiters in this process are woken right after a local settle commits; changes made by another process on
 //!   the same file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits (the task
 //!   sleeps without a timer otherwise), and reads only the watched keys.
@@ -26,7 +28,7 @@ use tokio::sync::oneshot;
 
 use crate::raw_json::RawJson;
 
-use super::background::{self, Pending, QueuedSettle, Resettle};
+use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
@@ -56,7 +58,12 @@ struct Inner {
 impl SqliteStore {
     /// Opens (creating and migrating as needed) the file at `path`; must run inside a Tokio runtime.
     pub(crate) async fn open(path: &Path) -> Result<SqliteStore, LedgerError> {
-        let worker = Worker::start(path.to_path_buf()).await?;
+        Self::open_lingering(path, LINGER).await
+    }
+
+    /// [`SqliteStore::open`] with queued completions waiting at most `linger` for another job.
+    pub(crate) async fn open_lingering(path: &Path, linger: Duration) -> Result<SqliteStore, LedgerError> {
+        let worker = Worker::start(path.to_path_buf(), linger).await?;
         let (stop, stopped) = oneshot::channel();
         let waiters = Arc::new(Waiters::default());
         let inner = Arc::new(Inner { worker, waiters, pending: Arc::default(), _stop_polling: stop });
@@ -131,24 +138,30 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Queues `queued` for the worker's next batch and returns at once (see [`super::background`]); its waiters
-    /// are woken once it committed.
+    /// Parks `queued` for the worker's next batch and returns at once (see [`super::background`]); its waiters
+    /// are woken once it committed. The parked job does not keep the store open: dropping the store applies it.
     pub(crate) fn settle_soon(&self, queued: QueuedSettle) {
-        let (store, ticket, runtime) = (self.clone(), self.inner.pending.ticket(), Handle::try_current().ok());
+        let (store, ticket, runtime) =
+            (Arc::downgrade(&self.inner), self.inner.pending.ticket(), Handle::try_current().ok());
         let (queued, now) = (Arc::new(queued), SystemTime::now());
         let job = {
             let queued = queued.clone();
             move |db: &mut worker::Db| ops::settle(db, &queued.key, &queued.owner, queued.settle.as_settle(), now)
         };
         let answer = move |settled: Result<(), LedgerError>| {
-            if settled.is_ok() {
+            let store = store.upgrade().map(|inner| SqliteStore { inner });
+            if let (Ok(()), Some(store)) = (&settled, &store) {
                 store.inner.waiters.wake(queued.key.as_str());
             }
             background::finished(store, runtime, ticket, queued, settled);
         };
-        if let Err(error) = self.inner.worker.queue().submit(job, answer) {
-            tracing::error!(%error, "ledger: a settle could not be queued");
-        }
+        self.inner.worker.park(job, answer);
+    }
+
+    /// How many batches (transactions) the worker ran.
+    #[cfg(test)]
+    pub(crate) fn batches(&self) -> u64 {
+        self.inner.worker.batches()
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
@@ -167,7 +180,8 @@ impl SqliteStore {
     }
 
     pub(crate) async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
-        // Settles still queued are not leftovers.
+        // Settles still queued are not leftovers: applied now, not after their linger.
+        self.inner.worker.nudge();
         self.inner.pending.flushed().await;
         let owner = owner.to_owned();
         let now = SystemTime::now();

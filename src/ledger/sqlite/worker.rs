@@ -3,6 +3,9 @@
 //! [`batch`](super::batch)), answering each once its transaction committed.
 //!
 //! Rules:
+//! - Completions nobody waits for are parked beside the queue without waking the thread
+//!   ([`Worker::park`], see [`crate::ledger::background`]); the thread takes them with the next job it wakes
+//!   for, or when [`Nudger`] or the store nudges it (a `None` on the queue).
 //! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
 //!   per call) keeps the connection, its prepared-statement cache and its page cache warm, and costs one
 //!   channel hop each way.
@@ -12,19 +15,22 @@
 //!   so two processes opening a new file at once do not both create it.
 //! - WAL checkpoints run on a thread of their own ([`Checkpointer`]), off the callers' path, started and stopped
 //!   by this thread.
-//! - When the store is dropped the job channel closes and the thread ends, closing the connection.
+//! - When the store is dropped the job channel closes and the thread ends, after applying what is still parked,
+//!   closing the connection.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::batch::{Job, Ran, serve};
+use super::batch::{Job, Ran, Served, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
+use crate::ledger::background::{Nudger, Parked, Parking};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
@@ -44,19 +50,28 @@ pub(super) struct Db {
 #[derive(Debug)]
 pub(super) struct Worker {
     queue: Queue,
+    parking: Arc<Parking<Job>>,
+    /// The batches the thread ran (see [`Worker::batches`]).
+    #[cfg(test)]
+    batches: Arc<AtomicU64>,
+    _nudger: Nudger,
 }
 
-/// Where jobs are sent; cheap to clone and usable from any thread, with or without a runtime.
+/// Where jobs are sent; cheap to clone and usable from any thread, with or without a runtime. `None` nudges the
+/// thread to take the parked jobs.
 #[derive(Debug, Clone)]
 pub(super) struct Queue {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Option<Job>>,
 }
 
 impl Worker {
-    /// Starts the thread and waits until the file is open and migrated.
-    pub(super) async fn start(path: PathBuf) -> Result<Worker, LedgerError> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+    /// Starts the thread and waits until the file is open and migrated; parked jobs wait at most `linger`.
+    pub(super) async fn start(path: PathBuf, linger: Duration) -> Result<Worker, LedgerError> {
+        let (jobs, queue) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
+        let parking = Arc::new(Parking::new(linger));
+        let batches = Arc::new(AtomicU64::new(0));
+        let served = Served { parking: parking.clone(), batches: batches.clone() };
         thread::Builder::new()
             .name("switchyard-ledger".to_owned())
             .spawn(move || match open(&path) {
@@ -64,7 +79,7 @@ impl Worker {
                     // The opener may have given up waiting; then there is nobody to serve.
                     if ready.send(Ok(())).is_ok() {
                         let checkpointer = Checkpointer::start(path);
-                        serve(db, &queue, checkpointer.as_ref());
+                        serve(db, &queue, &served, checkpointer.as_ref());
                     }
                 }
                 Err(error) => {
@@ -73,11 +88,45 @@ impl Worker {
             })
             .map_err(|error| LedgerError::unavailable(format!("cannot start the SQLite thread: {error}")))?;
         opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
-        Ok(Worker { queue: Queue { jobs } })
+        let queue = Queue { jobs };
+        let _nudger = {
+            let (queue, parked) = (queue.clone(), parking.clone());
+            Nudger::start(parking.clone(), move || queue.nudge(&parked))
+        };
+        Ok(Worker {
+            queue,
+            parking,
+            #[cfg(test)]
+            batches,
+            _nudger,
+        })
     }
 
     pub(super) fn queue(&self) -> &Queue {
         &self.queue
+    }
+
+    /// Parks `job` (see [`crate::ledger::background`]): it runs with the next job the thread wakes for, within
+    /// the linger at the latest; `answer` gets its outcome once its transaction committed.
+    pub(super) fn park<F, A>(&self, job: F, answer: A)
+    where
+        F: FnOnce(&mut Db) -> Result<(), LedgerError> + Send + 'static,
+        A: FnOnce(Result<(), LedgerError>) + Send + 'static,
+    {
+        if self.parking.park(Queue::job(job, answer)) == Parked::Full {
+            self.nudge();
+        }
+    }
+
+    /// Has the thread apply the parked jobs now.
+    pub(super) fn nudge(&self) {
+        self.queue.nudge(&self.parking);
+    }
+
+    /// How many batches (transactions) the thread ran, for tests that show what shares one.
+    #[cfg(test)]
+    pub(super) fn batches(&self) -> u64 {
+        self.batches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `job` on the connection and returns its answer once its transaction committed.
@@ -102,12 +151,34 @@ impl Queue {
         F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
         A: FnOnce(Result<T, LedgerError>) + Send + 'static,
     {
-        let job: Job = Box::new(move |db| {
+        self.jobs
+            .send(Some(Self::job(job, answer)))
+            .map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
+    }
+
+    fn job<T, F, A>(job: F, answer: A) -> Job
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
+        A: FnOnce(Result<T, LedgerError>) + Send + 'static,
+    {
+        Box::new(move |db| {
             let outcome = job(db);
             let failed = outcome.is_err();
             Ran { failed, reply: Box::new(move |committed| answer(committed.and(outcome))) }
-        });
-        self.jobs.send(job).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
+        })
+    }
+
+    /// Wakes the thread to take what is parked; if it has stopped, the parked jobs are dropped unanswered (their
+    /// claims stay `in_flight`, to become `unknown`), so nobody waits for them.
+    fn nudge(&self, parking: &Parking<Job>) {
+        if self.jobs.send(None).is_err() {
+            let mut lost = Vec::new();
+            parking.take_into(&mut lost);
+            if !lost.is_empty() {
+                tracing::error!(settles = lost.len(), "ledger: the SQLite thread has stopped; queued settles are lost");
+            }
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`]) run against every store, plus what only
-//! one store can show ([`stores`]).
+//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`]) run against every store, the lingering
+//! completions of the SQL stores ([`linger`]), plus what only one store can show ([`stores`]).
 //!
 //! Rules:
 //! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
@@ -10,6 +10,7 @@
 
 mod behaviour;
 mod completion;
+mod linger;
 mod stores;
 
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ const MAX_RESULT: usize = 1 << 20;
 
 use tokio_postgres::NoTls;
 
-use super::{ClaimKey, ClaimOutcome, ClaimRecord, LedgerStore, NewClaim};
+use super::{ClaimKey, ClaimOutcome, ClaimRecord, LedgerStore, LedgerUrl, NewClaim, PostgresStore, SqliteStore};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -108,6 +109,22 @@ impl Harness {
             Backing::Sqlite { dir } => LedgerStore::open("sqlite", dir).await.expect("second SQLite store"),
             Backing::Postgres { url, .. } => {
                 LedgerStore::open(url, &std::env::temp_dir()).await.expect("second PostgreSQL store")
+            }
+        }
+    }
+
+    /// Another SQL store instance on the same data whose queued completions wait at most `linger` for another job.
+    pub(super) async fn lingering(&self, linger: Duration) -> LedgerStore {
+        match &self.backing {
+            Backing::Memory => panic!("the memory store does not linger"),
+            Backing::Sqlite { dir } => {
+                let path = dir.join(super::SQLITE_FILE_NAME);
+                LedgerStore::Sqlite(SqliteStore::open_lingering(&path, linger).await.expect("lingering SQLite store"))
+            }
+            Backing::Postgres { url, .. } => {
+                let Ok(LedgerUrl::Postgres(url)) = LedgerUrl::parse(url) else { panic!("not a PostgreSQL URL: {url}") };
+                let store = PostgresStore::open_lingering(&url, linger).await.expect("lingering PostgreSQL store");
+                LedgerStore::Postgres(store)
             }
         }
     }
@@ -217,17 +234,20 @@ pub(super) fn winners_and_losers(
     (winners, losers)
 }
 
-/// Runs one behaviour case against each store, as one test per (store, case).
+/// Runs one case of `$suite` against each store, as one test per (store, case).
 macro_rules! behaviour_suite {
     ($store:ident: $($case:ident),* $(,)?) => {
-        mod $store {
+        behaviour_suite!($store in $store, behaviour: $($case),*);
+    };
+    ($module:ident in $store:ident, $suite:ident: $($case:ident),* $(,)?) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let Some(harness) = super::Harness::$store().await else {
                         return;
                     };
-                    super::behaviour::$case(&harness).await;
+                    super::$suite::$case(&harness).await;
                     harness.finish().await;
                 }
             )*
@@ -272,4 +292,19 @@ on_every_store!(
     queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
+);
+
+behaviour_suite!(sqlite_linger in sqlite, linger:
+    a_completion_rides_with_the_next_claim,
+    a_lone_completion_lands_within_its_linger,
+    shutdown_applies_a_lingering_completion_at_once,
+    dropping_the_store_applies_lingering_completions,
+    a_full_parking_is_applied_at_once,
+);
+behaviour_suite!(postgres_linger in postgres, linger:
+    a_completion_rides_with_the_next_claim,
+    a_lone_completion_lands_within_its_linger,
+    shutdown_applies_a_lingering_completion_at_once,
+    dropping_the_store_applies_lingering_completions,
+    a_full_parking_is_applied_at_once,
 );
