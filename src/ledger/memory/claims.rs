@@ -6,7 +6,7 @@
 //!   as calls running, not as claims retained); the sweep and the listing take one bounded slice per call, and
 //!   the store releases the lock between slices.
 //! - `in_flight` holds exactly the keys of in-flight records and `settled` exactly `(updated_ms, key)` of the
-//!   others; [`Claims::reindex`] is the one place that keeps both true when a record changes. A record never
+//!   others; [`reindex`] is the one place that keeps both true when a record changes. A record never
 //!   goes back to `in_flight`.
 //! - The sweep takes the oldest settled records first, so it removes exactly those settled before the cutoff,
 //!   whatever else changes between its slices.
@@ -75,14 +75,19 @@ impl Claims {
         now_ms: i64,
         change: impl FnOnce(&mut Stored, &mut Names),
     ) -> Result<bool, LedgerError> {
-        let current = self.table.get(key.as_str()).map(|(_, record)| record.current());
+        let Claims { table, in_flight, settled, names } = self;
+        let found = table.get_mut(key.as_str());
+        let current = found.as_ref().map(|(_, record)| record.current());
         if rules::decide(operation, key, owner, current)? == Verdict::AlreadyDone {
             return Ok(false);
         }
-        self.update(key.as_str(), |record, names| {
+        // `decide` refuses every settle of an absent claim but a release, and releases do not come here.
+        if let Some((key, record)) = found {
+            let before = Place::of(record);
             change(record, names);
             record.updated_ms = now_ms;
-        });
+            reindex(in_flight, settled, key, Some(before), Some(Place::of(record)));
+        }
         Ok(true)
     }
 
@@ -115,44 +120,21 @@ impl Claims {
 
     /// Applies `change` to the record of `key` (if any) and reindexes it.
     fn update(&mut self, key: &str, change: impl FnOnce(&mut Stored, &mut Names)) {
-        let Some((key, record)) = self.table.get_mut(key) else {
-            return;
-        };
-        let (key, before) = (key.clone(), Place::of(record));
-        change(record, &mut self.names);
-        let after = Place::of(record);
-        self.reindex(&key, Some(before), Some(after));
+        let Claims { table, in_flight, settled, names } = self;
+        if let Some((key, record)) = table.get_mut(key) {
+            let before = Place::of(record);
+            change(record, names);
+            reindex(in_flight, settled, key, Some(before), Some(Place::of(record)));
+        }
     }
 
     fn remove(&mut self, key: &str) -> bool {
         let Some((key, record)) = self.table.remove(key) else {
             return false;
         };
-        self.reindex(&key, Some(Place::of(&record)), None);
+        reindex(&mut self.in_flight, &mut self.settled, &key, Some(Place::of(&record)), None);
         record.forget(&mut self.names);
         true
-    }
-
-    /// Keeps `in_flight` and `settled` true of `key` moving from `before` to `after` (`None`: absent).
-    fn reindex(&mut self, key: &Arc<str>, before: Option<Place>, after: Option<Place>) {
-        match before {
-            Some(Place { state: ClaimState::InFlight, .. }) => {
-                self.in_flight.remove(key);
-            }
-            Some(Place { updated_ms, .. }) => {
-                self.settled.remove(&(updated_ms, key.clone()));
-            }
-            None => {}
-        }
-        match after {
-            Some(Place { state: ClaimState::InFlight, .. }) => {
-                self.in_flight.insert(key.clone());
-            }
-            Some(Place { updated_ms, .. }) => {
-                self.settled.insert((updated_ms, key.clone()));
-            }
-            None => {}
-        }
     }
 
     /// Extends the lease of `owner`'s in-flight claims to `lease_ms`; returns how many.
@@ -229,5 +211,33 @@ impl Claims {
     #[cfg(test)]
     pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
         (self.table.len(), self.in_flight.len(), self.settled.len(), self.names.len())
+    }
+}
+
+/// Keeps `in_flight` and `settled` true of `key` moving from `before` to `after` (`None`: absent).
+fn reindex(
+    in_flight: &mut BTreeSet<Arc<str>>,
+    settled: &mut BTreeSet<(i64, Arc<str>)>,
+    key: &Arc<str>,
+    before: Option<Place>,
+    after: Option<Place>,
+) {
+    match before {
+        Some(Place { state: ClaimState::InFlight, .. }) => {
+            in_flight.remove(key);
+        }
+        Some(Place { updated_ms, .. }) => {
+            settled.remove(&(updated_ms, key.clone()));
+        }
+        None => {}
+    }
+    match after {
+        Some(Place { state: ClaimState::InFlight, .. }) => {
+            in_flight.insert(key.clone());
+        }
+        Some(Place { updated_ms, .. }) => {
+            settled.insert((updated_ms, key.clone()));
+        }
+        None => {}
     }
 }

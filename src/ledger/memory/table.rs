@@ -10,6 +10,7 @@
 //!   next hash ([`Table::slice_after`]), without holding anything in between.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -78,15 +79,22 @@ impl<V, S: BuildHasher> Table<V, S> {
     /// Inserts `value` under `key`, which must not be in the table (callers look it up first, under one lock).
     pub(super) fn insert_new(&mut self, key: Arc<str>, value: V) {
         debug_assert!(self.get(&key).is_none(), "{key} is already in the table");
-        let hash = self.hash(&key);
-        match self.slots.remove(&hash) {
-            None => self.slots.insert(hash, Slot::One(Box::new((key, value)))),
-            Some(Slot::One(first)) => self.slots.insert(hash, Slot::Many(vec![*first, (key, value)])),
-            Some(Slot::Many(mut entries)) => {
-                entries.push((key, value));
-                self.slots.insert(hash, Slot::Many(entries))
+        match self.slots.entry(self.hasher.hash_one(&*key)) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Slot::One(Box::new((key, value))));
             }
-        };
+            Entry::Occupied(mut occupied) => {
+                // An empty `Many` holds the place without allocating while the slot is rebuilt.
+                let entries = match std::mem::replace(occupied.get_mut(), Slot::Many(Vec::new())) {
+                    Slot::One(first) => vec![*first, (key, value)],
+                    Slot::Many(mut entries) => {
+                        entries.push((key, value));
+                        entries
+                    }
+                };
+                *occupied.get_mut() = Slot::Many(entries);
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, key: &str) -> Option<(Arc<str>, V)> {
