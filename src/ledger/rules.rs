@@ -82,12 +82,42 @@ pub(crate) enum Verdict {
     AlreadyDone,
 }
 
+/// What the rules read of a stored claim; borrowed, so a store need not build a [`ClaimRecord`] to ask.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Current<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) state: ClaimState,
+    pub(crate) result: Option<&'a str>,
+    pub(crate) result_digest: Option<&'a str>,
+}
+
+impl<'a> From<&'a ClaimRecord> for Current<'a> {
+    fn from(record: &'a ClaimRecord) -> Self {
+        Current {
+            owner: &record.owner,
+            state: record.state,
+            result: record.result.as_ref().map(|result| result.get()),
+            result_digest: record.result_digest.as_deref(),
+        }
+    }
+}
+
 /// Decides a settle by `caller` on `current` (the claim as stored, `None` when absent).
 pub(crate) fn explain(
     operation: Settle<'_>,
     key: &ClaimKey,
     caller: &str,
     current: Option<&ClaimRecord>,
+) -> Result<Verdict, LedgerError> {
+    decide(operation, key, caller, current.map(Current::from))
+}
+
+/// [`explain`] on what the rules read of the claim.
+pub(crate) fn decide(
+    operation: Settle<'_>,
+    key: &ClaimKey,
+    caller: &str,
+    current: Option<Current<'_>>,
 ) -> Result<Verdict, LedgerError> {
     let Some(current) = current else {
         return match operation {
@@ -98,7 +128,7 @@ pub(crate) fn explain(
     if current.owner != caller {
         return Err(LedgerError::NotOwner {
             key: key.to_string(),
-            owner: current.owner.clone(),
+            owner: current.owner.to_owned(),
             caller: caller.to_owned(),
         });
     }
@@ -106,26 +136,26 @@ pub(crate) fn explain(
         return Ok(Verdict::Apply);
     }
     match operation {
-        Settle::Complete(stored) if stored_result(current) == *stored => Ok(Verdict::AlreadyDone),
+        Settle::Complete(stored)
+            if stored.text.as_deref() == current.result && stored.digest.as_deref() == current.result_digest =>
+        {
+            Ok(Verdict::AlreadyDone)
+        }
         _ => Err(LedgerError::WrongState { key: key.to_string(), state: current.state, operation: operation.name() }),
     }
 }
 
 /// Decides an operator's resolve of `current`.
 pub(crate) fn explain_resolve(key: &ClaimKey, current: Option<&ClaimRecord>) -> Result<(), LedgerError> {
-    match current {
-        None => Err(LedgerError::NotFound { key: key.to_string() }),
-        Some(record) if record.state == ClaimState::Unknown => Ok(()),
-        Some(record) => {
-            Err(LedgerError::WrongState { key: key.to_string(), state: record.state, operation: "resolving it" })
-        }
-    }
+    decide_resolve(key, current.map(|record| record.state))
 }
 
-fn stored_result(record: &ClaimRecord) -> StoredResult {
-    StoredResult {
-        text: record.result.as_ref().map(|result| result.get().to_owned()),
-        digest: record.result_digest.clone(),
+/// [`explain_resolve`] on the state of the claim (`None` when absent).
+pub(crate) fn decide_resolve(key: &ClaimKey, state: Option<ClaimState>) -> Result<(), LedgerError> {
+    match state {
+        None => Err(LedgerError::NotFound { key: key.to_string() }),
+        Some(ClaimState::Unknown) => Ok(()),
+        Some(state) => Err(LedgerError::WrongState { key: key.to_string(), state, operation: "resolving it" }),
     }
 }
 

@@ -286,9 +286,14 @@ pub(crate) fn from_millis(millis: i64) -> SystemTime {
 
 /// A random claim id: 128 bits as hex.
 pub(crate) fn new_claim_id() -> Result<String, LedgerError> {
+    Ok(super::digest::hex(&new_claim_id_bytes()?))
+}
+
+/// The 128 random bits of a claim id, for a store that keeps them as bytes (the memory store).
+pub(crate) fn new_claim_id_bytes() -> Result<[u8; 16], LedgerError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))?;
-    Ok(super::digest::hex(&bytes))
+    Ok(bytes)
 }
 
 impl ClaimRecord {
