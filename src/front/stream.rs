@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use super::http;
 use super::pending::PendingRequests;
 use super::replay::{CallLog, Replays, SharedLog};
+use super::splice::{JsonRpcReply, data_lines};
 use crate::mcp::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
@@ -69,7 +70,7 @@ pub(super) async fn answer(mut call: Call, mut outbox: Outbox) -> Response {
         Some(first) = outbox.next() => sse_response(first, outbox, call),
         reply = &mut call => match outbox.try_next() {
             Some(first) => sse_response(first, outbox, Call::new(std::future::ready(reply))),
-            None => http::json(StatusCode::OK, &reply),
+            None => http::reply(StatusCode::OK, reply),
         },
     }
 }
@@ -80,9 +81,9 @@ pub(super) trait Reply: Send + 'static {
     fn failed(error: Value) -> Self;
 }
 
-impl Reply for Value {
-    fn failed(error: Value) -> Value {
-        error
+impl Reply for JsonRpcReply {
+    fn failed(error: Value) -> JsonRpcReply {
+        JsonRpcReply::Tree(error)
     }
 }
 
@@ -99,7 +100,7 @@ type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// running on a task of its own, so the agent's going away never stops a call half-way nor leaves its ledger
 /// claim unsettled (both eras: in the 2026-07-28 era the front cancels the backend request first, and the call
 /// settles that). A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
-pub(super) struct Call<T: Reply = Value>(Option<Pending<T>>);
+pub(super) struct Call<T: Reply = JsonRpcReply>(Option<Pending<T>>);
 
 impl<T: Reply> Call<T> {
     pub(super) fn new(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
@@ -187,7 +188,7 @@ async fn pump(mut out: EventWriter, first: Outgoing, mut outbox: Outbox, mut cal
                 while let Some(next) = outbox.try_next() {
                     out.send(next);
                 }
-                let _ = out.message(&finished);
+                let _ = out.data(&finished.text());
                 break;
             }
             () = tokio::time::sleep(KEEP_ALIVE) => drop(out.comment("keep-alive")),
@@ -238,6 +239,12 @@ impl EventWriter {
         let id = self.next_id();
         // serde_json never writes a raw newline, so the message is one `data` line.
         self.event(format!("id: {id}\ndata: {message}\n\n"))
+    }
+
+    /// An event whose data is the JSON text `text` (a spliced response may span lines; see [`data_lines`]).
+    fn data(&mut self, text: &str) -> Result<(), Gone> {
+        let id = self.next_id();
+        self.event(format!("id: {id}\n{}\n", data_lines(text)))
     }
 
     /// Writes a call stream's next item (a logged stream never reports `Gone`).
