@@ -14,6 +14,9 @@
 //! source on its own task until the channel ends or the session is ended ([`Duplex::end`]). Callers use the
 //! session through [`DuplexConnection`], which each transport's connection dereferences to.
 //!
+//! A response is handed to its caller as the bytes it arrived as ([`into_result`] decodes it without a tree of
+//! its result); every other message is parsed.
+//!
 //! Error classes keep at most once: `NotDelivered` only when the sink proves no byte of the request reached the
 //! backend, or the session had already ended before the request was sent; once the request may have been
 //! received, the channel ending, a timeout or a garbled message is `AfterDelivery`. A session that ended stays

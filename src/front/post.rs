@@ -8,7 +8,8 @@
 //! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
 //! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent is polled
 //! as a [`stream::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
-//! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied.
+//! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied;
+//! a backend's `tools/call` result comes back as its text and is spliced into the response ([`super::splice`]).
 //!
 //! Era (a gateway serving MCP 2025-11-25 and 2026-07-28 on one endpoint): a message that names the 2026-07-28 era
 //! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no

@@ -3,7 +3,8 @@
 //! it runs, is answered with an SSE stream — a priming event (id, `retry`, empty data), the messages in order as
 //! they arrive, keep-alive comments while idle, then the result — with `Cache-Control: no-cache` and
 //! `X-Accel-Buffering: no`. A request whose backend answered plain JSON with nothing for the agent on the way is
-//! answered with plain JSON, the cheaper form.
+//! answered with plain JSON, the cheaper form. The result event carries the same text as a JSON answer would
+//! ([`super::splice`]: a backend's result spliced in as it came).
 //!
 //! Rules: a disconnect is not a cancel, so a call outlives the agent's request without a task of its own while it
 //! does not need one: the handler polls the call inline ([`Call`]), hands the still-pending call to the SSE pump's

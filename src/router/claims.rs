@@ -10,7 +10,7 @@
 //!   arguments is the agent's mistake, answered `-32602` naming what differs; it never replays another call's
 //!   result and never runs.
 //! - Claim settles: a result (or a backend's JSON-RPC error) → `completed`, queued without waiting (the claim
-//!   stays durably `in_flight` until it is written); `McpError::NotDelivered` → released, the only proof that the
+//!   stays durably `in_flight` until it is written), the result stored as the backend's bytes; `McpError::NotDelivered` → released, the only proof that the
 //!   tool did not run; anything else → `unknown`. Nothing is retried after delivery.
 //! - A duplicate: `completed` → the stored answer, marked `_meta["switchyard/replayed"]`; `in_flight` → waits
 //!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so.

@@ -1,6 +1,10 @@
 //! One JSON-RPC exchange with a backend over Streamable HTTP (MCP 2025-11-25, transports §"Sending messages to
 //! the server", §"Resumability and redelivery").
 //!
+//! The response the exchange waits for is handed back as the text it came in (a JSON body kept where it lies, or
+//! an event's data), for [`super::response`] to decode without a tree of its result; only the other messages
+//! on a stream are parsed.
+//!
 //! Rules: every POST carries `Accept: application/json, text/event-stream`, `Content-Type: application/json` and
 //! `Accept-Encoding: identity`; a response with any other `Content-Encoding` is refused. The answer is one JSON
 //! object or an SSE stream read until the response with the request's id; server-to-client requests met on the

@@ -8,7 +8,8 @@
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
 //! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
-//! operator ([`census`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
+//! operator ([`census`]); the final response of a request, decoded without a tree of its result ([`response`]);
+//! what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
 //! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
