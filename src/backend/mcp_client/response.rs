@@ -3,7 +3,7 @@
 //! SSE `data` line), stdio and legacy SSE.
 //!
 //! Rules: a message is a response when it has a valid id (a string or an integer), a `result` or an `error`, and
-//! no `method` ([`response_id`] reads only those members). The response the caller waits for is then decoded by
+//! no string `method` — exactly what [`jsonrpc::kind`] calls one — ([`response_id`] reads only those members). The response the caller waits for is then decoded by
 //! [`into_result`]: its `result` is kept as the backend's text ([`RawJson`]), an `error` becomes
 //! [`McpError::Rpc`], and anything else — not JSON, no id, both a `result` and an `error`, neither — is
 //! `AfterDelivery` (`Malformed`): the request was delivered, so the call is settled as unknown, never retried.
@@ -22,8 +22,8 @@ use crate::raw_json::RawJson;
 struct Envelope {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    method: Option<IgnoredAny>,
+    #[serde(default)]
+    method: Option<Value>,
     #[serde(default, deserialize_with = "present")]
     result: Option<IgnoredAny>,
     #[serde(default, deserialize_with = "present")]
@@ -53,7 +53,9 @@ fn malformed(reason: impl Into<String>) -> McpError {
 /// The id of `message` when it is a response (see the module rules); `Ok(None)` for any other message.
 pub(crate) fn response_id(message: &[u8]) -> Result<Option<Value>, serde_json::Error> {
     let envelope: Envelope = serde_json::from_slice(message)?;
-    let answers = envelope.method.is_none() && (envelope.result.is_some() || envelope.error.is_some());
+    // As [`jsonrpc::kind`] reads a parsed message: only a string `method` makes it a request or notification.
+    let has_method = envelope.method.as_ref().is_some_and(Value::is_string);
+    let answers = !has_method && (envelope.result.is_some() || envelope.error.is_some());
     Ok(envelope.id.filter(|id| answers && jsonrpc::is_valid_id(id)))
 }
 
@@ -146,6 +148,11 @@ mod tests {
         assert_eq!(id(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#), None);
         assert_eq!(id(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#), None);
         assert_eq!(id(r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#), None);
+        for text in [r#"{"id":7,"method":null,"result":{}}"#, r#"{"id":7,"error":null}"#, r#"{"id":7,"method":"m"}"#] {
+            let parsed: Value = serde_json::from_str(text).expect("JSON");
+            let kind_says = matches!(jsonrpc::kind(&parsed), jsonrpc::Kind::Response { .. });
+            assert_eq!(id(text).is_some(), kind_says, "{text}");
+        }
         assert!(response_id(b"{\"id\":1,").is_err(), "truncated");
     }
 }
