@@ -1,5 +1,6 @@
 //! Raw JSON: a value kept as the exact text it arrived as, for what the gateway passes on or stores without
-//! looking inside (ARCHITECTURE.md, *Raw results*).
+//! looking inside (ARCHITECTURE.md, *Raw results*): a backend's `tools/call` result, from the backend client's
+//! decoding through the ledger to the bytes the front splices into the agent's response.
 //!
 //! Rules: a [`RawJson`] is always one valid JSON value (checked when built, without building a tree); its bytes are
 //! never re-encoded, so key order and number spelling survive; two are equal when their texts are. Code that must

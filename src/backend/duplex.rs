@@ -14,6 +14,9 @@
 //! source on its own task until the channel ends or the session is ended ([`Duplex::end`]). Callers use the
 //! session through [`DuplexConnection`], which each transport's connection dereferences to.
 //!
+//! A response is handed to its caller as the bytes it arrived as ([`into_result`] decodes it without a tree of
+//! its result); every other message is parsed.
+//!
 //! Error classes keep at most once: `NotDelivered` only when the sink proves no byte of the request reached the
 //! backend, or the session had already ended before the request was sent; once the request may have been
 //! received, the channel ending, a timeout or a garbled message is `AfterDelivery`. A session that ended stays
@@ -38,10 +41,11 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{
-    Listener, McpError, Relay, answer_server_request, into_result, request_params, swap_progress_token,
+    Listener, McpError, Relay, answer_server_request, into_result, request_params, response_id, swap_progress_token,
 };
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
+use crate::raw_json::RawJson;
 
 mod opening;
 
@@ -151,13 +155,24 @@ impl DuplexConnection {
         relay: &Relay,
         deadline: Instant,
     ) -> Result<Value, McpError> {
+        self.request_raw(method, params, relay, deadline).await.map(|result| result.to_value())
+    }
+
+    /// [`request`](Self::request), returning the `result` as the text the backend sent (no tree is built).
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+        deadline: Instant,
+    ) -> Result<RawJson, McpError> {
         let Some(modern) = &self.modern else { return self.duplex.request(method, params, relay, deadline).await };
         let params = (!params.is_null()).then_some(params);
         if let Some(applied) = modern.asked.apply(method, params.as_ref(), &self.capabilities) {
             if let Some(uris) = applied? {
                 modern.listen(&self.duplex, self.version, &self.capabilities, &uris);
             }
-            return Ok(json!({}));
+            return Ok(RawJson::of(&json!({})));
         }
         let params = request_params(params, self.version, relay.capabilities(), modern.asked.log_level());
         self.duplex.request(method, params, relay, deadline).await
@@ -210,7 +225,8 @@ struct State {
 }
 
 struct InFlight {
-    answer: oneshot::Sender<Value>,
+    /// The response's text, decoded by the caller ([`into_result`]: no tree of its result).
+    answer: oneshot::Sender<Vec<u8>>,
     relay: Relay,
     /// The caller's progress token, when it sent one.
     theirs: Option<Value>,
@@ -247,7 +263,7 @@ impl Duplex {
         params: Value,
         relay: &Relay,
         deadline: Instant,
-    ) -> Result<Value, McpError> {
+    ) -> Result<RawJson, McpError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let ours = Value::from(id);
         let mut params = (!params.is_null()).then_some(params);
@@ -266,7 +282,7 @@ impl Duplex {
         let what = self.peer.what;
         tokio::select! {
             answer = timeout_at(deadline, answered) => match answer {
-                Ok(Ok(message)) => into_result(message),
+                Ok(Ok(message)) => into_result(&message),
                 Ok(Err(_)) => Err(after_delivery(AfterDeliveryCause::Ended, format!(
                     "{what} ended before answering: {}",
                     self.ended_reason().unwrap_or_default()
@@ -338,7 +354,7 @@ impl Duplex {
                 () = self.closed() => return,
                 received = source.receive() => received,
             };
-            let outcome = received.and_then(|bytes| self.receive(&bytes));
+            let outcome = received.and_then(|bytes| self.receive(bytes));
             if let Err(reason) = outcome {
                 tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
                 break reason;
@@ -347,25 +363,24 @@ impl Duplex {
         self.end(reason);
     }
 
-    /// Handles one message; `Err` is why the session must end.
-    fn receive(self: &Arc<Self>, bytes: &[u8]) -> Result<(), String> {
+    /// Handles one message; `Err` is why the session must end. A response goes to its caller as the text it
+    /// arrived as; only other messages are parsed into a tree.
+    fn receive(self: &Arc<Self>, bytes: Vec<u8>) -> Result<(), String> {
         let what = self.peer.what;
-        let message: Value = serde_json::from_slice(bytes)
-            .map_err(|error| format!("{what} sent a message that is not JSON ({error}): {}", excerpt(bytes)))?;
-        match jsonrpc::kind(&message) {
-            Kind::Response { id } => {
-                let call = id.as_u64().and_then(|id| self.lock().calls.remove(&id));
-                match call {
-                    Some(call) => drop(call.answer.send(message)),
-                    None => {
-                        tracing::debug!(backend = %self.peer.backend, %id, "a response nobody waits for (any more)")
-                    }
-                }
+        let not_json = |error| format!("{what} sent a message that is not JSON ({error}): {}", excerpt(&bytes));
+        if let Some(id) = response_id(&bytes).map_err(not_json)? {
+            match id.as_u64().and_then(|id| self.lock().calls.remove(&id)) {
+                Some(call) => drop(call.answer.send(bytes)),
+                None => tracing::debug!(backend = %self.peer.backend, %id, "a response nobody waits for (any more)"),
             }
+            return Ok(());
+        }
+        let message: Value = serde_json::from_slice(&bytes).map_err(not_json)?;
+        match jsonrpc::kind(&message) {
             Kind::Request { id, method } => self.answer_request(id.clone(), method.to_owned(), message.clone()),
             Kind::Notification { method } => self.hear(&message, method),
-            Kind::Invalid => {
-                return Err(format!("{what} sent something that is not a JSON-RPC message: {}", excerpt(bytes)));
+            Kind::Response { .. } | Kind::Invalid => {
+                return Err(format!("{what} sent something that is not a JSON-RPC message: {}", excerpt(&bytes)));
             }
         }
         Ok(())

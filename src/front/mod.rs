@@ -42,6 +42,7 @@ pub mod replay;
 mod resource;
 pub mod revocations;
 pub mod session;
+mod splice;
 pub mod standalone;
 mod stream;
 

@@ -8,7 +8,8 @@
 //! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
 //! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent is polled
 //! as a [`stream::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
-//! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied.
+//! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied;
+//! a backend's `tools/call` result comes back as its text and is spliced into the response ([`super::splice`]).
 //!
 //! Era (a gateway serving MCP 2025-11-25 and 2026-07-28 on one endpoint): a message that names the 2026-07-28 era
 //! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no
@@ -29,6 +30,7 @@ use super::admit::Admitted;
 use super::error::FrontError;
 use super::guard::Admission;
 use super::session::AgentSession;
+use super::splice::JsonRpcReply;
 use super::{Front, body, http, modern, stream};
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{Relay, method};
@@ -179,7 +181,7 @@ impl Front {
             let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
             // Boxed: inline, the call's future would size every request's handler future.
             let reply = Box::pin(self.reply(request, params, &relay)).await;
-            return Ok(http::json(StatusCode::OK, &reply));
+            return Ok(http::reply(StatusCode::OK, reply));
         }
         // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
         let front = Arc::clone(self);
@@ -189,7 +191,7 @@ impl Front {
             front.reply(request, params, &relay).await
         });
         let Some(messages) = messages else {
-            return Ok(http::json(StatusCode::OK, &call.await));
+            return Ok(http::reply(StatusCode::OK, call.await));
         };
         let outbox = stream::Outbox {
             messages,
@@ -201,7 +203,7 @@ impl Front {
     }
 
     /// The JSON-RPC response to one request; with tracing on, its work is one SERVER span (design §8).
-    async fn reply(&self, request: Routed<'_>, params: Value, relay: &Relay) -> Value {
+    async fn reply(&self, request: Routed<'_>, params: Value, relay: &Relay) -> JsonRpcReply {
         let reply = match &self.tracer {
             None => self.route(&request, params, relay).await,
             Some(tracer) => {
@@ -210,19 +212,18 @@ impl Front {
                 let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
                 // Boxed, so the untraced call's future is not sized by this branch too.
                 let reply = Box::pin(span.run(self.route(&request, params, relay))).await;
-                span.end(&reply);
+                span.end(&reply.to_value());
                 reply
             }
         };
-        request.caller.record.answered(&reply);
+        reply.report(&request.caller.record);
         reply
     }
 
-    async fn route(&self, request: &Routed<'_>, params: Value, relay: &Relay) -> Value {
+    /// The router's answer as the agent's response: a backend's `tools/call` result is spliced in as its text.
+    async fn route(&self, request: &Routed<'_>, params: Value, relay: &Relay) -> JsonRpcReply {
         let view = request.backend.map_or(View::All, View::Backend);
-        match self.router.handle(request.caller, view, request.method, params, relay).await {
-            Ok(result) => jsonrpc::result(&request.caller.request_id, result),
-            Err(failure) => failure.into_message(&request.caller.request_id),
-        }
+        let answer = self.router.handle(request.caller, view, request.method, params, relay).await;
+        JsonRpcReply::of(&request.caller.request_id, answer)
     }
 }

@@ -3,7 +3,8 @@
 //! it runs, is answered with an SSE stream — a priming event (id, `retry`, empty data), the messages in order as
 //! they arrive, keep-alive comments while idle, then the result — with `Cache-Control: no-cache` and
 //! `X-Accel-Buffering: no`. A request whose backend answered plain JSON with nothing for the agent on the way is
-//! answered with plain JSON, the cheaper form.
+//! answered with plain JSON, the cheaper form. The result event carries the same text as a JSON answer would
+//! ([`super::splice`]: a backend's result spliced in as it came).
 //!
 //! Rules: a disconnect is not a cancel, so a call outlives the agent's request without a task of its own while it
 //! does not need one: the handler polls the call inline ([`Call`]), hands the still-pending call to the SSE pump's
@@ -26,6 +27,7 @@ use tokio::sync::mpsc;
 use super::http;
 use super::pending::PendingRequests;
 use super::replay::{CallLog, Replays, SharedLog};
+use super::splice::{JsonRpcReply, data_lines};
 use crate::mcp::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
@@ -69,7 +71,7 @@ pub(super) async fn answer(mut call: Call, mut outbox: Outbox) -> Response {
         Some(first) = outbox.next() => sse_response(first, outbox, call),
         reply = &mut call => match outbox.try_next() {
             Some(first) => sse_response(first, outbox, Call::new(std::future::ready(reply))),
-            None => http::json(StatusCode::OK, &reply),
+            None => http::reply(StatusCode::OK, reply),
         },
     }
 }
@@ -80,9 +82,9 @@ pub(super) trait Reply: Send + 'static {
     fn failed(error: Value) -> Self;
 }
 
-impl Reply for Value {
-    fn failed(error: Value) -> Value {
-        error
+impl Reply for JsonRpcReply {
+    fn failed(error: Value) -> JsonRpcReply {
+        JsonRpcReply::Tree(error)
     }
 }
 
@@ -99,7 +101,7 @@ type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// running on a task of its own, so the agent's going away never stops a call half-way nor leaves its ledger
 /// claim unsettled (both eras: in the 2026-07-28 era the front cancels the backend request first, and the call
 /// settles that). A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
-pub(super) struct Call<T: Reply = Value>(Option<Pending<T>>);
+pub(super) struct Call<T: Reply = JsonRpcReply>(Option<Pending<T>>);
 
 impl<T: Reply> Call<T> {
     pub(super) fn new(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
@@ -187,7 +189,7 @@ async fn pump(mut out: EventWriter, first: Outgoing, mut outbox: Outbox, mut cal
                 while let Some(next) = outbox.try_next() {
                     out.send(next);
                 }
-                let _ = out.message(&finished);
+                let _ = out.data(&finished.text());
                 break;
             }
             () = tokio::time::sleep(KEEP_ALIVE) => drop(out.comment("keep-alive")),
@@ -238,6 +240,12 @@ impl EventWriter {
         let id = self.next_id();
         // serde_json never writes a raw newline, so the message is one `data` line.
         self.event(format!("id: {id}\ndata: {message}\n\n"))
+    }
+
+    /// An event whose data is the JSON text `text` (a spliced response may span lines; see [`data_lines`]).
+    fn data(&mut self, text: &str) -> Result<(), Gone> {
+        let id = self.next_id();
+        self.event(format!("id: {id}\n{}\n", data_lines(text)))
     }
 
     /// Writes a call stream's next item (a logged stream never reports `Gone`).

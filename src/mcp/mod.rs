@@ -1,6 +1,6 @@
 //! The shared MCP vocabulary (design §1): protocol versions, header names, method names, the relay and
 //! session-message types the front and the router share with the backend client, the `switchyard/outcome`
-//! values, the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's wire vocabulary
+//! values, the members of a result the gateway branches on ([`ResultFlags`]), the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's wire vocabulary
 //! ([`modern`]), and JSON-RPC itself ([`jsonrpc`]).
 //!
 //! Rules: every layer may use it and it uses none of them (no `crate::` import), so a name or a message type
@@ -12,9 +12,11 @@ pub mod method;
 pub mod modern;
 mod outcome;
 mod relay;
+mod result_flags;
 
 pub use outcome::{OUTCOME_META, Outcome};
 pub use relay::{Relay, RelayMessage, SessionMessage};
+pub use result_flags::ResultFlags;
 
 /// Protocol versions the gateway accepts, newest first (MCP 2025-11-25 "Versioning").
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

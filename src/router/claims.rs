@@ -10,7 +10,7 @@
 //!   arguments is the agent's mistake, answered `-32602` naming what differs; it never replays another call's
 //!   result and never runs.
 //! - Claim settles: a result (or a backend's JSON-RPC error) → `completed`, queued without waiting (the claim
-//!   stays durably `in_flight` until it is written); `McpError::NotDelivered` → released, the only proof that the
+//!   stays durably `in_flight` until it is written), the result stored as the backend's bytes; `McpError::NotDelivered` → released, the only proof that the
 //!   tool did not run; anything else → `unknown`. Nothing is retried after delivery.
 //! - A duplicate: `completed` → the stored answer, marked `_meta["switchyard/replayed"]`; `in_flight` → waits
 //!   for the first call up to its own deadline, then `in_progress`; `unknown` → an error result saying so.
@@ -27,16 +27,16 @@ use super::continuation::Waiting;
 use super::idempotency::{self, KeyRefusal};
 use super::outcome;
 use super::request_state::{Continuation, StateRefusal};
-use super::{Caller, RpcFailure};
+use super::{Caller, Found, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::catalog::Route;
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
     canonical_digest,
 };
-use crate::mcp::jsonrpc;
+use crate::mcp::{ResultFlags, jsonrpc};
 use crate::raw_json::RawJson;
-use crate::telemetry::{ClaimWrite, ErrorType, Metrics, ToolOutcome};
+use crate::telemetry::{ClaimWrite, Metrics, ToolOutcome};
 
 pub const REPLAYED_META: &str = "switchyard/replayed";
 /// How many times a duplicate re-claims a key whose first call turned out not delivered.
@@ -185,8 +185,8 @@ impl CallLedger {
         &self,
         key: &ClaimKey,
         backend: &str,
-        answer: Result<Value, McpError>,
-    ) -> Result<Value, RpcFailure> {
+        answer: Result<RawJson, McpError>,
+    ) -> Result<Found, RpcFailure> {
         let settlement = settlement_of(&answer);
         let (awaited, state) = match &settlement {
             Settlement::Completed(_) => (None, ClaimWrite::Completed),
@@ -210,19 +210,24 @@ impl CallLedger {
             }
         }
         match answer {
-            Ok(result) => Ok(result),
+            Ok(result) => Ok(Found::Relayed(result)),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
-            Err(error) => Ok(outcome::failed_call(backend, &error, Some(key))),
+            Err(error) => Ok(Found::Built(outcome::failed_call(backend, &error, Some(key)))),
         }
     }
 }
 
 /// How a sent call ended, by what the backend client reported (`switchyard_tool_calls_total`'s outcome).
-pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
+pub(super) fn tool_outcome(answer: &Result<RawJson, McpError>) -> ToolOutcome {
     match answer {
-        Ok(result) if super::continuation::asks_input(result) => ToolOutcome::InputRequired,
-        Ok(result) if ErrorType::of_result(result) == ErrorType::ToolError => ToolOutcome::ToolError,
-        Ok(_) => ToolOutcome::Completed,
+        Ok(result) => {
+            let flags = ResultFlags::read(result.get());
+            match (flags.asks_input(), flags.is_error()) {
+                (true, _) => ToolOutcome::InputRequired,
+                (false, true) => ToolOutcome::ToolError,
+                (false, false) => ToolOutcome::Completed,
+            }
+        }
         Err(McpError::Rpc { .. }) => ToolOutcome::ToolError,
         Err(error) if error.proves_not_delivered() => ToolOutcome::NotDelivered,
         Err(_) => ToolOutcome::Unknown,
@@ -230,9 +235,10 @@ pub(super) fn tool_outcome(answer: &Result<Value, McpError>) -> ToolOutcome {
 }
 
 /// How a claim is settled, by what the backend client reported: a result or the backend's JSON-RPC error is
-/// completed, stored as `{"result": …}` or `{"error": …}` for replays. The answer is written once, borrowed,
-/// straight into the text the ledger stores (no copy of the result).
-fn settlement_of(answer: &Result<Value, McpError>) -> Settlement {
+/// completed, stored as `{"result": …}` or `{"error": …}` for replays. The result goes into the text the ledger
+/// stores as the backend's bytes (copied once, never parsed or re-encoded); rows written by earlier versions,
+/// which re-encoded it, have the same shape and replay alike.
+fn settlement_of(answer: &Result<RawJson, McpError>) -> Settlement {
     match answer {
         Ok(result) => Settlement::Completed(RawJson::of(&StoredAnswer::Result(result))),
         Err(McpError::Rpc { code, message, data }) => {
@@ -248,7 +254,7 @@ fn settlement_of(answer: &Result<Value, McpError>) -> Settlement {
 #[derive(Serialize)]
 #[serde(rename_all = "lowercase")]
 enum StoredAnswer<'a> {
-    Result(&'a Value),
+    Result(&'a RawJson),
     Error { code: i64, message: &'a str, data: &'a Option<Value> },
 }
 
@@ -393,8 +399,9 @@ mod tests {
             Settlement::Completed(raw) => raw,
             other => panic!("not completed: {other:?}"),
         };
-        let result = stored(Ok(json!({"z": 1, "a": [true], "isError": false})));
-        assert_eq!(result.get(), r#"{"result":{"z":1,"a":[true],"isError":false}}"#, "key order kept");
+        let backend = RawJson::from_text(r#"{"z": 1.50, "a": [true], "isError": false}"#.into()).expect("JSON");
+        let result = stored(Ok(backend));
+        assert_eq!(result.get(), r#"{"result":{"z": 1.50, "a": [true], "isError": false}}"#, "the backend's bytes");
         assert_eq!(replay_stored(&result.to_value()).unwrap()["_meta"], json!({REPLAYED_META: true}));
         let rpc = |data| McpError::Rpc { code: -32000, message: "down".into(), data };
         let error = stored(Err(rpc(None)));

@@ -29,7 +29,8 @@ use super::request_state::{CallIdentity, Continuation, STATE_TTL, StateRefusal};
 use super::{CallLedger, CallRouter, Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::ledger::{ClaimKey, canonical_digest};
-use crate::mcp::{jsonrpc, method};
+use crate::mcp::{ResultFlags, jsonrpc, method};
+use crate::raw_json::RawJson;
 use crate::telemetry::ClaimWrite;
 
 /// Why a claim whose agent never answered is `unknown`.
@@ -200,10 +201,12 @@ impl CallRouter {
         call: &CallIdentity,
         claim: &ClaimKey,
         round: u32,
-        answer: Result<Value, McpError>,
-    ) -> Result<Result<Value, McpError>, Value> {
+        answer: Result<RawJson, McpError>,
+    ) -> Result<Result<RawJson, McpError>, Value> {
         match answer {
-            Ok(mut result) if caller.sessionless && asks_input(&result) => {
+            Ok(result) if caller.sessionless && ResultFlags::read(result.get()).asks_input() => {
+                // The gateway's state replaces the backend's: this answer is edited, so it is a tree.
+                let mut result = result.to_value();
                 let next = round + 1;
                 let sealer = self.states.load();
                 hand_over(&mut result, |backend_state| {

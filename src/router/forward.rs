@@ -100,7 +100,8 @@ impl CallRouter {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
                 other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
             })
-            .and_then(|result| continuation::refuse_elsewhere(backend, method, result))
+            // Prompts, resources and completions are read or rewritten above: a tree.
+            .and_then(|result| continuation::refuse_elsewhere(backend, method, result.to_value()))
     }
 
     pub(super) async fn get_prompt(

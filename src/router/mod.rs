@@ -46,6 +46,7 @@ use crate::catalog::{self, BackendSpec, BackendStatus, Catalog};
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method;
+use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 use claims::{Admission, GuardedCall};
@@ -106,6 +107,25 @@ impl Caller {
         };
         let slot = SlotKey { agent_session: self.session.as_str().into(), backend: Arc::clone(backend), owner };
         (slot, target.renewed().for_principal(principal))
+    }
+}
+
+/// A request's result for the agent: one the gateway built or edited (a tree), or a backend's `tools/call`
+/// result relayed as the text the backend sent, which the front splices into its response unparsed
+/// (ARCHITECTURE.md, *Raw results*).
+#[derive(Debug, PartialEq)]
+pub enum Found {
+    Built(Value),
+    Relayed(RawJson),
+}
+
+impl Found {
+    /// The result as a tree, for a caller that must edit it (the 2026-07-28 era's shape).
+    pub fn into_value(self) -> Value {
+        match self {
+            Found::Built(value) => value,
+            Found::Relayed(raw) => raw.to_value(),
+        }
     }
 }
 
@@ -326,11 +346,11 @@ impl CallRouter {
         method: &str,
         params: Value,
         relay: &Relay,
-    ) -> Result<Value, RpcFailure> {
-        match method {
+    ) -> Result<Found, RpcFailure> {
+        let built = match method {
+            method::TOOLS_CALL => return self.call_tool(caller, view, params, relay).await,
             method::PING => Ok(json!({})),
             method::TOOLS_LIST => self.list_tools(caller, view, relay).await,
-            method::TOOLS_CALL => self.call_tool(caller, view, params, relay).await,
             method::PROMPTS_LIST => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);
@@ -347,7 +367,8 @@ impl CallRouter {
             method::COMPLETION_COMPLETE => self.complete(caller, view, params, relay).await,
             method::LOGGING_SET_LEVEL => self.set_level(caller, view, params).await,
             _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
-        }
+        };
+        built.map(Found::Built)
     }
 
     async fn call_tool(
@@ -356,7 +377,7 @@ impl CallRouter {
         view: View<'_>,
         mut params: Value,
         relay: &Relay,
-    ) -> Result<Value, RpcFailure> {
+    ) -> Result<Found, RpcFailure> {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
             caller.record.unknown_tool();
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "tools/call needs `params.name`, the tool's name"));
@@ -397,7 +418,7 @@ impl CallRouter {
             Admission::Run(key, round) => (key, round),
             Admission::Answered(outcome, answer) => {
                 caller.record.tool_outcome(outcome);
-                return answer;
+                return answer.map(Found::Built);
             }
         };
         params["name"] = Value::String(route.name.clone());
@@ -405,7 +426,7 @@ impl CallRouter {
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let answer = match self.continue_call(caller, &identity, &key, round, answer) {
             Ok(answer) => answer,
-            Err(held) => return Ok(held),
+            Err(held) => return Ok(Found::Built(held)),
         };
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
         let settled = self.ledger.settle(&key, &route.backend, answer).await;

@@ -115,6 +115,12 @@ impl RequestRecord {
         self.fields().error = ErrorType::of_response(response);
     }
 
+    /// The request was answered with a result that reports `error` (a result passed on as text, whose response
+    /// is not a tree [`answered`](Self::answered) could read).
+    pub fn answered_with(&self, error: ErrorType) {
+        self.fields().error = error;
+    }
+
     /// The request was refused with this JSON-RPC error code (an HTTP error answer of the front).
     pub fn refused(&self, code: i64) {
         self.fields().error = ErrorType::Rpc(code);

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
-use crate::mcp::method;
+use crate::mcp::{ResultFlags, method};
 
 /// A method, or a JSON-RPC error code, outside the known lists.
 pub const OTHER: &str = "_other";
@@ -95,6 +95,11 @@ impl ErrorType {
             Some(error) => ErrorType::Rpc(error.get("code").and_then(Value::as_i64).unwrap_or_default()),
             None => response.get("result").map_or(ErrorType::None, ErrorType::of_result),
         }
+    }
+
+    /// [`of_result`](Self::of_result) for a result kept as its JSON text (read, not parsed into a tree).
+    pub fn of_result_text(result: &str) -> ErrorType {
+        if ResultFlags::read(result).is_error() { ErrorType::ToolError } else { ErrorType::None }
     }
 
     /// Of a JSON-RPC result: `tool_error` when it is a tool's failure.

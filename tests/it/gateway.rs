@@ -305,6 +305,35 @@ async fn notifications_during_a_call_stream_to_the_agent_before_the_result() {
 }
 
 #[tokio::test]
+async fn a_backends_result_reaches_the_agent_as_the_backend_wrote_it() {
+    let fault = FaultBackend::start(Script { pretty: true, ..chatty_backend() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let text = "\"result\": {\"id\": 1} \u{e9}\u{1f600}";
+    let call = |id: &str| {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fault__echo", "arguments": {"text": text}}});
+        serde_json::to_vec(&call).unwrap()
+    };
+    // Streamed: the pretty-printed response comes back over several `data:` lines, read as the same value.
+    let streamed = agent.post_raw(call("sse"), &[]).await;
+    assert_eq!(streamed.headers["content-type"], "text/event-stream");
+    let last = events(&streamed.raw).pop().expect("the result event");
+    assert!(last.data.contains("\n"), "the backend's lines, kept: {:?}", last.data);
+    let message: Value = serde_json::from_str(&last.data).expect("the result event is one JSON message");
+    assert_eq!(message["id"], "sse");
+    assert_eq!(message["result"]["content"][0]["text"], text);
+
+    fault.update(|script| script.before_result.clear());
+    fault.update(|script| script.answer = crate::support::fault_backend::Answer::Json);
+    let plain = agent.post_raw(call("json"), &[]).await;
+    assert_eq!(plain.headers["content-type"], "application/json");
+    assert!(plain.raw.starts_with(r#"{"jsonrpc":"2.0","id":"json","result":{"#), "{}", plain.raw);
+    assert!(plain.raw.contains("{\n    \"content\": ["), "the backend's own bytes: {}", plain.raw);
+    assert_eq!(plain.body.unwrap()["result"]["content"][0]["text"], text);
+}
+
+#[tokio::test]
 async fn quiet_calls_and_json_only_agents_get_json() {
     let fault = FaultBackend::start(chatty_backend()).await;
     let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;

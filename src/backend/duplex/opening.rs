@@ -93,7 +93,7 @@ impl Duplex {
         let wait = deadline.min(Instant::now() + PROBE_WAIT);
         let params = request_params(None, version, &Value::Null, None);
         match self.request(method::SERVER_DISCOVER, params, &Relay::default(), wait).await {
-            Ok(result) => Ok(verdict_of_result(&result, version)),
+            Ok(result) => Ok(verdict_of_result(&result.to_value(), version)),
             Err(McpError::Rpc { code, message, data }) => {
                 Ok(verdict_of_error(code, &message, data.as_ref(), None, version, retried))
             }
@@ -105,7 +105,8 @@ impl Duplex {
 
     async fn initialize(self: &Arc<Self>, capabilities: &Value, deadline: Instant) -> Result<Opened, McpError> {
         let params = initialize_params(capabilities);
-        let result = self.request(method::INITIALIZE, params, &Relay::default(), deadline).await?;
+        // The handshake reads inside its result: a tree, once per session.
+        let result = self.request(method::INITIALIZE, params, &Relay::default(), deadline).await?.to_value();
         let version = negotiated_version(&result)?;
         let capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.sink.send(&jsonrpc::notification(method::INITIALIZED, None), deadline).await?;

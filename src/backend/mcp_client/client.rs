@@ -34,6 +34,7 @@ use super::{
 };
 use crate::backend::http_client::HttpClient;
 use crate::mcp::method;
+use crate::raw_json::RawJson;
 use crate::telemetry::ErrorType;
 use crate::telemetry::trace::{CallFailure, ClientRequest, ClientSpan};
 
@@ -135,23 +136,40 @@ impl McpBackendClient {
         self.request_relayed(key, target, method, params, &Relay::default()).await
     }
 
-    /// [`request`](Self::request), relaying the backend's notifications about it. With tracing on, the request is
-    /// one CLIENT span whose context goes to the backend in `params._meta` (design §8).
+    /// [`request`](Self::request), relaying the backend's notifications about it.
     pub async fn request_relayed(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        method: &str,
+        params: Value,
+        relay: &Relay,
+    ) -> Result<Value, McpError> {
+        self.request_raw(key, target, method, params, relay).await.map(|result| result.to_value())
+    }
+
+    /// [`request_relayed`](Self::request_relayed), returning the `result` as the backend's text, for a caller that
+    /// passes it on without looking inside (no tree is built). With tracing on, the request is one CLIENT span
+    /// whose context goes to the backend in `params._meta` (design §8).
+    pub async fn request_raw(
         &self,
         key: &SlotKey,
         target: &BackendTarget,
         method: &str,
         mut params: Value,
         relay: &Relay,
-    ) -> Result<Value, McpError> {
+    ) -> Result<RawJson, McpError> {
         let Some(tracer) = &self.config.tracer else {
             return self.request_on_slot(key, target, method, params, relay, None).await;
         };
         let span = tracer.client_span(&ClientRequest { method, params: &params, peer: target.peer() });
         span.inject(&mut params);
         let answer = self.request_on_slot(key, target, method, params, relay, Some(&span)).await;
-        span.end(answer.as_ref().map_err(call_failure));
+        // The span reads inside a result (`isError`, the outcome): a tree, only when traces are on.
+        match &answer {
+            Ok(result) => span.end(Ok(&result.to_value())),
+            Err(error) => span.end(Err(call_failure(error))),
+        }
         answer
     }
 
@@ -163,7 +181,7 @@ impl McpBackendClient {
         params: Value,
         relay: &Relay,
         span: Option<&ClientSpan>,
-    ) -> Result<Value, McpError> {
+    ) -> Result<RawJson, McpError> {
         let started = Instant::now();
         // Only the router calls tools, and only by names its catalog resolved: a bounded label.
         let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
@@ -171,7 +189,7 @@ impl McpBackendClient {
         let params = (!params.is_null()).then_some(&params);
         let answer = self.send_with_retry(target, Call { key, method, params, relay, span }).await;
         let error = match &answer {
-            Ok(result) => ErrorType::of_result(result),
+            Ok(result) => ErrorType::of_result_text(result.get()),
             Err(error) => error.error_type(),
         };
         self.config.metrics.observe_client(&key.backend, method, tool.as_ref(), error, started.elapsed());
@@ -179,7 +197,7 @@ impl McpBackendClient {
     }
 
     /// Sends `call` on its slot's session, retrying at most once as [`super::retry`] decides.
-    async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<Value, McpError> {
+    async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<RawJson, McpError> {
         let Call { key, method, params, relay, span } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
@@ -199,12 +217,13 @@ impl McpBackendClient {
             }
             let call = Call { key, method, params, relay, span };
             let error = match self.send(&session, target, call).await {
-                Ok(mut result) => {
-                    if method == method::TOOLS_LIST && session.modern().is_some() {
-                        self.tool_headers.learn(&key.backend, &mut result);
-                    }
-                    return Ok(result);
+                Ok(result) if method == method::TOOLS_LIST && session.modern().is_some() => {
+                    // Learning the tools' headers edits the list: a tree (tools/list is not a per-call path).
+                    let mut result = result.to_value();
+                    self.tool_headers.learn(&key.backend, &mut result);
+                    return Ok(RawJson::of(&result));
                 }
+                Ok(result) => return Ok(result),
                 Err(error) => error,
             };
             let retry = Box::pin(self.recover(key, target, &session, method, error, retried)).await?;

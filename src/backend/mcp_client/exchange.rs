@@ -1,6 +1,10 @@
 //! One JSON-RPC exchange with a backend over Streamable HTTP (MCP 2025-11-25, transports §"Sending messages to
 //! the server", §"Resumability and redelivery").
 //!
+//! The response the exchange waits for is handed back as the text it came in (a JSON body kept where it lies, or
+//! an event's data), for [`super::response`] to decode without a tree of its result; only the other messages
+//! on a stream are parsed.
+//!
 //! Rules: every POST carries `Accept: application/json, text/event-stream`, `Content-Type: application/json` and
 //! `Accept-Encoding: identity`; a response with any other `Content-Encoding` is refused. The answer is one JSON
 //! object or an SSE stream read until the response with the request's id; server-to-client requests met on the
@@ -26,7 +30,7 @@ use super::authorize::Refused;
 use super::http::encode;
 use super::modern::{Rejection, modern_refusal};
 use super::refusal::Refusal;
-use super::{AfterDeliveryCause, NotDeliveredCause};
+use super::{AfterDeliveryCause, NotDeliveredCause, response_id};
 use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
 use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::http_client::{self, HttpClient, Response, SendError};
@@ -91,9 +95,10 @@ impl From<McpError> for ExchangeError {
     }
 }
 
-/// A JSON-RPC response and the HTTP headers it came with.
+/// A JSON-RPC response, as the text the backend sent (decoded by [`super::into_result`]), and the HTTP headers it
+/// came with.
 pub(super) struct Answer {
-    pub(super) message: Value,
+    pub(super) message: Bytes,
     pub(super) headers: HeaderMap,
 }
 
@@ -115,18 +120,18 @@ pub(super) struct Exchange<'a> {
 /// which the spec forbids but servers do — still reach the exchange waiting for that id (ids are unique per
 /// client).
 #[derive(Default)]
-pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>);
+pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Bytes>>>);
 
 /// Waits for a stray response to one id; forgets the id when dropped.
 pub(super) struct Stray<'a> {
     strays: &'a Strays,
     /// The request's id: the client's ids are numbers ([`super::McpBackendClient::next_id`]).
     key: Option<u64>,
-    arrival: Option<tokio::sync::oneshot::Receiver<Value>>,
+    arrival: Option<tokio::sync::oneshot::Receiver<Bytes>>,
 }
 
 impl Strays {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Bytes>>> {
         // Each update is one insert or removal: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -138,8 +143,9 @@ impl Strays {
         Stray { strays: self, key: Some(key), arrival: Some(arrival) }
     }
 
-    fn deliver(&self, message: Value) {
-        let Some(id) = message.get("id").and_then(Value::as_u64) else { return };
+    /// Hands the response `message` (whose id is `id`) to the exchange waiting for it, if any.
+    fn deliver(&self, id: &Value, message: Bytes) {
+        let Some(id) = id.as_u64() else { return };
         if let Some(waiting) = self.lock().remove(&id) {
             let _ = waiting.send(message);
         }
@@ -148,7 +154,7 @@ impl Strays {
 
 impl Stray<'_> {
     /// The stray response, if one arrives; pends forever otherwise.
-    async fn arrival(&mut self) -> Option<Value> {
+    async fn arrival(&mut self) -> Option<Bytes> {
         match self.arrival.as_mut() {
             Some(arrival) => arrival.await.ok(),
             None => std::future::pending().await,
@@ -414,29 +420,25 @@ impl Exchange<'_> {
         }
     }
 
-    async fn read_json(&self, mut response: Response, budget: &mut usize) -> Result<Value, McpError> {
+    /// The body of a JSON answer, undecoded: a small answer arrives in one chunk and is kept where it lies.
+    async fn read_json(&self, mut response: Response, budget: &mut usize) -> Result<Bytes, McpError> {
         if http_client::content_length(&response).is_some_and(|length| length > *budget as u64) {
             return Err(self.too_large());
         }
         let mut next = async || self.next_chunk(&mut response, budget).await.map_err(|e| self.read_failed(e));
         let first = next().await?.unwrap_or_default();
-        // A small answer arrives in one chunk: it is parsed where it lies, without a copy.
-        let mut body = Vec::new();
-        if let Some(second) = next().await? {
-            body.extend_from_slice(&first);
-            body.extend_from_slice(&second);
-            while let Some(chunk) = next().await? {
-                body.extend_from_slice(&chunk);
-            }
+        let Some(second) = next().await? else { return Ok(first) };
+        let mut body = Vec::with_capacity(first.len() + second.len());
+        body.extend_from_slice(&first);
+        body.extend_from_slice(&second);
+        while let Some(chunk) = next().await? {
+            body.extend_from_slice(&chunk);
         }
-        let body = if body.is_empty() { &first[..] } else { &body[..] };
-        serde_json::from_slice(body).map_err(|e| {
-            after_delivery(AfterDeliveryCause::Malformed, format!("the backend's answer is not JSON: {e}"))
-        })
+        Ok(Bytes::from(body))
     }
 
     /// Reads SSE until the response to `id`, resuming the stream when it ends early with an event id.
-    async fn read_stream(&self, mut response: Response, id: &Value, budget: &mut usize) -> Result<Value, McpError> {
+    async fn read_stream(&self, mut response: Response, id: &Value, budget: &mut usize) -> Result<Bytes, McpError> {
         let mut cursor = StreamCursor::default();
         for resumption in 0..=MAX_RESUMPTIONS {
             if resumption > 0 {
@@ -475,7 +477,7 @@ impl Exchange<'_> {
         id: &Value,
         budget: &mut usize,
         cursor: &mut StreamCursor,
-    ) -> Result<Option<Value>, McpError> {
+    ) -> Result<Option<Bytes>, McpError> {
         let mut decoder = SseDecoder::new(self.limit);
         loop {
             let chunk = match self.next_chunk(response, budget).await {
@@ -499,22 +501,27 @@ impl Exchange<'_> {
         Ok(None)
     }
 
-    /// Returns the response when `event` carries it; answers server-to-client requests.
-    async fn handle_event(&self, event: SseEvent, id: &Value) -> Result<Option<Value>, McpError> {
+    /// Returns the response when `event` carries it, as its text (no tree of the result is built); answers
+    /// server-to-client requests.
+    async fn handle_event(&self, event: SseEvent, id: &Value) -> Result<Option<Bytes>, McpError> {
         if event.data.is_empty() {
             return Ok(None); // a priming event: it only carries an id
         }
-        let message: Value = serde_json::from_str(&event.data).map_err(|e| {
+        let not_json = |e: serde_json::Error| {
             after_delivery(AfterDeliveryCause::Malformed, format!("the backend sent an event that is not JSON: {e}"))
-        })?;
-        match jsonrpc::kind(&message) {
-            Kind::Response { id: answered } if answered == id => Ok(Some(message)),
-            Kind::Response { .. } => {
+        };
+        match response_id(event.data.as_bytes()).map_err(not_json)? {
+            Some(answered) if answered == *id => return Ok(Some(Bytes::from(event.data))),
+            Some(answered) => {
                 if let Some(strays) = self.strays {
-                    strays.deliver(message);
+                    strays.deliver(&answered, Bytes::from(event.data));
                 }
-                Ok(None)
+                return Ok(None);
             }
+            None => {}
+        }
+        let message: Value = serde_json::from_str(&event.data).map_err(not_json)?;
+        match jsonrpc::kind(&message) {
             Kind::Request { method, .. } if matches!(self.wire, Wire::Modern { .. }) => {
                 // 2026-07-28 servers never send requests, and clients never send responses.
                 tracing::warn!(method, "a 2026-07-28 backend sent a request on its stream; ignored");

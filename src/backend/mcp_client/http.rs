@@ -28,6 +28,7 @@ use super::{
 };
 use crate::backend::http_client::{self, HttpClient};
 use crate::mcp::{jsonrpc, method};
+use crate::raw_json::RawJson;
 use crate::telemetry::trace::ClientSpan;
 
 const MAX_SESSION_ID_LEN: usize = 1024;
@@ -56,7 +57,8 @@ impl McpBackendClient {
         let wire = Wire::Legacy(None);
         let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays: None, span: None };
         let answer = exchange.call(&id, encode(&initialize)?).await.map_err(handshake_error)?;
-        let result = into_result(answer.message)?;
+        // The handshake reads inside its result: a tree, once per session.
+        let result = into_result(&answer.message)?.to_value();
         let version = negotiated_version(&result)?;
         let session_id = session_id(&answer.headers)?;
         let session = BackendSession {
@@ -78,7 +80,7 @@ impl McpBackendClient {
         session: &BackendSession,
         endpoint: &BackendEndpoint,
         call: Call<'_>,
-    ) -> Result<Value, ExchangeError> {
+    ) -> Result<RawJson, ExchangeError> {
         let id = self.next_id();
         if let Some(span) = call.span {
             span.request_id(&id);
@@ -122,10 +124,10 @@ impl McpBackendClient {
         let span = call.span;
         let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays, span };
         let Some(cancel) = &call.relay.cancel() else {
-            return Ok(into_result(exchange.call(&id, body).await?.message)?);
+            return Ok(into_result(&exchange.call(&id, body).await?.message)?);
         };
         tokio::select! {
-            answer = exchange.call(&id, body) => Ok(into_result(answer?.message)?),
+            answer = exchange.call(&id, body) => Ok(into_result(&answer?.message)?),
             () = cancel.notified() => {
                 // The call's future is dropped by now, and with it its response stream: that closing is all a
                 // 2026-07-28 backend gets. A 2025-era backend learns which request to stop by its own id.

@@ -8,7 +8,8 @@
 //! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
 //! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
 //! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
-//! operator ([`census`]); what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
+//! operator ([`census`]); the final response of a request, decoded without a tree of its result ([`response`]);
+//! what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
 //! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
@@ -27,6 +28,7 @@ mod modern;
 mod negotiate;
 mod processes;
 mod refusal;
+mod response;
 mod retry;
 mod subscriptions;
 mod table;
@@ -52,6 +54,7 @@ pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub(crate) use exchange::{classify_send_error, error_chain};
 pub(crate) use modern::{Asked, listen_interests, request_params};
 pub use refusal::Refusal;
+pub(crate) use response::{into_result, response_id};
 pub use transport::BackendSession;
 pub(crate) use transport::initialize_params;
 
@@ -124,26 +127,6 @@ pub(crate) fn swap_progress_token(params: &mut Option<Value>, ours: &Value) -> O
     token.map(|token| std::mem::replace(token, ours.clone()))
 }
 
-/// The `result` of a JSON-RPC response, or its `error` as [`McpError::Rpc`].
-pub(crate) fn into_result(mut message: Value) -> Result<Value, McpError> {
-    if let Some(result) = message.get_mut("result") {
-        return Ok(result.take());
-    }
-    let error = message.get("error");
-    let field = |name: &str| error.and_then(|error| error.get(name));
-    match field("code").and_then(Value::as_i64) {
-        Some(code) => Err(McpError::Rpc {
-            code,
-            message: field("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            data: field("data").cloned(),
-        }),
-        None => Err(McpError::AfterDelivery {
-            cause: AfterDeliveryCause::Malformed,
-            reason: "the backend's response has neither result nor error".into(),
-        }),
-    }
-}
-
 pub(crate) fn negotiated_version(result: &Value) -> Result<&'static str, McpError> {
     let offered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
     SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|supported| *supported == offered).ok_or_else(|| {
@@ -152,17 +135,4 @@ pub(crate) fn negotiated_version(result: &Value) -> Result<&'static str, McpErro
             reason: format!("the backend negotiated unsupported protocol version `{offered}`"),
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn rpc_errors_keep_code_message_and_data() {
-        let error = into_result(json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad","data":[1]}}));
-        assert!(matches!(error, Err(McpError::Rpc { code: -32602, ref message, data: Some(_) }) if message == "bad"));
-        assert!(matches!(into_result(json!({"id": 1})), Err(McpError::AfterDelivery { .. })));
-    }
 }

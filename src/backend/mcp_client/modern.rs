@@ -32,6 +32,7 @@ use crate::mcp::meta::{
 };
 use crate::mcp::modern::encode_header_value;
 use crate::mcp::{METHOD_HEADER, NAME_HEADER, jsonrpc, method};
+use crate::raw_json::RawJson;
 
 /// What a slot keeps for its modern HTTP backend, which keeps nothing: the era verdict it was made from, and
 /// what the agent asked.
@@ -178,7 +179,7 @@ impl McpBackendClient {
         session: &BackendSession,
         method: &str,
         params: Option<&Value>,
-    ) -> Option<Result<Value, McpError>> {
+    ) -> Option<Result<RawJson, McpError>> {
         let modern = session.modern()?;
         match modern.asked.apply(method, params, session.capabilities())? {
             Err(error) => Some(Err(error)),
@@ -186,7 +187,7 @@ impl McpBackendClient {
                 if let Some(uris) = changed {
                     self.resubscribe(slot, key, session, uris).await;
                 }
-                Some(Ok(json!({})))
+                Some(Ok(RawJson::of(&json!({}))))
             }
         }
     }
@@ -262,7 +263,7 @@ fn probe_verdict(
 ) -> Result<Verdict, McpError> {
     let error = match answer {
         Ok(answer) => {
-            return Ok(match into_result(answer.message) {
+            return Ok(match into_result(&answer.message).map(|result| result.to_value()) {
                 Ok(result) => verdict_of_result(&result, sent),
                 Err(McpError::Rpc { code, message, data }) => {
                     verdict_of_error(code, &message, data.as_ref(), Some(200), sent, retried)

@@ -25,6 +25,7 @@ use super::{BackendEndpoint, BackendTarget, McpBackendClient, McpError, SlotKey}
 use crate::backend::duplex::{Announce, DuplexConnection, Sharing, Standing};
 use crate::backend::legacy_sse::LegacySseConnection;
 use crate::backend::stdio::StdioConnection;
+use crate::raw_json::RawJson;
 use crate::telemetry::LiveSession;
 
 /// One live backend session.
@@ -235,14 +236,14 @@ impl McpBackendClient {
         session: &BackendSession,
         target: &BackendTarget,
         call: Call<'_>,
-    ) -> Result<Value, ExchangeError> {
+    ) -> Result<RawJson, ExchangeError> {
         match (&session.carrier, target) {
             (Carrier::Http { .. } | Carrier::Modern { .. }, BackendTarget::Http(endpoint)) => {
                 self.send_http(session, endpoint, call).await
             }
             (Carrier::Duplex(link), BackendTarget::Duplex(duplex)) => {
                 let params = call.params.cloned().unwrap_or(Value::Null);
-                Ok(link.request(call.method, params, call.relay, duplex.deadline).await?)
+                Ok(link.request_raw(call.method, params, call.relay, duplex.deadline).await?)
             }
             _ => Err(ExchangeError::Failed(McpError::NotDelivered {
                 cause: NotDeliveredCause::SessionEnded,

@@ -27,7 +27,7 @@ use super::{REFUSAL, events, shape};
 use crate::front::stream::{self, KEEP_ALIVE};
 use crate::front::{Front, http};
 use crate::mcp::{Relay, RelayMessage, meta, method};
-use crate::router::{Caller, View};
+use crate::router::{Caller, Found, View};
 use crate::telemetry::trace::ServerSpan;
 
 /// One routed request of a sessionless agent.
@@ -78,7 +78,8 @@ impl Front {
             let work = async {
                 let view = backend.as_deref().map_or(View::All, View::Backend);
                 let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
-                shape::answer(&caller.request_id, &method, &params, answer)
+                // The era's shape edits every result (`resultType`, `_meta`): a tree.
+                shape::answer(&caller.request_id, &method, &params, answer.map(Found::into_value))
             };
             let Some(span) = span else { return work.await };
             let answer = span.run(work).await;

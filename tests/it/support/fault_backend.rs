@@ -116,6 +116,8 @@ pub struct Script {
     pub stall: bool,
     /// Answer `tools/call` with a body that is not JSON.
     pub non_json: bool,
+    /// Write the `tools/call` response pretty-printed (several lines; several `data:` lines as SSE).
+    pub pretty: bool,
     /// Read the `tools/call`, count the execution, then close the socket without a response.
     pub drop_after_call: bool,
     /// Status for `DELETE`; a 2xx ends the session it names.
@@ -172,6 +174,7 @@ impl Default for Script {
             oversize: None,
             stall: false,
             non_json: false,
+            pretty: false,
             drop_after_call: false,
             delete_status: 200,
             calls_404: false,
@@ -726,6 +729,10 @@ impl Exchange<'_> {
             return self.gzipped(&result).await;
         }
         match (self.script.answer, self.script.resume) {
+            (Answer::Json, _) if self.script.pretty => {
+                let text = serde_json::to_string_pretty(&result).expect("JSON");
+                send_raw(self.stream, 200, Vec::new(), "application/json", text.as_bytes()).await
+            }
             (Answer::Json, _) => self.send_json(200, Vec::new(), &result).await,
             (Answer::Sse, None) => self.stream_result(&result, params).await,
             (Answer::Sse, Some(resume)) => self.park(result, resume).await,
@@ -741,7 +748,11 @@ impl Exchange<'_> {
         if self.script.await_answers && !self.await_answers().await {
             return Ok(());
         }
-        self.send_event(&mut ids, &result.to_string()).await
+        let text = match self.script.pretty {
+            true => serde_json::to_string_pretty(result).expect("JSON"),
+            false => result.to_string(),
+        };
+        self.send_event(&mut ids, &text).await
     }
 
     /// Waits for the client's answers to the requests in `before_result`; false if the client went away first.
