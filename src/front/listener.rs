@@ -11,6 +11,7 @@
 //!   hyper's own header timer is not used because it starts when hyper waits for a request, so it would count
 //!   keep-alive idleness as header time; the phases are kept apart here instead.
 //! - Each request carries the peer's address as axum's `ConnectInfo<SocketAddr>`.
+//! - Sockets are `TCP_NODELAY`: every write goes out when it is made (an event is never held for an ACK).
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
 //!   as open connections close (none is closed for it).
@@ -162,6 +163,11 @@ fn serve_connection(
     peer: SocketAddr,
     app: Router,
 ) -> HttpConnection {
+    // An event stream's answer is many small writes; Nagle's algorithm would hold each one back until the agent
+    // acknowledged the last (up to its delayed-ACK timer, tens of milliseconds).
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+    }
     let phase = Arc::new(Mutex::new(Phase::idle()));
     let io = Deadlined { stream, limits, phase: Arc::clone(&phase), timer: None, _slot: slot };
     let service = PerRequest { app: TowerToHyperService::new(app), peer, phase };

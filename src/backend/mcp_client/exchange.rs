@@ -691,11 +691,8 @@ pub(crate) async fn answer_server_request(
 }
 
 pub(crate) fn classify_send_error(error: &SendError) -> McpError {
-    if error.is_connect() {
-        McpError::NotDelivered {
-            cause: NotDeliveredCause::Connect,
-            reason: format!("could not connect: {}", error_chain(error)),
-        }
+    if error.never_sent() {
+        McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: error_chain(error) }
     } else {
         after_delivery(
             AfterDeliveryCause::Ended,

@@ -1,0 +1,103 @@
+//! The idle connections of one client, by scheme and authority.
+//!
+//! Rules:
+//! - The most recently used connection is taken first (its socket and buffers are warm); connections idle for
+//!   longer than [`IDLE_FOR`] are dropped whenever their backend's list is touched, so no timer task runs and an
+//!   idle gateway does no work for its pool.
+//! - At most [`MAX_IDLE`] connections per backend are kept; one more is closed instead.
+//! - Connections are dropped (closed) outside the lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use http::Uri;
+use http::uri::{Authority, Scheme};
+
+use super::conn::Conn;
+
+/// How long an idle connection is kept.
+pub(super) const IDLE_FOR: Duration = Duration::from_secs(90);
+/// The most idle connections kept per backend: more than any agent concurrency the gateway serves at once.
+pub(super) const MAX_IDLE: usize = 1024;
+
+/// Which connections can carry a request: same scheme, same authority.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    pub(super) scheme: Scheme,
+    pub(super) authority: Authority,
+}
+
+impl Key {
+    /// The key of an absolute URI; `None` for one without scheme or authority.
+    pub(super) fn of(uri: &Uri) -> Option<Key> {
+        Some(Key { scheme: uri.scheme()?.clone(), authority: uri.authority()?.clone() })
+    }
+}
+
+struct Idle {
+    conn: Box<Conn>,
+    since: Instant,
+}
+
+/// The idle connections, newest at the back of each list.
+#[derive(Default)]
+pub(super) struct Pool {
+    idle: Mutex<HashMap<Key, VecDeque<Idle>>>,
+}
+
+impl Pool {
+    /// The most recently returned connection to `key`'s backend, if one is still fresh.
+    pub(super) fn take(&self, key: &Key) -> Option<Box<Conn>> {
+        let mut expired = Vec::new();
+        let conn = {
+            let mut idle = self.lock();
+            let list = idle.get_mut(key)?;
+            drain_expired(list, &mut expired);
+            list.pop_back().map(|idle| idle.conn)
+        };
+        drop(expired);
+        conn
+    }
+
+    /// Keeps `conn` for the next request to `key`'s backend, unless it cannot carry one or the list is full.
+    pub(super) fn put(&self, key: &Key, conn: Box<Conn>) {
+        if !conn.reusable() {
+            return;
+        }
+        let mut expired = Vec::new();
+        let refused = {
+            let mut idle = self.lock();
+            let list = match idle.get_mut(key) {
+                Some(list) => list,
+                None => idle.entry(key.clone()).or_default(),
+            };
+            drain_expired(list, &mut expired);
+            if list.len() < MAX_IDLE {
+                list.push_back(Idle { conn, since: Instant::now() });
+                None
+            } else {
+                Some(conn)
+            }
+        };
+        drop((expired, refused));
+    }
+
+    /// How many idle connections `key`'s backend has.
+    #[cfg(test)]
+    pub(super) fn idle(&self, key: &Key) -> usize {
+        self.lock().get(key).map_or(0, VecDeque::len)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Key, VecDeque<Idle>>> {
+        // Every update leaves the lists whole: a poisoned lock is still consistent.
+        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Moves the connections idle for too long (at the front: oldest first) into `expired`.
+fn drain_expired(list: &mut VecDeque<Idle>, expired: &mut Vec<Idle>) {
+    while list.front().is_some_and(|idle| idle.since.elapsed() > IDLE_FOR) {
+        expired.extend(list.pop_front());
+    }
+}
