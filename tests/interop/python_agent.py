@@ -102,7 +102,15 @@ def emit(answer: dict[str, Any]) -> None:
 
 
 def failure(error: BaseException) -> dict[str, Any]:
-    return {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    return {"ok": False, "error": describe(error)}
+
+
+def describe(error: BaseException) -> str:
+    """The error and, for an exception group (anyio's task groups raise them), the errors inside it."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, BaseExceptionGroup):
+        text += " [" + "; ".join(describe(inner) for inner in error.exceptions) + "]"
+    return text
 
 
 async def list_tools(session: ClientSession) -> dict[str, Any]:
