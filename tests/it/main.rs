@@ -28,6 +28,7 @@ mod revocations;
 mod session_fairness;
 mod slow_clients;
 mod stdio;
+mod stdio_groups;
 mod support;
 mod telemetry;
 mod traces;

@@ -4,7 +4,8 @@
 //!
 //! Rules:
 //! - argv only, never a shell; the environment is cleared, then given [`ENV_ALLOWLIST`] from the gateway's own
-//!   environment and the backend's configured `env` (which wins).
+//!   environment and the backend's configured `env` (which wins), and last the group's token
+//!   ([`super::GROUP_TOKEN_VAR`], see [`super::groups`]).
 //! - Each child leads its own process group, so signals reach the grandchildren `npx` and `uvx` start. On Linux
 //!   the child also gets `PR_SET_PDEATHSIG` = SIGKILL, so it dies with the gateway even when the gateway itself
 //!   is killed (the signal fires when the spawning *thread* ends; spawns happen on the runtime's worker threads,
@@ -26,6 +27,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::StdioCommand;
+use super::groups::GroupToken;
 use super::lines::LineReader;
 
 /// The variables a child gets from the gateway's environment (when set there).
@@ -44,8 +46,8 @@ pub(super) struct Spawned {
     pub(super) stdout: ChildStdout,
 }
 
-/// Starts `command` for `backend`, draining its stderr in the background.
-pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Spawned> {
+/// Starts `command` for `backend` with the group's `token`, draining its stderr in the background.
+pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand, token: &GroupToken) -> io::Result<Spawned> {
     let mut process = Command::new(&command.program);
     process.args(&command.args).env_clear();
     for name in ENV_ALLOWLIST {
@@ -54,6 +56,8 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Sp
         }
     }
     process.envs(command.env.iter().map(|(name, value)| (name, value)));
+    let (name, value) = token.env();
+    process.env(name, value);
     if let Some(cwd) = &command.cwd {
         process.current_dir(cwd);
     }

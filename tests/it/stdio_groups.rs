@@ -1,0 +1,129 @@
+//! The real `switchyard serve` binary with a stdio backend whose process starts a grandchild that ignores SIGTERM
+//! (`support/fault_stdio.py`'s `grandchild` tool): the grandchild must not outlive the gateway — neither a
+//! graceful shutdown (SIGTERM) nor, once the next gateway starts on the same data directory, a SIGKILL.
+//! Every process a test starts is killed by its pid when the test ends, whether it passed or not.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard::backend::stdio::RECORD_PREFIX;
+
+use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
+use crate::support::gateway::{Agent, ChildGateway, ScratchDir};
+
+/// Kills the process `pid` when dropped, if it is still the process that started at `start`.
+struct Reaped {
+    pid: u32,
+    start: Option<u64>,
+}
+
+impl Reaped {
+    fn new(pid: u32) -> Reaped {
+        Reaped { pid, start: start_time(pid) }
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.start.is_some() && start_time(self.pid) == self.start {
+            // SAFETY: kill only sends a signal, to the process this test started (its start time checked).
+            unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`, counted after the process name.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+struct Scene {
+    dir: ScratchDir,
+}
+
+impl Scene {
+    fn new(tag: &str) -> Scene {
+        let scene = Scene { dir: ScratchDir::new(tag) };
+        let backend = format!(
+            "[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [{FAULT_SCRIPT:?}, \"normal\"]\n",
+            python().display().to_string()
+        );
+        let data_dir = scene.data_dir().display().to_string();
+        std::fs::write(scene.config(), format!("[server]\ndata_dir = {data_dir:?}\n{backend}")).expect("config");
+        scene
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("switchyard.toml")
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("gateway.log")
+    }
+
+    async fn gateway(&self) -> ChildGateway {
+        ChildGateway::spawn(&self.config(), &self.log()).await
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+/// Has the gateway start a stdio process that starts a grandchild; returns the grandchild, to be reaped.
+async fn grandchild_of(gateway: &ChildGateway) -> Reaped {
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let reply = agent.call_tool("f__grandchild", json!({})).await;
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a pid: {reply}"));
+    let grandchild = Reaped::new(text.parse().expect("a pid"));
+    assert!(is_running(grandchild.pid), "the grandchild runs while the gateway does");
+    grandchild
+}
+
+fn records(data_dir: &Path) -> Vec<String> {
+    let names = std::fs::read_dir(data_dir)
+        .expect("the data directory")
+        .map(|entry| entry.expect("an entry").file_name().into_string().expect("a UTF-8 name"));
+    names.filter(|name| name.starts_with(RECORD_PREFIX)).collect()
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_stops_the_grandchildren() {
+    let scene = Scene::new("groups-term");
+    let gateway = scene.gateway().await;
+    let grandchild = grandchild_of(&gateway).await;
+    let status = gateway.terminate().await;
+    assert!(status.success(), "{status}; log:\n{}", scene.log_text());
+    assert!(!is_running(grandchild.pid), "the gateway exits only after its stdio process groups are stopped");
+    assert!(records(&scene.data_dir()).is_empty(), "a clean stop leaves no record behind");
+}
+
+#[tokio::test]
+async fn the_next_start_stops_what_a_killed_gateway_left_running() {
+    let scene = Scene::new("groups-kill");
+    let gateway = scene.gateway().await;
+    let grandchild = grandchild_of(&gateway).await;
+    let killed = format!("{RECORD_PREFIX}{}", gateway.pid());
+    gateway.kill().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(is_running(grandchild.pid), "nothing stops a SIGKILLed gateway's grandchildren but the next start");
+    assert_eq!(records(&scene.data_dir()), [killed.clone()], "the killed gateway's record is left");
+
+    let next = scene.gateway().await;
+    assert_gone(grandchild.pid).await;
+    assert!(scene.log_text().contains("stopping stdio backend processes a crashed gateway left running"));
+    assert_eq!(records(&scene.data_dir()), [format!("{RECORD_PREFIX}{}", next.pid())], "the stale record is gone");
+    // A second gateway on the same data directory leaves the running one's processes alone.
+    let survivor = grandchild_of(&next).await;
+    let second = scene.gateway().await;
+    assert!(is_running(survivor.pid), "a running gateway's processes are not a crashed one's");
+    assert_eq!(records(&scene.data_dir()).len(), 2, "each gateway keeps its own record");
+    drop(second);
+    drop(next);
+}
