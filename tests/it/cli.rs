@@ -333,3 +333,55 @@ async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets()
     assert!(!after.contains("alice") && after.contains("bob") && !after.contains("github"), "{after}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Whether `text` holds a character a terminal would act on: C0 but the newline, DEL, C1, bidi overrides.
+fn has_terminal_controls(text: &str) -> bool {
+    text.chars().any(|c| {
+        (c.is_control() && c != '\n')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    })
+}
+
+/// What bash makes of `word` pasted as an argument.
+fn pasted(word: &str) -> String {
+    let script = format!("printf '%s' {word}");
+    let output = Command::new("bash").args(["-c", &script]).env("LC_ALL", "C.UTF-8").output().expect("run bash");
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+#[tokio::test]
+async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shell() {
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let fault = FaultBackend::start(Script::default()).await;
+    let dir = scratch_dir("calls-inert");
+    let config = write_config(&dir, &format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url()));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let marker = dir.join("pasted");
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}txt.exe";
+    let idempotency_key = format!("$(touch {})\u{1b}[8m'", marker.display());
+    let meta = json!({"switchyard/idempotency-key": idempotency_key});
+    let call = json!({"name": "fault__echo", "arguments": {"text": hostile}, "_meta": meta});
+    let done = agent.request("tools/call", call).await;
+    assert_eq!(done["result"]["content"][0]["text"], hostile, "{done}");
+    let key = done["result"]["_meta"]["switchyard/claim"].as_str().expect("the claim key").to_owned();
+
+    let listed = run(switchyard().args(["calls", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!has_terminal_controls(&text), "{text:?}");
+    let line = text.lines().find(|line| line.contains("fault")).unwrap_or_else(|| panic!("{text}"));
+    let word = &line[line.find("$'").unwrap_or_else(|| panic!("an ANSI-C quoted key: {line}"))..];
+    assert_eq!(pasted(word), key, "a pasted key is the key");
+
+    let shown = run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await;
+    let text = stdout(&shown);
+    assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));
+    assert!(!has_terminal_controls(&text), "{text:?}");
+    assert!(text.contains(r"\u009b31m\u202etxt.exe"), "the result's text, escaped: {text}");
+    let key_line = text.lines().find(|line| line.trim_start().starts_with("key: ")).expect("the key line");
+    assert_eq!(pasted(key_line.trim_start().trim_start_matches("key: ")), key);
+    assert!(!marker.exists(), "pasting a key ran a command");
+    gateway.kill().await;
+}

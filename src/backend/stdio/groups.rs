@@ -172,7 +172,9 @@ impl Drop for ProcessGroups {
 impl Record {
     /// Writes the header and `lines` to a new private file and renames it over the record.
     fn write(&self, lines: &[String]) -> io::Result<()> {
-        let fresh = self.path.with_extension("new");
+        let mut fresh = self.path.clone().into_os_string();
+        fresh.push(".new");
+        let fresh = PathBuf::from(fresh);
         let _ = fs::remove_file(&fresh);
         let mut file = crate::private_files::new_file(&fresh)?;
         let mut text = format!("{}\n", self.header);

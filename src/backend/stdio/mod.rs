@@ -2,7 +2,7 @@
 //! 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole
-//! group ([`process`]); bounded line framing ([`lines`]); one MCP session per process over stdin/stdout, what a
+//! group ([`process`]); bounded line framing ([`lines`]); stderr logged within a budget ([`stderr`]); one MCP session per process over stdin/stdout, what a
 //! pipe proves about delivery, the JSON-RPC rules being the shared session core's ([`connection`],
 //! [`crate::backend::duplex`]); and the per-backend start-up health with
 //! exponential backoff and jitter ([`launcher`]); the groups a gateway runs, stopped at its shutdown and, after a
@@ -18,6 +18,7 @@ mod launcher;
 mod lines;
 mod process;
 mod procfs;
+mod stderr;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -28,7 +29,8 @@ pub use crate::backend::duplex::{Opening, Sharing, Standing};
 pub use connection::StdioConnection;
 pub use groups::{GROUP_TOKEN_VAR, ProcessGroups, RECORD_PREFIX};
 pub use launcher::{Launcher, SpawnStatus};
-pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};
+pub use process::ENV_ALLOWLIST;
+pub use stderr::{LINE_COST, MAX_STDERR_LINE, STDERR_BURST, STDERR_RATE, SUMMARY_EVERY};
 
 use crate::backend::mcp_client::{Era, MAX_EXCHANGE_BYTES};
 

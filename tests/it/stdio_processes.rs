@@ -1,13 +1,14 @@
-//! The real `switchyard serve` binary with a stdio backend whose process starts a grandchild that ignores SIGTERM
-//! (`support/fault_stdio.py`'s `grandchild` tool): the grandchild must not outlive the gateway — neither a
-//! graceful shutdown (SIGTERM) nor, once the next gateway starts on the same data directory, a SIGKILL.
-//! Every process a test starts is killed by its pid when the test ends, whether it passed or not.
+//! What a stdio backend's processes may leave behind or cost, with the real `switchyard serve` binary: a
+//! grandchild that ignores SIGTERM (`support/fault_stdio.py`'s `grandchild` tool) must not outlive the gateway —
+//! neither a graceful shutdown (SIGTERM) nor, once the next gateway starts on the same data directory, a SIGKILL;
+//! and a process that floods stderr gets a bounded share of the log. Every process a test starts is killed by its
+//! pid when the test ends, whether it passed or not.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard::backend::stdio::RECORD_PREFIX;
+use switchyard::backend::stdio::{RECORD_PREFIX, STDERR_BURST, SUMMARY_EVERY};
 
 use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir};
@@ -44,12 +45,16 @@ struct Scene {
 }
 
 impl Scene {
+    /// A gateway configuration with the stdio backend `f`: `support/fault_stdio.py`.
     fn new(tag: &str) -> Scene {
+        let python = python().display().to_string();
+        Scene::with_command(tag, &python, &[FAULT_SCRIPT, "normal"])
+    }
+
+    fn with_command(tag: &str, command: &str, args: &[&str]) -> Scene {
         let scene = Scene { dir: ScratchDir::new(tag) };
-        let backend = format!(
-            "[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [{FAULT_SCRIPT:?}, \"normal\"]\n",
-            python().display().to_string()
-        );
+        let backend =
+            format!("[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = {command:?}\nargs = {args:?}\n");
         let data_dir = scene.data_dir().display().to_string();
         std::fs::write(scene.config(), format!("[server]\ndata_dir = {data_dir:?}\n{backend}")).expect("config");
         scene
@@ -113,7 +118,7 @@ async fn the_next_start_stops_what_a_killed_gateway_left_running() {
     gateway.kill().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(is_running(grandchild.pid), "nothing stops a SIGKILLed gateway's grandchildren but the next start");
-    assert_eq!(records(&scene.data_dir()), [killed.clone()], "the killed gateway's record is left");
+    assert_eq!(records(&scene.data_dir()), [killed], "the killed gateway's record is left");
 
     let next = scene.gateway().await;
     assert_gone(grandchild.pid).await;
@@ -126,4 +131,27 @@ async fn the_next_start_stops_what_a_killed_gateway_left_running() {
     assert_eq!(records(&scene.data_dir()).len(), 2, "each gateway keeps its own record");
     drop(second);
     drop(next);
+}
+
+#[tokio::test]
+async fn a_process_flooding_stderr_gets_a_bounded_share_of_the_log() {
+    let flood = 20_000_000;
+    let python = python().display().to_string();
+    let script =
+        format!("head -c {flood} /dev/zero | tr '\\0' e | fold -w 200 >&2; exec {python:?} {FAULT_SCRIPT:?} normal");
+    let scene = Scene::with_command("stderr-flood", "/bin/sh", &["-c", &script]);
+    let gateway = scene.gateway().await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let reply = agent.call_tool("f__echo", json!({"text": "after the flood"})).await;
+    assert_eq!(reply["result"]["content"][0]["text"], "after the flood", "{reply}");
+    let until = tokio::time::Instant::now() + SUMMARY_EVERY * 3;
+    while !scene.log_text().contains("over the log budget") {
+        assert!(tokio::time::Instant::now() < until, "no summary of the suppressed lines:\n{}", scene.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = scene.log_text();
+    let logged = log.lines().filter(|line| line.contains("stderr: eeee")).count();
+    assert!(logged > 0, "the first lines are logged");
+    assert!(log.len() < 4 * STDERR_BURST as usize, "{} bytes of log for {flood} bytes of stderr", log.len());
+    assert!(log.contains("suppressed "), "{log}");
 }
