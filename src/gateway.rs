@@ -284,8 +284,7 @@ impl Gateway {
             () = serving => {}
             () = drain_deadline(stop, &drain) => {}
         }
-        // Every step of stopping a process (stdin closed, SIGTERM, SIGKILL) may take the grace period.
-        self.stdio.groups.stop_all(self.stdio.grace * 3 + STOP_MARGIN).await;
+        self.stop_processes().await;
         // Calls still running now will not be settled by this process: their outcome is unknown.
         let ledger = self.router.ledger();
         match ledger.store.orphan(&ledger.owner).await {
@@ -302,6 +301,14 @@ impl Gateway {
             tracing::warn!("the last spans did not reach the collector before shutdown");
         }
         Ok(())
+    }
+
+    /// Stops every stdio backend process this gateway started, each with its process group (stdin closed,
+    /// SIGTERM, SIGKILL), and waits until they are stopped; `serve` does it at shutdown, `check` and `tools` after
+    /// discovering.
+    pub async fn stop_processes(&self) {
+        // Every step of stopping a process may take the grace period.
+        self.stdio.groups.stop_all(self.stdio.grace * 3 + STOP_MARGIN).await;
     }
 
     /// The front, with its authenticator, session sealer and revocation list (whose follower task starts).

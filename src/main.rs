@@ -299,6 +299,7 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             escaped(&withheld.reason)
         );
     }
+    gateway.stop_processes().await;
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -316,6 +317,7 @@ async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         })
         .collect();
     print_table(["NAME", "BACKEND", "DESCRIPTION"], rows);
+    gateway.stop_processes().await;
     Ok(ExitCode::SUCCESS)
 }
 

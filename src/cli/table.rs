@@ -40,7 +40,8 @@ mod tests {
         let table = render_table(["BACKEND", "SCOPES"], rows);
         assert_eq!(
             table,
-            "BACKEND                 SCOPES\nfiles                   read write\nevil\\u001b]0;x\\u0007  scope\\u009b2J\\u202e\n"
+            "BACKEND               SCOPES\nfiles                 read write\nevil\\u001b]0;x\\u0007  scope\\u009b2J\\u202e\n",
+            "the widths are those of the escaped cells"
         );
     }
 }

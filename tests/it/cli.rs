@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::gateway::{Agent, ChildGateway};
 
@@ -350,6 +350,20 @@ fn pasted(word: &str) -> String {
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
+/// Runs `tools/call` of `fault__echo` with `text`, as message `id` with `meta`; returns the claim key.
+async fn echo_claim(agent: &Agent, id: Value, text: &str, meta: Value) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": text}, "_meta": meta}});
+    let done = agent.send(&call).await.body.expect("a JSON answer");
+    assert_eq!(done["result"]["content"][0]["text"], text, "{done}");
+    done["result"]["_meta"]["switchyard/claim"].as_str().expect("the claim key").to_owned()
+}
+
+/// The shell word in `line` that starts at `quote` (the key, printed last on its line).
+fn word_at<'a>(line: &'a str, quote: &str) -> &'a str {
+    &line[line.find(quote).unwrap_or_else(|| panic!("a key quoted with {quote}: {line}"))..]
+}
+
 #[tokio::test]
 async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shell() {
     use crate::support::fault_backend::{FaultBackend, Script};
@@ -357,31 +371,35 @@ async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shel
     let dir = scratch_dir("calls-inert");
     let config = write_config(&dir, &format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url()));
     let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let agent = Agent::connected(gateway.mcp()).await;
     let marker = dir.join("pasted");
     let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}txt.exe";
-    let idempotency_key = format!("$(touch {})\u{1b}[8m'", marker.display());
-    let meta = json!({"switchyard/idempotency-key": idempotency_key});
-    let call = json!({"name": "fault__echo", "arguments": {"text": hostile}, "_meta": meta});
-    let done = agent.request("tools/call", call).await;
-    assert_eq!(done["result"]["content"][0]["text"], hostile, "{done}");
-    let key = done["result"]["_meta"]["switchyard/claim"].as_str().expect("the claim key").to_owned();
+    // An idempotency key is printable ASCII, shell syntax included; a key without one holds the request id's JSON.
+    let idempotency_key = format!("$(touch {})'; touch {} #", marker.display(), marker.display());
+    let quoted = echo_claim(&agent, json!(1), hostile, json!({"switchyard/idempotency-key": idempotency_key})).await;
+    let escaped =
+        echo_claim(&agent, json!(format!("\u{9b}2J`touch {}`\u{202e}", marker.display())), "b", json!({})).await;
 
     let listed = run(switchyard().args(["calls", "--config"]).arg(&config)).await;
     let text = stdout(&listed);
     assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
     assert!(!has_terminal_controls(&text), "{text:?}");
-    let line = text.lines().find(|line| line.contains("fault")).unwrap_or_else(|| panic!("{text}"));
-    let word = &line[line.find("$'").unwrap_or_else(|| panic!("an ANSI-C quoted key: {line}"))..];
-    assert_eq!(pasted(word), key, "a pasted key is the key");
+    let rows: Vec<&str> = text.lines().filter(|line| line.contains("fault")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let (ansi_c, single): (Vec<&str>, Vec<&str>) = rows.iter().partition(|row| row.contains("$'"));
+    assert_eq!(pasted(word_at(ansi_c[0], "$'")), escaped, "a pasted key is the key");
+    assert_eq!(pasted(word_at(single[0], "'")), quoted, "a pasted key is the key");
 
-    let shown = run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await;
-    let text = stdout(&shown);
-    assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));
-    assert!(!has_terminal_controls(&text), "{text:?}");
-    assert!(text.contains(r"\u009b31m\u202etxt.exe"), "the result's text, escaped: {text}");
-    let key_line = text.lines().find(|line| line.trim_start().starts_with("key: ")).expect("the key line");
-    assert_eq!(pasted(key_line.trim_start().trim_start_matches("key: ")), key);
+    for key in [&quoted, &escaped] {
+        let shown = run(switchyard().args(["calls", "show", key, "--config"]).arg(&config)).await;
+        let text = stdout(&shown);
+        assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));
+        assert!(!has_terminal_controls(&text), "{text:?}");
+        let key_line = text.lines().find(|line| line.trim_start().starts_with("key: ")).expect("the key line");
+        assert_eq!(pasted(key_line.trim_start().trim_start_matches("key: ")), *key);
+    }
+    let shown = run(switchyard().args(["calls", "show", &quoted, "--config"]).arg(&config)).await;
+    assert!(stdout(&shown).contains(r"\u009b31m\u202etxt.exe"), "the result's text, escaped: {}", stdout(&shown));
     assert!(!marker.exists(), "pasting a key ran a command");
     gateway.kill().await;
 }

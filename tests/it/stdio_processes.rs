@@ -155,3 +155,27 @@ async fn a_process_flooding_stderr_gets_a_bounded_share_of_the_log() {
     assert!(log.len() < 4 * STDERR_BURST as usize, "{} bytes of log for {flood} bytes of stderr", log.len());
     assert!(log.contains("suppressed "), "{log}");
 }
+
+#[tokio::test]
+async fn check_and_tools_stop_the_processes_they_started() {
+    let python = python().display().to_string();
+    for command in ["check", "tools"] {
+        let pid_dir = ScratchDir::new(command);
+        let pid_file = pid_dir.path().join("grandchild.pid");
+        let script = format!("sleep 600 & echo $! > {pid_file:?}; exec {python:?} {FAULT_SCRIPT:?} normal");
+        let scene = Scene::with_command(command, "/bin/sh", &["-c", &script]);
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .arg(command)
+            .arg("--config")
+            .arg(scene.config())
+            .env_remove("SWITCHYARD_DATA_DIR")
+            .output()
+            .await
+            .expect("run switchyard");
+        let grandchild =
+            std::fs::read_to_string(&pid_file).ok().and_then(|pid| pid.trim().parse().ok()).map(Reaped::new);
+        let grandchild = grandchild.unwrap_or_else(|| panic!("{command} started no process: {output:?}"));
+        assert!(output.status.success(), "{command}: {output:?}");
+        assert!(!is_running(grandchild.pid), "`switchyard {command}` left its stdio process group running");
+    }
+}
