@@ -350,13 +350,12 @@ fn pasted(word: &str) -> String {
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
-/// Runs `tools/call` of `fault__echo` with `text`, as message `id` with `meta`; returns the claim key.
-async fn echo_claim(agent: &Agent, id: Value, text: &str, meta: Value) -> String {
+/// Runs `tools/call` of `fault__echo` with `text`, as message `id` with `meta`.
+async fn echo(agent: &Agent, id: &Value, text: &str, meta: Value) {
     let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "fault__echo", "arguments": {"text": text}, "_meta": meta}});
     let done = agent.send(&call).await.body.expect("a JSON answer");
     assert_eq!(done["result"]["content"][0]["text"], text, "{done}");
-    done["result"]["_meta"]["switchyard/claim"].as_str().expect("the claim key").to_owned()
 }
 
 /// The shell word in `line` that starts at `quote` (the key, printed last on its line).
@@ -376,9 +375,9 @@ async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shel
     let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}txt.exe";
     // An idempotency key is printable ASCII, shell syntax included; a key without one holds the request id's JSON.
     let idempotency_key = format!("$(touch {})'; touch {} #", marker.display(), marker.display());
-    let quoted = echo_claim(&agent, json!(1), hostile, json!({"switchyard/idempotency-key": idempotency_key})).await;
-    let escaped =
-        echo_claim(&agent, json!(format!("\u{9b}2J`touch {}`\u{202e}", marker.display())), "b", json!({})).await;
+    echo(&agent, &json!(1), hostile, json!({"switchyard/idempotency-key": idempotency_key})).await;
+    let id = json!(format!("\u{9b}2J`touch {}`\u{202e}", marker.display()));
+    echo(&agent, &id, "b", json!({})).await;
 
     let listed = run(switchyard().args(["calls", "--config"]).arg(&config)).await;
     let text = stdout(&listed);
@@ -387,8 +386,10 @@ async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shel
     let rows: Vec<&str> = text.lines().filter(|line| line.contains("fault")).collect();
     assert_eq!(rows.len(), 2, "{text}");
     let (ansi_c, single): (Vec<&str>, Vec<&str>) = rows.iter().partition(|row| row.contains("$'"));
-    assert_eq!(pasted(word_at(ansi_c[0], "$'")), escaped, "a pasted key is the key");
-    assert_eq!(pasted(word_at(single[0], "'")), quoted, "a pasted key is the key");
+    let escaped = pasted(word_at(ansi_c[0], "$'"));
+    assert!(escaped.starts_with("req:") && escaped.ends_with(&id.to_string()), "a pasted key is the key: {escaped:?}");
+    let quoted = pasted(word_at(single[0], "'"));
+    assert!(quoted.starts_with("idem:") && quoted.ends_with(&idempotency_key), "a pasted key is the key: {quoted:?}");
 
     for key in [&quoted, &escaped] {
         let shown = run(switchyard().args(["calls", "show", key, "--config"]).arg(&config)).await;
