@@ -28,6 +28,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::auth::{AuthSettings, AuthSetupError, Authenticator};
 use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClient};
 use crate::backend::oauth::OAuthClient;
+use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
 use crate::config::{Config, ConfigError, LogFormat, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
@@ -38,6 +39,7 @@ use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::{self, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
+use crate::private_files;
 use crate::router::{CallLedger, CallRouter, Routing, discovery};
 use crate::swap::Swap;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
@@ -55,6 +57,8 @@ pub mod token_store;
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
+/// How much longer than its steps stopping the stdio processes at shutdown may take.
+const STOP_MARGIN: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -66,6 +70,10 @@ pub enum GatewayError {
     Demo(std::io::Error),
     #[error(transparent)]
     BackendClient(#[from] ClientBuildError),
+    #[error("cannot create the data directory {}: {source}", .path.display())]
+    DataDir { path: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot record the stdio process groups in {}: {source}", .path.display())]
+    ProcessGroups { path: std::path::PathBuf, source: std::io::Error },
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -91,6 +99,8 @@ pub struct Gateway {
     client: Arc<McpBackendClient>,
     /// The OAuth client of the backends with `[backends.oauth]`.
     oauth: Option<Arc<OAuthClient>>,
+    /// What stdio backends' processes are started with, and the registry of their process groups.
+    stdio: StdioOptions,
     /// Where reloads read the configuration, and the requests for them ([`Gateway::reloader`]).
     reloads: Option<(ConfigSource, Reloader, reload::Requests)>,
     /// Records and exports spans when traces are on.
@@ -112,6 +122,9 @@ impl Gateway {
     /// instance left behind when it last stopped `unknown`. Discovery starts with [`Gateway::serve`].
     pub async fn build(config: Config) -> Result<Gateway, GatewayError> {
         let data_dir = &config.server.data_dir;
+        private_files::warn_if_exposed(data_dir);
+        private_files::create_dir(data_dir)
+            .map_err(|source| GatewayError::DataDir { path: data_dir.clone(), source })?;
         let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
@@ -123,7 +136,11 @@ impl Gateway {
         let tracer = telemetry::tracer(&config.telemetry.traces, &owner, &metrics)?;
         let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
         let ledger = CallLedger { store, owner, lease, max_result, metrics };
-        Gateway::assemble(config, ledger, tracer)
+        let grace = crate::backend::stdio::DEFAULT_GRACE;
+        let groups = ProcessGroups::recorded(data_dir, grace)
+            .await
+            .map_err(|source| GatewayError::ProcessGroups { path: data_dir.clone(), source })?;
+        Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
@@ -135,10 +152,15 @@ impl Gateway {
             max_result: config.ledger.max_result,
             metrics: Arc::default(),
         };
-        Gateway::assemble(config, ledger, None)
+        Gateway::assemble(config, ledger, None, StdioOptions::default())
     }
 
-    fn assemble(config: Config, ledger: CallLedger, tracer: Option<Tracer>) -> Result<Gateway, GatewayError> {
+    fn assemble(
+        config: Config,
+        ledger: CallLedger,
+        tracer: Option<Tracer>,
+        stdio: StdioOptions,
+    ) -> Result<Gateway, GatewayError> {
         let client_config = ClientConfig {
             max_sessions: config.server.max_backend_sessions,
             max_sessions_per_owner: config.server.max_backend_sessions_per_principal,
@@ -154,11 +176,12 @@ impl Gateway {
         let targets = config
             .backends
             .iter()
-            .map(|backend| (Arc::from(backend.name.as_str()), backends::target(backend, oauth.as_ref())))
+            .map(|backend| (Arc::from(backend.name.as_str()), backends::target(backend, oauth.as_ref(), &stdio)))
             .collect();
         let routing = Routing { targets, policies: policies(&config) };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
-        Ok(Gateway { config, router, client, oauth, tracer, reloads: None, tasks: Vec::new(), metrics_listener: None })
+        let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
+        Ok(Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener })
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -245,6 +268,7 @@ impl Gateway {
             router: Arc::clone(&self.router),
             client: Arc::clone(&self.client),
             oauth: self.oauth.clone(),
+            stdio: self.stdio.clone(),
             discovery,
             limits,
             drain: Arc::clone(&drain),
@@ -260,6 +284,7 @@ impl Gateway {
             () = serving => {}
             () = drain_deadline(stop, &drain) => {}
         }
+        self.stop_processes().await;
         // Calls still running now will not be settled by this process: their outcome is unknown.
         let ledger = self.router.ledger();
         match ledger.store.orphan(&ledger.owner).await {
@@ -276,6 +301,14 @@ impl Gateway {
             tracing::warn!("the last spans did not reach the collector before shutdown");
         }
         Ok(())
+    }
+
+    /// Stops every stdio backend process this gateway started, each with its process group (stdin closed,
+    /// SIGTERM, SIGKILL), and waits until they are stopped; `serve` does it at shutdown, `check` and `tools` after
+    /// discovering.
+    pub async fn stop_processes(&self) {
+        // Every step of stopping a process may take the grace period.
+        self.stdio.groups.stop_all(self.stdio.grace * 3 + STOP_MARGIN).await;
     }
 
     /// The front, with its authenticator, session sealer and revocation list (whose follower task starts).

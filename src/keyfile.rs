@@ -8,9 +8,9 @@
 //!   mistaken for a key); a key readable by group or others is used but logged as a warning.
 //! - The key is never printed (`Debug` of the error types names paths and lengths only).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -80,11 +80,11 @@ fn read<const N: usize>(path: &Path) -> Result<Option<[u8; N]>, KeyFileError> {
 fn create<const N: usize>(path: &Path) -> Result<Option<[u8; N]>, KeyFileError> {
     let failed = |source| KeyFileError::Create { path: path.to_path_buf(), source };
     if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(failed)?;
+        crate::private_files::create_dir(parent).map_err(failed)?;
     }
     let mut key = [0u8; N];
     getrandom::fill(&mut key).map_err(KeyFileError::Random)?;
-    let mut file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    let mut file = match crate::private_files::new_file(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
         Err(error) => return Err(failed(error)),

@@ -22,6 +22,7 @@ pub mod keyfile;
 pub mod ledger;
 pub mod ledger_url;
 pub mod mcp;
+pub mod private_files;
 pub mod raw_json;
 pub mod router;
 pub mod swap;

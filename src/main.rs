@@ -19,6 +19,7 @@ mod cli;
 
 use cli::calls::{CallsAction, CallsFilter};
 use cli::table::print_table;
+use cli::terminal::escaped;
 
 // glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
 // thread-local free lists fit the many short-lived allocations of request handling.
@@ -278,22 +279,27 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     for (backend, status) in catalog.statuses() {
         if let BackendStatus::Failed { error } = status {
             healthy = false;
-            println!("backend `{backend}` failed discovery: {error}");
+            println!("backend `{backend}` failed discovery: {}", escaped(&error));
         }
     }
     for (backend, failures, error, retry_in) in gateway.router.failing_starts() {
         healthy = false;
         println!(
-            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {error}"
+            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {}",
+            escaped(&error)
         );
     }
     for withheld in catalog.withheld() {
         healthy = false;
         println!(
             "withheld: {} `{}` of backend `{}`: {}",
-            withheld.kind, withheld.name, withheld.backend, withheld.reason
+            withheld.kind,
+            escaped(&withheld.name),
+            withheld.backend,
+            escaped(&withheld.reason)
         );
     }
+    gateway.stop_processes().await;
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -311,6 +317,7 @@ async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         })
         .collect();
     print_table(["NAME", "BACKEND", "DESCRIPTION"], rows);
+    gateway.stop_processes().await;
     Ok(ExitCode::SUCCESS)
 }
 

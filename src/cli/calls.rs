@@ -1,6 +1,10 @@
 //! `switchyard calls`: the operator's view of the ledger (design §5) — list and filter claims, show one, and
 //! settle an `unknown` one. Part of the binary's edge, like `main.rs`.
+//!
+//! Rules: agents choose keys, principals and tool names, backends choose error texts and results; all of it is
+//! printed through [`super::terminal`]: keys as shell words (a pasted key runs nothing), the rest escaped.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,6 +16,7 @@ use clap::Subcommand;
 
 use super::open_ledger;
 use super::table::print_table;
+use super::terminal::{escaped, shell_word};
 
 #[derive(clap::Args)]
 pub struct CallsFilter {
@@ -99,9 +104,9 @@ async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<Ex
 async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
-    let Some(record) = store.get(&key).await? else { bail!("no call with key {key}") };
+    let Some(record) = store.get(&key).await? else { bail!("no call with key {}", shell_word(key.as_str())) };
     let fields = [
-        ("key", record.key.to_string()),
+        ("key", shell_word(record.key.as_str()).into_owned()),
         ("state", record.state.as_str().to_owned()),
         ("principal", record.principal.clone()),
         ("session", record.session.clone()),
@@ -115,10 +120,12 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         ("result sha256", record.result_digest.clone().unwrap_or_default()),
     ];
     for (name, value) in fields {
-        println!("{name:>17}: {value}");
+        println!("{name:>17}: {}", escaped(&value));
     }
     if let Some(result) = &record.result {
-        println!("{:>17}: {}", "result", serde_json::to_string_pretty(&result.to_value()).context("result")?);
+        let pretty = serde_json::to_string_pretty(&result.to_value()).context("result")?;
+        let lines: Vec<Cow<'_, str>> = pretty.lines().map(escaped).collect();
+        println!("{:>17}: {}", "result", lines.join("\n"));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -127,7 +134,7 @@ async fn resolve(key: &str, resolution: Resolution, config: Option<PathBuf>) -> 
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
     store.resolve(&key, resolution).await?;
-    println!("{key}: {}", resolution.effect());
+    println!("{}: {}", shell_word(key.as_str()), resolution.effect());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -147,7 +154,7 @@ fn row(record: &ClaimRecord) -> [String; 6] {
         record.principal.clone(),
         record.backend.clone(),
         record.tool.clone(),
-        record.key.to_string(),
+        shell_word(record.key.as_str()).into_owned(),
     ]
 }
 

@@ -5,6 +5,7 @@ pub mod calls;
 pub mod keys;
 pub mod reload;
 pub mod table;
+pub mod terminal;
 
 use std::path::PathBuf;
 

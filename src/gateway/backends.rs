@@ -22,11 +22,16 @@ pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
-/// configured headers), the launcher of a stdio backend's processes, or a legacy SSE backend's stream.
-pub(super) fn target(backend: &BackendConfig, oauth: Option<&Arc<OAuthClient>>) -> BackendTarget {
+/// configured headers), the launcher of a stdio backend's processes (`stdio_options`: one registry of process
+/// groups for the whole gateway), or a legacy SSE backend's stream.
+pub(super) fn target(
+    backend: &BackendConfig,
+    oauth: Option<&Arc<OAuthClient>>,
+    stdio_options: &StdioOptions,
+) -> BackendTarget {
     match (&backend.endpoint, backend.transport) {
         (Endpoint::Process(stdio), _) => {
-            let launcher = Launcher::new(lower_stdio(backend, stdio), StdioOptions::default());
+            let launcher = Launcher::new(lower_stdio(backend, stdio), stdio_options.clone());
             BackendTarget::stdio(Arc::new(launcher), backend.timeout)
         }
         (Endpoint::Url(url), Transport::Sse) => {

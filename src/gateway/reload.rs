@@ -30,6 +30,7 @@ use super::{agent_auth, authenticator, backends, callback, connection_limits, fr
 use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;
+use crate::backend::stdio::StdioOptions;
 use crate::config::{Config, Endpoint, OAuthConfig, ServerConfig};
 use crate::front::Front;
 use crate::front::listener::ConnectionLimits;
@@ -145,6 +146,8 @@ pub(super) struct Live {
     pub(super) router: Arc<CallRouter>,
     pub(super) client: Arc<McpBackendClient>,
     pub(super) oauth: Option<Arc<OAuthClient>>,
+    /// What new stdio backends' processes are started with.
+    pub(super) stdio: StdioOptions,
     pub(super) discovery: Discovery,
     pub(super) limits: watch::Sender<ConnectionLimits>,
     /// `server.shutdown_drain`, read when the shutdown signal comes.
@@ -254,7 +257,7 @@ impl Live {
                 let name: Arc<str> = backend.name.as_str().into();
                 let target = match running.targets.get(&name) {
                     Some(target) if !renewed.contains(&&backend.name) => target.clone(),
-                    _ => backends::target(backend, prepared.oauth.as_ref()).with_revision(self.revision),
+                    _ => backends::target(backend, prepared.oauth.as_ref(), &self.stdio).with_revision(self.revision),
                 };
                 (name, target)
             })

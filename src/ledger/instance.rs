@@ -1,8 +1,8 @@
 //! The gateway instance's owner id: the name its claims carry.
 //!
 //! Rules: the id must survive restarts, so [`super::LedgerStore::orphan`] can find the claims a crashed run left
-//! in flight; it is kept in `<data_dir>/instance.id`, created on first use with `create_new` so two processes
-//! starting on one data directory agree on one id. Replicas sharing a PostgreSQL ledger each need their own data
+//! in flight; it is kept in `<data_dir>/instance.id`, created on first use with `create_new` (mode 0600, the
+//! directory 0700: [`crate::private_files`]) so two processes starting on one data directory agree on one id. Replicas sharing a PostgreSQL ledger each need their own data
 //! directory (or their claims would be orphaned by each other's restarts). An instance whose data directory is
 //! lost gets a new id; its old claims then become `unknown` when their leases expire.
 
@@ -27,11 +27,11 @@ pub fn instance_id(data_dir: &Path) -> Result<String, LedgerError> {
         Ok(None) => {}
         Err(error) => return Err(error),
     }
-    std::fs::create_dir_all(data_dir).map_err(unavailable)?;
+    crate::private_files::create_dir(data_dir).map_err(unavailable)?;
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))?;
     let id = format!("sy-{}", hex(&bytes));
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+    match crate::private_files::new_file(&path) {
         Ok(mut file) => {
             file.write_all(format!("{id}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(unavailable)?;
             Ok(id)
@@ -64,6 +64,7 @@ fn read(path: &Path) -> Result<Option<String>, LedgerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_id_is_created_once_and_kept() {
@@ -72,6 +73,8 @@ mod tests {
         let first = instance_id(&dir).expect("created");
         assert!(first.starts_with("sy-") && first.len() == 19, "{first}");
         assert_eq!(instance_id(&dir).expect("read back"), first);
+        let mode = |path: &Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&dir.join(INSTANCE_ID_FILE))), (0o700, 0o600), "private");
         std::fs::write(dir.join(INSTANCE_ID_FILE), "\n").expect("write");
         assert!(matches!(instance_id(&dir), Err(LedgerError::Corrupt { .. })));
         let _ = std::fs::remove_dir_all(&dir);

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::gateway::{Agent, ChildGateway};
 
@@ -332,4 +332,75 @@ async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets()
     let after = stdout(&run(switchyard().args(["auth", "list", "--backend", "docs", "--config"]).arg(&config)).await);
     assert!(!after.contains("alice") && after.contains("bob") && !after.contains("github"), "{after}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Whether `text` holds a character a terminal would act on: C0 but the newline, DEL, C1, bidi overrides.
+fn has_terminal_controls(text: &str) -> bool {
+    text.chars().any(|c| {
+        (c.is_control() && c != '\n')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    })
+}
+
+/// What bash makes of `word` pasted as an argument.
+fn pasted(word: &str) -> String {
+    let script = format!("printf '%s' {word}");
+    let output = Command::new("bash").args(["-c", &script]).env("LC_ALL", "C.UTF-8").output().expect("run bash");
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// Runs `tools/call` of `fault__echo` with `text`, as message `id` with `meta`.
+async fn echo(agent: &Agent, id: &Value, text: &str, meta: Value) {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": text}, "_meta": meta}});
+    let done = agent.send(&call).await.body.expect("a JSON answer");
+    assert_eq!(done["result"]["content"][0]["text"], text, "{done}");
+}
+
+/// The shell word in `line` that starts at `quote` (the key, printed last on its line).
+fn word_at<'a>(line: &'a str, quote: &str) -> &'a str {
+    &line[line.find(quote).unwrap_or_else(|| panic!("a key quoted with {quote}: {line}"))..]
+}
+
+#[tokio::test]
+async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shell() {
+    use crate::support::fault_backend::{FaultBackend, Script};
+    let fault = FaultBackend::start(Script::default()).await;
+    let dir = scratch_dir("calls-inert");
+    let config = write_config(&dir, &format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url()));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    let marker = dir.join("pasted");
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}txt.exe";
+    // An idempotency key is printable ASCII, shell syntax included; a key without one holds the request id's JSON.
+    let idempotency_key = format!("$(touch {})'; touch {} #", marker.display(), marker.display());
+    echo(&agent, &json!(1), hostile, json!({"switchyard/idempotency-key": idempotency_key})).await;
+    let id = json!(format!("\u{9b}2J`touch {}`\u{202e}", marker.display()));
+    echo(&agent, &id, "b", json!({})).await;
+
+    let listed = run(switchyard().args(["calls", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!has_terminal_controls(&text), "{text:?}");
+    let rows: Vec<&str> = text.lines().filter(|line| line.contains("fault")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let (ansi_c, single): (Vec<&str>, Vec<&str>) = rows.iter().partition(|row| row.contains("$'"));
+    let escaped = pasted(word_at(ansi_c[0], "$'"));
+    assert!(escaped.starts_with("req:") && escaped.ends_with(&id.to_string()), "a pasted key is the key: {escaped:?}");
+    let quoted = pasted(word_at(single[0], "'"));
+    assert!(quoted.starts_with("idem:") && quoted.ends_with(&idempotency_key), "a pasted key is the key: {quoted:?}");
+
+    for key in [&quoted, &escaped] {
+        let shown = run(switchyard().args(["calls", "show", key, "--config"]).arg(&config)).await;
+        let text = stdout(&shown);
+        assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));
+        assert!(!has_terminal_controls(&text), "{text:?}");
+        let key_line = text.lines().find(|line| line.trim_start().starts_with("key: ")).expect("the key line");
+        assert_eq!(pasted(key_line.trim_start().trim_start_matches("key: ")), *key);
+    }
+    let shown = run(switchyard().args(["calls", "show", &quoted, "--config"]).arg(&config)).await;
+    assert!(stdout(&shown).contains(r"\u009b31m\u202etxt.exe"), "the result's text, escaped: {}", stdout(&shown));
+    assert!(!marker.exists(), "pasting a key ran a command");
+    gateway.kill().await;
 }

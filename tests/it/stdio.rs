@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{Era, McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
-    ENV_ALLOWLIST, Launcher, Opening, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand, StdioConnection,
-    StdioOptions,
+    ENV_ALLOWLIST, GROUP_TOKEN_VAR, Launcher, Opening, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand,
+    StdioConnection, StdioOptions,
 };
 use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 pub(crate) const FAULT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/fault_stdio.py");
 
 fn options() -> StdioOptions {
-    StdioOptions { max_line: 64 * 1024, grace: Duration::from_millis(300) }
+    StdioOptions { max_line: 64 * 1024, grace: Duration::from_millis(300), ..StdioOptions::default() }
 }
 
 fn deadline(seconds: u64) -> Instant {
@@ -280,10 +280,14 @@ async fn the_child_sees_only_the_allowlist_and_its_configured_variables() {
     let seen: serde_json::Map<String, Value> =
         serde_json::from_str(text_of(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     for name in seen.keys() {
-        let allowed = ENV_ALLOWLIST.contains(&name.as_str()) || configured.iter().any(|(var, _)| var == name);
+        let allowed = ENV_ALLOWLIST.contains(&name.as_str())
+            || configured.iter().any(|(var, _)| var == name)
+            || name == GROUP_TOKEN_VAR;
         assert!(allowed, "the child sees {name}");
     }
     assert_eq!(seen["SWITCHYARD_TEST_SECRET"], "s3cret");
+    let token = seen[GROUP_TOKEN_VAR].as_str().unwrap_or_default();
+    assert!(token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()), "the group's token: {token:?}");
     assert_eq!(seen.get("PATH").and_then(Value::as_str), std::env::var("PATH").ok().as_deref());
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some() && !seen.contains_key("CARGO_MANIFEST_DIR"));
     connection.close().await;

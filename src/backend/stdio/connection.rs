@@ -7,7 +7,8 @@
 //! - One writer task owns stdin, so a message's line is written whole or not at all, whatever the caller does, and
 //!   lines keep their order; the session core reads stdout ([`crate::backend::duplex`]); a supervisor task owns the
 //!   process and stops it (see [`super::process`]) when the session ends, the connection is closed or dropped, or
-//!   the process ends or misbehaves.
+//!   the process ends or misbehaves; the process's group is in the gateway's [`ProcessGroups`] from its spawn
+//!   until it is stopped.
 //! - Everything JSON-RPC (ids, the handshake, server-to-client requests, relaying, cancellation) is the shared
 //!   session core's; this file only says what a pipe proves: `NotDelivered` when no byte of a message entered
 //!   stdin (the process had already ended, or stdin closed before the first byte), `AfterDelivery` once any did.
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 
+use super::groups::{GroupToken, ProcessGroups};
 use super::lines::LineReader;
 use super::process::{self, Spawned};
 use super::{StdioBackend, StdioOptions};
@@ -68,19 +70,22 @@ impl StdioConnection {
         deadline: Instant,
     ) -> Result<StdioConnection, McpError> {
         let program = &backend.command.program;
+        let not_started = |error: std::io::Error| McpError::NotDelivered {
+            cause: NotDeliveredCause::ProcessStart,
+            reason: format!("could not start `{}`: {error}", program.display()),
+        };
+        let token = GroupToken::new().map_err(not_started)?;
         let Spawned { child, pid, stdin, stdout } =
-            process::spawn(&backend.name, &backend.command).map_err(|error| McpError::NotDelivered {
-                cause: NotDeliveredCause::ProcessStart,
-                reason: format!("could not start `{}`: {error}", program.display()),
-            })?;
+            process::spawn(&backend.name, &backend.command, &token).map_err(not_started)?;
         let (writer, queue) = mpsc::unbounded_channel();
         let what = "the backend process";
         let peer = Peer { backend: Arc::clone(&backend.name), what, sharing: backend.sharing, standing };
         let lines = LineReader::new(BufReader::new(stdout), options.max_line);
         let duplex = Duplex::start(peer, StdinSink { writer }, StdoutSource { lines, max_line: options.max_line });
         tokio::spawn(write_stdin(Arc::clone(&duplex), stdin, queue));
-        let name = Arc::clone(&backend.name);
-        let supervisor = tokio::spawn(supervise(Arc::clone(&duplex), name, child, pid, options.grace));
+        options.groups.insert(pid, token, &duplex);
+        let owner = Owner { backend: Arc::clone(&backend.name), pid, grace: options.grace };
+        let supervisor = tokio::spawn(supervise(Arc::clone(&duplex), owner, child, Arc::clone(&options.groups)));
         // A failed handshake ends the session, and the supervisor stops the process.
         let connection = DuplexConnection::establish(Arc::clone(&duplex), capabilities, opening, deadline).await?;
         Ok(StdioConnection { connection, duplex, supervisor: Some(supervisor), pid })
@@ -203,9 +208,18 @@ async fn write_line(stdin: &mut ChildStdin, line: &[u8]) -> Result<(), usize> {
     Ok(())
 }
 
-/// Owns the process: waits until the session ends (or the process stops on its own), then stops its group and
-/// reaps it. The session ends only after that, so a last answer the process wrote before exiting is still read.
-async fn supervise(duplex: Arc<Duplex>, backend: Arc<str>, mut child: Child, pid: u32, grace: Duration) {
+/// Which process a supervisor owns, and how long each step of stopping it may take.
+struct Owner {
+    backend: Arc<str>,
+    pid: u32,
+    grace: Duration,
+}
+
+/// Owns the process: waits until the session ends (or the process stops on its own), then stops its group,
+/// reaps it and takes it out of `groups`. The session ends only after that, so a last answer the process wrote
+/// before exiting is still read.
+async fn supervise(duplex: Arc<Duplex>, owner: Owner, mut child: Child, groups: Arc<ProcessGroups>) {
+    let Owner { backend, pid, grace } = owner;
     tokio::select! {
         () = duplex.closed() => {}
         status = child.wait() => {
@@ -213,6 +227,7 @@ async fn supervise(duplex: Arc<Duplex>, backend: Arc<str>, mut child: Child, pid
         }
     }
     process::stop(&mut child, pid, grace).await;
+    groups.remove(pid);
     duplex.end("the gateway stopped the process".into());
     tracing::debug!(%backend, pid, "stdio backend process stopped");
 }

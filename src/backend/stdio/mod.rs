@@ -2,19 +2,23 @@
 //! 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole
-//! group ([`process`]); bounded line framing ([`lines`]); one MCP session per process over stdin/stdout, what a
+//! group ([`process`]); bounded line framing ([`lines`]); stderr logged within a budget ([`stderr`]); one MCP session per process over stdin/stdout, what a
 //! pipe proves about delivery, the JSON-RPC rules being the shared session core's ([`connection`],
 //! [`crate::backend::duplex`]); and the per-backend start-up health with
-//! exponential backoff and jitter ([`launcher`]).
+//! exponential backoff and jitter ([`launcher`]); the groups a gateway runs, stopped at its shutdown and, after a
+//! crash, at the next start ([`groups`], recognised through [`procfs`]).
 //!
 //! Must not know: agents, HTTP, the session table (the caller decides which agent session a process serves;
 //! see [`Sharing`]). The plain types here are what the composition root lowers a stdio backend's configuration
 //! into.
 
 mod connection;
+mod groups;
 mod launcher;
 mod lines;
 mod process;
+mod procfs;
+mod stderr;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -23,8 +27,10 @@ use std::time::Duration;
 
 pub use crate::backend::duplex::{Opening, Sharing, Standing};
 pub use connection::StdioConnection;
+pub use groups::{GROUP_TOKEN_VAR, ProcessGroups, RECORD_PREFIX};
 pub use launcher::{Launcher, SpawnStatus};
-pub use process::{ENV_ALLOWLIST, MAX_STDERR_LINE};
+pub use process::ENV_ALLOWLIST;
+pub use stderr::{LINE_COST, MAX_STDERR_LINE, STDERR_BURST, STDERR_RATE, SUMMARY_EVERY};
 
 use crate::backend::mcp_client::{Era, MAX_EXCHANGE_BYTES};
 
@@ -68,16 +74,32 @@ pub struct StdioBackend {
 }
 
 /// How a connection treats its process.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StdioOptions {
     /// Longest stdout line (one JSON-RPC message) accepted.
     pub max_line: usize,
     /// Each step of stopping the process waits this long.
     pub grace: Duration,
+    /// Where the process's group is registered while it runs.
+    pub groups: Arc<ProcessGroups>,
+}
+
+impl StdioOptions {
+    /// The defaults, registering groups in `groups`.
+    pub fn new(groups: Arc<ProcessGroups>) -> Self {
+        Self { max_line: MAX_EXCHANGE_BYTES, grace: DEFAULT_GRACE, groups }
+    }
 }
 
 impl Default for StdioOptions {
+    /// The defaults, with groups kept in memory only.
     fn default() -> Self {
-        Self { max_line: MAX_EXCHANGE_BYTES, grace: DEFAULT_GRACE }
+        Self::new(ProcessGroups::unrecorded())
+    }
+}
+
+impl fmt::Debug for StdioOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdioOptions").field("max_line", &self.max_line).field("grace", &self.grace).finish()
     }
 }

@@ -1,10 +1,11 @@
-//! Starting and stopping one stdio backend process, and draining its stderr (design §7; MCP 2025-11-25
+//! Starting and stopping one stdio backend process (design §7; MCP 2025-11-25
 //! `basic/transports.mdx` §stdio: the server may log to stderr, and shutdown is closing stdin, then SIGTERM, then
 //! SIGKILL).
 //!
 //! Rules:
 //! - argv only, never a shell; the environment is cleared, then given [`ENV_ALLOWLIST`] from the gateway's own
-//!   environment and the backend's configured `env` (which wins).
+//!   environment and the backend's configured `env` (which wins), and last the group's token
+//!   ([`super::GROUP_TOKEN_VAR`], see [`super::groups`]).
 //! - Each child leads its own process group, so signals reach the grandchildren `npx` and `uvx` start. On Linux
 //!   the child also gets `PR_SET_PDEATHSIG` = SIGKILL, so it dies with the gateway even when the gateway itself
 //!   is killed (the signal fires when the spawning *thread* ends; spawns happen on the runtime's worker threads,
@@ -12,8 +13,7 @@
 //! - Stopping: stdin is already closed by the caller; wait the grace period for the leader, SIGTERM the group,
 //!   wait, SIGKILL the group; reap the leader; then make sure no member of the group survives (SIGTERM, grace,
 //!   SIGKILL again), since a grandchild may outlive a leader that exited politely.
-//! - stderr is read continuously, line by line (an unread pipe would block the child), into `tracing` at info
-//!   level, tagged with the backend and pid; lines are cut at [`MAX_STDERR_LINE`] bytes.
+//! - stderr is drained into the log from the start, within a budget ([`super::stderr`]).
 //! - The command and its arguments are logged at start; environment values never are (they may be secrets).
 
 use std::io;
@@ -21,17 +21,15 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::BufReader;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::StdioCommand;
-use super::lines::LineReader;
+use super::groups::GroupToken;
+use super::stderr;
 
 /// The variables a child gets from the gateway's environment (when set there).
 pub const ENV_ALLOWLIST: [&str; 6] = ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
-/// Longest stderr line logged; the rest of a longer line is dropped.
-pub const MAX_STDERR_LINE: usize = 4096;
 /// How often a group that should be empty is checked while waiting for it.
 const GROUP_POLL: Duration = Duration::from_millis(20);
 
@@ -44,8 +42,8 @@ pub(super) struct Spawned {
     pub(super) stdout: ChildStdout,
 }
 
-/// Starts `command` for `backend`, draining its stderr in the background.
-pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Spawned> {
+/// Starts `command` for `backend` with the group's `token`, draining its stderr in the background.
+pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand, token: &GroupToken) -> io::Result<Spawned> {
     let mut process = Command::new(&command.program);
     process.args(&command.args).env_clear();
     for name in ENV_ALLOWLIST {
@@ -54,6 +52,8 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Sp
         }
     }
     process.envs(command.env.iter().map(|(name, value)| (name, value)));
+    let (name, value) = token.env();
+    process.env(name, value);
     if let Some(cwd) = &command.cwd {
         process.current_dir(cwd);
     }
@@ -76,7 +76,7 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand) -> io::Result<Sp
         env = ?command.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
         "started a stdio backend process"
     );
-    drain_stderr(Arc::clone(backend), pid, stderr);
+    stderr::drain(Arc::clone(backend), pid, stderr);
     Ok(Spawned { child, pid, stdin, stdout })
 }
 
@@ -101,17 +101,6 @@ fn die_with_parent(process: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_process: &mut Command) {}
-
-fn drain_stderr(backend: Arc<str>, pid: u32, stderr: ChildStderr) {
-    tokio::spawn(async move {
-        let mut lines = LineReader::new(BufReader::new(stderr), MAX_STDERR_LINE);
-        while let Ok(Some(line)) = lines.next_line().await {
-            let text = String::from_utf8_lossy(&line.bytes);
-            let cut = if line.truncated { " [line cut]" } else { "" };
-            tracing::info!(backend = %backend, pid, "stderr: {text}{cut}");
-        }
-    });
-}
 
 /// Stops the process and its group (see the module rules) and reaps it. The caller has closed stdin.
 pub(super) async fn stop(child: &mut Child, pid: u32, grace: Duration) {

@@ -9,6 +9,7 @@
 //! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
 //!   per call) keeps the connection, its prepared-statement cache and its page cache warm, and costs one
 //!   channel hop each way.
+//! - A missing file (and its directory) is created private, 0600 (0700): [`crate::private_files`].
 //! - The file is opened in WAL mode with `synchronous = NORMAL` (a commit survives a process crash; a power loss
 //!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it.
 //! - The schema version is `PRAGMA user_version`, checked and migrated inside one `BEGIN IMMEDIATE` transaction
@@ -195,6 +196,10 @@ fn open(path: &Path) -> Result<Db, LedgerError> {
 
 fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
     create_parent(path)?;
+    // SQLite would create the file 0644 (less the umask); made here first, 0600, it is private from the start, and
+    // SQLite gives the `-wal` and `-shm` files it creates later the main file's mode.
+    crate::private_files::create_file(path)
+        .map_err(|error| LedgerError::unavailable(format!("cannot create the file: {error}")))?;
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
@@ -210,7 +215,7 @@ fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
 
 fn create_parent(path: &Path) -> Result<(), LedgerError> {
     match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent).map_err(|error| {
+        Some(parent) if !parent.as_os_str().is_empty() => crate::private_files::create_dir(parent).map_err(|error| {
             LedgerError::unavailable(format!("cannot create the directory {}: {error}", parent.display()))
         }),
         _ => Ok(()),
