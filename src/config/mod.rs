@@ -209,6 +209,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
     let auth = auth::build(raw.auth.as_ref())?;
+    auth::check_per_principal_backends(&auth, &backends)?;
     let policies = raw
         .policies
         .iter()
