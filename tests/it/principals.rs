@@ -107,3 +107,34 @@ async fn anonymous_agents_are_refused_an_authorization_code_backend_that_princip
     let calls = auth.requests().into_iter().filter(|request| request["mcp"] == "tools/call").count();
     assert_eq!(calls, 1, "only alice's call reached the backend, with her token");
 }
+
+#[tokio::test]
+async fn check_prints_who_may_use_an_authorization_code_backend_and_refuses_one_nobody_can() {
+    let (address, _demo) = switchyard::demo::spawn(([127, 0, 0, 1], 0).into()).await.expect("demo server");
+    let dir = crate::support::gateway::ScratchDir::new("principals-check");
+    let check = |auth: &str| {
+        let backend = format!(
+            "[[backends]]\nname = \"docs\"\nurl = \"http://{address}/mcp\"\noauth = {{ grant = \"authorization_code\" }}\n"
+        );
+        let data = dir.0.join("data").display().to_string();
+        let path = dir.0.join("switchyard.toml");
+        std::fs::write(&path, format!("[server]\ndata_dir = {data:?}\n{backend}{auth}")).expect("config written");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command.arg("check").arg("--config").arg(path);
+        async move { command.output().await.expect("switchyard runs") }
+    };
+    // Discovery finds the backend unauthorized either way (exit status 1); the notes come before that.
+    let text = String::from_utf8_lossy(&check("").await.stdout).into_owned();
+    let note = "note: backend `docs` authorizes each principal (`authorization_code`): without `[auth]`";
+    assert!(text.contains(note), "{text}");
+    let shared = format!("[auth]\nanonymous = true\n{}", api_keys());
+    let text = String::from_utf8_lossy(&check(&shared).await.stdout).into_owned();
+    assert!(text.contains("it is refused to agents without credentials (`anonymous`)"), "{text}");
+    let nobody = check("[auth]\nanonymous = true\n").await;
+    let error = String::from_utf8_lossy(&nobody.stderr).into_owned();
+    assert_eq!(nobody.status.code(), Some(1), "{error}");
+    assert!(
+        error.contains("backends[0].oauth.grant = \"authorization_code\": expected \"client_credentials\""),
+        "{error}"
+    );
+}
