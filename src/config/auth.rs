@@ -8,12 +8,13 @@
 //!   entries with the same digest are refused (one key would have two identities).
 //! - `[auth.jwt]`: `issuer` is compared with the `iss` claim exactly as written, so it is kept verbatim; exactly
 //!   one of `jwks_url` and `jwks_file`; a JWKS URL must be https unless its host is loopback (keys fetched in
-//!   the clear could be replaced on the way); `audiences` left out means "every resource the gateway
-//!   advertises", worked out from `public_url` when the gateway is assembled (it may still change through
-//!   `SWITCHYARD_PUBLIC_URL`); `authorization_servers` defaults to `[issuer]`.
+//!   the clear could be replaced on the way); `audiences` left out means "at each endpoint, its own
+//!   resource identifier", worked out from `public_url` when the gateway is assembled (it may still change
+//!   through `SWITCHYARD_PUBLIC_URL`); configured audiences are accepted at every endpoint;
+//!   `authorization_servers` defaults to `[issuer]`.
 //! - `admin_principals` (who may read the operator's console beyond loopback) lists names and `group:NAME`
 //!   entries; `*` and `anonymous` are refused, as the console must never be open to callers without credentials.
-//! - One principal namespace (docs/principals.md): a JWT's principal is `principal_prefix` followed by its
+//! - One principal namespace: a JWT's principal is `principal_prefix` followed by its
 //!   principal claim, the prefix defaulting to the issuer and `#` (`https://login.example.com/realms/a#alice`;
 //!   an issuer has no fragment, so `#` cannot be part of it). An API key's principal may not be `anonymous` (the
 //!   agents without credentials) nor start with the JWT prefix, and `principal_prefix = ""` (bare claims) is
@@ -111,7 +112,7 @@ pub struct ApiKeyConfig {
 pub struct JwtConfig {
     /// Exactly as written: compared with `iss` byte for byte.
     pub issuer: String,
-    /// Accepted `aud` values; empty means the default (every resource the gateway advertises).
+    /// Accepted `aud` values at every endpoint; empty means the default (each endpoint's own resource).
     pub audiences: Vec<String>,
     pub jwks: JwksLocation,
     pub principal_claim: String,
