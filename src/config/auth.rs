@@ -50,6 +50,9 @@ pub const DEFAULT_JWT_LEEWAY: Duration = Duration::from_secs(60);
 pub const MAX_JWT_LEEWAY: Duration = Duration::from_secs(600);
 /// Longest principal or group name.
 pub const MAX_PRINCIPAL_NAME: usize = 256;
+/// The principal of agents without credentials (the configuration names it, but may not import the MCP
+/// vocabulary where the gateway defines it; a test there keeps both equal).
+pub const ANONYMOUS: &str = "anonymous";
 
 /// The validated `[auth]` section; the default (no section) serves anonymous agents on loopback only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -92,7 +95,7 @@ impl AuthConfig {
 
     /// Whether some agent could present itself as `name`.
     fn names_principal(&self, name: &str) -> bool {
-        let anonymous = name == crate::mcp::ANONYMOUS && self.serves_anonymous();
+        let anonymous = name == ANONYMOUS && self.serves_anonymous();
         let keyed = self.api_keys.iter().any(|key| key.principal == name);
         anonymous || keyed || self.jwt.as_ref().is_some_and(|jwt| jwt.names_principal(name))
     }
@@ -195,7 +198,7 @@ fn check_namespace(section: &KeyPath, api_keys: &[ApiKeyConfig], jwt: Option<&Jw
     let keys = section.key("api_keys");
     for (index, key) in api_keys.iter().enumerate() {
         let entry = keys.index(index).key("principal");
-        if key.principal == crate::mcp::ANONYMOUS {
+        if key.principal == ANONYMOUS {
             return Err(Fault::invalid(&entry, Some(quoted(&key.principal)), ANONYMOUS_KEY_EXPECTED.into()));
         }
         match jwt {
@@ -295,7 +298,7 @@ const ADMIN_EXPECTED: &str = "a principal name or \"group:NAME\" (not \"*\" nor 
 fn parse_admin(text: &str) -> Result<PolicySubject, Expected> {
     match parse_subject(text) {
         Ok(PolicySubject::Anyone) => Err(ADMIN_EXPECTED.into()),
-        Ok(PolicySubject::Principal(name)) if name == "anonymous" => Err(ADMIN_EXPECTED.into()),
+        Ok(PolicySubject::Principal(name)) if name == ANONYMOUS => Err(ADMIN_EXPECTED.into()),
         Ok(subject) => Ok(subject),
         Err(_) => Err(ADMIN_EXPECTED.into()),
     }

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use auth::{
-    AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
+    ANONYMOUS, AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
     MAX_PRINCIPAL_NAME,
 };
 pub use backend::{

@@ -113,6 +113,11 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_and_the_front_call_agents_without_credentials_alike() {
+        assert_eq!(crate::config::ANONYMOUS, Principal::ANONYMOUS);
+    }
+
+    #[test]
     fn api_keys_and_anonymous_carry_over() {
         let digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         let text = format!("[auth]\nanonymous = true\n[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{digest}\"\n");
