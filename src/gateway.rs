@@ -176,7 +176,10 @@ impl Gateway {
         let targets = config
             .backends
             .iter()
-            .map(|backend| (Arc::from(backend.name.as_str()), backends::target(backend, oauth.as_ref(), &stdio)))
+            .map(|backend| {
+                let target = backends::target(backend, oauth.as_ref(), &stdio, config.auth.anonymous_is_one_user());
+                (Arc::from(backend.name.as_str()), target)
+            })
             .collect();
         let routing = Routing { targets, policies: policies(&config) };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));

@@ -275,6 +275,10 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         .map(|route| [route.exposed.clone(), route.backend.to_string(), route.name.clone()])
         .collect();
     print_table(["EXPOSED NAME", "BACKEND", "TOOL"], rows);
+    // Rules the operator should know, not failures: the exit status stays as discovery decides.
+    for note in gateway.config.principal_notes() {
+        println!("note: {note}");
+    }
     let mut healthy = true;
     for (backend, status) in catalog.statuses() {
         if let BackendStatus::Failed { error } = status {

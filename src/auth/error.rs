@@ -27,7 +27,7 @@ pub enum AuthError {
     NotYetValid,
     #[error("the token was issued by an issuer this gateway does not trust")]
     WrongIssuer,
-    #[error("the token was issued for another audience, not for this gateway")]
+    #[error("the token was issued for another audience, not for this endpoint of the gateway")]
     WrongAudience,
     #[error("the token was signed with a key (`kid`) the issuer does not publish")]
     UnknownKid,

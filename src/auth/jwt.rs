@@ -7,14 +7,19 @@
 //!   extensions is refused (none are understood, RFC 7515 §4.1.11).
 //! - The algorithm must also be one the key may verify (its family, and its declared `alg` if any).
 //! - `exp`, `iss` and `aud` are required; `exp` and `nbf` are checked with the configured leeway; `iss` must
-//!   equal the configured issuer exactly; `aud` must contain one of the configured audiences (RFC 8707).
+//!   equal the configured issuer exactly; `aud` must contain an audience of the endpoint the token is presented
+//!   at ([`Audiences`]): by default that endpoint's own resource identifier, so a token for `/mcp/<backend>` is
+//!   no token for `/mcp`, nor the reverse (RFC 8707 §2; MCP 2025-11-25 authorization, "Token Validation").
 //! - Scopes come from `scope` (space-separated, RFC 9068) or `scp` (a list or a string, common in IdPs); a
 //!   validly signed token lacking a required scope is [`AuthError::InsufficientScope`] (403), not 401.
-//! - The principal is the configured claim (a string, or a number written out); groups the configured claim
+//! - The principal is the configured prefix (by default the issuer and `#`) followed by the configured claim (a
+//!   string, or a number written out), so it never shares a name with an API key's principal; a name that comes
+//!   out as `anonymous` is refused. Groups are the configured claim
 //!   (a list of strings or one string), found by exact name first, then as a dotted path into objects. A
 //!   missing groups claim leaves the principal without groups and is logged, so tools do not vanish silently.
 //! - A verified token's claims are remembered ([`verified`]) for at most [`JwtSettings::verified_for`] and while
-//!   the token is valid; scopes, principal and groups are still worked out from them on every request.
+//!   the token is valid; the audience, scopes, principal and groups are still worked out from them on every
+//!   request (the same token may be presented at several endpoints).
 
 use std::time::Duration;
 
@@ -26,7 +31,7 @@ use serde_json::{Map, Value};
 
 use super::error::{AuthError, AuthSetupError};
 use super::jwks::{ALLOWED_ALGORITHMS, JwksCache, JwksSource};
-use super::{MAX_NAME, Principal};
+use super::{Endpoint, MAX_NAME, Principal};
 use verified::{Claims, Moment, VerifiedCache};
 
 mod verified;
@@ -41,10 +46,11 @@ pub const JWT_VERIFIED_CAPACITY: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtSettings {
     pub issuer: String,
-    /// Accepted `aud` values (at least one).
-    pub audiences: Vec<String>,
+    pub audiences: Audiences,
     pub jwks: JwksSource,
     pub principal_claim: String,
+    /// Put before the principal claim to make the principal's name (`<issuer>#` unless configured).
+    pub principal_prefix: String,
     pub groups_claim: Option<String>,
     /// Advertised in the Protected Resource Metadata.
     pub scopes_supported: Vec<String>,
@@ -58,6 +64,28 @@ pub struct JwtSettings {
     pub verified_for: Duration,
     /// How many verified tokens are remembered at most ([`JWT_VERIFIED_CAPACITY`]).
     pub verified_capacity: usize,
+}
+
+/// Which `aud` a token must carry at each endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audiences {
+    /// Each endpoint's own resource identifier, `public_url` (canonical, no trailing slash) + the endpoint's
+    /// path, as its Protected Resource Metadata names it.
+    PerEndpoint { public_url: String },
+    /// Configured audiences, accepted at every endpoint: an issuer that mints one audience for the gateway
+    /// whatever `resource` the client asked for leaves nothing to tell the endpoints apart by.
+    Everywhere(Vec<String>),
+}
+
+impl Audiences {
+    fn accepts(&self, audience: &str, endpoint: Endpoint<'_>) -> bool {
+        match self {
+            Self::PerEndpoint { public_url } => {
+                audience.strip_prefix(public_url.as_str()).is_some_and(|path| path == endpoint.path())
+            }
+            Self::Everywhere(audiences) => audiences.iter().any(|accepted| accepted == audience),
+        }
+    }
 }
 
 /// Validates tokens of one issuer.
@@ -86,8 +114,10 @@ impl JwtValidator {
         self.keys.readiness()
     }
 
-    pub(super) async fn principal(&self, token: &str) -> Result<Principal, AuthError> {
+    /// The principal of a token presented at `endpoint`.
+    pub(super) async fn principal(&self, endpoint: Endpoint<'_>, token: &str) -> Result<Principal, AuthError> {
         let claims = self.verified_claims(token).await?;
+        self.check_audience(&claims, endpoint)?;
         check_scopes(&claims, &self.settings.required_scopes)?;
         Ok(Principal { name: self.principal_name(&claims)?, groups: self.groups(&claims) })
     }
@@ -114,14 +144,28 @@ impl JwtValidator {
             .map_err(|error| classify(error.into_kind()))
     }
 
+    /// Everything but the audience, which depends on the endpoint ([`Self::check_audience`]); `aud` must be
+    /// present.
     fn validation(&self, algorithm: Algorithm) -> Validation {
         let mut validation = Validation::new(algorithm);
         validation.leeway = self.settings.leeway.as_secs();
         validation.validate_nbf = true;
+        validation.validate_aud = false;
         validation.set_issuer(&[&self.settings.issuer]);
-        validation.set_audience(&self.settings.audiences);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation
+    }
+
+    /// `aud` (a string or a list of strings, RFC 7519 §4.1.3) names an audience of `endpoint`.
+    fn check_audience(&self, claims: &Map<String, Value>, endpoint: Endpoint<'_>) -> Result<(), AuthError> {
+        let accepted =
+            |audience: &Value| audience.as_str().is_some_and(|a| self.settings.audiences.accepts(a, endpoint));
+        let found = match claims.get("aud") {
+            Some(Value::Array(audiences)) => audiences.iter().any(accepted),
+            Some(audience) => accepted(audience),
+            None => false,
+        };
+        found.then_some(()).ok_or(AuthError::WrongAudience)
     }
 
     fn principal_name(&self, claims: &Map<String, Value>) -> Result<String, AuthError> {
@@ -133,9 +177,16 @@ impl JwtValidator {
             None => return Err(AuthError::InvalidToken(format!("no `{claim}` claim names the principal"))),
         };
         let valid = !name.is_empty() && name.chars().count() <= MAX_NAME && !name.chars().any(char::is_control);
-        valid
-            .then_some(name)
-            .ok_or_else(|| AuthError::InvalidToken(format!("the `{claim}` claim is not a usable name")))
+        if !valid {
+            return Err(AuthError::InvalidToken(format!("the `{claim}` claim is not a usable name")));
+        }
+        let principal = format!("{}{name}", self.settings.principal_prefix);
+        if principal == Principal::ANONYMOUS {
+            return Err(AuthError::InvalidToken(format!(
+                "the `{claim}` claim makes the principal `anonymous`, the name of agents without credentials"
+            )));
+        }
+        Ok(principal)
     }
 
     fn groups(&self, claims: &Map<String, Value>) -> Vec<String> {

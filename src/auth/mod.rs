@@ -15,7 +15,12 @@
 //!   loopback default); with credentials configured a request without one is `anonymous` only when anonymous
 //!   agents are allowed, and a request with a bad one is always refused.
 //! - A token shaped like a JWT (three dot-separated parts) is checked as a JWT when `[auth.jwt]` is
-//!   configured; anything else is looked up as an API key (generated keys never contain a dot).
+//!   configured, for the endpoint it is presented at; anything else is looked up as an API key (generated keys
+//!   never contain a dot).
+//! - One namespace of principals: `anonymous` is only ever the agent without credentials, a JWT's principal
+//!   carries its prefix (see [`JwtSettings::principal_prefix`]) and the configuration keeps API keys' names out
+//!   of both, so sessions, idempotent calls and OAuth tokens, all keyed by the name, are never shared across
+//!   credential kinds.
 //! - The agent's token is never handed on: nothing here returns or stores it.
 
 mod admin;
@@ -34,7 +39,7 @@ pub use api_key::{API_KEY_BYTES, API_KEY_PREFIX, ApiKey, api_key_digest, generat
 pub use bearer::MAX_TOKEN;
 pub use error::{AuthError, AuthSetupError};
 pub use jwks::{ALLOWED_ALGORITHMS, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL, JwksSource, MAX_JWKS_BYTES};
-pub use jwt::{JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwtSettings};
+pub use jwt::{Audiences, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwtSettings};
 pub use metadata::{Endpoint, ResourceMetadata, WELL_KNOWN_PREFIX, plain_challenge};
 pub use policy::{Grants, Policies, Policy, Subject};
 
@@ -103,9 +108,11 @@ impl Authenticator {
         Self { anonymous: true, api_keys: ApiKeys::default(), jwt: None, metadata: None }
     }
 
-    /// The principal presenting `authorization` (the values of every `Authorization` header of the request).
+    /// The principal presenting `authorization` (the values of every `Authorization` header of the request) at
+    /// `endpoint`, the resource a JWT must be meant for.
     pub async fn authenticate<'a>(
         &self,
+        endpoint: Endpoint<'_>,
         authorization: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Principal, AuthError> {
         if !self.has_credentials() {
@@ -115,7 +122,7 @@ impl Authenticator {
             return if self.anonymous { Ok(Principal::anonymous()) } else { Err(AuthError::Missing) };
         };
         match &self.jwt {
-            Some(jwt) if token.split('.').count() == 3 => jwt.principal(token).await,
+            Some(jwt) if token.split('.').count() == 3 => jwt.principal(endpoint, token).await,
             _ => self.api_keys.principal(token).ok_or(AuthError::UnknownKey),
         }
     }

@@ -25,9 +25,10 @@ async fn with_jwt() -> Authenticator {
     std::fs::write(&file, jwks(&[(1, "k1")]).to_string()).expect("write JWKS");
     let jwt = JwtSettings {
         issuer: ISSUER.to_owned(),
-        audiences: vec![AUDIENCE.to_owned()],
+        audiences: Audiences::PerEndpoint { public_url: "http://127.0.0.1:8808".to_owned() },
         jwks: JwksSource::File(file),
         principal_claim: "sub".to_owned(),
+        principal_prefix: format!("{ISSUER}#"),
         groups_claim: None,
         scopes_supported: vec![],
         required_scopes: vec![],
@@ -41,7 +42,7 @@ async fn with_jwt() -> Authenticator {
 }
 
 async fn authenticate(auth: &Authenticator, header: Option<&str>) -> Result<Principal, AuthError> {
-    auth.authenticate(header.map(str::as_bytes)).await
+    auth.authenticate(Endpoint::Mcp, header.map(str::as_bytes)).await
 }
 
 #[tokio::test]
@@ -80,8 +81,12 @@ async fn anonymous_agents_may_be_allowed_beside_credentials() {
 async fn jwts_and_api_keys_work_side_by_side() {
     let auth = with_jwt().await;
     let token = mint(1, "k1", &claims());
-    assert_eq!(authenticate(&auth, Some(&format!("Bearer {token}"))).await.map(|p| p.name), Ok("alice".into()));
-    assert_eq!(authenticate(&auth, Some("bearer sy_alice")).await.map(|p| p.groups), Ok(vec!["ops".into()]));
+    let by_token = authenticate(&auth, Some(&format!("Bearer {token}"))).await.map(|p| p.name);
+    assert_eq!(by_token, Ok("https://issuer.test#alice".into()), "`sub = alice` is not API-key alice");
+    let by_key = authenticate(&auth, Some("bearer sy_alice")).await.expect("known key");
+    assert_eq!((by_key.name.as_str(), by_key.groups), ("alice", vec!["ops".into()]));
+    let at_backend = auth.authenticate(Endpoint::Backend("docs"), Some(format!("Bearer {token}").as_bytes())).await;
+    assert_eq!(at_backend, Err(AuthError::WrongAudience), "a token for /mcp is no token for /mcp/docs");
     let mut stale = claims();
     stale["exp"] = json!(1);
     let expired = mint(1, "k1", &stale);

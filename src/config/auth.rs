@@ -8,11 +8,24 @@
 //!   entries with the same digest are refused (one key would have two identities).
 //! - `[auth.jwt]`: `issuer` is compared with the `iss` claim exactly as written, so it is kept verbatim; exactly
 //!   one of `jwks_url` and `jwks_file`; a JWKS URL must be https unless its host is loopback (keys fetched in
-//!   the clear could be replaced on the way); `audiences` left out means "every resource the gateway
-//!   advertises", worked out from `public_url` when the gateway is assembled (it may still change through
-//!   `SWITCHYARD_PUBLIC_URL`); `authorization_servers` defaults to `[issuer]`.
+//!   the clear could be replaced on the way); `audiences` left out means "at each endpoint, its own
+//!   resource identifier", worked out from `public_url` when the gateway is assembled (it may still change
+//!   through `SWITCHYARD_PUBLIC_URL`); configured audiences are accepted at every endpoint;
+//!   `authorization_servers` defaults to `[issuer]`.
 //! - `admin_principals` (who may read the operator's console beyond loopback) lists names and `group:NAME`
 //!   entries; `*` and `anonymous` are refused, as the console must never be open to callers without credentials.
+//! - One principal namespace: a JWT's principal is `principal_prefix` followed by its
+//!   principal claim, the prefix defaulting to the issuer and `#` (`https://login.example.com/realms/a#alice`;
+//!   an issuer has no fragment, so `#` cannot be part of it). An API key's principal may not be `anonymous` (the
+//!   agents without credentials) nor start with the JWT prefix, and `principal_prefix = ""` (bare claims) is
+//!   refused beside API keys, so no token can take a key's sessions, idempotent calls or OAuth tokens. A prefix
+//!   may not start with `group:`, which policies read as a group.
+//! - `authorization_code` backends give each principal its own authorization, so they are refused to the shared
+//!   principal `anonymous` whenever an `[auth]` section exists (the gateway's rule at call time; here: `[auth]
+//!   anonymous = true` without any credential, where nobody could use such a backend, is refused). Without
+//!   `[auth]` the gateway is loopback-only and its one user is `anonymous`, so that user's authorization is used.
+//!   [`Config::principal_notes`] says which rule applies, and which policy names can match no principal, for
+//!   `check`.
 //! - Whether serving is safe depends on the final listen address (`--listen`, `SWITCHYARD_LISTEN`), so that
 //!   check is [`Config::check_serving`], called by `serve` after every override, not part of loading.
 
@@ -23,8 +36,10 @@ use std::time::Duration;
 use reqwest::Url;
 
 use super::Config;
+use super::backend::BackendConfig;
 use super::error::ConfigError;
 use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
+use super::oauth::OAuthGrant;
 use super::policy::{PolicySubject, parse_subject};
 use super::raw::{RawApiKey, RawAuth, RawJwt};
 use super::units::{DURATION_EXPECTED, parse_duration};
@@ -35,6 +50,9 @@ pub const DEFAULT_JWT_LEEWAY: Duration = Duration::from_secs(60);
 pub const MAX_JWT_LEEWAY: Duration = Duration::from_secs(600);
 /// Longest principal or group name.
 pub const MAX_PRINCIPAL_NAME: usize = 256;
+/// The principal of agents without credentials (the configuration names it, but may not import the MCP
+/// vocabulary where the gateway defines it; a test there keeps both equal).
+pub const ANONYMOUS: &str = "anonymous";
 
 /// The validated `[auth]` section; the default (no section) serves anonymous agents on loopback only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,6 +86,19 @@ impl AuthConfig {
     pub fn serves_anonymous(&self) -> bool {
         self.anonymous != AnonymousAgents::Refused
     }
+
+    /// Whether `anonymous` is one user (no `[auth]`: loopback only) rather than every agent without credentials,
+    /// and so may authorize `authorization_code` backends for itself.
+    pub fn anonymous_is_one_user(&self) -> bool {
+        self.anonymous == AnonymousAgents::LoopbackOnly
+    }
+
+    /// Whether some agent could present itself as `name`.
+    fn names_principal(&self, name: &str) -> bool {
+        let anonymous = name == ANONYMOUS && self.serves_anonymous();
+        let keyed = self.api_keys.iter().any(|key| key.principal == name);
+        anonymous || keyed || self.jwt.as_ref().is_some_and(|jwt| jwt.names_principal(name))
+    }
 }
 
 /// One `[[auth.api_keys]]` entry.
@@ -84,15 +115,25 @@ pub struct ApiKeyConfig {
 pub struct JwtConfig {
     /// Exactly as written: compared with `iss` byte for byte.
     pub issuer: String,
-    /// Accepted `aud` values; empty means the default (every resource the gateway advertises).
+    /// Accepted `aud` values at every endpoint; empty means the default (each endpoint's own resource).
     pub audiences: Vec<String>,
     pub jwks: JwksLocation,
     pub principal_claim: String,
+    /// What precedes the principal claim in the principal's name: `principal_prefix`, by default the issuer
+    /// and `#`.
+    pub principal_prefix: String,
     pub groups_claim: Option<String>,
     pub scopes_supported: Vec<String>,
     pub required_scopes: Vec<String>,
     pub authorization_servers: Vec<String>,
     pub leeway: Duration,
+}
+
+impl JwtConfig {
+    /// Whether `name` has the form of this issuer's principals (`principal_prefix` and something more).
+    pub fn names_principal(&self, name: &str) -> bool {
+        name.strip_prefix(&self.principal_prefix).is_some_and(|claim| !claim.is_empty())
+    }
 }
 
 /// Where the signing keys of the issuer are read.
@@ -117,6 +158,7 @@ pub(super) fn build(raw: Option<&RawAuth>) -> Result<AuthConfig, Fault> {
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_digests(&keys, &api_keys)?;
     let jwt = raw.jwt.as_ref().map(|jwt| build_jwt(&section.key("jwt"), jwt)).transpose()?;
+    check_namespace(&section, &api_keys, jwt.as_ref())?;
     let anonymous = if raw.anonymous { AnonymousAgents::Allowed } else { AnonymousAgents::Refused };
     let admin_principals = list(&section.key("admin_principals"), &raw.admin_principals, parse_admin)?;
     let auth = AuthConfig { anonymous, admin_principals, api_keys, jwt };
@@ -151,6 +193,35 @@ fn check_unique_digests(keys: &KeyPath, api_keys: &[ApiKeyConfig]) -> Result<(),
     Ok(())
 }
 
+/// API-key principals never share a name with agents without credentials nor with any JWT principal.
+fn check_namespace(section: &KeyPath, api_keys: &[ApiKeyConfig], jwt: Option<&JwtConfig>) -> Result<(), Fault> {
+    let keys = section.key("api_keys");
+    for (index, key) in api_keys.iter().enumerate() {
+        let entry = keys.index(index).key("principal");
+        if key.principal == ANONYMOUS {
+            return Err(Fault::invalid(&entry, Some(quoted(&key.principal)), ANONYMOUS_KEY_EXPECTED.into()));
+        }
+        match jwt {
+            Some(jwt) if jwt.principal_prefix.is_empty() => {
+                return Err(Fault::invalid(
+                    &section.key("jwt").key("principal_prefix"),
+                    Some(quoted("")),
+                    BARE_PREFIX_EXPECTED.into(),
+                ));
+            }
+            Some(jwt) if key.principal.starts_with(&jwt.principal_prefix) => {
+                let expected = format!(
+                    "a name that does not start with {:?}, the prefix of JWT principals (`auth.jwt.principal_prefix`)",
+                    jwt.principal_prefix
+                );
+                return Err(Fault::invalid(&entry, Some(quoted(&key.principal)), expected.into()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn build_jwt(section: &KeyPath, raw: &RawJwt) -> Result<JwtConfig, Fault> {
     let issuer = required(&section.key("issuer"), raw.issuer.as_deref(), parse_issuer, ISSUER_EXPECTED)?;
     let audiences_key = section.key("audiences");
@@ -169,12 +240,15 @@ fn build_jwt(section: &KeyPath, raw: &RawJwt) -> Result<JwtConfig, Fault> {
         Some(servers) => list(&section.key("authorization_servers"), servers, parse_issuer)?,
         None => vec![issuer.clone()],
     };
+    let principal_prefix = optional(&section.key("principal_prefix"), raw.principal_prefix.as_deref(), parse_prefix)?
+        .unwrap_or_else(|| format!("{issuer}#"));
     Ok(JwtConfig {
         issuer,
         audiences,
         jwks: build_jwks_location(section, raw)?,
         principal_claim: optional(&section.key("principal_claim"), raw.principal_claim.as_deref(), parse_claim_name)?
             .unwrap_or_else(|| "sub".to_owned()),
+        principal_prefix,
         groups_claim: optional(&section.key("groups_claim"), raw.groups_claim.as_deref(), parse_claim_name)?,
         scopes_supported: list(&section.key("scopes_supported"), &raw.scopes_supported, parse_scope)?,
         required_scopes: list(&section.key("required_scopes"), &raw.required_scopes, parse_scope)?,
@@ -205,6 +279,12 @@ fn build_jwks_location(section: &KeyPath, raw: &RawJwt) -> Result<JwksLocation, 
 }
 
 const PRINCIPAL_EXPECTED: &str = "a name of 1–256 characters without control characters";
+const PREFIX_EXPECTED: &str = "at most 256 characters without control characters, not starting with \"group:\" \
+                               (such as \"sso:\"; \"\" keeps the bare claim)";
+const ANONYMOUS_KEY_EXPECTED: &str =
+    "a name other than \"anonymous\", the principal of every agent that sends no credential";
+const BARE_PREFIX_EXPECTED: &str = "a non-empty prefix such as \"sso:\" while `[[auth.api_keys]]` are configured (a \
+                                    bare JWT claim could take an API key's name, and with it its sessions and calls)";
 const SHA256_EXPECTED: &str =
     "the SHA-256 digest of the key as 64 hex digits (`switchyard keys new` prints the line to paste)";
 const ISSUER_EXPECTED: &str = "an http or https URL such as \"https://login.example.com/realms/agents\"";
@@ -218,7 +298,7 @@ const ADMIN_EXPECTED: &str = "a principal name or \"group:NAME\" (not \"*\" nor 
 fn parse_admin(text: &str) -> Result<PolicySubject, Expected> {
     match parse_subject(text) {
         Ok(PolicySubject::Anyone) => Err(ADMIN_EXPECTED.into()),
-        Ok(PolicySubject::Principal(name)) if name == "anonymous" => Err(ADMIN_EXPECTED.into()),
+        Ok(PolicySubject::Principal(name)) if name == ANONYMOUS => Err(ADMIN_EXPECTED.into()),
         Ok(subject) => Ok(subject),
         Err(_) => Err(ADMIN_EXPECTED.into()),
     }
@@ -228,6 +308,14 @@ fn parse_admin(text: &str) -> Result<PolicySubject, Expected> {
 pub(super) fn parse_principal(text: &str) -> Result<String, Expected> {
     let valid = !text.is_empty() && text.chars().count() <= MAX_PRINCIPAL_NAME && !text.chars().any(char::is_control);
     valid.then(|| text.to_owned()).ok_or_else(|| PRINCIPAL_EXPECTED.into())
+}
+
+/// `principal_prefix`: may be empty, and never makes JWT principals read as groups in policies.
+fn parse_prefix(text: &str) -> Result<String, Expected> {
+    let valid = text.chars().count() <= MAX_PRINCIPAL_NAME
+        && !text.chars().any(char::is_control)
+        && !text.starts_with("group:");
+    valid.then(|| text.to_owned()).ok_or_else(|| PREFIX_EXPECTED.into())
 }
 
 fn parse_sha256(text: &str) -> Result<[u8; 32], Expected> {
@@ -310,7 +398,71 @@ fn parse_leeway(text: &str) -> Result<Duration, Expected> {
         .ok_or_else(|| Expected(format!("{DURATION_EXPECTED}, at most 10m")))
 }
 
+/// Refuses `authorization_code` backends that no agent could use: with `[auth] anonymous = true` and no
+/// credential every agent is `anonymous`, which such a backend refuses (see the module rules).
+pub(super) fn check_per_principal_backends(auth: &AuthConfig, backends: &[BackendConfig]) -> Result<(), Fault> {
+    if auth.has_credentials() || auth.anonymous != AnonymousAgents::Allowed {
+        return Ok(());
+    }
+    match backends.iter().position(per_principal) {
+        Some(index) => Err(Fault::invalid(
+            &KeyPath::root().key("backends").index(index).key("oauth").key("grant"),
+            Some(quoted("authorization_code")),
+            PER_PRINCIPAL_EXPECTED.into(),
+        )),
+        None => Ok(()),
+    }
+}
+
+const PER_PRINCIPAL_EXPECTED: &str = "\"client_credentials\", or credentials for the agents (`[[auth.api_keys]]` or \
+     `[auth.jwt]`): with `[auth] anonymous = true` and none, every agent is `anonymous`, and `authorization_code` \
+     backends are refused to `anonymous` (one authorization would serve every agent; only without `[auth]`, on \
+     loopback, is `anonymous` one user)";
+
+fn per_principal(backend: &BackendConfig) -> bool {
+    backend.oauth.as_ref().is_some_and(|oauth| oauth.grant == OAuthGrant::AuthorizationCode)
+}
+
 impl Config {
+    /// What `check` tells the operator about principals: who may use each `authorization_code` backend, and
+    /// every policy or admin entry naming a principal no agent can be (a name written before JWT principals
+    /// carried their prefix, a typo).
+    pub fn principal_notes(&self) -> Vec<String> {
+        let backends = self.backends.iter().filter(|backend| per_principal(backend)).map(|backend| {
+            let who = if self.auth.anonymous_is_one_user() {
+                "without `[auth]` every agent is `anonymous` (loopback only): they share one authorization of it"
+            } else {
+                "it is refused to agents without credentials (`anonymous`); each other principal authorizes it"
+            };
+            format!("backend `{}` authorizes each principal (`authorization_code`): {who}", backend.name)
+        });
+        let policies = self.policies.iter().enumerate().flat_map(|(index, policy)| {
+            let key = KeyPath::root().key("policies").index(index).key("principals");
+            policy.principals.iter().map(move |subject| (key.to_string(), subject))
+        });
+        let admins = self.auth.admin_principals.iter().map(|subject| ("auth.admin_principals".to_owned(), subject));
+        let unknown = policies.chain(admins).filter_map(|(key, subject)| match subject {
+            PolicySubject::Principal(name) if !self.auth.names_principal(name) => {
+                Some(self.unknown_principal(&key, name))
+            }
+            _ => None,
+        });
+        backends.chain(unknown).collect()
+    }
+
+    fn unknown_principal(&self, key: &str, name: &str) -> String {
+        let jwt = match &self.auth.jwt {
+            Some(jwt) => format!(
+                ", and JWT principals are named {:?} + the `{}` claim",
+                jwt.principal_prefix, jwt.principal_claim
+            ),
+            None => String::new(),
+        };
+        format!(
+            "{key}: {name:?} is no principal an agent can be: API-key principals are named by their `principal`{jwt}"
+        )
+    }
+
     /// Whether this configuration may serve on its (final) listen address: a gateway reachable from other
     /// machines must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT
     /// resource server listening on a wildcard address needs `public_url` (its audience and metadata cannot be

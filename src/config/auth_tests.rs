@@ -26,12 +26,16 @@ fn the_example_documents_every_auth_key() {
     let config = super::super::tests::parse_example();
     assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
     assert_eq!(config.auth.api_keys[0].groups, ["automation"]);
-    assert_eq!(config.auth.admin_principals, [PolicySubject::Principal("alice@example.com".into())]);
+    assert_eq!(config.auth.admin_principals, [PolicySubject::Principal("sso:alice@example.com".into())]);
     let jwt = config.auth.jwt.as_ref().expect("jwt");
+    assert_eq!(jwt.principal_prefix, "sso:");
     assert_eq!((jwt.groups_claim.as_deref(), jwt.leeway), (Some("groups"), DEFAULT_JWT_LEEWAY));
     assert_eq!(config.policies.len(), 2);
     assert_eq!(config.policies[1].principals[0], PolicySubject::Group("automation".into()));
     assert!(config.check_serving().is_ok());
+    let unknown: Vec<String> =
+        config.principal_notes().into_iter().filter(|note| note.contains("no principal")).collect();
+    assert!(unknown.is_empty(), "the example names only principals agents can be: {unknown:?}");
 }
 
 #[test]
@@ -198,4 +202,85 @@ fn a_jwt_gateway_on_a_wildcard_address_needs_its_public_url() {
     assert!(message.starts_with("`server.public_url` (or SWITCHYARD_PUBLIC_URL) is required"), "{message}");
     let with_url = [exposed[0], ("SWITCHYARD_PUBLIC_URL", "https://gw.example.com")];
     assert!(parse_with_env(JWT, &with_url).expect("loads").check_serving().is_ok());
+}
+
+#[test]
+fn jwt_principals_are_qualified_by_the_issuer_unless_a_prefix_is_configured() {
+    let jwt = parse(JWT).expect("valid").auth.jwt.expect("jwt");
+    assert_eq!(jwt.principal_prefix, "https://login.example.com/realms/a#");
+    assert!(jwt.names_principal("https://login.example.com/realms/a#alice"));
+    assert!(!jwt.names_principal("alice") && !jwt.names_principal("https://login.example.com/realms/a#"));
+    let prefixed = parse(&format!("{JWT}principal_prefix = \"sso:\"\n")).expect("valid").auth.jwt.expect("jwt");
+    assert_eq!(prefixed.principal_prefix, "sso:");
+    let bare = parse(&format!("{JWT}principal_prefix = \"\"\n")).expect("valid").auth.jwt.expect("jwt");
+    assert!(bare.principal_prefix.is_empty() && bare.names_principal("alice"));
+    for bad in ["\"group:sso:\"", "\"a\\u0007\""] {
+        error_naming(&format!("{JWT}principal_prefix = {bad}\n"), "auth.jwt.principal_prefix = ");
+    }
+    error_naming(&format!("{JWT}principal_prefix = 1\n"), "auth.jwt.principal_prefix: invalid type");
+}
+
+#[test]
+fn api_key_principals_never_share_a_name_with_anonymous_or_a_jwt() {
+    let key = |principal: &str| format!("[[auth.api_keys]]\nprincipal = {principal:?}\nsha256 = \"{DIGEST}\"\n");
+    error_naming(&key("anonymous"), "auth.api_keys[0].principal = \"anonymous\": expected a name other than");
+    let issuer_form = format!("{JWT}{}", key("https://login.example.com/realms/a#alice"));
+    error_naming(
+        &issuer_form,
+        "auth.api_keys[0].principal = \"https://login.example.com/realms/a#alice\": expected a name that does not start with \"https://login.example.com/realms/a#\"",
+    );
+    error_naming(
+        &format!("{JWT}principal_prefix = \"sso:\"\n{}", key("sso:bob")),
+        "auth.api_keys[0].principal = \"sso:bob\"",
+    );
+    let bare = format!("{JWT}principal_prefix = \"\"\n{}", key("alice"));
+    error_naming(
+        &bare,
+        "auth.jwt.principal_prefix = \"\": expected a non-empty prefix such as \"sso:\" while `[[auth.api_keys]]`",
+    );
+    let fine = parse(&format!("{JWT}principal_prefix = \"sso:\"\n{}", key("alice"))).expect("valid");
+    assert_eq!(fine.auth.api_keys[0].principal, "alice");
+    assert!(parse(&key("https://login.example.com/realms/a#alice")).is_ok(), "without [auth.jwt] no form is taken");
+}
+
+const PER_PRINCIPAL: &str = "[[backends]]\nname = \"docs\"\nurl = \"https://docs.example.com/mcp\"\n\
+                             oauth = { grant = \"authorization_code\" }\n";
+
+#[test]
+fn authorization_code_backends_need_agents_with_credentials_once_auth_is_configured() {
+    let message = parse(&format!("{PER_PRINCIPAL}[auth]\nanonymous = true\n")).expect_err("refused").to_string();
+    assert!(
+        message.contains("backends[0].oauth.grant = \"authorization_code\": expected \"client_credentials\", or credentials for the agents"),
+        "{message}"
+    );
+    assert!(message.contains("refused to `anonymous`"), "{message}");
+    let single_user = parse(PER_PRINCIPAL).expect("no [auth]: the one user on loopback is `anonymous`");
+    assert_eq!(
+        single_user.principal_notes(),
+        ["backend `docs` authorizes each principal (`authorization_code`): without `[auth]` every agent is \
+          `anonymous` (loopback only): they share one authorization of it"]
+    );
+    let keyed = format!(
+        "{PER_PRINCIPAL}[auth]\nanonymous = true\n[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{DIGEST}\"\n"
+    );
+    let notes = parse(&keyed).expect("valid").principal_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("it is refused to agents without credentials (`anonymous`)"), "{notes:?}");
+    let machine = PER_PRINCIPAL.replace("authorization_code\" }", "client_credentials\", client_id = \"c\" }");
+    assert!(parse(&format!("{machine}[auth]\nanonymous = true\n")).expect("valid").principal_notes().is_empty());
+}
+
+#[test]
+fn check_names_policy_and_admin_entries_no_agent_can_be() {
+    let text = format!(
+        "[auth]\nadmin_principals = [\"alice\"]\n{JWT}[[auth.api_keys]]\nprincipal = \"bot\"\nsha256 = \"{DIGEST}\"\n\
+         [[policies]]\nprincipals = [\"bot\", \"alice\", \"https://login.example.com/realms/a#alice\", \"group:x\", \"*\", \
+         \"anonymous\"]\nallow = [\"*\"]\n"
+    );
+    let notes = parse(&text).expect("valid").principal_notes();
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert!(notes[0].starts_with("policies[0].principals: \"alice\" is no principal an agent can be"), "{notes:?}");
+    assert!(notes[0].contains("JWT principals are named \"https://login.example.com/realms/a#\" + the `sub` claim"));
+    assert!(notes[1].starts_with("policies[0].principals: \"anonymous\""), "anonymous agents are refused: {notes:?}");
+    assert!(notes[2].starts_with("auth.admin_principals: \"alice\""), "{notes:?}");
 }

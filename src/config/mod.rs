@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use auth::{
-    AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
+    ANONYMOUS, AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
     MAX_PRINCIPAL_NAME,
 };
 pub use backend::{
@@ -209,6 +209,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
     let auth = auth::build(raw.auth.as_ref())?;
+    auth::check_per_principal_backends(&auth, &backends)?;
     let policies = raw
         .policies
         .iter()

@@ -186,6 +186,7 @@ pub(super) struct RawJwt {
     pub(super) jwks_url: Option<String>,
     pub(super) jwks_file: Option<String>,
     pub(super) principal_claim: Option<String>,
+    pub(super) principal_prefix: Option<String>,
     pub(super) groups_claim: Option<String>,
     pub(super) scopes_supported: Vec<String>,
     pub(super) required_scopes: Vec<String>,

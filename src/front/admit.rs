@@ -67,7 +67,8 @@ impl FromRequestParts<Arc<Front>> for Admitted {
             Admission::check_version(&parts.headers)?;
         }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
-        match settings.auth.authenticate(authorization).await {
+        let endpoint = endpoint(parts.uri.path());
+        match settings.auth.authenticate(endpoint, authorization).await {
             Ok(principal) => {
                 let record = access::of(parts);
                 record.principal(&principal.name);
@@ -75,14 +76,15 @@ impl FromRequestParts<Arc<Front>> for Admitted {
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());
-                let challenge = settings.auth.challenge(endpoint(parts.uri.path()), &error);
+                let challenge = settings.auth.challenge(endpoint, &error);
                 Err(FrontError::Unauthenticated { error, challenge })
             }
         }
     }
 }
 
-/// The protected resource a request's path names (`/mcp` or `/mcp/<backend>`), for its challenge.
+/// The protected resource a request's path names (`/mcp` or `/mcp/<backend>`): the audience its token must
+/// have, and the metadata its challenge names.
 fn endpoint(path: &str) -> Endpoint<'_> {
     match path.strip_prefix("/mcp/") {
         Some(backend) if !backend.is_empty() => Endpoint::Backend(backend),

@@ -1,14 +1,15 @@
 //! Lowers `[auth]` (with `admin_principals`), `[[policies]]` and `server.public_url` into the auth module's own types (the composition
 //! root's job: auth never reads configuration types).
 //!
-//! Rules: the default JWT audiences are every resource identifier the gateway advertises in its Protected
-//! Resource Metadata (`public_url` + `/mcp`, + `/mcp/<backend>` for each backend, and `public_url` itself for
-//! the root form), so a client that followed any of them gets a token the gateway accepts; they are worked out
-//! here, after every override of `public_url` and `listen` has been applied.
+//! Rules: without `[auth.jwt] audiences` each endpoint accepts only tokens for the resource identifier its
+//! Protected Resource Metadata advertises (`public_url` + `/mcp` at `/mcp`, + `/mcp/<backend>` at
+//! `/mcp/<backend>`, `public_url` itself for the console, whose challenge names the root metadata), worked out
+//! from `public_url` after every override of it and of `listen`; configured audiences are accepted at every
+//! endpoint (`auth::Audiences`).
 
 use crate::auth::{
-    Admins, ApiKey, AuthSettings, Endpoint, JWKS_REFETCH_INTERVAL, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwksSource,
-    JwtSettings, Policies, Policy, Subject,
+    Admins, ApiKey, Audiences, AuthSettings, JWKS_REFETCH_INTERVAL, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR,
+    JwksSource, JwtSettings, Policies, Policy, Subject,
 };
 use crate::config::{Config, JwksLocation, JwtConfig, PolicySubject};
 
@@ -23,14 +24,16 @@ pub fn auth_settings(config: &Config) -> AuthSettings {
             .iter()
             .map(|key| ApiKey { principal: key.principal.clone(), digest: key.sha256, groups: key.groups.clone() })
             .collect(),
-        jwt: config.auth.jwt.as_ref().map(|jwt| jwt_settings(jwt, &public_url, config)),
+        jwt: config.auth.jwt.as_ref().map(|jwt| jwt_settings(jwt, &public_url)),
         public_url,
     }
 }
 
-fn jwt_settings(jwt: &JwtConfig, public_url: &str, config: &Config) -> JwtSettings {
-    let audiences =
-        if jwt.audiences.is_empty() { default_audiences(public_url, config) } else { jwt.audiences.clone() };
+fn jwt_settings(jwt: &JwtConfig, public_url: &str) -> JwtSettings {
+    let audiences = match jwt.audiences.is_empty() {
+        true => Audiences::PerEndpoint { public_url: public_url.to_owned() },
+        false => Audiences::Everywhere(jwt.audiences.clone()),
+    };
     JwtSettings {
         issuer: jwt.issuer.clone(),
         audiences,
@@ -39,6 +42,7 @@ fn jwt_settings(jwt: &JwtConfig, public_url: &str, config: &Config) -> JwtSettin
             JwksLocation::File(path) => JwksSource::File(path.clone()),
         },
         principal_claim: jwt.principal_claim.clone(),
+        principal_prefix: jwt.principal_prefix.clone(),
         groups_claim: jwt.groups_claim.clone(),
         scopes_supported: jwt.scopes_supported.clone(),
         required_scopes: jwt.required_scopes.clone(),
@@ -48,13 +52,6 @@ fn jwt_settings(jwt: &JwtConfig, public_url: &str, config: &Config) -> JwtSettin
         verified_for: JWT_VERIFIED_FOR,
         verified_capacity: JWT_VERIFIED_CAPACITY,
     }
-}
-
-fn default_audiences(public_url: &str, config: &Config) -> Vec<String> {
-    let endpoints = [Endpoint::Mcp, Endpoint::Root]
-        .into_iter()
-        .chain(config.backends.iter().map(|backend| Endpoint::Backend(&backend.name)));
-    endpoints.map(|endpoint| format!("{public_url}{}", endpoint.path())).collect()
 }
 
 /// What each principal may use.
@@ -98,19 +95,26 @@ mod tests {
     const BACKENDS: &str = "[[backends]]\nname = \"docs\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
 
     #[test]
-    fn default_audiences_are_the_advertised_resources() {
+    fn default_audiences_are_each_endpoints_resource_and_configured_ones_apply_everywhere() {
         let text = format!("{BACKENDS}[auth.jwt]\nissuer = \"https://as.example.com\"\njwks_file = \"k.json\"\n");
         let settings = auth_settings(&config(&text));
         let jwt = settings.jwt.expect("jwt");
-        assert_eq!(
-            jwt.audiences,
-            ["https://gw.example.com/mcp", "https://gw.example.com", "https://gw.example.com/mcp/docs"]
-        );
+        assert_eq!(jwt.audiences, Audiences::PerEndpoint { public_url: "https://gw.example.com".into() });
         assert_eq!(jwt.jwks, JwksSource::File("k.json".into()));
+        assert_eq!(jwt.principal_prefix, "https://as.example.com#", "qualified by the issuer by default");
         assert!(!settings.anonymous);
         assert_eq!(settings.public_url, "https://gw.example.com");
-        let explicit = format!("{text}audiences = [\"api://gw\"]\n");
-        assert_eq!(auth_settings(&config(&explicit)).jwt.expect("jwt").audiences, ["api://gw"]);
+        let explicit = format!("{text}audiences = [\"api://gw\"]\nprincipal_prefix = \"sso:\"\n");
+        let jwt = auth_settings(&config(&explicit)).jwt.expect("jwt");
+        assert_eq!(
+            (jwt.audiences, jwt.principal_prefix.as_str()),
+            (Audiences::Everywhere(vec!["api://gw".into()]), "sso:")
+        );
+    }
+
+    #[test]
+    fn the_configuration_and_the_front_call_agents_without_credentials_alike() {
+        assert_eq!(crate::config::ANONYMOUS, Principal::ANONYMOUS);
     }
 
     #[test]

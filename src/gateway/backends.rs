@@ -9,7 +9,7 @@ use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBindi
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::BackendSpec;
-use crate::config::{BackendConfig, Endpoint, ProtocolEra, StdioConfig, StdioSessions, Transport};
+use crate::config::{BackendConfig, Endpoint, OAuthGrant, ProtocolEra, StdioConfig, StdioSessions, Transport};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     let filter = backend.tools.clone();
@@ -23,11 +23,14 @@ pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,
 /// configured headers), the launcher of a stdio backend's processes (`stdio_options`: one registry of process
-/// groups for the whole gateway), or a legacy SSE backend's stream.
+/// groups for the whole gateway), or a legacy SSE backend's stream. `anonymous_is_one_user` (no `[auth]`) lets
+/// `anonymous` authorize an `authorization_code` backend for itself; otherwise it is every agent without
+/// credentials, and refused.
 pub(super) fn target(
     backend: &BackendConfig,
     oauth: Option<&Arc<OAuthClient>>,
     stdio_options: &StdioOptions,
+    anonymous_is_one_user: bool,
 ) -> BackendTarget {
     match (&backend.endpoint, backend.transport) {
         (Endpoint::Process(stdio), _) => {
@@ -45,8 +48,10 @@ pub(super) fn target(
             for (name, value) in &backend.headers {
                 endpoint = endpoint.with_header(name.clone(), value.clone());
             }
-            if let (Some(oauth), Some(_)) = (oauth, &backend.oauth) {
-                endpoint = endpoint.with_oauth(OAuthBinding::new(Arc::clone(oauth), &backend.name));
+            if let (Some(oauth), Some(settings)) = (oauth, &backend.oauth) {
+                let binding = OAuthBinding::new(Arc::clone(oauth), &backend.name);
+                let shared = settings.grant == OAuthGrant::AuthorizationCode && !anonymous_is_one_user;
+                endpoint = endpoint.with_oauth(if shared { binding.refusing_anonymous() } else { binding });
             }
             BackendTarget::Http(endpoint)
         }

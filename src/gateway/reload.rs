@@ -211,7 +211,8 @@ impl Live {
         next.server.listen = self.config.server.listen;
         if !diff.is_empty() {
             let prepared = self.prepare(&next).await?;
-            if prepared.oauth_renewed {
+            let anonymous_changed = next.auth.anonymous_is_one_user() != self.config.auth.anonymous_is_one_user();
+            if prepared.oauth_renewed || anonymous_changed {
                 bind_to_new_oauth_client(&mut diff, &next);
             }
             self.commit(next, &diff, prepared);
@@ -257,7 +258,8 @@ impl Live {
                 let name: Arc<str> = backend.name.as_str().into();
                 let target = match running.targets.get(&name) {
                     Some(target) if !renewed.contains(&&backend.name) => target.clone(),
-                    _ => backends::target(backend, prepared.oauth.as_ref(), &self.stdio).with_revision(self.revision),
+                    _ => backends::target(backend, prepared.oauth.as_ref(), &self.stdio, next.auth.anonymous_is_one_user())
+                        .with_revision(self.revision),
                 };
                 (name, target)
             })
@@ -292,7 +294,8 @@ fn oauth_backends(config: &Config) -> Vec<(&str, &Endpoint, &OAuthConfig)> {
         .collect()
 }
 
-/// A new OAuth client replaces every OAuth backend (its target must use the new client), changed or not.
+/// A new OAuth client replaces every OAuth backend (its target must use the new client), changed or not; so does a
+/// change of who `anonymous` is (its targets refuse it or not, `backends::target`).
 fn bind_to_new_oauth_client(diff: &mut ConfigDiff, next: &Config) {
     let untouched: Vec<String> = next
         .backends

@@ -7,7 +7,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 use switchyard::auth::{
-    AuthError, AuthSettings, Authenticator, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwksSource, JwtSettings, Principal,
+    Audiences, AuthError, AuthSettings, Authenticator, Endpoint, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwksSource,
+    JwtSettings, Principal,
 };
 
 use crate::support::auth_server::{AuthServer, JwksMode, mint_with, pkce_challenge};
@@ -20,9 +21,10 @@ fn settings(server: &AuthServer, refetch_interval: Duration) -> AuthSettings {
         api_keys: Vec::new(),
         jwt: Some(JwtSettings {
             issuer: server.issuer.clone(),
-            audiences: vec![RESOURCE.to_owned()],
+            audiences: Audiences::PerEndpoint { public_url: "http://127.0.0.1:8808".to_owned() },
             jwks: JwksSource::Url(reqwest::Url::parse(&server.jwks_url()).expect("url")),
             principal_claim: "sub".to_owned(),
+            principal_prefix: "idp:".to_owned(),
             groups_claim: Some("groups".to_owned()),
             scopes_supported: vec![],
             required_scopes: vec!["mcp:tools".to_owned()],
@@ -37,7 +39,7 @@ fn settings(server: &AuthServer, refetch_interval: Duration) -> AuthSettings {
 }
 
 async fn authenticate(auth: &Authenticator, token: &str) -> Result<Principal, AuthError> {
-    auth.authenticate([format!("Bearer {token}").as_bytes()]).await
+    auth.authenticate(Endpoint::Mcp, [format!("Bearer {token}").as_bytes()]).await
 }
 
 const REDIRECT_URI: &str = "http://127.0.0.1:1/callback";
@@ -106,7 +108,7 @@ async fn a_token_from_the_authorization_code_flow_is_accepted() {
     assert_eq!(again.status(), StatusCode::BAD_REQUEST, "a code is single-use");
     let access_token = tokens["access_token"].as_str().expect("access token");
     let principal = authenticate(&auth, access_token).await.expect("accepted");
-    assert_eq!(principal, Principal { name: "alice".into(), groups: vec!["ops".into()] });
+    assert_eq!(principal, Principal { name: "idp:alice".into(), groups: vec!["ops".into()] });
 
     let refresh_token = tokens["refresh_token"].as_str().expect("refresh token");
     let form = [("grant_type", "refresh_token"), ("refresh_token", refresh_token)];

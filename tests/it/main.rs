@@ -21,6 +21,7 @@ mod legacy_sse;
 mod modern_backend;
 mod modern_front;
 mod policies;
+mod principals;
 mod real_clients;
 mod real_clients_auth;
 mod relays;

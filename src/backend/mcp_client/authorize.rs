@@ -11,6 +11,9 @@
 //!   `NotDelivered`-class (the last as [`McpError::AuthorizationRequired`]).
 //! - The gateway's own discovery (no principal) uses the client-credentials token or the token of a principal
 //!   that authorized the backend; with neither it sends nothing.
+//! - A binding [`refusing_anonymous`](OAuthBinding::refusing_anonymous) (a per-principal backend where
+//!   `anonymous` is every agent without credentials, not one user) sends nothing on behalf of `anonymous`: one
+//!   authorization would act for every such agent (MCP security best practices, "Confused Deputy").
 //! - A token is sent only to the backend it was issued for: a token naming another backend is refused here.
 
 use std::sync::Arc;
@@ -22,12 +25,14 @@ use super::McpError;
 use super::NotDeliveredCause;
 use crate::backend::http_client::Response;
 use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
+use crate::mcp::ANONYMOUS;
 
 /// A backend's OAuth client binding: the client and the backend name its tokens are issued for.
 #[derive(Clone)]
 pub struct OAuthBinding {
     client: Arc<OAuthClient>,
     backend: Arc<str>,
+    refuses_anonymous: bool,
 }
 
 impl std::fmt::Debug for OAuthBinding {
@@ -44,12 +49,28 @@ pub(super) struct Refused {
 
 impl OAuthBinding {
     pub fn new(client: Arc<OAuthClient>, backend: &str) -> Self {
-        Self { client, backend: backend.into() }
+        Self { client, backend: backend.into(), refuses_anonymous: false }
+    }
+
+    /// The same binding, refusing every request on behalf of the principal `anonymous`.
+    pub fn refusing_anonymous(self) -> Self {
+        Self { refuses_anonymous: true, ..self }
     }
 
     /// The principal whose tokens a request uses: the caller's, or for discovery (`None`) whoever may.
     pub(super) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
         if let Some(caller) = caller {
+            if self.refuses_anonymous && caller == ANONYMOUS {
+                return Err(McpError::NotDelivered {
+                    cause: NotDeliveredCause::Authorization,
+                    reason: format!(
+                        "backend `{}` is authorized by each principal for itself, and agents without credentials \
+                         all share the principal `anonymous`: this agent needs a credential of its own (an API key \
+                         or a token the gateway accepts) to use it",
+                        self.backend
+                    ),
+                });
+            }
             return Ok(caller.to_owned());
         }
         match self.client.discovery_principal(&self.backend).await {

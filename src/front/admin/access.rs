@@ -44,7 +44,7 @@ impl FromRequestParts<Arc<Front>> for AdminCaller {
             let challenge = settings.auth.challenge(Endpoint::Root, &error);
             FrontError::Unauthenticated { error, challenge }
         };
-        let principal = settings.auth.authenticate(authorization).await.map_err(refused)?;
+        let principal = settings.auth.authenticate(Endpoint::Root, authorization).await.map_err(refused)?;
         match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
             Verdict::Admitted => Ok(AdminCaller),
             Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
