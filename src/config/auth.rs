@@ -11,8 +11,10 @@
 //!   the clear could be replaced on the way); `audiences` left out means "every resource the gateway
 //!   advertises", worked out from `public_url` when the gateway is assembled (it may still change through
 //!   `SWITCHYARD_PUBLIC_URL`); `authorization_servers` defaults to `[issuer]`.
-//! - `admin_principals` (who may read the operator's console beyond loopback) lists names and `group:NAME`
-//!   entries; `*` and `anonymous` are refused, as the console must never be open to callers without credentials.
+//! - `admin_principals` (who may read the operator's console) lists names and `group:NAME` entries; `*` and
+//!   `anonymous` are refused, as the console must never be open to callers without credentials. With an `[auth]`
+//!   section the console asks every caller for an administrator's credential, callers on this machine included,
+//!   unless `console_loopback = true` (default false) exempts those that send no credential.
 //! - Whether serving is safe depends on the final listen address (`--listen`, `SWITCHYARD_LISTEN`), so that
 //!   check is [`Config::check_serving`], called by `serve` after every override, not part of loading.
 
@@ -40,8 +42,10 @@ pub const MAX_PRINCIPAL_NAME: usize = 256;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthConfig {
     pub anonymous: AnonymousAgents,
-    /// Who may read the operator's console besides loopback callers (members of the group `admin` always may).
+    /// Who may read the operator's console (members of the group `admin` always may).
     pub admin_principals: Vec<PolicySubject>,
+    /// `[auth] console_loopback`: callers on this machine that send no credential may read the console too.
+    pub console_loopback: bool,
     pub api_keys: Vec<ApiKeyConfig>,
     pub jwt: Option<JwtConfig>,
 }
@@ -119,7 +123,7 @@ pub(super) fn build(raw: Option<&RawAuth>) -> Result<AuthConfig, Fault> {
     let jwt = raw.jwt.as_ref().map(|jwt| build_jwt(&section.key("jwt"), jwt)).transpose()?;
     let anonymous = if raw.anonymous { AnonymousAgents::Allowed } else { AnonymousAgents::Refused };
     let admin_principals = list(&section.key("admin_principals"), &raw.admin_principals, parse_admin)?;
-    let auth = AuthConfig { anonymous, admin_principals, api_keys, jwt };
+    let auth = AuthConfig { anonymous, admin_principals, console_loopback: raw.console_loopback, api_keys, jwt };
     if !raw.anonymous && !auth.has_credentials() {
         return Err(Fault::invalid(
             &section,
