@@ -14,8 +14,10 @@
 //! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
 //! header on a request → 400/-32602 (the key rules are `router::idempotency`'s). How a body is read (415, 413,
 //! 408) is [`body`]'s rule, how connections are accepted and timed out [`listener`]'s. `/readyz` passes the same
-//! header checks as `/mcp` (it names the backends) but needs no credentials, and is not ready while tokens cannot
-//! be checked; `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
+//! header checks as `/mcp` (it names the backends) but needs no credentials, is not ready while tokens cannot be
+//! checked, and gives its error texts only to callers the console admits (the states to anyone); every request
+//! naming two hosts is refused before routing ([`guard::check_target`]); a principal's requests in flight and a
+//! session's standalone streams are capped ([`shares`]); `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
 //!
 //! A configuration reload replaces the front's [`Settings`] (admission rules, authenticator, body limits, the
 //! OAuth callback) as one snapshot; each request reads it once, so a request is judged by one configuration.

@@ -10,6 +10,7 @@ mod cli;
 mod console;
 mod demo_server;
 mod deploy;
+mod fair_shares;
 mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
