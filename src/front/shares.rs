@@ -23,9 +23,9 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
-use http_body_util::BodyExt;
 
 use super::error::FrontError;
+use super::listener::Holding;
 
 /// The caps, lowered from `[server]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,18 +92,13 @@ impl ShareSlot {
 }
 
 /// Wraps one request of the MCP endpoint: the share its admission took is held until the answer's body has been
-/// sent or dropped (a stream's is when it closes).
+/// sent or dropped (a stream's is when it closes); the body keeps its size, so a JSON answer its `Content-Length`.
 pub(super) async fn hold(mut request: Request, next: Next) -> Response {
     let slot = ShareSlot::default();
     request.extensions_mut().insert(slot.clone());
     let response = next.run(request).await;
     match slot.take() {
-        Some(share) => response.map(|body| {
-            Body::new(body.map_frame(move |frame| {
-                let _held = &share;
-                frame
-            }))
-        }),
+        Some(share) => response.map(|body| Body::new(Holding::new(body, share))),
         None => response,
     }
 }

@@ -91,6 +91,10 @@ async fn a_principal_holds_at_most_max_connections_per_principal() {
 
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     assert!(!bob.tool_names().await.is_empty(), "another principal is served");
+    let answered = bob.send(&list).await;
+    assert_eq!(answered.headers["content-type"], "application/json", "{}", answered.raw);
+    let length = answered.headers.get("content-length").map(|value| value.to_str().unwrap().to_owned());
+    assert_eq!(length, Some(answered.raw.len().to_string()), "a held answer keeps its Content-Length");
 
     held.pop();
     let mut answered = None;
