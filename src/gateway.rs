@@ -30,14 +30,15 @@ use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClien
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
-use crate::config::{Config, ConfigError, LogFormat, ServerConfig};
+use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::pending::PendingRequests;
 use crate::front::revocations::{LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
-use crate::front::{self, Front, Settings};
+use crate::front::shares::Shares;
+use crate::front::{self, ConsoleAccess, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
 use crate::router::{CallLedger, CallRouter, Routing, discovery};
@@ -332,6 +333,7 @@ impl Gateway {
             revocations,
             router: Arc::clone(&self.router),
             streams: Arc::default(),
+            in_flight: Arc::default(),
             pending: Arc::new(PendingRequests::new(Arc::clone(self.metrics()))),
             cancels: Arc::default(),
             replays: Arc::default(),
@@ -426,9 +428,25 @@ fn front_settings(
         },
         auth,
         admins: admins(config),
+        console: console_access(config),
+        shares: Shares {
+            per_principal: config.server.connections_per_principal(),
+            streams_per_session: config.server.max_streams_per_session,
+        },
         max_body: config.server.max_body,
         body_timeout: config.server.body_timeout,
         authorization,
+    }
+}
+
+/// Without `[auth]` every agent is `anonymous` on loopback, so the console is this machine's; with it, the
+/// administrators'.
+fn console_access(config: &Config) -> ConsoleAccess {
+    match config.auth.anonymous {
+        AnonymousAgents::LoopbackOnly => ConsoleAccess::ThisMachine,
+        AnonymousAgents::Allowed | AnonymousAgents::Refused => {
+            ConsoleAccess::Administrators { loopback: config.auth.console_loopback }
+        }
     }
 }
 

@@ -12,8 +12,10 @@
 //!   resource identifier", worked out from `public_url` when the gateway is assembled (it may still change
 //!   through `SWITCHYARD_PUBLIC_URL`); configured audiences are accepted at every endpoint;
 //!   `authorization_servers` defaults to `[issuer]`.
-//! - `admin_principals` (who may read the operator's console beyond loopback) lists names and `group:NAME`
-//!   entries; `*` and `anonymous` are refused, as the console must never be open to callers without credentials.
+//! - `admin_principals` (who may read the operator's console) lists names and `group:NAME` entries; `*` and
+//!   `anonymous` are refused, as the console must never be open to callers without credentials. With an `[auth]`
+//!   section the console asks every caller for an administrator's credential, callers on this machine included,
+//!   unless `console_loopback = true` (default false) exempts those that send no credential.
 //! - One principal namespace: a JWT's principal is `principal_prefix` followed by its
 //!   principal claim, the prefix defaulting to the issuer and `#` (`https://login.example.com/realms/a#alice`;
 //!   an issuer has no fragment, so `#` cannot be part of it). An API key's principal may not be `anonymous` (the
@@ -58,8 +60,10 @@ pub const ANONYMOUS: &str = "anonymous";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthConfig {
     pub anonymous: AnonymousAgents,
-    /// Who may read the operator's console besides loopback callers (members of the group `admin` always may).
+    /// Who may read the operator's console (members of the group `admin` always may).
     pub admin_principals: Vec<PolicySubject>,
+    /// `[auth] console_loopback`: callers on this machine that send no credential may read the console too.
+    pub console_loopback: bool,
     pub api_keys: Vec<ApiKeyConfig>,
     pub jwt: Option<JwtConfig>,
 }
@@ -161,7 +165,7 @@ pub(super) fn build(raw: Option<&RawAuth>) -> Result<AuthConfig, Fault> {
     check_namespace(&section, &api_keys, jwt.as_ref())?;
     let anonymous = if raw.anonymous { AnonymousAgents::Allowed } else { AnonymousAgents::Refused };
     let admin_principals = list(&section.key("admin_principals"), &raw.admin_principals, parse_admin)?;
-    let auth = AuthConfig { anonymous, admin_principals, api_keys, jwt };
+    let auth = AuthConfig { anonymous, admin_principals, console_loopback: raw.console_loopback, api_keys, jwt };
     if !raw.anonymous && !auth.has_credentials() {
         return Err(Fault::invalid(
             &section,

@@ -90,6 +90,17 @@ fn admin_principals_are_names_and_groups_never_everyone() {
 }
 
 #[test]
+fn console_loopback_is_an_opt_in_flag() {
+    let keyed = format!("[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{DIGEST}\"\n");
+    assert!(!parse(&format!("[auth]\n{keyed}")).expect("valid").auth.console_loopback, "default false");
+    assert!(!parse("").expect("valid").auth.console_loopback, "no [auth] section");
+    let opted = parse(&format!("[auth]\nconsole_loopback = true\n{keyed}")).expect("valid");
+    assert!(opted.auth.console_loopback);
+    error_naming(&format!("[auth]\nconsole_loopback = \"yes\"\n{keyed}"), "auth.console_loopback: invalid type");
+    error_naming(&format!("[auth]\nconsole_loopbak = true\n{keyed}"), "unknown key auth.console_loopbak");
+}
+
+#[test]
 fn jwt_defaults_apply() {
     let config = parse(JWT).expect("valid");
     assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);

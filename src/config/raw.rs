@@ -52,6 +52,8 @@ pub(super) struct RawServer {
     #[serde(deserialize_with = "duration_text")]
     pub(super) idle_timeout: Option<String>,
     pub(super) max_connections: Option<i64>,
+    pub(super) max_connections_per_principal: Option<i64>,
+    pub(super) max_streams_per_session: Option<i64>,
     pub(super) max_stdio_processes: Option<i64>,
     pub(super) public_url: Option<String>,
 }
@@ -166,6 +168,7 @@ pub(super) struct RawCredential {
 pub(super) struct RawAuth {
     pub(super) anonymous: bool,
     pub(super) admin_principals: Vec<String>,
+    pub(super) console_loopback: bool,
     pub(super) api_keys: Vec<RawApiKey>,
     pub(super) jwt: Option<RawJwt>,
 }

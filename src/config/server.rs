@@ -5,6 +5,8 @@
 //! Rules:
 //! - One parser per key, shared by the file and the environment, so both accept exactly the same spellings.
 //! - Timeouts are positive (a zero timeout would refuse every request); `max_connections` is 1 to 1 000 000.
+//!   `max_connections_per_principal` left out follows `max_connections` (a quarter of it, after the overrides),
+//!   so it is kept as configured and worked out by [`ServerConfig::connections_per_principal`].
 //! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
 //! - `allowed_origins` and `allowed_hosts` are validated globs, stored lowercased; how they admit a request (the
@@ -53,6 +55,10 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// The largest accepted `max_connections`: each connection needs a file descriptor, and far fewer are usual.
 pub const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
+/// The default number of standalone `GET` streams one agent session may hold open at once.
+pub const DEFAULT_MAX_STREAMS_PER_SESSION: usize = 4;
+/// The largest accepted `max_streams_per_session`: an agent needs one stream, a few during reconnections.
+pub const MAX_STREAMS_PER_SESSION_LIMIT: usize = 1000;
 
 /// The validated `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +92,10 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// How many connections are served at once; further ones wait to be accepted.
     pub max_connections: usize,
+    /// As configured; use [`ServerConfig::connections_per_principal`] for the cap to apply.
+    pub max_connections_per_principal: Option<usize>,
+    /// How many standalone `GET` streams one agent session may hold open at once.
+    pub max_streams_per_session: usize,
     /// Live stdio backend processes of the whole gateway, over all backends.
     pub max_stdio_processes: usize,
     /// The URL agents use, as configured (no trailing slash); see [`ServerConfig::public_url`].
@@ -110,6 +120,8 @@ impl Default for ServerConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_principal: None,
+            max_streams_per_session: DEFAULT_MAX_STREAMS_PER_SESSION,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
             public_url: None,
         }
@@ -131,6 +143,13 @@ impl ServerConfig {
 
     pub fn binds_loopback(&self) -> bool {
         self.listen.ip().is_loopback()
+    }
+
+    /// How many requests and streams of the MCP endpoint one principal may have in flight at once: the configured
+    /// `max_connections_per_principal`, else a quarter of `max_connections` (at least one), so at least four
+    /// principals always find a connection.
+    pub fn connections_per_principal(&self) -> usize {
+        self.max_connections_per_principal.unwrap_or((self.max_connections / 4).max(1))
     }
 }
 
@@ -171,6 +190,11 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_connections: MAX_CONNECTIONS
             .build(&section.key("max_connections"), raw.max_connections)?
             .unwrap_or(defaults.max_connections),
+        max_connections_per_principal: MAX_CONNECTIONS
+            .build(&section.key("max_connections_per_principal"), raw.max_connections_per_principal)?,
+        max_streams_per_session: STREAMS
+            .build(&section.key("max_streams_per_session"), raw.max_streams_per_session)?
+            .unwrap_or(defaults.max_streams_per_session),
         max_stdio_processes: PROCESSES
             .build(&section.key("max_stdio_processes"), raw.max_stdio_processes)?
             .unwrap_or(defaults.max_stdio_processes),
@@ -180,6 +204,7 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
+const STREAMS: Count = Count { max: MAX_STREAMS_PER_SESSION_LIMIT, unit: "streams" };
 /// Both the table's size and one principal's share of it.
 const BACKEND_SESSIONS: Count = Count { max: MAX_BACKEND_SESSIONS_LIMIT, unit: "backend sessions" };
 
@@ -247,6 +272,17 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         lookup.get("SWITCHYARD_MAX_CONNECTIONS", "max_connections", |text| MAX_CONNECTIONS.parse(text))?
     {
         server.max_connections = count;
+    }
+    let per_principal = "max_connections_per_principal";
+    if let Some(cap) =
+        lookup.get("SWITCHYARD_MAX_CONNECTIONS_PER_PRINCIPAL", per_principal, |text| MAX_CONNECTIONS.parse(text))?
+    {
+        server.max_connections_per_principal = Some(cap);
+    }
+    if let Some(cap) =
+        lookup.get("SWITCHYARD_MAX_STREAMS_PER_SESSION", "max_streams_per_session", |text| STREAMS.parse(text))?
+    {
+        server.max_streams_per_session = cap;
     }
     if let Some(cap) =
         lookup.get("SWITCHYARD_MAX_STDIO_PROCESSES", "max_stdio_processes", |text| PROCESSES.parse(text))?
@@ -407,6 +443,35 @@ mod tests {
             assert!(message.contains("overrides server.max_backend_sessions_per_principal"), "{message}");
             assert!(message.contains("from 1 to 1000000"), "{message}");
         }
+    }
+
+    #[test]
+    fn the_per_principal_connection_cap_defaults_to_a_quarter_of_max_connections() {
+        let server = |text: &str, env: &[(&str, &str)]| {
+            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
+                .map(|config| (config.server.connections_per_principal(), config.server.max_streams_per_session))
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(server("", &[]), Ok((DEFAULT_MAX_CONNECTIONS / 4, DEFAULT_MAX_STREAMS_PER_SESSION)));
+        assert_eq!(server("[server]\nmax_connections = 100\n", &[]), Ok((25, 4)), "follows max_connections");
+        assert_eq!(server("[server]\nmax_connections = 3\n", &[]), Ok((1, 4)), "never zero");
+        assert_eq!(server("", &[("SWITCHYARD_MAX_CONNECTIONS", "40")]), Ok((10, 4)), "and its override");
+        let set = "[server]\nmax_connections_per_principal = 7\nmax_streams_per_session = 2\n";
+        assert_eq!(server(set, &[]), Ok((7, 2)));
+        let overridden =
+            [("SWITCHYARD_MAX_CONNECTIONS_PER_PRINCIPAL", "9"), ("SWITCHYARD_MAX_STREAMS_PER_SESSION", "1")];
+        assert_eq!(server(set, &overridden), Ok((9, 1)));
+        for (line, expected) in [
+            ("max_connections_per_principal = 0", "from 1 to 1000000 connections"),
+            ("max_streams_per_session = 0", "from 1 to 1000 streams"),
+            ("max_streams_per_session = 1001", "from 1 to 1000 streams"),
+        ] {
+            let message = server(&format!("[server]\n{line}\n"), &[]).expect_err(line);
+            assert!(message.starts_with(&format!("t.toml: server.{line}: expected")), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
+        let message = server("", &[("SWITCHYARD_MAX_STREAMS_PER_SESSION", "many")]).expect_err("text");
+        assert!(message.contains("overrides server.max_streams_per_session"), "{message}");
     }
 
     #[test]

@@ -7,14 +7,16 @@
 //! Rules: admission comes before anything is read or opened; agent authentication (`auth::Authenticator`, on
 //! every request, from the `Authorization` headers) comes right after the header checks and before any session
 //! or backend work, and decides [`Admitted`]'s principal; a refused credential is 401/403/400 with a
-//! `WWW-Authenticate` challenge naming this endpoint's resource metadata. A session is usable only by the
+//! `WWW-Authenticate` challenge naming this endpoint's resource metadata. An admitted request then takes its place
+//! in its principal's share ([`super::shares`]; 429 over the cap). A session is usable only by the
 //! principal admitted on this very request (MCP 2025-11-25 §A4.7; a foreign one is logged with both names);
 //! every unusable session is 404 whatever the reason (§A1.6). A `GET` or `DELETE` without a session id that names a
 //! 2026-07-28-era `MCP-Protocol-Version` is 405: that era has neither (its other requests keep the legacy answer).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::{ConnectInfo, FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
@@ -23,9 +25,11 @@ use super::access;
 use super::error::FrontError;
 use super::guard::Admission;
 use super::session::{AgentSession, OpenError};
+use super::shares::ShareSlot;
 use super::{Front, now_unix};
 use crate::auth::{Endpoint, Principal};
 use crate::mcp::SESSION_ID_HEADER;
+use crate::router::fairness_key;
 use crate::telemetry::RequestRecord;
 
 /// The backend of `/mcp/{backend}` (a configured one), or `None` for `/mcp`.
@@ -72,6 +76,11 @@ impl FromRequestParts<Arc<Front>> for Admitted {
             Ok(principal) => {
                 let record = access::of(parts);
                 record.principal(&principal.name);
+                let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
+                let share = front.in_flight.take(fairness_key(&principal, peer), settings.shares.per_principal)?;
+                if let Some(slot) = parts.extensions.get::<ShareSlot>() {
+                    slot.keep(share);
+                }
                 Ok(Admitted { principal, record })
             }
             Err(error) => {

@@ -75,6 +75,11 @@ pub enum FrontError {
     NoRandom { id: Value },
     /// The session of `initialize` (request `id`) cannot be sealed into an id.
     NotSealed { id: Value, cause: SealError },
+    /// The principal already has `max` requests or streams of the MCP endpoint in flight
+    /// (`max_connections_per_principal`).
+    TooManyRequests { max: usize },
+    /// The agent session already holds `max` standalone streams (`max_streams_per_session`).
+    TooManyStreams { max: usize },
     /// The operator's console was asked by an authenticated caller that is not an administrator.
     NotAdmin,
     /// A query parameter of the console API is unknown, repeated or out of range.
@@ -134,6 +139,20 @@ impl FrontError {
             E::Refused(Refusal::Host(host)) => {
                 (StatusCode::FORBIDDEN, None, jsonrpc::INVALID_REQUEST, format!("Host `{host}` is not allowed"), None)
             }
+            E::Refused(Refusal::RepeatedHost) => (
+                StatusCode::BAD_REQUEST,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "the request carries more than one Host header (RFC 9112 §3.2)".into(),
+                None,
+            ),
+            E::Refused(Refusal::MisdirectedTarget(target)) => (
+                StatusCode::MISDIRECTED_REQUEST,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                format!("the request target `{target}` names another host than the Host header"),
+                None,
+            ),
             E::Refused(Refusal::ProtocolVersion(version)) => (
                 StatusCode::BAD_REQUEST,
                 None,
@@ -249,12 +268,32 @@ impl FrontError {
                 format!("cannot start a session: {cause}"),
                 None,
             ),
+            E::TooManyRequests { max } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "this principal already has {max} requests or streams open at this gateway \
+                     (max_connections_per_principal = {max}); close one, or wait for one to finish"
+                ),
+                None,
+            ),
+            E::TooManyStreams { max } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "this session already holds {max} standalone GET streams (max_streams_per_session = {max}); \
+                     close one first"
+                ),
+                None,
+            ),
             E::NotAdmin => (
                 StatusCode::FORBIDDEN,
                 None,
                 jsonrpc::INVALID_REQUEST,
-                "the operator's console is only for callers on the gateway's machine and administrators \
-                 (`[auth] admin_principals`, or the group `admin`)"
+                "the operator's console is only for administrators (`[auth] admin_principals`, or the group \
+                 `admin`)"
                     .into(),
                 None,
             ),

@@ -64,3 +64,17 @@ async fn refusals_without_a_known_id_answer_with_a_null_id() {
     assert_eq!(not_deleted.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(not_deleted.headers().get(header::RETRY_AFTER).is_none(), "only a full list says when to retry");
 }
+
+#[tokio::test]
+async fn the_fair_share_caps_are_429_naming_their_key() {
+    for (error, key) in [
+        (FrontError::TooManyRequests { max: 3 }, "max_connections_per_principal = 3"),
+        (FrontError::TooManyStreams { max: 4 }, "max_streams_per_session = 4"),
+    ] {
+        let response = error.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body = body_of(response).await;
+        assert_eq!(body["error"]["code"], jsonrpc::INVALID_REQUEST);
+        assert!(body["error"]["message"].as_str().unwrap().contains(key), "{body}");
+    }
+}

@@ -14,8 +14,12 @@
 //! - `Host` is only checked on loopback: it must be a loopback name or match an `allowed_hosts` glob (with or
 //!   without its port). On other addresses the agents' authentication protects the gateway.
 //! - Comparisons are case-insensitive: the header is lowercased, the globs come lowercased.
+//! - One host per request, on every route and whatever the listen address ([`check_target`], before anything
+//!   else): more than one `Host` header → 400 (RFC 9112 §3.2: a server MUST answer 400); an absolute-form request
+//!   target whose authority is not the `Host` header → 421 (RFC 9112 §3.2.2 makes the target's authority the
+//!   host a server must serve, so the `Host` the other checks judged would not be the one asked for).
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
 
 use crate::glob::glob_match;
 use crate::mcp::{PROTOCOL_VERSION_HEADER, is_supported_version};
@@ -37,6 +41,9 @@ pub struct Admission {
 pub enum Refusal {
     Origin(String),
     Host(String),
+    RepeatedHost,
+    /// An absolute-form request target naming another host than `Host`.
+    MisdirectedTarget(String),
     ProtocolVersion(String),
 }
 
@@ -91,6 +98,23 @@ impl Admission {
         };
         is_loopback_name(name)
             || self.allowed_hosts.iter().any(|pattern| glob_match(pattern, &host) || glob_match(pattern, name))
+    }
+}
+
+/// The one-host rule of every request (see the module rules).
+pub fn check_target(target: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(Refusal::RepeatedHost);
+    }
+    match target.authority() {
+        Some(authority)
+            if !host.is_some_and(|host| host.as_bytes().eq_ignore_ascii_case(authority.as_str().as_bytes())) =>
+        {
+            Err(Refusal::MisdirectedTarget(target.to_string()))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -114,3 +114,25 @@ fn hosts_are_checked_only_on_loopback() {
     }
     assert!(server("0.0.0.0:8808", &[], &[]).host_allowed("evil.example"));
 }
+
+#[test]
+fn one_host_per_request() {
+    let origin_form: Uri = "/mcp".parse().unwrap();
+    let single = headers(&[("host", "127.0.0.1:8808")]);
+    assert_eq!(check_target(&origin_form, &single), Ok(()));
+    assert_eq!(check_target(&origin_form, &HeaderMap::new()), Ok(()), "a missing Host is the Host check's");
+    let mut repeated = single.clone();
+    repeated.append(header::HOST, HeaderValue::from_static("evil.example"));
+    assert_eq!(check_target(&origin_form, &repeated), Err(Refusal::RepeatedHost));
+    assert_eq!(status(Refusal::RepeatedHost), StatusCode::BAD_REQUEST);
+
+    let same: Uri = "http://127.0.0.1:8808/mcp".parse().unwrap();
+    assert_eq!(check_target(&same, &single), Ok(()), "an absolute form naming the Host");
+    let upper: Uri = "http://LOCALHOST:8808/mcp".parse().unwrap();
+    assert_eq!(check_target(&upper, &headers(&[("host", "localhost:8808")])), Ok(()), "case-insensitive");
+    let elsewhere: Uri = "http://evil.example/mcp".parse().unwrap();
+    let misdirected = check_target(&elsewhere, &single);
+    assert_eq!(misdirected, Err(Refusal::MisdirectedTarget("http://evil.example/mcp".into())));
+    assert_eq!(check_target(&elsewhere, &HeaderMap::new()), Err(Refusal::MisdirectedTarget(elsewhere.to_string())));
+    assert_eq!(status(Refusal::MisdirectedTarget(String::new())), StatusCode::MISDIRECTED_REQUEST);
+}

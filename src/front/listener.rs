@@ -310,15 +310,15 @@ struct PerRequest {
 }
 
 impl hyper::service::Service<Request<Incoming>> for PerRequest {
-    type Response = Response<Answer>;
+    type Response = Response<Holding<Serving>>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Answer>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Holding<Serving>>, Infallible>> + Send>>;
 
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         request.extensions_mut().insert(ConnectInfo(self.peer));
         let serving = Serving::begin(Arc::clone(&self.phase));
         let answered = hyper::service::Service::call(&self.app, request);
-        Box::pin(async move { Ok(answered.await?.map(|body| Answer { body, _serving: serving })) })
+        Box::pin(async move { Ok(answered.await?.map(|body| Holding::new(body, serving))) })
     }
 }
 
@@ -349,13 +349,20 @@ impl Drop for Serving {
     }
 }
 
-/// A response body that keeps its request `serving` until hyper has written it all (or dropped it).
-struct Answer {
+/// A response body that keeps `held` (here: its request `serving`) until hyper has written it all (or dropped it);
+/// its size is the body's, so a JSON answer keeps its `Content-Length`.
+pub(super) struct Holding<T> {
     body: Body,
-    _serving: Serving,
+    _held: T,
 }
 
-impl http_body::Body for Answer {
+impl<T> Holding<T> {
+    pub(super) fn new(body: Body, held: T) -> Holding<T> {
+        Holding { body, _held: held }
+    }
+}
+
+impl<T: Unpin> http_body::Body for Holding<T> {
     type Data = Bytes;
     type Error = axum::Error;
 

@@ -14,8 +14,10 @@
 //! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
 //! header on a request → 400/-32602 (the key rules are `router::idempotency`'s). How a body is read (415, 413,
 //! 408) is [`body`]'s rule, how connections are accepted and timed out [`listener`]'s. `/readyz` passes the same
-//! header checks as `/mcp` (it names the backends) but needs no credentials, and is not ready while tokens cannot
-//! be checked; `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
+//! header checks as `/mcp` (it names the backends) but needs no credentials, is not ready while tokens cannot be
+//! checked, and gives its error texts only to callers the console admits (the states to anyone); every request
+//! naming two hosts is refused before routing ([`guard::check_target`]); a principal's requests in flight and a
+//! session's standalone streams are capped ([`shares`]); `/healthz` says only "ok" and passes none; the OAuth metadata documents are [`resource`]'s.
 //!
 //! A configuration reload replaces the front's [`Settings`] (admission rules, authenticator, body limits, the
 //! OAuth callback) as one snapshot; each request reads it once, so a request is judged by one configuration.
@@ -42,6 +44,7 @@ pub mod replay;
 mod resource;
 pub mod revocations;
 pub mod session;
+pub mod shares;
 mod splice;
 pub mod standalone;
 mod stream;
@@ -53,10 +56,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Extension;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware;
-use axum::response::Response;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::auth::{Admins, Authenticator};
@@ -65,6 +68,7 @@ use crate::router::CallRouter;
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
 use crate::telemetry::trace::Tracer;
+pub use admin::ConsoleAccess;
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
@@ -76,8 +80,12 @@ pub struct Settings {
     pub admission: Admission,
     /// Turns each request's credentials into its principal.
     pub auth: Arc<Authenticator>,
-    /// Who may read the operator's console from another machine.
+    /// Who may read the operator's console.
     pub admins: Admins,
+    /// Whether callers on this machine may read it without an administrator's credential.
+    pub console: ConsoleAccess,
+    /// How much of the front one principal, and one agent session, may hold.
+    pub shares: shares::Shares,
     pub max_body: usize,
     /// How long a request's body may take to arrive.
     pub body_timeout: std::time::Duration,
@@ -94,6 +102,8 @@ pub struct Front {
     pub router: Arc<CallRouter>,
     /// The standalone `GET` streams open on this replica.
     pub streams: Arc<standalone::Streams>,
+    /// Each principal's requests and streams of the MCP endpoint in flight on this replica.
+    pub in_flight: Arc<shares::InFlight>,
     /// Server-to-client requests relayed to agents, waiting for their answers.
     pub pending: Arc<pending::PendingRequests>,
     /// Agents' requests that are running and may be cancelled.
@@ -116,6 +126,7 @@ pub fn app(front: Arc<Front>) -> Router {
     let app = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
+        .route_layer(middleware::from_fn(shares::hold))
         .route_layer(recorded)
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
@@ -124,7 +135,15 @@ pub fn app(front: Arc<Front>) -> Router {
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());
     let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
-    app.with_state(front)
+    app.layer(middleware::from_fn(one_host)).with_state(front)
+}
+
+/// Refuses a request naming more than one host before any route sees it ([`guard::check_target`]).
+async fn one_host(request: Request, next: Next) -> Response {
+    match guard::check_target(request.uri(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => FrontError::from(refusal).into_response(),
+    }
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart
@@ -153,7 +172,8 @@ async fn open_stream(
     let session = session.id.to_string();
     let Some(last_event_id) = headers.get("last-event-id").and_then(|id| id.to_str().ok()) else {
         let changes = front.router.tool_changes();
-        return Ok(standalone::open(&front.streams, session, backend, changes));
+        let max = front.settings.load().shares.streams_per_session;
+        return standalone::open(&front.streams, session, max, backend, changes);
     };
     front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
@@ -172,8 +192,9 @@ async fn delete_session(
 }
 
 /// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
-/// load balancer can ask.
-async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {
+/// load balancer can ask. Only those who may read the console get the error texts: they are backends' (and
+/// issuers') own words, and may name internal hosts.
+async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap) -> Result<Response, FrontError> {
     let settings = front.settings.load();
     settings.admission.check(&headers)?;
     let mut report = front.router.readiness().await;
@@ -185,8 +206,24 @@ async fn readyz(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<R
         }
     };
     report.detail["ready"] = report.ready.into();
+    let peer = peer.map(|Extension(ConnectInfo(address))| address);
+    if admin::admits(&settings, peer, &headers).await.is_err() {
+        states_only(&mut report.detail);
+    }
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     Ok(http::json(status, &report.detail))
+}
+
+/// Takes every `error` text out of a readiness report, leaving the states.
+fn states_only(detail: &mut serde_json::Value) {
+    match detail {
+        serde_json::Value::Object(fields) => {
+            fields.remove("error");
+            fields.values_mut().for_each(states_only);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(states_only),
+        _ => {}
+    }
 }
 
 fn now_unix() -> u64 {

@@ -3,9 +3,10 @@
 //! view shows have changed, and what backends send on their own standalone streams of this agent's sessions
 //! (server-to-client requests, `notifications/resources/updated`, log messages) — and keep-alive comments.
 //!
-//! Rules: an agent may hold several standalone streams; each message goes to exactly one of them (the oldest
-//! one still open for that session), never to all (transports §"Multiple Connections"). Streams are connection
-//! state of this replica only; the session itself stays sealed and stateless.
+//! Rules: an agent may hold several standalone streams, at most `[server] max_streams_per_session` per session on
+//! this replica (one more is refused 429, and the open ones are kept); each message goes to exactly one of them
+//! (the oldest one still open for that session), never to all (transports §"Multiple Connections"). Streams are
+//! connection state of this replica only; the session itself stays sealed and stateless.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
 use super::Front;
+use super::error::FrontError;
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
 use crate::mcp::jsonrpc;
 use crate::router::{SessionMessages, ToolsChanged, View};
@@ -38,11 +40,21 @@ struct Registration {
 }
 
 impl Streams {
-    fn register(self: &Arc<Self>, session: String) -> (Registration, mpsc::UnboundedReceiver<Value>) {
+    /// Registers one more stream of `session`, unless it already holds `max`.
+    fn register(
+        self: &Arc<Self>,
+        session: String,
+        max: usize,
+    ) -> Result<(Registration, mpsc::UnboundedReceiver<Value>), FrontError> {
+        let mut open = self.lock();
+        let streams = open.entry(session.clone()).or_default();
+        if streams.len() >= max {
+            return Err(FrontError::TooManyStreams { max });
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (inbox, messages) = mpsc::unbounded_channel();
-        self.lock().entry(session.clone()).or_default().push((id, inbox));
-        (Registration { streams: Arc::clone(self), session, id }, messages)
+        streams.push((id, inbox));
+        Ok((Registration { streams: Arc::clone(self), session, id }, messages))
     }
 
     /// Whether the session has a standalone stream open on this replica.
@@ -86,15 +98,17 @@ impl Drop for Registration {
     }
 }
 
-/// Opens a standalone stream for `session`, showing the view of `backend` (`None`: every backend).
+/// Opens a standalone stream for `session`, showing the view of `backend` (`None`: every backend), unless the
+/// session already holds `max`.
 pub(super) fn open(
     streams: &Arc<Streams>,
     session: String,
+    max: usize,
     backend: Option<String>,
     changes: broadcast::Receiver<ToolsChanged>,
-) -> Response {
-    let (registration, inbox) = streams.register(session);
-    event_stream(move |out| feed(out, registration, inbox, backend, changes))
+) -> Result<Response, FrontError> {
+    let (registration, inbox) = streams.register(session, max)?;
+    Ok(event_stream(move |out| feed(out, registration, inbox, backend, changes)))
 }
 
 async fn feed(
@@ -134,5 +148,23 @@ impl Front {
         while let Some(message) = messages.recv().await {
             self.deliver_session_message(message);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_holds_at_most_max_streams_and_regains_room_when_one_closes() {
+        let streams = Arc::new(Streams::default());
+        let first = streams.register("s".into(), 2).expect("room");
+        let _second = streams.register("s".into(), 2).expect("room");
+        let refused = streams.register("s".into(), 2).map(|_| ()).expect_err("full");
+        assert!(matches!(refused, FrontError::TooManyStreams { max: 2 }), "{refused:?}");
+        assert_eq!(streams.count("s"), 2, "the open ones are kept");
+        let _other = streams.register("t".into(), 2).expect("another session's streams are its own");
+        drop(first);
+        assert!(streams.register("s".into(), 2).is_ok(), "room again once one closed");
     }
 }

@@ -95,6 +95,8 @@ impl ConfigDiff {
             body_timeout,
             idle_timeout,
             max_connections,
+            max_connections_per_principal,
+            max_streams_per_session,
             max_stdio_processes,
             public_url,
         } = file;
@@ -119,6 +121,11 @@ impl ConfigDiff {
             ("server.body_timeout", running.body_timeout != *body_timeout),
             ("server.idle_timeout", running.idle_timeout != *idle_timeout),
             ("server.max_connections", running.max_connections != *max_connections),
+            (
+                "server.max_connections_per_principal",
+                running.max_connections_per_principal != *max_connections_per_principal,
+            ),
+            ("server.max_streams_per_session", running.max_streams_per_session != *max_streams_per_session),
             ("server.max_stdio_processes", running.max_stdio_processes != *max_stdio_processes),
             ("server.public_url", running.public_url != *public_url),
         ];

@@ -159,9 +159,9 @@ fn every_reloadable_server_key_is_named() {
         "[server]\nallowed_origins = [\"https://a.example\"]\nallowed_hosts = [\"gw.example\"]\nmax_body = \"1MiB\"\n\
          shutdown_drain = \"1s\"\nmax_backend_sessions_per_principal = 3\nheader_timeout = \"1s\"\n\
          body_timeout = \"1s\"\nidle_timeout = \"1s\"\nmax_connections = 3\nmax_stdio_processes = 3\n\
-         public_url = \"https://gw.example\"\n",
+         public_url = \"https://gw.example\"\nmax_connections_per_principal = 2\nmax_streams_per_session = 1\n",
     );
     let diff = ConfigDiff::between(&running, &file);
-    assert_eq!(diff.server.len(), 11, "{:?}", diff.server);
+    assert_eq!(diff.server.len(), 13, "{:?}", diff.server);
     assert!(diff.restart_only.is_empty());
 }

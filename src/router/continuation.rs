@@ -6,7 +6,10 @@
 //! - Only `tools/call`, `prompts/get` and `resources/read` may answer `input_required`; from any other method it is
 //!   the backend's protocol error ([`refuse_elsewhere`]). The result carries no cache hints.
 //! - A retry's `requestState` is opened and checked before anything is sent (`-32602` otherwise); the backend's
-//!   own state replaces it upstream, or is left out when the backend gave none. `inputResponses` go as sent.
+//!   own state replaces it upstream, or is left out when the backend gave none. `inputResponses` go as sent. This
+//!   holds for an agent of the session era too: it is never handed a backend's state (the gateway serves its
+//!   rounds itself, `super::input_rounds`), so a `requestState` it sends is either one the gateway sealed or
+//!   refused — never passed to a backend as the backend's own.
 //! - A tool call keeps its one ledger claim across rounds: an `input_required` answer does not settle it; it stays
 //!   `in_flight` (renewed by its owner like any claim) while this instance waits for the agent, in [`Waiting`].
 //!   Each round has a number, and only the latest round's state is accepted, by one retry at a time: a second
@@ -112,12 +115,8 @@ pub(super) fn refuse_elsewhere(backend: &str, method: &str, result: Value) -> Re
     Err(RpcFailure::new(jsonrpc::INTERNAL_ERROR, text))
 }
 
-/// The `requestState` of a sessionless agent's retry, taken out of `params` (a session-era agent's params are
-/// not the gateway's to read: its requests go as sent).
-pub(super) fn take_state(caller: &Caller, params: &mut Value) -> Result<Option<String>, RpcFailure> {
-    if !caller.sessionless {
-        return Ok(None);
-    }
+/// The `requestState` of a retry, taken out of `params`, whichever era the agent is of (see the module rules).
+pub(super) fn take_state(params: &mut Value) -> Result<Option<String>, RpcFailure> {
     let Some(state) = params.as_object_mut().and_then(|params| params.remove(REQUEST_STATE)) else {
         return Ok(None);
     };
@@ -176,8 +175,8 @@ impl CallRouter {
     }
 
     /// A prompt's or resource's retry: its state checked against `call` and replaced by the backend's own.
-    pub(super) fn continued(&self, caller: &Caller, call: &CallIdentity, params: &mut Value) -> Result<(), RpcFailure> {
-        if let Some(text) = take_state(caller, params)? {
+    pub(super) fn continued(&self, call: &CallIdentity, params: &mut Value) -> Result<(), RpcFailure> {
+        if let Some(text) = take_state(params)? {
             restore_backend_state(params, self.open_state(&text, call)?.backend_state);
         }
         Ok(())

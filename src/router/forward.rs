@@ -6,7 +6,8 @@
 //! page per gateway page, with an opaque gateway cursor naming (backend, backend cursor); a resource URI is routed
 //! to the backend that listed it, else to the one whose template matches it, else to the only backend with
 //! resources; `completion/complete` follows its `ref` (a prompt or a resource); `logging/setLevel` is sent to
-//! every backend in view that declared logging. A backend that cannot be reached while listing is skipped, not
+//! every backend in view that declared logging and on which the caller's policy grants something (a tool, a prompt
+//! or its resources). A backend that cannot be reached while listing is skipped, not
 //! fatal. These requests run no tools, so the ledger is not involved. A prompt, or a backend's resources, the
 //! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
 
@@ -125,7 +126,7 @@ impl CallRouter {
             ));
         };
         let call = CallIdentity::of(caller, &route.backend, method::PROMPTS_GET, &name, params.get("arguments"));
-        self.continued(caller, &call, &mut params)?;
+        self.continued(&call, &mut params)?;
         params["name"] = Value::String(route.name.clone());
         let result = self.forward(caller, &route.backend, method::PROMPTS_GET, params, relay).await?;
         Ok(self.pass_input(caller, &call, result))
@@ -194,7 +195,7 @@ impl CallRouter {
         let (backend, backend_uri) = self.resource_owner(caller, view, &uri)?;
         let call = CallIdentity::of(caller, &backend, method, &uri, None);
         if method == method::RESOURCES_READ {
-            self.continued(caller, &call, &mut params)?;
+            self.continued(&call, &mut params)?;
         }
         params["uri"] = Value::String(backend_uri);
         let mut result = self.forward(caller, &backend, method, params, relay).await?;
@@ -304,9 +305,16 @@ impl CallRouter {
         self.forward(caller, &backend, method::COMPLETION_COMPLETE, params, relay).await
     }
 
-    /// Sets the level on every backend in view that declared logging; the agent gets `{}` once all answered.
+    /// Sets the level on every backend in view that declared logging and grants the caller something; the agent
+    /// gets `{}` once all answered.
     pub(super) async fn set_level(&self, caller: &Caller, view: View<'_>, params: Value) -> Result<Value, RpcFailure> {
-        for backend in self.catalog.backends_with(view, "logging") {
+        let granted: Vec<Arc<str>> = {
+            let routing = self.routing.load();
+            let grants = routing.grants(caller);
+            let logging = self.catalog.backends_with(view, "logging");
+            logging.into_iter().filter(|backend| self.grants_something(&grants, backend)).collect()
+        };
+        for backend in granted {
             if let Err(failure) =
                 self.forward(caller, &backend, method::LOGGING_SET_LEVEL, params.clone(), &Relay::default()).await
             {
@@ -314,6 +322,15 @@ impl CallRouter {
             }
         }
         Ok(json!({}))
+    }
+
+    /// Whether `grants` give anything on `backend` (one of its tools or prompts, or its resources): a backend the
+    /// caller may use nothing of is not asked anything on its behalf, so no session of the caller's is opened there.
+    fn grants_something(&self, grants: &Grants<'_>, backend: &str) -> bool {
+        let only = View::Backend(backend);
+        grants.backend_resources(backend)
+            || !self.catalog.usable_tools(only, |name| grants.tool(name)).is_empty()
+            || !self.catalog.usable_prompts(only, |name| grants.prompt(name)).is_empty()
     }
 }
 

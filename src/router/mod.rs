@@ -83,18 +83,9 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Who the caller's backend sessions count against in the shared session table: the principal, except that
-    /// every unauthenticated agent is `anonymous`, so those are told apart by address (`anonymous@<ip>`,
-    /// `anonymous@unknown` when the address is not known).
+    /// Who the caller's backend sessions count against in the shared session table ([`fairness_key`]).
     pub fn fairness_key(&self) -> String {
-        let name = &self.principal.name;
-        if name != Principal::ANONYMOUS {
-            return name.clone();
-        }
-        match self.peer {
-            Some(ip) => format!("{name}@{ip}"),
-            None => format!("{name}@unknown"),
-        }
+        fairness_key(&self.principal, self.peer)
     }
 
     /// The caller's slot for `backend` in the backend client's session table, and `target` renewed for this
@@ -403,7 +394,7 @@ impl CallRouter {
         let (slot, target) = caller.on_backend(&route.backend, target);
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
-        let state = continuation::take_state(caller, &mut params).inspect_err(refused)?;
+        let state = continuation::take_state(&mut params).inspect_err(refused)?;
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
@@ -436,6 +427,20 @@ impl CallRouter {
             }
             _ => settled,
         }
+    }
+}
+
+/// Who a request counts against in what all principals share (backend sessions, the front's connections): the
+/// principal, except that every unauthenticated agent is `anonymous`, so those are told apart by address
+/// (`anonymous@<ip>`, `anonymous@unknown` when the address is not known).
+pub fn fairness_key(principal: &Principal, peer: Option<IpAddr>) -> String {
+    let name = &principal.name;
+    if name != Principal::ANONYMOUS {
+        return name.clone();
+    }
+    match peer {
+        Some(ip) => format!("{name}@{ip}"),
+        None => format!("{name}@unknown"),
     }
 }
 

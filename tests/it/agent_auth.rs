@@ -1,7 +1,7 @@
 //! Agent authentication through the running gateway (issue 11, design §6): API keys and JWTs from the test
 //! authorization server, every bad credential answered with its status and `WWW-Authenticate` challenge before
 //! anything runs (the fault backend's executions do not move), the Protected Resource Metadata documents, and an
-//! issuer whose keys cannot be loaded failing closed with `/readyz` saying why.
+//! issuer whose keys cannot be loaded failing closed with `/readyz` saying so.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -216,7 +216,7 @@ async fn protected_resource_metadata_names_each_resource_exactly() {
 }
 
 #[tokio::test]
-async fn an_issuer_whose_keys_cannot_be_loaded_fails_closed_and_readyz_says_why() {
+async fn an_issuer_whose_keys_cannot_be_loaded_fails_closed_and_readyz_says_so() {
     for mode in [JwksMode::Down, JwksMode::Garbage] {
         let issuer = AuthServer::start("unused").await;
         issuer.set_jwks_mode(mode);
@@ -234,7 +234,9 @@ async fn an_issuer_whose_keys_cannot_be_loaded_fails_closed_and_readyz_says_why(
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
         assert_eq!(readiness["auth"]["status"], "unavailable", "{readiness}");
-        assert!(readiness["auth"]["error"].as_str().unwrap_or_default().contains(&issuer.jwks_url()), "{readiness}");
+        // Why is the console's to tell (its readers are administrators, and no token can be checked now).
+        assert!(readiness["auth"].get("error").is_none(), "no error text without credentials: {readiness}");
+        assert!(!readiness.to_string().contains(&issuer.jwks_url()), "{readiness}");
         let token = issuer.mint(&issuer.claims(&gateway.mcp()));
         let mut agent = Agent::with_token(gateway.mcp(), &token);
         let reply = agent.initialize("2025-11-25").await;

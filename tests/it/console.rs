@@ -1,11 +1,12 @@
 //! The operator's console (issue 13 deliverable 5): its JSON API under `/admin/api/` after real calls through a
 //! running gateway — backends (health, transport, tools, live sessions and processes, latency), the catalog,
 //! the ledger's calls and their filters, unknown calls with the `switchyard calls resolve` commands (run for
-//! real) — who may read it, and the page in headless Chromium ([`browser`]).
+//! real) — who may read it (and `/readyz`'s error texts), and the page in headless Chromium ([`browser`]).
 //!
 //! Every test runs on loopback, so "another machine" is produced the way a reverse proxy on the gateway's own
-//! machine produces it: a request carrying `X-Forwarded-For` is not a loopback caller and must authenticate as
-//! an administrator.
+//! machine produces it: a request carrying `X-Forwarded-For` is not a loopback caller. Without `[auth]` a
+//! loopback caller needs no credential; with it, every caller must be an administrator unless
+//! `console_loopback = true`.
 
 mod browser;
 
@@ -50,12 +51,29 @@ async fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
     Answer { status, headers, body }
 }
 
-/// `path` from a loopback caller: must be 200; its body.
+/// `path` from `from` (a header saying it came through a proxy: another machine; `None`: this one), with
+/// `Authorization: Bearer <key>` when a key is given.
+async fn get_as(base: &str, path: &str, from: Option<(&str, &str)>, key: Option<&str>) -> Answer {
+    let bearer = key.map(|key| format!("Bearer {key}"));
+    let mut headers: Vec<(&str, &str)> = from.into_iter().collect();
+    headers.extend(bearer.as_deref().map(|value| ("authorization", value)));
+    get(base, path, &headers).await
+}
+
+/// `path` from a loopback caller with an administrator's key (a gateway without `[auth]` reads none): must be
+/// 200; its body.
 async fn read(base: &str, path: &str) -> Value {
-    let answer = get(base, path, &[]).await;
+    let answer = get(base, path, &[("authorization", &format!("Bearer {ALICE_KEY}"))]).await;
     assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
-    assert_eq!(answer.headers["cache-control"], "no-store");
+    assert_api_headers(&answer);
     answer.body
+}
+
+/// Every console API answer, a refusal too, is kept by no cache and read as nothing but JSON.
+fn assert_api_headers(answer: &Answer) {
+    assert_eq!(answer.headers["cache-control"], "no-store", "{}", answer.body);
+    assert_eq!(answer.headers["x-content-type-options"], "nosniff", "{}", answer.body);
+    assert_eq!(answer.headers["content-type"], "application/json", "{}", answer.body);
 }
 
 /// The embedded demo MCP server on a loopback port (stopped when the task is dropped with the test).
@@ -77,6 +95,11 @@ fn down_toml(name: &str) -> String {
 }
 
 fn auth_section() -> String {
+    auth_section_with("")
+}
+
+/// The `[auth]` section of alice and carol (administrators) and bob, with `extra` keys of `[auth]`.
+fn auth_section_with(extra: &str) -> String {
     let key = |principal: &str, key: &str, groups: &str| {
         format!(
             "[[auth.api_keys]]\nprincipal = \"{principal}\"\nsha256 = \"{}\"\ngroups = {groups}\n",
@@ -84,7 +107,7 @@ fn auth_section() -> String {
         )
     };
     format!(
-        "[auth]\nadmin_principals = [\"alice\"]\n{}{}{}",
+        "[auth]\nadmin_principals = [\"alice\"]\n{extra}\n{}{}{}",
         key("alice", ALICE_KEY, "[]"),
         key("bob", BOB_KEY, "[\"ops\"]"),
         key("carol", CAROL_KEY, "[\"admin\"]")
@@ -264,7 +287,8 @@ async fn recent_calls_are_listed_newest_first_and_filtered() {
         ("tool=a&tool=b", "`tool`: expected given once"),
     ];
     for (query, message) in refused {
-        let answer = get(&gateway.base, &format!("/admin/api/calls?{query}"), &[]).await;
+        let alice = format!("Bearer {ALICE_KEY}");
+        let answer = get(&gateway.base, &format!("/admin/api/calls?{query}"), &[("authorization", &alice)]).await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{query}");
         assert!(answer.message().contains(message), "{query}: {}", answer.body);
     }
@@ -352,52 +376,111 @@ async fn unknown_calls_carry_the_resolve_commands_that_settle_them() {
     assert_eq!(backend(&samples, "fault")["latency"]["samples"], 0, "nor a latency sample");
 }
 
+/// With `[auth]` the console is the administrators', from every address: a non-administrator's key from this
+/// machine (or any process on it, with no key) reads nothing.
 #[tokio::test]
-async fn the_console_is_for_this_machine_and_administrators() {
+async fn with_auth_the_console_needs_an_administrator_from_every_address() {
     let (demo_url, _demo) = demo_backend().await;
     let gateway = TestGateway::start_with("", &auth_section(), &backend_toml("demo", &demo_url, "")).await;
     let base = gateway.base.as_str();
     let endpoints = ["/admin/api/backends", "/admin/api/catalog", "/admin/api/calls", "/admin/api/calls/unknown"];
-    let bearer = |key: &str| format!("Bearer {key}");
     for path in endpoints {
-        assert_eq!(get(base, path, &[]).await.status, StatusCode::OK, "{path}: this machine needs no credential");
+        for (place, from) in [("this machine", None), ("another machine", Some(ANOTHER_MACHINE))] {
+            let anonymous = get_as(base, path, from, None).await;
+            assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{path} from {place}");
+            assert!(anonymous.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer"), "{path}");
+            assert!(anonymous.message().contains("requires credentials"), "{}", anonymous.body);
+            assert_api_headers(&anonymous);
 
-        let anonymous = get(base, path, &[ANOTHER_MACHINE]).await;
-        assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{path}");
-        assert!(anonymous.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer"), "{path}");
-        assert!(anonymous.message().contains("requires credentials"), "{}", anonymous.body);
+            let bob = get_as(base, path, from, Some(BOB_KEY)).await;
+            assert_eq!(bob.status, StatusCode::FORBIDDEN, "{path} from {place}: bob is no administrator");
+            assert!(bob.message().contains("admin_principals"), "{}", bob.body);
+            assert!(bob.body.get("backends").is_none() && bob.body.get("calls").is_none(), "nothing leaks");
+            assert_api_headers(&bob);
 
-        let bob = get(base, path, &[ANOTHER_MACHINE, ("authorization", &bearer(BOB_KEY))]).await;
-        assert_eq!(bob.status, StatusCode::FORBIDDEN, "{path}: bob is no administrator");
-        assert!(bob.message().contains("admin_principals"), "{}", bob.body);
-        assert!(bob.body.get("backends").is_none() && bob.body.get("calls").is_none(), "nothing leaks");
-
-        for admin in [ALICE_KEY, CAROL_KEY] {
-            let admitted = get(base, path, &[ANOTHER_MACHINE, ("authorization", &bearer(admin))]).await;
-            assert_eq!(admitted.status, StatusCode::OK, "{path}: listed, or in group admin");
+            for admin in [ALICE_KEY, CAROL_KEY] {
+                let admitted = get_as(base, path, from, Some(admin)).await;
+                assert_eq!(admitted.status, StatusCode::OK, "{path} from {place}: listed, or in group admin");
+                assert_api_headers(&admitted);
+            }
+            let forged = get_as(base, path, from, Some("sy_not_a_key")).await;
+            assert_eq!(forged.status, StatusCode::UNAUTHORIZED, "{path} from {place}");
+            assert!(forged.headers["www-authenticate"].to_str().unwrap().contains("invalid_token"));
         }
-        let forged = get(base, path, &[ANOTHER_MACHINE, ("authorization", "Bearer sy_not_a_key")]).await;
-        assert_eq!(forged.status, StatusCode::UNAUTHORIZED, "{path}");
-        assert!(forged.headers["www-authenticate"].to_str().unwrap().contains("invalid_token"));
     }
-    for proxy in ["forwarded", "x-real-ip"] {
+    let alice = format!("Bearer {ALICE_KEY}");
+    let rebound = get(base, "/admin/api/calls", &[("host", "evil.example:8808"), ("authorization", &alice)]).await;
+    assert_eq!(rebound.status, StatusCode::FORBIDDEN, "a DNS-rebound page");
+    let foreign = get(base, "/admin/api/calls", &[("origin", "https://evil.example"), ("authorization", &alice)]).await;
+    assert_eq!(foreign.status, StatusCode::FORBIDDEN, "another origin's page");
+
+    let missing = get(base, "/admin/api/nothing", &[("authorization", &alice)]).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.message().contains("/admin/api/backends"), "{}", missing.body);
+    assert_api_headers(&missing);
+    for index in ["/admin/api", "/admin/api/"] {
+        assert_eq!(get(base, index, &[("authorization", &alice)]).await.status, StatusCode::NOT_FOUND, "{index}");
+    }
+    assert_eq!(get(base, "/admin/api/nothing", &[]).await.status, StatusCode::UNAUTHORIZED);
+    let written = reqwest::Client::new().post(format!("{base}/admin/api/calls")).send().await.expect("POST");
+    assert_eq!(written.status(), StatusCode::METHOD_NOT_ALLOWED, "read-only");
+}
+
+/// `[auth] console_loopback = true`: this machine reads the console without a credential — never with a
+/// non-administrator's, and never through a proxy.
+#[tokio::test]
+async fn console_loopback_admits_this_machine_without_a_credential_only() {
+    let (demo_url, _demo) = demo_backend().await;
+    let sections = auth_section_with("console_loopback = true");
+    let gateway = TestGateway::start_with("", &sections, &backend_toml("demo", &demo_url, "")).await;
+    let base = gateway.base.as_str();
+    let bob = format!("Bearer {BOB_KEY}");
+    let alice = format!("Bearer {ALICE_KEY}");
+    for path in ["/admin/api/backends", "/admin/api/calls"] {
+        assert_eq!(get(base, path, &[]).await.status, StatusCode::OK, "{path}: this machine, no credential");
+        let local_bob = get(base, path, &[("authorization", &bob)]).await;
+        assert_eq!(local_bob.status, StatusCode::FORBIDDEN, "{path}: a non-administrator's key, even from here");
+        let far = get(base, path, &[ANOTHER_MACHINE]).await;
+        assert_eq!(far.status, StatusCode::UNAUTHORIZED, "{path}: another machine needs a credential");
+        assert_eq!(get(base, path, &[ANOTHER_MACHINE, ("authorization", &alice)]).await.status, StatusCode::OK);
+    }
+    for proxy in ["forwarded", "x-forwarded-for", "x-real-ip"] {
         let proxied = get(base, "/admin/api/backends", &[(proxy, "for=203.0.113.9")]).await;
         assert_eq!(proxied.status, StatusCode::UNAUTHORIZED, "{proxy}: a proxy's request is not this machine's");
     }
-    let rebound = get(base, "/admin/api/calls", &[("host", "evil.example:8808")]).await;
-    assert_eq!(rebound.status, StatusCode::FORBIDDEN, "a DNS-rebound page");
-    let foreign = get(base, "/admin/api/calls", &[("origin", "https://evil.example")]).await;
-    assert_eq!(foreign.status, StatusCode::FORBIDDEN, "another origin's page");
+}
 
-    let missing = get(base, "/admin/api/nothing", &[]).await;
-    assert_eq!(missing.status, StatusCode::NOT_FOUND);
-    assert!(missing.message().contains("/admin/api/backends"), "{}", missing.body);
-    for index in ["/admin/api", "/admin/api/"] {
-        assert_eq!(get(base, index, &[]).await.status, StatusCode::NOT_FOUND, "{index}");
+/// `/readyz` needs no credential and says every state, but the error texts (backends' and issuers' own words)
+/// only to those who may read the console.
+#[tokio::test]
+async fn readyz_shows_error_texts_only_to_console_readers() {
+    let gateway = TestGateway::start_with("", &auth_section(), &down_toml("down")).await;
+    let readyz = |headers: &'static [(&'static str, &'static str)]| {
+        let base = gateway.base.clone();
+        async move {
+            let mut request = reqwest::Client::new().get(format!("{base}/readyz"));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let response = request.send().await.expect("readyz answers");
+            assert_eq!(response.status(), StatusCode::OK);
+            serde_json::from_str::<Value>(&response.text().await.unwrap()).expect("JSON")
+        }
+    };
+    const ALICE: &[(&str, &str)] = &[("authorization", "Bearer sy_console_alice")];
+    const BOB: &[(&str, &str)] = &[("authorization", "Bearer sy_console_bob")];
+    let admin = readyz(ALICE).await;
+    assert_eq!(admin["backends"]["down"]["status"], "failed", "{admin}");
+    assert!(admin["backends"]["down"]["error"].as_str().is_some_and(|text| !text.is_empty()), "{admin}");
+    for (who, headers) in [("no credential", &[][..]), ("bob", BOB), ("another machine", &[ANOTHER_MACHINE][..])] {
+        let report = readyz(headers).await;
+        assert_eq!(report["backends"]["down"]["status"], "failed", "{who}: the state is told: {report}");
+        assert_eq!(report["ledger"]["status"], "ok", "{who}: {report}");
+        assert!(!report.to_string().contains("\"error\""), "{who}: no error text: {report}");
     }
-    assert_eq!(get(base, "/admin/api/nothing", &[ANOTHER_MACHINE]).await.status, StatusCode::UNAUTHORIZED);
-    let written = reqwest::Client::new().post(format!("{base}/admin/api/calls")).send().await.expect("POST");
-    assert_eq!(written.status(), StatusCode::METHOD_NOT_ALLOWED, "read-only");
+    let open = TestGateway::start("", &down_toml("down")).await;
+    let local = reqwest::get(format!("{}/readyz", open.base)).await.unwrap().text().await.unwrap();
+    assert!(local.contains("\"error\""), "without [auth] this machine reads the console, and the texts: {local}");
 }
 
 #[tokio::test]

@@ -109,3 +109,41 @@ async fn a_body_over_max_body_gets_a_json_rpc_413() {
     let echoed: Value = agent.call_tool("demo__echo", json!({"text": "fits"})).await;
     assert_eq!(echoed["result"]["content"][0]["text"], "fits", "nothing was lost");
 }
+
+/// Sends `request` as written on a fresh connection and reads the whole answer (the request asks to close).
+async fn raw_exchange(gateway: &TestGateway, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = gateway.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.expect("connect to the gateway");
+    socket.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
+    read.expect("answered within 10 s").expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// One host per request, on every route: two `Host` headers are 400 (RFC 9112 §3.2), an absolute-form target
+/// naming another host than `Host` is 421 (§3.2.2: that authority, not `Host`, is the host asked for); the
+/// absolute form naming the `Host` is served.
+#[tokio::test]
+async fn a_request_naming_two_hosts_is_refused() {
+    let (gateway, _demo) = gateway("").await;
+    let host = gateway.base.trim_start_matches("http://").to_owned();
+    for path in ["/readyz", "/admin/api/calls", "/mcp"] {
+        for (first, second) in [(host.as_str(), "evil.example"), ("evil.example", host.as_str())] {
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: {first}\r\nHost: {second}\r\nConnection: close\r\n\r\n");
+            let answer = raw_exchange(&gateway, &request).await;
+            assert!(answer.starts_with("HTTP/1.1 400"), "{path}, Host {first} then {second}: {answer}");
+            assert!(answer.contains("more than one Host header"), "{answer}");
+        }
+        let elsewhere = format!("GET http://evil.example{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let answer = raw_exchange(&gateway, &elsewhere).await;
+        assert!(answer.starts_with("HTTP/1.1 421"), "{path}: {answer}");
+        assert!(answer.contains("names another host than the Host header"), "{answer}");
+        assert!(answer.contains("\"code\":-32600"), "a JSON-RPC error body: {answer}");
+    }
+    let here = format!("GET http://{host}/readyz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let answer = raw_exchange(&gateway, &here).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "the absolute form naming the Host: {answer}");
+}

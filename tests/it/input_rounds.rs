@@ -461,3 +461,26 @@ async fn a_retry_that_cannot_reach_the_backend_is_unknown_not_released() {
     let again = drive(&agent, &call(2, "trips__book", "k"), answers).await;
     assert_eq!(outcome(&again.response), "unknown", "never rerun: {}", again.response);
 }
+
+/// A session-era agent is never handed a backend's `requestState` (the gateway serves its rounds), so one it
+/// sends itself is checked like a sessionless agent's: a state the gateway did not seal is refused with `-32602`
+/// and never reaches the backend as the backend's own.
+#[tokio::test]
+async fn a_2025_agents_own_request_state_is_refused_before_the_backend() {
+    let backend = AskingBackend::start().await;
+    let gateway = gateway_for(&backend, "").await;
+    let agent = Agent::connected_with(gateway.mcp(), all_kinds()).await;
+    for (id, state) in [(1, json!(FIRST_STATE)), (2, json!("sy1.e30.AAAA")), (3, json!({"forged": true}))] {
+        let mut forged = call(id, "trips__book", &format!("k-forged-{id}"));
+        forged["params"]["requestState"] = state.clone();
+        forged["params"]["inputResponses"] = json!({"seats": {"action": "accept", "content": {"seats": 99}}});
+        let reply = agent.send(&forged).await;
+        assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.raw);
+        let body = reply.body.expect("a JSON answer");
+        assert_eq!(body["error"]["code"], -32602, "{state}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|text| text.contains("requestState")), "{body}");
+    }
+    assert!(backend.calls().is_empty(), "nothing reached the backend: {:?}", backend.calls());
+    let seen = drive(&agent, &call(4, "trips__book", "k-honest"), answers).await;
+    assert_eq!(text(&seen.response), "booked 3 seats; note: aisle; roots: file:///home", "{}", seen.response);
+}

@@ -11,6 +11,7 @@ mod console;
 mod data_dir;
 mod demo_server;
 mod deploy;
+mod fair_shares;
 mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;

@@ -135,3 +135,27 @@ async fn a_backend_gets_only_its_own_credential_never_the_agents() {
         assert!(!leaked, "{:?}", request.headers);
     }
 }
+
+/// `logging/setLevel` reaches only backends the principal's policies grant something on: a backend it may use
+/// nothing of is not asked, and no session of the principal's is opened there.
+#[tokio::test]
+async fn set_level_skips_backends_the_principal_may_use_nothing_of() {
+    let logging = || Script { capabilities: json!({"tools": {}, "logging": {}}), ..Script::default() };
+    let (open, closed) = (FaultBackend::start(logging()).await, FaultBackend::start(logging()).await);
+    let policies = "[[policies]]\nprincipals = [\"group:ops\"]\nallow = [\"*\"]\nbackends = [\"*\"]\n\
+                    [[policies]]\nprincipals = [\"group:readers\"]\nallow = [\"open__*\"]\n";
+    let backends = backend_toml("open", &open.url(), "") + &backend_toml("closed", &closed.url(), "");
+    let gateway = TestGateway::start_with("", &format!("{}{policies}", api_keys()), &backends).await;
+    let sessions_before = closed.rpc_count("initialize");
+
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let set = bob.request("logging/setLevel", json!({"level": "debug"})).await;
+    assert_eq!(set["result"], json!({}), "{set}");
+    assert_eq!(open.rpc_count("logging/setLevel"), 1, "the granted backend is asked");
+    assert_eq!(closed.rpc_count("logging/setLevel"), 0, "the wholly denied one is not");
+    assert_eq!(closed.rpc_count("initialize"), sessions_before, "nor is a session of bob's opened there");
+
+    let mut alice = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    alice.request("logging/setLevel", json!({"level": "info"})).await;
+    assert_eq!((open.rpc_count("logging/setLevel"), closed.rpc_count("logging/setLevel")), (2, 1), "alice: both");
+}

@@ -261,6 +261,39 @@ async fn a_reload_changes_backends_policies_keys_and_limits_while_a_call_runs() 
     gateway.kill().await;
 }
 
+/// The fair-share caps are `[server]` limits a reload changes for new requests, like the others.
+#[tokio::test]
+async fn a_reload_changes_the_stream_and_principal_caps() {
+    let scene = Scene::new("reload-shares");
+    let fault = FaultBackend::start(Script::default()).await;
+    let rest = [api_key("alice", ALICE).as_str(), &backend_toml("b", &fault.url(), "")].concat();
+    scene.write("max_streams_per_session = 1", &rest);
+    let gateway = ChildGateway::spawn(&scene.config(), &scene.log()).await;
+    let agent = Agent::connected_as(gateway.mcp(), ALICE).await;
+    let first = agent.open_stream().await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(agent.open_stream().await.status(), StatusCode::TOO_MANY_REQUESTS, "one stream per session");
+
+    scene.write("max_streams_per_session = 2\nmax_connections_per_principal = 3", &rest);
+    let reported = scene.reload().await;
+    assert!(
+        reported.contains("changed: server.max_connections_per_principal, server.max_streams_per_session"),
+        "{reported}"
+    );
+    let second = agent.open_stream().await;
+    assert_eq!(second.status(), StatusCode::OK, "two streams per session now");
+    assert_eq!(agent.open_stream().await.status(), StatusCode::TOO_MANY_REQUESTS, "but not three");
+    let other = Agent::connected_as(gateway.mcp(), ALICE).await;
+    let third = other.open_stream().await;
+    assert_eq!(third.status(), StatusCode::OK, "alice's third request in flight");
+    let list = json!({"jsonrpc": "2.0", "id": 70, "method": "tools/list"});
+    let refused = other.send(&list).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "a fourth is over the new cap: {}", refused.raw);
+    assert!(refused.raw.contains("max_connections_per_principal = 3"), "{}", refused.raw);
+    drop((first, second, third));
+    gateway.kill().await;
+}
+
 #[tokio::test]
 async fn replaced_backends_serve_new_calls_while_a_running_call_finishes_on_the_old_process() {
     let scene = Scene::new("replace");

@@ -1,15 +1,21 @@
-//! Who may use the operator's console API (issue 13): callers on this machine, and administrators
-//! (`auth::Admins`: `[auth] admin_principals`, group `admin`). Everyone else is refused: 401 with a challenge when
-//! credentials exist and none (or a bad one) was sent, 403 otherwise.
+//! Who may use the operator's console API: administrators (`auth::Admins`: `[auth] admin_principals`, group
+//! `admin`), and callers on this machine where [`ConsoleAccess`] says so. Everyone else is refused: 401 with a
+//! challenge when credentials exist and none (or a bad one) was sent, 403 otherwise.
 //!
 //! Rules:
 //! - The header checks of [`super::super::guard`] (`Origin`, `Host`) come first, as for `/mcp`: a page of another
 //!   origin never reads the API.
+//! - Without `[auth]` every agent is `anonymous` and the gateway listens on loopback only: callers on this
+//!   machine read the console without a credential (there is none to give), callers from elsewhere never.
+//! - With `[auth]` every caller must present an administrator's credential, callers on this machine included: a
+//!   non-administrator's key, or any process on the machine (the stdio servers the gateway starts among them),
+//!   must not read every principal's calls. `[auth] console_loopback = true` exempts callers on this machine
+//!   that send no credential at all; one that sends a credential is judged by it, wherever it comes from.
 //! - A caller is on this machine when its peer address is loopback, its `Host` is a loopback name (so a page of a
 //!   DNS-rebound name never counts, whatever address the gateway binds) and the request carries no `Forwarded`,
 //!   `X-Forwarded-For` or `X-Real-IP` header (a reverse proxy on this machine forwards other machines' requests
-//!   from loopback). Such a caller needs no credential; any other is authenticated like an agent and must be an
-//!   administrator. Without a known peer address (no `ConnectInfo`) a caller is not on this machine.
+//!   from loopback). Without a known peer address (no `ConnectInfo`) a caller is not on this machine.
+//! - The same rule decides who reads the error texts of `/readyz` ([`admits`]), which refuses nobody.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,13 +24,23 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 
-use super::super::Front;
 use super::super::error::FrontError;
 use super::super::guard::is_loopback_host;
+use super::super::{Front, Settings};
 use crate::auth::{Admins, AuthError, Endpoint, Principal};
 
 /// Headers a reverse proxy adds; their presence means the peer address is the proxy's, not the caller's.
 const FORWARDING_HEADERS: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
+
+/// Who may read the operator's console, lowered from `[auth]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleAccess {
+    /// No `[auth]` section: callers on this machine, without credentials.
+    ThisMachine,
+    /// An `[auth]` section: administrators; `loopback` (`console_loopback`) also lets callers on this machine in
+    /// when they send no credential.
+    Administrators { loopback: bool },
+}
 
 /// A request the console API may answer.
 pub(crate) struct AdminCaller;
@@ -36,22 +52,35 @@ impl FromRequestParts<Arc<Front>> for AdminCaller {
         let settings = front.settings.load();
         settings.admission.check(&parts.headers)?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| *address);
-        if on_this_machine(peer, &parts.headers) {
-            return Ok(AdminCaller);
-        }
-        let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
-        let refused = |error: AuthError| {
-            let challenge = settings.auth.challenge(Endpoint::Root, &error);
-            FrontError::Unauthenticated { error, challenge }
-        };
-        let principal = settings.auth.authenticate(Endpoint::Root, authorization).await.map_err(refused)?;
-        match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
-            Verdict::Admitted => Ok(AdminCaller),
-            Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
-            Verdict::Refused => {
-                tracing::warn!(principal = %principal.name, "refused the operator's console to a non-administrator");
-                Err(FrontError::NotAdmin)
-            }
+        admits(&settings, peer, &parts.headers).await.map(|()| AdminCaller)
+    }
+}
+
+/// Whether a request whose header checks passed may read what the console shows; the refusal otherwise.
+pub(crate) async fn admits(
+    settings: &Settings,
+    peer: Option<SocketAddr>,
+    headers: &HeaderMap,
+) -> Result<(), FrontError> {
+    let exempt = match settings.console {
+        ConsoleAccess::ThisMachine => true,
+        ConsoleAccess::Administrators { loopback } => loopback && !headers.contains_key(header::AUTHORIZATION),
+    };
+    if exempt && on_this_machine(peer, headers) {
+        return Ok(());
+    }
+    let authorization = headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
+    let refused = |error: AuthError| {
+        let challenge = settings.auth.challenge(Endpoint::Root, &error);
+        FrontError::Unauthenticated { error, challenge }
+    };
+    let principal = settings.auth.authenticate(Endpoint::Root, authorization).await.map_err(refused)?;
+    match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
+        Verdict::Admitted => Ok(()),
+        Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
+        Verdict::Refused => {
+            tracing::warn!(principal = %principal.name, "refused the operator's console to a non-administrator");
+            Err(FrontError::NotAdmin)
         }
     }
 }
@@ -64,7 +93,7 @@ fn on_this_machine(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
     loopback_peer && is_loopback_host(host) && !forwarded
 }
 
-/// What the console says to an authenticated caller from elsewhere.
+/// What the console says to an authenticated caller that is not exempt.
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
     Admitted,

@@ -1,5 +1,4 @@
-//! The operator's console (issue 13 deliverable 5, design §8): a read-only JSON API under `/admin/api/` and the
-//! page at `/ui/` that shows it.
+//! The operator's console: a read-only JSON API under `/admin/api/` and the page at `/ui/` that shows it.
 //!
 //! Owns: the routes `GET /admin/api/backends` (health, transport, tools, live sessions and processes, latency
 //! percentiles and samples), `/admin/api/catalog` (exposed tools, withheld names), `/admin/api/calls` (the
@@ -7,21 +6,27 @@
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
 //! what each does), and the page's static files ([`ui`]).
 //!
-//! Rules: every API answer passes [`access::AdminCaller`] first (header checks, then this machine or an
-//! administrator); the page itself holds no data and is served to anyone, so an administrator on another
-//! machine can load it and give it a credential. Nothing here writes: the API has only `GET`s, and the
-//! data comes from the router's read-only views (`router::inspect`). Answers are `no-store`; refusals are the
-//! error table's.
+//! Rules: every API answer passes [`access::AdminCaller`] first (header checks, then an administrator's
+//! credential, or this machine where `[auth]` allows it); the page itself holds no data and is served to anyone,
+//! so an administrator can load it and give it a credential, which its script sends as `Authorization: Bearer`
+//! to the API (kept in the tab's `sessionStorage`; the API never reads cookies, so no other page can make a
+//! browser send it). Nothing here writes: the API has only `GET`s, and the data comes from the router's
+//! read-only views (`router::inspect`). Every API answer, refusals (the error table's) included, is `no-store`
+//! and `nosniff`.
 
 mod access;
 mod query;
 mod ui;
+
+pub use access::ConsoleAccess;
+pub(super) use access::admits;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware;
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
@@ -41,6 +46,7 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api", get(no_such_resource))
         .route("/admin/api/", get(no_such_resource))
         .route("/admin/api/{*rest}", get(no_such_resource))
+        .route_layer(middleware::map_response(api_headers))
         .route(ui::ROOT, get(ui::to_page))
         .route(ui::PAGE, get(ui::page))
         .route(ui::ASSETS, get(ui::asset))
@@ -71,9 +77,15 @@ async fn no_such_resource(_: AdminCaller) -> FrontError {
     FrontError::NoSuchAdminResource
 }
 
-/// A `200` JSON answer that no cache keeps (it is a snapshot, and may name principals).
 fn answer(body: Value) -> Response {
-    let mut response = http::json(StatusCode::OK, &body);
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    http::json(StatusCode::OK, &body)
+}
+
+/// No cache keeps an API answer (it is a snapshot, and may name principals), and no browser reads it as anything
+/// but JSON.
+async fn api_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
