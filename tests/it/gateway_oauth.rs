@@ -20,9 +20,9 @@ use crate::support::client_assertion::ClientKey;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ScratchDir, TestGateway, backend_toml};
 
-const OAUTH: &str = "[backends.oauth]\ngrant = \"authorization_code\"\n";
+pub(crate) const OAUTH: &str = "[backends.oauth]\ngrant = \"authorization_code\"\n";
 
-async fn gateway(auth: &AuthServer) -> TestGateway {
+pub(crate) async fn gateway(auth: &AuthServer) -> TestGateway {
     let backends = backend_toml("prot", &format!("{}/mcp", auth.issuer), &format!("prefix = \"\"\n{OAUTH}"));
     TestGateway::start_with("", &api_keys(), &backends).await
 }
@@ -33,7 +33,7 @@ async fn follow(url: &str) -> (reqwest::StatusCode, String) {
     Browser::new().authorize(url).await
 }
 
-fn bearer_subject(token: &str) -> String {
+pub(crate) fn bearer_subject(token: &str) -> String {
     jwt_claims(token)["sub"].as_str().unwrap().to_owned()
 }
 
@@ -80,7 +80,7 @@ async fn each_principal_authorizes_once_and_its_calls_carry_its_own_token() {
 }
 
 /// Alice's first authorization URL (the gateway's start page), from her agent.
-async fn start_url_for_alice(gateway: &TestGateway) -> String {
+pub(crate) async fn start_url_for_alice(gateway: &TestGateway) -> String {
     let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
     let listed = alice.request("tools/list", json!({})).await;
     listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned()

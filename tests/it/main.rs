@@ -19,6 +19,7 @@ mod layering;
 mod legacy_sse;
 mod modern_backend;
 mod modern_front;
+mod oauth_browser;
 mod policies;
 mod real_clients;
 mod real_clients_auth;

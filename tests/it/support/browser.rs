@@ -91,7 +91,7 @@ pub fn location(response: &Response) -> String {
 }
 
 /// The value of the hidden form field `name` in the consent page.
-fn hidden(page: &str, name: &str) -> Option<String> {
+pub fn hidden(page: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let start = page.find(&marker)? + marker.len();
     Some(page[start..].split('"').next()?.to_owned())
