@@ -379,10 +379,11 @@ impl OAuthClient {
         cookies: &[String],
     ) -> Result<Completed, OAuthError> {
         let pending = self.pending.take(state, cookies)?;
-        let discovered = &pending.discovered;
+        let request = &pending.request;
+        let discovered = &request.discovered;
         check_iss(&discovered.server, iss)?;
         let redirect_uri = self.redirect_uri();
-        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &pending.verifier };
+        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &request.verifier };
         let issued = token::request(
             &self.http,
             &discovered.server.token_endpoint,
@@ -392,9 +393,10 @@ impl OAuthClient {
             None,
         )
         .await?;
-        let tokens = token_set(issued, pending.scopes.clone().unwrap_or_default(), discovered, None, pending.step_ups);
-        self.save(&pending.principal, &pending.backend, &tokens).await?;
-        Ok(Completed { principal: pending.principal, backend: pending.backend, flow: pending.flow })
+        let tokens = token_set(issued, request.scopes.clone().unwrap_or_default(), discovered, None, request.step_ups);
+        self.save(&request.principal, &request.backend, &tokens).await?;
+        let Request { principal, backend, .. } = pending.request;
+        Ok(Completed { principal, backend, flow: pending.flow })
     }
 
     /// Deletes the stored tokens of (`principal`, `backend`); whether there were any.

@@ -39,12 +39,7 @@ pub const MAX_PENDING_PER_PRINCIPAL: usize = 16;
 /// One authorization in progress.
 #[derive(Debug)]
 pub(super) struct Pending {
-    pub(super) principal: String,
-    pub(super) backend: String,
-    pub(super) verifier: String,
-    pub(super) scopes: Option<Vec<String>>,
-    pub(super) step_ups: u8,
-    pub(super) discovered: Arc<Discovered>,
+    pub(super) request: Request,
     /// The authorization server's URL (it carries the `state`), revealed only to the consenting browser.
     authorization_url: String,
     pub(super) flow: String,
@@ -73,6 +68,7 @@ pub struct Consent {
 }
 
 /// What a new authorization is made of (its identifiers are chosen by the table).
+#[derive(Debug)]
 pub(super) struct Request {
     pub(super) principal: String,
     pub(super) backend: String,
@@ -85,13 +81,14 @@ pub(super) struct Request {
 impl Pending {
     /// Whether this authorization asks for what `request` would: then it is handed out again.
     fn answers(&self, request: &Request) -> bool {
-        self.scopes == request.scopes
-            && self.step_ups == request.step_ups
-            && Arc::ptr_eq(&self.discovered, &request.discovered)
+        let waiting = &self.request;
+        waiting.scopes == request.scopes
+            && waiting.step_ups == request.step_ups
+            && Arc::ptr_eq(&waiting.discovered, &request.discovered)
     }
 
     fn of(&self, principal: &str, backend: &str) -> bool {
-        self.principal == principal && self.backend == backend
+        self.request.principal == principal && self.request.backend == backend
     }
 
     fn presented_by(&self, cookies: &[String]) -> bool {
@@ -128,7 +125,7 @@ impl PendingTable {
             let superseded = state.clone();
             entries.remove(&superseded);
         }
-        let principal_waits = entries.values().filter(|entry| entry.principal == request.principal).count();
+        let principal_waits = entries.values().filter(|entry| entry.request.principal == request.principal).count();
         if principal_waits >= MAX_PENDING_PER_PRINCIPAL {
             return Err(OAuthError::TooManyPendingForPrincipal { max: MAX_PENDING_PER_PRINCIPAL });
         }
@@ -136,20 +133,9 @@ impl PendingTable {
             return Err(OAuthError::TooManyPending);
         }
         let (state, flow) = (random_token()?, random_token()?);
-        let Request { principal, backend, verifier, scopes, step_ups, discovered } = request;
         let authorization_url = url(&state);
-        let pending = Pending {
-            principal,
-            backend,
-            verifier,
-            scopes,
-            step_ups,
-            discovered,
-            authorization_url,
-            flow: flow.clone(),
-            browser: None,
-            created: Instant::now(),
-        };
+        let pending =
+            Pending { request, authorization_url, flow: flow.clone(), browser: None, created: Instant::now() };
         entries.insert(state, pending);
         Ok(flow)
     }
@@ -161,8 +147,8 @@ impl PendingTable {
         let entry = self.live_flow(&mut entries, flow)?;
         entry.browser = Some(Browser { cookie: digest(&cookie), consent: digest(&consent) });
         Ok(Consent {
-            principal: entry.principal.clone(),
-            backend: entry.backend.clone(),
+            principal: entry.request.principal.clone(),
+            backend: entry.request.backend.clone(),
             cookie,
             consent,
             expires_in: self.ttl.saturating_sub(entry.created.elapsed()),
