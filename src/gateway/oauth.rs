@@ -1,10 +1,9 @@
-//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own
-//! [`BackendOAuth`] settings, the client built over the vault key in the data directory and the ledger's token
-//! table, and the front's `/oauth/start` and `/oauth/callback` served through it. Types only, plus three rules:
-//! a `private_key` is parsed here, before anything else is built, and an unusable one fails startup (and
-//! `switchyard check`) naming its key and source; a completed authorization rediscovers its backend at once, so its tools appear without
-//! waiting for the next refresh; and the pages never repeat what a token endpoint wrote beyond RFC 6749's
-//! registered error codes.
+//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own [`BackendOAuth`]
+//! settings, the client built over the vault key in the data directory and the ledger's token table, and the front's
+//! `/oauth/start` and `/oauth/callback` served through it. Types only, plus three rules: a `private_key` is parsed
+//! here, before anything else is built, and an unusable one fails startup (and `switchyard check`) naming its key and
+//! source; a completed authorization rediscovers its backend at once, so its tools appear without waiting for the next
+//! refresh; and the pages never repeat what a token endpoint wrote beyond RFC 6749's registered error codes.
 
 use std::sync::Arc;
 use std::time::Duration;
