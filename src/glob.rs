@@ -4,7 +4,8 @@
 //! Rules: `*` matches any run of characters (including none), `?` exactly one character, everything else
 //! itself; there is no escape and no character class, so a pattern reads the same to every operator. Matching
 //! works on Unicode scalar values, allocates nothing, and is bounded by pattern length × name length (a `*`
-//! only ever backtracks to the most recent star).
+//! only ever backtracks to the most recent star). Whether some, or every, name with a given prefix matches
+//! (names not known yet) is a set-of-states walk over the prefix, bounded by pattern length × prefix length.
 
 use std::fmt;
 
@@ -35,6 +36,51 @@ impl Glob {
     pub fn matches(&self, name: &str) -> bool {
         glob_match(&self.0, name)
     }
+
+    /// Whether some name that starts with `prefix` matches (names not known yet, like the tools of a backend
+    /// nobody has listed, judged by their prefix).
+    pub fn matches_some_name_starting(&self, prefix: &str) -> bool {
+        after_prefix(&self.0, prefix).iter().any(|&reachable| reachable)
+    }
+
+    /// Whether every name that starts with `prefix` matches (the pattern is `prefix`'s start, then only stars).
+    pub fn matches_every_name_starting(&self, prefix: &str) -> bool {
+        let reached = after_prefix(&self.0, prefix);
+        let only_stars = |at: usize| at < self.0.len() && self.0[at..].bytes().all(|byte| byte == b'*');
+        reached.iter().enumerate().any(|(at, &reachable)| reachable && only_stars(at))
+    }
+}
+
+/// The pattern offsets a match can have reached once `prefix` is consumed (indexed by byte offset; every offset
+/// is a character boundary): a set-of-states simulation, so bounded by pattern length × prefix length.
+fn after_prefix(pattern: &str, prefix: &str) -> Vec<bool> {
+    let chars: Vec<(usize, char)> = pattern.char_indices().collect();
+    let end = pattern.len();
+    // A star may match nothing: whoever stands on one also stands just after it.
+    let close = |states: &mut Vec<bool>| {
+        for &(at, c) in &chars {
+            if states[at] && c == '*' {
+                states[at + 1] = true;
+            }
+        }
+    };
+    let mut states = vec![false; end + 1];
+    states[0] = true;
+    close(&mut states);
+    for got in prefix.chars() {
+        let mut next = vec![false; end + 1];
+        for &(at, wanted) in chars.iter().filter(|(at, _)| states[*at]) {
+            match wanted {
+                '*' => next[at] = true,
+                '?' => next[at + wanted.len_utf8()] = true,
+                _ if wanted == got => next[at + wanted.len_utf8()] = true,
+                _ => {}
+            }
+        }
+        close(&mut next);
+        states = next;
+    }
+    states
 }
 
 impl fmt::Debug for Glob {
@@ -125,6 +171,27 @@ mod tests {
         let name = "a".repeat(10_000);
         assert!(!glob_match("*a*a*a*a*a*a*b", &name));
         assert!(glob_match("*a*a*a*a*a*a*", &name));
+    }
+
+    #[test]
+    fn prefixes_are_judged_for_names_not_known_yet() {
+        let glob = |pattern: &str| Glob::new(pattern).expect("valid");
+        for (pattern, prefix, some, every) in [
+            ("docs__*", "docs__", true, true),
+            ("docs__*", "docs", true, false),
+            ("docs__*", "github__", false, false),
+            ("docs__search", "docs__", true, false),
+            ("*", "gh__", true, true),
+            ("*_admin", "gh__", true, false),
+            ("gh__?*", "gh__", true, false),
+            ("g?__*", "gh__", true, true),
+            ("gh", "gh__", false, false),
+            ("é*", "é", true, true),
+            ("a*b*", "a_b", true, true),
+        ] {
+            assert_eq!(glob(pattern).matches_some_name_starting(prefix), some, "{pattern} / {prefix}: some");
+            assert_eq!(glob(pattern).matches_every_name_starting(prefix), every, "{pattern} / {prefix}: every");
+        }
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! - Otherwise a principal may use a tool or prompt (by its exposed name) only if some policy that applies to
 //!   it allows the name and no policy that applies to it denies it: deny wins, and a principal no policy
 //!   applies to may use nothing.
+//! - Before a backend's tools are known (nobody has authorized it yet), a principal may be granted some of them
+//!   when a policy that applies to it allows some name with the backend's prefix and none denies every such
+//!   name ([`Grants::some_name_under`]).
 //! - A backend's resources (and resource templates) are granted by a policy that applies to the principal and
 //!   lists the backend (or `*`) in `backends`; there is no deny for resources.
 //! - A policy applies to a principal when one of its subjects is `*`, the principal's name, or a group of the
@@ -96,6 +99,17 @@ impl Grants<'_> {
     /// Prompts obey the same allow and deny lists as tools (their exposed names follow the same rules).
     pub fn prompt(&self, exposed_name: &str) -> bool {
         self.name(exposed_name)
+    }
+
+    /// Whether a tool or prompt exposed as `<prefix>…` may be granted, its name not known yet (a backend nobody
+    /// has listed): some policy allows some such name, and none denies them all.
+    pub fn some_name_under(&self, prefix: &str) -> bool {
+        let Some(applicable) = &self.applicable else {
+            return true;
+        };
+        let globs = |pick: fn(&Policy) -> &[Glob]| applicable.iter().flat_map(move |policy| pick(policy));
+        globs(|policy| &policy.allow).any(|glob| glob.matches_some_name_starting(prefix))
+            && !globs(|policy| &policy.deny).any(|glob| glob.matches_every_name_starting(prefix))
     }
 
     pub fn backend_resources(&self, backend: &str) -> bool {
@@ -194,5 +208,21 @@ mod tests {
             assert_eq!(grants.tool(name), policies.may_use_tool(&ops, name), "{name}");
         }
         assert!(grants.tool("ls") && !grants.tool("rm_rf") && grants.backend_resources("a"));
+    }
+
+    #[test]
+    fn a_backend_not_listed_yet_is_granted_by_its_prefix() {
+        let policies = Policies::new(vec![
+            policy(vec![Subject::Principal("alice".into())], &["gh__*", "docs__search"], &[], &[]),
+            policy(vec![Subject::Group("contractors".into())], &["*"], &["gh__*"], &[]),
+        ]);
+        let alice = policies.for_principal(&principal("alice", &[]));
+        assert!(alice.some_name_under("gh__") && alice.some_name_under("docs__"));
+        assert!(!alice.some_name_under("jira__"), "no allow names a jira__ tool");
+        let contractor = policies.for_principal(&principal("carol", &["contractors"]));
+        assert!(!contractor.some_name_under("gh__"), "every gh__ name is denied");
+        assert!(contractor.some_name_under("jira__"));
+        assert!(!policies.for_principal(&principal("mallory", &[])).some_name_under(""), "no policy applies");
+        assert!(Policies::default().for_principal(&principal("anyone", &[])).some_name_under("x__"));
     }
 }

@@ -228,6 +228,11 @@ impl Catalog {
         owners
     }
 
+    /// The prefix of the backend's tool and prompt names at `/mcp` (`None`: not configured).
+    pub fn prefix(&self, backend: &str) -> Option<String> {
+        read(&self.state).specs.iter().find(|spec| &*spec.name == backend).map(|spec| spec.prefix.clone())
+    }
+
     /// The backend's resource prefix, if it has one.
     pub fn resource_prefix(&self, backend: &str) -> Option<String> {
         read(&self.state).specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.clone()

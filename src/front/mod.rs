@@ -2,8 +2,9 @@
 //! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
-//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/callback` of
-//! [`callback`], the operator's console `/ui/` and `/admin/api/…` of [`admin`]). This
+//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/start` of
+//! [`start`] and `/oauth/callback` of [`callback`], the operator's console `/ui/` and `/admin/api/…` of
+//! [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`] — or, for an MCP 2026-07-28 agent (no sessions), by
@@ -47,6 +48,7 @@ pub mod session;
 pub mod shares;
 mod splice;
 pub mod standalone;
+pub mod start;
 mod stream;
 
 use std::net::SocketAddr;
@@ -89,7 +91,7 @@ pub struct Settings {
     pub max_body: usize,
     /// How long a request's body may take to arrive.
     pub body_timeout: std::time::Duration,
-    /// Completes backend OAuth authorizations at `/oauth/callback` (`None`: no backend uses OAuth).
+    /// Serves backend OAuth authorizations at `/oauth/start` and `/oauth/callback` (`None`: no backend uses OAuth).
     pub authorization: Option<Arc<dyn callback::AuthorizationCallback>>,
 }
 
@@ -132,6 +134,7 @@ pub fn app(front: Arc<Front>) -> Router {
         .route("/readyz", get(readyz))
         .route(resource::ROUTES[0], get(resource::metadata))
         .route(resource::ROUTES[1], get(resource::metadata))
+        .route(start::START_PATH, get(start::show).post(start::proceed))
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());
     let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };

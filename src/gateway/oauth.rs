@@ -1,9 +1,9 @@
-//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own
-//! [`BackendOAuth`] settings, the client built over the vault key in the data directory and the ledger's token
-//! table, and the front's `/oauth/callback` completed through it. Types only, plus two rules: a `private_key` is
-//! parsed here, before anything else is built, and an unusable one fails startup (and `switchyard check`) naming
-//! its key and source; a completed authorization rediscovers its backend at once, so its tools appear without
-//! waiting for the next refresh.
+//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own [`BackendOAuth`]
+//! settings, the client built over the vault key in the data directory and the ledger's token table, and the front's
+//! `/oauth/start` and `/oauth/callback` served through it. Types only, plus three rules: a `private_key` is parsed
+//! here, before anything else is built, and an unusable one fails startup (and `switchyard check`) naming its key and
+//! source; a completed authorization rediscovers its backend at once, so its tools appear without waiting for the next
+//! refresh; and the pages never repeat what a token endpoint wrote beyond RFC 6749's registered error codes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,14 +13,14 @@ use reqwest::Url;
 use super::GatewayError;
 use super::token_store::LedgerTokens;
 use crate::backend::oauth::{
-    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, HttpLimits, OAuthClient, OAuthOptions, Secret, SigningKey,
-    TOKEN_KEY_FILE_NAME, Vault,
+    AuthMethod, BackendOAuth, ClientIdentity, Consent, GrantKind, HttpLimits, OAuthClient, OAuthError, OAuthOptions,
+    Secret, SigningKey, TOKEN_KEY_FILE_NAME, Vault,
 };
 use crate::config::{
     BackendConfig, Config, CredentialSource, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey,
     TokenEndpointAuthMethod,
 };
-use crate::front::callback::{AuthorizationCallback, CALLBACK_PATH, Completion};
+use crate::front::callback::{AuthorizationCallback, Authorized, CALLBACK_PATH, Completion, ConsentPage};
 use crate::ledger::LedgerStore;
 use crate::router::CallRouter;
 
@@ -111,9 +111,30 @@ pub(super) struct Callback {
 }
 
 impl AuthorizationCallback for Callback {
-    fn complete<'a>(&'a self, state: &'a str, code: &'a str, iss: Option<&'a str>) -> Completion<'a> {
+    fn serves_https(&self) -> bool {
+        self.oauth.serves_https()
+    }
+
+    fn consent(&self, flow: &str) -> Result<ConsentPage, String> {
+        let Consent { principal, backend, cookie, consent, expires_in } =
+            self.oauth.consent(flow).map_err(|error| error.to_string())?;
+        Ok(ConsentPage { principal, backend, cookie, consent, expires_in })
+    }
+
+    fn proceed(&self, flow: &str, consent: &str, cookies: &[String]) -> Result<String, String> {
+        self.oauth.proceed(flow, consent, cookies).map_err(|error| error.to_string())
+    }
+
+    fn complete<'a>(
+        &'a self,
+        state: &'a str,
+        code: &'a str,
+        iss: Option<&'a str>,
+        cookies: &'a [String],
+    ) -> Completion<'a> {
         Box::pin(async move {
-            let completed = self.oauth.complete(state, code, iss).await.map_err(|error| error.to_string())?;
+            let completed =
+                self.oauth.complete(state, code, iss, cookies).await.map_err(|error| page_reason(&error))?;
             tracing::info!(backend = %completed.backend, principal = %completed.principal, "oauth: authorization completed");
             let (router, backend) = (Arc::clone(&self.router), completed.backend.clone());
             tokio::spawn(async move {
@@ -121,7 +142,32 @@ impl AuthorizationCallback for Callback {
                     tracing::warn!(%backend, %error, "discovery after an authorization failed");
                 }
             });
-            Ok(completed.backend)
+            Ok(Authorized { backend: completed.backend, flow: completed.flow })
         })
+    }
+}
+
+/// RFC 6749 §5.2: the error codes a token endpoint may answer.
+const TOKEN_ERRORS: [&str; 6] = [
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+];
+
+/// The callback page's sentence for a failed completion: what the token endpoint answered is the authorization
+/// server's own text, so the page names only a registered error code (the log keeps the rest).
+fn page_reason(error: &OAuthError) -> String {
+    match error {
+        OAuthError::TokenRefused { error: code, .. } => {
+            tracing::warn!(%error, "oauth: the token endpoint refused an authorization code");
+            match TOKEN_ERRORS.contains(&code.as_str()) {
+                true => format!("the token endpoint refused the code: {code}"),
+                false => "the token endpoint refused the code".to_owned(),
+            }
+        }
+        other => other.to_string(),
     }
 }

@@ -10,7 +10,9 @@
 //!   sentence (an `isError` result for `tools/call`; `_meta["switchyard/authorization"]` on `tools/list`).
 //! - A backend nobody has authorized yet has no catalog entry; an agent's `tools/list` then asks that backend on
 //!   the agent's own session: its principal either already holds a token (the backend is discovered at once with
-//!   it) or is handed the authorization URL.
+//!   it) or is handed the authorization URL. Only backends the caller's policies may grant a tool of are asked
+//!   (judged by the backend's prefix, its tools being unknown): a principal granted nothing makes no
+//!   authorization wait, and learns of no backend it could not use.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,17 +104,18 @@ impl CallRouter {
     /// `tools/list`: the catalog's tools, after asking every backend nobody has authorized yet on the caller's
     /// behalf (see the module rules).
     pub(super) async fn list_tools(&self, caller: &Caller, view: View<'_>, relay: &Relay) -> Result<Value, RpcFailure> {
+        let routing = self.routing.load();
+        let grants = routing.grants(caller);
         let mut needed = Vec::new();
         for backend in self.unauthorized.backends() {
-            if !view.shows(&backend) {
+            let granted = self.catalog.prefix(&backend).is_some_and(|prefix| grants.some_name_under(&prefix));
+            if !view.shows(&backend) || !granted {
                 continue;
             }
             if let Some(need) = self.probe(caller, &backend).await {
                 needed.push(need);
             }
         }
-        let routing = self.routing.load();
-        let grants = routing.grants(caller);
         let mut answer = json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) });
         if needed.is_empty() {
             return Ok(answer);

@@ -112,23 +112,71 @@ const capabilities = process.env.DRIVE_CAPABILITIES
   : { sampling: {}, elicitation: { form: { applyDefaults: true }, url: {} } };
 
 // URL-mode elicitation (MCP 2025-11-25): Switchyard answers a request that needs
-// the user's authorization at a backend with error -32042 naming the URL. Acting
-// as the user, the driver opens it (following redirects: the mock authorization
-// server approves at once and redirects to Switchyard's /oauth/callback) and
-// then retries the request, at most AUTHORIZE_ROUNDS times.
+// the user's authorization at a backend with error -32042 naming the URL of its
+// own start page (/oauth/start). Acting as the user's browser, the driver opens
+// it (keeping the cookie it sets), submits its consent form, follows the
+// redirects (the mock authorization server approves at once and redirects to
+// Switchyard's /oauth/callback, which needs that cookie) and then retries the
+// request, at most AUTHORIZE_ROUNDS times.
 const URL_ELICITATION_REQUIRED = -32042;
 const AUTHORIZE_ROUNDS = 3;
+const MAX_REDIRECTS = 10;
+
+// A browser of one origin's cookies (the gateway's): sent back to that origin only.
+function browser(origin) {
+  const cookies = new Map();
+  return async (url, init = {}) => {
+    const target = new URL(url);
+    const headers = { ...(init.headers ?? {}) };
+    if (target.origin === origin && cookies.size > 0) {
+      headers.cookie = [...cookies].map(([name, value]) => `${name}=${value}`).join("; ");
+    }
+    const response = await fetch(target, { ...init, headers, redirect: "manual" });
+    if (target.origin === origin) {
+      for (const cookie of response.headers.getSetCookie()) {
+        const [pair, ...attributes] = cookie.split(";");
+        const at = pair.indexOf("=");
+        const name = pair.slice(0, at).trim();
+        if (attributes.some((attribute) => attribute.trim() === "Max-Age=0")) cookies.delete(name);
+        else cookies.set(name, pair.slice(at + 1));
+      }
+    }
+    return response;
+  };
+}
+
+function hiddenField(page, name) {
+  const found = page.match(new RegExp(`name="${name}" value="([^"]*)"`));
+  if (!found) throw new Error(`the start page has no \`${name}\` field`);
+  return found[1];
+}
+
+async function authorizeOne(url) {
+  const open = browser(new URL(url).origin);
+  say(`authorizing: GET ${url}`);
+  const start = await open(url);
+  const consentPage = await start.text();
+  if (start.status !== 200) throw new Error(`the start page answered HTTP ${start.status}`);
+  const form = new URLSearchParams({ flow: hiddenField(consentPage, "flow"), consent: hiddenField(consentPage, "consent") });
+  let response = await open(new URL("start", url), {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: form.toString(),
+  });
+  for (let hop = 0; response.status >= 300 && response.status < 400 && hop < MAX_REDIRECTS; hop += 1) {
+    response = await open(new URL(response.headers.get("location"), response.url || url));
+  }
+  const page = (await response.text()).replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim();
+  say(`authorization page ${response.status}: ${page.slice(0, 200)}`);
+  if (!response.ok) {
+    throw new Error(`authorization failed with HTTP ${response.status}`);
+  }
+}
 
 async function authorize(error) {
   const elicitations = error?.data?.elicitations ?? [];
   for (const elicitation of elicitations) {
-    say(`authorizing: GET ${elicitation.url}`);
-    const response = await fetch(elicitation.url, { redirect: "follow" });
-    const page = (await response.text()).replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim();
-    say(`authorization page ${response.status}: ${page.slice(0, 200)}`);
-    if (!response.ok) {
-      throw new Error(`authorization failed with HTTP ${response.status}`);
-    }
+    await authorizeOne(elicitation.url);
   }
   return elicitations.length > 0;
 }

@@ -1,7 +1,8 @@
 //! The gateway as an OAuth 2.1 client of a protected backend (issue 12, phase A): `backend::oauth::OAuthClient`
 //! against the test authorization server (`support/auth_server.rs`), with tokens in the ledger's store through the
-//! composition root's adapter. The test itself is the user who opens the authorization URL (consent is
-//! automatic) and hands the redirect's `code` and `state` to `complete`. `private_key_jwt` is in
+//! composition root's adapter. The test itself is the user's browser: bound to the flow of the start URL and
+//! consenting there (as the front's start page would let it), it opens the authorization URL (the server
+//! consents at once) and hands the redirect's `code` and `state`, with its cookie, to `complete`. `private_key_jwt` is in
 //! `backend_oauth_jwt.rs`, with these helpers.
 
 use std::sync::Arc;
@@ -105,21 +106,33 @@ fn authorization_url(need: Result<AccessToken, OAuthNeed>) -> String {
     }
 }
 
-/// The user opens `url`; the server consents and redirects to the callback: its `(state, code)`.
-async fn follow(url: &str) -> (String, String) {
+/// The user's browser at the gateway's start page `start` (served by the front, played here): it is bound to
+/// the flow and consents. The authorization server URL it is sent to, and its cookies.
+pub(crate) fn consent(client: &OAuthClient, start: &str) -> (String, Vec<String>) {
+    let start = Url::parse(start).expect("start URL");
+    let flow = start.query_pairs().find(|(key, _)| key == "flow").expect("flow").1.into_owned();
+    let bound = client.consent(&flow).expect("a live flow");
+    let cookies = vec![bound.cookie];
+    (client.proceed(&flow, &bound.consent, &cookies).expect("consented"), cookies)
+}
+
+/// The user opens the start page `start` and consents; the server consents too and redirects to the callback:
+/// its `(state, code)`, and the browser's cookies.
+async fn follow(client: &OAuthClient, start: &str) -> (String, String, Vec<String>) {
+    let (url, cookies) = consent(client, start);
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("http");
     let answer = http.get(url).send().await.expect("authorize");
     assert_eq!(answer.status(), 302);
     let location = Url::parse(answer.headers()["location"].to_str().expect("ascii")).expect("location");
     assert!(location.as_str().starts_with(REDIRECT), "{location}");
     let param = |name: &str| location.query_pairs().find(|(key, _)| key == name).map(|(_, v)| v.into_owned());
-    (param("state").expect("state"), param("code").expect("code"))
+    (param("state").expect("state"), param("code").expect("code"), cookies)
 }
 
 async fn authorize(client: &OAuthClient, principal: &str) -> AccessToken {
     let url = authorization_url(client.token_for("docs", principal, None).await);
-    let (state, code) = follow(&url).await;
-    let completed = client.complete(&state, &code, None).await.expect("completed");
+    let (state, code, cookies) = follow(client, &url).await;
+    let completed = client.complete(&state, &code, None, &cookies).await.expect("completed");
     assert_eq!((completed.principal.as_str(), completed.backend.as_str()), (principal, "docs"));
     client.token_for("docs", principal, None).await.expect("a token after authorizing")
 }
@@ -193,15 +206,15 @@ async fn authorization_code_with_dynamic_registration_per_principal() {
     // Bob has no token of his own, and Alice's is never his (the server mints tokens naming their user).
     server.set_claims(|claims| claims.subject = "bob".to_owned());
     let bob_url = authorization_url(oauth.token_for("docs", "bob", None).await);
-    let (state, code) = follow(&bob_url).await;
-    oauth.complete(&state, &code, None).await.expect("bob completes");
+    let (state, code, cookies) = follow(&oauth, &bob_url).await;
+    oauth.complete(&state, &code, None, &cookies).await.expect("bob completes");
     let bob = oauth.token_for("docs", "bob", None).await.expect("bob's token");
     assert_eq!(oauth.token_for("docs", "alice", None).await.expect("alice's"), alice);
     assert_eq!(ledger.backend_tokens(&TokenFilter::default()).await.expect("rows").len(), 2);
     assert_eq!((claims(&alice)["sub"].clone(), claims(&bob)["sub"].clone()), ("alice".into(), "bob".into()));
     // The state was used: a replay is refused, and so is a forged one.
     for (state, code) in [(state.as_str(), code.as_str()), ("forged-state", "code-1")] {
-        let error = oauth.complete(state, code, None).await.expect_err("refused");
+        let error = oauth.complete(state, code, None, &cookies).await.expect_err("refused");
         assert_eq!(error, OAuthError::UnknownState);
     }
 }
@@ -212,9 +225,9 @@ async fn expired_states_are_refused() {
     let settings = backend(&server, GrantKind::AuthorizationCode, ClientIdentity::Dynamic);
     let oauth = client_on(settings, &LedgerStore::memory(), Duration::from_millis(50));
     let url = authorization_url(oauth.token_for("docs", "alice", None).await);
-    let (state, code) = follow(&url).await;
+    let (state, code, cookies) = follow(&oauth, &url).await;
     tokio::time::sleep(Duration::from_millis(120)).await;
-    assert_eq!(oauth.complete(&state, &code, None).await.expect_err("expired"), OAuthError::ExpiredState);
+    assert_eq!(oauth.complete(&state, &code, None, &cookies).await.expect_err("expired"), OAuthError::ExpiredState);
     assert!(token_requests(&server).is_empty(), "an expired state never reaches the token endpoint");
 }
 
@@ -226,8 +239,8 @@ async fn tokens_are_refreshed_before_expiry_and_a_failed_refresh_falls_back() {
     let ledger = LedgerStore::memory();
     let oauth = client(backend(&server, GrantKind::AuthorizationCode, ClientIdentity::Dynamic), &ledger);
     let url = authorization_url(oauth.token_for("docs", "alice", None).await);
-    let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code, None).await.expect("completed");
+    let (state, code, cookies) = follow(&oauth, &url).await;
+    oauth.complete(&state, &code, None, &cookies).await.expect("completed");
     oauth.token_for("docs", "alice", None).await.expect("refreshed");
     let grants: Vec<Value> = token_requests(&server).iter().map(|r| r["form"]["grant_type"].clone()).collect();
     assert_eq!(grants, ["authorization_code", "refresh_token"]);
@@ -272,9 +285,9 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
     let url = authorization_url(
         oauth.token_for("docs", "alice", Some(Refusal::Unauthorized { challenge: Some(&first), sent: None })).await,
     );
-    assert!(url.contains("scope=mcp%3Abasic"), "the challenge's scope: {url}");
-    let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code, None).await.expect("completed");
+    assert!(consent(&oauth, &url).0.contains("scope=mcp%3Abasic"), "the challenge's scope: {url}");
+    let (state, code, cookies) = follow(&oauth, &url).await;
+    oauth.complete(&state, &code, None, &cookies).await.expect("completed");
     let basic = oauth.token_for("docs", "alice", None).await.expect("token");
     let mut more = BearerChallenge {
         error: Some("insufficient_scope".to_owned()),
@@ -286,9 +299,10 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
             .token_for("docs", "alice", Some(Refusal::InsufficientScope { challenge: &more, sent: Some(&basic) }))
             .await,
     );
-    assert!(url.contains("scope=mcp%3Abasic+mcp%3Awrite"), "granted plus challenged: {url}");
-    let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code, None).await.expect("completed");
+    let (sent_to, _) = consent(&oauth, &url);
+    assert!(sent_to.contains("scope=mcp%3Abasic+mcp%3Awrite"), "granted plus challenged: {sent_to}");
+    let (state, code, cookies) = follow(&oauth, &url).await;
+    oauth.complete(&state, &code, None, &cookies).await.expect("completed");
     let write = oauth.token_for("docs", "alice", None).await.expect("token");
     assert_eq!(claims(&write)["scope"], "mcp:basic mcp:write");
     // The token holds every scope asked for, yet the backend refuses: re-authorizing cannot help.
@@ -305,8 +319,8 @@ async fn step_up_asks_for_more_scope_a_bounded_number_of_times() {
             .token_for("docs", "alice", Some(Refusal::InsufficientScope { challenge: &more, sent: Some(&write) }))
             .await,
     );
-    let (state, code) = follow(&url).await;
-    oauth.complete(&state, &code, None).await.expect("completed");
+    let (state, code, cookies) = follow(&oauth, &url).await;
+    oauth.complete(&state, &code, None, &cookies).await.expect("completed");
     let admin = oauth.token_for("docs", "alice", None).await.expect("token");
     more.scope = Some(vec!["mcp:root".to_owned()]);
     let error = failure(

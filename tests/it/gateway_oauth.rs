@@ -15,24 +15,25 @@ use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::backend_oauth::{jwt_claims, token_requests};
 use crate::backend_oauth_jwt::CLIENT_KEY_1;
 use crate::support::auth_server::AuthServer;
+use crate::support::browser::Browser;
 use crate::support::client_assertion::ClientKey;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ScratchDir, TestGateway, backend_toml};
 
-const OAUTH: &str = "[backends.oauth]\ngrant = \"authorization_code\"\n";
+pub(crate) const OAUTH: &str = "[backends.oauth]\ngrant = \"authorization_code\"\n";
 
-async fn gateway(auth: &AuthServer) -> TestGateway {
+pub(crate) async fn gateway(auth: &AuthServer) -> TestGateway {
     let backends = backend_toml("prot", &format!("{}/mcp", auth.issuer), &format!("prefix = \"\"\n{OAUTH}"));
     TestGateway::start_with("", &api_keys(), &backends).await
 }
 
-/// Opens an authorization URL as the user's browser would: the server approves and redirects to the callback.
+/// Opens an authorization URL (the gateway's start page) as the user's browser would, consents, and lets the
+/// server approve and redirect to the callback: the callback page.
 async fn follow(url: &str) -> (reqwest::StatusCode, String) {
-    let response = reqwest::get(url).await.expect("the authorization URL answers");
-    (response.status(), response.text().await.expect("a page"))
+    Browser::new().authorize(url).await
 }
 
-fn bearer_subject(token: &str) -> String {
+pub(crate) fn bearer_subject(token: &str) -> String {
     jwt_claims(token)["sub"].as_str().unwrap().to_owned()
 }
 
@@ -78,15 +79,18 @@ async fn each_principal_authorizes_once_and_its_calls_carry_its_own_token() {
     assert_eq!(calls.len(), 3, "the refused call never reached the tool: {calls:?}");
 }
 
-/// Alice's first authorization URL followed by a browser that does not follow redirects: the browser and the
-/// callback URL the authorization server sent it to (not yet visited).
-async fn callback_for_alice(gateway: &TestGateway) -> (reqwest::Client, String) {
+/// Alice's first authorization URL (the gateway's start page), from her agent.
+pub(crate) async fn start_url_for_alice(gateway: &TestGateway) -> String {
     let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
     let listed = alice.request("tools/list", json!({})).await;
-    let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
-    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let redirect = browser.get(&url).send().await.unwrap();
-    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    listed["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned()
+}
+
+/// Alice's first authorization URL followed by a browser that consents: the browser and the callback URL the
+/// authorization server sent it to (not yet visited).
+async fn callback_for_alice(gateway: &TestGateway) -> (Browser, String) {
+    let browser = Browser::new();
+    let callback = browser.callback_for(&start_url_for_alice(gateway).await).await;
     (browser, callback)
 }
 
@@ -96,15 +100,15 @@ async fn forged_or_replayed_state_is_a_400_page() {
     let gateway = gateway(&auth).await;
     // The user's browser is sent to the callback once; capture the redirect and present it twice.
     let (browser, callback) = callback_for_alice(&gateway).await;
-    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
-    let replayed = browser.get(&callback).send().await.unwrap();
+    assert_eq!(browser.get(&callback).await.status(), 200);
+    let replayed = browser.get(&callback).await;
     assert_eq!(replayed.status(), 400);
     assert!(replayed.text().await.unwrap().contains("already used"));
 
     let base = gateway.mcp().trim_end_matches("/mcp").to_owned();
-    let forged = browser.get(format!("{base}/oauth/callback?code=x&state=forged")).send().await.unwrap();
+    let forged = browser.get(&format!("{base}/oauth/callback?code=x&state=forged")).await;
     assert_eq!(forged.status(), 400);
-    let denied = browser.get(format!("{base}/oauth/callback?error=access_denied")).send().await.unwrap();
+    let denied = browser.get(&format!("{base}/oauth/callback?error=access_denied")).await;
     assert_eq!(denied.status(), 400);
     assert!(denied.text().await.unwrap().contains("access_denied"));
 }
@@ -116,13 +120,13 @@ async fn a_callback_naming_another_issuer_is_a_400_page_and_no_code_is_exchanged
     let (browser, callback) = callback_for_alice(&gateway).await;
 
     // RFC 9207 §2.4: an `iss` that is present is compared even though this server does not advertise it.
-    let mixed_up = browser.get(format!("{callback}&iss=https%3A%2F%2Fevil.example.com")).send().await.unwrap();
+    let mixed_up = browser.get(&format!("{callback}&iss=https%3A%2F%2Fevil.example.com")).await;
     assert_eq!(mixed_up.status(), 400);
     let page = mixed_up.text().await.unwrap();
     assert!(page.contains("evil.example.com") && page.contains(&auth.issuer) && page.contains("RFC 9207"), "{page}");
     let exchanged = auth.requests().iter().filter(|request| request["endpoint"] == "token").count();
     assert_eq!(exchanged, 0, "the code was never sent to the token endpoint");
-    let again = browser.get(&callback).send().await.unwrap();
+    let again = browser.get(&callback).await;
     assert_eq!(again.status(), 400, "the refused response spent its state");
 }
 

@@ -21,6 +21,7 @@ mod layering;
 mod legacy_sse;
 mod modern_backend;
 mod modern_front;
+mod oauth_browser;
 mod policies;
 mod principals;
 mod real_clients;

@@ -52,7 +52,7 @@ impl ModernAgent {
         ModernAgent { http: reqwest::Client::new(), url, token: None }
     }
 
-    fn as_principal(url: String, token: &'static str) -> ModernAgent {
+    pub(crate) fn as_principal(url: String, token: &'static str) -> ModernAgent {
         ModernAgent { token: Some(token), ..ModernAgent::new(url) }
     }
 

@@ -66,6 +66,19 @@ pub enum OAuthError {
     /// Too many authorizations are waiting for their callback.
     #[error("too many authorizations are pending; try again later")]
     TooManyPending,
+    /// This principal already has its share of the authorizations waiting for their callback.
+    #[error("{max} authorizations of this principal are already waiting; finish one, or try again when they expire")]
+    TooManyPendingForPrincipal { max: usize },
+    /// The start page's `flow` is not one this gateway handed out, or its authorization was completed.
+    #[error("unknown or already completed authorization; start again from the agent")]
+    UnknownFlow,
+    /// The browser did not present the cookie (or the consent token) of the browser the authorization is bound
+    /// to: it was started elsewhere. Nothing is exchanged, and the authorization stays waiting.
+    #[error(
+        "this browser did not start this authorization (open the link your agent gave you, in this browser, and \
+         continue from its page)"
+    )]
+    OtherBrowser,
     /// The backend asks for scopes the authorization server did not grant, or keeps asking for more.
     #[error("backend `{backend}` still refuses with insufficient_scope ({scope}); re-authorizing cannot help")]
     ScopeNotGranted { backend: String, scope: String },

@@ -134,9 +134,22 @@ fn state_of(url: &str) -> String {
     url.query_pairs().find(|(key, _)| key == "state").map(|(_, value)| value.into_owned()).expect("state")
 }
 
-async fn authorization_state(oauth: &OAuthClient) -> String {
+/// A start page URL opened and consented to by one browser: the authorization server URL and its cookies.
+fn consented(oauth: &OAuthClient, start: &str) -> (String, Vec<String>) {
+    let flow =
+        Url::parse(start).expect("url").query_pairs().find(|(key, _)| key == "flow").expect("flow").1.into_owned();
+    let consent = oauth.consent(&flow).expect("a live flow");
+    let cookies = vec![consent.cookie];
+    (oauth.proceed(&flow, &consent.consent, &cookies).expect("consented"), cookies)
+}
+
+/// The `state` of a new authorization, and the cookies of the browser that consented to it.
+async fn authorization_state(oauth: &OAuthClient) -> (String, Vec<String>) {
     match oauth.token_for("docs", "alice", None).await {
-        Err(OAuthNeed::AuthorizationRequired { url, .. }) => state_of(&url),
+        Err(OAuthNeed::AuthorizationRequired { url, .. }) => {
+            let (url, cookies) = consented(oauth, &url);
+            (state_of(&url), cookies)
+        }
         other => panic!("expected an authorization URL, got {other:?}"),
     }
 }
@@ -188,21 +201,30 @@ async fn a_wrong_or_missing_iss_is_refused_before_the_code_is_exchanged() {
     let oauth = client(&mock, GrantKind::AuthorizationCode);
     let issuer = format!("{}/as1", mock.base);
 
-    let state = authorization_state(&oauth).await;
-    let wrong = oauth.complete(&state, "code", Some("https://evil.example.com")).await.expect_err("wrong iss");
+    let (state, cookies) = authorization_state(&oauth).await;
+    let wrong =
+        oauth.complete(&state, "code", Some("https://evil.example.com"), &cookies).await.expect_err("wrong iss");
     assert!(matches!(wrong, OAuthError::IssMismatch { .. }), "{wrong}");
-    assert_eq!(oauth.complete(&state, "code", Some(&issuer)).await, Err(OAuthError::UnknownState), "state spent");
+    assert_eq!(
+        oauth.complete(&state, "code", Some(&issuer), &cookies).await,
+        Err(OAuthError::UnknownState),
+        "state spent"
+    );
 
-    let state = authorization_state(&oauth).await;
-    let slash = oauth.complete(&state, "code", Some(&format!("{issuer}/"))).await.expect_err("normalized iss");
+    let (state, cookies) = authorization_state(&oauth).await;
+    let slash =
+        oauth.complete(&state, "code", Some(&format!("{issuer}/")), &cookies).await.expect_err("normalized iss");
     assert!(matches!(slash, OAuthError::IssMismatch { .. }), "{slash}");
 
-    let state = authorization_state(&oauth).await;
-    assert_eq!(oauth.complete(&state, "code", None).await, Err(OAuthError::IssMissing { issuer: issuer.clone() }));
+    let (state, cookies) = authorization_state(&oauth).await;
+    assert_eq!(
+        oauth.complete(&state, "code", None, &cookies).await,
+        Err(OAuthError::IssMissing { issuer: issuer.clone() })
+    );
     assert!(mock.token_requests.lock().expect("lock").is_empty(), "no code was exchanged");
 
-    let state = authorization_state(&oauth).await;
-    let completed = oauth.complete(&state, "code", Some(&issuer)).await.expect("the right iss");
+    let (state, cookies) = authorization_state(&oauth).await;
+    let completed = oauth.complete(&state, "code", Some(&issuer), &cookies).await.expect("the right iss");
     assert_eq!((completed.principal.as_str(), completed.backend.as_str()), ("alice", "docs"));
     assert_eq!(mock.token_requests.lock().expect("lock").len(), 1);
     task.abort();
@@ -212,13 +234,14 @@ async fn a_wrong_or_missing_iss_is_refused_before_the_code_is_exchanged() {
 async fn an_unadvertised_iss_that_mismatches_is_refused() {
     let (mock, task) = start(false).await;
     let oauth = client(&mock, GrantKind::AuthorizationCode);
-    let state = authorization_state(&oauth).await;
-    let refused = oauth.complete(&state, "code", Some("https://evil.example.com")).await.expect_err("mismatch");
+    let (state, cookies) = authorization_state(&oauth).await;
+    let refused =
+        oauth.complete(&state, "code", Some("https://evil.example.com"), &cookies).await.expect_err("mismatch");
     assert!(matches!(refused, OAuthError::IssMismatch { .. }), "{refused}");
     assert!(mock.token_requests.lock().expect("lock").is_empty());
 
-    let state = authorization_state(&oauth).await;
-    oauth.complete(&state, "code", None).await.expect("no iss, none advertised");
+    let (state, cookies) = authorization_state(&oauth).await;
+    oauth.complete(&state, "code", None, &cookies).await.expect("no iss, none advertised");
     assert_eq!(mock.token_requests.lock().expect("lock").len(), 1);
     task.abort();
 }
@@ -273,10 +296,16 @@ async fn a_refresh_token_is_never_sent_to_another_issuer() {
     };
     oauth.save("alice", "docs", &old).await.expect("stored");
     match oauth.token_for("docs", "alice", None).await {
-        Err(OAuthNeed::AuthorizationRequired { url, .. }) => assert!(url.contains("/as1/authorize"), "{url}"),
+        Err(OAuthNeed::AuthorizationRequired { url, .. }) => {
+            let (url, _) = consented(&oauth, &url);
+            assert!(url.contains("/as1/authorize"), "{url}");
+        }
         other => panic!("expected a new authorization at as1, got {other:?}"),
     }
     assert!(mock.token_requests.lock().expect("lock").is_empty(), "as0's refresh token went nowhere");
     assert_eq!(oauth.load("alice", "docs").await.expect("load"), None, "the old tokens are dropped");
     task.abort();
 }
+
+#[path = "flow_tests.rs"]
+mod flow;

@@ -4,8 +4,10 @@
 //!
 //! The backend client asks [`OAuthClient::token_for`] what to send: before a request (`None`) and after a 401 or
 //! 403 answer ([`Refusal`]). The answer is a token, or [`OAuthNeed::AuthorizationRequired`] with the URL the
-//! principal must open (the request is then not sent), or a typed [`OAuthError`]. The front's callback hands the
-//! `state` and `code` to [`OAuthClient::complete`].
+//! principal must open (the request is then not sent), or a typed [`OAuthError`]. That URL is the gateway's own
+//! start page, `<public_url>/oauth/start?flow=…`: the front shows it ([`OAuthClient::consent`] binds the flow to
+//! that browser), sends the consenting browser on to the authorization server ([`OAuthClient::proceed`]), and its
+//! callback hands the `state`, the `code` and the browser's cookies to [`OAuthClient::complete`].
 //!
 //! Rules:
 //! - Scope selection: the challenge's `scope`, else the configured `scopes`, else the PRM's `scopes_supported`,
@@ -13,6 +15,8 @@
 //!   challenged ones; it is refused when the token already holds every challenged scope (re-authorizing cannot
 //!   help) or after [`MAX_STEP_UPS`] step-ups.
 //! - `authorization_code` requires PKCE S256 from the server (refused otherwise) and an `authorization_endpoint`.
+//! - An authorization is bound to the browser that consented at the start page, and each (principal, backend)
+//!   has at most one waiting, handed out again while it lives (`pending.rs`; RFC 9700 §4.7.1).
 //! - A token is renewed [`REFRESH_MARGIN`] before it expires: by its refresh token, else (client credentials) by
 //!   a new grant. A refresh that fails deletes the stored tokens and falls back to authorization.
 //! - A 401 for the token that is stored deletes it (after one refresh attempt); a 401 for an older token is
@@ -62,11 +66,15 @@ pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
-use pending::{Pending, PendingTable};
+pub use pending::{Consent, MAX_PENDING_PER_PRINCIPAL};
+use pending::{PendingTable, Request};
 use token::{ClientAuth, Grant, Issued, unix_now};
 
 /// Step-up authorizations allowed on top of the first one (the conformance suite allows three attempts in all).
 pub const MAX_STEP_UPS: u8 = 2;
+/// The start page, relative to the callback URL (`<public_url>/oauth/start`), and its one query parameter.
+pub const START_PAGE: &str = "start";
+pub const START_FLOW_PARAM: &str = "flow";
 /// A token this close to its expiry is renewed before it is used.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
@@ -187,6 +195,8 @@ pub enum OAuthNeed {
 pub struct Completed {
     pub principal: String,
     pub backend: String,
+    /// The flow the browser's cookie was set for (the page clears it).
+    pub flow: String,
 }
 
 /// What discovery and registration found for a backend.
@@ -257,7 +267,22 @@ impl OAuthClient {
     }
 
     fn redirect_uri(&self) -> String {
-        self.redirect_uri.read().unwrap_or_else(std::sync::PoisonError::into_inner).to_string()
+        self.callback_url().to_string()
+    }
+
+    fn callback_url(&self) -> Url {
+        self.redirect_uri.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The gateway's start page: the callback's sibling `start` (both live under `<public_url>/oauth/`).
+    fn start_uri(&self) -> Url {
+        let callback = self.callback_url();
+        callback.join(START_PAGE).unwrap_or(callback)
+    }
+
+    /// Whether the gateway's public URL is `https` (so its cookies may be `Secure` and `__Host-` prefixed).
+    pub fn serves_https(&self) -> bool {
+        self.callback_url().scheme() == "https"
     }
 
     /// How `backend` obtains tokens (`None`: not an OAuth backend here).
@@ -331,14 +356,34 @@ impl OAuthClient {
         }
     }
 
+    /// The start page of `flow` is being shown to a browser: the authorization is bound to that browser from now
+    /// on (the cookie and consent token returned), and no other may continue or complete it.
+    pub fn consent(&self, flow: &str) -> Result<Consent, OAuthError> {
+        self.pending.bind(flow)
+    }
+
+    /// The user consented on the start page: the authorization server URL to send the browser to, when it
+    /// presents the flow's `consent` token and one of its `cookies`.
+    pub fn proceed(&self, flow: &str, consent: &str, cookies: &[String]) -> Result<String, OAuthError> {
+        self.pending.proceed(flow, consent, cookies)
+    }
+
     /// Completes the authorization of `state` with the `code` (and the `iss`, RFC 9207) the authorization server
-    /// sent to the callback.
-    pub async fn complete(&self, state: &str, code: &str, iss: Option<&str>) -> Result<Completed, OAuthError> {
-        let pending = self.pending.take(state)?;
-        let discovered = &pending.discovered;
+    /// sent to the callback, when the browser presents the cookie of the browser that consented (among
+    /// `cookies`); another browser is refused and leaves the authorization waiting.
+    pub async fn complete(
+        &self,
+        state: &str,
+        code: &str,
+        iss: Option<&str>,
+        cookies: &[String],
+    ) -> Result<Completed, OAuthError> {
+        let pending = self.pending.take(state, cookies)?;
+        let request = &pending.request;
+        let discovered = &request.discovered;
         check_iss(&discovered.server, iss)?;
         let redirect_uri = self.redirect_uri();
-        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &pending.verifier };
+        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &request.verifier };
         let issued = token::request(
             &self.http,
             &discovered.server.token_endpoint,
@@ -348,9 +393,10 @@ impl OAuthClient {
             None,
         )
         .await?;
-        let tokens = token_set(issued, pending.scopes.clone().unwrap_or_default(), discovered, None, pending.step_ups);
-        self.save(&pending.principal, &pending.backend, &tokens).await?;
-        Ok(Completed { principal: pending.principal, backend: pending.backend })
+        let tokens = token_set(issued, request.scopes.clone().unwrap_or_default(), discovered, None, request.step_ups);
+        self.save(&request.principal, &request.backend, &tokens).await?;
+        let Request { principal, backend, .. } = pending.request;
+        Ok(Completed { principal, backend, flow: pending.flow })
     }
 
     /// Deletes the stored tokens of (`principal`, `backend`); whether there were any.
@@ -442,6 +488,8 @@ impl OAuthClient {
         }
     }
 
+    /// The gateway's start page for an authorization of (`owner`, `backend`): the one waiting, or a new one.
+    /// The authorization server's URL (with its `state`) is revealed only by [`OAuthClient::proceed`].
     fn authorization_url(
         &self,
         owner: &str,
@@ -451,29 +499,44 @@ impl OAuthClient {
         step_ups: u8,
     ) -> Result<String, OAuthError> {
         let server = &discovered.server;
-        let mut url = server.authorization_endpoint.clone().ok_or_else(|| OAuthError::BadDocument {
+        let endpoint = server.authorization_endpoint.clone().ok_or_else(|| OAuthError::BadDocument {
             what: "authorization server metadata",
             url: server.issuer.clone(),
             reason: "`authorization_endpoint` is missing".to_owned(),
         })?;
-        let (state, verifier) = (pkce::random_token()?, pkce::random_token()?);
-        {
+        let verifier = pkce::random_token()?;
+        let (challenge, redirect_uri) = (pkce::s256_challenge(&verifier), self.redirect_uri());
+        let (client_id, resource) = (discovered.client.client_id.clone(), discovered.resource.clone());
+        let scope = scopes.as_ref().filter(|scopes| !scopes.is_empty()).map(|scopes| scopes.join(" "));
+        let url = move |state: &str| {
+            let mut url = endpoint;
             let mut query = url.query_pairs_mut();
             query
                 .append_pair("response_type", "code")
-                .append_pair("client_id", &discovered.client.client_id)
-                .append_pair("redirect_uri", &self.redirect_uri())
-                .append_pair("state", &state)
-                .append_pair("code_challenge", &pkce::s256_challenge(&verifier))
+                .append_pair("client_id", &client_id)
+                .append_pair("redirect_uri", &redirect_uri)
+                .append_pair("state", state)
+                .append_pair("code_challenge", &challenge)
                 .append_pair("code_challenge_method", "S256")
-                .append_pair("resource", &discovered.resource);
-            if let Some(scopes) = scopes.as_ref().filter(|scopes| !scopes.is_empty()) {
-                query.append_pair("scope", &scopes.join(" "));
+                .append_pair("resource", &resource);
+            if let Some(scope) = &scope {
+                query.append_pair("scope", scope);
             }
-        }
-        self.pending
-            .insert(state, Pending::new(owner, backend, verifier, scopes, step_ups, Arc::clone(&discovered)))?;
-        Ok(url.to_string())
+            drop(query);
+            url.to_string()
+        };
+        let request = Request {
+            principal: owner.to_owned(),
+            backend: backend.to_owned(),
+            verifier,
+            scopes,
+            step_ups,
+            discovered: Arc::clone(&discovered),
+        };
+        let flow = self.pending.admit(request, url)?;
+        let mut start = self.start_uri();
+        start.query_pairs_mut().append_pair(START_FLOW_PARAM, &flow);
+        Ok(start.to_string())
     }
 
     async fn refresh(&self, state: &BackendState, refresh_token: &str, old: &TokenSet) -> Result<TokenSet, OAuthError> {

@@ -2,6 +2,7 @@
 //! them. Each submodule owns one kind of peer.
 
 pub mod auth_server;
+pub mod browser;
 pub mod chromium;
 pub mod client_assertion;
 pub mod fault_backend;
