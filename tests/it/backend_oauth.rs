@@ -29,6 +29,7 @@ pub(crate) fn backend(server: &AuthServer, grant: GrantKind, client: ClientIdent
         scopes: Vec::new(),
         authorization_server: None,
         auth_method: None,
+        allow_internal: false,
     }
 }
 

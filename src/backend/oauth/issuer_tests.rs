@@ -117,6 +117,7 @@ fn client(mock: &Mock, grant: GrantKind) -> OAuthClient {
         scopes: Vec::new(),
         authorization_server: None,
         auth_method: None,
+        allow_internal: false,
     };
     let options = OAuthOptions {
         redirect_uri: Url::parse("https://gateway.example.com/oauth/callback").expect("url"),

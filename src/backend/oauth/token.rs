@@ -11,8 +11,10 @@
 //! - The choice from the server's metadata: `private_key_jwt` when a key is configured and the server lists it;
 //!   else with a secret `client_secret_basic`, else `client_secret_post`; else `none`.
 //! - An answer is a token only when it is 2xx JSON with a non-empty `access_token` of visible ASCII (it becomes
-//!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`];
-//!   anything else is [`OAuthError::BadTokenResponse`]. Token values never appear in errors.
+//!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`]
+//!   (its `error` and `error_description` only in the RFC 6749 §5.2 character set, bounded; an `error` outside
+//!   it makes the answer garbage); anything else is [`OAuthError::BadTokenResponse`], described by status and
+//!   size only. Token values never appear in errors.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -139,11 +141,7 @@ pub(super) async fn request(
     }
     let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
     let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
-    let answer = http.send(request).await.map_err(|failed| OAuthError::Unreachable {
-        what: "the token endpoint",
-        url: endpoint.to_string(),
-        reason: failed.0,
-    })?;
+    let answer = http.send(request).await.map_err(|failed| failed.error("the token endpoint", endpoint))?;
     read_answer(&answer, endpoint)
 }
 
@@ -157,17 +155,24 @@ fn read_answer(answer: &Answer, endpoint: &Url) -> Result<Issued, OAuthError> {
     let Some(json) = &answer.json else { return Err(garbage(answer.describe())) };
     if !answer.status.is_success() {
         return match json.get("error").and_then(Value::as_str) {
-            Some(error) => Err(OAuthError::TokenRefused {
-                error: error.chars().take(100).collect(),
+            Some(error) if is_oauth_text(error, 64) => Err(OAuthError::TokenRefused {
+                error: error.to_owned(),
                 description: json
                     .get("error_description")
                     .and_then(Value::as_str)
-                    .map(|t| t.chars().take(300).collect()),
+                    .filter(|text| is_oauth_text(text, 300))
+                    .map(str::to_owned),
             }),
-            None => Err(garbage(answer.describe())),
+            _ => Err(garbage(answer.describe())),
         };
     }
     parse_issued(json).map_err(garbage)
+}
+
+/// RFC 6749 §5.2: `error` and `error_description` are 1*( %x20-21 / %x23-5B / %x5D-7E ), here at most `max`
+/// bytes: anything else is not repeated into a message.
+fn is_oauth_text(text: &str, max: usize) -> bool {
+    (1..=max).contains(&text.len()) && text.bytes().all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5b | 0x5d..=0x7e))
 }
 
 fn parse_issued(json: &Map<String, Value>) -> Result<Issued, String> {
