@@ -95,13 +95,20 @@ pub(super) async fn record(
     Ok(())
 }
 
-/// The backend's pinned issuer; a pin row this key cannot open refuses every issuer until it is revoked.
+/// The backend's pinned issuer. A pin row this key cannot open is dropped like a token row (the token key was
+/// replaced): whoever can write the store can delete a pin anyway, so an unreadable one protects nothing.
 async fn pinned(store: &dyn TokenStore, vault: &Vault, backend: &str) -> Result<Option<String>, OAuthError> {
     let Some(row) = store.get(ISSUER_PIN_PRINCIPAL, backend).await.map_err(OAuthError::Store)? else {
         return Ok(None);
     };
-    let pin: Pin = vault.open_value(ISSUER_PIN_PRINCIPAL, backend, &row.sealed)?;
-    Ok(Some(pin.issuer))
+    match vault.open_value::<Pin>(ISSUER_PIN_PRINCIPAL, backend, &row.sealed) {
+        Ok(pin) => Ok(Some(pin.issuer)),
+        Err(error) => {
+            tracing::warn!(backend, %error, "oauth: dropping an issuer pin that does not open; pinning again");
+            store.delete(ISSUER_PIN_PRINCIPAL, backend).await.map_err(OAuthError::Store)?;
+            Ok(None)
+        }
+    }
 }
 
 fn same_issuer(a: &str, b: &str) -> bool {
