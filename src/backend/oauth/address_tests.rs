@@ -1,7 +1,7 @@
 //! Tests of `address.rs`: the classifier, the policy, and the refusal before any connection (a loopback listener
 //! that must see none).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -56,7 +56,7 @@ fn addresses_are_classified() {
     ] {
         assert_eq!(AddressClass::of(ip(address)), class, "{address}");
     }
-    let mapped = Ipv6Addr::from(Ipv4Addr::new(169, 254, 1, 1).to_ipv6_mapped());
+    let mapped = Ipv4Addr::new(169, 254, 1, 1).to_ipv6_mapped();
     assert_eq!(AddressClass::of(IpAddr::V6(mapped)), Forbidden);
 }
 
@@ -136,7 +136,7 @@ async fn a_refused_address_is_never_connected_to() {
     let literal = http.get(&url(&format!("http://127.0.0.1:{port}/token"))).await;
     assert!(matches!(literal, Err(Failed::Refused(Refused::Address { .. }))), "{literal:?}");
     let error =
-        literal.err().expect("refused").error("the token endpoint", &url(&format!("http://127.0.0.1:{port}/token")));
+        literal.expect_err("refused").error("the token endpoint", &url(&format!("http://127.0.0.1:{port}/token")));
     let message = error.to_string();
     assert!(
         message.contains(&format!("http://127.0.0.1:{port}/token")) && message.contains("is not allowed"),

@@ -12,8 +12,8 @@
 //!   else with a secret `client_secret_basic`, else `client_secret_post`; else `none`.
 //! - An answer is a token only when it is 2xx JSON with a non-empty `access_token` of visible ASCII (it becomes
 //!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`]
-//!   (its `error` and `error_description` only in the RFC 6749 §5.2 character set, bounded; an `error` outside
-//!   it makes the answer garbage); anything else is [`OAuthError::BadTokenResponse`], described by status and
+//!   (its `error` and `error_description` only when printable ASCII and bounded; an `error` that is not makes
+//!   the answer garbage); anything else is [`OAuthError::BadTokenResponse`], described by status and
 //!   size only. Token values never appear in errors.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -169,10 +169,11 @@ fn read_answer(answer: &Answer, endpoint: &Url) -> Result<Issued, OAuthError> {
     parse_issued(json).map_err(garbage)
 }
 
-/// RFC 6749 §5.2: `error` and `error_description` are 1*( %x20-21 / %x23-5B / %x5D-7E ), here at most `max`
-/// bytes: anything else is not repeated into a message.
+/// RFC 6749 §5.2 restricts `error` and `error_description` to printable ASCII (and excludes `"` and `\`, which
+/// servers send anyway and which are harmless in a message): anything with another character, or longer than
+/// `max` bytes, is not repeated into a message or the log.
 fn is_oauth_text(text: &str, max: usize) -> bool {
-    (1..=max).contains(&text.len()) && text.bytes().all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5b | 0x5d..=0x7e))
+    (1..=max).contains(&text.len()) && text.bytes().all(|b| (0x20..=0x7e).contains(&b))
 }
 
 fn parse_issued(json: &Map<String, Value>) -> Result<Issued, String> {
@@ -282,6 +283,36 @@ mod tests {
         assert_eq!(AuthMethod::parse("client_secret_post"), Some(AuthMethod::ClientSecretPost));
         assert_eq!(AuthMethod::parse("private_key_jwt"), None, "a registered client holds no key");
         assert_eq!(AuthMethod::parse("tls_client_auth"), None);
+    }
+
+    #[test]
+    fn oauth_errors_are_repeated_only_as_bounded_printable_text() {
+        let answer = |body: Value| Answer {
+            status: reqwest::StatusCode::BAD_REQUEST,
+            json: body.as_object().cloned(),
+            body_len: 1,
+        };
+        let endpoint = Url::parse("https://as.example.com/token").expect("url");
+        let refused =
+            read_answer(&answer(json!({"error": "invalid_client", "error_description": "no \"x\""})), &endpoint);
+        let expected =
+            OAuthError::TokenRefused { error: "invalid_client".into(), description: Some("no \"x\"".into()) };
+        assert_eq!(refused.err(), Some(expected));
+        let hostile = json!({"error": "invalid_client", "error_description": "line\n\u{1b}[31mforged log line"});
+        let refused = read_answer(&answer(hostile), &endpoint).err().expect("refused");
+        assert_eq!(refused, OAuthError::TokenRefused { error: "invalid_client".into(), description: None });
+        let long = json!({"error": "x".repeat(65)});
+        let garbage = read_answer(&answer(long), &endpoint).err().expect("garbage");
+        assert!(
+            matches!(&garbage, OAuthError::BadTokenResponse { reason, .. } if !reason.contains("xxx")),
+            "{garbage}"
+        );
+        let html = Answer { status: reqwest::StatusCode::BAD_GATEWAY, json: None, body_len: 27 };
+        let described = read_answer(&html, &endpoint).err().expect("garbage").to_string();
+        assert!(
+            described.ends_with("HTTP 502 Bad Gateway with a 27-byte body that is not a JSON object"),
+            "{described}"
+        );
     }
 
     #[test]
