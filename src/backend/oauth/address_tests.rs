@@ -153,3 +153,77 @@ async fn a_refused_address_is_never_connected_to() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(accepted.load(Ordering::SeqCst) >= 1, "the loopback backend's exchanges reach loopback");
 }
+
+/// A network namespace of the test's own, deleted when dropped.
+struct Netns(String);
+
+impl Netns {
+    fn ip(&self, args: &[&str]) -> bool {
+        let status = std::process::Command::new("ip").arg("-n").arg(&self.0).args(args).status();
+        status.is_ok_and(|status| status.success())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// In a namespace of its own (so the host's network is untouched), link-local and private addresses that are
+/// really reachable are refused before any connection when the backend is on loopback.
+#[test]
+fn in_a_private_network_namespace_internal_addresses_are_refused_before_any_connection() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: a network namespace needs root");
+        return;
+    }
+    let namespace = Netns(format!("sy-oauth-{}", std::process::id()));
+    let added = std::process::Command::new("ip").args(["netns", "add", &namespace.0]).status();
+    if !added.is_ok_and(|status| status.success()) {
+        println!("skipped: `ip netns add` is not available here");
+        return;
+    }
+    let addresses = ["169.254.77.2", "10.77.0.2"];
+    assert!(namespace.ip(&["link", "set", "lo", "up"]), "lo up");
+    for address in addresses {
+        assert!(namespace.ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"]), "{address}");
+    }
+    let path = format!("/run/netns/{}", namespace.0);
+    let inside = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&path).expect("the namespace file");
+        // SAFETY: a valid namespace fd; only this thread moves into the namespace.
+        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(refused_inside(addresses));
+    });
+    inside.join().expect("the checks inside the namespace passed");
+}
+
+async fn refused_inside(addresses: [&str; 2]) {
+    let limits = HttpLimits { timeout: Duration::from_secs(2), max_body: 1024 };
+    let http = Http::new(limits, AddressPolicy::new(&url("http://127.0.0.1:1/mcp"), false)).expect("client");
+    let plain = reqwest::Client::builder().no_proxy().timeout(Duration::from_millis(500)).build().expect("client");
+    for address in addresses {
+        let listener = tokio::net::TcpListener::bind((address, 0)).await.expect("bind inside the namespace");
+        let port = listener.local_addr().expect("address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        let task = tokio::spawn(async move {
+            while let Ok((_stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let refused = http.get(&url(&format!("https://{address}:{port}/.well-known/oauth-authorization-server"))).await;
+        assert!(matches!(refused, Err(Failed::Refused(Refused::Address { .. }))), "{address}: {refused:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 0, "{address}: nothing connected");
+        // The address is reachable: a client without the policy gets through.
+        let _ = plain.get(format!("http://{address}:{port}/")).send().await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "{address} is reachable inside the namespace");
+        task.abort();
+    }
+}
