@@ -4,12 +4,14 @@
 //! Rules: nothing secret is ever printed (rows are listed from their plain columns; the sealed token set is never
 //! opened here, so no key is needed); `revoke` needs `--principal` or `--backend` (or `--all`), so a typo cannot
 //! delete every token; the gateway's own client-credentials tokens are shown as `(gateway)` and selected with
-//! `--principal ''`.
+//! `--principal ''`; a backend's pinned authorization server is shown as `(issuer pin)` with the issuer under
+//! SCOPES, and `revoke --backend B` clears it with B's tokens.
 
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::bail;
+use switchyard::backend::oauth::ISSUER_PIN_PRINCIPAL;
 use switchyard::ledger::{BackendTokenRow, TokenFilter};
 
 use super::open_ledger;
@@ -57,7 +59,11 @@ fn row(token: &BackendTokenRow) -> [String; 5] {
     let at = |seconds: u64| timestamp(UNIX_EPOCH + Duration::from_secs(seconds));
     [
         token.backend.clone(),
-        if token.principal.is_empty() { "(gateway)".to_owned() } else { token.principal.clone() },
+        match token.principal.as_str() {
+            "" => "(gateway)".to_owned(),
+            ISSUER_PIN_PRINCIPAL => "(issuer pin)".to_owned(),
+            principal => principal.to_owned(),
+        },
         token.scopes.clone(),
         token.expires_at.map_or_else(|| "-".to_owned(), at),
         at(token.updated_at),

@@ -13,7 +13,11 @@
 //! - `private_key` is kept as opaque text here: the composition root parses the PEM (and names
 //!   [`OAuthPrivateKey::key`] when it is unusable), because the key types belong to the OAuth client.
 //! - `authorization_server` (optional) skips discovery; `token_endpoint_auth_method` (optional) overrides the
-//!   choice made from the server's metadata; `"private_key_jwt"` needs `private_key`.
+//!   choice made from the server's metadata; `"private_key_jwt"` needs `private_key`. Without
+//!   `authorization_server`, a `client_id`'s credentials go only to an issuer on the backend's own host, which is
+//!   then pinned (`backend/oauth/pin.rs`).
+//! - `allow_internal` (default false): the OAuth exchanges may reach loopback and private addresses even when
+//!   the backend's own host is not in that network (`backend/oauth/address.rs`).
 //! - A backend with `oauth` sends `Authorization` itself: a `credential` or a `headers` entry for
 //!   `Authorization` is refused, naming the key; stdio backends have no `oauth`.
 
@@ -77,6 +81,9 @@ pub struct OAuthConfig {
     pub scopes: Vec<String>,
     pub authorization_server: Option<Url>,
     pub token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+    /// Whether its OAuth exchanges may reach loopback and private addresses when the backend itself is not in
+    /// that network (link-local never).
+    pub allow_internal: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -90,6 +97,7 @@ pub(super) struct RawOAuth {
     scopes: Vec<String>,
     authorization_server: Option<String>,
     token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+    allow_internal: bool,
 }
 
 /// Validates `backends[i].oauth` (at `key`) of the backend named `backend`.
@@ -136,6 +144,7 @@ pub(super) fn build(
             parse_server_url,
         )?,
         token_endpoint_auth_method: raw.token_endpoint_auth_method,
+        allow_internal: raw.allow_internal,
     })
 }
 
@@ -272,7 +281,7 @@ mod tests {
             "grant = \"client_credentials\"\nclient_id = \"gw\"\nclient_secret = { env = \"S\" }\n\
              private_key = { env = \"K\" }\n\
              scopes = [\"a\", \"b:c\"]\nauthorization_server = \"https://login.example.com/t1\"\n\
-             token_endpoint_auth_method = \"client_secret_post\"\n",
+             token_endpoint_auth_method = \"client_secret_post\"\nallow_internal = true\n",
             &[("S", "hunter2\n"), ("K", "-----BEGIN PRIVATE KEY-----\nopaque\n-----END PRIVATE KEY-----\n")],
         );
         assert_eq!(config.grant, OAuthGrant::ClientCredentials);
@@ -290,6 +299,7 @@ mod tests {
         assert_eq!(config.scopes, ["a", "b:c"]);
         assert_eq!(config.authorization_server.map(String::from).as_deref(), Some("https://login.example.com/t1"));
         assert_eq!(config.token_endpoint_auth_method, Some(TokenEndpointAuthMethod::ClientSecretPost));
+        assert!(config.allow_internal);
     }
 
     #[test]
@@ -299,7 +309,7 @@ mod tests {
         assert!(matches!(document.client, OAuthClientIdentity::MetadataDocument(ref url) if url.path() == "/c.json"));
         let dynamic = built("grant = \"authorization_code\"\n", &[]);
         assert!(matches!(dynamic.client, OAuthClientIdentity::Dynamic));
-        assert!(dynamic.scopes.is_empty() && dynamic.authorization_server.is_none());
+        assert!(dynamic.scopes.is_empty() && dynamic.authorization_server.is_none() && !dynamic.allow_internal);
     }
 
     #[test]

@@ -78,6 +78,7 @@ fn lower(backend: &BackendConfig) -> Result<Option<BackendOAuth>, GatewayError> 
             TokenEndpointAuthMethod::PrivateKeyJwt => AuthMethod::PrivateKeyJwt,
             TokenEndpointAuthMethod::None => AuthMethod::None,
         }),
+        allow_internal: oauth.allow_internal,
     }))
 }
 

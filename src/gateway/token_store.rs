@@ -1,7 +1,7 @@
 //! The backend OAuth client's [`TokenStore`] over the ledger's token table: the one place the two meet, so the
 //! OAuth module never imports the ledger (the pattern of `revocation_log.rs`). Only types are translated here.
 
-use crate::backend::oauth::{StoreCall, StoredToken, TokenStore};
+use crate::backend::oauth::{ISSUER_PIN_PRINCIPAL, StoreCall, StoredToken, TokenStore};
 use crate::ledger::{BackendTokenRow, LedgerStore, TokenFilter};
 
 /// The ledger's store as the OAuth client's token store.
@@ -54,7 +54,10 @@ impl TokenStore for LedgerTokens {
         Box::pin(async move {
             let filter = TokenFilter { principal: None, backend: Some(backend.to_owned()) };
             let rows = self.0.backend_tokens(&filter).await.map_err(|error| error.to_string())?;
-            let newest = rows.into_iter().filter(|row| !row.principal.is_empty()).max_by_key(|row| row.updated_at);
+            let newest = rows
+                .into_iter()
+                .filter(|row| !row.principal.is_empty() && row.principal != ISSUER_PIN_PRINCIPAL)
+                .max_by_key(|row| row.updated_at);
             Ok(newest.map(|row| row.principal))
         })
     }

@@ -13,12 +13,19 @@
 //!   it) or is handed the authorization URL. Only backends the caller's policies may grant a tool of are asked
 //!   (judged by the backend's prefix, its tools being unknown): a principal granted nothing makes no
 //!   authorization wait, and learns of no backend it could not use.
+//! - Those probes run in parallel, each as its own task, and `tools/list` waits for them at most
+//!   [`PROBE_DEADLINE`] in all: a backend (or its authorization server) that hangs delays no list by more, and
+//!   a probe still running then finishes in the background, so the OAuth client can remember its failure
+//!   (`backend/oauth/backoff.rs`) for the next list.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::{CallRouter, Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
@@ -27,6 +34,8 @@ use crate::mcp::{Relay, jsonrpc, method};
 
 /// Where `tools/list` names the authorization URLs for agents without URL-mode elicitation.
 pub const AUTHORIZATION_META: &str = "switchyard/authorization";
+/// How long `tools/list` waits for the probes of unauthorized backends, all together.
+pub const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The backends whose last discovery found that nobody has authorized them.
 #[derive(Debug, Default)]
@@ -106,16 +115,14 @@ impl CallRouter {
     pub(super) async fn list_tools(&self, caller: &Caller, view: View<'_>, relay: &Relay) -> Result<Value, RpcFailure> {
         let routing = self.routing.load();
         let grants = routing.grants(caller);
-        let mut needed = Vec::new();
-        for backend in self.unauthorized.backends() {
-            let granted = self.catalog.prefix(&backend).is_some_and(|prefix| grants.some_name_under(&prefix));
-            if !view.shows(&backend) || !granted {
-                continue;
-            }
-            if let Some(need) = self.probe(caller, &backend).await {
-                needed.push(need);
-            }
-        }
+        let unauthorized = self
+            .unauthorized
+            .backends()
+            .into_iter()
+            .filter(|backend| view.shows(backend))
+            .filter(|backend| self.catalog.prefix(backend).is_some_and(|prefix| grants.some_name_under(&prefix)))
+            .collect();
+        let needed = self.probe_all(caller, unauthorized).await;
         let mut answer = json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) });
         if needed.is_empty() {
             return Ok(answer);
@@ -128,24 +135,47 @@ impl CallRouter {
         Ok(answer)
     }
 
-    /// Lists an unauthorized backend as `caller`: an authorization URL when its principal must authorize; when
-    /// it already may, the backend is discovered now.
-    async fn probe(&self, caller: &Caller, backend: &Arc<str>) -> Option<Needed> {
-        let (slot, target) = caller.on_backend(backend, self.routing.load().targets.get(backend)?);
-        match self.client.request(&slot, &target, method::TOOLS_LIST, Value::Null).await {
-            Ok(_) => {
-                if let Err(error) = self.discover(backend).await {
-                    tracing::warn!(%backend, %error, "discovery after an agent's authorization failed");
-                }
-                None
-            }
-            Err(error) => {
-                let need = Needed::of(&error);
-                if need.is_none() {
-                    tracing::info!(%backend, %error, "an unauthorized backend could not be listed for an agent");
-                }
-                need
+    /// Lists each unauthorized backend as `caller`, in parallel, until [`PROBE_DEADLINE`]: the authorization
+    /// URLs its principal must open; a backend it may already use is discovered now.
+    async fn probe_all(&self, caller: &Caller, backends: Vec<Arc<str>>) -> Vec<Needed> {
+        let deadline = Instant::now() + PROBE_DEADLINE;
+        let routing = self.routing.load();
+        let mut probes = JoinSet::new();
+        for backend in backends {
+            let Some(target) = routing.targets.get(&backend) else { continue };
+            let (slot, target) = caller.on_backend(&backend, target);
+            let client = Arc::clone(&self.client);
+            probes.spawn(async move {
+                let answer = client.request(&slot, &target, method::TOOLS_LIST, Value::Null).await;
+                (backend, answer)
+            });
+        }
+        let mut needed = Vec::new();
+        let mut usable = Vec::new();
+        while let Ok(Some(joined)) = tokio::time::timeout_at(deadline, probes.join_next()).await {
+            match joined {
+                Ok((backend, Ok(_))) => usable.push(backend),
+                Ok((backend, Err(error))) => match Needed::of(&error) {
+                    Some(need) => needed.push(need),
+                    None => {
+                        tracing::info!(%backend, %error, "an unauthorized backend could not be listed for an agent")
+                    }
+                },
+                Err(error) => tracing::warn!(%error, "a probe of an unauthorized backend failed"),
             }
         }
+        if !probes.is_empty() {
+            tracing::info!(
+                running = probes.len(),
+                "unauthorized backends did not answer in time; listing without them"
+            );
+            probes.detach_all();
+        }
+        for backend in usable {
+            if let Err(error) = self.discover(&backend).await {
+                tracing::warn!(%backend, %error, "discovery after an agent's authorization failed");
+            }
+        }
+        needed
     }
 }

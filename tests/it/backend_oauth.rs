@@ -11,11 +11,11 @@ use std::time::Duration;
 use reqwest::Url;
 use serde_json::Value;
 use switchyard::backend::oauth::{
-    AccessToken, BackendOAuth, BearerChallenge, ClientIdentity, GrantKind, HttpLimits, OAuthClient, OAuthError,
-    OAuthNeed, OAuthOptions, Refusal, Secret, Vault,
+    AccessToken, BackendOAuth, BearerChallenge, ClientIdentity, GrantKind, HttpLimits, ISSUER_PIN_PRINCIPAL,
+    OAuthClient, OAuthError, OAuthNeed, OAuthOptions, Refusal, Secret, Vault,
 };
 use switchyard::gateway::token_store::LedgerTokens;
-use switchyard::ledger::{LedgerStore, TokenFilter};
+use switchyard::ledger::{BackendTokenRow, LedgerStore, TokenFilter};
 
 use crate::support::auth_server::AuthServer;
 
@@ -30,6 +30,7 @@ pub(crate) fn backend(server: &AuthServer, grant: GrantKind, client: ClientIdent
         scopes: Vec::new(),
         authorization_server: None,
         auth_method: None,
+        allow_internal: false,
     }
 }
 
@@ -50,6 +51,18 @@ fn client_on(settings: BackendOAuth, ledger: &LedgerStore, ttl: Duration) -> OAu
 
 pub(crate) fn client(settings: BackendOAuth, ledger: &LedgerStore) -> OAuthClient {
     client_on(settings, ledger, Duration::from_secs(60))
+}
+
+/// The stored token rows, without issuer pins.
+pub(crate) async fn token_rows(ledger: &LedgerStore) -> Vec<BackendTokenRow> {
+    let rows = ledger.backend_tokens(&TokenFilter::default()).await.expect("rows");
+    rows.into_iter().filter(|row| row.principal != ISSUER_PIN_PRINCIPAL).collect()
+}
+
+/// The issuer pinned for `docs`, as the pin row shows it to operators.
+pub(crate) async fn pinned_issuer(ledger: &LedgerStore) -> Option<String> {
+    let filter = TokenFilter { principal: Some(ISSUER_PIN_PRINCIPAL.to_owned()), backend: Some("docs".to_owned()) };
+    ledger.backend_tokens(&filter).await.expect("rows").pop().map(|row| row.scopes)
 }
 
 pub(crate) fn machine(server: &AuthServer) -> BackendOAuth {
@@ -169,8 +182,9 @@ async fn client_credentials_end_to_end_with_basic_and_post() {
         assert_eq!(again, token);
         assert_eq!(token_requests(&server).len(), 1);
         // At rest: one row, under the gateway's own principal, without the token's bytes.
-        let rows = ledger.backend_tokens(&TokenFilter::default()).await.expect("rows");
+        let rows = token_rows(&ledger).await;
         assert_eq!(rows.len(), 1);
+        assert_eq!(pinned_issuer(&ledger).await.as_deref(), Some(server.issuer.as_str()), "the issuer is pinned");
         assert_eq!((rows[0].principal.as_str(), rows[0].scopes.as_str()), ("", "mcp:tools"));
         let at_rest = String::from_utf8_lossy(&rows[0].sealed).into_owned();
         assert!(!at_rest.contains(&bearer(&token)[..20]), "the stored row holds no token bytes");
@@ -355,7 +369,7 @@ async fn lying_or_broken_authorization_servers_get_typed_errors() {
         };
         assert!(expected, "{case}: {error}");
         assert!(authorizations(&server).is_empty(), "{case}: nothing was authorized");
-        assert!(ledger.backend_tokens(&TokenFilter::default()).await.expect("rows").is_empty(), "{case}");
+        assert!(token_rows(&ledger).await.is_empty(), "{case}");
     }
 }
 

@@ -10,9 +10,9 @@ use serde_json::Value;
 use switchyard::backend::oauth::{
     AuthMethod, BackendOAuth, ClientIdentity, GrantKind, OAuthError, Refusal, Secret, SigningKey,
 };
-use switchyard::ledger::{LedgerStore, TokenFilter};
+use switchyard::ledger::LedgerStore;
 
-use crate::backend_oauth::{backend, claims, client, failure, machine, token_requests};
+use crate::backend_oauth::{backend, claims, client, failure, machine, token_requests, token_rows};
 use crate::support::auth_server::AuthServer;
 use crate::support::client_assertion::ClientKey;
 
@@ -95,7 +95,7 @@ async fn a_wrong_key_or_client_is_refused_with_the_servers_reason() {
         assert_eq!(code, "invalid_client");
         assert!(description.as_deref().is_some_and(|d| d.contains(expected)), "{client_id}: {error}");
         assert!(error.to_string().contains(expected), "the message says why: {error}");
-        assert!(ledger.backend_tokens(&TokenFilter::default()).await.expect("rows").is_empty(), "{client_id}");
+        assert!(token_rows(&ledger).await.is_empty(), "{client_id}");
     }
 }
 

@@ -302,12 +302,14 @@ async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets()
     let dir = scratch_dir("auth-tokens");
     let config = write_config(&dir, "");
     let ledger = LedgerStore::open("sqlite", &dir.join("data")).await.expect("ledger");
-    for (principal, backend) in [("alice", "docs"), ("bob", "docs"), ("", "github")] {
+    let pin = switchyard::backend::oauth::ISSUER_PIN_PRINCIPAL;
+    let rows = [("alice", "docs", "repo:read"), ("bob", "docs", "repo:read"), ("", "github", "repo:read")];
+    for (principal, backend, scopes) in rows.into_iter().chain([(pin, "docs", "https://login.example.com/t1")]) {
         let row = BackendTokenRow {
             principal: principal.to_owned(),
             backend: backend.to_owned(),
             sealed: b"SEALED-SECRET-BYTES".to_vec(),
-            scopes: "repo:read".to_owned(),
+            scopes: scopes.to_owned(),
             expires_at: Some(1_795_969_230),
             updated_at: 951_782_400,
         };
@@ -321,6 +323,8 @@ async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets()
     let alice = text.lines().find(|line| line.contains("alice")).unwrap_or_else(|| panic!("alice not in\n{text}"));
     assert!(alice.contains("docs") && alice.contains("repo:read") && alice.contains("2026-11-29 16:20:30"), "{alice}");
     assert!(text.lines().any(|line| line.contains("github") && line.contains("(gateway)")), "{text}");
+    let pinned = text.lines().find(|line| line.contains("(issuer pin)")).unwrap_or_else(|| panic!("no pin in\n{text}"));
+    assert!(pinned.contains("docs") && pinned.contains("https://login.example.com/t1"), "{pinned}");
 
     let unscoped = run(switchyard().args(["auth", "revoke", "--config"]).arg(&config)).await;
     assert!(!unscoped.status.success(), "revoke needs a selection");
@@ -331,6 +335,11 @@ async fn auth_lists_and_revokes_stored_backend_tokens_without_printing_secrets()
     assert!(stdout(&revoked).contains("deleted 1 stored token set"), "{}", stdout(&revoked));
     let after = stdout(&run(switchyard().args(["auth", "list", "--backend", "docs", "--config"]).arg(&config)).await);
     assert!(!after.contains("alice") && after.contains("bob") && !after.contains("github"), "{after}");
+    assert!(after.contains("(issuer pin)"), "a principal's revoke keeps the backend's pin: {after}");
+    let backend = run(switchyard().args(["auth", "revoke", "--backend", "docs", "--config"]).arg(&config)).await;
+    assert!(stdout(&backend).contains("deleted 2 stored token sets"), "bob's and the pin: {}", stdout(&backend));
+    let cleared = stdout(&run(switchyard().args(["auth", "list", "--backend", "docs", "--config"]).arg(&config)).await);
+    assert!(!cleared.contains("(issuer pin)") && !cleared.contains("bob"), "{cleared}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -249,3 +249,70 @@ async fn a_token_endpoint_answering_garbage_stops_the_call_before_the_backend() 
         assert_eq!((backend.rpc_count("tools/call"), backend.executions("echo")), (1, 1));
     }
 }
+
+/// A listener that accepts connections, counts them, and never answers.
+async fn hanging_listener() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/.well-known/oauth-protected-resource", listener.local_addr().expect("address"));
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&accepted);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    (url, accepted)
+}
+
+/// A protected backend whose every answer is a 401 pointing at `metadata_url`.
+async fn challenging_backend(metadata_url: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"");
+    let app = axum::Router::new().fallback(move || {
+        let challenge = challenge.clone();
+        async move { (axum::http::StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)], "") }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_hanging_authorization_server_delays_no_tools_list_for_long_and_is_not_asked_again() {
+    let auth = AuthServer::start("unused").await;
+    let (hanging, accepted) = hanging_listener().await;
+    let slow = challenging_backend(&hanging).await;
+    let backends = format!(
+        "{}{}",
+        backend_toml("prot", &format!("{}/mcp", auth.issuer), &format!("prefix = \"p_\"\n{OAUTH}")),
+        backend_toml("slow", &slow, &format!("prefix = \"s_\"\n{OAUTH}")),
+    );
+    let gateway = TestGateway::start_with("", &api_keys(), &backends).await;
+
+    // The probes run in parallel under one deadline: prot's URL comes back although slow's discovery hangs.
+    let started = std::time::Instant::now();
+    let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
+    let listed = alice.request("tools/list", json!({})).await;
+    let waited = started.elapsed();
+    assert_eq!(listed["error"]["code"], -32042, "{listed}");
+    let elicitations = listed["error"]["data"]["elicitations"].as_array().expect("elicitations").clone();
+    assert_eq!(elicitations.len(), 1, "{listed}");
+    assert!(elicitations[0]["message"].as_str().unwrap().contains("`prot`"), "{listed}");
+    assert!(waited < std::time::Duration::from_secs(9), "tools/list waited {waited:?} (the OAuth timeout is 15 s)");
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1, "slow's metadata URL was asked");
+
+    // Once slow's discovery has failed (its deadline is the 15 s OAuth timeout), it is held off for everyone.
+    tokio::time::sleep(std::time::Duration::from_secs(16).saturating_sub(started.elapsed())).await;
+    let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let mut bob = Agent::with_token(gateway.mcp(), BOB_KEY).connect(json!({})).await;
+    let started = std::time::Instant::now();
+    let listed = bob.request("tools/list", json!({})).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "held off: {:?}", started.elapsed());
+    let urls = listed["result"]["_meta"]["switchyard/authorization"].as_array().expect("prot's URL").clone();
+    assert_eq!(urls.len(), 1, "{listed}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), before, "the hanging server was not asked again");
+}

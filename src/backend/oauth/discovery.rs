@@ -113,8 +113,8 @@ pub(super) async fn fetch_server_metadata(http: &Http, issuer: &str) -> Result<S
     parse_server_metadata(&document, issuer, &url)
 }
 
-/// The first candidate that answers 200 with a JSON object. A candidate that cannot be reached at all stops the
-/// search when no later one answers either, and is what the error names.
+/// The first candidate that answers 200 with a JSON object. A candidate that cannot be reached at all, or is not
+/// allowed, is what the error names when no later one answers either.
 async fn first_document(
     http: &Http,
     what: &'static str,
@@ -131,7 +131,7 @@ async fn first_document(
             },
             Ok(_) => {}
             Err(failed) => {
-                unreachable.get_or_insert(OAuthError::Unreachable { what, url: url.to_string(), reason: failed.0 });
+                unreachable.get_or_insert(failed.error(what, url));
             }
         }
     }

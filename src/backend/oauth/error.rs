@@ -13,6 +13,9 @@ pub enum OAuthError {
     /// A metadata document, the registration or the token endpoint could not be reached.
     #[error("{what} at {url} is unreachable: {reason}")]
     Unreachable { what: &'static str, url: String, reason: String },
+    /// The URL's scheme or address is not allowed (`address.rs`); nothing was sent to it.
+    #[error("{what} at {url} is not allowed: {reason}; nothing was sent")]
+    NotAllowed { what: &'static str, url: String, reason: String },
     /// No candidate location served the document.
     #[error("no {what} found (tried {tried})")]
     NotFound { what: &'static str, tried: String },
@@ -34,7 +37,8 @@ pub enum OAuthError {
     /// The gateway cannot authenticate itself at the token endpoint as configured (RFC 7523 `private_key_jwt`).
     #[error("cannot authenticate to the authorization server {issuer}: {reason}")]
     ClientAuthentication { issuer: String, reason: String },
-    /// The token endpoint answered with an OAuth error (RFC 6749 §5.2).
+    /// The token endpoint answered with an OAuth error (RFC 6749 §5.2): its `error` code and
+    /// `error_description`, each only when it is in the RFC's character set (no control characters).
     #[error("the token endpoint refused the request: {error}{}", describe(.description))]
     TokenRefused { error: String, description: Option<String> },
     /// The token endpoint answered something that is not a token response.
@@ -60,6 +64,23 @@ pub enum OAuthError {
     /// A refresh token is only ever sent to the issuer that granted it (SEP-2352).
     #[error("the tokens were issued by {granted_by:?}, and the backend's authorization server is now {current:?}")]
     IssuerChanged { granted_by: String, current: String },
+    /// A pre-registered client's credentials go only to the authorization server pinned for the backend.
+    #[error(
+        "backend `{backend}` now names the authorization server {named:?}, but its client credentials belong to \
+         {pinned:?}; nothing was sent to {named:?}. If the change is intended, run `switchyard auth revoke \
+         --backend {backend}` (or set `authorization_server` in its [backends.oauth])"
+    )]
+    IssuerPinned { backend: String, pinned: String, named: String },
+    /// Before a pin exists, a pre-registered client's credentials go only to an issuer on the backend's own host.
+    #[error(
+        "backend `{backend}` names the authorization server {named:?}, which is not on the backend's host {host}; \
+         its client credentials are not sent there. If it is the right server, set `authorization_server = \
+         {named:?}` in the backend's [backends.oauth]"
+    )]
+    ForeignIssuer { backend: String, named: String, host: String },
+    /// The backend's discovery failed recently and is not tried again before its back-off ends.
+    #[error("{error} (backend `{backend}`: not tried again for {retry_in_secs} s)")]
+    Backoff { backend: String, retry_in_secs: u64, error: Box<OAuthError> },
     /// The callback came after the authorization expired.
     #[error("the authorization request expired; start again from the agent")]
     ExpiredState,

@@ -1,15 +1,24 @@
-//! Bounded HTTP for the OAuth exchanges: metadata documents, client registration and the token endpoint.
+//! Bounded, filtered HTTP for the OAuth exchanges: metadata documents, client registration and the token endpoint.
 //!
 //! Rules (design §6: "redirects are not followed", "every input is bounded"):
 //! - No redirect is ever followed: a metadata URL or token endpoint that redirects is answered as what it is,
-//!   a non-success status, so a server cannot send the gateway (and a client secret) elsewhere.
+//!   a non-success status, so a server cannot send the gateway (and a client secret) elsewhere, and only the
+//!   URL the gateway chose is ever connected to.
+//! - Every URL passes [`AddressPolicy`] before it is connected to (`address.rs`): the scheme and IP literals
+//!   here, resolved names in the client's resolver; no proxy is used, so the address checked is the one
+//!   connected to. A refusal is [`Failed::Refused`]: nothing was sent.
 //! - Every exchange has one deadline ([`HttpLimits::timeout`]) and reads at most [`HttpLimits::max_body`] bytes.
-//! - Answers are JSON objects or nothing: a body that is not one is reported as such, with the status.
+//! - Answers are JSON objects or nothing: a body that is not one is reported by its status and size, never by
+//!   its content (a server's text is not repeated into messages or the log).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Client, RequestBuilder, StatusCode, Url};
 use serde_json::{Map, Value};
+
+use super::address::{AddressPolicy, GuardedResolver, Refused};
+use super::error::OAuthError;
 
 /// The bounds of every OAuth exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +38,8 @@ impl Default for HttpLimits {
 pub(super) struct Answer {
     pub(super) status: StatusCode,
     pub(super) json: Option<Map<String, Value>>,
-    /// The start of a body that was not a JSON object, for messages.
-    pub(super) excerpt: String,
+    /// The body's size, for messages about a body that was not a JSON object.
+    pub(super) body_len: usize,
 }
 
 impl Answer {
@@ -38,31 +47,51 @@ impl Answer {
     pub(super) fn describe(&self) -> String {
         match &self.json {
             Some(_) => format!("HTTP {}", self.status),
-            None if self.excerpt.is_empty() => format!("HTTP {} with an empty body", self.status),
-            None => format!("HTTP {} with a body that is not a JSON object ({:?})", self.status, self.excerpt),
+            None if self.body_len == 0 => format!("HTTP {} with an empty body", self.status),
+            None => format!("HTTP {} with a {}-byte body that is not a JSON object", self.status, self.body_len),
         }
     }
 }
 
 /// Why an exchange produced no answer at all.
 #[derive(Debug)]
-pub(super) struct Failed(pub(super) String);
+pub(super) enum Failed {
+    /// The URL or its address is not allowed: nothing was sent.
+    Refused(Refused),
+    Unreachable(String),
+}
 
-/// The HTTP client of the OAuth exchanges.
+impl Failed {
+    /// The error of an exchange with `url` (the `what` at that URL) that failed so.
+    pub(super) fn error(self, what: &'static str, url: &Url) -> OAuthError {
+        match self {
+            Failed::Refused(refused) => {
+                OAuthError::NotAllowed { what, url: url.to_string(), reason: refused.to_string() }
+            }
+            Failed::Unreachable(reason) => OAuthError::Unreachable { what, url: url.to_string(), reason },
+        }
+    }
+}
+
+/// The HTTP client of one backend's OAuth exchanges.
 #[derive(Debug, Clone)]
 pub(super) struct Http {
     client: Client,
     limits: HttpLimits,
+    policy: Arc<AddressPolicy>,
 }
 
 impl Http {
-    pub(super) fn new(limits: HttpLimits) -> Result<Http, reqwest::Error> {
+    pub(super) fn new(limits: HttpLimits, policy: AddressPolicy) -> Result<Http, reqwest::Error> {
+        let policy = Arc::new(policy);
         let client = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver(Arc::clone(&policy))))
             .timeout(limits.timeout)
             .connect_timeout(limits.timeout)
             .build()?;
-        Ok(Http { client, limits })
+        Ok(Http { client, limits, policy })
     }
 
     pub(super) async fn get(&self, url: &Url) -> Result<Answer, Failed> {
@@ -74,12 +103,14 @@ impl Http {
     }
 
     pub(super) async fn send(&self, request: RequestBuilder) -> Result<Answer, Failed> {
-        let mut response = request.send().await.map_err(|error| Failed(describe_error(&error)))?;
+        let request = request.build().map_err(|error| Failed::Unreachable(describe_error(&error)))?;
+        self.policy.check_url(request.url()).await.map_err(Failed::Refused)?;
+        let mut response = self.client.execute(request).await.map_err(failed)?;
         let status = response.status();
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|error| Failed(describe_error(&error)))? {
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
             if body.len() + chunk.len() > self.limits.max_body {
-                return Err(Failed(format!("answered more than {} bytes", self.limits.max_body)));
+                return Err(Failed::Unreachable(format!("answered more than {} bytes", self.limits.max_body)));
             }
             body.extend_from_slice(&chunk);
         }
@@ -87,13 +118,20 @@ impl Http {
             Ok(Value::Object(object)) => Some(object),
             _ => None,
         };
-        let excerpt = if json.is_some() {
-            String::new()
-        } else {
-            String::from_utf8_lossy(&body[..body.len().min(80)]).into_owned()
-        };
-        Ok(Answer { status, json, excerpt })
+        Ok(Answer { status, json, body_len: body.len() })
     }
+}
+
+/// A refusal by the resolver, found among the causes; else the error as text.
+fn failed(error: reqwest::Error) -> Failed {
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<Refused>() {
+            return Failed::Refused(refused.clone());
+        }
+        source = cause.source();
+    }
+    Failed::Unreachable(describe_error(&error))
 }
 
 /// reqwest's message with its causes, which hold the useful part ("connection refused").

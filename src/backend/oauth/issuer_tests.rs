@@ -24,17 +24,27 @@ struct Mock {
     registrations: Mutex<Vec<(String, Value)>>,
     /// (server, form body) of every token request.
     token_requests: Mutex<Vec<(String, String)>>,
+    /// How many metadata documents (PRM and servers') were asked for.
+    fetches: std::sync::atomic::AtomicUsize,
 }
 
+/// The PRM names `current`: a server name under the mock's base, or a whole URL.
 async fn prm(State(mock): State<Arc<Mock>>) -> axum::Json<Value> {
+    mock.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let current = mock.current.lock().expect("lock").clone();
-    axum::Json(
-        json!({"resource": format!("{}/mcp", mock.base), "authorization_servers": [format!("{}/{current}", mock.base)]}),
-    )
+    let named = if current.starts_with("http") { current } else { format!("{}/{current}", mock.base) };
+    axum::Json(json!({"resource": format!("{}/mcp", mock.base), "authorization_servers": [named]}))
 }
 
-async fn metadata(State(mock): State<Arc<Mock>>, Path(name): Path<String>) -> axum::Json<Value> {
-    let issuer = format!("{}/{name}", mock.base);
+/// Every server's metadata, under whatever host name the mock was reached by.
+async fn metadata(
+    State(mock): State<Arc<Mock>>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> axum::Json<Value> {
+    mock.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let host = headers.get("host").and_then(|host| host.to_str().ok()).unwrap_or_default();
+    let issuer = format!("http://{host}/{name}");
     axum::Json(json!({
         "issuer": issuer,
         "authorization_endpoint": format!("{issuer}/authorize"),
@@ -109,14 +119,19 @@ impl TokenStore for Memory {
 }
 
 fn client(mock: &Mock, grant: GrantKind) -> OAuthClient {
+    client_as(mock, grant, ClientIdentity::Dynamic, Arc::new(Memory::default()))
+}
+
+fn client_as(mock: &Mock, grant: GrantKind, identity: ClientIdentity, store: Arc<Memory>) -> OAuthClient {
     let settings = BackendOAuth {
         backend: "docs".to_owned(),
         url: Url::parse(&format!("{}/mcp", mock.base)).expect("url"),
         grant,
-        client: ClientIdentity::Dynamic,
+        client: identity,
         scopes: Vec::new(),
         authorization_server: None,
         auth_method: None,
+        allow_internal: false,
     };
     let options = OAuthOptions {
         redirect_uri: Url::parse("https://gateway.example.com/oauth/callback").expect("url"),
@@ -125,7 +140,7 @@ fn client(mock: &Mock, grant: GrantKind) -> OAuthClient {
         pending_ttl: Duration::from_secs(60),
         max_pending: 8,
     };
-    OAuthClient::new(vec![settings], options, Vault::from_key(&[7; 32]), Arc::new(Memory::default())).expect("client")
+    OAuthClient::new(vec![settings], options, Vault::from_key(&[7; 32]), store).expect("client")
 }
 
 /// The `state` of an authorization URL.
@@ -304,6 +319,107 @@ async fn a_refresh_token_is_never_sent_to_another_issuer() {
     }
     assert!(mock.token_requests.lock().expect("lock").is_empty(), "as0's refresh token went nowhere");
     assert_eq!(oauth.load("alice", "docs").await.expect("load"), None, "the old tokens are dropped");
+    task.abort();
+}
+
+fn pre_registered() -> ClientIdentity {
+    ClientIdentity::PreRegistered {
+        client_id: "gw".to_owned(),
+        client_secret: Some(Secret::new("pre-registered-secret".to_owned())),
+        private_key: None,
+    }
+}
+
+/// The servers that were sent a token request.
+fn token_servers(mock: &Mock) -> Vec<String> {
+    mock.token_requests.lock().expect("lock").iter().map(|(server, _)| server.clone()).collect()
+}
+
+/// The issuer pinned for `docs` in `store`, as operators see it.
+fn pin_row(store: &Memory) -> Option<String> {
+    let rows = store.0.lock().expect("lock");
+    rows.get(&(ISSUER_PIN_PRINCIPAL.to_owned(), "docs".to_owned())).map(|row| row.scopes.clone())
+}
+
+#[tokio::test]
+async fn a_client_secret_never_goes_to_a_server_on_another_host_the_backend_names() {
+    let (mock, task) = start(false).await;
+    // The backend (on 127.0.0.1) names a server of its own on another host name: the same listener as `localhost`.
+    let port = Url::parse(&mock.base).expect("url").port().expect("port");
+    let foreign = format!("http://localhost:{port}/evil");
+    *mock.current.lock().expect("lock") = foreign.clone();
+    let store = Arc::new(Memory::default());
+    let oauth = client_as(&mock, GrantKind::ClientCredentials, pre_registered(), Arc::clone(&store));
+    let refused = oauth.token_for("docs", "alice", None).await.expect_err("a foreign issuer");
+    let OAuthNeed::Failed(error) = refused else { panic!("{refused:?}") };
+    assert_eq!(
+        error,
+        OAuthError::ForeignIssuer { backend: "docs".to_owned(), named: foreign.clone(), host: "127.0.0.1".to_owned() }
+    );
+    let message = error.to_string();
+    assert!(message.contains(&foreign) && message.contains("authorization_server"), "{message}");
+    assert!(token_servers(&mock).is_empty(), "no credential was sent anywhere");
+    assert_eq!(pin_row(&store), None, "nothing is pinned");
+
+    // A configured authorization server is the operator's word: the same server is then used.
+    let mut settings = oauth.backends["docs"].settings.clone();
+    settings.authorization_server = Some(Url::parse(&foreign).expect("url"));
+    let configured =
+        OAuthClient::new(vec![settings], oauth.options.clone(), Vault::from_key(&[7; 32]), store).expect("client");
+    configured.token_for("docs", "alice", None).await.expect("a token from the configured server");
+    assert_eq!(token_servers(&mock), ["evil"]);
+    task.abort();
+}
+
+#[tokio::test]
+async fn the_first_issuer_is_pinned_and_a_change_is_refused_across_restarts_until_revoked() {
+    let (mock, task) = start(false).await;
+    let store = Arc::new(Memory::default());
+    let oauth = client_as(&mock, GrantKind::ClientCredentials, pre_registered(), Arc::clone(&store));
+    let first = oauth.token_for("docs", "alice", None).await.expect("a token from as1");
+    let as1 = format!("{}/as1", mock.base);
+    assert_eq!(pin_row(&store).as_deref(), Some(as1.as_str()), "pinned at the first discovery");
+
+    // The backend now names as2 and refuses the token: the gateway keeps to as1.
+    *mock.current.lock().expect("lock") = "as2".to_owned();
+    let refused = Refusal::Unauthorized { challenge: None, sent: Some(&first) };
+    oauth.token_for("docs", "alice", Some(refused)).await.expect("a new token, from as1 again");
+    assert_eq!(token_servers(&mock), ["as1", "as1"], "nothing went to as2");
+
+    // After a restart (or on another replica sharing the store) the pin still holds.
+    store.delete(GATEWAY_PRINCIPAL, "docs").await.expect("delete");
+    let restarted = client_as(&mock, GrantKind::ClientCredentials, pre_registered(), Arc::clone(&store));
+    let as2 = format!("{}/as2", mock.base);
+    let refused = restarted.token_for("docs", "alice", None).await.expect_err("as2 is not the pinned issuer");
+    let expected = OAuthError::IssuerPinned { backend: "docs".to_owned(), pinned: as1.clone(), named: as2.clone() };
+    assert_eq!(refused, OAuthNeed::Failed(expected.clone()));
+    assert!(expected.to_string().contains("switchyard auth revoke --backend docs"), "{expected}");
+    assert_eq!(token_servers(&mock), ["as1", "as1"], "nothing went to as2");
+
+    // `switchyard auth revoke --backend docs` deletes the backend's rows, the pin with them.
+    store.delete(ISSUER_PIN_PRINCIPAL, "docs").await.expect("delete");
+    let accepted = client_as(&mock, GrantKind::ClientCredentials, pre_registered(), Arc::clone(&store));
+    accepted.token_for("docs", "alice", None).await.expect("a token from as2");
+    assert_eq!(token_servers(&mock), ["as1", "as1", "as2"]);
+    assert_eq!(pin_row(&store).as_deref(), Some(as2.as_str()), "pinned anew");
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_failed_discovery_is_not_repeated_for_every_principal() {
+    let (mock, task) = start(false).await;
+    *mock.current.lock().expect("lock") = format!("{}/missing/deeper", mock.base);
+    let oauth = client(&mock, GrantKind::AuthorizationCode);
+    let first = oauth.token_for("docs", "alice", None).await.expect_err("no such server");
+    let OAuthNeed::Failed(first) = first else { panic!("{first:?}") };
+    assert!(matches!(first, OAuthError::NotFound { .. }), "{first}");
+    let fetched = mock.fetches.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(fetched >= 1, "the first discovery asked the mock");
+    let second = oauth.token_for("docs", "bob", None).await.expect_err("held off");
+    let OAuthNeed::Failed(OAuthError::Backoff { backend, error, retry_in_secs }) = second else { panic!("{second:?}") };
+    assert_eq!((backend.as_str(), *error), ("docs", first));
+    assert!((1..=30).contains(&retry_in_secs), "{retry_in_secs}");
+    assert_eq!(mock.fetches.load(std::sync::atomic::Ordering::SeqCst), fetched, "nothing was fetched again");
     task.abort();
 }
 

@@ -32,14 +32,21 @@
 //!   went to, by simple string comparison (no URL normalization: a trailing slash is a mismatch); it must be
 //!   present when the server advertises `authorization_response_iss_parameter_supported`. Otherwise the code is
 //!   not exchanged and the state is spent.
+//! - Outbound trust (`address.rs`, `pin.rs`, `backoff.rs`): every URL is filtered by scheme and by the address
+//!   actually connected to; a pre-registered client's credentials go only to its backend's pinned authorization
+//!   server; a failed discovery is held off per backend; a whole discovery has one deadline
+//!   ([`HttpLimits::timeout`]).
 //! - Must not know: HTTP frameworks, the front, the router, the ledger, the configuration types.
 
+mod address;
 mod assertion;
+mod backoff;
 mod challenge;
 mod discovery;
 mod error;
 mod http;
 mod pending;
+mod pin;
 mod pkce;
 mod registration;
 mod store;
@@ -48,13 +55,16 @@ mod vault;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
+pub use address::{AddressClass, AddressPolicy};
 pub use assertion::{KeyError, SigningKey};
+pub use backoff::{FIRST_BACKOFF, MAX_BACKOFF};
 pub use challenge::{BearerChallenge, MAX_CHALLENGE};
 pub use discovery::{
     ResourceMetadata, ServerMetadata, parse_resource_metadata, parse_server_metadata, resource_metadata_urls,
@@ -62,6 +72,7 @@ pub use discovery::{
 };
 pub use error::OAuthError;
 pub use http::HttpLimits;
+pub use pin::ISSUER_PIN_PRINCIPAL;
 pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
@@ -130,6 +141,8 @@ pub struct BackendOAuth {
     /// Skips PRM discovery when set.
     pub authorization_server: Option<Url>,
     pub auth_method: Option<AuthMethod>,
+    /// Loopback and private addresses are allowed for its OAuth exchanges even when the backend is not in them.
+    pub allow_internal: bool,
 }
 
 /// Settings shared by every backend.
@@ -213,6 +226,8 @@ struct Discovered {
 
 struct BackendState {
     settings: BackendOAuth,
+    http: http::Http,
+    backoff: backoff::Backoff,
     discovered: tokio::sync::Mutex<Option<Arc<Discovered>>>,
     /// Serializes renewals of this backend's tokens, so a rotated refresh token is used once.
     renewal: tokio::sync::Mutex<()>,
@@ -221,7 +236,6 @@ struct BackendState {
 /// The OAuth client of every protected backend.
 pub struct OAuthClient {
     backends: HashMap<String, BackendState>,
-    http: http::Http,
     vault: Vault,
     store: Arc<dyn TokenStore>,
     pending: PendingTable,
@@ -246,13 +260,20 @@ impl OAuthClient {
         let backends = backends
             .into_iter()
             .map(|settings| {
-                let state = BackendState { settings, discovered: Default::default(), renewal: Default::default() };
-                (state.settings.backend.clone(), state)
+                let policy = AddressPolicy::new(&settings.url, settings.allow_internal);
+                let http = http::Http::new(options.limits, policy)?;
+                let state = BackendState {
+                    settings,
+                    http,
+                    backoff: Default::default(),
+                    discovered: Default::default(),
+                    renewal: Default::default(),
+                };
+                Ok((state.settings.backend.clone(), state))
             })
-            .collect();
+            .collect::<Result<_, reqwest::Error>>()?;
         Ok(OAuthClient {
             backends,
-            http: http::Http::new(options.limits)?,
             vault,
             store,
             pending: PendingTable::new(options.pending_ttl, options.max_pending),
@@ -380,12 +401,14 @@ impl OAuthClient {
     ) -> Result<Completed, OAuthError> {
         let pending = self.pending.take(state, cookies)?;
         let request = &pending.request;
+        let backend = self.backends.get(&request.backend);
+        let http = &backend.ok_or_else(|| OAuthError::UnknownBackend(request.backend.clone()))?.http;
         let discovered = &request.discovered;
         check_iss(&discovered.server, iss)?;
         let redirect_uri = self.redirect_uri();
         let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &request.verifier };
         let issued = token::request(
-            &self.http,
+            http,
             &discovered.server.token_endpoint,
             &discovered.client,
             grant,
@@ -469,7 +492,7 @@ impl OAuthClient {
         match state.settings.grant {
             GrantKind::ClientCredentials => {
                 let issued = token::request(
-                    &self.http,
+                    &state.http,
                     &discovered.server.token_endpoint,
                     &discovered.client,
                     Grant::ClientCredentials,
@@ -546,7 +569,7 @@ impl OAuthClient {
             return Err(OAuthError::IssuerChanged { granted_by: granted_by.clone(), current });
         }
         let issued = token::request(
-            &self.http,
+            &state.http,
             &discovered.server.token_endpoint,
             &discovered.client,
             Grant::Refresh { refresh_token },
@@ -572,7 +595,8 @@ impl OAuthClient {
         Ok(self.discover(state, challenge).await?.prm_scopes.clone())
     }
 
-    /// The backend's authorization server and the gateway's client there, found once and kept.
+    /// The backend's authorization server and the gateway's client there, found once and kept; a failure is
+    /// held off (`backoff.rs`).
     async fn discover(
         &self,
         state: &BackendState,
@@ -582,13 +606,36 @@ impl OAuthClient {
         if let Some(discovered) = cached.as_ref() {
             return Ok(Arc::clone(discovered));
         }
-        let prm = match state.settings.authorization_server {
-            Some(_) => None,
-            None => Some(self.resource_metadata(state, challenge).await?),
-        };
-        let discovered = Arc::new(self.find(&state.settings, prm).await?);
+        state.backoff.check(&state.settings.backend)?;
+        let found = self
+            .within_deadline(state, async {
+                let prm = match state.settings.authorization_server {
+                    Some(_) => None,
+                    None => Some(self.resource_metadata(state, challenge).await?),
+                };
+                self.find(state, prm).await
+            })
+            .await;
+        state.backoff.record(&found);
+        let discovered = Arc::new(found?);
         *cached = Some(Arc::clone(&discovered));
         Ok(discovered)
+    }
+
+    /// One deadline for a whole discovery, however many locations it tries.
+    async fn within_deadline<T>(
+        &self,
+        state: &BackendState,
+        work: impl Future<Output = Result<T, OAuthError>>,
+    ) -> Result<T, OAuthError> {
+        let timeout = self.options.limits.timeout;
+        tokio::time::timeout(timeout, work).await.unwrap_or_else(|_| {
+            Err(OAuthError::Unreachable {
+                what: "the authorization server discovery",
+                url: state.settings.url.to_string(),
+                reason: format!("did not finish within {} s", timeout.as_secs()),
+            })
+        })
     }
 
     /// After the backend refused a token: reads the PRM again and, when it names another authorization server
@@ -597,11 +644,16 @@ impl OAuthClient {
     async fn rediscover(&self, state: &BackendState, challenge: Option<&BearerChallenge>) -> Result<(), OAuthError> {
         let mut cached = state.discovered.lock().await;
         let Some(named) = cached.as_ref().and_then(|discovered| discovered.named.clone()) else { return Ok(()) };
-        let prm = self.resource_metadata(state, challenge).await?;
-        if prm.authorization_servers.first() == Some(&named) {
-            return Ok(());
-        }
-        let discovered = self.find(&state.settings, Some(prm)).await?;
+        let discovered = self
+            .within_deadline(state, async {
+                let prm = self.resource_metadata(state, challenge).await?;
+                if prm.authorization_servers.first() == Some(&named) {
+                    return Ok(None);
+                }
+                self.find(state, Some(prm)).await.map(Some)
+            })
+            .await?;
+        let Some(discovered) = discovered else { return Ok(()) };
         let backend = state.settings.backend.as_str();
         let to = discovered.server.issuer.as_str();
         tracing::info!(backend, from = %named, to, "oauth: the backend's authorization server changed; registered again");
@@ -615,11 +667,13 @@ impl OAuthClient {
         challenge: Option<&BearerChallenge>,
     ) -> Result<ResourceMetadata, OAuthError> {
         let from_challenge = challenge.and_then(|challenge| challenge.resource_metadata.as_deref());
-        discovery::fetch_resource_metadata(&self.http, &state.settings.url, from_challenge).await
+        discovery::fetch_resource_metadata(&state.http, &state.settings.url, from_challenge).await
     }
 
-    /// The authorization server the PRM names (or the configured one), its metadata, and a client there.
-    async fn find(&self, settings: &BackendOAuth, prm: Option<ResourceMetadata>) -> Result<Discovered, OAuthError> {
+    /// The authorization server the PRM names (or the configured one), its metadata, and a client there; a
+    /// pre-registered client only at its pinned server (`pin.rs`).
+    async fn find(&self, state: &BackendState, prm: Option<ResourceMetadata>) -> Result<Discovered, OAuthError> {
+        let settings = &state.settings;
         let (named, resource, prm_scopes, issuer) = match (prm, &settings.authorization_server) {
             (Some(prm), _) => {
                 let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| OAuthError::BadDocument {
@@ -634,12 +688,16 @@ impl OAuthClient {
                 (None, canonical_resource(&settings.url), None, issuer.to_owned())
             }
         };
-        let server = discovery::fetch_server_metadata(&self.http, &issuer).await?;
+        let admission = match named {
+            Some(_) => pin::admit(self.store.as_ref(), &self.vault, settings, &issuer).await?,
+            None => pin::Admission::Unpinned,
+        };
+        let server = discovery::fetch_server_metadata(&state.http, &issuer).await?;
         if settings.grant == GrantKind::AuthorizationCode && !server.supports_s256() {
             return Err(OAuthError::NoPkce { issuer: server.issuer });
         }
         let client = registration::register(
-            &self.http,
+            &state.http,
             &settings.client,
             settings.auth_method,
             &server,
@@ -647,6 +705,9 @@ impl OAuthClient {
             &self.options.client_name,
         )
         .await?;
+        if admission == pin::Admission::First {
+            pin::record(self.store.as_ref(), &self.vault, &settings.backend, &server.issuer).await?;
+        }
         Ok(Discovered { named, resource, prm_scopes, server, client })
     }
 

@@ -71,11 +71,8 @@ pub(super) async fn register(
                 .post(endpoint)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(metadata.to_string());
-            let answer = http.send(request).await.map_err(|failed| OAuthError::Unreachable {
-                what: "the registration endpoint",
-                url: endpoint.to_string(),
-                reason: failed.0,
-            })?;
+            let answer =
+                http.send(request).await.map_err(|failed| failed.error("the registration endpoint", endpoint))?;
             let bad = |reason: String| OAuthError::BadDocument {
                 what: "client registration answer",
                 url: endpoint.to_string(),

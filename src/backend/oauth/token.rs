@@ -11,8 +11,10 @@
 //! - The choice from the server's metadata: `private_key_jwt` when a key is configured and the server lists it;
 //!   else with a secret `client_secret_basic`, else `client_secret_post`; else `none`.
 //! - An answer is a token only when it is 2xx JSON with a non-empty `access_token` of visible ASCII (it becomes
-//!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`];
-//!   anything else is [`OAuthError::BadTokenResponse`]. Token values never appear in errors.
+//!   a header value) and, if present, `token_type` Bearer; an OAuth error object is [`OAuthError::TokenRefused`]
+//!   (its `error` and `error_description` only when printable ASCII and bounded; an `error` that is not makes
+//!   the answer garbage); anything else is [`OAuthError::BadTokenResponse`], described by status and
+//!   size only. Token values never appear in errors.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -139,11 +141,7 @@ pub(super) async fn request(
     }
     let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
     let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
-    let answer = http.send(request).await.map_err(|failed| OAuthError::Unreachable {
-        what: "the token endpoint",
-        url: endpoint.to_string(),
-        reason: failed.0,
-    })?;
+    let answer = http.send(request).await.map_err(|failed| failed.error("the token endpoint", endpoint))?;
     read_answer(&answer, endpoint)
 }
 
@@ -157,17 +155,25 @@ fn read_answer(answer: &Answer, endpoint: &Url) -> Result<Issued, OAuthError> {
     let Some(json) = &answer.json else { return Err(garbage(answer.describe())) };
     if !answer.status.is_success() {
         return match json.get("error").and_then(Value::as_str) {
-            Some(error) => Err(OAuthError::TokenRefused {
-                error: error.chars().take(100).collect(),
+            Some(error) if is_oauth_text(error, 64) => Err(OAuthError::TokenRefused {
+                error: error.to_owned(),
                 description: json
                     .get("error_description")
                     .and_then(Value::as_str)
-                    .map(|t| t.chars().take(300).collect()),
+                    .filter(|text| is_oauth_text(text, 300))
+                    .map(str::to_owned),
             }),
-            None => Err(garbage(answer.describe())),
+            _ => Err(garbage(answer.describe())),
         };
     }
     parse_issued(json).map_err(garbage)
+}
+
+/// RFC 6749 §5.2 restricts `error` and `error_description` to printable ASCII (and excludes `"` and `\`, which
+/// servers send anyway and which are harmless in a message): anything with another character, or longer than
+/// `max` bytes, is not repeated into a message or the log.
+fn is_oauth_text(text: &str, max: usize) -> bool {
+    (1..=max).contains(&text.len()) && text.bytes().all(|b| (0x20..=0x7e).contains(&b))
 }
 
 fn parse_issued(json: &Map<String, Value>) -> Result<Issued, String> {
@@ -277,6 +283,36 @@ mod tests {
         assert_eq!(AuthMethod::parse("client_secret_post"), Some(AuthMethod::ClientSecretPost));
         assert_eq!(AuthMethod::parse("private_key_jwt"), None, "a registered client holds no key");
         assert_eq!(AuthMethod::parse("tls_client_auth"), None);
+    }
+
+    #[test]
+    fn oauth_errors_are_repeated_only_as_bounded_printable_text() {
+        let answer = |body: Value| Answer {
+            status: reqwest::StatusCode::BAD_REQUEST,
+            json: body.as_object().cloned(),
+            body_len: 1,
+        };
+        let endpoint = Url::parse("https://as.example.com/token").expect("url");
+        let refused =
+            read_answer(&answer(json!({"error": "invalid_client", "error_description": "no \"x\""})), &endpoint);
+        let expected =
+            OAuthError::TokenRefused { error: "invalid_client".into(), description: Some("no \"x\"".into()) };
+        assert_eq!(refused.err(), Some(expected));
+        let hostile = json!({"error": "invalid_client", "error_description": "line\n\u{1b}[31mforged log line"});
+        let refused = read_answer(&answer(hostile), &endpoint).err().expect("refused");
+        assert_eq!(refused, OAuthError::TokenRefused { error: "invalid_client".into(), description: None });
+        let long = json!({"error": "x".repeat(65)});
+        let garbage = read_answer(&answer(long), &endpoint).err().expect("garbage");
+        assert!(
+            matches!(&garbage, OAuthError::BadTokenResponse { reason, .. } if !reason.contains("xxx")),
+            "{garbage}"
+        );
+        let html = Answer { status: reqwest::StatusCode::BAD_GATEWAY, json: None, body_len: 27 };
+        let described = read_answer(&html, &endpoint).err().expect("garbage").to_string();
+        assert!(
+            described.ends_with("HTTP 502 Bad Gateway with a 27-byte body that is not a JSON object"),
+            "{described}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::error::OAuthError;
@@ -80,9 +81,24 @@ impl Vault {
     }
 
     pub fn seal(&self, principal: &str, backend: &str, tokens: &TokenSet) -> Result<Vec<u8>, OAuthError> {
+        self.seal_value(principal, backend, tokens)
+    }
+
+    pub fn open(&self, principal: &str, backend: &str, sealed: &[u8]) -> Result<TokenSet, OAuthError> {
+        self.open_value(principal, backend, sealed)
+    }
+
+    /// Seals any value of a row the same way (the issuer pin of `pin.rs` too): the row's (principal, backend)
+    /// is the associated data.
+    pub(super) fn seal_value<T: Serialize>(
+        &self,
+        principal: &str,
+        backend: &str,
+        value: &T,
+    ) -> Result<Vec<u8>, OAuthError> {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| OAuthError::Random)?;
-        let plaintext = serde_json::to_vec(tokens).map_err(|error| OAuthError::Store(error.to_string()))?;
+        let plaintext = serde_json::to_vec(value).map_err(|error| OAuthError::Store(error.to_string()))?;
         let aad = associated_data(principal, backend);
         let ciphertext = self
             .cipher
@@ -95,7 +111,12 @@ impl Vault {
         Ok(sealed)
     }
 
-    pub fn open(&self, principal: &str, backend: &str, sealed: &[u8]) -> Result<TokenSet, OAuthError> {
+    pub(super) fn open_value<T: DeserializeOwned>(
+        &self,
+        principal: &str,
+        backend: &str,
+        sealed: &[u8],
+    ) -> Result<T, OAuthError> {
         let undecryptable = || OAuthError::Undecryptable { backend: backend.to_owned() };
         let (&version, rest) = sealed.split_first().ok_or_else(undecryptable)?;
         if version != VERSION || rest.len() < NONCE_LEN {
