@@ -258,8 +258,13 @@ impl Live {
                 let name: Arc<str> = backend.name.as_str().into();
                 let target = match running.targets.get(&name) {
                     Some(target) if !renewed.contains(&&backend.name) => target.clone(),
-                    _ => backends::target(backend, prepared.oauth.as_ref(), &self.stdio, next.auth.anonymous_is_one_user())
-                        .with_revision(self.revision),
+                    _ => backends::target(
+                        backend,
+                        prepared.oauth.as_ref(),
+                        &self.stdio,
+                        next.auth.anonymous_is_one_user(),
+                    )
+                    .with_revision(self.revision),
                 };
                 (name, target)
             })
