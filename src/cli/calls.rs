@@ -23,7 +23,7 @@ pub struct CallsFilter {
     /// Only calls in this state: in_flight, completed or unknown.
     #[arg(long)]
     pub state: Option<String>,
-    /// Only calls made by this principal (the API key's `principal`, or the JWT's principal claim).
+    /// Only calls made by this principal (an API key's `principal`; a JWT's `principal_prefix` and claim).
     #[arg(long)]
     pub principal: Option<String>,
     /// Only calls routed to this backend.
