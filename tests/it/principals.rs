@@ -93,7 +93,8 @@ async fn anonymous_agents_are_refused_an_authorization_code_backend_that_princip
     let mut alice = Agent::with_token(gateway.mcp(), ALICE_KEY).connect(json!({"elicitation": {"url": {}}})).await;
     let listed = alice.request("tools/list", json!({})).await;
     let url = listed["error"]["data"]["elicitations"][0]["url"].as_str().expect("alice may authorize").to_owned();
-    assert_eq!(reqwest::get(&url).await.expect("the authorization URL answers").status(), 200);
+    let (status, page) = crate::support::browser::Browser::new().authorize(&url).await;
+    assert_eq!(status, 200, "alice authorized in her browser: {page}");
     assert_eq!(alice.tool_names().await, ["whoami"]);
     assert!(alice.call_tool("whoami", json!({})).await["result"]["content"][0]["text"].is_string());
 
