@@ -1,4 +1,4 @@
-//! Checks the memory ledger for stalls and measures what it keeps per claim (issue 14's leftovers; ARCHITECTURE.md,
+//! Checks the memory ledger for stalls and measures what it keeps per claim (ARCHITECTURE.md,
 //! *The memory ledger*). Built with `cargo run --release --example ledger_memory_stalls [CLAIMS]`; not part of
 //! the gateway, and not a throughput benchmark: it times single operations and counts those slower than a
 //! threshold, because one slow operation holds the store's lock and every call waits behind it.

@@ -1,4 +1,4 @@
-//! The `switchyard` command line (design §8): `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
+//! The `switchyard` command line: `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
 //! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 

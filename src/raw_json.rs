@@ -1,5 +1,5 @@
 //! Raw JSON: a value kept as the exact text it arrived as, for what the gateway passes on or stores without
-//! looking inside (ARCHITECTURE.md, *Raw results*): a backend's `tools/call` result, from the backend client's
+//! looking inside (docs/ledger.md, *Raw results*): a backend's `tools/call` result, from the backend client's
 //! decoding through the ledger to the bytes the front splices into the agent's response.
 //!
 //! Rules: a [`RawJson`] is always one valid JSON value (checked when built, without building a tree); its bytes are

@@ -1,4 +1,4 @@
-//! Who may read the operator's console (issue 13, design §8): principals listed in `[auth] admin_principals`
+//! Who may read the operator's console: principals listed in `[auth] admin_principals`
 //! (by name or `group:NAME`) and every principal carrying the group [`ADMIN_GROUP`].
 //!
 //! Rules: `anonymous` — an agent that sent no credential — is never an administrator, whatever the list says, so

@@ -1,5 +1,5 @@
 //! API keys: long random strings an agent sends as `Authorization: Bearer <key>`, known to the gateway only by
-//! their SHA-256 digest (design §6).
+//! their SHA-256 digest.
 //!
 //! Rules: a presented key is hashed and compared with every configured digest in constant time (no early exit,
 //! no short-circuit on the first differing byte), so response timing says nothing about how close a guess

@@ -1,4 +1,4 @@
-//! Agent authentication and authorization (design §6; MCP 2025-11-25 authorization): turns a request's
+//! Agent authentication and authorization (MCP 2025-11-25 authorization): turns a request's
 //! `Authorization` header into a [`Principal`], and decides with [`Policies`] what that principal may use.
 //!
 //! Owns: reading bearer tokens, API keys (SHA-256 digests, constant-time comparison), JWT validation against

@@ -1,4 +1,4 @@
-//! The policy model (design §6): one rule decides both what a principal sees in lists and what it may use.
+//! The policy model: one rule decides both what a principal sees in lists and what it may use.
 //!
 //! Rules:
 //! - No policy at all: every principal may use everything (the configuration without `[[policies]]`).

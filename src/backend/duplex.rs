@@ -1,6 +1,6 @@
 //! One MCP client session over a pair of message channels, whatever carries them: the JSON-RPC half of the
 //! stdio transport and of the legacy HTTP+SSE transport (MCP 2025-11-25 `basic/lifecycle`, `utilities/ping`,
-//! `utilities/cancellation`, `utilities/progress`; design §2, §7).
+//! `utilities/cancellation`, `utilities/progress`).
 //!
 //! Owns: request ids (numbered per session, so agents' ids never reach the backend), the table of requests waiting
 //! for their response (matched by id), the handshake (`initialize` then `notifications/initialized`, under the

@@ -1,5 +1,5 @@
 //! The catalog: which tools and prompts exist, under which names, which backend serves each, and which backend
-//! owns which resource templates (design §4).
+//! owns which resource templates.
 //!
 //! Rules: at `/mcp` a tool or prompt is exposed as `<prefix><name>`; at `/mcp/{backend}` under its bare name.
 //! An exposed name must be 1–64 characters of `[A-Za-z0-9_-]` (LLM provider APIs reject others) or it is

@@ -1,5 +1,5 @@
-//! `switchyard auth list|revoke`: the operator's view of the OAuth tokens the gateway holds for backends
-//! (issue 12, "Token store"), read from the ledger's store.
+//! `switchyard auth list|revoke`: the operator's view of the OAuth tokens the gateway holds for backends,
+//! read from the ledger's store.
 //!
 //! Rules: nothing secret is ever printed (rows are listed from their plain columns; the sealed token set is never
 //! opened here, so no key is needed); `revoke` needs `--principal` or `--backend` (or `--all`), so a typo cannot

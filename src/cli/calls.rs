@@ -1,4 +1,4 @@
-//! `switchyard calls`: the operator's view of the ledger (design §5) — list and filter claims, show one, and
+//! `switchyard calls`: the operator's view of the ledger — list and filter claims, show one, and
 //! settle an `unknown` one. Part of the binary's edge, like `main.rs`.
 //!
 //! Rules: agents choose keys, principals and tool names, backends choose error texts and results; all of it is

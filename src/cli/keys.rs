@@ -1,4 +1,4 @@
-//! `switchyard keys new`: makes an agent API key (design §6) and prints it once, with the
+//! `switchyard keys new`: makes an agent API key and prints it once, with the
 //! `[[auth.api_keys]]` lines to paste into `switchyard.toml`.
 //!
 //! Rules: the key itself is printed only here and stored nowhere (the configuration keeps its SHA-256

@@ -1,4 +1,4 @@
-//! The `[auth]` section (who the agents are, design §6) and `[server] public_url` (the URL agents use, which is
+//! The `[auth]` section (who the agents are) and `[server] public_url` (the URL agents use, which is
 //! the resource identifier of the gateway as an OAuth 2.1 resource server, MCP 2025-11-25 authorization).
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! The `[ledger]` section: where the call ledger lives (the at-most-once guarantee, design §5), how long settled
+//! The `[ledger]` section: where the call ledger lives (the at-most-once guarantee), how long settled
 //! calls are kept, how large a stored result may be, and how long a claim's lease runs; plus the
 //! `SWITCHYARD_LEDGER_*` environment overrides of those keys.
 //!

@@ -1,5 +1,5 @@
 //! `[backends.oauth]`: the gateway as an OAuth 2.1 client of a protected backend (MCP 2025-11-25
-//! authorization; design §6), validated into [`OAuthConfig`].
+//! authorization), validated into [`OAuthConfig`].
 //!
 //! Rules:
 //! - `grant` is required: `"client_credentials"` (one machine identity for the backend) or

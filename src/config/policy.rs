@@ -1,4 +1,4 @@
-//! The `[[policies]]` list: which principals may use which tools, prompts and backends' resources (design §6).
+//! The `[[policies]]` list: which principals may use which tools, prompts and backends' resources.
 //!
 //! Rules:
 //! - `principals` names who a policy applies to: a principal's name, `group:NAME`, or `*` (everyone, including

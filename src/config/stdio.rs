@@ -1,4 +1,4 @@
-//! The keys of a `transport = "stdio"` backend (design §7): the command to start, its arguments, environment
+//! The keys of a `transport = "stdio"` backend: the command to start, its arguments, environment
 //! and working directory, how its processes are shared, and how many may live.
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! The `[telemetry]` section (issue 13): where `/metrics` is served and how the log is written; plus the
+//! The `[telemetry]` section: where `/metrics` is served and how the log is written; plus the
 //! `SWITCHYARD_METRICS_LISTEN` and `SWITCHYARD_LOG_FORMAT` environment overrides of those keys. Its trace keys and
 //! the standard OpenTelemetry variables are [`super::traces`]'s.
 //!

@@ -1,8 +1,8 @@
 //! `switchyard::demo`: a small MCP server over Streamable HTTP (MCP 2025-11-25; also 2025-06-18 and 2025-03-26
 //! clients) with five tools: `echo`, `add`, `counter`, `sleep` and `fail`.
 //!
-//! It is served by `switchyard demo-server`, embedded by `switchyard serve` when there is no configuration
-//! (design §8), and used as the fast backend of the latency benchmark. So the hot path stays lean: one parse of
+//! It is served by `switchyard demo-server`, embedded by `switchyard serve` when there is no configuration,
+//! and used as the fast backend of the latency benchmark. So the hot path stays lean: one parse of
 //! the body, one map lookup under a short lock, and the answer's JSON; tool definitions are built once.
 //!
 //! Owns: the endpoint ([`router`], [`spawn`]) and its body limit ([`MAX_BODY`], above what a gateway in front

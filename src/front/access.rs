@@ -1,4 +1,4 @@
-//! The access record of every request of the MCP endpoint (issue 13 item 3): a `telemetry::RequestRecord` is
+//! The access record of every request of the MCP endpoint: a `telemetry::RequestRecord` is
 //! started before the extractors run, handed to them and to the router through the request's extensions, and
 //! given the answer's status; it writes the access line once the request is done.
 //!

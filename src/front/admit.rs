@@ -1,5 +1,5 @@
 //! The checks a request of the MCP endpoint passes before its handler runs, each written once as an axum
-//! extractor (design §3, §6): the backend the path names ([`Scope`]: unknown → 404), admission ([`Admitted`]:
+//! extractor: the backend the path names ([`Scope`]: unknown → 404), admission ([`Admitted`]:
 //! [`super::guard`]'s header checks, then the principal the request acts for), and the agent session
 //! ([`InSession`]: the `MCP-Session-Id` opened, its principal compared with the admitted one, the revocations
 //! consulted). A handler lists them in that order, which is the order of the checks and so of the answers.

@@ -1,4 +1,4 @@
-//! Requests an agent may still cancel (MCP utilities/cancellation; design §3): while a request runs, a
+//! Requests an agent may still cancel (MCP utilities/cancellation): while a request runs, a
 //! `notifications/cancelled` naming its id in the same session reaches it; the backend client then tells the
 //! backend with the backend-side id. A disconnect is not a cancel. State of this replica only.
 

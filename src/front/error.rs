@@ -1,6 +1,6 @@
 //! The front's error table: every way the agent-facing endpoint refuses a request, and the HTTP answer each one
 //! gets (MCP transports §"Sending Messages to the Server": a refused message's body MAY be a JSON-RPC error with
-//! no id; design §3).
+//! no id).
 //!
 //! Owns: [`FrontError`] and its one `match` deciding, per case, the HTTP status, the JSON-RPC code, the id, the
 //! message the agent reads and any extra header (`Connection: close` after an unread body, `Retry-After` when the

@@ -1,5 +1,5 @@
 //! Transport-level admission checks of the agent-facing endpoint (MCP 2025-11-25 transports §"Security
-//! Warning", §"Protocol Version Header"; design §3).
+//! Warning", §"Protocol Version Header").
 //!
 //! Rules: an `Origin` that is present and not allowed → 403; when the gateway listens on loopback, a `Host` that
 //! is not a loopback name or an allowed host → 403 (DNS-rebinding protection); an `MCP-Protocol-Version` that

@@ -1,5 +1,5 @@
 //! `initialize`: the start of an agent session (MCP 2025-11-25 lifecycle §"Initialization", transports
-//! §"Session Management"; design §3).
+//! §"Session Management").
 //!
 //! Rules: the protocol version is the agent's when supported, else the latest; the session binds the admitted
 //! principal and the capabilities the agent declared, sealed into the `MCP-Session-Id` of the answer; a full

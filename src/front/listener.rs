@@ -1,5 +1,5 @@
 //! The agent-facing accept loop: HTTP/1.1 connections served by hyper, with the limits that keep slow, idle and
-//! too many clients from holding the gateway's memory and file descriptors (issue 8, D1).
+//! too many clients from holding the gateway's memory and file descriptors.
 //!
 //! Rules:
 //! - At most `max_connections` connections are served at once. Beyond that the loop stops accepting, so new

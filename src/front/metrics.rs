@@ -1,4 +1,4 @@
-//! `GET /metrics` (issue 13 item 1): the Prometheus text exposition of `telemetry::Metrics`, on the main
+//! `GET /metrics`: the Prometheus text exposition of `telemetry::Metrics`, on the main
 //! listener, or — with `[telemetry] metrics_listen` — only on a listener of its own ([`app`]).
 //!
 //! Rules: no credentials are asked (scrapers do not send any); on the main listener it passes the same header

@@ -1,5 +1,5 @@
 //! The agent-facing MCP server: Streamable HTTP, protocol 2025-11-25, also accepting 2025-06-18 and 2025-03-26
-//! clients (design §3; MCP transports §"Streamable HTTP", lifecycle §"Initialization").
+//! clients (MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
 //! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/start` of

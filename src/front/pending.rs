@@ -1,4 +1,4 @@
-//! Server-to-client requests relayed to agents and waiting for their answers (design §3 "Relaying").
+//! Server-to-client requests relayed to agents and waiting for their answers.
 //!
 //! Rules: a relayed request gets an id of the gateway's (`switchyard-<n>`), so ids from different backends (and
 //! from the backend client's own numbering) never collide in the agent's view; the agent's response is accepted

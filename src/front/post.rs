@@ -1,5 +1,5 @@
 //! A `POST` to the MCP endpoint: one JSON-RPC message in, its answer out (MCP 2025-11-25 transports §"Sending
-//! Messages to the Server"; design §3).
+//! Messages to the Server").
 //!
 //! Rules, in the order they are checked after admission: the body is read by [`super::body`]'s rules; it must be
 //! JSON (else -32700), not a batch, and carry `"jsonrpc": "2.0"`; `initialize` needs no session (see
@@ -202,7 +202,7 @@ impl Front {
         Ok(stream::answer(call, outbox).await)
     }
 
-    /// The JSON-RPC response to one request; with tracing on, its work is one SERVER span (design §8).
+    /// The JSON-RPC response to one request; with tracing on, its work is one SERVER span.
     async fn reply(&self, request: Routed<'_>, params: Value, relay: &Relay) -> JsonRpcReply {
         let reply = match &self.tracer {
             None => self.route(&request, params, relay).await,

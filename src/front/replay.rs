@@ -1,4 +1,4 @@
-//! Resumable call streams (MCP transports §"Resumability and Redelivery"; design §3): every event of a call's
+//! Resumable call streams (MCP transports §"Resumability and Redelivery"): every event of a call's
 //! SSE stream is kept until the call is over and a grace period has passed, so an agent whose connection broke
 //! can `GET` with `Last-Event-ID` and receive the rest of that call's messages — its result included — on the
 //! new connection. A call goes on when its connection breaks (a disconnect is not a cancel).

@@ -1,5 +1,5 @@
-//! Sessions ended before their ids expire (`DELETE /mcp`; design §3: "later use of that id gets 404 (a bounded,
-//! time-limited revocation list; shared through the ledger store when shared)").
+//! Sessions ended before their ids expire (`DELETE /mcp`): later use
+//! of that id gets 404, from a bounded, time-limited revocation list shared through the ledger store when shared.
 //!
 //! Owns: the in-memory list every request is checked against ([`Revocations`]), and the front's view of the
 //! durable, shared log behind it ([`RevocationLog`], implemented over the ledger by the composition root).

@@ -1,5 +1,5 @@
 //! The JSON-RPC response a session-era agent gets (MCP 2025-11-25 transports §"Sending Messages to the Server";
-//! ARCHITECTURE.md, *Raw results*): a tree the gateway built, or — for a backend's `tools/call` result — the text
+//! docs/ledger.md, *Raw results*): a tree the gateway built, or — for a backend's `tools/call` result — the text
 //! `{"jsonrpc":"2.0","id":<the agent's id>,"result":<the backend's bytes>}` spliced together, so the result is
 //! never parsed nor re-encoded on its way to the agent.
 //!

@@ -1,4 +1,4 @@
-//! Answers that may carry more than the result (MCP transports §"Sending Messages to the Server"; design §3):
+//! Answers that may carry more than the result (MCP transports §"Sending Messages to the Server"):
 //! a request whose backend answers with an event stream, or sends notifications or requests for the agent while
 //! it runs, is answered with an SSE stream — a priming event (id, `retry`, empty data), the messages in order as
 //! they arrive, keep-alive comments while idle, then the result — with `Cache-Control: no-cache` and

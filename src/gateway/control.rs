@@ -1,5 +1,5 @@
 //! The control socket: how `switchyard reload` reaches the running gateway and hears what the reload did or why
-//! it was refused (issue 13 item 4; the choice is argued in ARCHITECTURE.md, *Decisions*).
+//! it was refused (the choice is argued in `docs/decisions.md`).
 //!
 //! Rules:
 //! - A Unix socket, `control.sock` in the data directory, mode 0600 before it takes that name (it is bound under a

@@ -1,5 +1,5 @@
 //! What a configuration reload changes: the running configuration compared with the file read again, key by
-//! key (design §8 "Config reload on SIGHUP without dropping sessions"; issue 13 item 4).
+//! key.
 //!
 //! Rules:
 //! - A backend is added, removed, *replaced* (anything about how it is reached changed: URL, transport, command,

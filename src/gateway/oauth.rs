@@ -1,4 +1,4 @@
-//! Wiring of the backend OAuth client (issue 12): `[backends.oauth]` lowered into the client's own [`BackendOAuth`]
+//! Wiring of the backend OAuth client: `[backends.oauth]` lowered into the client's own [`BackendOAuth`]
 //! settings, the client built over the vault key in the data directory and the ledger's token table, and the front's
 //! `/oauth/start` and `/oauth/callback` served through it. Types only, plus three rules: a `private_key` is parsed
 //! here, before anything else is built, and an unusable one fails startup (and `switchyard check`) naming its key and

@@ -1,4 +1,4 @@
-//! Live reload (design §8; issue 13 item 4): `SIGHUP` or `switchyard reload` re-read the configuration file, and
+//! Live reload: `SIGHUP` or `switchyard reload` re-read the configuration file, and
 //! what changed takes effect without dropping agent sessions or the calls running on unchanged backends.
 //!
 //! Rules:

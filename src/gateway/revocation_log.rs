@@ -1,5 +1,5 @@
 //! The front's [`RevocationLog`] over the ledger's revocation API: the one place the two meet, so the front never
-//! imports the ledger (design §1: the composition root wires parts together, no part reaches around another).
+//! imports the ledger (the composition root wires parts together, no part reaches around another).
 //! Only types are translated here; the behaviour is the ledger's and the front's.
 
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! Backend OAuth tokens beside the claims: one row per (principal, backend) holding a sealed token set the
-//! ledger cannot read, so every replica sharing the store shares the tokens (issue 12, "Token store").
+//! ledger cannot read, so every replica sharing the store shares the tokens.
 //!
 //! Rules:
 //! - Plain types only: the sealed bytes are opaque here (sealing and opening are the OAuth client's); the

@@ -1,5 +1,5 @@
 //! Settles nobody waits for: a call's completion is handed to the store's writer and the agent is answered at
-//! once (see ARCHITECTURE.md, *The completion is off the agent's path*), and it lingers there briefly so that it
+//! once (see docs/ledger.md, *The completion is off the agent's path*), and it lingers there briefly so that it
 //! commits together with the next job instead of costing a writer wake-up and a transaction of its own (see
 //! *A completion lingers for the next job*).
 //!

@@ -1,4 +1,4 @@
-//! The call ledger: the store layer of the at-most-once guarantee (design §5). Every `tools/call` is claimed here
+//! The call ledger: the store layer of the at-most-once guarantee. Every `tools/call` is claimed here
 //! before a byte goes to a backend, and settled here afterwards; a second call with the same key finds the claim
 //! and is answered from it instead of running the tool again.
 //!
@@ -152,7 +152,7 @@ impl LedgerStore {
     /// writer's next batch (waiting up to `background::LINGER` for one), and the claim's waiters are woken once it
     /// is durable. Until then the claim stays
     /// durably `in_flight`, so a duplicate waits for it and a crash leaves it to become `unknown` (see
-    /// ARCHITECTURE.md, *The completion is off the agent's path*). A settle the store cannot take is retried in
+    /// docs/ledger.md, *The completion is off the agent's path*). A settle the store cannot take is retried in
     /// the background; one the rules refuse is logged. The memory store settles at once.
     pub fn settle_soon(&self, key: &ClaimKey, owner: &str, settlement: Settlement, max_result: usize) {
         match self {

@@ -1,5 +1,5 @@
 //! The revocation log: agent sessions ended early (`DELETE /mcp`), kept in the ledger's store so that a restart
-//! (SQLite) or another replica (PostgreSQL) refuses them too (design §3: "shared through the ledger store").
+//! (SQLite) or another replica (PostgreSQL) refuses them too.
 //!
 //! Rules:
 //! - Plain types only: a session is an opaque string (1–[`MAX_SESSION_LEN`] visible ASCII characters) and its

@@ -1,4 +1,4 @@
-//! The shared MCP vocabulary (design §1): protocol versions, header names, method names, the relay and
+//! The shared MCP vocabulary: protocol versions, header names, method names, the relay and
 //! session-message types the front and the router share with the backend client, the `switchyard/outcome`
 //! values, the members of a result the gateway branches on ([`ResultFlags`]), the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's wire vocabulary
 //! ([`modern`]), and JSON-RPC itself ([`jsonrpc`]).

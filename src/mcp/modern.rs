@@ -1,4 +1,4 @@
-//! The wire vocabulary of MCP 2026-07-28, the sessionless ("modern") revision (reference `mcp-2026-07-28.md`) that
+//! The wire vocabulary of MCP 2026-07-28, the sessionless ("modern") revision that
 //! the root and [`super::meta`] do not already hold: the version a modern request is first sent with, the headers
 //! that mirror `tools/call` arguments (`basic/transports/streamable-http.mdx` §Headers), the value encoding of every
 //! mirrored header, and the `input_required` result type. The versions, `mcp-method` / `mcp-name` and the `_meta`

@@ -1,4 +1,4 @@
-//! The values of `_meta["switchyard/outcome"]` on a tool call that did not simply succeed (design §5): what an
+//! The values of `_meta["switchyard/outcome"]` on a tool call that did not simply succeed: what an
 //! agent may conclude about whether the tool ran.
 
 use std::fmt;

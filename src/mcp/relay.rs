@@ -1,5 +1,5 @@
-//! How messages a backend sends about an agent's request reach that agent (design §3 "Relaying between agent and
-//! backend"): the [`Relay`] a caller hands the backend client with each request, the [`RelayMessage`]s it
+//! How messages a backend sends about an agent's request reach that agent:
+//! the [`Relay`] a caller hands the backend client with each request, the [`RelayMessage`]s it
 //! delivers, and the [`SessionMessage`]s that arrive on a backend session's standalone stream.
 //!
 //! Rules: a server-to-client request is relayed only when the agent declared the capability its method needs

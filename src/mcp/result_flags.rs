@@ -1,4 +1,4 @@
-//! What the gateway decides by in a result it otherwise passes on unread (ARCHITECTURE.md, *Raw results*):
+//! What the gateway decides by in a result it otherwise passes on unread (docs/ledger.md, *Raw results*):
 //! `isError` (a tool's failure, MCP 2025-11-25 server/tools §"Error Handling") and `resultType` (2026-07-28
 //! `input_required`), read from the result's text without building a tree of the rest.
 //!

@@ -1,5 +1,5 @@
 //! How an agent learns that a backend protected by OAuth (`[backends.oauth]`, `authorization_code`) needs its
-//! principal's authorization (issue 12, "Per-principal authorization through the agent"; MCP 2025-11-25
+//! principal's authorization (MCP 2025-11-25
 //! `client/elicitation.mdx` URL mode).
 //!
 //! Rules:

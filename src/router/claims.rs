@@ -1,4 +1,4 @@
-//! At most once (design §5): every `tools/call` is claimed in the ledger before a byte goes to the backend, and
+//! At most once: every `tools/call` is claimed in the ledger before a byte goes to the backend, and
 //! settled by what the backend client reports; a second call with the same key is answered from the claim.
 //!
 //! Rules:
@@ -179,7 +179,7 @@ impl CallLedger {
 
     /// Records how the call ended and returns the agent's answer. A completion is not awaited: the claim is
     /// already durable and stays `in_flight` until the completion is, which is all at most once needs (see
-    /// ARCHITECTURE.md, *The completion is off the agent's path*). A release or an `unknown` is awaited, so that
+    /// docs/ledger.md, *The completion is off the agent's path*). A release or an `unknown` is awaited, so that
     /// "safe to retry" is true when the agent reads it.
     pub(super) async fn settle(
         &self,

@@ -1,4 +1,4 @@
-//! Multi round-trip results for 2026-07-28 agents (2026-07-28 basic/patterns/mrtr; issue 15 item 4): a backend's
+//! Multi round-trip results for 2026-07-28 agents (2026-07-28 basic/patterns/mrtr): a backend's
 //! `input_required` answer passes to the agent with the backend's `inputRequests` unchanged and a `requestState`
 //! of the gateway's ([`super::request_state`]); the agent's retry continues the same logical call.
 //!
@@ -19,7 +19,7 @@
 //!   ledger, never run.
 //! - A round nobody answers before its state expires settles the claim `unknown` (the backend may have done part
 //!   of the work); a crash leaves it `in_flight`, which the next start marks `unknown` like any orphan: nothing is
-//!   ever run again on the gateway's own initiative (see ARCHITECTURE.md, *Multi round-trip results*).
+//!   ever run again on the gateway's own initiative (see docs/protocol-eras.md, *Multi round-trip results*).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

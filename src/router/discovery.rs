@@ -1,4 +1,4 @@
-//! Catalog discovery (design §4): each backend is discovered on its own task, so one broken backend never
+//! Catalog discovery: each backend is discovered on its own task, so one broken backend never
 //! delays or breaks the others. A backend that fails is retried with capped exponential backoff, and its tools
 //! appear when it comes up; a discovered backend is refreshed every `ttl`. A reload ends the task of a backend
 //! it removes or replaces ([`spawn`] returns each task's handle) and starts one for each backend it adds or

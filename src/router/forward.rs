@@ -1,4 +1,4 @@
-//! Everything an agent asks besides tools (design §3 "Relaying", §4): prompts, resources, completions and
+//! Everything an agent asks besides tools: prompts, resources, completions and
 //! logging, forwarded on the agent's own backend sessions.
 //!
 //! Rules: `prompts/get` goes to the backend whose prompt the name denotes (bare name on the wire);

@@ -1,4 +1,4 @@
-//! The agent's idempotency key: where it may be sent and what it may be (design §5; issue 8).
+//! The agent's idempotency key: where it may be sent and what it may be.
 //!
 //! Rules, written once here for both forms:
 //! - A key is a string of 1–[`MAX_KEY_LEN`] printable ASCII characters (space to `~`, 0x20–0x7E), sent in

@@ -1,5 +1,5 @@
-//! Multi round-trip results for agents of the session era (issue 15 item 4; MCP 2026-07-28
-//! `basic/patterns/mrtr.mdx`, reference `mcp-2026-07-28.md` §5): a 2026-07-28 backend that answers `tools/call`,
+//! Multi round-trip results for agents of the session era (MCP 2026-07-28
+//! `basic/patterns/mrtr.mdx`, MCP 2026-07-28 §5): a 2026-07-28 backend that answers `tools/call`,
 //! `prompts/get` or `resources/read` with `resultType: "input_required"` has its input requests put to a
 //! 2025-11-25 agent as the server-to-client requests that agent understands (`elicitation/create`,
 //! `sampling/createMessage`, `roots/list`, relayed like a 2025 backend's own), and is retried with the answers

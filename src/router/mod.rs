@@ -1,12 +1,12 @@
 //! The router: turns an agent's request into catalog lookups and backend calls, and a backend failure into an
-//! answer an agent (and the LLM behind it) can act on (design §3, §4, §5).
+//! answer an agent (and the LLM behind it) can act on.
 //!
 //! Rules: a tool is called on the backend session of the (agent session, backend) pair, never on another
 //! agent's, and that session counts against the caller's fairness key ([`Caller::fairness_key`]) in the shared
 //! session table; the backend sees its own tool name and the backend client's own request ids; a backend's
 //! result — `isError` included — passes through verbatim; a failure of the call itself becomes a `CallToolResult` with
 //! `isError: true`, a sentence that says whether the call ran, and `_meta["switchyard/outcome"]`.
-//! - One policy (design §6, `auth::Policies`) decides what a caller sees in every list and what it may use: a
+//! - One policy (`auth::Policies`) decides what a caller sees in every list and what it may use: a
 //!   tool, prompt or resource it may not use is answered exactly like one that does not exist (no existence
 //!   leak), logged with the principal and the name, before any ledger claim or backend work. Tools and prompts
 //!   are judged by their exposed name (the `/mcp` one) in both views.
@@ -103,7 +103,7 @@ impl Caller {
 
 /// A request's result for the agent: one the gateway built or edited (a tree), or a backend's `tools/call`
 /// result relayed as the text the backend sent, which the front splices into its response unparsed
-/// (ARCHITECTURE.md, *Raw results*).
+/// (docs/ledger.md, *Raw results*).
 #[derive(Debug, PartialEq)]
 pub enum Found {
     Built(Value),

@@ -1,4 +1,4 @@
-//! How a tool call that did not simply succeed reads to an agent (design §5): a `CallToolResult` with
+//! How a tool call that did not simply succeed reads to an agent: a `CallToolResult` with
 //! `isError: true`, one sentence an LLM can act on — did the call run, may it be retried — and the
 //! machine-readable [`Outcome`] in `_meta["switchyard/outcome"]` (`not_delivered` | `unknown` | `in_progress` |
 //! `completed`), with the ledger key in `_meta["switchyard/claim"]` when there is one.

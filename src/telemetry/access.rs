@@ -1,4 +1,4 @@
-//! One agent request as telemetry sees it (issue 13 items 1 and 3): what the layers learn about it while it is
+//! One agent request as telemetry sees it: what the layers learn about it while it is
 //! served, and, once it is done, its access-log line (target [`ACCESS_TARGET`]) and its
 //! `mcp_server_operation_duration_seconds` observation.
 //!

@@ -1,4 +1,4 @@
-//! How an access line reaches the log without costing the request (issue 14 item 1): the line is formatted once,
+//! How an access line reaches the log without costing the request: the line is formatted once,
 //! by hand, into a reused per-thread buffer (no `tracing` formatter, no intermediate strings), appended to a
 //! shared bounded buffer, and written to stderr by a dedicated writer thread.
 //!

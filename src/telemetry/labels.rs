@@ -1,4 +1,4 @@
-//! Bounded label values (issue 13): every value a metric label or an access-log field takes comes from a fixed
+//! Bounded label values: every value a metric label or an access-log field takes comes from a fixed
 //! list of this file or from a name the catalog or the configuration gave, never from what an agent or a backend
 //! sent, so a flood of odd requests cannot grow the number of series.
 //!

@@ -1,4 +1,4 @@
-//! How the gateway writes its log (issue 13 item 3): lines of text for people, or one JSON object per line for
+//! How the gateway writes its log: lines of text for people, or one JSON object per line for
 //! collectors, on stderr, filtered by `SWITCHYARD_LOG` (default `switchyard=info`).
 //!
 //! Rules: ANSI colours only when the log goes to a terminal (never into files or pipes); a JSON line is one

@@ -1,4 +1,4 @@
-//! The gateway's metrics (issue 13 item 1, design §8) and their Prometheus text exposition (`GET /metrics`,
+//! The gateway's metrics and their Prometheus text exposition (`GET /metrics`,
 //! format 0.0.4).
 //!
 //! Owns: one [`Metrics`] per gateway — a `prometheus-client` registry and its families, every name and help text

@@ -1,4 +1,4 @@
-//! Telemetry (design §8, issue 13): what the gateway tells its operators about the work it does — metrics, access
+//! Telemetry: what the gateway tells its operators about the work it does — metrics, access
 //! lines, the log's format and traces. Every layer reports to it; it knows none of them.
 //!
 //! Owns: [`metrics`] (the registry, every metric name, the Prometheus exposition), [`access`] (one agent request's

@@ -1,6 +1,6 @@
 // The 2026-07-28 ("modern", sessionless) era of Switchyard's conformance
-// fixture, hand-written from the specification (shared reference
-// mcp-2026-07-28.md §2–§8) because the TypeScript SDK the fixture is built
+// fixture, hand-written from the specification (MCP 2026-07-28,
+// its transport, lifecycle and versioning clauses) because the TypeScript SDK the fixture is built
 // on predates that revision. fixture.mjs owns the test surface (tools,
 // resources, prompts, completions) and hands it to createModernHandler.
 //

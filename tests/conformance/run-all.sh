@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official conformance runs against Switchyard (issue 5, issue 10, issue 15, conformance.md §12):
+# The official conformance runs against Switchyard:
 #
 # 1. server role: `conformance server --suite all` against Switchyard's /mcp in front of the project's fixture
 #    in its 2025 era (bare names, prefix "") and @modelcontextprotocol/server-everything (a second, prefixed

@@ -69,7 +69,7 @@ fi
 export SWITCHYARD_BIN="$BIN" SWITCHYARD_INTEROP_NODE_MODULES="$NODE_MODULES" NODE
 
 CORE_SCENARIOS="initialize tools_call sse-retry elicitation-sep1034-client-defaults"
-# The 14 core authorization scenarios of the 2025-11-25 set (Switchyard's backend OAuth client, issue 12).
+# The 14 core authorization scenarios of the 2025-11-25 set (Switchyard's backend OAuth client).
 AUTH_SCENARIOS="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd
   auth/scope-from-www-authenticate auth/scope-from-scopes-supported auth/scope-omitted-when-undefined
   auth/scope-step-up auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post

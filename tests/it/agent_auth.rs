@@ -1,4 +1,4 @@
-//! Agent authentication through the running gateway (issue 11, design §6): API keys and JWTs from the test
+//! Agent authentication through the running gateway: API keys and JWTs from the test
 //! authorization server, every bad credential answered with its status and `WWW-Authenticate` challenge before
 //! anything runs (the fault backend's executions do not move), the Protected Resource Metadata documents, and an
 //! issuer whose keys cannot be loaded failing closed with `/readyz` saying so.

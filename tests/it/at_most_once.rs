@@ -1,4 +1,4 @@
-//! At most once, end to end (design §5): one behaviour suite, run against every ledger store — memory, SQLite (in
+//! At most once, end to end: one behaviour suite, run against every ledger store — memory, SQLite (in
 //! a temporary data directory) and PostgreSQL (a fresh schema per test, dropped afterwards) — with the fault
 //! backend counting how often the tool really ran. Each test asserts what crossed the wire (the backend's
 //! `executions`), the machine-readable outcome in `_meta`, and the key phrases of the sentence the agent reads.

@@ -1,5 +1,5 @@
 //! The backend client (`switchyard::backend::mcp_client`) against the fault-injecting backend: every rule of
-//! design §2, asserted on what crossed the wire and on the class of every failure.
+//! its module docs, asserted on what crossed the wire and on the class of every failure.
 
 use std::sync::Arc;
 use std::time::Duration;

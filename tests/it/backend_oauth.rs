@@ -1,4 +1,4 @@
-//! The gateway as an OAuth 2.1 client of a protected backend (issue 12, phase A): `backend::oauth::OAuthClient`
+//! The gateway as an OAuth 2.1 client of a protected backend: `backend::oauth::OAuthClient`
 //! against the test authorization server (`support/auth_server.rs`), with tokens in the ledger's store through the
 //! composition root's adapter. The test itself is the user's browser: bound to the flow of the start URL and
 //! consenting there (as the front's start page would let it), it opens the authorization URL (the server

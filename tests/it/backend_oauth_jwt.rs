@@ -1,4 +1,4 @@
-//! `private_key_jwt` client authentication (RFC 7523, issue 12) of `backend::oauth::OAuthClient` against the test
+//! `private_key_jwt` client authentication (RFC 7523) of `backend::oauth::OAuthClient` against the test
 //! authorization server, which checks each assertion as a real one would (`support/client_assertion.rs`:
 //! signature with the registered public key, `iss`/`sub`, `aud`, `exp`, `jti` never reused): EC and RSA keys, the
 //! server's refusal of a wrong key or client, and the choice of the method from the server's metadata.

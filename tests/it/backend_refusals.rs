@@ -1,4 +1,4 @@
-//! Backend refusals through the gateway (issue 8, R3): an HTTP status that proves the backend did not process a
+//! Backend refusals through the gateway: an HTTP status that proves the backend did not process a
 //! call releases its ledger claim (`not_delivered`, safe to retry), any other error status leaves the call
 //! `unknown`, and the demo backend accepts every body the gateway accepts.
 

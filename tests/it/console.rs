@@ -1,4 +1,4 @@
-//! The operator's console (issue 13 deliverable 5): its JSON API under `/admin/api/` after real calls through a
+//! The operator's console: its JSON API under `/admin/api/` after real calls through a
 //! running gateway — backends (health, transport, tools, live sessions and processes, latency), the catalog,
 //! the ledger's calls and their filters, unknown calls with the `switchyard calls resolve` commands (run for
 //! real) — who may read it (and `/readyz`'s error texts), and the page in headless Chromium ([`browser`]).

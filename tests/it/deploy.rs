@@ -1,4 +1,4 @@
-//! `deploy/` (issue 13 deliverable 6): the Prometheus scrape configuration and the Grafana dashboard are valid, every
+//! `deploy/`: the Prometheus scrape configuration and the Grafana dashboard are valid, every
 //! metric family the issue defines has a panel, and what the dashboard's queries name — metrics, labels, outcome
 //! values — is really there in a live scrape: a gateway that served one tool call of each outcome, scraped at the
 //! path `deploy/prometheus.yml` scrapes.

@@ -1,4 +1,4 @@
-//! What the agent-facing endpoint refuses, and how (issue 8, the smaller items): every refusal is the right HTTP
+//! What the agent-facing endpoint refuses, and how: every refusal is the right HTTP
 //! status with a JSON-RPC error body, and a refused message changes nothing.
 
 use std::net::SocketAddr;

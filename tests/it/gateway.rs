@@ -1,4 +1,4 @@
-//! The gateway end to end over HTTP: the front's rules (design §3), the catalog's names (§4) and the routing of
+//! The gateway end to end over HTTP: the front's rules, the catalog's names and the routing of
 //! `tools/call` with failures reported as outcomes (§5), against the demo server and the fault backend.
 
 use std::net::SocketAddr;

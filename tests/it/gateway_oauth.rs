@@ -1,4 +1,4 @@
-//! Backend OAuth through the running gateway (issue 12, phase B): an `authorization_code` backend (the test
+//! Backend OAuth through the running gateway: an `authorization_code` backend (the test
 //! authorization server's protected `/mcp`) reached by two principals. The first use answers with the
 //! authorization URL — `-32042` URL elicitation for an agent that declared `elicitation.url`, a sentence in a
 //! `not_delivered` result otherwise — the test follows the URL as the user (the server approves and redirects to

@@ -1,4 +1,4 @@
-//! A 2025-11-25 agent in front of a 2026-07-28 backend that answers with `input_required` (issue 15 item 4): the
+//! A 2025-11-25 agent in front of a 2026-07-28 backend that answers with `input_required`: the
 //! gateway puts the backend's input requests to the agent as server-to-client requests and retries the backend
 //! with the answers, round after round, as one call of the ledger. The backend is [`AskingBackend`], a modern-only
 //! server of our own whose `book` tool asks for an elicitation, then a sampling and the roots in one round, then

@@ -1,4 +1,4 @@
-//! The picture of `ARCHITECTURE.md`, checked on the source tree (issue 9): agent → front → router → (ledger,
+//! The picture of `ARCHITECTURE.md`, checked on the source tree: agent → front → router → (ledger,
 //! catalog) → backend client, each layer knowing only what it may know, and every source file saying what it owns
 //! in a leading `//!` doc.
 //!

@@ -1,4 +1,4 @@
-//! The legacy HTTP+SSE (2024-11-05) transport driven directly (issue 10 item 6): against the real
+//! The legacy HTTP+SSE (2024-11-05) transport driven directly: against the real
 //! server-everything in `sse` mode (handshake, tools, progress) and against `support/fault_legacy_sse.rs` for the
 //! error classes that keep at most once (no endpoint, a foreign endpoint, refused and failed POSTs, a dropped
 //! stream, garbage, a stalled call), sessions, server-to-client pings, credentials, and the configuration lowered

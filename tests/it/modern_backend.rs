@@ -1,4 +1,4 @@
-//! Backends of the 2026-07-28 era behind the gateway (issue 15 item 3): the era probe and its fallback, the
+//! Backends of the 2026-07-28 era behind the gateway: the era probe and its fallback, the
 //! modern wire as a backend sees it (no handshake, no session, `_meta` and the mirrored headers on every request,
 //! the backend's own tool names), the at-most-once classes on that wire (no resumption, close-to-cancel), and
 //! what replaces the `GET` stream and the removed methods. The backends are the fault backend in its modern and

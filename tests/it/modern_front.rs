@@ -1,4 +1,4 @@
-//! MCP 2026-07-28 agents on the same endpoint as 2025-11-25 ones (issue 15, items 1, 2 and 5), through a running
+//! MCP 2026-07-28 agents on the same endpoint as 2025-11-25 ones, through a running
 //! gateway: each rule of the sessionless era with the answer the gateway really gives — the `_meta` fields, the
 //! headers against the body (`=?base64?…?=` included), sessions refused, versions, removed methods,
 //! `server/discover`, `subscriptions/listen` — and what a session used to carry, now keyed on the principal:

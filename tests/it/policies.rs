@@ -1,4 +1,4 @@
-//! One policy for listing and using (issue 11, design §6), through the running gateway: two principals see
+//! One policy for listing and using, through the running gateway: two principals see
 //! different lists from the same gateway, and what a principal may not use is answered exactly like a name that
 //! does not exist, before anything runs — tools on `/mcp` and `/mcp/<backend>`, prompts, resources, templates and
 //! completions. And no passthrough: the agent's `Authorization` header and cookies never reach a backend, which

@@ -5,7 +5,7 @@
 //!
 //! For both clients: the handshake, `tools/list` across both backends, `tools/call` on each, one backend
 //! session per agent (the demo's `counter` counts per backend session), and a demo backend restarted under an
-//! open agent session — the new instance answers the old backend session 404, and the gateway must start a new
+//! open agent session — the new instance answers the old backend session with 404, and the gateway must start a new
 //! backend session without the agent noticing. Neither client may paper over a gateway fault by itself: the
 //! Python SDK turns a 404 into a "Session terminated" error, and `rmcp`'s own re-initialization is switched off.
 //!
@@ -252,7 +252,7 @@ async fn python_sdk_client_survives_a_backend_restart_under_its_session() {
     assert_eq!(agent.call_text("demo__counter", json!({})).await, "1");
     assert_eq!(agent.call_text("demo__counter", json!({})).await, "2");
 
-    // The new instance answers the gateway's old backend session 404; the agent's own session stays valid.
+    // The new instance answers the gateway's old backend session with 404; the agent's own session stays valid.
     demo.restart().await;
     assert_eq!(agent.call_text("demo__echo", json!({"text": "after"})).await, "after");
     assert_eq!(agent.call_text("demo__counter", json!({})).await, "1", "a new backend session on the new instance");

@@ -1,4 +1,4 @@
-//! Real MCP clients authenticating to the gateway (issue 11): the official Python SDK's client with an API key
+//! Real MCP clients authenticating to the gateway: the official Python SDK's client with an API key
 //! header and with its OAuth client (`OAuthClientProvider`: it finds the test authorization server from the
 //! gateway's 401 and Protected Resource Metadata, registers, runs the authorization code flow with PKCE and calls
 //! a tool with the RS256 JWT it got), and `rmcp` with a bearer token. Two principals with different policies see

@@ -1,4 +1,4 @@
-//! Live reload through the real binary (issue 13 item 4): `switchyard reload` and SIGHUP re-read the
+//! Live reload through the real binary: `switchyard reload` and SIGHUP re-read the
 //! configuration file while agent sessions are open and a call is running. A backend is added (its tools appear,
 //! agents are told), a policy and the API keys change, a backend is replaced and one removed while a call runs on
 //! it: the call finishes exactly once on the process it started on, which then stops (checked by PID), and new

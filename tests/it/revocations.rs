@@ -1,4 +1,4 @@
-//! Revocations that hold (issue 8, deliverable 5), end to end: a deleted session id stays refused (404) until
+//! Revocations that hold, end to end: a deleted session id stays refused (404) until
 //! the session would have expired — when the list is full (`server.max_revocations`, kept small here), across a
 //! restart on SQLite, and on another replica sharing a PostgreSQL ledger — and a full list refuses new deletions
 //! and new sessions (503, a JSON-RPC error naming the bound, `Retry-After`) instead of forgetting old deletions;

@@ -1,4 +1,4 @@
-//! The fair backend-session table through the gateway (issue 8, deliverable 6): unauthenticated agents count per
+//! The fair backend-session table through the gateway: unauthenticated agents count per
 //! client address, so one address that opens many agent sessions recycles its own backend sessions and never
 //! pushes out another address's.
 

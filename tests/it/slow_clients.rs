@@ -1,4 +1,4 @@
-//! Slow, idle and too many clients (issue 8, D1), spoken to over raw TCP so that a test controls every byte and
+//! Slow, idle and too many clients, spoken to over raw TCP so that a test controls every byte and
 //! every pause: `[server] header_timeout`, `body_timeout`, `idle_timeout` and `max_connections`, with short
 //! configured values and generous bounds.
 

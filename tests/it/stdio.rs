@@ -1,4 +1,4 @@
-//! The stdio transport driven directly (issue 10, phase A): handshake and calls against the demo server over
+//! The stdio transport driven directly: handshake and calls against the demo server over
 //! stdio and against `support/fault_stdio.py`, the error classes that keep at most once, process hygiene
 //! (stderr drained, the group stopped with its grandchildren, the environment cleared), relaying, and the
 //! configuration lowered into a runnable backend. Every process started here is stopped and reaped by the test.

@@ -1,4 +1,4 @@
-//! Metrics through the running gateway (issue 13 item 1): `/metrics` scraped after real calls, asserting the
+//! Metrics through the running gateway: `/metrics` scraped after real calls, asserting the
 //! exact series and label values of every tool-call outcome (completed, tool error, unknown, not delivered to a
 //! dead backend, replayed duplicate, denied by policy) and of an unknown tool; bounded labels under a flood of
 //! made-up names; `/metrics` on its own listener with `[telemetry] metrics_listen`; agent sessions, refused

@@ -1,4 +1,4 @@
-//! Traces end to end (issue 13 item 2, design §8): a gateway exporting over OTLP/HTTP JSON to a fake collector on
+//! Traces end to end: a gateway exporting over OTLP/HTTP JSON to a fake collector on
 //! loopback. One SERVER span per agent request continuing the agent's `traceparent`, one CLIENT span per backend
 //! request whose context the backend receives in `params._meta`, the MCP semantic-convention names and
 //! attributes, handshakes, retries and resumptions as events, `error.type` on failures, nothing exported when

@@ -1,4 +1,4 @@
-//! Stdio and legacy SSE backends end to end through the gateway (issue 10, phase B): the same client API serves
+//! Stdio and legacy SSE backends end to end through the gateway: the same client API serves
 //! them as HTTP backends — discovery, calls, progress, relayed server requests, `/mcp/<backend>`, allow/deny and
 //! prefixes — against real servers (server-everything over stdio and over legacy SSE, the Python SDK over stdio,
 //! `switchyard demo-server --stdio`) and `support/fault_stdio.py` for the lifetime rules: a crash mid-call is

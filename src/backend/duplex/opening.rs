@@ -1,5 +1,5 @@
 //! How a session over a pair of message channels starts and, once it is known to be a 2026-07-28 one, what its
-//! requests carry (reference `mcp-2026-07-28.md` §8, `basic/transports/stdio.mdx`; issue 15 item 3).
+//! requests carry (MCP 2026-07-28 §8, `basic/transports/stdio.mdx`).
 //!
 //! Rules:
 //! - A probe is `server/discover` at the newest modern version, waiting at most [`PROBE_WAIT`]: a result naming a

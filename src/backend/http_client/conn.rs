@@ -1,11 +1,11 @@
-//! One HTTP/1.1 connection to a backend, driven by the task that uses it (issue 14: no task hop per call).
+//! One HTTP/1.1 connection to a backend, driven by the task that uses it (no task hop per call).
 //!
 //! Rules:
 //! - hyper's connection future ([`http1::Connection`]) does the socket I/O; nothing is spawned for it. Whoever
 //!   holds the connection polls it: the call's task while it sends the request and reads the response
 //!   ([`Conn::exchange`], [`Body::next_chunk`]), and the next call when it takes the connection from the pool
 //!   ([`Conn::ready`]). So one call is one task, without a spawned connection task per pooled connection and the
-//!   channel hops between the two (BENCHMARKS.md, Session 5, measures what that saves).
+//!   channel hops between the two (BENCHMARKS.md measures what that saves).
 //! - Nobody polls an idle connection: a peer that closed it is noticed when it is next taken ([`Conn::ready`]
 //!   fails, or the request comes back unsent, see [`super::pool`]).
 //! - A finished connection future is dropped at once: that closes the request channel, so the sender reports the

@@ -1,4 +1,4 @@
-//! The one HTTP client of the backend layer's call paths (issue 14, design §6): HTTP/1.1 with keep-alive on
+//! The one HTTP client of the backend layer's call paths: HTTP/1.1 with keep-alive on
 //! hyper's connection API, over hyper-rustls' connector. Streamable HTTP exchanges (`POST`, the `GET` streams,
 //! `DELETE`) and legacy SSE backends (their stream and their `POST`s) all go through it.
 //!

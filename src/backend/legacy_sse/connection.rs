@@ -1,4 +1,4 @@
-//! One MCP session with one legacy HTTP+SSE backend (2024-11-05 transports §"HTTP with SSE"; design §2, §7):
+//! One MCP session with one legacy HTTP+SSE backend (2024-11-05 transports §"HTTP with SSE"):
 //! the event stream ([`super::stream`]) is the session's message source, POSTs to its endpoint
 //! ([`super::post`]) its sink, and the JSON-RPC rules (ids, the handshake, server-to-client requests, relaying,
 //! cancellation) are the shared session core's ([`crate::backend::duplex`]).

@@ -1,4 +1,4 @@
-//! Backends that speak the 2024-11-05 HTTP+SSE transport (`transport = "sse"`; design §7; MCP 2025-11-25
+//! Backends that speak the 2024-11-05 HTTP+SSE transport (`transport = "sse"`; MCP 2025-11-25
 //! `basic/transports.mdx` §"Backwards Compatibility", 2024-11-05 `basic/transports.mdx` §"HTTP with SSE").
 //!
 //! Owns: opening a backend's event stream with `GET` and waiting for its `endpoint` event, refusing an endpoint on

@@ -1,4 +1,4 @@
-//! OAuth tokens on a protected backend's Streamable HTTP exchanges (MCP 2025-11-25 authorization; issue 12): which
+//! OAuth tokens on a protected backend's Streamable HTTP exchanges (MCP 2025-11-25 authorization): which
 //! token goes on a request, and what a 401 or a 403 `insufficient_scope` answer leads to.
 //!
 //! Rules:

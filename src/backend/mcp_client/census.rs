@@ -1,4 +1,4 @@
-//! What the client holds right now, per backend, for the operator's console (issue 13): live backend sessions
+//! What the client holds right now, per backend, for the operator's console: live backend sessions
 //! (HTTP sessions, stdio processes' sessions, legacy SSE streams) and live stdio processes.
 //!
 //! Rules: a census only reads — it takes the table's lock once and the process counters' lock once, never a

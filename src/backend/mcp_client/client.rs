@@ -1,4 +1,4 @@
-//! The client object (design §2): the bounded table of backend sessions and the calls made on them, whatever the
+//! The client object: the bounded table of backend sessions and the calls made on them, whatever the
 //! transport ([`super::transport`] dispatches).
 //!
 //! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
@@ -99,7 +99,7 @@ impl McpBackendClient {
     /// Fails only when the HTTP client cannot be built (e.g. the TLS roots cannot be loaded): the gateway then
     /// refuses to start rather than fall back to a client that would follow redirects.
     pub fn new(config: ClientConfig) -> Result<Self, ClientBuildError> {
-        // It follows no redirect: backend URLs come only from configuration (design §6).
+        // It follows no redirect: backend URLs come only from configuration.
         let http = HttpClient::new().map_err(ClientBuildError)?;
         Ok(Self {
             http,
@@ -150,7 +150,7 @@ impl McpBackendClient {
 
     /// [`request_relayed`](Self::request_relayed), returning the `result` as the backend's text, for a caller that
     /// passes it on without looking inside (no tree is built). With tracing on, the request is one CLIENT span
-    /// whose context goes to the backend in `params._meta` (design §8).
+    /// whose context goes to the backend in `params._meta`.
     pub async fn request_raw(
         &self,
         key: &SlotKey,
@@ -370,7 +370,7 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
-        // Boxed: the handshake is rare, and its future would otherwise size every call's (see ARCHITECTURE.md).
+        // Boxed: the handshake is rare, and its future would otherwise size every call's (see `docs/decisions.md`).
         let started = timeout_at(deadline, Box::pin(self.start_session(key, target, capabilities)))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))

@@ -1,4 +1,4 @@
-//! Where a backend is reached and which slot of the session table a call uses (design §2, §7).
+//! Where a backend is reached and which slot of the session table a call uses.
 //!
 //! Rules: a [`BackendTarget`] is built once per backend by the composition root and renewed for every call (a
 //! fresh absolute deadline); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process

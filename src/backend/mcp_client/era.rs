@@ -1,5 +1,5 @@
-//! Which protocol era a backend speaks (reference `mcp-2026-07-28.md` §8 "Backward compatibility"; issue 15 item
-//! 3): the operator's choice ([`Era`]), what a `server/discover` probe's answer means ([`verdict_of_result`],
+//! Which protocol era a backend speaks (MCP 2026-07-28 §8 "Backward compatibility"):
+//! the operator's choice ([`Era`]), what a `server/discover` probe's answer means ([`verdict_of_result`],
 //! [`verdict_of_error`]), and what the client remembers per backend ([`Eras`]).
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! The client's error classes (design §2): what callers branch on to keep the at-most-once promise.
+//! The client's error classes: what callers branch on to keep the at-most-once promise.
 //!
 //! Rule: only [`McpError::NotDelivered`] (and its OAuth form, [`McpError::AuthorizationRequired`]) proves that the backend did not process a request, whatever the
 //! transport — HTTP (nothing reached the backend, or it refused with a status that proves so), stdio (no byte of

@@ -1,4 +1,4 @@
-//! Backend sessions over Streamable HTTP (design §2; MCP 2025-11-25 `basic/transports.mdx` §"Streamable HTTP"):
+//! Backend sessions over Streamable HTTP (MCP 2025-11-25 `basic/transports.mdx` §"Streamable HTTP"):
 //! the handshake, one request on a session (of either era), and ending a session with `DELETE`.
 //!
 //! Rules: the handshake is `initialize` offering [`LATEST_PROTOCOL_VERSION`] then `notifications/initialized`;

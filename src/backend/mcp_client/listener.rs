@@ -1,4 +1,4 @@
-//! A backend session's standalone stream (MCP transports §"Listening for Messages from the Server"; design §3):
+//! A backend session's standalone stream (MCP transports §"Listening for Messages from the Server"):
 //! opened with `GET` when the agent declared capabilities a backend may call on outside a request (sampling,
 //! elicitation, roots) or subscribed to a resource, so that server-to-client requests and notifications not tied
 //! to a call (`notifications/resources/updated`, `…/list_changed`) reach the agent.

@@ -1,5 +1,5 @@
-//! The gateway's client to backend MCP servers (design §2, §7), of both protocol eras — 2025-11-25 and earlier
-//! (`initialize`, sessions) and 2026-07-28 (sessionless, issue 15): one API — [`McpBackendClient`] with `session`,
+//! The gateway's client to backend MCP servers, of both protocol eras — 2025-11-25 and earlier
+//! (`initialize`, sessions) and 2026-07-28 (sessionless): one API — [`McpBackendClient`] with `session`,
 //! `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP, stdio processes and
 //! legacy HTTP+SSE streams.
 //!

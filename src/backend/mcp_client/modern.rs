@@ -1,4 +1,4 @@
-//! The 2026-07-28 wire to modern backends (reference `mcp-2026-07-28.md` §2–§3; issue 15 item 3): what every
+//! The 2026-07-28 wire to modern backends (MCP 2026-07-28 §2–§3): what every
 //! request carries, and the `server/discover` probe over Streamable HTTP.
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! Starting a backend session in the backend's era (reference `mcp-2026-07-28.md` §8; issue 15 item 3): the
+//! Starting a backend session in the backend's era (MCP 2026-07-28 §8): the
 //! remembered verdict ([`super::era::Eras`]) or a `server/discover` probe decides between a modern session, which
 //! over HTTP needs no request at all, and the 2025-era handshake.
 //!

@@ -1,4 +1,4 @@
-//! The lifetime rules of stdio backend processes in the session table (design §7; issue 10 deliverable 2).
+//! The lifetime rules of stdio backend processes in the session table.
 //!
 //! Rules:
 //! - Caps: at most `max_processes` live processes per backend and `max_stdio_processes` in the whole gateway.

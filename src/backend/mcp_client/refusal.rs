@@ -1,4 +1,4 @@
-//! Which HTTP error answers prove that a backend refused a request without processing it (design §2, §5).
+//! Which HTTP error answers prove that a backend refused a request without processing it.
 //!
 //! The at-most-once promise rests on this table: a status classified here makes the call
 //! [`McpError::NotDelivered`](super::McpError::NotDelivered), which releases its ledger claim so that a retry runs

@@ -1,5 +1,5 @@
 //! The final response of a request to a backend, decoded without building a tree of its `result` (JSON-RPC 2.0
-//! §5 "Response object"; ARCHITECTURE.md, *Raw results*), on every transport: Streamable HTTP (a JSON body or an
+//! §5 "Response object"; docs/ledger.md, *Raw results*), on every transport: Streamable HTTP (a JSON body or an
 //! SSE `data` line), stdio and legacy SSE.
 //!
 //! Rules: a message is a response when it has a valid id (a string or an integer), a `result` or an `error`, and

@@ -1,4 +1,4 @@
-//! What a failed request leads to (design §2; issue 15 item 3): a retry — at most one, and only after the backend
+//! What a failed request leads to: a retry — at most one, and only after the backend
 //! proved it did not process the request — or the failure the caller gets.
 //!
 //! Rules: a session the backend ended (HTTP `404` on a session id) is replaced; on the 2026-07-28 wire, a version

@@ -1,10 +1,10 @@
-//! The bounded table of backend sessions, one slot per (agent session, backend) pair (design §2).
+//! The bounded table of backend sessions, one slot per (agent session, backend) pair.
 //!
 //! Rules:
 //! - The table never holds more than `capacity` slots, and a slot in use (a caller holds its [`SlotGuard`]) is
 //!   never evicted: when nothing is evictable the new caller is refused instead of growing the table.
 //! - Every slot counts against its owner (the slot key's fairness key: the principal, or `anonymous@<address>`),
-//!   so one owner cannot push every other owner's sessions out (issue 8):
+//!   so one owner cannot push every other owner's sessions out:
 //!   - an owner holding `per_owner` slots recycles its own idle slot used longest ago, or is refused when all of
 //!     its slots are in use — it never takes another owner's slot;
 //!   - when the table is full, the owner holding the most slots (so the one furthest over its share) loses its

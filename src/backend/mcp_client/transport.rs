@@ -1,4 +1,4 @@
-//! The transport dispatch (design §2, §7): one live backend session, whatever carries it, and the two things
+//! The transport dispatch: one live backend session, whatever carries it, and the two things
 //! the client does with one — start it and send a request on it.
 //!
 //! Rules: a session is carried by Streamable HTTP (its requests are exchanges, [`super::http`]; a 2026-07-28

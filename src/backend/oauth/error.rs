@@ -1,5 +1,5 @@
 //! [`OAuthError`]: why the gateway could not obtain a token for a backend, phrased for the agent and the operator
-//! (issue 12, "Bad input": each answer names what failed and where).
+//! (each answer names what failed and where).
 //!
 //! Rules: a message names the URL or the parameter at fault but never a token, a code, a client secret or a PKCE
 //! verifier; every variant is something a caller may branch on (retry later, tell the user, give up).

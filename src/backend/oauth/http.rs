@@ -1,6 +1,6 @@
 //! Bounded, filtered HTTP for the OAuth exchanges: metadata documents, client registration and the token endpoint.
 //!
-//! Rules (design §6: "redirects are not followed", "every input is bounded"):
+//! Rules (no redirect is followed; every input is bounded):
 //! - No redirect is ever followed: a metadata URL or token endpoint that redirects is answered as what it is,
 //!   a non-success status, so a server cannot send the gateway (and a client secret) elsewhere, and only the
 //!   URL the gateway chose is ever connected to.

@@ -1,4 +1,4 @@
-//! The gateway as an OAuth 2.1 client of protected backends (MCP 2025-11-25 authorization; design §6; issue 12):
+//! The gateway as an OAuth 2.1 client of protected backends (MCP 2025-11-25 authorization):
 //! discovery, registration, PKCE, the `resource` parameter, scope selection and step-up, refresh, and tokens kept
 //! per (principal, backend), sealed, in a [`TokenStore`].
 //!

@@ -12,7 +12,7 @@
 //! - A registration answer must carry a `client_id`; its `client_secret`, if any, is kept as a [`Secret`].
 //! - A dynamic registration says `application_type: "web"` (SEP-837, OpenID Connect Dynamic Client Registration
 //!   §2): the gateway is a server-side confidential client whose redirect URI is its own public URL, not an app on
-//!   the user's device (ARCHITECTURE.md, "Backend OAuth client").
+//!   the user's device (docs/authorization.md, "Backend OAuth client").
 //! - Registrations live in memory with the backend's discovery (a restart registers again) and belong to the
 //!   issuer they were made at: a new issuer gets a new registration (`mod.rs`, SEP-2352).
 

@@ -1,6 +1,6 @@
 //! Where tokens are kept: the [`TokenStore`] trait, on plain types. The composition root implements it over the
 //! ledger's database (`gateway/token_store.rs`), so this module never imports the ledger and every replica sharing
-//! the ledger shares the tokens (issue 12, "Token store").
+//! the ledger shares the tokens.
 //!
 //! Rules: a row is keyed by (principal, backend) and holds the sealed [`super::vault::TokenSet`] plus what an
 //! operator may see without the key (scopes, expiry, last change); a put replaces the row. Failures are strings

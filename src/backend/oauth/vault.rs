@@ -1,5 +1,5 @@
 //! Tokens at rest: a [`TokenSet`] is sealed with XChaCha20-Poly1305 under the gateway's token key before it
-//! reaches the store, and opened only here (issue 12, "encrypted at rest with a key kept like the session key").
+//! reaches the store, and opened only here.
 //!
 //! Rules:
 //! - The key is 32 random bytes in `<data_dir>/oauth-tokens.key` ([`crate::keyfile`]: created 0600 when missing);

@@ -1,4 +1,4 @@
-//! One MCP session with one stdio backend process (MCP 2025-11-25 `basic/transports.mdx` §stdio; design §2, §7).
+//! One MCP session with one stdio backend process (MCP 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Rules:
 //! - Framing: one JSON-RPC message per line on stdin and stdout, UTF-8, no embedded newlines (serde_json never

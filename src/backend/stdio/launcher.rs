@@ -1,4 +1,4 @@
-//! Starting a stdio backend's processes, with start-up health kept per backend (design §7; wave-2 notes §C.5).
+//! Starting a stdio backend's processes, with start-up health kept per backend.
 //!
 //! Rules:
 //! - A start is the spawn and the handshake. When starts keep failing, the next attempt waits an exponentially

@@ -1,4 +1,4 @@
-//! Backends that are local processes spoken to over stdin/stdout (`transport = "stdio"`; design §7, MCP
+//! Backends that are local processes spoken to over stdin/stdout (`transport = "stdio"`; MCP
 //! 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole

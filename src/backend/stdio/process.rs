@@ -1,4 +1,4 @@
-//! Starting and stopping one stdio backend process (design §7; MCP 2025-11-25
+//! Starting and stopping one stdio backend process (MCP 2025-11-25
 //! `basic/transports.mdx` §stdio: the server may log to stderr, and shutdown is closing stdin, then SIGTERM, then
 //! SIGKILL).
 //!

@@ -13,7 +13,7 @@
 //! - The client capabilities the request declares in `_meta` reach a 2026-07-28 backend in that request's `_meta`
 //!   (so it may answer `input_required` for what the agent can give); backend sessions of the session era declare
 //!   none, and a server-to-client request such a backend sends anyway is refused with [`super::REFUSAL`] (see
-//!   ARCHITECTURE.md).
+//!   docs/protocol-eras.md).
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! ([`crate::front::initialize::capabilities`]); `supportedVersions` lists every version the gateway serves to
 //! agents — this era's and the session era's. The gateway ends the protocol at the front and speaks to each
 //! backend through its backend client, so which versions agents may use does not depend on what the backends
-//! speak (see ARCHITECTURE.md, "Both eras on one endpoint"). The result is shaped like every other
+//! speak (see docs/protocol-eras.md, "Both eras on one endpoint"). The result is shaped like every other
 //! ([`super::shape`]): `resultType`, the gateway's caching hints, `serverInfo` in `_meta`.
 
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! The sessionless era on the same endpoint: MCP 2026-07-28 agents next to 2025-11-25 ones (2026-07-28 basic
-//! §"Versioning" "Backward compatibility", transports §"Streamable HTTP"; design §3).
+//! §"Versioning" "Backward compatibility", transports §"Streamable HTTP").
 //!
 //! Owns: which `POST`s belong to this era ([`is_modern`]), and serving them: the checks of [`checks`] (`_meta`,
 //! then headers against the body, then the version), `server/discover` ([`discover`]), `subscriptions/listen`
@@ -107,7 +107,7 @@ pub(super) struct ModernPost<'a> {
 
 impl ModernPost<'_> {
     /// The caller of request `id`: keyed on the principal, with a request scope of its own, since this era's
-    /// ids are unique only among one sender's requests in flight (see ARCHITECTURE.md, "Agents without
+    /// ids are unique only among one sender's requests in flight (see docs/protocol-eras.md, "Agents without
     /// sessions").
     fn caller(&self, id: &Value) -> Result<Caller, FrontError> {
         let key_headers = self.headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(|value| value.as_bytes());
@@ -142,7 +142,7 @@ fn without_client_meta(mut params: Value) -> Value {
 }
 
 impl Front {
-    /// The SERVER span of request `id` when traces are on, as the session era's (design §8), without a session: the
+    /// The SERVER span of request `id` when traces are on, as the session era's, without a session: the
     /// agent's context from `params._meta`, else from its HTTP `traceparent` and `tracestate` headers; the version
     /// from `_meta`.
     fn server_span(&self, post: &ModernPost<'_>, id: &Value, method: &str, params: &Value) -> Option<ServerSpan> {

@@ -1,4 +1,4 @@
-//! The session key: the secret that signs agent session ids, and the file it lives in (design §6).
+//! The session key: the secret that signs agent session ids, and the file it lives in.
 //!
 //! Rules: the key is exactly [`SECRET_LEN`] raw bytes from the operating system's secure random source, kept
 //! under the rules of every key file ([`crate::keyfile`]: created exclusively with mode 0600, refused when of

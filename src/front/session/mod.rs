@@ -1,4 +1,4 @@
-//! Agent sessions: what the `MCP-Session-Id` the front hands an agent stands for (design §3, §6; MCP 2025-11-25
+//! Agent sessions: what the `MCP-Session-Id` the front hands an agent stands for (MCP 2025-11-25
 //! §A1.6, §A4.7).
 //!
 //! Owns: the session ([`AgentSession`]) and its random identifier ([`SessionRef`]); the key that signs session
@@ -10,7 +10,7 @@
 //! - The random part of an id and the key come from the operating system's secure random source (§A4.7:
 //!   secure, non-deterministic ids).
 //! - A verified id is not enough. The caller must also check [`AgentSession::belongs_to`] against the principal
-//!   authenticated on this very request (§A4.7, design §6), and the revocations
+//!   authenticated on this very request (§A4.7), and the revocations
 //!   ([`super::revocations::Revocations::is_revoked`]). Malformed, forged, expired, foreign and revoked ids are
 //!   all answered 404 (§A1.6); [`OpenError`] only tells them apart in logs.
 //!

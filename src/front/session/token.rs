@@ -1,6 +1,6 @@
 //! The sealed session id: `base64url(payload) "." base64url(HMAC-SHA256(key, domain || payload))`, where the
 //! payload binds a random [`SessionRef`], the principal, the negotiated protocol version, the issue time and the
-//! agent's declared capabilities (MCP 2025-11-25 §A1.6, §A4.7; design §3).
+//! agent's declared capabilities (MCP 2025-11-25 §A1.6, §A4.7).
 //!
 //! Rules:
 //! - The id holds only visible ASCII, 0x21–0x7E (§A1.6): unpadded base64url and one `.`.

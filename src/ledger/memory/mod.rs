@@ -1,6 +1,6 @@
 //! The in-memory store: for tests, demos and as the benchmarks' baseline. Everything is lost when the process
 //! exits, so it gives no protection across restarts or replicas. It keeps every settled claim for the retention,
-//! like the durable stores, so it holds hundreds of thousands of claims under load (ARCHITECTURE.md, *The memory
+//! like the durable stores, so it holds hundreds of thousands of claims under load (docs/ledger.md, *The memory
 //! ledger*).
 //!
 //! Rules:

@@ -1,5 +1,5 @@
 //! The ledger's calls for the console: recent calls, filtered, and the calls whose outcome is `unknown` with what
-//! `switchyard calls resolve` would do to each (design §5).
+//! `switchyard calls resolve` would do to each.
 //!
 //! Rules: the filters are the ledger's own (`switchyard calls` uses the same), so the console and the CLI always
 //! agree; an outcome is a ledger state (`in_flight`, `completed`, `unknown`) — a tool that answered `isError` (or

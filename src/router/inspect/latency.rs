@@ -1,4 +1,4 @@
-//! Latency percentiles per backend, from the ledger (issue 13 deliverable 5; see ARCHITECTURE.md *Decisions*).
+//! Latency percentiles per backend, from the ledger (see `docs/decisions.md`).
 //!
 //! Rules: a sample is one completed `tools/call` — from its claim to its completion, as the gateway recorded
 //! them, so it covers the backend's work, the network and the handshake of a first call, and nothing of the

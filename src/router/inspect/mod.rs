@@ -1,4 +1,4 @@
-//! What the operator's console shows (issue 13, design §8), as plain views the front serializes: the backends
+//! What the operator's console shows, as plain views the front serializes: the backends
 //! (health, transport, tools, live sessions and processes, latency), the catalog, and the ledger's calls.
 //!
 //! Rules: read-only — nothing here changes a backend, the catalog or a claim, and nothing waits for a backend

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces of the gateway's MCP traffic (design §8; the OpenTelemetry MCP semantic conventions): one
+//! OpenTelemetry traces of the gateway's MCP traffic (the OpenTelemetry MCP semantic conventions): one
 //! SERVER span per agent request, one CLIENT span per backend request, exported over OTLP/HTTP as JSON.
 //!
 //! Owns: the [`Tracer`] (sampling, recording, export), the [`ServerSpan`] and [`ClientSpan`] the front and the

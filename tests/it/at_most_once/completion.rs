@@ -1,4 +1,4 @@
-//! The completion is off the agent's path (ARCHITECTURE.md, *The completion is off the agent's path*): the agent
+//! The completion is off the agent's path (docs/ledger.md, *The completion is off the agent's path*): the agent
 //! has its result before the completion is durable. In between, a duplicate gets the result (it waits for the
 //! durable completion), and a crash leaves the call `unknown` — it is never run again.
 //!

@@ -1,4 +1,4 @@
-//! What a claim key names (design §5, issue 8 D2/D3): one call — backend, tool and arguments — and what an
+//! What a claim key names: one call — backend, tool and arguments — and what an
 //! idempotency key may be — a string of 1–255 printable ASCII characters, in `_meta` or the `Idempotency-Key`
 //! header. A key or request id reused for another call, and a malformed key, are refused before anything runs;
 //! the fault backend's per-tool `executions` show that nothing did.

@@ -1,4 +1,4 @@
-//! Multi round-trip results through the gateway (issue 15 item 4, 2026-07-28 agents in front of a 2026-07-28
+//! Multi round-trip results through the gateway (2026-07-28 agents in front of a 2026-07-28
 //! backend): a backend that asks for input twice, then runs. The agent sees the backend's `inputRequests` and a
 //! state of the gateway's; the backend sees its own state back; a state that is tampered with, expired, another
 //! principal's or another call's is refused with `-32602` and never reaches the backend; the call is one claim,

@@ -1,4 +1,4 @@
-//! The log of the real `switchyard serve` binary (issue 13 item 3): run at the most verbose level (`trace`, every
+//! The log of the real `switchyard serve` binary: run at the most verbose level (`trace`, every
 //! crate) with an agent API key, a backend `credential` and bearer tokens in requests, no secret ever reaches
 //! the log; no ANSI colour codes in a log file; with `--log-format json` every line is one JSON object, and each
 //! agent request has one access line with its principal, session, method, tool, backend, outcome, status and

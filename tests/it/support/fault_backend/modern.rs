@@ -1,4 +1,4 @@
-//! The fault backend's 2026-07-28 era (reference `mcp-2026-07-28.md` §2–§4, §8), written from the specification:
+//! The fault backend's 2026-07-28 era (MCP 2026-07-28 §2–§4, §8), written from the specification:
 //! a request whose `params._meta` names a protocol version is served without a session, after the checks a modern
 //! server makes, in the spec's order — the mirrored headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
 //! and the `Mcp-Param-*` of the tool's `x-mcp-header` arguments; `400` + `-32020`), the version (`400` +
