@@ -10,7 +10,9 @@
 //!   open) neither applies: the body has its own deadline in the front (`body_timeout`, answered 408).
 //!   hyper's own header timer is not used because it starts when hyper waits for a request, so it would count
 //!   keep-alive idleness as header time; the phases are kept apart here instead.
-//! - Each request carries the peer's address as axum's `ConnectInfo<SocketAddr>`.
+//! - Each request carries the peer's address as axum's `ConnectInfo<SocketAddr>`, and a [`ShareSlot`] where its
+//!   admission leaves the principal's share, held with the answer's body until it is sent or dropped.
+//! - A request naming more than one host ([`guard::check_target`]) is refused here, before any route sees it.
 //! - Sockets are `TCP_NODELAY`: every write goes out when it is made (an event is never held for an ACK).
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
@@ -30,6 +32,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::http::{Request, Response};
+use axum::response::IntoResponse;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -40,6 +43,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+
+use super::error::FrontError;
+use super::guard;
+use super::shares::ShareSlot;
 
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
 /// memory), so that it does not spin while the condition lasts.
@@ -310,15 +317,20 @@ struct PerRequest {
 }
 
 impl hyper::service::Service<Request<Incoming>> for PerRequest {
-    type Response = Response<Holding<Serving>>;
+    type Response = Response<Holding<(Serving, ShareSlot)>>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Holding<Serving>>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        let held = (Serving::begin(Arc::clone(&self.phase)), ShareSlot::default());
+        if let Err(refusal) = guard::check_target(request.uri(), request.headers()) {
+            let refused = FrontError::from(refusal).into_response();
+            return Box::pin(std::future::ready(Ok(refused.map(|body| Holding::new(body, held)))));
+        }
         request.extensions_mut().insert(ConnectInfo(self.peer));
-        let serving = Serving::begin(Arc::clone(&self.phase));
+        request.extensions_mut().insert(held.1.clone());
         let answered = hyper::service::Service::call(&self.app, request);
-        Box::pin(async move { Ok(answered.await?.map(|body| Holding::new(body, serving))) })
+        Box::pin(async move { Ok(answered.await?.map(|body| Holding::new(body, held))) })
     }
 }
 

@@ -58,10 +58,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Extension;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
+use axum::response::Response;
 use axum::routing::{get, post};
 
 use crate::auth::{Admins, Authenticator};
@@ -128,7 +128,6 @@ pub fn app(front: Arc<Front>) -> Router {
     let app = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
-        .route_layer(middleware::from_fn(shares::hold))
         .route_layer(recorded)
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
@@ -138,15 +137,7 @@ pub fn app(front: Arc<Front>) -> Router {
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());
     let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
-    app.layer(middleware::from_fn(one_host)).with_state(front)
-}
-
-/// Refuses a request naming more than one host before any route sees it ([`guard::check_target`]).
-async fn one_host(request: Request, next: Next) -> Response {
-    match guard::check_target(request.uri(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => FrontError::from(refusal).into_response(),
-    }
+    app.with_state(front)
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart

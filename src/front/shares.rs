@@ -19,13 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::Response;
-
 use super::error::FrontError;
-use super::listener::Holding;
 
 /// The caps, lowered from `[server]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,29 +71,13 @@ impl Drop for Share {
     }
 }
 
-/// Where the admission of a request leaves its share, for [`hold`] to keep with the answer.
+/// Where the admission of a request leaves its share; the listener keeps it with the answer's body.
 #[derive(Clone, Default)]
 pub(super) struct ShareSlot(Arc<Mutex<Option<Share>>>);
 
 impl ShareSlot {
     pub(super) fn keep(&self, share: Share) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(share);
-    }
-
-    fn take(&self) -> Option<Share> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
-/// Wraps one request of the MCP endpoint: the share its admission took is held until the answer's body has been
-/// sent or dropped (a stream's is when it closes); the body keeps its size, so a JSON answer its `Content-Length`.
-pub(super) async fn hold(mut request: Request, next: Next) -> Response {
-    let slot = ShareSlot::default();
-    request.extensions_mut().insert(slot.clone());
-    let response = next.run(request).await;
-    match slot.take() {
-        Some(share) => response.map(|body| Body::new(Holding::new(body, share))),
-        None => response,
     }
 }
 
