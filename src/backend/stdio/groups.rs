@@ -327,12 +327,18 @@ mod tests {
 
     #[tokio::test]
     async fn only_a_process_with_the_group_token_is_owned_and_stopped() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env(GROUP_TOKEN_VAR, "tok")
-            .process_group(0)
-            .spawn()
-            .expect("spawn sleep");
+        let mut command = std::process::Command::new("sleep");
+        command.arg("30").env(GROUP_TOKEN_VAR, "tok").process_group(0);
+        // The test runner may have been started with SIGTERM ignored, which `sleep` would inherit; what is under
+        // test is the order of the signals, so the child takes SIGTERM's default action.
+        // SAFETY: between fork and exec the closure makes one async-signal-safe call.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("spawn sleep");
         let pid = i32::try_from(child.id()).expect("a pid fits i32");
         let stat = procfs::stat(pid).expect("the child's stat");
         assert_eq!(stat.group, pid, "it leads its own group");
@@ -345,7 +351,7 @@ mod tests {
         assert!(same_process(pid, stat.start), "a stranger is left alone");
         stop_leftovers(Path::new("test"), &[group("tok", stat.start)], Duration::from_secs(2)).await;
         let status = child.wait().expect("reap");
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM), "{status:?}");
     }
 
     #[tokio::test]
