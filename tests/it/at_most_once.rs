@@ -16,9 +16,10 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchyard::ledger::ClaimKey;
-use switchyard::router::{CLAIM_META, IDEMPOTENCY_META, OUTCOME_META, REPLAYED_META};
+use switchyard::router::{CLAIM_META, IDEMPOTENCY_META, REPLAYED_META};
 use tokio::task::JoinSet;
 
+use crate::support::assert::{eventually, outcome, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
 use crate::support::pg_proxy::{POSTGRES, TcpProxy};
@@ -222,14 +223,6 @@ async fn post_on(http: reqwest::Client, url: String, session: String, message: V
     serde_json::from_str(&raw).map_err(|error| format!("{error}: {raw}"))
 }
 
-fn text(body: &Value) -> &str {
-    body["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text result: {body}"))
-}
-
-fn outcome(body: &Value) -> Option<&str> {
-    body["result"]["_meta"][OUTCOME_META].as_str()
-}
-
 fn replayed(body: &Value) -> bool {
     body["result"]["_meta"][REPLAYED_META] == json!(true)
 }
@@ -252,15 +245,6 @@ fn assert_failure<'a>(body: &'a Value, expected: &str, phrases: &[&str]) -> &'a 
         assert!(said.contains(phrase), "{phrase:?} missing from {said:?}");
     }
     said
-}
-
-/// Polls `done` every 10 ms for up to `limit`.
-async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = tokio::time::Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn backend_address(backend: &FaultBackend) -> SocketAddr {
@@ -481,7 +465,7 @@ async fn a_call_cut_short_by_sigkill_is_unknown_after_restart(store: Store) {
 
     let message = call(1, "charge card", Some("charge-7"));
     let in_flight = tokio::spawn(post_on(agent.http.clone(), gateway.mcp(), session.clone(), message.clone()));
-    eventually(Duration::from_secs(10), "the backend has the call", || backend.executions(RAN) == 1).await;
+    eventually("the backend has the call", || async { backend.executions(RAN) == 1 }).await;
     gateway.kill().await;
     let lost = in_flight.await.expect("the request task");
     assert!(lost.is_err(), "the agent never heard back from the killed gateway: {lost:?}");

@@ -11,6 +11,7 @@ use switchyard::backend::mcp_client::{
 };
 use tokio::time::Instant;
 
+use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{Answer, FaultBackend, PROGRESS_TOKEN, Resume, Script, SessionIds};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,10 +39,6 @@ async fn echo_with(client: &McpBackendClient, endpoint: &BackendTarget, agent: &
 
 async fn backend(script: Script) -> FaultBackend {
     FaultBackend::start(script).await
-}
-
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
 fn assert_not_delivered(result: Result<Value, McpError>) {
@@ -420,21 +417,23 @@ async fn eviction_takes_the_oldest_idle_slot_and_never_one_in_use() {
         McpBackendClient::new(ClientConfig { max_sessions: 2, ..ClientConfig::default() }).expect("the client builds"),
     );
     echo(&client, &server, "a").await.unwrap();
-    // "b" holds its slot during a slow call while "c" needs room: "a" (idle) must go, "b" must stay.
-    server.update(|script| script.call_delay = Some(Duration::from_millis(300)));
+    // "b" holds its slot during a held call while "c" needs room: "a" (idle) must go, "b" must stay.
+    server.update(|script| script.hold_calls = true);
     let in_use = {
         let (client, endpoint) = (Arc::clone(&client), endpoint(&server));
         tokio::spawn(async move { echo_with(&client, &endpoint, "b").await })
     };
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    server.update(|script| script.call_delay = None);
+    eventually("b's call runs on the backend", || async { server.executions("echo") == 2 }).await;
+    server.update(|script| script.hold_calls = false);
     echo(&client, &server, "c").await.unwrap();
+    assert!(!in_use.is_finished(), "b's call was still in use while c made room");
+    server.release_calls();
     in_use.await.unwrap().unwrap();
     assert_eq!(client.cached_sessions(), 2);
     let before = server.rpc_count("initialize");
     echo(&client, &server, "b").await.unwrap();
     assert_eq!(server.rpc_count("initialize"), before, "b kept its session");
-    wait_until(|| {
+    eventually("a's backend session is deleted", || async {
         server.requests().iter().any(|r| r.http_method == "DELETE" && r.header("mcp-session-id") == Some("sess-1"))
     })
     .await;
@@ -442,7 +441,7 @@ async fn eviction_takes_the_oldest_idle_slot_and_never_one_in_use() {
 
 #[tokio::test]
 async fn a_full_table_of_slots_in_use_refuses_without_evicting() {
-    let server = backend(Script { call_delay: Some(Duration::from_millis(300)), ..Script::default() }).await;
+    let server = backend(Script { hold_calls: true, ..Script::default() }).await;
     let client = Arc::new(
         McpBackendClient::new(ClientConfig { max_sessions: 1, ..ClientConfig::default() }).expect("the client builds"),
     );
@@ -450,8 +449,9 @@ async fn a_full_table_of_slots_in_use_refuses_without_evicting() {
         let (client, endpoint) = (Arc::clone(&client), endpoint(&server));
         tokio::spawn(async move { echo_with(&client, &endpoint, "a").await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("a's call runs on the backend", || async { server.executions("echo") == 1 }).await;
     assert_not_delivered(echo(&client, &server, "b").await);
+    server.release_calls();
     busy.await.unwrap().unwrap();
 }
 
@@ -463,7 +463,10 @@ async fn forgetting_an_agent_drops_only_its_slots_and_deletes_its_sessions() {
     echo(&client, &server, "b").await.unwrap();
     client.forget_agent_session("a");
     assert_eq!(client.cached_sessions(), 1);
-    wait_until(|| server.requests().iter().any(|r| r.http_method == "DELETE")).await;
+    eventually("a's backend session is deleted", || async {
+        server.requests().iter().any(|r| r.http_method == "DELETE")
+    })
+    .await;
     let deletes: Vec<_> = server.requests().into_iter().filter(|r| r.http_method == "DELETE").collect();
     assert_eq!(deletes.len(), 1);
     assert_eq!(deletes[0].header("mcp-session-id"), Some("sess-1"));
@@ -492,14 +495,6 @@ async fn tools_list_follows_cursors_within_bounds() {
     let many: Vec<Value> = (0..2049).map(|i| json!({"name": format!("t{i}")})).collect();
     let crowded = backend(Script { tools: many, ..Script::default() }).await;
     assert_after_delivery(client().list_tools(&slot("a"), &endpoint(&crowded)).await.map(Value::from));
-}
-
-async fn wait_until(done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done() {
-        assert!(Instant::now() < deadline, "condition not met within 5 s");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

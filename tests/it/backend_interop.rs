@@ -18,13 +18,12 @@ use switchyard::backend::mcp_client::{
     BackendEndpoint, BackendTarget, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
 };
 
+use crate::support::assert::{PATIENCE, poll_until, text};
 use crate::support::interop::{InteropServer, PYTHON_PAGE_SIZE, PythonMode, python_tool_names};
 
 /// Per-exchange budget; generous because the first request to a cold Node or Python peer is slow on a busy
 /// 2-core machine, and tight enough that a hung exchange fails the test instead of stalling the suite.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long to wait for a server's own log line about a session (its output is read by a separate thread).
-const LOG_WAIT: Duration = Duration::from_secs(5);
 
 /// The server reached in `era` (`Auto` probes it).
 fn endpoint_in(server: &InteropServer, era: Era) -> BackendTarget {
@@ -46,21 +45,10 @@ fn assert_unique(names: &[String]) {
     }
 }
 
-/// The text of a `tools/call` result's first content block.
-fn first_text(result: &Value) -> &str {
-    result
-        .pointer("/content/0/text")
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("tools/call result without a text block: {result}"))
-}
-
 /// Waits until the server's own output satisfies `done`, or fails with its logs.
 async fn wait_for(server: &InteropServer, what: &str, done: impl Fn(&InteropServer) -> bool) {
-    let deadline = tokio::time::Instant::now() + LOG_WAIT;
-    while !done(server) {
-        assert!(tokio::time::Instant::now() < deadline, "{what} within {LOG_WAIT:?}\n{}", server.logs());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let met = poll_until(PATIENCE, || async { done(server) }).await;
+    assert!(met, "timed out after {PATIENCE:?} waiting until {what}\n{}", server.logs());
 }
 
 /// The checks every peer must pass: handshake, discovery, a call, and exactly one backend session per slot —
@@ -85,7 +73,7 @@ async fn exercise(server: &InteropServer, era: Era, echo_arguments: Value, expec
         .request(&slot, &endpoint(server), "tools/call", json!({"name": "echo", "arguments": echo_arguments}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    assert_eq!(first_text(&echoed), expected_echo, "echo result: {echoed}");
+    assert_eq!(text(&echoed), expected_echo, "echo result: {echoed}");
     assert_ne!(echoed.get("isError"), Some(&Value::Bool(true)), "echo failed: {echoed}");
 
     // A second call and a second lookup on the same slot must ride the same backend session.
@@ -152,7 +140,7 @@ async fn exercise_python(mode: PythonMode) {
         .request(&slot, &endpoint(&server), "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    assert_eq!(first_text(&sum), "5", "{sum}");
+    assert_eq!(text(&sum), "5", "{sum}");
 
     // A JSON-RPC error from the peer stays a JSON-RPC error, with its code.
     let error = client
@@ -181,7 +169,7 @@ async fn server_everything_streamable_http() {
         .request(&slot, &endpoint(&server), "tools/call", json!({"name": "get-sum", "arguments": {"a": 2, "b": 3}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    assert!(first_text(&sum).contains('5'), "{sum}");
+    assert!(text(&sum).contains('5'), "{sum}");
 
     exercise_isolation_and_forget(&server, Era::Auto, json!({"message": "hi"})).await;
 }
@@ -214,7 +202,7 @@ async fn exercise_python_modern(mode: PythonMode) {
         .request(&slot, &target, "tools/call", json!({"name": "echo", "arguments": {"text": "modern"}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    assert_eq!(first_text(&echoed), "modern");
+    assert_eq!(text(&echoed), "modern");
     let error = client
         .request(&slot, &target, "tools/call", json!({"name": "no_such_tool", "arguments": {}}))
         .await

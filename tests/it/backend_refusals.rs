@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState};
 use switchyard::router::{CLAIM_META, IDEMPOTENCY_META, OUTCOME_META};
 
+use crate::support::assert::text;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
 
@@ -30,7 +31,7 @@ async fn post(agent: &Agent, message: &Value) -> Value {
 fn failure(body: &Value) -> (&str, &str, ClaimKey) {
     assert_eq!(body["result"]["isError"], json!(true), "{body}");
     let outcome = body["result"]["_meta"][OUTCOME_META].as_str().expect("an outcome");
-    let text = body["result"]["content"][0]["text"].as_str().expect("a text");
+    let text = text(body);
     let claim = body["result"]["_meta"][CLAIM_META].as_str().expect("the claim is named");
     (outcome, text, ClaimKey::parse(claim).expect("a claim key"))
 }

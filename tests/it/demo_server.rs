@@ -3,6 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use crate::support::assert::text;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -94,10 +95,6 @@ fn initialize_request(version: &str) -> Value {
         "capabilities": {},
         "clientInfo": {"name": "switchyard-tests", "version": "0"},
     }})
-}
-
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text block in {result}"))
 }
 
 #[tokio::test]

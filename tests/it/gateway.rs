@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use switchyard::ledger::{ClaimState, ListFilter};
 
+use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
 
@@ -27,10 +29,6 @@ async fn readyz(gateway: &TestGateway) -> Value {
 
 fn error_code(body: &Value) -> i64 {
     body["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {body}"))
-}
-
-fn text(body: &Value) -> &str {
-    body["result"]["content"][0]["text"].as_str().unwrap_or_default()
 }
 
 #[tokio::test]
@@ -240,13 +238,11 @@ async fn a_dead_backend_does_not_break_the_others_and_appears_when_it_comes_up()
     assert_eq!(readyz["backends"]["late"]["status"], "failed");
 
     let (_, _late) = switchyard::demo::spawn(late_address).await.unwrap();
-    for _ in 0..100 {
-        if agent.tool_names().await.contains(&"late__echo".to_owned()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the late backend's tools never appeared");
+    let agent = &agent;
+    eventually("the late backend's tools appear", || async {
+        agent.same_session().tool_names().await.contains(&"late__echo".to_owned())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -376,13 +372,11 @@ async fn a_backends_tools_list_changed_refreshes_the_catalog() {
         script.before_result = vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})];
     });
     agent.call_tool("fault__echo", json!({"text": "x"})).await;
-    for _ in 0..100 {
-        if agent.tool_names().await.contains(&"fault__added".to_owned()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the catalog was not refreshed after list_changed");
+    let agent = &agent;
+    eventually("the catalog is refreshed after list_changed", || async {
+        agent.same_session().tool_names().await.contains(&"fault__added".to_owned())
+    })
+    .await;
 }
 
 /// Reads a streaming body until an event whose data contains `needle`, or gives up after `wait`.
@@ -500,12 +494,7 @@ async fn a_cancelled_call_is_cancelled_at_the_backend_by_its_own_id_and_never_re
         let (agent, call) = (std::sync::Arc::clone(&agent), call.clone());
         tokio::spawn(async move { agent.send(&call).await })
     };
-    for _ in 0..200 {
-        if fault.executions("echo") == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the call reaches the backend", || async { fault.executions("echo") == 1 }).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11}});
     assert_eq!(agent.send(&cancel).await.status, StatusCode::ACCEPTED);
     let answered = tokio::time::timeout(Duration::from_secs(5), running).await.expect("the call ends").unwrap();
@@ -620,8 +609,7 @@ async fn what_a_backend_sends_on_its_own_stream_reaches_the_agents_stream() {
 
 #[tokio::test]
 async fn an_agent_that_hangs_up_does_not_stop_its_call_or_leave_the_claim_open() {
-    let slow = Script { call_delay: Some(Duration::from_millis(400)), ..Script::default() };
-    let fault = FaultBackend::start(slow).await;
+    let fault = FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await;
     let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
     let agent = Agent::connected(gateway.mcp()).await;
     let call = json!({"jsonrpc": "2.0", "id": 31, "method": "tools/call",
@@ -637,7 +625,12 @@ async fn an_agent_that_hangs_up_does_not_stop_its_call_or_leave_the_claim_open()
         .send()
         .await;
     assert!(hung_up.is_err(), "the agent gave up before the answer");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    fault.release_calls();
+    eventually("the call completes on the gateway", || async {
+        let claims = gateway.router.ledger().store.list(&ListFilter::default()).await.expect("the ledger answers");
+        claims.iter().any(|claim| claim.state == ClaimState::Completed)
+    })
+    .await;
     let again = agent.post_raw(call.to_string().into_bytes(), &[("accept", "application/json")]).await;
     let body = again.body.unwrap();
     assert_eq!(body["result"]["content"][0]["text"], "finished anyway", "{body}");

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::backend_oauth::{jwt_claims, token_requests};
 use crate::backend_oauth_jwt::CLIENT_KEY_1;
+use crate::support::assert::text;
 use crate::support::auth_server::AuthServer;
 use crate::support::browser::Browser;
 use crate::support::client_assertion::ClientKey;
@@ -55,7 +56,7 @@ async fn each_principal_authorizes_once_and_its_calls_carry_its_own_token() {
 
     assert_eq!(alice.tool_names().await, ["whoami"]);
     let called = alice.call_tool("whoami", json!({})).await;
-    let token = called["result"]["content"][0]["text"].as_str().expect("the tool ran").to_owned();
+    let token = text(&called).to_owned();
     assert_eq!(bearer_subject(&token), "alice");
 
     // Bob declared nothing: the call is not sent, and the sentence carries the URL.
@@ -63,18 +64,18 @@ async fn each_principal_authorizes_once_and_its_calls_carry_its_own_token() {
     let refused = bob.call_tool("whoami", json!({})).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered");
-    let sentence = refused["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    let sentence = text(&refused).to_owned();
     let url = sentence.split_whitespace().find(|word| word.starts_with("http")).expect("the URL in the sentence");
     auth.set_claims(|claims| claims.subject = "bob".into());
     let (status, _) = follow(url).await;
     assert_eq!(status, 200);
     let called = bob.call_tool("whoami", json!({})).await;
-    let bobs = called["result"]["content"][0]["text"].as_str().expect("the tool ran").to_owned();
+    let bobs = text(&called).to_owned();
     assert_eq!(bearer_subject(&bobs), "bob");
 
     // Alice still gets her own token.
     let called = alice.call_tool("whoami", json!({})).await;
-    assert_eq!(bearer_subject(called["result"]["content"][0]["text"].as_str().unwrap()), "alice");
+    assert_eq!(bearer_subject(text(&called)), "alice");
     let calls: Vec<Value> = auth.requests().into_iter().filter(|request| request["mcp"] == "tools/call").collect();
     assert_eq!(calls.len(), 3, "the refused call never reached the tool: {calls:?}");
 }
@@ -238,7 +239,7 @@ async fn a_token_endpoint_answering_garbage_stops_the_call_before_the_backend() 
         let refused = alice.call_tool("echo", json!({"text": "hi"})).await;
         assert_eq!(refused["result"]["isError"], true, "{refused}");
         assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
-        let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        let text = text(&refused).to_owned();
         assert!(text.contains("token endpoint") && text.contains(expected), "{expected}: {text}");
         assert_eq!(backend.rpc_count("tools/call"), 0, "{expected}: the backend never saw the call");
 

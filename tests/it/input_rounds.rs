@@ -25,6 +25,7 @@ use switchyard::backend::event_stream::SseDecoder;
 use tokio::task::JoinHandle;
 
 use crate::real_clients::ANSWER_TIMEOUT;
+use crate::support::assert::{outcome, text};
 use crate::support::fault_backend::accept_loop;
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
 use crate::support::interop::{interop_dir, python_interpreter};
@@ -248,14 +249,6 @@ fn answers(request: &Value) -> Value {
     }
 }
 
-fn text(response: &Value) -> &str {
-    response["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {response}"))
-}
-
-fn outcome(response: &Value) -> &str {
-    response["result"]["_meta"]["switchyard/outcome"].as_str().unwrap_or_else(|| panic!("no outcome in {response}"))
-}
-
 fn methods(requests: &[Value]) -> Vec<&str> {
     requests.iter().map(|request| request["method"].as_str().unwrap()).collect()
 }
@@ -341,11 +334,11 @@ async fn a_decline_goes_to_the_backend_which_decides() {
 async fn assert_unknown(agent: &Agent, seen: &Seen, backend: &AskingBackend, rounds: usize, why: &str) {
     let response = &seen.response;
     assert_eq!(response["result"]["isError"], true, "{response}");
-    assert_eq!(outcome(response), "unknown", "{response}");
+    assert_eq!(outcome(response), Some("unknown"), "{response}");
     assert!(text(response).contains(why), "{response}");
     assert_eq!(backend.calls().len(), rounds);
     let again = drive(agent, &call(9, "trips__book", "k"), answers).await;
-    assert_eq!(outcome(&again.response), "unknown", "a duplicate is not run: {}", again.response);
+    assert_eq!(outcome(&again.response), Some("unknown"), "a duplicate is not run: {}", again.response);
     assert!(again.requests.is_empty());
     assert_eq!(backend.calls().len(), rounds, "no round ran again");
 }
@@ -380,7 +373,7 @@ async fn a_backend_that_keeps_asking_is_stopped_after_16_rounds() {
     let seen = drive(&agent, &call(1, "trips__forever", "k"), answers).await;
     assert_eq!(seen.requests.len(), 16, "{}", seen.response);
     assert_eq!(seen.response["result"]["isError"], true, "{}", seen.response);
-    assert_eq!(outcome(&seen.response), "unknown");
+    assert_eq!(outcome(&seen.response), Some("unknown"));
     assert!(text(&seen.response).contains("still asked for input after 16 rounds"), "{}", seen.response);
     assert_eq!(backend.calls().len(), 17, "the first call and 16 retries");
 }
@@ -394,7 +387,7 @@ async fn an_agent_that_accepts_only_json_cannot_be_asked() {
     let reply = agent.post_raw(body, &[("accept", "application/json")]).await;
     let response = reply.body.expect("a JSON answer");
     assert_eq!(response["result"]["isError"], true, "{response}");
-    assert_eq!(outcome(&response), "unknown");
+    assert_eq!(outcome(&response), Some("unknown"));
     assert!(text(&response).contains("it accepts only JSON"), "{response}");
     assert_eq!(backend.calls().len(), 1);
 }
@@ -409,7 +402,7 @@ async fn a_cancel_between_rounds_ends_the_call() {
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
     assert_eq!(agent.send(&cancel).await.status, reqwest::StatusCode::ACCEPTED);
     let response = events.next().await;
-    assert_eq!(outcome(&response), "unknown", "{response}");
+    assert_eq!(outcome(&response), Some("unknown"), "{response}");
     assert!(text(&response).contains("cancelled at your request"), "{response}");
     assert_eq!(backend.calls().len(), 1, "no retry after the cancel");
 }
@@ -425,7 +418,7 @@ async fn an_agent_that_hangs_up_mid_loop_leaves_the_call_unknown() {
     // The first call ends at its deadline without the agent's answer.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let again = drive(&agent, &call(2, "trips__book", "k"), answers).await;
-    assert_eq!(outcome(&again.response), "unknown", "{}", again.response);
+    assert_eq!(outcome(&again.response), Some("unknown"), "{}", again.response);
     assert!(again.requests.is_empty(), "the duplicate asks nothing");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(backend.calls().len(), 1, "no round after the first, and none twice");
@@ -456,10 +449,10 @@ async fn a_retry_that_cannot_reach_the_backend_is_unknown_not_released() {
     reply["id"] = asked["id"].clone();
     assert_eq!(agent.send(&reply).await.status, reqwest::StatusCode::ACCEPTED);
     let response = events.next().await;
-    assert_eq!(outcome(&response), "unknown", "the first round reached the backend: {response}");
+    assert_eq!(outcome(&response), Some("unknown"), "the first round reached the backend: {response}");
     assert_eq!(backend.calls().len(), 1);
     let again = drive(&agent, &call(2, "trips__book", "k"), answers).await;
-    assert_eq!(outcome(&again.response), "unknown", "never rerun: {}", again.response);
+    assert_eq!(outcome(&again.response), Some("unknown"), "never rerun: {}", again.response);
 }
 
 /// A session-era agent is never handed a backend's `requestState` (the gateway serves its rounds), so one it

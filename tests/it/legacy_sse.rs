@@ -16,6 +16,7 @@ use switchyard::mcp::{Relay, RelayMessage};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::support::assert::text;
 use crate::support::fault_legacy_sse::{EndpointEvent, FaultLegacySse, Script};
 use crate::support::interop::InteropServer;
 
@@ -49,10 +50,6 @@ async fn connect(url: &str) -> Result<LegacySseConnection, McpError> {
 async fn call(connection: &LegacySseConnection, tool: &str, arguments: Value, seconds: u64) -> Result<Value, McpError> {
     let params = json!({"name": tool, "arguments": arguments});
     connection.request("tools/call", params, &Relay::default(), deadline(seconds)).await
-}
-
-fn text_of(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().expect("a text result")
 }
 
 fn assert_not_delivered<T: std::fmt::Debug>(result: Result<T, McpError>, mentions: &str) {
@@ -93,7 +90,7 @@ async fn server_everything_over_legacy_sse_lists_echoes_and_reports_progress() {
         listed["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"echo") && names.contains(&"trigger-long-running-operation"), "{names:?}");
     let echoed = call(&connection, "echo", json!({"message": "over legacy SSE"}), 20).await.expect("echo");
-    assert_eq!(text_of(&echoed), "Echo: over legacy SSE");
+    assert_eq!(text(&echoed), "Echo: over legacy SSE");
 
     let (sink, mut messages) = mpsc::unbounded_channel();
     let relay = Relay::new(json!({}), Some(sink));
@@ -103,7 +100,7 @@ async fn server_everything_over_legacy_sse_lists_echoes_and_reports_progress() {
         "_meta": {"progressToken": "agent-token"},
     });
     let done = connection.request("tools/call", params, &relay, deadline(20)).await.expect("long-running operation");
-    assert!(text_of(&done).starts_with("Long running operation completed"), "{done}");
+    assert!(text(&done).starts_with("Long running operation completed"), "{done}");
     drop(relay);
     let mut progress = Vec::new();
     while let Some(RelayMessage::Notification(note)) = messages.recv().await {
@@ -156,7 +153,7 @@ async fn refused_posts_are_not_delivered_and_the_session_goes_on() {
     }
     assert_eq!(backend.executions("echo"), 0);
     backend.update(|script| script.call_status = None);
-    assert_eq!(text_of(&call(&connection, "echo", json!({"text": "after"}), 10).await.expect("echo")), "after");
+    assert_eq!(text(&call(&connection, "echo", json!({"text": "after"}), 10).await.expect("echo")), "after");
     assert!(connection.is_alive());
 }
 
@@ -180,7 +177,7 @@ async fn a_stream_dropped_after_the_post_is_after_delivery_ends_the_session_and_
     assert_eq!(backend.executions("echo"), 1, "the call in flight ran once and was not repeated");
     backend.update(|script| script.drop_stream_after_call = false);
     let fresh = connect(&backend.url()).await.expect("a new session");
-    assert_eq!(text_of(&call(&fresh, "echo", json!({"text": "next"}), 10).await.expect("echo")), "next");
+    assert_eq!(text(&call(&fresh, "echo", json!({"text": "next"}), 10).await.expect("echo")), "next");
     assert_eq!(backend.sessions_opened(), 2);
     assert_eq!(backend.executions("echo"), 2);
 }
@@ -215,9 +212,9 @@ async fn two_connections_are_two_backend_sessions() {
     let (one, two) = (connect(&backend.url()).await.expect("one"), connect(&backend.url()).await.expect("two"));
     assert_ne!(one.endpoint(), two.endpoint());
     for expected in ["1", "2"] {
-        assert_eq!(text_of(&call(&one, "counter", json!({}), 10).await.expect("counter")), expected);
+        assert_eq!(text(&call(&one, "counter", json!({}), 10).await.expect("counter")), expected);
     }
-    assert_eq!(text_of(&call(&two, "counter", json!({}), 10).await.expect("counter")), "1");
+    assert_eq!(text(&call(&two, "counter", json!({}), 10).await.expect("counter")), "1");
     assert_eq!(backend.sessions_opened(), 2);
     assert_eq!(posted(&backend, "notifications/initialized").await.len(), 2);
     for request in backend.requests() {
@@ -231,20 +228,20 @@ async fn a_ping_from_the_backend_is_answered_over_post() {
     let backend = FaultLegacySse::start(Script { ping_before_result: true, ..Script::default() }).await;
     let connection = connect(&backend.url()).await.expect("handshake");
     let answered = call(&connection, "echo", json!({"text": "x"}), 20).await.expect("the call completes");
-    let answer: Value = serde_json::from_str(text_of(&answered)).expect("the client's answer, as JSON");
+    let answer: Value = serde_json::from_str(text(&answered)).expect("the client's answer, as JSON");
     assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "ping-1", "result": {}}));
 }
 
 #[tokio::test]
 async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_and_is_discovered() {
     let backend = FaultLegacySse::start(Script::default()).await;
-    let text = format!(
+    let toml = format!(
         "[[backends]]\nname = \"legacy\"\ntransport = \"sse\"\nurl = {:?}\nheaders = {{ X-Extra = \"1\" }}\n\
          credential = {{ header = \"Authorization\", prefix = \"Bearer \", env = \"LEGACY_TOKEN\" }}\n",
         backend.url()
     );
     let config =
-        Config::from_toml_str(&text, "t.toml", [("LEGACY_TOKEN", "legacy-t0ken")]).expect("valid configuration");
+        Config::from_toml_str(&toml, "t.toml", [("LEGACY_TOKEN", "legacy-t0ken")]).expect("valid configuration");
     let lowered = switchyard::gateway::legacy_sse_backend(&config.backends[0]).expect("an sse backend");
     assert!(!format!("{lowered:?}").contains("legacy-t0ken"), "Debug must not show the credential");
     let connection = LegacySseConnection::connect(
@@ -256,7 +253,7 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_a
     )
     .await
     .expect("handshake");
-    assert_eq!(text_of(&call(&connection, "echo", json!({"text": "cfg"}), 10).await.expect("echo")), "cfg");
+    assert_eq!(text(&call(&connection, "echo", json!({"text": "cfg"}), 10).await.expect("echo")), "cfg");
     let requests = backend.requests();
     assert!(requests.iter().all(|r| r.header("authorization") == Some(TOKEN)), "{requests:?}");
     assert!(switchyard::gateway::stdio_backend(&config.backends[0]).is_none());

@@ -17,6 +17,7 @@ use switchyard::backend::mcp_client::{
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 
 use crate::gateway::read_until;
+use crate::support::assert::{eventually, outcome, text};
 use crate::support::fault_backend::{Answer, Eras, FaultBackend, Recorded, Resume, Script};
 use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
 use crate::support::interop::{InteropServer, interop_dir, python_interpreter};
@@ -60,24 +61,6 @@ fn sent(fault: &FaultBackend, method: &str) -> Vec<Recorded> {
 
 fn meta(request: &Recorded) -> Value {
     request.body.as_ref().and_then(|body| body.pointer("/params/_meta")).cloned().unwrap_or(Value::Null)
-}
-
-fn outcome(body: &Value) -> &str {
-    body["result"]["_meta"]["switchyard/outcome"].as_str().unwrap_or_else(|| panic!("no outcome in {body}"))
-}
-
-fn text(body: &Value) -> &str {
-    body["result"]["content"][0]["text"].as_str().unwrap_or_default()
-}
-
-async fn eventually(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what} within 5 s");
 }
 
 #[tokio::test]
@@ -158,9 +141,9 @@ async fn assert_lost_after_delivery(script: Script) {
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "fault__echo", "arguments": {"text": "lost"}}});
     let lost = agent.send(&call).await.body.unwrap();
-    assert_eq!(outcome(&lost), "unknown", "{lost}");
+    assert_eq!(outcome(&lost), Some("unknown"), "{lost}");
     let again = agent.send(&call).await.body.unwrap();
-    assert_eq!(outcome(&again), "unknown", "answered from the claim: {again}");
+    assert_eq!(outcome(&again), Some("unknown"), "answered from the claim: {again}");
     assert_eq!(fault.executions("echo"), 1, "never rerun");
     assert!(fault.requests().iter().all(|r| r.http_method != "GET"), "2026-07-28 streams are not resumed");
 }
@@ -185,9 +168,9 @@ async fn a_modern_backend_that_refuses_connections_is_not_delivered() {
     assert_eq!(text(&agent.call_tool("fault__echo", json!({"text": "up"})).await), "up");
     drop(fault); // the listener closes: connections are refused from now on
     let refused = agent.call_tool("fault__echo", json!({"text": "down"})).await;
-    assert_eq!(outcome(&refused), "not_delivered", "{refused}");
+    assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     let retried = agent.call_tool("fault__echo", json!({"text": "down"})).await;
-    assert_eq!(outcome(&retried), "not_delivered", "the claim was released, the retry tried again: {retried}");
+    assert_eq!(outcome(&retried), Some("not_delivered"), "the claim was released, the retry tried again: {retried}");
 }
 
 #[tokio::test]
@@ -201,16 +184,16 @@ async fn cancelling_a_call_closes_its_stream_to_the_modern_backend() {
         let (agent, call) = (Arc::clone(&agent), call.clone());
         tokio::spawn(async move { agent.send(&call).await })
     };
-    eventually("the call reaches the backend", || fault.executions("echo") == 1).await;
+    eventually("the call reaches the backend", || async { fault.executions("echo") == 1 }).await;
     assert_eq!(fault.abandoned_calls(), 0);
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11}});
     assert_eq!(agent.send(&cancel).await.status, StatusCode::ACCEPTED);
     let answered = tokio::time::timeout(TIMEOUT, running).await.expect("the call ends").unwrap().body.unwrap();
     assert!(text(&answered).contains("cancelled"), "{answered}");
-    eventually("the backend sees its response stream closed", || fault.abandoned_calls() == 1).await;
+    eventually("the backend sees its response stream closed", || async { fault.abandoned_calls() == 1 }).await;
     assert!(sent(&fault, "notifications/cancelled").is_empty(), "closing the stream is the whole signal");
     let again = agent.send(&call).await.body.unwrap();
-    assert_eq!(outcome(&again), "unknown", "recorded, not repeated: {again}");
+    assert_eq!(outcome(&again), Some("unknown"), "recorded, not repeated: {again}");
     assert_eq!(fault.executions("echo"), 1);
 }
 
@@ -240,7 +223,10 @@ async fn resource_subscriptions_and_list_changes_travel_on_listen_streams() {
     let fault = FaultBackend::start(script).await;
     let gateway = gateway_for(&fault).await;
     // The gateway's own stream for list changes: its announcement makes the catalog list the tools again.
-    eventually("the catalog is refreshed after the announced change", || sent(&fault, "tools/list").len() >= 2).await;
+    eventually("the catalog is refreshed after the announced change", || async {
+        sent(&fault, "tools/list").len() >= 2
+    })
+    .await;
     let listen = &sent(&fault, "subscriptions/listen")[0];
     assert_eq!(listen.body.as_ref().unwrap()["params"]["notifications"], json!({"toolsListChanged": true}));
 
@@ -464,7 +450,7 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
     let relay = Relay::new(json!({"roots": {}}), None);
     let call = json!({"name": "meta", "arguments": {}});
     let answered = client.request_relayed(&slot, &target, "tools/call", call, &relay).await.expect("answered");
-    let meta: Value = serde_json::from_str(answered["content"][0]["text"].as_str().unwrap()).unwrap();
+    let meta: Value = serde_json::from_str(text(&answered)).unwrap();
     assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({"roots": {}}), "the agent's capabilities");
     assert_eq!(meta["io.modelcontextprotocol/logLevel"], "info", "setLevel became the request's log level");

@@ -12,6 +12,7 @@ use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::backend_oauth::token_requests;
 use crate::gateway_oauth::{OAUTH, bearer_subject, gateway, start_url_for_alice};
 use crate::modern_front::ModernAgent;
+use crate::support::assert::text;
 use crate::support::auth_server::AuthServer;
 use crate::support::browser::{Browser, hidden, location};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
@@ -34,7 +35,7 @@ fn assert_page_headers(headers: &reqwest::header::HeaderMap) {
 async fn whoami(agent: &mut Agent) -> String {
     assert_eq!(agent.tool_names().await, ["whoami"]);
     let called = agent.call_tool("whoami", json!({})).await;
-    bearer_subject(called["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{called}")))
+    bearer_subject(text(&called))
 }
 
 #[tokio::test]
@@ -175,5 +176,5 @@ async fn a_2026_agent_gets_the_start_page_too() {
     assert!(listed.raw.contains("whoami"), "{}", listed.raw);
     let called = agent.send_with(json!(3), "tools/call", json!({"name": "whoami", "arguments": {}}), |_| {}).await;
     let body = called.body.unwrap_or_else(|| panic!("{}", called.raw));
-    assert_eq!(bearer_subject(body["result"]["content"][0]["text"].as_str().unwrap_or_default()), "alice", "{body}");
+    assert_eq!(bearer_subject(text(&body)), "alice", "{body}");
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use switchyard::router::{IDEMPOTENCY_META, REPLAYED_META};
 
 use crate::agent_auth::{ALICE_KEY, api_keys};
+use crate::support::assert::text;
 use crate::support::auth_server::AuthServer;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
@@ -102,7 +103,7 @@ async fn anonymous_agents_are_refused_an_authorization_code_backend_that_princip
     let refused = anonymous.call_tool("whoami", json!({})).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered");
-    let sentence = refused["result"]["content"][0]["text"].as_str().expect("a sentence");
+    let sentence = text(&refused);
     assert!(sentence.contains("backend `prot`") && sentence.contains("`anonymous`"), "{sentence}");
     assert!(sentence.contains("needs a credential of its own"), "{sentence}");
     let calls = auth.requests().into_iter().filter(|request| request["mcp"] == "tools/call").count();

@@ -6,7 +6,6 @@
 //! and changes nothing; a restart-only key is reported while the rest applies. `support/fault_stdio.py`'s `gate`
 //! tool is the running call: it logs its PID and holds until the test creates its release file.
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
@@ -15,10 +14,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchyard::auth::{api_key_digest, hex};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::gateway::read_until;
 use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
+use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, backend_toml};
 
@@ -119,19 +118,6 @@ fn stdio_backend(name: &str, extra: &str) -> String {
          timeout = \"60s\"\n{extra}\n",
         python().display().to_string()
     )
-}
-
-fn text(reply: &Value) -> &str {
-    reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a text result: {reply}"))
-}
-
-/// Waits (up to [`WAIT`]) until `probe` says yes.
-async fn eventually<F: Future<Output = bool>>(what: &str, mut probe: impl FnMut() -> F) {
-    let until = Instant::now() + WAIT;
-    while !probe().await {
-        assert!(Instant::now() < until, "{what}: not within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Starts the `gate` call of backend `a` on `agent`'s session and waits until it runs; returns its answer's task

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::assert::text;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{Era, McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
@@ -78,10 +79,6 @@ async fn call(connection: &StdioConnection, tool: &str, arguments: Value, second
     connection.request("tools/call", params, &Relay::default(), deadline(seconds)).await
 }
 
-fn text_of(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().expect("a text result")
-}
-
 /// Running means signalable and not a zombie (a zombie runs no code; where PID 1 does not reap orphans, a
 /// killed grandchild stays one).
 pub(crate) fn is_running(pid: u32) -> bool {
@@ -124,12 +121,12 @@ async fn the_demo_server_serves_its_tools_over_stdio() {
         listed["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["echo", "add", "counter", "sleep", "fail"]);
     assert_eq!(
-        text_of(&call(&connection, "echo", json!({"text": "over a pipe"}), 10).await.expect("echo")),
+        text(&call(&connection, "echo", json!({"text": "over a pipe"}), 10).await.expect("echo")),
         "over a pipe"
     );
     let (first, second) =
         tokio::join!(call(&connection, "counter", json!({}), 10), call(&connection, "counter", json!({}), 10));
-    let mut counts = [text_of(&first.expect("counter")).to_owned(), text_of(&second.expect("counter")).to_owned()];
+    let mut counts = [text(&first.expect("counter")).to_owned(), text(&second.expect("counter")).to_owned()];
     counts.sort();
     assert_eq!(counts, ["1", "2"].map(str::to_owned), "one session per process");
     let unknown = connection.request("resources/list", Value::Null, &Relay::default(), deadline(10)).await;
@@ -146,11 +143,11 @@ async fn the_fault_server_works_in_normal_mode_and_each_process_counts_alone() {
     assert_ne!(one.pid(), two.pid());
     let listed = one.request("tools/list", Value::Null, &Relay::default(), deadline(10)).await.expect("list");
     assert_eq!(listed["tools"][0]["name"], "echo");
-    assert_eq!(text_of(&call(&one, "echo", json!({"text": "hi"}), 10).await.expect("echo")), "hi");
+    assert_eq!(text(&call(&one, "echo", json!({"text": "hi"}), 10).await.expect("echo")), "hi");
     for expected in ["1", "2"] {
-        assert_eq!(text_of(&call(&one, "counter", json!({}), 10).await.expect("counter")), expected);
+        assert_eq!(text(&call(&one, "counter", json!({}), 10).await.expect("counter")), expected);
     }
-    assert_eq!(text_of(&call(&two, "counter", json!({}), 10).await.expect("counter")), "1");
+    assert_eq!(text(&call(&two, "counter", json!({}), 10).await.expect("counter")), "1");
     one.close().await;
     two.close().await;
 }
@@ -193,9 +190,9 @@ async fn a_command_that_cannot_start_is_not_delivered_with_its_name() {
 async fn a_noisy_stderr_is_drained_and_never_blocks_the_process() {
     let connection = connect(&fault("noise")).await;
     for round in 0..3 {
-        let text = format!("round {round}");
-        let echoed = call(&connection, "echo", json!({"text": text}), 60).await.expect("echo despite the noise");
-        assert_eq!(text_of(&echoed), text);
+        let said = format!("round {round}");
+        let echoed = call(&connection, "echo", json!({"text": said}), 60).await.expect("echo despite the noise");
+        assert_eq!(text(&echoed), said);
     }
     connection.close().await;
 }
@@ -263,7 +260,7 @@ async fn cancelled_and_timed_out_calls_are_cancelled_at_the_process_by_its_own_i
 async fn a_grandchild_that_ignores_sigterm_does_not_survive_shutdown() {
     let connection = connect(&fault("normal")).await;
     let grandchild: u32 =
-        text_of(&call(&connection, "grandchild", json!({}), 10).await.expect("grandchild")).parse().expect("a pid");
+        text(&call(&connection, "grandchild", json!({}), 10).await.expect("grandchild")).parse().expect("a pid");
     assert!(is_running(grandchild), "the grandchild runs while its server does");
     let pid = connection.pid();
     connection.close().await;
@@ -278,7 +275,7 @@ async fn the_child_sees_only_the_allowlist_and_its_configured_variables() {
     assert!(!format!("{:?}", backend.command).contains("s3cret"), "Debug must not show env values");
     let connection = connect(&backend).await;
     let seen: serde_json::Map<String, Value> =
-        serde_json::from_str(text_of(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
+        serde_json::from_str(text(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     for name in seen.keys() {
         let allowed = ENV_ALLOWLIST.contains(&name.as_str())
             || configured.iter().any(|(var, _)| var == name)
@@ -297,7 +294,7 @@ async fn the_child_sees_only_the_allowlist_and_its_configured_variables() {
 async fn server_requests_are_answered_or_relayed_by_capability() {
     let connection = connect(&fault("normal")).await;
     let refused = call(&connection, "ask", json!({}), 10).await.expect("ask");
-    let answers: Value = serde_json::from_str(text_of(&refused)).expect("JSON");
+    let answers: Value = serde_json::from_str(text(&refused)).expect("JSON");
     assert_eq!(answers[0]["result"], json!({}), "ping is answered by the gateway");
     assert_eq!(answers[1]["error"]["code"], -32601, "roots/list without the capability");
 
@@ -313,7 +310,7 @@ async fn server_requests_are_answered_or_relayed_by_capability() {
     });
     let params = json!({"name": "ask", "arguments": {}});
     let relayed = connection.request("tools/call", params, &relay, deadline(10)).await.expect("ask");
-    let answers: Value = serde_json::from_str(text_of(&relayed)).expect("JSON");
+    let answers: Value = serde_json::from_str(text(&relayed)).expect("JSON");
     assert_eq!(
         answers[1],
         json!({"jsonrpc": "2.0", "id": "s-2", "result": {"roots": []}}),
@@ -331,7 +328,7 @@ async fn progress_and_log_notifications_reach_the_caller_with_its_own_token() {
     let relay = Relay::new(json!({}), Some(sink));
     let params = json!({"name": "progress", "arguments": {}, "_meta": {"progressToken": "agent-token"}});
     let done = connection.request("tools/call", params, &relay, deadline(10)).await.expect("progress");
-    assert_eq!(text_of(&done), "done");
+    assert_eq!(text(&done), "done");
     drop(relay);
     let mut heard = Vec::new();
     while let Some(RelayMessage::Notification(note)) = messages.recv().await {
@@ -365,18 +362,18 @@ async fn failed_starts_back_off_and_are_reported() {
 async fn a_configured_stdio_backend_runs_with_its_secret_env_and_is_discovered_by_the_gateway() {
     let python = python();
     let name = python.file_name().expect("a file name").to_string_lossy().into_owned();
-    let text = format!(
+    let toml = format!(
         "[[backends]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = {name:?}\nargs = [{FAULT_SCRIPT:?}, \"normal\"]\n\
          env = {{ PYTHONCOERCECLOCALE = \"0\", API_TOKEN = {{ env = \"LOCAL_TOKEN\" }} }}\n"
     );
     let path = python.parent().expect("a directory").display().to_string();
-    let config = Config::from_toml_str(&text, "t.toml", [("PATH", path.as_str()), ("LOCAL_TOKEN", "tok-123")])
+    let config = Config::from_toml_str(&toml, "t.toml", [("PATH", path.as_str()), ("LOCAL_TOKEN", "tok-123")])
         .expect("valid configuration");
     let stdio = switchyard::gateway::stdio_backend(&config.backends[0]).expect("a stdio backend");
     assert_eq!(stdio.command.program, python);
     let connection = connect(&stdio).await;
     let seen: Value =
-        serde_json::from_str(text_of(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
+        serde_json::from_str(text(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     assert_eq!(seen["API_TOKEN"], "tok-123");
     connection.close().await;
     let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");

@@ -11,6 +11,7 @@ use serde_json::json;
 use switchyard::backend::stdio::{RECORD_PREFIX, STDERR_BURST, SUMMARY_EVERY};
 
 use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
+use crate::support::assert::text;
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir};
 
 /// Kills the process `pid` when dropped, if it is still the process that started at `start`.
@@ -85,7 +86,7 @@ impl Scene {
 async fn grandchild_of(gateway: &ChildGateway) -> Reaped {
     let mut agent = Agent::connected(gateway.mcp()).await;
     let reply = agent.call_tool("f__grandchild", json!({})).await;
-    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a pid: {reply}"));
+    let text = text(&reply);
     let grandchild = Reaped::new(text.parse().expect("a pid"));
     assert!(is_running(grandchild.pid), "the grandchild runs while the gateway does");
     grandchild

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::gateway::read_until;
 use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
+use crate::support::assert::{outcome, text};
 use crate::support::gateway::{Agent, SESSION, TestGateway};
 use crate::support::interop::{InteropServer, everything_command, python_interpreter};
 
@@ -27,14 +28,6 @@ fn stdio_toml(name: &str, program: &Path, args: &[&str], extra: &str) -> String 
 
 fn fault_toml(name: &str, mode: &str, extra: &str) -> String {
     stdio_toml(name, &python(), &[FAULT_SCRIPT, mode], extra)
-}
-
-fn text(reply: &Value) -> &str {
-    reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a text result: {reply}"))
-}
-
-fn outcome(reply: &Value) -> &Value {
-    &reply["result"]["_meta"]["switchyard/outcome"]
 }
 
 async fn pid_of(agent: &mut Agent, tool: &str) -> u32 {
@@ -129,7 +122,7 @@ async fn a_crash_mid_call_is_unknown_never_repeated_and_the_next_call_gets_a_fre
     };
     let (lost, ()) = tokio::join!(sleeping, killer);
     assert_eq!(lost["result"]["isError"], true, "{lost}");
-    assert_eq!(outcome(&lost), "unknown", "{lost}");
+    assert_eq!(outcome(&lost), Some("unknown"), "{lost}");
     assert_gone(first).await;
     assert_eq!(text(&agent.call_tool("crashy__counter", json!({})).await), "1", "a fresh process counts anew");
     assert_ne!(pid_of(&mut agent, "crashy__pid").await, first);
@@ -144,14 +137,14 @@ async fn a_crash_on_the_call_itself_is_unknown_and_a_process_dying_before_its_ha
     let gateway = TestGateway::start("", &backends).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
     let lost = agent.call_tool("crash__echo", json!({"text": "x"})).await;
-    assert_eq!(outcome(&lost), "unknown", "{lost}");
+    assert_eq!(outcome(&lost), Some("unknown"), "{lost}");
 
     // Discovery's process started; from now on new processes exit before their handshake.
     std::fs::write(&marker, b"").expect("the marker file");
     let refused = agent.call_tool("late__echo", json!({"text": "x"})).await;
-    assert_eq!(outcome(&refused), "not_delivered", "{refused}");
+    assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     let backing_off = agent.call_tool("late__echo", json!({"text": "x"})).await;
-    assert_eq!(outcome(&backing_off), "not_delivered", "{backing_off}");
+    assert_eq!(outcome(&backing_off), Some("not_delivered"), "{backing_off}");
     let detail = gateway.router.readiness().await.detail;
     assert!(detail["backends"]["late"]["process_start"]["failures"].as_u64() >= Some(1), "{detail}");
     assert!(gateway.router.failing_starts().iter().any(|(name, ..)| &**name == "late"));
@@ -204,7 +197,7 @@ async fn at_the_process_cap_a_second_agent_is_not_delivered_and_no_process_is_ki
         two.call_tool("capped__echo", json!({"text": "x"})).await
     };
     let (slept, refused) = tokio::join!(busy, refused);
-    assert_eq!(outcome(&refused), "not_delivered", "{refused}");
+    assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     assert!(text(&refused).contains("max_processes"), "{refused}");
     assert_eq!(text(&slept), "slept", "the busy call completed");
     assert!(is_running(first), "no process was killed");
@@ -233,7 +226,7 @@ async fn the_global_process_cap_spans_backends() {
     };
     let (slept, refused) = tokio::join!(busy, refused);
     assert_eq!(text(&slept), "slept");
-    assert_eq!(outcome(&refused), "not_delivered", "{refused}");
+    assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     assert!(text(&refused).contains("max_stdio_processes"), "{refused}");
     assert_eq!(text(&two.call_tool("second__echo", json!({"text": "now"})).await), "now", "the idle one made room");
 }

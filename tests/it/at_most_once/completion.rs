@@ -113,7 +113,7 @@ async fn slow_backend() -> FaultBackend {
 async fn call_with_completion_held(agent: &Agent, backend: &FaultBackend, outside: Option<&Outside>) {
     let session = agent.session.clone().expect("a session");
     let first = tokio::spawn(post_on(agent.http.clone(), agent.url.clone(), session, call(1, "refund 12", Some(KEY))));
-    eventually(Duration::from_secs(10), "the backend has the call", || backend.executions(RAN) == 1).await;
+    eventually("the backend has the call", || async { backend.executions(RAN) == 1 }).await;
     if let Some(outside) = outside {
         outside.lock(&claim_key()).await;
     }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// Bounds on what the parser buffers, so a broken client cannot make a test eat the machine's memory.
@@ -101,6 +101,9 @@ pub struct Script {
     pub tool_is_error: bool,
     /// Wait this long after counting a `tools/call` execution before answering it.
     pub call_delay: Option<Duration>,
+    /// After counting a `tools/call` execution, hold it until [`FaultBackend::release_calls`]: a test that must
+    /// act while a call runs waits for `executions` instead of guessing how long the call takes.
+    pub hold_calls: bool,
     /// Messages sent on the SSE stream of a `tools/call` before its result (ignored when answering JSON).
     pub before_result: Vec<Value>,
     /// Hold the result until the client has POSTed an answer to every request in `before_result`.
@@ -166,6 +169,7 @@ impl Default for Script {
             endless_pages: false,
             tool_is_error: false,
             call_delay: None,
+            hold_calls: false,
             before_result: Vec::new(),
             await_answers: false,
             resume: None,
@@ -295,6 +299,11 @@ impl FaultBackend {
         self.shared.lock().client_answers.clone()
     }
 
+    /// Lets every held call (and every later one) answer; see [`Script::hold_calls`].
+    pub fn release_calls(&self) {
+        self.shared.released.send_replace(true);
+    }
+
     /// How many `stall`ed calls the client gave up on by closing their connection.
     pub fn abandoned_calls(&self) -> usize {
         self.shared.lock().abandoned
@@ -311,6 +320,8 @@ struct Shared {
     state: Mutex<State>,
     /// Woken whenever the client POSTs a JSON-RPC response, for `await_answers`.
     answered: Notify,
+    /// Whether held calls may answer (`hold_calls`).
+    released: watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -354,7 +365,7 @@ impl EventIds {
 impl Shared {
     fn new(script: Script) -> Shared {
         let state = State { script, ..State::default() };
-        Shared { state: Mutex::new(state), answered: Notify::new() }
+        Shared { state: Mutex::new(state), answered: Notify::new(), released: watch::Sender::new(false) }
     }
 
     /// A test that panicked while holding the lock must not turn every later assertion into a poison panic.
@@ -706,6 +717,10 @@ impl Exchange<'_> {
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
         self.shared.count_execution(name);
         pause(self.script.call_delay).await;
+        if self.script.hold_calls {
+            // Only fails if the sender is gone, and `shared` owns it.
+            let _ = self.shared.released.subscribe().wait_for(|released| *released).await;
+        }
         if self.script.drop_after_call {
             return Ok(());
         }

@@ -19,6 +19,8 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::support::assert::{PATIENCE, poll_until};
+
 pub const SESSION: &str = "mcp-session-id";
 
 /// A running gateway; dropping it shuts it down.
@@ -106,18 +108,14 @@ impl TestGateway {
     }
 }
 
-/// Polls `{base}/readyz` for up to 5 s; whether it answered 200.
+/// Polls `{base}/readyz` for up to [`PATIENCE`]; whether it answered 200.
 pub async fn wait_ready(base: &str) -> bool {
     let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
-            && response.status() == StatusCode::OK
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
+    let url = format!("{base}/readyz");
+    poll_until(PATIENCE, || async {
+        http.get(&url).send().await.is_ok_and(|response| response.status() == StatusCode::OK)
+    })
+    .await
 }
 
 /// A `switchyard serve` child process: the real binary, its own process, killable with SIGKILL. Dropping it kills

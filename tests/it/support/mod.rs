@@ -1,6 +1,7 @@
 //! Support code shared by the integration tests: scripted backends the gateway talks to, and helpers to drive
 //! them. Each submodule owns one kind of peer.
 
+pub mod assert;
 pub mod auth_server;
 pub mod browser;
 pub mod chromium;

@@ -5,11 +5,11 @@
 //! duration. A bad `--log-format` or `SWITCHYARD_LOG_FORMAT` stops `serve` with an error naming it.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::agent_auth::{ALICE_KEY, api_keys};
+use crate::support::assert::{PATIENCE, poll_until};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, backend_toml};
 
@@ -57,16 +57,13 @@ async fn logged_run(scratch: &ScratchDir, backend: &FaultBackend, args: &[&str])
     whole
 }
 
-/// The log once it has an access line with `status`.
+/// The log once it has two access lines with `status`.
 async fn wait_for(log: &Path, status: &str) -> String {
-    for _ in 0..200 {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.lines().filter(|line| line.contains(ACCESS)).filter(|line| line.contains(status)).count() >= 2 {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("no access line with {status} in the log:\n{}", std::fs::read_to_string(log).unwrap_or_default());
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    let logged = || read().lines().filter(|line| line.contains(ACCESS) && line.contains(status)).count() >= 2;
+    let met = poll_until(PATIENCE, || async { logged() }).await;
+    assert!(met, "timed out after {PATIENCE:?} waiting for two access lines with {status} in the log:\n{}", read());
+    read()
 }
 
 fn assert_no_secret(log: &str) {
