@@ -6,8 +6,8 @@
 //! Crash, restart and replica tests run the real `switchyard` binary as child processes ([`ChildGateway`]);
 //! PostgreSQL outages go through a loopback proxy the test cuts ([`TcpProxy`]), never the real server.
 //!
-//! When PostgreSQL is unreachable its tests print `*** SKIPPED (PostgreSQL unreachable) ***` and pass, unless
-//! `CI=true`, where they fail.
+//! PostgreSQL is the one `support::postgres` finds; when it is unreachable its tests print a `*** SKIPPED: ` line
+//! and pass, unless `CI=true`, where they fail.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,8 @@ use tokio::task::JoinSet;
 use crate::support::assert::{eventually, outcome, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
-use crate::support::pg_proxy::{POSTGRES, TcpProxy};
+use crate::support::pg_proxy::TcpProxy;
+use crate::support::postgres::{self, PgSchema};
 use completion::{
     Outside, a_crash_before_the_completion_is_durable_is_unknown_not_rerun,
     a_duplicate_before_the_completion_is_durable_gets_the_result,
@@ -36,8 +37,6 @@ mod keys;
 const TOOL: &str = "fault__echo";
 /// The fault backend's own name for it, as counted by `executions`.
 const RAN: &str = "echo";
-/// The database the tests' schemas live in.
-const PG_DATABASE: &str = "test";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Stores
@@ -64,7 +63,7 @@ impl Ledger {
             Store::Sqlite => Ledger { url: "sqlite".into(), _schema: None },
             Store::Postgres => {
                 let schema = PgSchema::create().await?;
-                Ledger { url: schema.url(5432), _schema: Some(schema) }
+                Ledger { url: schema.url(), _schema: Some(schema) }
             }
         })
     }
@@ -81,65 +80,6 @@ impl Ledger {
 
 pub(crate) fn ledger_section(url: &str) -> String {
     format!("[ledger]\nurl = {url:?}\n")
-}
-
-/// A schema of its own in the `test` database, so parallel tests never see each other's claims; the gateway
-/// creates it (the store creates a missing schema), the test drops it when done.
-pub(crate) struct PgSchema {
-    name: String,
-}
-
-impl PgSchema {
-    pub(crate) async fn create() -> Option<PgSchema> {
-        if let Err(error) = pg_connect(5432).await {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("PostgreSQL at {POSTGRES} is unreachable in CI: {error}");
-            }
-            eprintln!("\n*** SKIPPED (PostgreSQL unreachable) *** at {POSTGRES}: {error}\n");
-            return None;
-        }
-        let mut random = [0u8; 8];
-        getrandom::fill(&mut random).expect("randomness");
-        let name = format!("sy_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        Some(PgSchema { name })
-    }
-
-    /// The ledger URL of this schema on PostgreSQL reached at `127.0.0.1:port` (5432, or a proxy).
-    pub(crate) fn url(&self, port: u16) -> String {
-        format!("postgres://postgres@127.0.0.1:{port}/{PG_DATABASE}?schema={}", self.name)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop runs inside the test's runtime, so the cleanup gets a runtime (and thread) of its own.
-        let cleanup = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async {
-                let dropped = async {
-                    let client = pg_connect(5432).await?;
-                    client
-                        .batch_execute(&format!("SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {name} CASCADE"))
-                        .await
-                };
-                if let Err(error) = dropped.await {
-                    eprintln!("could not drop the test schema {name}: {error}");
-                }
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
-/// A connection to the test database at `127.0.0.1:port`, driven on its own task.
-async fn pg_connect(port: u16) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let config = format!("host=127.0.0.1 port={port} user=postgres dbname={PG_DATABASE} connect_timeout=3");
-    let (client, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
 }
 
 /// One test function per store: `name::memory`, `name::sqlite`, `name::postgres` (or the listed subset).
@@ -550,9 +490,9 @@ async fn two_replicas_on_postgres_share_one_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_going_away_fails_closed_then_recovers() {
     let Some(schema) = PgSchema::create().await else { return };
-    let mut proxy = TcpProxy::start(POSTGRES.parse().unwrap()).await;
+    let mut proxy = TcpProxy::start(postgres::address()).await;
     let backend = FaultBackend::start(Script::default()).await;
-    let sections = ledger_section(&schema.url(proxy.port()));
+    let sections = ledger_section(&schema.url_through(&proxy));
     let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &backend.url(), "")).await;
     let agent = Agent::connected(gateway.mcp()).await;
     assert_echo(&post(&agent, &call(1, "before", Some("before-10")), &[]).await, "before");

@@ -11,10 +11,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::at_most_once::{PgSchema, ledger_section};
+use crate::at_most_once::ledger_section;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
-use crate::support::pg_proxy::{POSTGRES, TcpProxy};
+use crate::support::pg_proxy::TcpProxy;
+use crate::support::postgres::{self, PgSchema};
 
 /// How long another replica may take to hear of a deletion (PostgreSQL `NOTIFY`; normally milliseconds).
 const PROPAGATION_BOUND: Duration = Duration::from_secs(10);
@@ -142,7 +143,7 @@ async fn a_deletion_on_one_replica_is_refused_by_the_others() {
     let backend = FaultBackend::start(Script::default()).await;
     let dir = ScratchDir::new("revoked-replicas");
     let server = format!("session_secret_file = {:?}", dir.path().join("session.key").display().to_string());
-    let sections = ledger_section(&schema.url(5432));
+    let sections = ledger_section(&schema.url());
     let a = gateway(&server, &sections, &backend).await;
     let b = gateway(&server, &sections, &backend).await;
     let id = session_of(&Agent::connected(a.mcp()).await);
@@ -165,9 +166,9 @@ async fn a_deletion_on_one_replica_is_refused_by_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_the_ledger_cannot_record_is_refused() {
     let Some(schema) = PgSchema::create().await else { return };
-    let mut proxy = TcpProxy::start(POSTGRES.parse().unwrap()).await;
+    let mut proxy = TcpProxy::start(postgres::address()).await;
     let backend = FaultBackend::start(Script::default()).await;
-    let gateway = gateway("", &ledger_section(&schema.url(proxy.port())), &backend).await;
+    let gateway = gateway("", &ledger_section(&schema.url_through(&proxy)), &backend).await;
     let id = session_of(&Agent::connected(gateway.mcp()).await);
 
     proxy.cut().await;

@@ -5,8 +5,8 @@
 //! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
 //!   fresh PostgreSQL schema (`sy_test_<pid>_<n>_<nanos>`), so tests run in parallel without seeing each other.
 //! - PostgreSQL is found at `SWITCHYARD_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
-//!   When it is unreachable the PostgreSQL runs print `SKIPPED` on stderr and pass, unless `CI=true`: then they
-//!   fail, so CI never passes without having tested the shared store.
+//!   When it is unreachable the PostgreSQL runs print a `*** SKIPPED: ` line (counted by `scripts/test`) and
+//!   pass, unless `CI=true`: then they fail, so CI never passes without having tested the shared store.
 
 mod behaviour;
 mod completion;
@@ -74,7 +74,9 @@ pub(super) async fn postgres_admin() -> Option<tokio_postgres::Client> {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("PostgreSQL at {url} is required in CI: {reason}");
             }
-            eprintln!("SKIPPED: PostgreSQL ledger test: {url} is unreachable ({reason})");
+            // Straight to stderr, past libtest's capture of `eprintln!`, in the form `scripts/test` counts.
+            let skipped = format!("\n*** SKIPPED: PostgreSQL ledger test: {url} is unreachable ({reason}) ***\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), skipped.as_bytes());
             None
         }
     }

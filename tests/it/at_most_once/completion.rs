@@ -12,11 +12,11 @@ use std::time::Duration;
 use switchyard::ledger::ClaimKey;
 
 use super::{
-    Instance, Ledger, RAN, Store, assert_echo, assert_failure, call, eventually, outcome, pg_connect, post, post_on,
-    replayed, text,
+    Instance, Ledger, RAN, Store, assert_echo, assert_failure, call, eventually, outcome, post, post_on, replayed, text,
 };
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ScratchDir};
+use crate::support::postgres;
 
 /// The claims table's name (in the test's schema on PostgreSQL).
 const CLAIMS: &str = "switchyard_claims";
@@ -37,7 +37,7 @@ impl Outside {
     /// Connects to `ledger`, whose SQLite file (if it is one) is in `data_dir`; `None` for the memory store.
     pub(super) async fn open(ledger: &Ledger, data_dir: &Path) -> Option<Outside> {
         if let Some(schema) = &ledger._schema {
-            let client = pg_connect(5432).await.expect("PostgreSQL answers");
+            let client = postgres::connect().await.expect("PostgreSQL answers");
             return Some(Outside::Postgres { client, table: format!("{}.{CLAIMS}", schema.name) });
         }
         if ledger.url == "memory" {

@@ -12,3 +12,4 @@ pub mod gateway;
 pub mod interop;
 pub mod otlp_collector;
 pub mod pg_proxy;
+pub mod postgres;

@@ -1,6 +1,6 @@
 //! A loopback TCP proxy that a test can cut and restore on the same port, to simulate a server going away and
 //! coming back without touching the real server: made for PostgreSQL outages (the gateway's ledger URL names the
-//! proxy instead of 127.0.0.1:5432), and usable in front of any loopback TCP service (a backend "down").
+//! proxy instead of the server), and usable in front of any loopback TCP service (a backend "down").
 //!
 //! Rules:
 //! - [`TcpProxy::cut`] closes the listener AND every open proxied connection, and returns only once they are all
@@ -14,9 +14,6 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
-
-/// The address of the PostgreSQL server the tests use.
-pub const POSTGRES: &str = "127.0.0.1:5432";
 
 /// A running (or cut) proxy from `127.0.0.1:port` to `target`.
 pub struct TcpProxy {
@@ -36,10 +33,6 @@ impl TcpProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let address = listener.local_addr().expect("proxy address");
         TcpProxy { address, target, running: Some(Running::spawn(listener, target)) }
-    }
-
-    pub fn port(&self) -> u16 {
-        self.address.port()
     }
 
     pub fn address(&self) -> SocketAddr {
