@@ -356,6 +356,7 @@ async fn a_stdio_backend_of_the_2026_era_is_probed_and_spoken_to_without_a_hands
 async fn exercise_fixture(era: &'static str) {
     let Some(fixture) = InteropServer::fixture(era) else { return };
     let gateway = TestGateway::start("", &backend_toml("fixture", &fixture.url(), "prefix = \"\"")).await;
+    gateway.wait_for_tool("test_simple_text").await;
     let mut agent = Agent::connected(gateway.mcp()).await;
     let tools = agent.tool_names().await;
     if !tools.contains(&"test_simple_text".to_owned()) {

@@ -53,6 +53,7 @@ async fn python_sdk_oauth_client_finds_the_issuer_gets_a_token_and_calls_a_tool(
         issuer.jwks_url()
     );
     let gateway = TestGateway::start_with("", &sections, &backend_toml("demo", &demo.url(), BACKEND_TIMEOUT)).await;
+    gateway.wait_for_tool("demo__echo").await;
     let mut agent = PythonAgent::connect_with(&python, &gateway.mcp(), &["--oauth"]).await;
     assert!(agent.tool_names().await.iter().any(|name| name == "demo__echo"));
     assert_eq!(agent.call_text("demo__echo", json!({"text": "with a JWT"})).await, "with a JWT");

@@ -16,6 +16,7 @@ use crate::stdio::{FAULT_SCRIPT, assert_gone, is_running, python};
 use crate::support::assert::{outcome, text};
 use crate::support::gateway::{Agent, SESSION, TestGateway};
 use crate::support::interop::{InteropServer, everything_command, python_interpreter};
+use crate::support::stdio_gate::Gate;
 
 /// A `transport = "stdio"` backend running `program args…`, with `extra` keys.
 fn stdio_toml(name: &str, program: &Path, args: &[&str], extra: &str) -> String {
@@ -115,12 +116,13 @@ async fn a_crash_mid_call_is_unknown_never_repeated_and_the_next_call_gets_a_fre
     assert_eq!(text(&agent.call_tool("crashy__counter", json!({})).await), "2");
     let first = pid_of(&mut agent, "crashy__pid").await;
     // Killing the process while its call runs is the crash: the call's outcome is unknown.
-    let sleeping = agent.call_tool("crashy__sleep", json!({"seconds": 30}));
+    let gate = Gate::new();
+    let running = agent.call_tool("crashy__gate", gate.arguments());
     let killer = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        gate.wait_running(1).await;
         unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
     };
-    let (lost, ()) = tokio::join!(sleeping, killer);
+    let (lost, ()) = tokio::join!(running, killer);
     assert_eq!(lost["result"]["isError"], true, "{lost}");
     assert_eq!(outcome(&lost), Some("unknown"), "{lost}");
     assert_gone(first).await;
@@ -191,15 +193,18 @@ async fn at_the_process_cap_a_second_agent_is_not_delivered_and_no_process_is_ki
     let mut two = Agent::connected(gateway.mcp()).await;
     // Discovery's process is idle, so the first agent's process replaces it.
     let first = pid_of(&mut one, "capped__pid").await;
-    let busy = one.call_tool("capped__sleep", json!({"seconds": 2}));
+    let gate = Gate::new();
+    let busy = one.call_tool("capped__gate", gate.arguments());
     let refused = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        two.call_tool("capped__echo", json!({"text": "x"})).await
+        gate.wait_running(1).await;
+        let refused = two.call_tool("capped__echo", json!({"text": "x"})).await;
+        gate.release();
+        refused
     };
-    let (slept, refused) = tokio::join!(busy, refused);
+    let (released, refused) = tokio::join!(busy, refused);
     assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     assert!(text(&refused).contains("max_processes"), "{refused}");
-    assert_eq!(text(&slept), "slept", "the busy call completed");
+    assert_eq!(text(&released), "released", "the busy call completed");
     assert!(is_running(first), "no process was killed");
     assert_eq!(text(&two.call_tool("capped__echo", json!({"text": "now"})).await), "now", "idle one recycled");
     assert_gone(first).await;
@@ -212,20 +217,18 @@ async fn the_global_process_cap_spans_backends() {
     let mut one = Agent::connected(gateway.mcp()).await;
     let mut two = Agent::connected(gateway.mcp()).await;
     // The two discoveries share the one process place: one of them may have been refused and is retried.
-    for _ in 0..200 {
-        let names = one.tool_names().await;
-        if names.contains(&"first__sleep".to_owned()) && names.contains(&"second__echo".to_owned()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let busy = one.call_tool("first__sleep", json!({"seconds": 2}));
+    gateway.wait_for_tool("first__gate").await;
+    gateway.wait_for_tool("second__echo").await;
+    let gate = Gate::new();
+    let busy = one.call_tool("first__gate", gate.arguments());
     let refused = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        two.call_tool("second__echo", json!({"text": "x"})).await
+        gate.wait_running(1).await;
+        let refused = two.call_tool("second__echo", json!({"text": "x"})).await;
+        gate.release();
+        refused
     };
-    let (slept, refused) = tokio::join!(busy, refused);
-    assert_eq!(text(&slept), "slept");
+    let (released, refused) = tokio::join!(busy, refused);
+    assert_eq!(text(&released), "released");
     assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
     assert!(text(&refused).contains("max_stdio_processes"), "{refused}");
     assert_eq!(text(&two.call_tool("second__echo", json!({"text": "now"})).await), "now", "the idle one made room");

@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::support::assert::{PATIENCE, poll_until};
+use crate::support::assert::{PATIENCE, eventually, poll_until};
 
 pub const SESSION: &str = "mcp-session-id";
 
@@ -100,6 +100,13 @@ impl TestGateway {
 
     pub fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// Waits until the catalog exposes `tool` at `/mcp`. `/readyz` counts a discovery that failed as tried, and a
+    /// retry may still bring the tools, so a test that needs a backend's tools waits for them, not for readiness.
+    pub async fn wait_for_tool(&self, tool: &str) {
+        let exposed = || self.router.catalog().routes().iter().any(|route| route.exposed == tool);
+        eventually(&format!("the gateway exposes {tool}"), || async { exposed() }).await;
     }
 
     /// Waits until every backend's discovery has been tried once.

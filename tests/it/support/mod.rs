@@ -13,3 +13,4 @@ pub mod interop;
 pub mod otlp_collector;
 pub mod pg_proxy;
 pub mod postgres;
+pub mod stdio_gate;
