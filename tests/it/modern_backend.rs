@@ -22,7 +22,7 @@ use crate::support::fault_backend::{Answer, Eras, FaultBackend, Recorded, Resume
 use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
 use crate::support::interop::{InteropServer, interop_dir, python_interpreter};
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn route_tool() -> Value {
     json!({
@@ -324,7 +324,7 @@ fn python_stdio(era: Era) -> Option<BackendTarget> {
         max_processes: 4,
         era,
     };
-    Some(BackendTarget::stdio(Arc::new(Launcher::new(backend, StdioOptions::default())), Duration::from_secs(20)))
+    Some(BackendTarget::stdio(Arc::new(Launcher::new(backend, StdioOptions::default())), Duration::from_secs(90)))
 }
 
 #[tokio::test]

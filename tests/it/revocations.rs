@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::at_most_once::ledger_section;
+use crate::support::assert::eventually_within;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, SESSION, ScratchDir, TestGateway, backend_toml, wait_ready};
 use crate::support::pg_proxy::TcpProxy;
@@ -150,11 +151,8 @@ async fn a_deletion_on_one_replica_is_refused_by_the_others() {
     assert_eq!(ping_status(&b.mcp(), &id).await, StatusCode::OK, "no stickiness: B serves A's session");
 
     assert_eq!(delete(&a.mcp(), &id).await.0, StatusCode::OK);
-    let deadline = Instant::now() + PROPAGATION_BOUND;
-    while ping_status(&b.mcp(), &id).await != StatusCode::NOT_FOUND {
-        assert!(Instant::now() < deadline, "B still accepts the session A deleted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let refused_by_b = || async { ping_status(&b.mcp(), &id).await == StatusCode::NOT_FOUND };
+    eventually_within(PROPAGATION_BOUND, "B refuses the session A deleted", refused_by_b).await;
     assert_eq!(delete(&b.mcp(), &id).await.0, StatusCode::NOT_FOUND, "and cannot delete it twice");
 
     let c = gateway(&server, &sections, &backend).await;

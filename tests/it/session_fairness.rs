@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use reqwest::StatusCode;
 use serde_json::json;
 
+use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
 
@@ -44,12 +45,7 @@ async fn one_address_at_its_cap_recycles_its_own_backend_sessions() {
     }
     assert_eq!(initialized(), 4, "one backend session per agent session");
     let deletes = || backend.requests().iter().filter(|request| request.http_method == "DELETE").count();
-    for _ in 0..500 {
-        if deletes() == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    eventually("the third session of 127.0.0.1 ends one", || async { deletes() >= 1 }).await;
     assert_eq!(deletes(), 1, "the third session of 127.0.0.1 ended its own oldest backend session");
 
     echo(&mut bystander).await;
@@ -73,15 +69,10 @@ async fn the_table_holds_max_backend_sessions_then_recycles_the_oldest_idle_one(
         echo(&mut agent).await;
         agents.push(agent);
     }
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(deletes(), 0, "three sessions fit a table of three");
     let mut third = agent_from(gateway.mcp(), Ipv4Addr::LOCALHOST).await;
     echo(&mut third).await;
-    for _ in 0..500 {
-        if deletes() == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // The fourth session's DELETE is the marker: an eviction by the first three would have been sent before it.
+    eventually("the fourth session ends one", || async { deletes() >= 1 }).await;
     assert_eq!(deletes(), 1, "a fourth session ended the oldest idle one: the table is max_backend_sessions long");
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::assert::text;
+use crate::support::assert::{eventually, text};
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{Era, McpError, Relay, RelayMessage};
 use switchyard::backend::stdio::{
@@ -89,11 +89,7 @@ pub(crate) fn is_running(pid: u32) -> bool {
 }
 
 pub(crate) async fn assert_gone(pid: u32) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while is_running(pid) {
-        assert!(Instant::now() < until, "process {pid} is still running");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(&format!("process {pid} is gone"), || async { !is_running(pid) }).await;
 }
 
 fn assert_after_delivery(result: Result<Value, McpError>, mentions: &str) {
@@ -237,7 +233,11 @@ async fn cancelled_and_timed_out_calls_are_cancelled_at_the_process_by_its_own_i
     let relay = Relay::new(json!({}), None).cancellable(Arc::clone(&cancel));
     let params = json!({"name": "echo", "arguments": {}});
     let (answer, ()) = tokio::join!(connection.request("tools/call", params, &relay, deadline(10)), async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        eventually("the process has the call", || async {
+            let received = connection.request("fault/received", Value::Null, &Relay::default(), deadline(10)).await;
+            received.expect("received")["methods"].as_array().expect("a list").contains(&json!("tools/call"))
+        })
+        .await;
         cancel.notify_one();
     });
     assert!(matches!(answer, Err(McpError::Cancelled)), "{answer:?}");

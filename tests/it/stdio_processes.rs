@@ -82,14 +82,15 @@ impl Scene {
     }
 }
 
-/// Has the gateway start a stdio process that starts a grandchild; returns the grandchild, to be reaped.
-async fn grandchild_of(gateway: &ChildGateway) -> Reaped {
+/// Has the gateway start a stdio process that starts a grandchild; returns the grandchild, to be reaped, and the
+/// stdio process's PID.
+async fn grandchild_of(gateway: &ChildGateway) -> (Reaped, u32) {
     let mut agent = Agent::connected(gateway.mcp()).await;
     let reply = agent.call_tool("f__grandchild", json!({})).await;
-    let text = text(&reply);
-    let grandchild = Reaped::new(text.parse().expect("a pid"));
+    let grandchild = Reaped::new(text(&reply).parse().expect("a pid"));
     assert!(is_running(grandchild.pid), "the grandchild runs while the gateway does");
-    grandchild
+    let parent = text(&agent.call_tool("f__pid", json!({})).await).parse().expect("a pid");
+    (grandchild, parent)
 }
 
 fn records(data_dir: &Path) -> Vec<String> {
@@ -103,7 +104,7 @@ fn records(data_dir: &Path) -> Vec<String> {
 async fn a_graceful_shutdown_stops_the_grandchildren() {
     let scene = Scene::new("groups-term");
     let gateway = scene.gateway().await;
-    let grandchild = grandchild_of(&gateway).await;
+    let (grandchild, _) = grandchild_of(&gateway).await;
     let status = gateway.terminate().await;
     assert!(status.success(), "{status}; log:\n{}", scene.log_text());
     assert!(!is_running(grandchild.pid), "the gateway exits only after its stdio process groups are stopped");
@@ -114,10 +115,11 @@ async fn a_graceful_shutdown_stops_the_grandchildren() {
 async fn the_next_start_stops_what_a_killed_gateway_left_running() {
     let scene = Scene::new("groups-kill");
     let gateway = scene.gateway().await;
-    let grandchild = grandchild_of(&gateway).await;
+    let (grandchild, parent) = grandchild_of(&gateway).await;
     let killed = format!("{RECORD_PREFIX}{}", gateway.pid());
     gateway.kill().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The stdio process sees its stdin close and exits: the gateway's death has reached its processes.
+    assert_gone(parent).await;
     assert!(is_running(grandchild.pid), "nothing stops a SIGKILLed gateway's grandchildren but the next start");
     assert_eq!(records(&scene.data_dir()), [killed], "the killed gateway's record is left");
 
@@ -126,7 +128,7 @@ async fn the_next_start_stops_what_a_killed_gateway_left_running() {
     assert!(scene.log_text().contains("stopping stdio backend processes a crashed gateway left running"));
     assert_eq!(records(&scene.data_dir()), [format!("{RECORD_PREFIX}{}", next.pid())], "the stale record is gone");
     // A second gateway on the same data directory leaves the running one's processes alone.
-    let survivor = grandchild_of(&next).await;
+    let (survivor, _) = grandchild_of(&next).await;
     let second = scene.gateway().await;
     assert!(is_running(survivor.pid), "a running gateway's processes are not a crashed one's");
     assert_eq!(records(&scene.data_dir()).len(), 2, "each gateway keeps its own record");

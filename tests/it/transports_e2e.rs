@@ -23,7 +23,7 @@ fn stdio_toml(name: &str, program: &Path, args: &[&str], extra: &str) -> String 
     let program = program.display().to_string();
     format!(
         "[[backends]]\nname = \"{name}\"\ntransport = \"stdio\"\ncommand = {program:?}\nargs = {args:?}\n\
-         timeout = \"20s\"\n{extra}\n"
+         timeout = \"60s\"\n{extra}\n"
     )
 }
 
@@ -73,7 +73,7 @@ async fn server_everything_over_stdio_serves_tools_progress_bare_names_and_filte
 async fn server_everything_over_legacy_sse_is_served_like_any_backend() {
     let Some(everything) = InteropServer::everything_legacy_sse() else { return };
     let backends = format!(
-        "[[backends]]\nname = \"old\"\ntransport = \"sse\"\nurl = \"{}\"\ntimeout = \"20s\"\nprefix = \"old_\"\n\
+        "[[backends]]\nname = \"old\"\ntransport = \"sse\"\nurl = \"{}\"\ntimeout = \"60s\"\nprefix = \"old_\"\n\
          tools = {{ deny = [\"get-env\"] }}\n",
         everything.legacy_sse_url()
     );
@@ -100,6 +100,8 @@ async fn the_python_sdk_and_the_demo_server_work_as_stdio_backends() {
     let backends = stdio_toml("py", &python_sdk, &[&script, "--stdio", "--page-size", "4"], "")
         + &stdio_toml("demo", switchyard, &["demo-server", "--stdio"], "");
     let gateway = TestGateway::start("", &backends).await;
+    gateway.wait_for_tool("py__tool_25").await;
+    gateway.wait_for_tool("demo__counter").await;
     let mut agent = Agent::connected(gateway.mcp()).await;
     let names = agent.tool_names().await;
     assert!(names.contains(&"py__tool_25".to_owned()), "every page was followed: {names:?}");

@@ -103,9 +103,9 @@ impl Outside {
     }
 }
 
-/// A backend slow enough for the test to take the write lock while it runs the call.
+/// A backend that holds the call until the test has taken the write lock (see `call_with_completion_held`).
 async fn slow_backend() -> FaultBackend {
-    FaultBackend::start(Script { call_delay: Some(Duration::from_millis(500)), ..Script::default() }).await
+    FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await
 }
 
 /// The first call, answered while another connection keeps its completion from being written; returns the
@@ -117,6 +117,7 @@ async fn call_with_completion_held(agent: &Agent, backend: &FaultBackend, outsid
     if let Some(outside) = outside {
         outside.lock(&claim_key()).await;
     }
+    backend.release_calls();
     let first = first.await.expect("the request task").unwrap_or_else(|error| panic!("the call failed: {error}"));
     assert_echo(&first, "refund 12");
     if let Some(outside) = outside {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use switchyard::router::OUTCOME_META;
 
 /// How long [`eventually`] waits by default.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub const PATIENCE: Duration = Duration::from_secs(120);
 /// How often a condition is polled.
 const POLL: Duration = Duration::from_millis(10);
 

@@ -23,7 +23,8 @@ With FAULT_EARLY_IF=PATH in the environment, any mode behaves as `early` while P
 discovery succeed and then make the next processes fail to start).
 
 In every mode, `notifications/cancelled` is remembered and the method `fault/cancelled` answers with the
-params of every cancellation received so far.
+params of every cancellation received so far; `fault/received` answers with the method of every request received
+so far (so a test can see a call arrived instead of sleeping).
 """
 
 import json
@@ -36,6 +37,7 @@ import time
 MODE = sys.argv[1] if len(sys.argv) > 1 else "normal"
 COUNT = [0]
 CANCELLED = []
+RECEIVED = []
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
@@ -181,6 +183,7 @@ def answer(message):
         CANCELLED.append(message.get("params"))
     if request_id is None or method is None:
         return  # notifications and the client's answers need no answer
+    RECEIVED.append(method)
     if MODE == "modern" and answer_modern(message, method, request_id):
         return
     if MODE == "noise":
@@ -199,6 +202,8 @@ def answer(message):
         result = {"tools": TOOLS}
     elif method == "fault/cancelled":
         result = {"cancelled": CANCELLED}
+    elif method == "fault/received":
+        result = {"methods": RECEIVED}
     elif method == "tools/call":
         if misbehave(request_id):
             return
