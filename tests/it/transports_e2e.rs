@@ -125,6 +125,7 @@ async fn a_crash_mid_call_is_unknown_never_repeated_and_the_next_call_gets_a_fre
     let sleeping = agent.call_tool("crashy__sleep", json!({"seconds": 30}));
     let killer = async {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        // SAFETY: kill only sends a signal to the process this test started.
         unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
     };
     let (lost, ()) = tokio::join!(sleeping, killer);
