@@ -8,6 +8,8 @@
 //! every pair is timed on its own, after a warm-up, and the median and 99th percentile are reported.
 //! Without `--bench` (as under `cargo test --all-targets`) it only runs a few pairs per store as a smoke test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test, bench or example reports a failure by panicking")]
+
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

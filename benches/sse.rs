@@ -11,6 +11,8 @@
 //! Both drivers check each other's event count and data size, so a decoder that skipped work would show.
 //! Without `--bench` (as under `cargo test --all-targets`) it only runs a quick agreement check.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test, bench or example reports a failure by panicking")]
+
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::pin::pin;

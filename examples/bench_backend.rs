@@ -15,6 +15,8 @@
 //!   tell how many backend sessions the gateway holds. `GET /mcp` is 405 (no standalone stream).
 //! - A body that is not a JSON-RPC message gets HTTP 400 with a JSON-RPC parse error; it never stops the server.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test, bench or example reports a failure by panicking")]
+
 use std::convert::Infallible;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;

@@ -10,6 +10,8 @@
 //! stops the run with a non-zero exit, because a benchmark of failures is worthless. `CONCURRENCY` workers (64 by
 //! default) each open sessions one after another on their own keep-alive connection.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test, bench or example reports a failure by panicking")]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;

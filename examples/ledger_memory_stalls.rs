@@ -16,6 +16,9 @@
 //! fill and the upkeep do not, and show whether one operation did work that grows with the store. (The calls
 //! timed during the sweep wait for the lock without CPU time, so only their wall figures see the sweep.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "an example reports a failure by panicking")]
+#![allow(unsafe_code, reason = "it counts allocations with a global allocator and reads the thread's CPU clock")]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};

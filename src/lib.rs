@@ -26,4 +26,5 @@ pub mod private_files;
 pub mod raw_json;
 pub mod router;
 pub mod swap;
+mod sys;
 pub mod telemetry;

@@ -26,32 +26,32 @@
 //!   principal `anonymous` whenever an `[auth]` section exists (the gateway's rule at call time; here: `[auth]
 //!   anonymous = true` without any credential, where nobody could use such a backend, is refused). Without
 //!   `[auth]` the gateway is loopback-only and its one user is `anonymous`, so that user's authorization is used.
-//!   [`Config::principal_notes`] says which rule applies, and which policy names can match no principal, for
+//!   `Config::principal_notes` says which rule applies, and which policy names can match no principal, for
 //!   `check`.
 //! - Whether serving is safe depends on the final listen address (`--listen`, `SWITCHYARD_LISTEN`), so that
-//!   check is [`Config::check_serving`], called by `serve` after every override, not part of loading.
+//!   check is `Config::check_serving`, called by `serve` after every override, not part of loading.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use reqwest::Url;
+use serde::Deserialize;
 
-use super::Config;
 use super::backend::BackendConfig;
 use super::error::ConfigError;
-use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
+use super::fields::{Fault, KeyPath, list, optional, quoted, required};
 use super::oauth::OAuthGrant;
-use super::policy::{PolicySubject, parse_subject};
-use super::raw::{RawApiKey, RawAuth, RawJwt};
-use super::units::{DURATION_EXPECTED, parse_duration};
+use super::policy::{PolicyConfig, PolicySubject, parse_subject};
+use super::values::{
+    DURATION_EXPECTED, Expected, MAX_PRINCIPAL_NAME, PRINCIPAL_EXPECTED, duration_text, parse_duration, parse_http_url,
+    parse_principal,
+};
 
 /// The default allowance for clock skew when checking `exp` and `nbf`.
 pub const DEFAULT_JWT_LEEWAY: Duration = Duration::from_secs(60);
 /// The largest accepted leeway: more would keep expired tokens alive for long.
 pub const MAX_JWT_LEEWAY: Duration = Duration::from_secs(600);
-/// Longest principal or group name.
-pub const MAX_PRINCIPAL_NAME: usize = 256;
 /// The principal of agents without credentials (the configuration names it, but may not import the MCP
 /// vocabulary where the gateway defines it; a test there keeps both equal).
 pub const ANONYMOUS: &str = "anonymous";
@@ -145,6 +145,41 @@ impl JwtConfig {
 pub enum JwksLocation {
     Url(Url),
     File(PathBuf),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawAuth {
+    anonymous: bool,
+    admin_principals: Vec<String>,
+    console_loopback: bool,
+    api_keys: Vec<RawApiKey>,
+    jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawApiKey {
+    principal: Option<String>,
+    sha256: Option<String>,
+    groups: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawJwt {
+    issuer: Option<String>,
+    audiences: Option<Vec<String>>,
+    jwks_url: Option<String>,
+    jwks_file: Option<String>,
+    principal_claim: Option<String>,
+    principal_prefix: Option<String>,
+    groups_claim: Option<String>,
+    scopes_supported: Vec<String>,
+    required_scopes: Vec<String>,
+    authorization_servers: Option<Vec<String>>,
+    #[serde(deserialize_with = "duration_text")]
+    leeway: Option<String>,
 }
 
 /// Validates the `[auth]` section (`None` when the file has none).
@@ -282,7 +317,6 @@ fn build_jwks_location(section: &KeyPath, raw: &RawJwt) -> Result<JwksLocation, 
     }
 }
 
-const PRINCIPAL_EXPECTED: &str = "a name of 1–256 characters without control characters";
 const PREFIX_EXPECTED: &str = "at most 256 characters without control characters, not starting with \"group:\" \
                                (such as \"sso:\"; \"\" keeps the bare claim)";
 const ANONYMOUS_KEY_EXPECTED: &str =
@@ -308,12 +342,6 @@ fn parse_admin(text: &str) -> Result<PolicySubject, Expected> {
     }
 }
 
-/// Principal and group names: anything printable, so that JWT subjects (emails, `auth0|123`) fit.
-pub(super) fn parse_principal(text: &str) -> Result<String, Expected> {
-    let valid = !text.is_empty() && text.chars().count() <= MAX_PRINCIPAL_NAME && !text.chars().any(char::is_control);
-    valid.then(|| text.to_owned()).ok_or_else(|| PRINCIPAL_EXPECTED.into())
-}
-
 /// `principal_prefix`: may be empty, and never makes JWT principals read as groups in policies.
 fn parse_prefix(text: &str) -> Result<String, Expected> {
     let valid = text.chars().count() <= MAX_PRINCIPAL_NAME
@@ -332,24 +360,6 @@ fn parse_sha256(text: &str) -> Result<[u8; 32], Expected> {
         *byte = u8::from_str_radix(pair, 16).map_err(|_| Expected::from(SHA256_EXPECTED))?;
     }
     Ok(digest)
-}
-
-/// An http(s) URL without credentials, query or fragment.
-fn parse_http_url(text: &str, example: &str) -> Result<Url, Expected> {
-    let expected =
-        || Expected(format!("an http or https URL such as {example:?}, without credentials, query or fragment"));
-    let url = Url::parse(text).map_err(|_| expected())?;
-    let plain = url.username().is_empty() && url.password().is_none() && url.query().is_none();
-    if !matches!(url.scheme(), "http" | "https") || !url.has_host() || !plain || url.fragment().is_some() {
-        return Err(expected());
-    }
-    Ok(url)
-}
-
-/// `server.public_url`: kept in canonical form (lowercase scheme and host, no trailing slash, RFC 8707 §2).
-pub(super) fn parse_public_url(text: &str) -> Result<String, Expected> {
-    let url = parse_http_url(text, "https://switchyard.example.com")?;
-    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 /// Issuers and authorization servers are compared as written, so only their syntax is checked.
@@ -427,60 +437,51 @@ fn per_principal(backend: &BackendConfig) -> bool {
     backend.oauth.as_ref().is_some_and(|oauth| oauth.grant == OAuthGrant::AuthorizationCode)
 }
 
-impl Config {
-    /// What `check` tells the operator about principals: who may use each `authorization_code` backend, and
-    /// every policy or admin entry naming a principal no agent can be (a name written before JWT principals
-    /// carried their prefix, a typo).
-    pub fn principal_notes(&self) -> Vec<String> {
-        let backends = self.backends.iter().filter(|backend| per_principal(backend)).map(|backend| {
-            let who = if self.auth.anonymous_is_one_user() {
-                "without `[auth]` every agent is `anonymous` (loopback only): they share one authorization of it"
-            } else {
-                "it is refused to agents without credentials (`anonymous`); each other principal authorizes it"
-            };
-            format!("backend `{}` authorizes each principal (`authorization_code`): {who}", backend.name)
-        });
-        let policies = self.policies.iter().enumerate().flat_map(|(index, policy)| {
-            let key = KeyPath::root().key("policies").index(index).key("principals");
-            policy.principals.iter().map(move |subject| (key.to_string(), subject))
-        });
-        let admins = self.auth.admin_principals.iter().map(|subject| ("auth.admin_principals".to_owned(), subject));
-        let unknown = policies.chain(admins).filter_map(|(key, subject)| match subject {
-            PolicySubject::Principal(name) if !self.auth.names_principal(name) => {
-                Some(self.unknown_principal(&key, name))
-            }
-            _ => None,
-        });
-        backends.chain(unknown).collect()
-    }
-
-    fn unknown_principal(&self, key: &str, name: &str) -> String {
-        let jwt = match &self.auth.jwt {
-            Some(jwt) => format!(
-                ", and JWT principals are named {:?} + the `{}` claim",
-                jwt.principal_prefix, jwt.principal_claim
-            ),
-            None => String::new(),
+/// What `check` tells the operator about principals: who may use each `authorization_code` backend, and every
+/// policy or admin entry naming a principal no agent can be (a name written before JWT principals carried their
+/// prefix, a typo).
+pub(super) fn principal_notes(auth: &AuthConfig, backends: &[BackendConfig], policies: &[PolicyConfig]) -> Vec<String> {
+    let backends = backends.iter().filter(|backend| per_principal(backend)).map(|backend| {
+        let who = if auth.anonymous_is_one_user() {
+            "without `[auth]` every agent is `anonymous` (loopback only): they share one authorization of it"
+        } else {
+            "it is refused to agents without credentials (`anonymous`); each other principal authorizes it"
         };
-        format!(
-            "{key}: {name:?} is no principal an agent can be: API-key principals are named by their `principal`{jwt}"
-        )
-    }
+        format!("backend `{}` authorizes each principal (`authorization_code`): {who}", backend.name)
+    });
+    let policies = policies.iter().enumerate().flat_map(|(index, policy)| {
+        let key = KeyPath::root().key("policies").index(index).key("principals");
+        policy.principals.iter().map(move |subject| (key.to_string(), subject))
+    });
+    let admins = auth.admin_principals.iter().map(|subject| ("auth.admin_principals".to_owned(), subject));
+    let unknown = policies.chain(admins).filter_map(|(key, subject)| match subject {
+        PolicySubject::Principal(name) if !auth.names_principal(name) => Some(unknown_principal(auth, &key, name)),
+        _ => None,
+    });
+    backends.chain(unknown).collect()
+}
 
-    /// Whether this configuration may serve on its (final) listen address: a gateway reachable from other
-    /// machines must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT
-    /// resource server listening on a wildcard address needs `public_url` (its audience and metadata cannot be
-    /// `http://0.0.0.0:…`).
-    pub fn check_serving(&self) -> Result<(), ConfigError> {
-        let listen = self.server.listen;
-        if !listen.ip().is_loopback() && self.auth.anonymous == AnonymousAgents::LoopbackOnly {
-            return Err(ConfigError::Unprotected { listen });
+fn unknown_principal(auth: &AuthConfig, key: &str, name: &str) -> String {
+    let jwt = match &auth.jwt {
+        Some(jwt) => {
+            format!(", and JWT principals are named {:?} + the `{}` claim", jwt.principal_prefix, jwt.principal_claim)
         }
-        if self.auth.jwt.is_some() && self.server.public_url.is_none() && listen.ip().is_unspecified() {
-            return Err(ConfigError::NoPublicUrl { listen });
-        }
-        Ok(())
+        None => String::new(),
+    };
+    format!("{key}: {name:?} is no principal an agent can be: API-key principals are named by their `principal`{jwt}")
+}
+
+/// Whether a gateway with `auth` may serve on its (final) `listen` address: one reachable from other machines
+/// must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT resource server
+/// listening on a wildcard address needs `public_url` (its audience and metadata cannot be `http://0.0.0.0:…`).
+pub(super) fn check_serving(auth: &AuthConfig, listen: SocketAddr, has_public_url: bool) -> Result<(), ConfigError> {
+    if !listen.ip().is_loopback() && auth.anonymous == AnonymousAgents::LoopbackOnly {
+        return Err(ConfigError::Unprotected { listen });
     }
+    if auth.jwt.is_some() && !has_public_url && listen.ip().is_unspecified() {
+        return Err(ConfigError::NoPublicUrl { listen });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

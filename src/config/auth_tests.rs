@@ -1,5 +1,6 @@
 //! Tests of the `[auth]` and `[[policies]]` sections: API keys, JWT settings, anonymous serving and their errors.
 
+use super::super::Config;
 use super::super::policy::PolicySubject;
 use super::*;
 

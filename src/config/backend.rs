@@ -16,48 +16,25 @@
 //! - `era` ("auto", the default, "modern" or "legacy") says which MCP protocol era the gateway speaks to the
 //!   backend; "sse" is the 2024-11-05 transport, so only "auto" and "legacy" make sense there.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderValue};
 use reqwest::Url;
 use serde::Deserialize;
 
-use super::credential::{self, BackendCredential};
-use super::fields::{Expected, Fault, KeyPath, list, optional, quoted, required};
-use super::glob::Glob;
-use super::oauth::{self, OAuthConfig};
-use super::raw::{RawBackend, RawTools};
-use super::stdio::{self, StdioConfig};
-use super::units::parse_positive_duration;
+use super::credential::{self, BackendCredential, RawCredential};
+use super::fields::{Fault, KeyPath, list, optional, quoted, required};
+use super::oauth::{self, OAuthConfig, RawOAuth};
+use super::stdio::{self, RawEnvValue, StdioConfig, StdioKeys, StdioSessions};
+use super::values::{Expected, duration_text, parse_header_name, parse_positive_duration};
+use crate::glob::Glob;
 
 pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest backend name.
 pub const MAX_BACKEND_NAME: usize = 32;
 /// Longest exposed tool or prompt name: LLM provider APIs reject longer ones.
 pub const MAX_EXPOSED_NAME: usize = 64;
-
-/// Headers the MCP client sets itself; letting configuration override them would break the protocol.
-const RESERVED_HEADERS: &[&str] = &[
-    "accept",
-    "accept-encoding",
-    "connection",
-    "content-encoding",
-    "content-length",
-    "content-type",
-    "host",
-    "keep-alive",
-    "last-event-id",
-    "mcp-method",
-    "mcp-name",
-    "mcp-protocol-version",
-    "mcp-session-id",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 /// How the gateway talks to a backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -151,6 +128,52 @@ impl ToolFilter {
     }
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawBackend {
+    name: Option<String>,
+    url: Option<String>,
+    transport: Transport,
+    era: Option<ProtocolEra>,
+    prefix: Option<String>,
+    resource_prefix: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    timeout: Option<String>,
+    tools: RawTools,
+    headers: BTreeMap<String, String>,
+    credential: Option<RawCredential>,
+    oauth: Option<RawOAuth>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, RawEnvValue>>,
+    cwd: Option<String>,
+    sessions: Option<StdioSessions>,
+    #[serde(deserialize_with = "duration_text")]
+    idle_timeout: Option<String>,
+    max_processes: Option<i64>,
+}
+
+impl RawBackend {
+    fn stdio_keys(&self) -> StdioKeys<'_> {
+        StdioKeys {
+            command: self.command.as_deref(),
+            args: self.args.as_deref(),
+            env: self.env.as_ref(),
+            cwd: self.cwd.as_deref(),
+            sessions: self.sessions,
+            idle_timeout: self.idle_timeout.as_deref(),
+            max_processes: self.max_processes,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawTools {
+    allow: Vec<String>,
+    deny: Vec<String>,
+}
+
 /// Validates `backends[index]`, resolving its credential from `env` or the file system.
 pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String>) -> Result<BackendConfig, Fault> {
     let entry = KeyPath::root().key("backends").index(index);
@@ -219,9 +242,9 @@ fn build_endpoint(
                 "no such key on this backend: transport = \"stdio\" starts a process from `command`".into(),
             ));
         }
-        return stdio::build(entry, name, raw, env).map(Endpoint::Process);
+        return stdio::build(entry, name, &raw.stdio_keys(), env).map(Endpoint::Process);
     }
-    stdio::refuse_keys(entry, raw)?;
+    stdio::refuse_keys(entry, &raw.stdio_keys())?;
     let url = required(
         &entry.key("url"),
         raw.url.as_deref(),
@@ -281,7 +304,7 @@ fn parse_glob(text: &str) -> Result<Glob, Expected> {
     })
 }
 
-fn build_headers(key: &KeyPath, raw: &std::collections::BTreeMap<String, String>) -> Result<HeaderMap, Fault> {
+fn build_headers(key: &KeyPath, raw: &BTreeMap<String, String>) -> Result<HeaderMap, Fault> {
     let mut headers = HeaderMap::with_capacity(raw.len());
     for (name, value) in raw {
         let key = key.key(name);
@@ -298,16 +321,6 @@ fn build_headers(key: &KeyPath, raw: &std::collections::BTreeMap<String, String>
         }
     }
     Ok(headers)
-}
-
-/// A header name the configuration may set (any valid name the MCP client does not manage itself).
-pub(super) fn parse_header_name(text: &str) -> Result<HeaderName, Expected> {
-    let name = HeaderName::from_bytes(text.as_bytes())
-        .map_err(|_| Expected::from("a header name such as \"Authorization\" or \"X-Api-Key\""))?;
-    if RESERVED_HEADERS.contains(&name.as_str()) || name.as_str().starts_with("mcp-param-") {
-        return Err("a header the gateway does not manage itself (it sets this one per the MCP protocol)".into());
-    }
-    Ok(name)
 }
 
 fn check_credential_header(

@@ -12,10 +12,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use http::{HeaderName, HeaderValue};
+use serde::Deserialize;
 
-use super::backend::parse_header_name;
-use super::fields::{Expected, Fault, KeyPath, optional, quoted, required};
-use super::raw::RawCredential;
+use super::fields::{Fault, KeyPath, optional, quoted, required};
+use super::values::{Expected, parse_header_name};
 
 /// Secrets are small; a larger file is almost certainly the wrong file.
 pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
@@ -50,6 +50,22 @@ impl fmt::Debug for SecretValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawCredential {
+    header: Option<String>,
+    env: Option<String>,
+    file: Option<String>,
+    prefix: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawSecretRef {
+    pub(super) env: Option<String>,
+    pub(super) file: Option<String>,
 }
 
 /// Resolves `backends[i].credential` for the backend named `backend`.

@@ -4,6 +4,10 @@
 //! Rules: the innermost path wins (an error keeps the path of the value that raised it); errors raised while
 //! reading a key are unknown-key errors, because the only key type that can reject a name is a
 //! `deny_unknown_fields` struct's field list; date-times are refused, no setting is a date.
+//!
+//! Why not `serde_path_to_error`: its paths print keys raw (`headers.X Team`) where [`KeyPath`] quotes what TOML
+//! cannot write bare (`headers."X Team"`), and it tells an unknown key from a wrong type only by the text of
+//! serde's message, where this deserializer knows it from where the error was raised (reading a key).
 
 use std::fmt;
 

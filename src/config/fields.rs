@@ -1,5 +1,5 @@
 //! The vocabulary shared by every validation step: where a value sits in the file ([`KeyPath`]), what a value
-//! should have looked like ([`Expected`]), and the file-independent [`Fault`] a step reports.
+//! should have looked like ([`Expected`], from [`super::values`]), and the file-independent [`Fault`] a step reports.
 //!
 //! Rules: validation code never knows the file name (the caller attaches it once, in [`Fault::in_file`]); every
 //! fault carries the dotted key path the operator has to edit; secrets never appear in a fault.
@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::error::ConfigError;
-use super::raw::SizeInput;
-use super::units::{SIZE_EXPECTED, parse_byte_size};
+use super::values::{Expected, SIZE_EXPECTED, SizeInput, parse_byte_size};
 
 /// A dotted key path such as `backends[1].tools.allow[0]`, spelled the way TOML would address it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,23 +44,7 @@ fn is_bare_key(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// What a value should have been, phrased to follow "expected" in a message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Expected(pub(super) String);
-
-impl From<&str> for Expected {
-    fn from(text: &str) -> Self {
-        Self(text.to_owned())
-    }
-}
-
-impl From<String> for Expected {
-    fn from(text: String) -> Self {
-        Self(text)
-    }
-}
-
-/// A problem found while turning parsed TOML into a [`super::Config`], before the file name is attached.
+/// A problem found while turning parsed TOML into a `Config`, before the file name is attached.
 #[derive(Debug)]
 pub(super) enum Fault {
     Invalid {

@@ -12,10 +12,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use super::error::ConfigError;
-use super::fields::{EnvLookup, Expected, Fault, KeyPath, optional, optional_size, quoted};
-use super::raw::RawLedger;
-use super::units::{DURATION_EXPECTED, SIZE_EXPECTED, parse_byte_size, parse_positive_duration};
+use super::fields::{EnvLookup, Fault, KeyPath, optional, optional_size, quoted};
+use super::values::{
+    DURATION_EXPECTED, Expected, SIZE_EXPECTED, SizeInput, duration_text, parse_byte_size, parse_positive_duration,
+};
 use crate::ledger_url::{LedgerUrl, redact};
 
 /// Results larger than this (JSON bytes) are kept as a digest only.
@@ -48,6 +51,17 @@ impl Default for LedgerConfig {
             lease: DEFAULT_LEDGER_LEASE,
         }
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawLedger {
+    url: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    retention: Option<String>,
+    max_result: Option<SizeInput>,
+    #[serde(deserialize_with = "duration_text")]
+    lease: Option<String>,
 }
 
 /// Validates the `[ledger]` section read from the file.

@@ -23,19 +23,17 @@ pub use crate::glob;
 mod ledger;
 mod oauth;
 mod policy;
-mod raw;
 mod server;
 mod stdio;
 mod telemetry;
 mod traces;
-mod units;
+mod values;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use auth::{
     ANONYMOUS, AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
-    MAX_PRINCIPAL_NAME,
 };
 pub use backend::{
     BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ProtocolEra, ToolFilter,
@@ -64,9 +62,31 @@ pub use traces::{
     DEFAULT_BATCH_DELAY, DEFAULT_MAX_BATCH, DEFAULT_MAX_QUEUE, DEFAULT_OTLP_TIMEOUT, DEFAULT_OTLP_TRACES_URL,
     DEFAULT_SERVICE_NAME, SamplerKind, TracesConfig, TracesSampler,
 };
+pub use values::MAX_PRINCIPAL_NAME;
 
+use auth::RawAuth;
+use backend::RawBackend;
 use fields::{Fault, KeyPath, quoted};
-use raw::RawConfig;
+use ledger::RawLedger;
+use policy::RawPolicy;
+use serde::Deserialize;
+use server::RawServer;
+use telemetry::RawTelemetry;
+
+/// The file's shape exactly as written: every key optional, every value in its TOML type, no rule applied yet.
+/// Each section's raw type lives with its rules; every one denies unknown keys (a typo must never silently fall
+/// back to a default), and values that need rules stay strings so the validation step can quote them back.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawConfig {
+    server: RawServer,
+    ledger: RawLedger,
+    backends: Vec<RawBackend>,
+    /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
+    auth: Option<RawAuth>,
+    policies: Vec<RawPolicy>,
+    telemetry: RawTelemetry,
+}
 
 /// The file looked for in the working directory when no path is given.
 pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
@@ -163,6 +183,19 @@ impl Config {
         find_in(explicit, Path::new(DEFAULT_CONFIG_FILE))
     }
 
+    /// What `check` tells the operator about principals (`auth`'s rules): who may use each `authorization_code`
+    /// backend, and every policy or admin entry naming a principal no agent can be.
+    pub fn principal_notes(&self) -> Vec<String> {
+        auth::principal_notes(&self.auth, &self.backends, &self.policies)
+    }
+
+    /// Whether this configuration may serve on its (final) listen address (`auth`'s rules): a gateway reachable
+    /// from other machines must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT
+    /// resource server on a wildcard address needs `public_url`.
+    pub fn check_serving(&self) -> Result<(), ConfigError> {
+        auth::check_serving(&self.auth, self.server.listen, self.server.public_url.is_some())
+    }
+
     pub fn backend(&self, name: &str) -> Option<&BackendConfig> {
         self.backends.iter().find(|backend| backend.name == name)
     }
@@ -236,7 +269,7 @@ fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {
 
 /// Parses a duration the way configuration files write it (`"30s"`, `"1h30m"`), for command-line flags.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    units::parse_duration(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
+    values::parse_duration(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
 }
 
 #[cfg(test)]

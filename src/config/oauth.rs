@@ -26,10 +26,10 @@ use std::collections::HashMap;
 use reqwest::Url;
 use serde::Deserialize;
 
-use super::credential::{CredentialSource, read_source};
-use super::fields::{Expected, Fault, KeyPath, list, optional, quoted};
-use super::raw::RawSecretRef;
+use super::credential::{CredentialSource, RawSecretRef, read_source};
+use super::fields::{Fault, KeyPath, list, optional, quoted};
 use super::stdio::SecretText;
+use super::values::Expected;
 
 /// How the gateway obtains tokens for the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -9,11 +9,12 @@
 //! - `backends` entries must name configured backends, so a typo never silently grants nothing.
 //! - How policies combine (no policy: everything allowed; deny wins) is the auth module's rule, not checked here.
 
-use super::auth::parse_principal;
+use serde::Deserialize;
+
 use super::backend::BackendConfig;
-use super::fields::{Expected, Fault, KeyPath, list, quoted};
-use super::glob::Glob;
-use super::raw::RawPolicy;
+use super::fields::{Fault, KeyPath, list, quoted};
+use super::values::{Expected, parse_principal};
+use crate::glob::Glob;
 
 /// Who a policy applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,15 @@ pub struct PolicyConfig {
     pub deny: Vec<Glob>,
     /// Backend names, or `*` for every backend.
     pub backends: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawPolicy {
+    principals: Vec<String>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    backends: Vec<String>,
 }
 
 /// Validates `policies[index]` against the configured backends.

@@ -17,12 +17,15 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::auth::parse_public_url;
+use serde::Deserialize;
+
 use super::error::ConfigError;
-use super::fields::{Count, EnvLookup, Expected, Fault, KeyPath, list, optional, optional_size};
-use super::raw::{RawServer, SizeInput};
+use super::fields::{Count, EnvLookup, Fault, KeyPath, list, optional, optional_size};
 use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, PROCESSES};
-use super::units::{SIZE_EXPECTED, parse_byte_size, parse_duration, parse_positive_duration};
+use super::values::{
+    Expected, SIZE_EXPECTED, SizeInput, duration_text, listen_text, parse_byte_size, parse_duration, parse_listen,
+    parse_positive_duration, parse_public_url,
+};
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8808);
@@ -100,6 +103,36 @@ pub struct ServerConfig {
     pub max_stdio_processes: usize,
     /// The URL agents use, as configured (no trailing slash); see [`ServerConfig::public_url`].
     pub public_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    #[serde(deserialize_with = "listen_text")]
+    listen: Option<String>,
+    data_dir: Option<String>,
+    session_secret_file: Option<String>,
+    allowed_origins: Vec<String>,
+    allowed_hosts: Vec<String>,
+    max_body: Option<SizeInput>,
+    #[serde(deserialize_with = "duration_text")]
+    session_ttl: Option<String>,
+    max_revocations: Option<i64>,
+    #[serde(deserialize_with = "duration_text")]
+    shutdown_drain: Option<String>,
+    max_backend_sessions: Option<i64>,
+    max_backend_sessions_per_principal: Option<i64>,
+    #[serde(deserialize_with = "duration_text")]
+    header_timeout: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    body_timeout: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    idle_timeout: Option<String>,
+    max_connections: Option<i64>,
+    max_connections_per_principal: Option<i64>,
+    max_streams_per_session: Option<i64>,
+    max_stdio_processes: Option<i64>,
+    public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -305,12 +338,6 @@ fn parse_comma_list<T>(text: &str, parse_item: impl Fn(&str) -> Result<T, Expect
             })
         })
         .collect()
-}
-
-pub(super) const LISTEN_EXPECTED: &str = "an IP address and port such as \"127.0.0.1:8808\" or \"[::1]:8808\"";
-
-pub(super) fn parse_listen(text: &str) -> Result<SocketAddr, Expected> {
-    text.trim().parse().map_err(|_| LISTEN_EXPECTED.into())
 }
 
 fn parse_path(text: &str) -> Result<PathBuf, Expected> {

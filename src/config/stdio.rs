@@ -11,18 +11,18 @@
 //! - These keys belong to stdio backends only; an HTTP backend that sets one is refused, naming the key, as a
 //!   stdio backend that sets `url`, `headers` or `credential` is.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::{self, Visitor};
 
-use super::credential::{CredentialSource, read_source};
-use super::fields::{Count, Expected, Fault, KeyPath, list, optional, quoted};
-use super::raw::{RawBackend, RawEnvValue};
-use super::units::parse_positive_duration;
+use super::credential::{CredentialSource, RawSecretRef, read_source};
+use super::fields::{Count, Fault, KeyPath, list, optional, quoted};
+use super::values::{Expected, parse_positive_duration};
 
 /// A stdio backend process with nothing to do is stopped after this long.
 pub const DEFAULT_PROCESS_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -96,15 +96,59 @@ impl fmt::Debug for SecretText {
     }
 }
 
+/// The stdio keys of a `[[backends]]` entry as written (the entry's raw type is the backend's, which lends them).
+#[derive(Debug, Default)]
+pub(super) struct StdioKeys<'a> {
+    pub(super) command: Option<&'a str>,
+    pub(super) args: Option<&'a [String]>,
+    pub(super) env: Option<&'a BTreeMap<String, RawEnvValue>>,
+    pub(super) cwd: Option<&'a str>,
+    pub(super) sessions: Option<StdioSessions>,
+    pub(super) idle_timeout: Option<&'a str>,
+    pub(super) max_processes: Option<i64>,
+}
+
+/// A value of a stdio backend's `env` table: a plain string, or `{ env = "VAR" }` / `{ file = "/path" }` for a
+/// secret (the same forms as `credential`).
+#[derive(Debug)]
+pub(super) enum RawEnvValue {
+    Plain(String),
+    Secret(RawSecretRef),
+}
+
+impl<'de> Deserialize<'de> for RawEnvValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(EnvValueVisitor)
+    }
+}
+
+struct EnvValueVisitor;
+
+impl<'de> Visitor<'de> for EnvValueVisitor {
+    type Value = RawEnvValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, or a secret written { env = \"VAR\" } or { file = \"/path\" }")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<RawEnvValue, E> {
+        Ok(RawEnvValue::Plain(text.to_owned()))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawEnvValue, A::Error> {
+        RawSecretRef::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawEnvValue::Secret)
+    }
+}
+
 /// Validates the stdio keys of `backends[i]` (at `entry`) for the backend named `backend`.
 pub(super) fn build(
     entry: &KeyPath,
     backend: &str,
-    raw: &RawBackend,
+    raw: &StdioKeys<'_>,
     env: &HashMap<String, String>,
 ) -> Result<StdioConfig, Fault> {
     let path = env.get("PATH").map(String::as_str);
-    let command = match raw.command.as_deref() {
+    let command = match raw.command {
         Some(text) => {
             resolve_command(text, path).map_err(|e| Fault::invalid(&entry.key("command"), Some(quoted(text)), e))
         }
@@ -116,11 +160,11 @@ pub(super) fn build(
     }?;
     Ok(StdioConfig {
         command,
-        args: list(&entry.key("args"), raw.args.as_deref().unwrap_or_default(), parse_argument)?,
+        args: list(&entry.key("args"), raw.args.unwrap_or_default(), parse_argument)?,
         env: build_env(&entry.key("env"), backend, raw, env)?,
-        cwd: optional(&entry.key("cwd"), raw.cwd.as_deref(), parse_directory)?,
+        cwd: optional(&entry.key("cwd"), raw.cwd, parse_directory)?,
         sessions: raw.sessions.unwrap_or_default(),
-        idle_timeout: optional(&entry.key("idle_timeout"), raw.idle_timeout.as_deref(), parse_positive_duration)?
+        idle_timeout: optional(&entry.key("idle_timeout"), raw.idle_timeout, parse_positive_duration)?
             .unwrap_or(DEFAULT_PROCESS_IDLE_TIMEOUT),
         max_processes: PROCESSES
             .build(&entry.key("max_processes"), raw.max_processes)?
@@ -129,7 +173,7 @@ pub(super) fn build(
 }
 
 /// Refuses the stdio keys on a backend of another transport.
-pub(super) fn refuse_keys(entry: &KeyPath, raw: &RawBackend) -> Result<(), Fault> {
+pub(super) fn refuse_keys(entry: &KeyPath, raw: &StdioKeys<'_>) -> Result<(), Fault> {
     let present = [
         ("command", raw.command.is_some()),
         ("args", raw.args.is_some()),
@@ -200,10 +244,10 @@ fn parse_directory(text: &str) -> Result<PathBuf, Expected> {
 fn build_env(
     key: &KeyPath,
     backend: &str,
-    raw: &RawBackend,
+    raw: &StdioKeys<'_>,
     env: &HashMap<String, String>,
 ) -> Result<Vec<(String, EnvValue)>, Fault> {
-    let Some(table) = &raw.env else { return Ok(Vec::new()) };
+    let Some(table) = raw.env else { return Ok(Vec::new()) };
     let mut vars = Vec::with_capacity(table.len());
     for (name, value) in table {
         let key = key.key(name);

@@ -11,13 +11,15 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use super::error::ConfigError;
-use super::fields::{EnvLookup, Expected, Fault, KeyPath, optional};
-use super::raw::RawTelemetry;
-use super::server::parse_listen;
-use super::traces::{self, TracesConfig};
+use serde::Deserialize;
+use serde::de;
 
-pub(super) const LOG_FORMAT_EXPECTED: &str = "\"text\" or \"json\"";
+use super::error::ConfigError;
+use super::fields::{EnvLookup, Fault, KeyPath, optional};
+use super::traces::{self, TraceKeys, TracesConfig};
+use super::values::{Expected, TextVisitor, listen_text, parse_listen};
+
+const LOG_FORMAT_EXPECTED: &str = "\"text\" or \"json\"";
 
 /// The validated `[telemetry]` section.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -53,6 +55,24 @@ pub fn parse_log_format(text: &str) -> Result<LogFormat, String> {
     LogFormat::parse(text).map_err(|expected| format!("`{text}`: expected {}", expected.0))
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTelemetry {
+    #[serde(deserialize_with = "listen_text")]
+    pub(super) metrics_listen: Option<String>,
+    #[serde(deserialize_with = "log_format_text")]
+    pub(super) log_format: Option<String>,
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) service_name: Option<String>,
+    pub(super) traces_sampler: Option<String>,
+    /// A TOML float or integer (`1` is a ratio too).
+    pub(super) traces_sampler_arg: Option<f64>,
+}
+
+fn log_format_text<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    deserializer.deserialize_str(TextVisitor(LOG_FORMAT_EXPECTED)).map(Some)
+}
+
 /// Validates the `[telemetry]` section read from the file.
 pub(super) fn build(raw: &RawTelemetry) -> Result<TelemetryConfig, Fault> {
     let section = KeyPath::root().key("telemetry");
@@ -60,7 +80,12 @@ pub(super) fn build(raw: &RawTelemetry) -> Result<TelemetryConfig, Fault> {
         metrics_listen: optional(&section.key("metrics_listen"), raw.metrics_listen.as_deref(), parse_listen)?,
         log_format: optional(&section.key("log_format"), raw.log_format.as_deref(), LogFormat::parse)?
             .unwrap_or_default(),
-        traces: traces::build(raw)?,
+        traces: traces::build(&TraceKeys {
+            otlp_endpoint: raw.otlp_endpoint.as_deref(),
+            service_name: raw.service_name.as_deref(),
+            traces_sampler: raw.traces_sampler.as_deref(),
+            traces_sampler_arg: raw.traces_sampler_arg,
+        })?,
     })
 }
 

@@ -27,8 +27,8 @@ use http::{HeaderName, HeaderValue};
 use reqwest::Url;
 
 use super::error::ConfigError;
-use super::fields::{Count, EnvLookup, Expected, Fault, KeyPath, env_setting, optional, quoted};
-use super::raw::RawTelemetry;
+use super::fields::{Count, EnvLookup, Fault, KeyPath, env_setting, optional, quoted};
+use super::values::Expected;
 use crate::ledger_url::redact;
 
 pub const DEFAULT_SERVICE_NAME: &str = "switchyard";
@@ -115,13 +115,22 @@ impl SamplerKind {
     }
 }
 
+/// The trace keys of the `[telemetry]` section as written (the section's raw type is `telemetry`'s, which lends
+/// them).
+pub(super) struct TraceKeys<'a> {
+    pub(super) otlp_endpoint: Option<&'a str>,
+    pub(super) service_name: Option<&'a str>,
+    pub(super) traces_sampler: Option<&'a str>,
+    pub(super) traces_sampler_arg: Option<f64>,
+}
+
 /// Validates the trace keys of the `[telemetry]` section read from the file.
-pub(super) fn build(raw: &RawTelemetry) -> Result<TracesConfig, Fault> {
+pub(super) fn build(raw: &TraceKeys<'_>) -> Result<TracesConfig, Fault> {
     let section = KeyPath::root().key("telemetry");
     let defaults = TracesConfig::default();
-    let endpoint = build_endpoint(&section.key("otlp_endpoint"), raw.otlp_endpoint.as_deref())?;
-    let service_name = optional(&section.key("service_name"), raw.service_name.as_deref(), parse_service_name)?;
-    let kind = optional(&section.key("traces_sampler"), raw.traces_sampler.as_deref(), parse_sampler)?;
+    let endpoint = build_endpoint(&section.key("otlp_endpoint"), raw.otlp_endpoint)?;
+    let service_name = optional(&section.key("service_name"), raw.service_name, parse_service_name)?;
+    let kind = optional(&section.key("traces_sampler"), raw.traces_sampler, parse_sampler)?;
     let ratio_key = section.key("traces_sampler_arg");
     let ratio = raw
         .traces_sampler_arg

@@ -169,13 +169,13 @@ pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut req
                 }
             }
             Err(refused) => {
-                tracing::error!(error = %refused, "configuration reload refused; the running configuration keeps serving")
+                tracing::error!(error = %refused, "configuration reload refused; the running configuration keeps serving");
             }
         }
         // The asker may have gone (a SIGHUP does not wait); the outcome is logged either way.
         let _ = reply.send(outcome);
     }
-    std::future::pending::<()>().await
+    std::future::pending::<()>().await;
 }
 
 /// What a reload builds before anything is swapped (the steps that can fail).

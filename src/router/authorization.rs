@@ -158,7 +158,7 @@ impl CallRouter {
                 Ok((backend, Err(error))) => match Needed::of(&error) {
                     Some(need) => needed.push(need),
                     None => {
-                        tracing::info!(%backend, %error, "an unauthorized backend could not be listed for an agent")
+                        tracing::info!(%backend, %error, "an unauthorized backend could not be listed for an agent");
                     }
                 },
                 Err(error) => tracing::warn!(%error, "a probe of an unauthorized backend failed"),

@@ -53,6 +53,7 @@ impl StateKey {
 
     /// A key of this process alone, until [`derived_from`](Self::derived_from)'s replaces it (the router exists
     /// before the front loads the session secret). A process without a random source cannot run safely at all.
+    #[expect(clippy::expect_used, reason = "a process without a random source cannot run safely at all")]
     pub fn random() -> StateKey {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("the operating system's random source");

@@ -45,6 +45,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "mcp",     forbidden: ModulesBut(&["mcp"]),                               why: "the MCP vocabulary is shared by every layer, so it depends on none" },
     Rule { layer: "swap",    forbidden: ModulesBut(&["swap"]),                              why: "the snapshot cell is shared by the parts a reload replaces, so it depends on none" },
     Rule { layer: "raw_json", forbidden: ModulesBut(&["raw_json"]),                         why: "raw JSON text is shared by the ledger, router and front, so it depends on none" },
+    Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls; it knows no layer" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },

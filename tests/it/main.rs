@@ -1,3 +1,6 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test reports a failure by panicking")]
+#![allow(unsafe_code, reason = "tests signal the processes they started by pid")]
+
 mod agent_auth;
 mod at_most_once;
 mod auth;

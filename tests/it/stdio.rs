@@ -82,6 +82,7 @@ async fn call(connection: &StdioConnection, tool: &str, arguments: Value, second
 /// Running means signalable and not a zombie (a zombie runs no code; where PID 1 does not reap orphans, a
 /// killed grandchild stays one).
 pub(crate) fn is_running(pid: u32) -> bool {
+    // SAFETY: signal 0 sends nothing; kill reads no memory of ours.
     let signalable = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));

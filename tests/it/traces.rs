@@ -441,7 +441,7 @@ async fn a_modern_agents_requests_are_server_spans_continuing_its_trace() {
     let discover_meta = json!({"_meta": {"traceparent": agent_traceparent(both, "01")}});
     agent
         .send_with(json!(9), "server/discover", discover_meta, |headers| {
-            headers.push(("traceparent".into(), header.clone()))
+            headers.push(("traceparent".into(), header.clone()));
         })
         .await;
 

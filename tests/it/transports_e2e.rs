@@ -122,6 +122,7 @@ async fn a_crash_mid_call_is_unknown_never_repeated_and_the_next_call_gets_a_fre
     let running = agent.call_tool("crashy__gate", gate.arguments());
     let killer = async {
         gate.wait_running(1).await;
+        // SAFETY: kill only sends a signal to the process this test started.
         unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
     };
     let (lost, ()) = tokio::join!(running, killer);

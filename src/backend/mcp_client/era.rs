@@ -103,8 +103,8 @@ pub(crate) fn verdict_of_error(
                 Some(version) if !retried => Verdict::Retry(version),
                 _ if supported.iter().any(|version| is_supported_version(version)) => Verdict::Legacy,
                 _ => Verdict::Refused(format!(
-                    "the backend serves only protocol versions {supported:?}; the gateway speaks {:?} and {:?}",
-                    MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
+                    "the backend serves only protocol versions {supported:?}; the gateway speaks \
+                     {MODERN_PROTOCOL_VERSIONS:?} and {SUPPORTED_PROTOCOL_VERSIONS:?}"
                 )),
             }
         }

@@ -174,8 +174,7 @@ impl Drop for Netns {
 /// really reachable are refused before any connection when the backend is on loopback.
 #[test]
 fn in_a_private_network_namespace_internal_addresses_are_refused_before_any_connection() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::sys::testing::is_root() {
         println!("skipped: a network namespace needs root");
         return;
     }
@@ -194,8 +193,8 @@ fn in_a_private_network_namespace_internal_addresses_are_refused_before_any_conn
     let inside = std::thread::spawn(move || {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(&path).expect("the namespace file");
-        // SAFETY: a valid namespace fd; only this thread moves into the namespace.
-        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
+        // Only this thread moves into the namespace.
+        assert!(crate::sys::testing::enter_network_namespace(file.as_raw_fd()), "setns");
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         runtime.block_on(refused_inside(addresses));
     });

@@ -297,13 +297,9 @@ fn same_process(pid: i32, start: u64) -> bool {
     procfs::stat(pid).is_some_and(|stat| stat.start == start && !stat.zombie)
 }
 
+/// `pid` was checked to be one of the recorded group's processes.
 fn signal(pid: i32, signal: libc::c_int) {
-    // SAFETY: kill only sends a signal; `pid` > 1 was checked to be one of the recorded group's processes.
-    if pid > 1 {
-        unsafe {
-            libc::kill(pid, signal);
-        }
-    }
+    crate::sys::kill(pid, signal);
 }
 
 #[cfg(test)]
@@ -331,13 +327,7 @@ mod tests {
         command.arg("30").env(GROUP_TOKEN_VAR, "tok").process_group(0);
         // The test runner may have been started with SIGTERM ignored, which `sleep` would inherit; what is under
         // test is the order of the signals, so the child takes SIGTERM's default action.
-        // SAFETY: between fork and exec the closure makes one async-signal-safe call.
-        unsafe {
-            command.pre_exec(|| {
-                libc::signal(libc::SIGTERM, libc::SIG_DFL);
-                Ok(())
-            });
-        }
+        crate::sys::testing::default_sigterm(&mut command);
         let mut child = command.spawn().expect("spawn sleep");
         let pid = i32::try_from(child.id()).expect("a pid fits i32");
         let stat = procfs::stat(pid).expect("the child's stat");

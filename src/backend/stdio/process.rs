@@ -27,6 +27,7 @@ use tokio::time::{Instant, sleep, timeout};
 use super::StdioCommand;
 use super::groups::GroupToken;
 use super::stderr;
+use crate::sys;
 
 /// The variables a child gets from the gateway's environment (when set there).
 pub const ENV_ALLOWLIST: [&str; 6] = ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
@@ -61,7 +62,7 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand, token: &GroupTok
     process.process_group(0);
     // A backstop only: the supervisor stops the whole group; this catches a supervisor that never ran.
     process.kill_on_drop(true);
-    die_with_parent(&mut process);
+    sys::die_with_parent(&mut process, std::process::id());
     let mut child = process.spawn()?;
     let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) =
         (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -79,28 +80,6 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand, token: &GroupTok
     stderr::drain(Arc::clone(backend), pid, stderr);
     Ok(Spawned { child, pid, stdin, stdout })
 }
-
-#[cfg(target_os = "linux")]
-fn die_with_parent(process: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe calls are
-    // allowed: it makes two system calls and builds an `io::Error` from a raw code (no allocation).
-    unsafe {
-        process.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // The gateway may have died before the line above; then no signal would ever come.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_process: &mut Command) {}
 
 /// Stops the process and its group (see the module rules) and reaps it. The caller has closed stdin.
 pub(super) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
@@ -125,18 +104,14 @@ fn group_id(pid: u32) -> Option<libc::pid_t> {
 }
 
 fn signal_group(group: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; `group` is a process group this module created (see `group_id`).
-    unsafe {
-        libc::killpg(group, signal);
-    }
+    sys::kill_group(group, signal);
 }
 
 /// Whether every member of the group is gone within `grace` (polled with signal 0).
 async fn group_empty_within(group: libc::pid_t, grace: Duration) -> bool {
     let until = Instant::now() + grace;
     loop {
-        // SAFETY: signal 0 checks for existence only.
-        if unsafe { libc::killpg(group, 0) } == -1 {
+        if !sys::group_exists(group) {
             return true;
         }
         if Instant::now() >= until {

@@ -91,9 +91,7 @@ fn mapping(lines: &mut [Line], at: &mut usize, indent: usize) -> Result<Value, S
         let (key, rest) = key_value(&line.text).ok_or_else(|| format!("line {number}: expected `key: value`"))?;
         let (key, rest) = (unquote(key), rest.to_owned());
         *at += 1;
-        let value = if !rest.is_empty() {
-            scalar(&rest)?
-        } else {
+        let value = if rest.is_empty() {
             match lines.get(*at) {
                 Some(next) if next.indent > indent => {
                     let deeper = next.indent;
@@ -102,6 +100,8 @@ fn mapping(lines: &mut [Line], at: &mut usize, indent: usize) -> Result<Value, S
                 Some(next) if next.indent == indent && next.text.starts_with("- ") => sequence(lines, at, indent)?,
                 _ => Value::Null,
             }
+        } else {
+            scalar(&rest)?
         };
         if map.insert(key.clone(), value).is_some() {
             return Err(format!("line {number}: `{key}` appears twice"));
@@ -145,7 +145,7 @@ fn scalar(text: &str) -> Result<Value, String> {
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
         "null" | "~" => Value::Null,
-        _ => text.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::String(text.to_owned())),
+        _ => text.parse::<i64>().map_or_else(|_| Value::String(text.to_owned()), Value::from),
     })
 }
 

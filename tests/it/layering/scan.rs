@@ -302,9 +302,8 @@ pub fn mask(source: &str) -> String {
 
 /// The number of `#` of a raw string (`r"…"`, `br#"…"#`) starting here.
 fn raw_string_start(text: &[char]) -> Option<usize> {
-    let rest = match text {
-        ['b', 'r', rest @ ..] | ['r', rest @ ..] => rest,
-        _ => return None,
+    let (['b', 'r', rest @ ..] | ['r', rest @ ..]) = text else {
+        return None;
     };
     let hashes = rest.iter().take_while(|c| **c == '#').count();
     (rest.get(hashes) == Some(&'"')).then_some(hashes)

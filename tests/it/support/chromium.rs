@@ -52,6 +52,7 @@ impl Drop for Browser {
     fn drop(&mut self) {
         if let Some(pid) = self.child.id() {
             // The whole group: the browser's zygote, renderer and utility processes go too.
+            // SAFETY: killpg only sends a signal to the browser's own group.
             unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
         }
         let _ = self.child.start_kill();

@@ -173,7 +173,7 @@ impl Exchange<'_> {
         for (property, schema) in properties {
             let Some(header) = schema.get("x-mcp-header").and_then(Value::as_str) else { continue };
             let value = message.pointer(&format!("/params/arguments/{property}")).filter(|v| !v.is_null());
-            let expected = value.map(|value| value.as_str().map(str::to_owned).unwrap_or_else(|| value.to_string()));
+            let expected = value.map(|value| value.as_str().map_or_else(|| value.to_string(), str::to_owned));
             let sent = self.request.header(&format!("mcp-param-{header}")).map(decode);
             if expected != sent {
                 return Some(format!("Mcp-Param-{header} is {sent:?}, the argument {expected:?}"));
