@@ -31,6 +31,7 @@ mod admin;
 mod admit;
 mod body;
 pub mod callback;
+mod caller;
 pub mod cancels;
 mod error;
 pub mod guard;

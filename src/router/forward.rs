@@ -24,7 +24,7 @@ use super::{CallRouter, Caller, RpcFailure, View, continuation, no_longer_config
 use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
 /// Bound of the URI → backend map; it is cleared when full (it only remembers who listed what).
@@ -137,7 +137,7 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         field: &str,
         params: &Value,
     ) -> Result<Value, RpcFailure> {
@@ -153,7 +153,7 @@ impl CallRouter {
         };
         while let Some(backend) = backends.get(position.backend) {
             let params = position.cursor.take().map_or(Value::Null, |cursor| json!({"cursor": cursor}));
-            match self.forward(caller, backend, method, params, &Relay::default()).await {
+            match self.forward(caller, backend, method.as_str(), params, &Relay::default()).await {
                 Ok(mut page) => {
                     let mut items = match page.get_mut(field).map(Value::take) {
                         Some(Value::Array(items)) => items,
@@ -174,7 +174,7 @@ impl CallRouter {
                     return Ok(answer);
                 }
                 Err(failure) => {
-                    tracing::warn!(%backend, error = %failure.message, "{method}: backend skipped");
+                    tracing::warn!(%backend, error = %failure.message, "{}: backend skipped", method.as_str());
                     position = GatewayCursor { backend: position.backend + 1, cursor: None };
                 }
             }
@@ -187,18 +187,18 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
         let (backend, backend_uri) = self.resource_owner(caller, view, &uri)?;
-        let call = CallIdentity::of(caller, &backend, method, &uri, None);
-        if method == method::RESOURCES_READ {
+        let call = CallIdentity::of(caller, &backend, method.as_str(), &uri, None);
+        if *method == Method::ResourcesRead {
             self.continued(&call, &mut params)?;
         }
         params["uri"] = Value::String(backend_uri);
-        let mut result = self.forward(caller, &backend, method, params, relay).await?;
+        let mut result = self.forward(caller, &backend, method.as_str(), params, relay).await?;
         if let Some(Value::Array(contents)) = result.get_mut("contents") {
             self.expose_uris(&backend, contents.iter_mut().filter_map(|content| content.get_mut("uri")));
         }

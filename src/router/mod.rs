@@ -45,7 +45,7 @@ pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, BackendStatus, Catalog};
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::method::{self, Method};
 use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
@@ -334,30 +334,30 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         params: Value,
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
-            method::TOOLS_CALL => return self.call_tool(caller, view, params, relay).await,
-            method::PING => Ok(json!({})),
-            method::TOOLS_LIST => self.list_tools(caller, view, relay).await,
-            method::PROMPTS_LIST => {
+            Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
+            Method::Ping => Ok(json!({})),
+            Method::ToolsList => self.list_tools(caller, view, relay).await,
+            Method::PromptsList => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);
                 Ok(json!({ "prompts": self.catalog.usable_prompts(view, |name| grants.prompt(name)) }))
             }
-            method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
-            method::RESOURCES_LIST => self.list_resources(caller, view, method, "resources", &params).await,
-            method::RESOURCES_TEMPLATES_LIST => {
+            Method::PromptsGet => self.get_prompt(caller, view, params, relay).await,
+            Method::ResourcesList => self.list_resources(caller, view, method, "resources", &params).await,
+            Method::ResourcesTemplatesList => {
                 self.list_resources(caller, view, method, "resourceTemplates", &params).await
             }
-            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
+            Method::ResourcesRead | Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
                 self.resource_request(caller, view, method, params, relay).await
             }
-            method::COMPLETION_COMPLETE => self.complete(caller, view, params, relay).await,
-            method::LOGGING_SET_LEVEL => self.set_level(caller, view, params).await,
-            _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
+            Method::CompletionComplete => self.complete(caller, view, params, relay).await,
+            Method::LoggingSetLevel => self.set_level(caller, view, params).await,
+            _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {}", method.as_str()))),
         };
         built.map(Found::Built)
     }

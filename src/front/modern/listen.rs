@@ -26,11 +26,13 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{PRINCIPAL_SCOPE_PREFIX, call, events};
+use super::{call, events};
 use crate::front::Front;
+use crate::front::caller::PRINCIPAL_SCOPE_PREFIX;
 use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
-use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta, method};
+use crate::mcp::method::{self, Method};
+use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta};
 use crate::router::{CallRouter, Caller, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
@@ -194,7 +196,7 @@ impl Front {
         let (registration, inbox) = self.listens.register(caller.session.clone(), requested);
         let mut uris = Vec::new();
         for uri in opt_ins.uris.iter().flatten() {
-            match subscription(&self.router, &caller, backend.as_deref(), method::RESOURCES_SUBSCRIBE, uri).await {
+            match subscription(&self.router, &caller, backend.as_deref(), Method::ResourcesSubscribe, uri).await {
                 Ok(()) => uris.push(uri.clone()),
                 Err(error) => tracing::info!(principal = %caller.principal.name, uri, %error, "not subscribed"),
             }
@@ -230,11 +232,11 @@ async fn subscription(
     router: &CallRouter,
     caller: &Caller,
     backend: Option<&str>,
-    which: &str,
+    which: Method,
     uri: &str,
 ) -> Result<(), String> {
     let view = backend.map_or(View::All, View::Backend);
-    let asked = router.handle(caller, view, which, json!({"uri": uri}), &call::relay(json!({}), None)).await;
+    let asked = router.handle(caller, view, &which, json!({"uri": uri}), &call::relay(json!({}), None)).await;
     asked.map(drop).map_err(|failure| failure.message)
 }
 
@@ -265,7 +267,7 @@ async fn feed(events: events::Events, ack: Value, mut stream: Stream) {
     let listens = Arc::clone(&registration.listens);
     drop(registration);
     for uri in uris.iter().filter(|uri| !listens.holds(&scope, uri)) {
-        if let Err(error) = subscription(&router, &caller, backend.as_deref(), method::RESOURCES_UNSUBSCRIBE, uri).await
+        if let Err(error) = subscription(&router, &caller, backend.as_deref(), Method::ResourcesUnsubscribe, uri).await
         {
             tracing::info!(principal = %caller.principal.name, uri, %error, "not unsubscribed");
         }
