@@ -25,5 +25,6 @@ pub mod mcp;
 pub mod private_files;
 pub mod raw_json;
 pub mod router;
+pub mod seal;
 pub mod swap;
 pub mod telemetry;
