@@ -12,10 +12,11 @@
 //! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -35,13 +36,8 @@ const MAX_REMEMBERED_URIS: usize = 100_000;
 pub(super) struct ResourceOwners(Mutex<HashMap<String, Arc<str>>>);
 
 impl ResourceOwners {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<str>>> {
-        // Each update is one insert or a clear: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn remember(&self, backend: &Arc<str>, resources: &[Value]) {
-        let mut owners = self.lock();
+        let mut owners = self.0.lock();
         if owners.len() + resources.len() > MAX_REMEMBERED_URIS {
             owners.clear();
         }
@@ -51,12 +47,12 @@ impl ResourceOwners {
     }
 
     fn owner(&self, uri: &str) -> Option<Arc<str>> {
-        self.lock().get(uri).cloned()
+        self.0.lock().get(uri).cloned()
     }
 
     /// Forgets the URIs of backends `keep` refuses (a reload removed them).
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|_, backend| keep(backend));
+        self.0.lock().retain(|_, backend| keep(backend));
     }
 }
 
