@@ -25,6 +25,7 @@ pub mod mcp;
 pub mod private_files;
 pub mod raw_json;
 pub mod router;
+pub mod seal;
 pub mod swap;
 mod sys;
 pub mod telemetry;

@@ -3,8 +3,9 @@
 //! backend with the backend-side id. A disconnect is not a cancel. State of this replica only.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -21,22 +22,17 @@ pub struct Cancellable {
 }
 
 impl Cancels {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Notify>>> {
-        // Each update is one insert or removal: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Registers the request `id` (any JSON-RPC id) of `session`.
     pub fn register(self: &Arc<Self>, session: &str, id: &Value) -> Cancellable {
         let key = (session.to_owned(), id.to_string());
         let signal = Arc::new(Notify::new());
-        self.lock().insert(key.clone(), Arc::clone(&signal));
+        self.0.lock().insert(key.clone(), Arc::clone(&signal));
         Cancellable { cancels: Arc::clone(self), key, signal }
     }
 
     /// Cancels the running request `id` of `session`; false when there is none.
     pub fn cancel(&self, session: &str, id: &Value) -> bool {
-        let signal = self.lock().get(&(session.to_owned(), id.to_string())).cloned();
+        let signal = self.0.lock().get(&(session.to_owned(), id.to_string())).cloned();
         // notify_one keeps a permit, so a cancel that races the request's start is not lost.
         signal.map(|signal| signal.notify_one()).is_some()
     }
@@ -44,7 +40,7 @@ impl Cancels {
 
 impl Drop for Cancellable {
     fn drop(&mut self) {
-        let mut running = self.cancels.lock();
+        let mut running = self.cancels.0.lock();
         if running.get(&self.key).is_some_and(|signal| Arc::ptr_eq(signal, &self.signal)) {
             running.remove(&self.key);
         }

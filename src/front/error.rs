@@ -113,253 +113,235 @@ struct Answer {
     data: Option<Value>,
 }
 
-impl FrontError {
-    /// The `error.data` of the cases that carry one.
-    fn data(&self) -> Option<Value> {
-        match self {
-            FrontError::UnsupportedVersion { requested, .. } => {
-                Some(json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested}))
-            }
-            _ => None,
-        }
+impl Answer {
+    /// An answer with no id, extra header or `data`; the arms that have them name them.
+    fn new(status: StatusCode, code: i64, message: String) -> Answer {
+        Answer { status, id: None, code, message, header: None, data: None }
     }
+}
 
+impl FrontError {
     /// The error table: one arm per case, each deciding everything the agent is sent.
     fn answer(self) -> Answer {
         use FrontError as E;
-        let data = self.data();
-        let (status, id, code, message, header) = match self {
-            E::Refused(Refusal::Origin(origin)) => (
+        match self {
+            E::Refused(Refusal::Origin(origin)) => Answer::new(
                 StatusCode::FORBIDDEN,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!("Origin `{origin}` is not allowed"),
-                None,
             ),
             E::Refused(Refusal::Host(host)) => {
-                (StatusCode::FORBIDDEN, None, jsonrpc::INVALID_REQUEST, format!("Host `{host}` is not allowed"), None)
+                Answer::new(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, format!("Host `{host}` is not allowed"))
             }
-            E::Refused(Refusal::RepeatedHost) => (
+            E::Refused(Refusal::RepeatedHost) => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "the request carries more than one Host header (RFC 9112 §3.2)".into(),
-                None,
             ),
-            E::Refused(Refusal::MisdirectedTarget(target)) => (
+            E::Refused(Refusal::MisdirectedTarget(target)) => Answer::new(
                 StatusCode::MISDIRECTED_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!("the request target `{target}` names another host than the Host header"),
-                None,
             ),
-            E::Refused(Refusal::ProtocolVersion(version)) => (
+            E::Refused(Refusal::ProtocolVersion(version)) => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!("unsupported MCP-Protocol-Version `{version}`"),
-                None,
             ),
-            E::Unauthenticated { error, challenge } => (
-                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::UNAUTHORIZED),
-                None,
-                jsonrpc::INVALID_REQUEST,
-                error.to_string(),
-                Some((header::WWW_AUTHENTICATE, challenge_value(&challenge))),
-            ),
-            E::NoSuchBackend => (StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such backend".into(), None),
-            E::NoSession => (
+            E::Unauthenticated { error, challenge } => Answer {
+                header: Some((header::WWW_AUTHENTICATE, challenge_value(&challenge))),
+                ..Answer::new(
+                    StatusCode::from_u16(error.status()).unwrap_or(StatusCode::UNAUTHORIZED),
+                    jsonrpc::INVALID_REQUEST,
+                    error.to_string(),
+                )
+            },
+            E::NoSuchBackend => Answer::new(StatusCode::NOT_FOUND, jsonrpc::INVALID_REQUEST, "no such backend".into()),
+            E::NoSession => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "missing MCP-Session-Id header: send `initialize` first".into(),
-                None,
             ),
             E::UnusableSession(why) => {
-                (StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, format!("session {why}"), None)
+                Answer::new(StatusCode::NOT_FOUND, jsonrpc::INVALID_REQUEST, format!("session {why}"))
             }
             E::NoSuchStream => {
-                (StatusCode::NOT_FOUND, None, jsonrpc::INVALID_REQUEST, "no such stream to resume".into(), None)
+                Answer::new(StatusCode::NOT_FOUND, jsonrpc::INVALID_REQUEST, "no such stream to resume".into())
             }
-            E::BodyNotJson => (
+            E::BodyNotJson => Answer::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "the body must be one JSON-RPC message sent with `Content-Type: application/json`".into(),
-                None,
             ),
-            E::BodyTooLarge { max_body } => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                None,
-                jsonrpc::INVALID_REQUEST,
-                format!("the body is larger than this gateway accepts (max_body = {max_body} bytes)"),
-                Some(close_connection()),
-            ),
-            E::BodyIncomplete { body_timeout } => (
-                StatusCode::REQUEST_TIMEOUT,
-                None,
-                jsonrpc::INVALID_REQUEST,
-                format!("the body did not arrive within body_timeout ({} ms)", body_timeout.as_millis()),
-                Some(close_connection()),
-            ),
-            E::BodyUnreadable(error) => (
+            E::BodyTooLarge { max_body } => Answer {
+                header: Some(close_connection()),
+                ..Answer::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    jsonrpc::INVALID_REQUEST,
+                    format!("the body is larger than this gateway accepts (max_body = {max_body} bytes)"),
+                )
+            },
+            E::BodyIncomplete { body_timeout } => Answer {
+                header: Some(close_connection()),
+                ..Answer::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    jsonrpc::INVALID_REQUEST,
+                    format!("the body did not arrive within body_timeout ({} ms)", body_timeout.as_millis()),
+                )
+            },
+            E::BodyUnreadable(error) => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!("the body could not be read: {error}"),
-                None,
             ),
-            E::NotJson(error) => (
+            E::NotJson(error) => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::PARSE_ERROR,
                 format!("the body is not valid JSON: {error}"),
-                None,
             ),
-            E::Batch => (
+            E::Batch => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "JSON-RPC batches are not supported (removed in MCP 2025-06-18); send one message per POST".into(),
-                None,
             ),
-            E::NotJsonRpc { id } => (
-                StatusCode::BAD_REQUEST,
+            E::NotJsonRpc { id } => Answer {
                 id,
-                jsonrpc::INVALID_REQUEST,
-                "not a JSON-RPC 2.0 message: it must carry \"jsonrpc\": \"2.0\"".into(),
-                None,
-            ),
-            E::NotAMessage => (
+                ..Answer::new(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    "not a JSON-RPC 2.0 message: it must carry \"jsonrpc\": \"2.0\"".into(),
+                )
+            },
+            E::NotAMessage => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "not a JSON-RPC 2.0 request, notification or response".into(),
-                None,
             ),
-            E::BadIdempotencyKey { id, refusal } => {
-                (StatusCode::BAD_REQUEST, Some(id), jsonrpc::INVALID_PARAMS, refusal.to_string(), None)
-            }
-            E::NotDeleted(cause) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                None,
-                jsonrpc::INTERNAL_ERROR,
-                format!("the session was not deleted: {cause}"),
-                retry_after(&cause),
-            ),
-            E::NoRoomForSession { id, cause } => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(id),
-                jsonrpc::INTERNAL_ERROR,
-                format!("cannot start a session: {cause}"),
-                retry_after(&cause),
-            ),
-            E::NoRandom { id } => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(id),
-                jsonrpc::INTERNAL_ERROR,
-                "the system's random source failed; no session could be created".into(),
-                None,
-            ),
-            E::NotSealed { id, cause } => (
-                StatusCode::BAD_REQUEST,
-                Some(id),
-                jsonrpc::INVALID_PARAMS,
-                format!("cannot start a session: {cause}"),
-                None,
-            ),
-            E::TooManyRequests { max } => (
+            E::BadIdempotencyKey { id, refusal } => Answer {
+                id: Some(id),
+                ..Answer::new(StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, refusal.to_string())
+            },
+            E::NotDeleted(cause) => Answer {
+                header: retry_after(&cause),
+                ..Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::INTERNAL_ERROR,
+                    format!("the session was not deleted: {cause}"),
+                )
+            },
+            E::NoRoomForSession { id, cause } => Answer {
+                id: Some(id),
+                header: retry_after(&cause),
+                ..Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::INTERNAL_ERROR,
+                    format!("cannot start a session: {cause}"),
+                )
+            },
+            E::NoRandom { id } => Answer {
+                id: Some(id),
+                ..Answer::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    jsonrpc::INTERNAL_ERROR,
+                    "the system's random source failed; no session could be created".into(),
+                )
+            },
+            E::NotSealed { id, cause } => Answer {
+                id: Some(id),
+                ..Answer::new(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_PARAMS,
+                    format!("cannot start a session: {cause}"),
+                )
+            },
+            E::TooManyRequests { max } => Answer::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!(
                     "this principal already has {max} requests or streams open at this gateway \
                      (max_connections_per_principal = {max}); close one, or wait for one to finish"
                 ),
-                None,
             ),
-            E::TooManyStreams { max } => (
+            E::TooManyStreams { max } => Answer::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 format!(
                     "this session already holds {max} standalone GET streams (max_streams_per_session = {max}); \
                      close one first"
                 ),
-                None,
             ),
-            E::NotAdmin => (
+            E::NotAdmin => Answer::new(
                 StatusCode::FORBIDDEN,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "the operator's console is only for administrators (`[auth] admin_principals`, or the group \
                  `admin`)"
                     .into(),
-                None,
             ),
-            E::BadAdminQuery { parameter, expected } => (
+            E::BadAdminQuery { parameter, expected } => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_PARAMS,
                 format!("query parameter `{parameter}`: expected {expected}"),
-                None,
             ),
-            E::NoSuchAdminResource => (
+            E::NoSuchAdminResource => Answer::new(
                 StatusCode::NOT_FOUND,
-                None,
                 jsonrpc::INVALID_REQUEST,
                 "no such console resource; there are /admin/api/backends, /admin/api/catalog, /admin/api/calls and \
                  /admin/api/calls/unknown"
                     .into(),
-                None,
             ),
-            E::Inspect(InspectError::UnknownOutcome(outcome)) => (
+            E::Inspect(InspectError::UnknownOutcome(outcome)) => Answer::new(
                 StatusCode::BAD_REQUEST,
-                None,
                 jsonrpc::INVALID_PARAMS,
                 format!("query parameter `outcome`: expected in_flight, completed or unknown, not `{outcome}`"),
-                None,
             ),
             E::Inspect(error @ InspectError::Ledger(_)) => {
-                (StatusCode::SERVICE_UNAVAILABLE, None, jsonrpc::INTERNAL_ERROR, error.to_string(), None)
+                Answer::new(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::INTERNAL_ERROR, error.to_string())
             }
-            E::NoStreamsWithoutSessions => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                None,
-                jsonrpc::INVALID_REQUEST,
-                "MCP 2026-07-28 has no GET stream and no session to DELETE: POST subscriptions/listen for \
+            E::NoStreamsWithoutSessions => Answer {
+                header: Some((header::ALLOW, HeaderValue::from_static("POST"))),
+                ..Answer::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    jsonrpc::INVALID_REQUEST,
+                    "MCP 2026-07-28 has no GET stream and no session to DELETE: POST subscriptions/listen for \
                  notifications"
-                    .into(),
-                Some((header::ALLOW, HeaderValue::from_static("POST"))),
-            ),
-            E::HeaderMismatch { id, why } => (StatusCode::BAD_REQUEST, Some(id), jsonrpc::HEADER_MISMATCH, why, None),
-            E::BadParams { id, why } => (StatusCode::BAD_REQUEST, Some(id), jsonrpc::INVALID_PARAMS, why, None),
-            E::UnsupportedVersion { id, requested } => (
-                StatusCode::BAD_REQUEST,
-                Some(id),
-                jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
-                format!(
-                    "protocol version `{requested}` is not served; use one of {} (or `initialize` for 2025-11-25)",
-                    MODERN_PROTOCOL_VERSIONS.join(", ")
-                ),
-                None,
-            ),
-            E::NoSuchMethod { id, method } => (
-                StatusCode::NOT_FOUND,
+                        .into(),
+                )
+            },
+            E::HeaderMismatch { id, why } => {
+                Answer { id: Some(id), ..Answer::new(StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, why) }
+            }
+            E::BadParams { id, why } => {
+                Answer { id: Some(id), ..Answer::new(StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, why) }
+            }
+            E::UnsupportedVersion { id, requested } => Answer {
+                id: Some(id),
+                data: Some(json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested})),
+                ..Answer::new(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+                    format!(
+                        "protocol version `{requested}` is not served; use one of {} (or `initialize` for 2025-11-25)",
+                        MODERN_PROTOCOL_VERSIONS.join(", ")
+                    ),
+                )
+            },
+            E::NoSuchMethod { id, method } => Answer {
                 id,
-                jsonrpc::METHOD_NOT_FOUND,
-                format!("method not found: {method} (not part of MCP 2026-07-28)"),
-                None,
-            ),
-            E::UnaskedResponse { id } => (
-                StatusCode::BAD_REQUEST,
-                Some(id),
-                jsonrpc::INVALID_REQUEST,
-                "MCP 2026-07-28 servers send no requests, so there is nothing to respond to".into(),
-                None,
-            ),
-        };
-        Answer { status, id, code, message, header, data }
+                ..Answer::new(
+                    StatusCode::NOT_FOUND,
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("method not found: {method} (not part of MCP 2026-07-28)"),
+                )
+            },
+            E::UnaskedResponse { id } => Answer {
+                id: Some(id),
+                ..Answer::new(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    "MCP 2026-07-28 servers send no requests, so there is nothing to respond to".into(),
+                )
+            },
+        }
     }
 }
 

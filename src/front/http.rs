@@ -3,11 +3,11 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde::Serialize;
 
 use super::splice::JsonRpcReply;
 
-pub(super) fn json(status: StatusCode, body: &Value) -> Response {
+pub(super) fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Response {
     json_text(status, serde_json::to_vec(body).unwrap_or_default())
 }
 

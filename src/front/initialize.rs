@@ -21,19 +21,18 @@ use crate::mcp::{jsonrpc, method};
 use crate::telemetry::trace::ServerRequest;
 
 impl Front {
-    /// The answer to `initialize` request `id`, carrying the new session's id; with tracing on, one SERVER span.
+    /// The answer to `initialize` request `id` (with `params`), carrying the new session's id; with tracing on, one SERVER span.
     pub(super) fn initialize(
         &self,
         admitted: &Admitted,
         peer: Option<IpAddr>,
         id: &Value,
-        message: &Value,
+        params: &Value,
     ) -> Result<Response, FrontError> {
-        let params = message.get("params").unwrap_or(&Value::Null);
         let span = self.tracer.as_ref().map(|tracer| {
             tracer.server_span(&ServerRequest { method: method::INITIALIZE, id, params, session: None, peer })
         });
-        let opened = self.open_session(admitted, id, message);
+        let opened = self.open_session(admitted, id, params);
         if let Some(mut span) = span {
             match &opened {
                 Ok((session, _, reply)) => {
@@ -60,11 +59,10 @@ impl Front {
         &self,
         admitted: &Admitted,
         id: &Value,
-        message: &Value,
+        params: &Value,
     ) -> Result<(AgentSession, String, Value), FrontError> {
         self.revocations.room(now_unix()).map_err(|cause| FrontError::NoRoomForSession { id: id.clone(), cause })?;
-        let params = message.get("params");
-        let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or_default();
+        let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
         let version =
             SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| *v == requested).unwrap_or(LATEST_PROTOCOL_VERSION);
         let session_ref = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
@@ -73,7 +71,7 @@ impl Front {
             principal: admitted.principal.name.clone(),
             version,
             issued_at: now_unix(),
-            capabilities: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_else(|| json!({})),
+            capabilities: params.get("capabilities").cloned().unwrap_or_else(|| json!({})),
         };
         let token = self.sealer.seal(&session).map_err(|cause| FrontError::NotSealed { id: id.clone(), cause })?;
         let reply = jsonrpc::result(id, self.server_result(version));

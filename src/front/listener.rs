@@ -24,7 +24,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -38,6 +38,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -217,10 +218,6 @@ impl Phase {
     }
 }
 
-fn lock(phase: &Mutex<Phase>) -> std::sync::MutexGuard<'_, Phase> {
-    phase.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The connection's socket, whose reads fail with `TimedOut` once the current phase's deadline has passed.
 struct Deadlined {
     stream: TcpStream,
@@ -235,7 +232,7 @@ impl Deadlined {
     /// Called when a read found nothing: `Pending` until data comes or the deadline passes.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let deadline = {
-            let mut phase = lock(&self.phase);
+            let mut phase = self.phase.lock();
             let deadline = phase.deadline(&self.limits);
             if deadline.is_none() {
                 phase.reader = Some(cx.waker().clone());
@@ -269,7 +266,7 @@ impl AsyncRead for Deadlined {
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    let mut phase = lock(&this.phase);
+                    let mut phase = this.phase.lock();
                     if phase.serving == 0 && phase.head_since.is_none() {
                         phase.head_since = Some(Instant::now());
                     }
@@ -340,7 +337,7 @@ struct Serving(Arc<Mutex<Phase>>);
 impl Serving {
     fn begin(phase: Arc<Mutex<Phase>>) -> Serving {
         {
-            let mut state = lock(&phase);
+            let mut state = phase.lock();
             state.serving += 1;
             state.head_since = None;
         }
@@ -350,7 +347,7 @@ impl Serving {
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        let mut phase = lock(&self.0);
+        let mut phase = self.0.lock();
         phase.serving -= 1;
         if phase.serving == 0 {
             phase.idle_since = Instant::now();

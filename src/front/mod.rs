@@ -31,6 +31,7 @@ mod admin;
 mod admit;
 mod body;
 pub mod callback;
+mod caller;
 pub mod cancels;
 mod error;
 pub mod guard;
@@ -63,10 +64,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
+use serde::Serialize;
 
 use crate::auth::{Admins, Authenticator};
 use crate::mcp::SessionMessage;
-use crate::router::CallRouter;
+use crate::router::{CallRouter, Health, Readiness};
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
 use crate::telemetry::trace::Tracer;
@@ -185,6 +187,15 @@ async fn delete_session(
     Ok(StatusCode::OK)
 }
 
+/// What `/readyz` answers: the router's report (its `ready` made the whole gateway's), and whether tokens can be
+/// checked.
+#[derive(Serialize)]
+struct ReadyzReport {
+    #[serde(flatten)]
+    router: Readiness,
+    auth: Health,
+}
+
 /// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
 /// load balancer can ask. Only those who may read the console get the error texts: they are backends' (and
 /// issuers') own words, and may name internal hosts.
@@ -192,32 +203,15 @@ async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap)
     let settings = front.settings.load();
     settings.admission.check(&headers)?;
     let mut report = front.router.readiness().await;
-    report.detail["auth"] = match settings.auth.readiness() {
-        Ok(()) => serde_json::json!({"status": "ok"}),
-        Err(reason) => {
-            report.ready = false;
-            serde_json::json!({"status": "unavailable", "error": reason})
-        }
-    };
-    report.detail["ready"] = report.ready.into();
+    let mut auth = Health::of(settings.auth.readiness());
     let peer = peer.map(|Extension(ConnectInfo(address))| address);
     if admin::admits(&settings, peer, &headers).await.is_err() {
-        states_only(&mut report.detail);
+        report = report.without_errors();
+        auth.error = None;
     }
+    report.ready &= auth.is_ok();
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    Ok(http::json(status, &report.detail))
-}
-
-/// Takes every `error` text out of a readiness report, leaving the states.
-fn states_only(detail: &mut serde_json::Value) {
-    match detail {
-        serde_json::Value::Object(fields) => {
-            fields.remove("error");
-            fields.values_mut().for_each(states_only);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(states_only),
-        _ => {}
-    }
+    Ok(http::json(status, &ReadyzReport { router: report, auth }))
 }
 
 fn now_unix() -> u64 {

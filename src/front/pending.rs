@@ -8,9 +8,10 @@
 //! agent answers on the connection family it was asked on.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -33,11 +34,6 @@ impl PendingRequests {
         Self { metrics, ..Self::default() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), oneshot::Sender<Value>>> {
-        // Each update is one insert or removal: a poisoned map is still consistent.
-        self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Turns a relayed message into what the agent sees: a request gets a gateway id and is remembered. A
     /// message that carries nothing for the agent gives `None`.
     pub fn prepare(&self, session: &str, message: RelayMessage) -> Option<Value> {
@@ -48,7 +44,7 @@ impl PendingRequests {
                 self.metrics.relayed_request(message.get("method").and_then(Value::as_str).unwrap_or_default());
                 let id = format!("switchyard-{}", self.next.fetch_add(1, Ordering::Relaxed));
                 message["id"] = Value::String(id.clone());
-                let mut waiting = self.lock();
+                let mut waiting = self.waiting.lock();
                 if waiting.len() >= SWEEP_AT {
                     waiting.retain(|_, waiter| !waiter.is_closed());
                 }
@@ -62,7 +58,7 @@ impl PendingRequests {
     /// session.
     pub fn answer(&self, session: &str, response: Value) -> bool {
         let Some(id) = response.get("id").and_then(Value::as_str) else { return false };
-        let waiter = self.lock().remove(&(session.to_owned(), id.to_owned()));
+        let waiter = self.waiting.lock().remove(&(session.to_owned(), id.to_owned()));
         waiter.is_some_and(|waiter| waiter.send(response).is_ok())
     }
 }

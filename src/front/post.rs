@@ -21,26 +21,29 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::admit::Admitted;
+use super::caller::{CallerScope, Requester};
 use super::error::FrontError;
 use super::guard::Admission;
 use super::session::AgentSession;
 use super::splice::JsonRpcReply;
 use super::{Front, body, http, modern, stream};
-use crate::mcp::jsonrpc::{self, Kind};
-use crate::mcp::{Relay, method};
-use crate::router::{Caller, View, idempotency};
+use crate::mcp::Relay;
+use crate::mcp::message::{Incoming, Message, Request};
+use crate::mcp::method::Method;
+use crate::router::{Caller, View};
 use crate::telemetry::trace::ServerRequest;
 
-/// Methods whose backend may send notifications or requests while it serves them; the agent gets SSE when one
+/// Whether the backend may send notifications or requests while it serves `method`; the agent gets SSE when one
 /// arrives.
-const RELAYING_METHODS: [&str; 4] =
-    [method::TOOLS_CALL, method::PROMPTS_GET, method::RESOURCES_READ, method::COMPLETION_COMPLETE];
+fn relays(method: &Method) -> bool {
+    matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead | Method::CompletionComplete)
+}
 
 /// Whether the agent takes SSE answers (MCP clients must accept both; a client that did not say so gets JSON).
 pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -54,7 +57,7 @@ pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
 struct Routed<'a> {
     caller: &'a Caller,
     backend: Option<&'a str>,
-    method: &'a str,
+    method: &'a Method,
     version: &'static str,
 }
 
@@ -68,15 +71,14 @@ struct InSessionRequest<'a> {
 }
 
 /// One JSON-RPC message, not a batch, saying it is JSON-RPC 2.0 (both eras).
-pub(super) fn well_formed(message: &Value) -> Result<(), FrontError> {
-    if message.is_array() {
+pub(super) fn well_formed(incoming: Incoming) -> Result<Message, FrontError> {
+    if incoming.batch {
         return Err(FrontError::Batch);
     }
-    if !jsonrpc::declares_version(message) {
-        let id = message.get("id").filter(|id| jsonrpc::is_valid_id(id)).cloned();
-        return Err(FrontError::NotJsonRpc { id });
+    if !incoming.declares_version {
+        return Err(FrontError::NotJsonRpc { id: incoming.id().cloned() });
     }
-    Ok(())
+    Ok(incoming.message)
 }
 
 impl Front {
@@ -99,22 +101,21 @@ impl Front {
                 return Err(FrontError::NotJson(error));
             }
         };
-        match jsonrpc::kind(&message) {
-            Kind::Request { method, .. } => admitted.record.message(method, true),
-            Kind::Notification { method } => admitted.record.message(method, false),
-            Kind::Response { .. } | Kind::Invalid => {}
+        let incoming = Incoming::read(message);
+        if let Some((method, request)) = incoming.method() {
+            admitted.record.message(method.as_str(), request);
         }
-        if modern::is_modern(&message, headers) && !self.in_live_session(admitted, headers) {
-            let request =
-                modern::ModernPost { backend, principal: &admitted.principal, record: &admitted.record, peer, headers };
-            return self.serve_modern(request, message).await;
+        if modern::is_modern(&incoming, headers) && !self.in_live_session(admitted, headers) {
+            let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers };
+            return self.serve_modern(modern::ModernPost { backend, requester }, incoming).await;
         }
         Admission::check_version(headers)?;
-        well_formed(&message)?;
-        match jsonrpc::kind(&message) {
-            Kind::Request { id, method: method::INITIALIZE } => self.initialize(admitted, peer, id, &message),
-            Kind::Invalid => Err(FrontError::NotAMessage),
-            _ => {
+        match well_formed(incoming)? {
+            Message::Request(Request { id, method: Method::Initialize, params }) => {
+                self.initialize(admitted, peer, &id, &params)
+            }
+            Message::Invalid { .. } => Err(FrontError::NotAMessage),
+            message => {
                 let session = admitted.open_session(self, headers)?;
                 let request = InSessionRequest { session, admitted, backend, peer };
                 self.serve_in_session(request, message, headers).await
@@ -131,44 +132,31 @@ impl Front {
     async fn serve_in_session(
         self: &Arc<Self>,
         request: InSessionRequest<'_>,
-        mut message: Value,
+        message: Message,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
         let InSessionRequest { session, admitted, backend, peer } = request;
         let AgentSession { id: session_id, version, capabilities, .. } = session;
         let session_key = session_id.to_string();
-        let (id, method) = match jsonrpc::kind(&message) {
-            Kind::Request { id, method } => (id.clone(), method.to_owned()),
-            Kind::Response { .. } => {
+        let Request { id, method, params } = match message {
+            Message::Request(request) => request,
+            Message::Response { message, .. } => {
                 // An answer to a relayed server-to-client request; an answer nobody waits for is dropped.
                 self.pending.answer(&session_key, message);
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
-            Kind::Notification { method: method::CANCELLED } => {
-                if let Some(id) = message.pointer("/params/requestId") {
+            Message::Notification { method: Method::Cancelled, params } => {
+                if let Some(id) = params.get("requestId") {
                     self.cancels.cancel(&session_key, id);
                 }
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
-            _ => return Ok(StatusCode::ACCEPTED.into_response()),
+            Message::Notification { .. } | Message::Invalid { .. } => return Ok(StatusCode::ACCEPTED.into_response()),
         };
-        let key_headers = headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(HeaderValue::as_bytes);
-        let idempotency_key = idempotency::from_header(key_headers)
-            .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
-        // The params move to the router: the rest of the message is not read again.
-        let params = message.get_mut("params").map_or(Value::Null, Value::take);
-        let cancellable = self.cancels.register(&session_key, &id);
-        let caller = Caller {
-            request_scope: session_key.clone(),
-            session: session_key,
-            principal: admitted.principal.clone(),
-            request_id: id,
-            idempotency_key,
-            peer,
-            record: Arc::clone(&admitted.record),
-            sessionless: false,
-        };
-        let streaming = RELAYING_METHODS.contains(&method.as_str()) && accepts_event_stream(headers);
+        let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers };
+        let caller = requester.caller(&id, CallerScope::Session(session_key))?;
+        let cancellable = self.cancels.register(&caller.session, &id);
+        let streaming = relays(&method) && accepts_event_stream(headers);
         let (sink, messages) = match streaming {
             true => {
                 let (sink, messages) = mpsc::unbounded_channel();
@@ -177,7 +165,7 @@ impl Front {
             false => (None, None),
         };
         let relay = Relay::new(capabilities, sink).cancellable(Arc::clone(&cancellable.signal));
-        if !RELAYING_METHODS.contains(&method.as_str()) {
+        if !relays(&method) {
             let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
             // Boxed: inline, the call's future would size every request's handler future.
             let reply = Box::pin(self.reply(request, params, &relay)).await;
@@ -208,7 +196,7 @@ impl Front {
             None => self.route(&request, params, relay).await,
             Some(tracer) => {
                 let session = Some((request.caller.session.as_str(), request.version));
-                let (method, id, peer) = (request.method, &request.caller.request_id, request.caller.peer);
+                let (method, id, peer) = (request.method.as_str(), &request.caller.request_id, request.caller.peer);
                 let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
                 // Boxed, so the untraced call's future is not sized by this branch too.
                 let reply = Box::pin(span.run(self.route(&request, params, relay))).await;

@@ -9,10 +9,11 @@
 //! first. State of this replica only.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 /// How long a finished call's events stay available for a resumption.
@@ -31,22 +32,17 @@ pub struct CallLog {
 
 pub type SharedLog = Arc<Mutex<CallLog>>;
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update is a push or an assignment: a poisoned log is still consistent.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl CallLog {
     /// Records an event (its index is its sequence number) and passes it to the live connection, if any.
     pub fn record(log: &SharedLog, event: Bytes) {
-        let mut log = lock(log);
+        let mut log = log.lock();
         log.events.push(event.clone());
         log.pass(event);
     }
 
     /// Passes bytes that are not kept (keep-alive comments) to the live connection.
     pub fn pass_through(log: &SharedLog, bytes: Bytes) {
-        lock(log).pass(bytes);
+        log.lock().pass(bytes);
     }
 
     fn pass(&mut self, bytes: Bytes) {
@@ -56,7 +52,7 @@ impl CallLog {
     }
 
     pub fn finish(log: &SharedLog) {
-        let mut log = lock(log);
+        let mut log = log.lock();
         log.finished = true;
         log.live = None;
     }
@@ -77,9 +73,9 @@ impl Replays {
             live: Some(live),
             finished: false,
         }));
-        let mut logs = lock(&self.logs);
+        let mut logs = self.logs.lock();
         if logs.len() >= MAX_LOGS {
-            logs.retain(|_, log| !lock(log).finished);
+            logs.retain(|_, log| !log.lock().finished);
         }
         logs.insert(stream.to_owned(), Arc::clone(&log));
         log
@@ -90,7 +86,7 @@ impl Replays {
         let replays = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep(KEEP_FINISHED).await;
-            lock(&replays.logs).remove(&stream);
+            replays.logs.lock().remove(&stream);
         });
     }
 
@@ -99,8 +95,8 @@ impl Replays {
     pub fn resume(&self, session: &str, last_event_id: &str) -> Option<mpsc::UnboundedReceiver<Bytes>> {
         let (stream, sequence) = last_event_id.rsplit_once('-')?;
         let sequence: usize = sequence.parse().ok()?;
-        let log = lock(&self.logs).get(stream).cloned()?;
-        let mut log = lock(&log);
+        let log = self.logs.lock().get(stream).cloned()?;
+        let mut log = log.lock();
         if log.session != session {
             return None;
         }

@@ -24,9 +24,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
 use super::now_unix;
@@ -156,13 +157,13 @@ impl Revocations {
             let entry = LogEntry { session: id.to_string(), expires_at: expires_at_unix };
             log.record(entry).await.map_err(RevokeError::Log)?;
         }
-        self.lock().insert(id, expires_at_unix);
+        self.revoked.lock().insert(id, expires_at_unix);
         Ok(())
     }
 
     /// `Ok` while the list has room for another deletion, and so for another session.
     pub fn room(&self, now_unix: u64) -> Result<(), RevokeError> {
-        let mut revoked = self.lock();
+        let mut revoked = self.revoked.lock();
         revoked.purge_expired(now_unix);
         if revoked.expiry_of.len() < self.capacity {
             return Ok(());
@@ -171,14 +172,14 @@ impl Revocations {
     }
 
     pub fn is_revoked(&self, id: &SessionRef, now_unix: u64) -> bool {
-        let mut revoked = self.lock();
+        let mut revoked = self.revoked.lock();
         revoked.purge_expired(now_unix);
         revoked.expiry_of.contains_key(id)
     }
 
     /// The number of entries, expired ones not yet purged included.
     pub fn len(&self) -> usize {
-        self.lock().expiry_of.len()
+        self.revoked.lock().expiry_of.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -229,15 +230,9 @@ impl Revocations {
     /// Keeps an entry heard from the log, whatever the bound (see the module rules).
     fn apply(&self, entry: &LogEntry) {
         match SessionRef::from_hex(&entry.session) {
-            Some(id) => self.lock().insert(id, entry.expires_at),
+            Some(id) => self.revoked.lock().insert(id, entry.expires_at),
             None => tracing::warn!(session = %entry.session, "ignored a revocation of an id this gateway never issues"),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, RevokedSet> {
-        // Every update leaves the set consistent before anything that could panic, so a poisoned lock still
-        // guards a usable set.
-        self.revoked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

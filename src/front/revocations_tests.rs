@@ -21,7 +21,7 @@ struct FakeLog {
 
 impl FakeLog {
     fn check(&self) -> Result<(), LogError> {
-        if *self.failing.lock().unwrap() { Err(LogError("the store is down".into())) } else { Ok(()) }
+        if *self.failing.lock() { Err(LogError("the store is down".into())) } else { Ok(()) }
     }
 }
 
@@ -29,7 +29,7 @@ impl RevocationLog for FakeLog {
     fn record(&self, entry: LogEntry) -> LogCall<'_, ()> {
         Box::pin(async move {
             self.check()?;
-            self.entries.lock().unwrap().push(entry);
+            self.entries.lock().push(entry);
             Ok(())
         })
     }
@@ -37,12 +37,12 @@ impl RevocationLog for FakeLog {
     fn unexpired(&self, now_unix: u64) -> LogCall<'_, Vec<LogEntry>> {
         Box::pin(async move {
             self.check()?;
-            Ok(self.entries.lock().unwrap().iter().filter(|entry| entry.expires_at >= now_unix).cloned().collect())
+            Ok(self.entries.lock().iter().filter(|entry| entry.expires_at >= now_unix).cloned().collect())
         })
     }
 
     fn follow(&self) -> Option<Box<dyn LogFeed>> {
-        let receiver = self.feed.lock().unwrap().take()?;
+        let receiver = self.feed.lock().take()?;
         Some(Box::new(Feed(receiver)))
     }
 }
@@ -105,9 +105,9 @@ async fn a_deletion_is_recorded_in_the_log_before_it_counts() {
     let log = Arc::new(FakeLog::default());
     let revocations = Revocations::shared(10, log.clone());
     revocations.revoke(id(1), NOW + 100, NOW).await.unwrap();
-    assert_eq!(*log.entries.lock().unwrap(), vec![entry(1, NOW + 100)]);
+    assert_eq!(*log.entries.lock(), vec![entry(1, NOW + 100)]);
 
-    *log.failing.lock().unwrap() = true;
+    *log.failing.lock() = true;
     let refused = revocations.revoke(id(2), NOW + 100, NOW).await;
     assert_eq!(refused, Err(RevokeError::Log(LogError("the store is down".into()))));
     assert!(!revocations.is_revoked(&id(2), NOW), "a deletion the log refused changed nothing");
@@ -116,13 +116,9 @@ async fn a_deletion_is_recorded_in_the_log_before_it_counts() {
 #[tokio::test]
 async fn start_loads_the_log_then_follows_it() {
     let log = Arc::new(FakeLog::default());
-    log.entries.lock().unwrap().extend([
-        entry(1, FAR),
-        entry(2, 5),
-        LogEntry { session: "x".into(), expires_at: u64::MAX },
-    ]);
+    log.entries.lock().extend([entry(1, FAR), entry(2, 5), LogEntry { session: "x".into(), expires_at: u64::MAX }]);
     let (changes, receiver) = mpsc::unbounded_channel();
-    *log.feed.lock().unwrap() = Some(receiver);
+    *log.feed.lock() = Some(receiver);
     // A bound of one: what the log holds is kept whatever the bound.
     let revocations = Arc::new(Revocations::shared(1, log.clone()));
     let follower = revocations.start().await.unwrap();
@@ -131,7 +127,7 @@ async fn start_loads_the_log_then_follows_it() {
     assert_eq!(revocations.len(), 1, "ids this gateway never issues are ignored");
 
     changes.send(LogChange::Recorded(entry(3, FAR))).unwrap();
-    log.entries.lock().unwrap().push(entry(4, FAR));
+    log.entries.lock().push(entry(4, FAR));
     changes.send(LogChange::Missed).unwrap();
     drop(changes);
     follower.await.unwrap();
@@ -142,7 +138,7 @@ async fn start_loads_the_log_then_follows_it() {
 #[tokio::test]
 async fn a_log_that_cannot_load_fails_the_start() {
     let log = Arc::new(FakeLog::default());
-    *log.failing.lock().unwrap() = true;
+    *log.failing.lock() = true;
     let revocations = Arc::new(Revocations::shared(10, log));
     assert!(revocations.start().await.is_err());
 }

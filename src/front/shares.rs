@@ -17,9 +17,10 @@
 //!   and never cuts what is in flight.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use super::error::FrontError;
+use parking_lot::Mutex;
 
 /// The caps, lowered from `[server]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,14 +43,9 @@ pub(super) struct Share {
 }
 
 impl InFlight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        // Each change is one increment or decrement: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// A place for one more request of `owner`, unless it already has `max` in flight.
     pub(super) fn take(self: &Arc<Self>, owner: String, max: usize) -> Result<Share, FrontError> {
-        let mut held = self.lock();
+        let mut held = self.0.lock();
         let count = held.entry(owner.clone()).or_default();
         if *count >= max {
             return Err(FrontError::TooManyRequests { max });
@@ -61,7 +57,7 @@ impl InFlight {
 
 impl Drop for Share {
     fn drop(&mut self) {
-        let mut held = self.table.lock();
+        let mut held = self.table.0.lock();
         if let Some(count) = held.get_mut(&self.owner) {
             *count -= 1;
             if *count == 0 {
@@ -77,7 +73,7 @@ pub(super) struct ShareSlot(Arc<Mutex<Option<Share>>>);
 
 impl ShareSlot {
     pub(super) fn keep(&self, share: Share) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(share);
+        *self.0.lock() = Some(share);
     }
 }
 
@@ -88,7 +84,7 @@ mod tests {
     #[test]
     fn a_share_is_given_back_when_dropped_and_owners_are_counted_apart() {
         let table = Arc::new(InFlight::default());
-        let count = |owner: &str| table.lock().get(owner).copied();
+        let count = |owner: &str| table.0.lock().get(owner).copied();
         let first = table.take("alice".into(), 2).expect("room");
         let second = table.take("alice".into(), 2).expect("room");
         let refused = table.take("alice".into(), 2).expect_err("full");

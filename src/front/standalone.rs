@@ -9,10 +9,11 @@
 //! connection state of this replica only; the session itself stays sealed and stateless.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
@@ -46,7 +47,7 @@ impl Streams {
         session: String,
         max: usize,
     ) -> Result<(Registration, mpsc::UnboundedReceiver<Value>), FrontError> {
-        let mut open = self.lock();
+        let mut open = self.open.lock();
         let streams = open.entry(session.clone()).or_default();
         if streams.len() >= max {
             return Err(FrontError::TooManyStreams { max });
@@ -64,31 +65,31 @@ impl Streams {
 
     /// Sends a message on the session's oldest standalone stream; false when it has none.
     pub fn deliver(&self, session: &str, message: Value) -> bool {
-        let open = self.lock();
+        let open = self.open.lock();
         let oldest = open.get(session).and_then(|streams| streams.first());
         oldest.is_some_and(|(_, inbox)| inbox.send(message).is_ok())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, Inbox)>>> {
-        // Each update is a single push or removal: a poisoned map is still consistent.
-        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// How many standalone streams are open for a session.
     pub fn count(&self, session: &str) -> usize {
-        self.lock().get(session).map_or(0, Vec::len)
+        self.open.lock().get(session).map_or(0, Vec::len)
     }
 }
 
 impl Registration {
     fn is_oldest(&self) -> bool {
-        self.streams.lock().get(&self.session).and_then(|streams| streams.first()).is_some_and(|(id, _)| *id == self.id)
+        self.streams
+            .open
+            .lock()
+            .get(&self.session)
+            .and_then(|streams| streams.first())
+            .is_some_and(|(id, _)| *id == self.id)
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut open = self.streams.lock();
+        let mut open = self.streams.open.lock();
         if let Some(ids) = open.get_mut(&self.session) {
             ids.retain(|(id, _)| *id != self.id);
             if ids.is_empty() {

@@ -1,6 +1,6 @@
 //! MCP method names (MCP 2025-11-25, "Base protocol", "Server features", "Client features", "Utilities"; and the
 //! methods 2026-07-28 added), so a method is spelled once for the front, the router, the backend client and the
-//! demo server.
+//! demo server; and [`Method`], the methods an agent may send, read once from each message.
 
 pub const INITIALIZE: &str = "initialize";
 pub const PING: &str = "ping";
@@ -33,3 +33,80 @@ pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
 /// 2026-07-28: the first message of a `subscriptions/listen` stream.
 pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+
+/// Declares [`Method`] from one list of (variant, name), so each name is written once and both directions agree.
+macro_rules! methods {
+    ($($(#[$doc:meta])* $variant:ident = $name:ident,)*) => {
+        /// A method an agent may send, read once from the message; [`Method::Other`] keeps any name the gateway
+        /// does not serve (it is answered "method not found" by whoever is asked).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Method {
+            $($(#[$doc])* $variant,)*
+            Other(String),
+        }
+
+        impl Method {
+            pub fn from_name(name: &str) -> Method {
+                match name {
+                    $($name => Method::$variant,)*
+                    other => Method::Other(other.to_owned()),
+                }
+            }
+
+            /// The method's name on the wire.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Method::$variant => $name,)*
+                    Method::Other(name) => name,
+                }
+            }
+        }
+    };
+}
+
+methods! {
+    Initialize = INITIALIZE,
+    Ping = PING,
+    ToolsList = TOOLS_LIST,
+    ToolsCall = TOOLS_CALL,
+    PromptsList = PROMPTS_LIST,
+    PromptsGet = PROMPTS_GET,
+    ResourcesList = RESOURCES_LIST,
+    ResourcesTemplatesList = RESOURCES_TEMPLATES_LIST,
+    ResourcesRead = RESOURCES_READ,
+    ResourcesSubscribe = RESOURCES_SUBSCRIBE,
+    ResourcesUnsubscribe = RESOURCES_UNSUBSCRIBE,
+    CompletionComplete = COMPLETION_COMPLETE,
+    LoggingSetLevel = LOGGING_SET_LEVEL,
+    ServerDiscover = SERVER_DISCOVER,
+    SubscriptionsListen = SUBSCRIPTIONS_LISTEN,
+    /// `notifications/initialized`.
+    Initialized = INITIALIZED,
+    /// `notifications/cancelled`.
+    Cancelled = CANCELLED,
+}
+
+impl Method {
+    /// The name, owned (for a message that names the method).
+    pub fn into_name(self) -> String {
+        match self {
+            Method::Other(name) => name,
+            known => known.as_str().to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_read_back_as_they_were_sent() {
+        for name in [TOOLS_CALL, SERVER_DISCOVER, CANCELLED, "tasks/get", "Tools/Call", ""] {
+            assert_eq!(Method::from_name(name).as_str(), name);
+        }
+        assert_eq!(Method::from_name(TOOLS_CALL), Method::ToolsCall);
+        assert_eq!(Method::from_name("tools/call "), Method::Other("tools/call ".into()));
+        assert_eq!(Method::from_name("x").into_name(), "x");
+    }
+}

@@ -19,10 +19,11 @@
 //!   (`backend/oauth/backoff.rs`) for the next list.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -44,11 +45,11 @@ pub(super) struct Unauthorized(Mutex<HashSet<Arc<str>>>);
 impl Unauthorized {
     /// Forgets the backends `keep` refuses (a reload removed them).
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).retain(|backend| keep(backend));
+        self.0.lock().retain(|backend| keep(backend));
     }
 
     pub(super) fn mark(&self, backend: &str, unauthorized: bool) {
-        let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut set = self.0.lock();
         if unauthorized {
             set.insert(backend.into());
         } else {
@@ -57,7 +58,7 @@ impl Unauthorized {
     }
 
     fn backends(&self) -> Vec<Arc<str>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
+        self.0.lock().iter().cloned().collect()
     }
 }
 

@@ -22,9 +22,10 @@
 //!   ever run again on the gateway's own initiative (see docs/protocol-eras.md, *Multi round-trip results*).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::outcome;
@@ -58,19 +59,14 @@ struct Round {
 }
 
 impl Waiting {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClaimKey, Round>> {
-        // Each change is one insert, update or remove: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The call now waits for the answers to round `number`.
     pub(super) fn wait(&self, claim: &ClaimKey, number: u32) {
-        self.lock().insert(claim.clone(), Round { number, answering: false });
+        self.0.lock().insert(claim.clone(), Round { number, answering: false });
     }
 
     /// A retry of round `number` takes the call; `Ok(false)`: this instance holds no such call (the ledger knows).
     pub(super) fn take(&self, claim: &ClaimKey, number: u32) -> Result<bool, StateRefusal> {
-        let mut waiting = self.lock();
+        let mut waiting = self.0.lock();
         let Some(round) = waiting.get_mut(claim) else { return Ok(false) };
         if round.number != number {
             return Err(StateRefusal::Superseded);
@@ -84,12 +80,12 @@ impl Waiting {
 
     /// The call settled (or its retry failed before it was sent and it waits again).
     pub(super) fn forget(&self, claim: &ClaimKey) {
-        self.lock().remove(claim);
+        self.0.lock().remove(claim);
     }
 
     /// Whether round `number` was still unanswered, and now no longer waits (its state expired).
     pub(super) fn expire(&self, claim: &ClaimKey, number: u32) -> bool {
-        let mut waiting = self.lock();
+        let mut waiting = self.0.lock();
         let expired = waiting.get(claim) == Some(&Round { number, answering: false });
         if expired {
             waiting.remove(claim);

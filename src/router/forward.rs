@@ -12,10 +12,11 @@
 //! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -24,7 +25,7 @@ use super::{CallRouter, Caller, RpcFailure, View, continuation, no_longer_config
 use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
 /// Bound of the URI → backend map; it is cleared when full (it only remembers who listed what).
@@ -35,13 +36,8 @@ const MAX_REMEMBERED_URIS: usize = 100_000;
 pub(super) struct ResourceOwners(Mutex<HashMap<String, Arc<str>>>);
 
 impl ResourceOwners {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<str>>> {
-        // Each update is one insert or a clear: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn remember(&self, backend: &Arc<str>, resources: &[Value]) {
-        let mut owners = self.lock();
+        let mut owners = self.0.lock();
         if owners.len() + resources.len() > MAX_REMEMBERED_URIS {
             owners.clear();
         }
@@ -51,12 +47,12 @@ impl ResourceOwners {
     }
 
     fn owner(&self, uri: &str) -> Option<Arc<str>> {
-        self.lock().get(uri).cloned()
+        self.0.lock().get(uri).cloned()
     }
 
     /// Forgets the URIs of backends `keep` refuses (a reload removed them).
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|_, backend| keep(backend));
+        self.0.lock().retain(|_, backend| keep(backend));
     }
 }
 
@@ -137,7 +133,7 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         field: &str,
         params: &Value,
     ) -> Result<Value, RpcFailure> {
@@ -153,7 +149,7 @@ impl CallRouter {
         };
         while let Some(backend) = backends.get(position.backend) {
             let params = position.cursor.take().map_or(Value::Null, |cursor| json!({"cursor": cursor}));
-            match self.forward(caller, backend, method, params, &Relay::default()).await {
+            match self.forward(caller, backend, method.as_str(), params, &Relay::default()).await {
                 Ok(mut page) => {
                     let mut items = match page.get_mut(field).map(Value::take) {
                         Some(Value::Array(items)) => items,
@@ -174,7 +170,7 @@ impl CallRouter {
                     return Ok(answer);
                 }
                 Err(failure) => {
-                    tracing::warn!(%backend, error = %failure.message, "{method}: backend skipped");
+                    tracing::warn!(%backend, error = %failure.message, "{}: backend skipped", method.as_str());
                     position = GatewayCursor { backend: position.backend + 1, cursor: None };
                 }
             }
@@ -187,18 +183,18 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         mut params: Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
         let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
         let (backend, backend_uri) = self.resource_owner(caller, view, &uri)?;
-        let call = CallIdentity::of(caller, &backend, method, &uri, None);
-        if method == method::RESOURCES_READ {
+        let call = CallIdentity::of(caller, &backend, method.as_str(), &uri, None);
+        if *method == Method::ResourcesRead {
             self.continued(&call, &mut params)?;
         }
         params["uri"] = Value::String(backend_uri);
-        let mut result = self.forward(caller, &backend, method, params, relay).await?;
+        let mut result = self.forward(caller, &backend, method.as_str(), params, relay).await?;
         if let Some(Value::Array(contents)) = result.get_mut("contents") {
             self.expose_uris(&backend, contents.iter_mut().filter_map(|content| content.get_mut("uri")));
         }

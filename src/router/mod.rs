@@ -30,6 +30,7 @@ pub mod idempotency;
 mod input_rounds;
 pub mod inspect;
 mod outcome;
+mod readiness;
 pub mod request_state;
 
 use std::collections::HashMap;
@@ -42,10 +43,10 @@ use tokio::sync::broadcast;
 use crate::auth::{Grants, Policies, Principal};
 use crate::backend::mcp_client::{BackendTarget, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
-use crate::catalog::{self, BackendSpec, BackendStatus, Catalog};
+use crate::catalog::{self, BackendSpec, Catalog};
 use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::method::{self, Method};
 use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
@@ -55,6 +56,7 @@ use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
+pub use readiness::{Health, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 
 /// Who is asking, and the identity of the request.
@@ -140,12 +142,6 @@ impl RpcFailure {
         }
         message
     }
-}
-
-/// What `/readyz` reports.
-pub struct Readiness {
-    pub ready: bool,
-    pub detail: Value,
 }
 
 /// How each backend is reached and what each principal may use: what a configuration reload replaces in the
@@ -270,42 +266,6 @@ impl CallRouter {
         )
     }
 
-    /// Ready once every backend's discovery has been tried at least once and the ledger answers.
-    pub async fn readiness(&self) -> Readiness {
-        let ledger = self.ledger.store.ping().await;
-        let statuses = self.catalog.statuses();
-        let ready = ledger.is_ok() && statuses.iter().all(|(_, status)| *status != BackendStatus::Pending);
-        let ledger = match ledger {
-            Ok(()) => json!({"status": "ok", "store": self.ledger.store.kind()}),
-            Err(error) => {
-                json!({"status": "unavailable", "store": self.ledger.store.kind(), "error": error.to_string()})
-            }
-        };
-        let failing: HashMap<Arc<str>, Value> = self
-            .failing_starts()
-            .into_iter()
-            .map(|(name, failures, error, retry_in)| {
-                let detail = json!({"failures": failures, "error": error, "retry_in_ms": retry_in.as_millis()});
-                (name, detail)
-            })
-            .collect();
-        let backends: serde_json::Map<String, Value> = statuses
-            .into_iter()
-            .map(|(name, status)| {
-                let mut detail = match status {
-                    BackendStatus::Pending => json!({"status": "pending"}),
-                    BackendStatus::Discovered { tools } => json!({"status": "discovered", "tools": tools}),
-                    BackendStatus::Failed { error } => json!({"status": "failed", "error": error}),
-                };
-                if let Some(spawn) = failing.get(name.as_ref()) {
-                    detail["process_start"] = spawn.clone();
-                }
-                (name.to_string(), detail)
-            })
-            .collect();
-        Readiness { ready, detail: json!({"ready": ready, "ledger": ledger, "backends": backends}) }
-    }
-
     /// The stdio backends whose processes keep failing to start: (backend, failed starts in a row, the last
     /// error, the wait before the next attempt).
     pub fn failing_starts(&self) -> Vec<(Arc<str>, u32, String, std::time::Duration)> {
@@ -334,30 +294,30 @@ impl CallRouter {
         &self,
         caller: &Caller,
         view: View<'_>,
-        method: &str,
+        method: &Method,
         params: Value,
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
-            method::TOOLS_CALL => return self.call_tool(caller, view, params, relay).await,
-            method::PING => Ok(json!({})),
-            method::TOOLS_LIST => self.list_tools(caller, view, relay).await,
-            method::PROMPTS_LIST => {
+            Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
+            Method::Ping => Ok(json!({})),
+            Method::ToolsList => self.list_tools(caller, view, relay).await,
+            Method::PromptsList => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);
                 Ok(json!({ "prompts": self.catalog.usable_prompts(view, |name| grants.prompt(name)) }))
             }
-            method::PROMPTS_GET => self.get_prompt(caller, view, params, relay).await,
-            method::RESOURCES_LIST => self.list_resources(caller, view, method, "resources", &params).await,
-            method::RESOURCES_TEMPLATES_LIST => {
+            Method::PromptsGet => self.get_prompt(caller, view, params, relay).await,
+            Method::ResourcesList => self.list_resources(caller, view, method, "resources", &params).await,
+            Method::ResourcesTemplatesList => {
                 self.list_resources(caller, view, method, "resourceTemplates", &params).await
             }
-            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
+            Method::ResourcesRead | Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
                 self.resource_request(caller, view, method, params, relay).await
             }
-            method::COMPLETION_COMPLETE => self.complete(caller, view, params, relay).await,
-            method::LOGGING_SET_LEVEL => self.set_level(caller, view, params).await,
-            _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}"))),
+            Method::CompletionComplete => self.complete(caller, view, params, relay).await,
+            Method::LoggingSetLevel => self.set_level(caller, view, params).await,
+            _ => Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, format!("method not found: {}", method.as_str()))),
         };
         built.map(Found::Built)
     }

@@ -3,8 +3,9 @@
 //! the call, and rejects what fails verification).
 //!
 //! Rules:
-//! - The text is `sy1.` base64url(payload JSON) `.` base64url(HMAC-SHA256(key, domain ‖ payload)). The MAC is
-//!   checked in constant time before a byte of the payload is parsed; the text's length before it is decoded.
+//! - The text is `sy1.` base64url(payload JSON) `.` base64url(HMAC-SHA256(key, domain ‖ payload)), sealed by
+//!   [`crate::seal`] with the domain as the purpose. The MAC is checked in constant time before a byte of the
+//!   payload is parsed; the text's length before it is decoded.
 //! - The key is derived from the gateway's session secret ([`StateKey`]), so every replica and every restart that
 //!   shares the secret opens what another sealed; the domain prefix keeps these MACs apart from session ids.
 //! - A state binds: the principal, the backend, the method and the target (tool or prompt name, or URI, as the
@@ -16,14 +17,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::digest::{Key, KeyInit};
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
-type HmacSha256 = Hmac<Sha256>;
+use crate::seal::{KEY_LEN, Seal, Unsealed, derive_key};
 
 /// How long an agent has to answer a backend's input requests.
 pub const STATE_TTL: Duration = Duration::from_secs(10 * 60);
@@ -35,7 +31,7 @@ const DOMAIN: &[u8] = b"switchyard/request-state/v1\n";
 
 /// The key request states are sealed with.
 #[derive(Clone)]
-pub struct StateKey([u8; 32]);
+pub struct StateKey([u8; KEY_LEN]);
 
 impl fmt::Debug for StateKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -45,28 +41,18 @@ impl fmt::Debug for StateKey {
 
 impl StateKey {
     /// The key derived from the gateway's session secret: HMAC-SHA256(secret, purpose label).
-    pub fn derived_from(secret: &[u8; 32]) -> StateKey {
-        let mut mac = keyed(secret);
-        mac.update(b"switchyard/request-state-key/v1");
-        StateKey(mac.finalize().into_bytes().into())
+    pub fn derived_from(secret: &[u8; KEY_LEN]) -> StateKey {
+        StateKey(derive_key(secret, b"switchyard/request-state-key/v1"))
     }
 
     /// A key of this process alone, until [`derived_from`](Self::derived_from)'s replaces it (the router exists
     /// before the front loads the session secret). A process without a random source cannot run safely at all.
     #[expect(clippy::expect_used, reason = "a process without a random source cannot run safely at all")]
     pub fn random() -> StateKey {
-        let mut bytes = [0u8; 32];
+        let mut bytes = [0u8; KEY_LEN];
         getrandom::fill(&mut bytes).expect("the operating system's random source");
         StateKey(bytes)
     }
-}
-
-/// An HMAC-SHA256 keyed with 32 bytes. HMAC pads a key shorter than its block with zeros (RFC 2104 §2), so padding
-/// it here gives the same MAC through the infallible fixed-size constructor.
-fn keyed(key: &[u8; 32]) -> HmacSha256 {
-    let mut padded = Key::<HmacSha256>::default();
-    padded[..key.len()].copy_from_slice(key);
-    <HmacSha256 as KeyInit>::new(&padded)
 }
 
 /// What a sealed state binds (see the module rules).
@@ -138,8 +124,7 @@ const NOTHING_SENT: &str = "nothing was sent to the backend";
 /// Seals and opens request states with one key.
 #[derive(Clone)]
 pub struct StateSealer {
-    /// The HMAC keyed and fed the domain prefix; cloned per state.
-    primed: HmacSha256,
+    seal: Seal,
 }
 
 impl fmt::Debug for StateSealer {
@@ -150,16 +135,13 @@ impl fmt::Debug for StateSealer {
 
 impl StateSealer {
     pub fn new(key: &StateKey) -> StateSealer {
-        let mut primed = keyed(&key.0);
-        primed.update(DOMAIN);
-        StateSealer { primed }
+        StateSealer { seal: Seal::new(&key.0, DOMAIN) }
     }
 
     pub fn seal(&self, continuation: &Continuation) -> String {
         // A struct of strings and integers always serializes.
         let payload = serde_json::to_vec(continuation).unwrap_or_default();
-        let tag = self.mac_of(&payload).finalize().into_bytes();
-        format!("{PREFIX}{}.{}", URL_SAFE_NO_PAD.encode(&payload), URL_SAFE_NO_PAD.encode(tag))
+        format!("{PREFIX}{}", self.seal.seal(&payload))
     }
 
     /// The continuation sealed in `text` if this key sealed it and it has not expired.
@@ -167,22 +149,16 @@ impl StateSealer {
         if text.len() > MAX_STATE_LEN {
             return Err(StateRefusal::Malformed);
         }
-        let rest = text.strip_prefix(PREFIX).ok_or(StateRefusal::Malformed)?;
-        let (payload, tag) = rest.split_once('.').ok_or(StateRefusal::Malformed)?;
-        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| StateRefusal::Malformed)?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| StateRefusal::Malformed)?;
-        self.mac_of(&payload).verify_slice(&tag).map_err(|_| StateRefusal::Forged)?;
+        let sealed = text.strip_prefix(PREFIX).ok_or(StateRefusal::Malformed)?;
+        let payload = self.seal.open(sealed).map_err(|unsealed| match unsealed {
+            Unsealed::Malformed => StateRefusal::Malformed,
+            Unsealed::Forged => StateRefusal::Forged,
+        })?;
         let continuation: Continuation = serde_json::from_slice(&payload).map_err(|_| StateRefusal::Malformed)?;
         if millis(now) > continuation.expires_ms {
             return Err(StateRefusal::Expired);
         }
         Ok(continuation)
-    }
-
-    fn mac_of(&self, payload: &[u8]) -> HmacSha256 {
-        let mut mac = self.primed.clone();
-        mac.update(payload);
-        mac
     }
 }
 
@@ -224,7 +200,14 @@ fn millis(time: SystemTime) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+
     use super::*;
+
+    type HmacSha256 = Hmac<Sha256>;
 
     fn call() -> CallIdentity {
         CallIdentity {
@@ -251,6 +234,20 @@ mod tests {
         let without = Continuation::issue(&call(), None, 0, None);
         let opened = sealer().open(&sealer().seal(&without), SystemTime::now()).expect("opens");
         assert_eq!((opened.backend_state, opened.claim), (None, None), "absent stays absent");
+    }
+
+    #[test]
+    fn the_tag_is_the_documented_hmac_of_the_derived_key() {
+        let secret = [9u8; 32];
+        let text =
+            StateSealer::new(&StateKey::derived_from(&secret)).seal(&Continuation::issue(&call(), None, 0, None));
+        let mut derive = HmacSha256::new_from_slice(&secret).expect("any key length");
+        derive.update(b"switchyard/request-state-key/v1");
+        let mut expected = HmacSha256::new_from_slice(&derive.finalize().into_bytes()).expect("any key length");
+        let (payload, tag) = text.strip_prefix(PREFIX).and_then(|sealed| sealed.split_once('.')).expect("sealed");
+        expected.update(DOMAIN);
+        expected.update(&URL_SAFE_NO_PAD.decode(payload).expect("base64url"));
+        assert_eq!(URL_SAFE_NO_PAD.decode(tag).expect("base64url")[..], expected.finalize().into_bytes()[..]);
     }
 
     #[test]

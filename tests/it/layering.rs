@@ -8,7 +8,7 @@
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
 //! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
 //! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
-//! parts a reload replaces; `raw_json` and `civil_date` are leaves too. A failure names the file, the line, the path and the rule broken.
+//! parts a reload replaces; `raw_json`, `civil_date` and `seal` are leaves too. A failure names the file, the line, the path and the rule broken.
 
 mod scan;
 
@@ -47,6 +47,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "raw_json", forbidden: ModulesBut(&["raw_json"]),                         why: "raw JSON text is shared by the ledger, router and front, so it depends on none" },
     Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls; it knows no layer" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
+    Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },
     Rule { layer: "backend", forbidden: Modules(&["front", "router", "ledger", "catalog"]), why: "the backend client knows backends, not agents, routing or storage" },

@@ -26,7 +26,8 @@ use super::checks::RequestMeta;
 use super::{REFUSAL, events, shape};
 use crate::front::stream::{self, KEEP_ALIVE};
 use crate::front::{Front, http};
-use crate::mcp::{Relay, RelayMessage, meta, method};
+use crate::mcp::method::{self, Method};
+use crate::mcp::{Relay, RelayMessage, meta};
 use crate::router::{Caller, Found, View};
 use crate::telemetry::trace::ServerSpan;
 
@@ -35,7 +36,7 @@ pub(super) struct Call {
     pub(super) caller: Caller,
     /// The backend of `/mcp/{backend}`, `None` for `/mcp`.
     pub(super) backend: Option<String>,
-    pub(super) method: String,
+    pub(super) method: Method,
     pub(super) params: Value,
     pub(super) request: RequestMeta,
     /// The request's SERVER span, when traces are on; the routed work runs inside it.

@@ -18,8 +18,9 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde_json::Value;
 
 use crate::front::error::FrontError;
+use crate::mcp::meta;
+use crate::mcp::method::Method;
 use crate::mcp::{METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, is_modern_version};
-use crate::mcp::{meta, method};
 
 /// What a request's `_meta` says that serving it needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +32,12 @@ pub(super) struct RequestMeta {
 }
 
 /// Runs every check on request `id` (see the module rules).
-pub(super) fn admit(id: &Value, method: &str, params: &Value, headers: &HeaderMap) -> Result<RequestMeta, FrontError> {
+pub(super) fn admit(
+    id: &Value,
+    method: &Method,
+    params: &Value,
+    headers: &HeaderMap,
+) -> Result<RequestMeta, FrontError> {
     let bad_meta = |why: String| FrontError::BadParams { id: id.clone(), why };
     let Some(request_meta) = params.get("_meta").and_then(Value::as_object) else {
         return Err(bad_meta(format!(
@@ -64,15 +70,15 @@ pub(super) fn admit(id: &Value, method: &str, params: &Value, headers: &HeaderMa
 }
 
 /// Whether the headers say what the body says; the error names the header that does not.
-fn headers_match(method: &str, params: &Value, version: &str, headers: &HeaderMap) -> Result<(), String> {
+fn headers_match(method: &Method, params: &Value, version: &str, headers: &HeaderMap) -> Result<(), String> {
     if headers.contains_key(SESSION_ID_HEADER) {
         return Err("MCP 2026-07-28 has no sessions: send requests without `Mcp-Session-Id`".into());
     }
     expect(headers, PROTOCOL_VERSION_HEADER, Some(version), "`_meta` protocol version")?;
-    expect(headers, METHOD_HEADER, Some(method), "`method`")?;
+    expect(headers, METHOD_HEADER, Some(method.as_str()), "`method`")?;
     let (field, what) = match method {
-        method::TOOLS_CALL | method::PROMPTS_GET => ("name", "`params.name`"),
-        method::RESOURCES_READ => ("uri", "`params.uri`"),
+        Method::ToolsCall | Method::PromptsGet => ("name", "`params.name`"),
+        Method::ResourcesRead => ("uri", "`params.uri`"),
         _ => return Ok(()),
     };
     expect(headers, NAME_HEADER, params.get(field).and_then(Value::as_str), what)

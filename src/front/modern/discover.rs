@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use super::shape;
 use crate::front::Front;
 use crate::front::initialize::capabilities;
-use crate::mcp::{MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS, method};
+use crate::mcp::method::Method;
+use crate::mcp::{MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS};
 
 /// Every version agents may use, newest first.
 fn supported_versions() -> Vec<&'static str> {
@@ -28,7 +29,7 @@ impl Front {
             "capabilities": capabilities(),
             "instructions": self.router.instructions(),
         });
-        shape::result(method::SERVER_DISCOVER, found)
+        shape::result(&Method::ServerDiscover, found)
     }
 }
 

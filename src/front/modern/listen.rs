@@ -18,19 +18,22 @@
 //!   delivered to every stream of that principal that subscribed to its URI (a principal may run several agents).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{PRINCIPAL_SCOPE_PREFIX, call, events};
+use super::{call, events};
 use crate::front::Front;
+use crate::front::caller::PRINCIPAL_SCOPE_PREFIX;
 use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
-use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta, method};
+use crate::mcp::method::{self, Method};
+use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta};
 use crate::router::{CallRouter, Caller, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
@@ -57,11 +60,6 @@ struct Registration {
 }
 
 impl Listens {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Listener>>> {
-        // Each update is a single push or removal: a poisoned map is still consistent.
-        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn register(
         self: &Arc<Self>,
         scope: String,
@@ -69,13 +67,16 @@ impl Listens {
     ) -> (Registration, mpsc::UnboundedReceiver<Value>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (inbox, messages) = mpsc::unbounded_channel();
-        self.lock().entry(scope.clone()).or_default().push(Listener { id, uris, inbox });
+        self.open.lock().entry(scope.clone()).or_default().push(Listener { id, uris, inbox });
         (Registration { listens: Arc::clone(self), scope, id }, messages)
     }
 
     /// Whether an open stream of `scope` still subscribes to `uri`.
     fn holds(&self, scope: &str, uri: &str) -> bool {
-        self.lock().get(scope).is_some_and(|listeners| listeners.iter().any(|listener| listener.uris.contains(uri)))
+        self.open
+            .lock()
+            .get(scope)
+            .is_some_and(|listeners| listeners.iter().any(|listener| listener.uris.contains(uri)))
     }
 
     /// Takes what a backend sent outside a call for a sessionless agent (its backend session's key is a principal
@@ -91,7 +92,7 @@ impl Listens {
         let updated = note.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED);
         let uri = note.pointer("/params/uri").and_then(Value::as_str).filter(|_| updated);
         if let Some(uri) = uri
-            && let Some(listeners) = self.lock().get(&*message.agent_session)
+            && let Some(listeners) = self.open.lock().get(&*message.agent_session)
         {
             for listener in listeners.iter().filter(|listener| listener.uris.contains(uri)) {
                 let _ = listener.inbox.send(note.clone());
@@ -106,6 +107,7 @@ impl Registration {
     fn keep_only(&self, uris: &[String]) {
         if let Some(listener) = self
             .listens
+            .open
             .lock()
             .get_mut(&self.scope)
             .and_then(|listeners| listeners.iter_mut().find(|listener| listener.id == self.id))
@@ -117,7 +119,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut open = self.listens.lock();
+        let mut open = self.listens.open.lock();
         if let Some(listeners) = open.get_mut(&self.scope) {
             listeners.retain(|listener| listener.id != self.id);
             if listeners.is_empty() {
@@ -194,7 +196,7 @@ impl Front {
         let (registration, inbox) = self.listens.register(caller.session.clone(), requested);
         let mut uris = Vec::new();
         for uri in opt_ins.uris.iter().flatten() {
-            match subscription(&self.router, &caller, backend.as_deref(), method::RESOURCES_SUBSCRIBE, uri).await {
+            match subscription(&self.router, &caller, backend.as_deref(), Method::ResourcesSubscribe, uri).await {
                 Ok(()) => uris.push(uri.clone()),
                 Err(error) => tracing::info!(principal = %caller.principal.name, uri, %error, "not subscribed"),
             }
@@ -230,11 +232,11 @@ async fn subscription(
     router: &CallRouter,
     caller: &Caller,
     backend: Option<&str>,
-    which: &str,
+    which: Method,
     uri: &str,
 ) -> Result<(), String> {
     let view = backend.map_or(View::All, View::Backend);
-    let asked = router.handle(caller, view, which, json!({"uri": uri}), &call::relay(json!({}), None)).await;
+    let asked = router.handle(caller, view, &which, json!({"uri": uri}), &call::relay(json!({}), None)).await;
     asked.map(drop).map_err(|failure| failure.message)
 }
 
@@ -265,7 +267,7 @@ async fn feed(events: events::Events, ack: Value, mut stream: Stream) {
     let listens = Arc::clone(&registration.listens);
     drop(registration);
     for uri in uris.iter().filter(|uri| !listens.holds(&scope, uri)) {
-        if let Err(error) = subscription(&router, &caller, backend.as_deref(), method::RESOURCES_UNSUBSCRIBE, uri).await
+        if let Err(error) = subscription(&router, &caller, backend.as_deref(), Method::ResourcesUnsubscribe, uri).await
         {
             tracing::info!(principal = %caller.principal.name, uri, %error, "not unsubscribed");
         }

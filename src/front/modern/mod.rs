@@ -13,8 +13,8 @@
 //!   this era is a removed method (404).
 //! - Every request is served without a session: what a session carried is taken from the request itself —
 //!   the principal authenticated on it, the client capabilities of its own `_meta` (never inferred from earlier
-//!   requests) — and the agent's backend sessions are keyed on its principal ([`principal_scope`]): one backend
-//!   session per (principal, backend), in the same bounded table as session-era agents'.
+//!   requests) — and the agent's backend sessions are keyed on its principal (`front::caller`): one backend session
+//!   per (principal, backend), in the same bounded table as session-era agents'.
 //! - Methods: `server/discover`, `subscriptions/listen`, `tools/list`, `tools/call`, `prompts/list`,
 //!   `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete`.
 //!   Anything else (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, tasks, unknown) is 404 with
@@ -27,7 +27,7 @@
 //! - Agents of this era are never sent a request: their backend sessions declare no client capabilities, and a
 //!   backend that asks anyway is refused with [`REFUSAL`]. A 2026-07-28 backend's `input_required` results reach
 //!   them with a `requestState` of the gateway's, and their retries continue the call (the router's
-//!   `continuation`; the caller is marked [`Caller::sessionless`]).
+//!   `continuation`; the caller is marked `Caller::sessionless`).
 //!
 //! Must not know: backends' wire formats, backend sessions beyond the key it hands the router.
 
@@ -38,45 +38,45 @@ mod events;
 pub mod listen;
 mod shape;
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::caller::{CallerScope, Requester};
 use super::error::FrontError;
 use super::post::well_formed;
-use super::session::SessionRef;
 use super::{Front, http};
-use crate::auth::Principal;
-use crate::mcp::jsonrpc::{self, Kind};
-use crate::mcp::{PROTOCOL_VERSION_HEADER, is_modern_version, meta, method};
-use crate::router::{Caller, idempotency};
-use crate::telemetry::RequestRecord;
+use crate::mcp::jsonrpc;
+use crate::mcp::message::{Incoming, Message, Request};
+use crate::mcp::method::Method;
+use crate::mcp::{PROTOCOL_VERSION_HEADER, is_modern_version, meta};
 use crate::telemetry::trace::{ServerRequest, ServerSpan, SpanContext, TRACEPARENT, TRACESTATE};
 
 /// What a backend that sends a server-to-client request during a 2026-07-28 agent's request is told.
 pub const REFUSAL: &str = "the agent speaks MCP 2026-07-28, which has no server-to-client requests, and this gateway \
      does not yet turn them into input_required results; the request was refused";
 
-/// The methods this era's agents are served through the router.
-const ROUTED: [&str; 8] = [
-    method::TOOLS_LIST,
-    method::TOOLS_CALL,
-    method::PROMPTS_LIST,
-    method::PROMPTS_GET,
-    method::RESOURCES_LIST,
-    method::RESOURCES_TEMPLATES_LIST,
-    method::RESOURCES_READ,
-    method::COMPLETION_COMPLETE,
-];
+/// Whether this era's agents are served `method` through the router.
+fn routed(method: &Method) -> bool {
+    matches!(
+        method,
+        Method::ToolsList
+            | Method::ToolsCall
+            | Method::PromptsList
+            | Method::PromptsGet
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
+            | Method::ResourcesRead
+            | Method::CompletionComplete
+    )
+}
 
 /// Whether a `POST`ed message is of the 2026-07-28 era (see the module rules; the caller checks for a live
 /// session).
-pub(super) fn is_modern(message: &Value, headers: &HeaderMap) -> bool {
-    let meta = message.pointer("/params/_meta").and_then(Value::as_object);
-    meta.is_some_and(|meta| meta.contains_key(meta::PROTOCOL_VERSION)) || names_modern_version(headers)
+pub(super) fn is_modern(incoming: &Incoming, headers: &HeaderMap) -> bool {
+    incoming.meta_names_version || names_modern_version(headers)
 }
 
 /// Whether the request's `MCP-Protocol-Version` is one of the 2026-07-28 era.
@@ -85,48 +85,10 @@ pub(super) fn names_modern_version(headers: &HeaderMap) -> bool {
     version.and_then(|version| version.to_str().ok()).is_some_and(is_modern_version)
 }
 
-/// The key of a sessionless agent's backend sessions: its principal — for unauthenticated agents, told apart by
-/// address as the fairness rule does ([`Caller::fairness_key`]). The prefix keeps it apart from session keys
-/// (hex) and the gateway's own (`switchyard/…`).
-pub(super) fn principal_scope(fairness_key: &str) -> String {
-    format!("{PRINCIPAL_SCOPE_PREFIX}{fairness_key}")
-}
-
-/// What starts every [`principal_scope`].
-pub(super) const PRINCIPAL_SCOPE_PREFIX: &str = "principal:";
-
-/// A sessionless `POST`, as admitted: the backend of `/mcp/{backend}`, the principal and address, the headers.
+/// A sessionless `POST`, as admitted: the backend of `/mcp/{backend}`, and who sent it.
 pub(super) struct ModernPost<'a> {
     pub(super) backend: Option<String>,
-    pub(super) principal: &'a Principal,
-    /// This request's access record (`front/access.rs`).
-    pub(super) record: &'a Arc<RequestRecord>,
-    pub(super) peer: Option<IpAddr>,
-    pub(super) headers: &'a HeaderMap,
-}
-
-impl ModernPost<'_> {
-    /// The caller of request `id`: keyed on the principal, with a request scope of its own, since this era's
-    /// ids are unique only among one sender's requests in flight (see docs/protocol-eras.md, "Agents without
-    /// sessions").
-    fn caller(&self, id: &Value) -> Result<Caller, FrontError> {
-        let key_headers = self.headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(|value| value.as_bytes());
-        let idempotency_key = idempotency::from_header(key_headers)
-            .map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })?;
-        let request_scope = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
-        let mut caller = Caller {
-            session: String::new(),
-            principal: self.principal.clone(),
-            request_id: id.clone(),
-            request_scope: format!("request:{request_scope}"),
-            idempotency_key,
-            peer: self.peer,
-            record: Arc::clone(self.record),
-            sessionless: true,
-        };
-        caller.session = principal_scope(&caller.fairness_key());
-        Ok(caller)
-    }
+    pub(super) requester: Requester<'a>,
 }
 
 /// The `_meta` keys that describe the agent's hop to the gateway, not the gateway's to a backend.
@@ -147,9 +109,9 @@ impl Front {
     /// from `_meta`.
     fn server_span(&self, post: &ModernPost<'_>, id: &Value, method: &str, params: &Value) -> Option<ServerSpan> {
         let tracer = self.tracer.as_ref()?;
-        let header = |name| post.headers.get(name).and_then(|value| value.to_str().ok());
+        let header = |name| post.requester.headers.get(name).and_then(|value| value.to_str().ok());
         let from_headers = SpanContext::from_fields(header(TRACEPARENT), header(TRACESTATE));
-        let request = ServerRequest { method, id, params, session: None, peer: post.peer };
+        let request = ServerRequest { method, id, params, session: None, peer: post.requester.peer };
         let mut span = tracer.server_span_or(&request, from_headers);
         let version = params.get("_meta").and_then(|request_meta| request_meta.get(meta::PROTOCOL_VERSION));
         if let Some(version) = version.and_then(Value::as_str) {
@@ -162,36 +124,35 @@ impl Front {
     pub(super) async fn serve_modern(
         self: &Arc<Self>,
         post: ModernPost<'_>,
-        message: Value,
+        incoming: Incoming,
     ) -> Result<Response, FrontError> {
-        well_formed(&message)?;
-        let (id, method) = match jsonrpc::kind(&message) {
-            Kind::Request { id, method } => (id.clone(), method.to_owned()),
-            Kind::Notification { method: method::CANCELLED } => return Ok(StatusCode::ACCEPTED.into_response()),
-            Kind::Notification { method } => return Err(FrontError::NoSuchMethod { id: None, method: method.into() }),
-            Kind::Response { id } => return Err(FrontError::UnaskedResponse { id: id.clone() }),
-            Kind::Invalid => return Err(FrontError::NotAMessage),
+        let Request { id, method, params } = match well_formed(incoming)? {
+            Message::Request(request) => request,
+            Message::Notification { method: Method::Cancelled, .. } => return Ok(StatusCode::ACCEPTED.into_response()),
+            Message::Notification { method, .. } => {
+                return Err(FrontError::NoSuchMethod { id: None, method: method.into_name() });
+            }
+            Message::Response { id, .. } => return Err(FrontError::UnaskedResponse { id }),
+            Message::Invalid { .. } => return Err(FrontError::NotAMessage),
         };
-        let served = [method::SERVER_DISCOVER, method::SUBSCRIPTIONS_LISTEN].contains(&method.as_str());
-        if !served && !ROUTED.contains(&method.as_str()) {
+        if method != Method::ServerDiscover && method != Method::SubscriptionsListen && !routed(&method) {
             // Before any other check: an agent probing for a method learns only that it does not exist.
-            return Err(FrontError::NoSuchMethod { id: Some(id), method });
+            return Err(FrontError::NoSuchMethod { id: Some(id), method: method.into_name() });
         }
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let request = checks::admit(&id, &method, &params, post.headers)?;
-        if method == method::SERVER_DISCOVER {
-            let span = self.server_span(&post, &id, &method, &params);
+        let request = checks::admit(&id, &method, &params, post.requester.headers)?;
+        if method == Method::ServerDiscover {
+            let span = self.server_span(&post, &id, method.as_str(), &params);
             let reply = jsonrpc::result(&id, self.discover());
             span.into_iter().for_each(|span| span.end(&reply));
             return Ok(http::json(StatusCode::OK, &reply));
         }
-        let caller = post.caller(&id)?;
-        if method == method::SUBSCRIPTIONS_LISTEN {
+        let caller = post.requester.caller(&id, CallerScope::Sessionless)?;
+        if method == Method::SubscriptionsListen {
             return self.listen(caller, post.backend, &params).await;
         }
-        let span = self.server_span(&post, &id, &method, &params);
+        let span = self.server_span(&post, &id, method.as_str(), &params);
         let params = without_client_meta(params);
         let call = call::Call { caller, backend: post.backend, method, params, request, span };
-        Ok(self.serve_call(call, super::post::accepts_event_stream(post.headers)).await)
+        Ok(self.serve_call(call, super::post::accepts_event_stream(post.requester.headers)).await)
     }
 }

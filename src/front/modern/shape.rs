@@ -19,23 +19,27 @@ use serde_json::{Map, Value, json};
 
 use crate::front::error::modern_error_status;
 use crate::front::initialize::server_info;
-use crate::mcp::{jsonrpc, meta, method};
+use crate::mcp::method::Method;
+use crate::mcp::{jsonrpc, meta};
 use crate::router::RpcFailure;
 
-/// Methods whose complete results must carry `ttlMs` and `cacheScope`.
-const CACHEABLE: [&str; 6] = [
-    method::SERVER_DISCOVER,
-    method::TOOLS_LIST,
-    method::PROMPTS_LIST,
-    method::RESOURCES_LIST,
-    method::RESOURCES_TEMPLATES_LIST,
-    method::RESOURCES_READ,
-];
+/// Whether complete results of `method` must carry `ttlMs` and `cacheScope`.
+fn cacheable(method: &Method) -> bool {
+    matches!(
+        method,
+        Method::ServerDiscover
+            | Method::ToolsList
+            | Method::PromptsList
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
+            | Method::ResourcesRead
+    )
+}
 
 /// The JSON-RPC response to request `id` of `method` (asked with `params`), and its HTTP status.
 pub(super) fn answer(
     id: &Value,
-    method: &str,
+    method: &Method,
     params: &Value,
     answer: Result<Value, RpcFailure>,
 ) -> (StatusCode, Value) {
@@ -49,14 +53,14 @@ pub(super) fn answer(
 }
 
 /// A result in the era's shape (see the module rules).
-pub(super) fn result(method: &str, mut result: Value) -> Value {
+pub(super) fn result(method: &Method, mut result: Value) -> Value {
     let Some(object) = result.as_object_mut() else {
         return result;
     };
     object.entry("resultType").or_insert_with(|| json!("complete"));
     let complete = object.get("resultType").and_then(Value::as_str) == Some("complete");
-    if complete && CACHEABLE.contains(&method) {
-        let backend_ttl = object.get("ttlMs").and_then(Value::as_u64).filter(|_| method == method::RESOURCES_READ);
+    if complete && cacheable(method) {
+        let backend_ttl = object.get("ttlMs").and_then(Value::as_u64).filter(|_| *method == Method::ResourcesRead);
         object.insert("ttlMs".into(), json!(backend_ttl.unwrap_or(0)));
         object.insert("cacheScope".into(), json!("private"));
     }
@@ -94,16 +98,16 @@ mod tests {
 
     #[test]
     fn results_get_a_result_type_server_info_and_the_gateways_caching_hints() {
-        let listed = result(method::TOOLS_LIST, json!({"tools": [], "ttlMs": 60000, "cacheScope": "public"}));
+        let listed = result(&Method::ToolsList, json!({"tools": [], "ttlMs": 60000, "cacheScope": "public"}));
         assert_eq!(listed["resultType"], "complete");
         assert_eq!((listed["ttlMs"].clone(), listed["cacheScope"].clone()), (json!(0), json!("private")));
         assert_eq!(listed["_meta"][meta::SERVER_INFO]["name"], "switchyard");
-        let read = result(method::RESOURCES_READ, json!({"contents": [], "ttlMs": 5000, "cacheScope": "public"}));
+        let read = result(&Method::ResourcesRead, json!({"contents": [], "ttlMs": 5000, "cacheScope": "public"}));
         assert_eq!((read["ttlMs"].clone(), read["cacheScope"].clone()), (json!(5000), json!("private")));
-        let called = result(method::TOOLS_CALL, json!({"content": [], "_meta": {"switchyard/replayed": true}}));
+        let called = result(&Method::ToolsCall, json!({"content": [], "_meta": {"switchyard/replayed": true}}));
         assert!(called.get("ttlMs").is_none(), "a tool result is not cacheable");
         assert_eq!(called["_meta"]["switchyard/replayed"], true, "the result's own _meta is kept");
-        let asking = result(method::RESOURCES_READ, json!({"resultType": "input_required", "requestState": "s"}));
+        let asking = result(&Method::ResourcesRead, json!({"resultType": "input_required", "requestState": "s"}));
         assert!(asking.get("ttlMs").is_none(), "an input_required result carries no caching hints");
     }
 
@@ -111,16 +115,16 @@ mod tests {
     fn session_era_codes_are_translated_and_statuses_follow_the_code() {
         let params = json!({"uri": "file:///missing"});
         let missing = RpcFailure::new(jsonrpc::RESOURCE_NOT_FOUND, "no backend offers the resource");
-        let (status, message) = answer(&json!(4), method::RESOURCES_READ, &params, Err(missing));
+        let (status, message) = answer(&json!(4), &Method::ResourcesRead, &params, Err(missing));
         assert_eq!(status, StatusCode::OK);
         assert_eq!(message["error"]["code"], jsonrpc::INVALID_PARAMS);
         assert_eq!(message["error"]["data"]["uri"], "file:///missing");
         assert_eq!(message["id"], 4);
         let capability = RpcFailure::new(jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY, "needs sampling");
-        let (status, _) = answer(&json!(5), method::TOOLS_CALL, &params, Err(capability));
+        let (status, _) = answer(&json!(5), &Method::ToolsCall, &params, Err(capability));
         assert_eq!(status, StatusCode::BAD_REQUEST);
         let elicit = RpcFailure::new(jsonrpc::URL_ELICITATION_REQUIRED, "authorize first");
-        let (_, message) = answer(&json!(6), method::TOOLS_CALL, &params, Err(elicit));
+        let (_, message) = answer(&json!(6), &Method::ToolsCall, &params, Err(elicit));
         assert_eq!(message["error"]["code"], jsonrpc::INTERNAL_ERROR);
     }
 }

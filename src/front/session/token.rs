@@ -1,5 +1,5 @@
-//! The sealed session id: `base64url(payload) "." base64url(HMAC-SHA256(key, domain || payload))`, where the
-//! payload binds a random [`SessionRef`], the principal, the negotiated protocol version, the issue time and the
+//! The sealed session id: `base64url(payload) "." base64url(HMAC-SHA256(key, domain || payload))` (sealed by
+//! [`crate::seal`], with this token type's domain as the purpose), where the payload binds a random [`SessionRef`], the principal, the negotiated protocol version, the issue time and the
 //! agent's declared capabilities (MCP 2025-11-25 §A1.6, §A4.7).
 //!
 //! Rules:
@@ -15,14 +15,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::digest::{Key, KeyInit};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
-use super::{AgentSession, SECRET_LEN, SessionRef, SessionSecret};
+use super::{AgentSession, SessionRef, SessionSecret};
 use crate::mcp::SUPPORTED_PROTOCOL_VERSIONS;
+use crate::seal::{Seal, TAG_TEXT_LEN, Unsealed};
 
 /// The longest session id [`Sealer::open`] decodes, and [`Sealer::seal`] produces.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
@@ -33,11 +28,6 @@ const DOMAIN: &[u8] = b"switchyard/agent-session/v1\n";
 const FORMAT: u8 = 1;
 /// The fixed part of a payload: format, version index, session ref, issue time, principal length.
 const HEADER_LEN: usize = 1 + 1 + 16 + 8 + 2;
-const MAC_LEN: usize = 32;
-/// Unpadded base64 of the 32-byte MAC.
-const MAC_TEXT_LEN: usize = 43;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// Why a session could not be sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,8 +53,7 @@ pub enum OpenError {
 /// Seals sessions into ids and opens ids back into sessions, with one key and one lifetime.
 #[derive(Clone)]
 pub struct Sealer {
-    /// The HMAC already keyed and fed the domain prefix; cloned per token, so the key schedule runs once.
-    primed: HmacSha256,
+    seal: Seal,
     ttl: Duration,
 }
 
@@ -77,17 +66,12 @@ impl fmt::Debug for Sealer {
 impl Sealer {
     /// Session ids live `ttl` (whole seconds) after their issue time.
     pub fn new(secret: SessionSecret, ttl: Duration) -> Self {
-        // HMAC pads a key shorter than the hash's block size with zeros (RFC 2104 §2); padding it here gives the
-        // same MAC as the 32-byte key through the infallible fixed-size constructor.
-        let mut key = Key::<HmacSha256>::default();
-        key[..SECRET_LEN].copy_from_slice(secret.bytes());
-        let mut primed = <HmacSha256 as KeyInit>::new(&key);
-        primed.update(DOMAIN);
+        let mut purpose = DOMAIN.to_vec();
         for version in SUPPORTED_PROTOCOL_VERSIONS {
-            primed.update(version.as_bytes());
-            primed.update(b"\n");
+            purpose.extend_from_slice(version.as_bytes());
+            purpose.push(b'\n');
         }
-        Self { primed, ttl }
+        Self { seal: Seal::new(secret.bytes(), &purpose), ttl }
     }
 
     pub fn ttl(&self) -> Duration {
@@ -101,9 +85,7 @@ impl Sealer {
 
     /// The session id for `session`: visible ASCII, at most [`MAX_TOKEN_LEN`] bytes.
     pub fn seal(&self, session: &AgentSession) -> Result<String, SealError> {
-        let payload = encode(session)?;
-        let tag = self.mac_of(&payload).finalize().into_bytes();
-        let token = format!("{}.{}", URL_SAFE_NO_PAD.encode(&payload), URL_SAFE_NO_PAD.encode(tag));
+        let token = self.seal.seal(&encode(session)?);
         // `open` refuses longer ids, so handing one out would strand the agent.
         if token.len() > MAX_TOKEN_LEN {
             return Err(SealError::TooLarge { len: token.len(), max: MAX_TOKEN_LEN });
@@ -114,38 +96,28 @@ impl Sealer {
     /// The session sealed in `token`, if this key sealed it and it has not expired at `now_unix`. The caller must
     /// still check the principal ([`AgentSession::belongs_to`]) and the revocations.
     pub fn open(&self, token: &str, now_unix: u64) -> Result<AgentSession, OpenError> {
-        let (payload, tag) = split_token(token)?;
-        self.mac_of(&payload).verify_slice(&tag).map_err(|_| OpenError::Forged)?;
+        check_shape(token)?;
+        let payload = self.seal.open(token).map_err(|unsealed| match unsealed {
+            Unsealed::Malformed => OpenError::Malformed,
+            Unsealed::Forged => OpenError::Forged,
+        })?;
         let session = decode(&payload)?;
         if now_unix > self.expires_at(&session) {
             return Err(OpenError::Expired);
         }
         Ok(session)
     }
-
-    fn mac_of(&self, payload: &[u8]) -> HmacSha256 {
-        let mut mac = self.primed.clone();
-        mac.update(payload);
-        mac
-    }
 }
 
-/// The decoded payload and MAC of a token, checked for shape only.
-fn split_token(token: &str) -> Result<(Vec<u8>, Vec<u8>), OpenError> {
+/// Refuses a token by its length and the length of its tag before anything is decoded.
+fn check_shape(token: &str) -> Result<(), OpenError> {
     if token.is_empty() || token.len() > MAX_TOKEN_LEN {
         return Err(OpenError::Malformed);
     }
-    let (payload, tag) = token.split_once('.').ok_or(OpenError::Malformed)?;
-    if tag.len() != MAC_TEXT_LEN {
-        return Err(OpenError::Malformed);
+    match token.split_once('.') {
+        Some((_, tag)) if tag.len() == TAG_TEXT_LEN => Ok(()),
+        _ => Err(OpenError::Malformed),
     }
-    // The engine refuses padding and non-canonical trailing bits, so each payload has exactly one spelling.
-    let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| OpenError::Malformed)?;
-    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| OpenError::Malformed)?;
-    if tag.len() != MAC_LEN {
-        return Err(OpenError::Malformed);
-    }
-    Ok((payload, tag))
 }
 
 /// Payload layout (integers big-endian): format (1) | version index (1) | session ref (16) | issued_at (8) |

@@ -44,7 +44,9 @@ pub struct BackendView {
 #[derive(Debug, Serialize)]
 pub struct ProcessStart {
     pub failures: u32,
-    pub error: String,
+    /// The last start's error (`None` only in a report for a caller that may not read error texts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     pub retry_in_ms: u128,
 }
 
@@ -78,13 +80,7 @@ impl CallRouter {
     pub async fn backend_views(&self) -> Result<Vec<BackendView>, InspectError> {
         let routing = self.routing.load();
         let census = self.client.census();
-        let mut failing: HashMap<Arc<str>, ProcessStart> = self
-            .failing_starts()
-            .into_iter()
-            .map(|(name, failures, error, retry_in)| {
-                (name, ProcessStart { failures, error, retry_in_ms: retry_in.as_millis() })
-            })
-            .collect();
+        let mut failing = self.process_starts();
         let mut tools: HashMap<String, usize> = HashMap::new();
         for route in self.catalog.routes() {
             *tools.entry(route.backend.to_string()).or_default() += 1;
@@ -110,6 +106,15 @@ impl CallRouter {
             });
         }
         Ok(views)
+    }
+
+    /// The stdio backends whose processes keep failing to start, by name.
+    pub(super) fn process_starts(&self) -> HashMap<Arc<str>, ProcessStart> {
+        let failing = self.failing_starts().into_iter();
+        let start = |(name, failures, error, retry_in): (Arc<str>, u32, String, std::time::Duration)| {
+            (name, ProcessStart { failures, error: Some(error), retry_in_ms: retry_in.as_millis() })
+        };
+        failing.map(start).collect()
     }
 
     /// The tools agents see at `/mcp` (before policies, which differ per principal) and those withheld.

@@ -1,0 +1,85 @@
+//! The router's [`Caller`] for a request of either era: who asks (the principal authenticated on this request,
+//! its address, its access record), the request's id and idempotency key, and where its backend sessions and
+//! its id live.
+//!
+//! Rules:
+//! - The `Idempotency-Key` header is read here for both eras, by `router::idempotency`'s rules; a malformed one
+//!   refuses the request (400/`-32602`) before the router sees it. A key in `params._meta` is the router's to read.
+//! - A session-era request's backend sessions and id belong to its agent session. A 2026-07-28 request's backend
+//!   sessions belong to its principal ([`principal_scope`]), and its id to a scope of its own, since that era's
+//!   ids are unique only among one sender's requests in flight (see docs/protocol-eras.md, "Agents without
+//!   sessions").
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use super::error::FrontError;
+use super::session::SessionRef;
+use crate::auth::Principal;
+use crate::router::{Caller, IdempotencyKey, idempotency};
+use crate::telemetry::RequestRecord;
+
+/// What starts every [`principal_scope`].
+pub(super) const PRINCIPAL_SCOPE_PREFIX: &str = "principal:";
+
+/// The key of a sessionless agent's backend sessions: its principal — for unauthenticated agents, told apart by
+/// address as the fairness rule does ([`Caller::fairness_key`]). The prefix keeps it apart from session keys
+/// (hex) and the gateway's own (`switchyard/…`).
+pub(super) fn principal_scope(fairness_key: &str) -> String {
+    format!("{PRINCIPAL_SCOPE_PREFIX}{fairness_key}")
+}
+
+/// Who sent a request, as admitted.
+pub(super) struct Requester<'a> {
+    pub(super) principal: &'a Principal,
+    /// This request's access record (`front/access.rs`).
+    pub(super) record: &'a Arc<RequestRecord>,
+    pub(super) peer: Option<IpAddr>,
+    pub(super) headers: &'a HeaderMap,
+}
+
+/// Where a request's backend sessions and id live (see the module rules).
+pub(super) enum CallerScope {
+    /// The agent session's key.
+    Session(String),
+    /// A 2026-07-28 request: no session.
+    Sessionless,
+}
+
+impl Requester<'_> {
+    /// The caller of request `id`.
+    pub(super) fn caller(&self, id: &Value, scope: CallerScope) -> Result<Caller, FrontError> {
+        let idempotency_key = self.idempotency_key(id)?;
+        let mut caller = Caller {
+            session: String::new(),
+            principal: self.principal.clone(),
+            request_id: id.clone(),
+            request_scope: String::new(),
+            idempotency_key,
+            peer: self.peer,
+            record: Arc::clone(self.record),
+            sessionless: matches!(scope, CallerScope::Sessionless),
+        };
+        match scope {
+            CallerScope::Session(key) => {
+                caller.request_scope.clone_from(&key);
+                caller.session = key;
+            }
+            CallerScope::Sessionless => {
+                let request_scope = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
+                caller.request_scope = format!("request:{request_scope}");
+                caller.session = principal_scope(&caller.fairness_key());
+            }
+        }
+        Ok(caller)
+    }
+
+    /// The key of the request's `Idempotency-Key` header, if it sent one.
+    fn idempotency_key(&self, id: &Value) -> Result<Option<IdempotencyKey>, FrontError> {
+        let values = self.headers.get_all(idempotency::IDEMPOTENCY_HEADER).iter().map(HeaderValue::as_bytes);
+        idempotency::from_header(values).map_err(|refusal| FrontError::BadIdempotencyKey { id: id.clone(), refusal })
+    }
+}
