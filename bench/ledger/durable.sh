@@ -173,17 +173,7 @@ if [[ "$FLEET" == 1 ]]; then
     done
 fi
 
-awk -v tck="$CLK_TCK" -v rounds="$ROUNDS" -v duration="$DURATION" -v stats="$STATS" '
-function val(line, key,   i, n, kv) {
-    n = split(line, kv, " ")
-    for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
-    return ""
-}
-function median(list,   n, a, i, j, t) {
-    n = split(list, a, ",")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v tck="$CLK_TCK" -v rounds="$ROUNDS" -v duration="$DURATION" -v stats="$STATS" "$(cat "$HERE/stats.awk")"'
 function add(map, k, v) { map[k] = map[k] (map[k] == "" ? "" : ",") v }
 {
     k = val($0, "shape") SUBSEP val($0, "row")
