@@ -2,7 +2,9 @@
 --
 -- Environment (set by run.sh):
 --   SY_SESSION  the mcp-session-id obtained by `initialize` (one session per target,
---               shared by every wrk connection and thread)
+--               shared by every wrk connection and thread), or several separated by commas: then wrk
+--               thread N uses the (N mod count)th, so `-tK -cK` with K sessions is K agents with one
+--               connection each
 --   SY_TOOL     tool name, e.g. `echo` (direct) or `demo__echo` (through the gateway)
 --   SY_TEXT     the text to echo (default "hello")
 --   SY_ACCEPT   the Accept header (default "application/json, text/event-stream", what MCP clients must send;
@@ -15,7 +17,8 @@
 --           noresult=N sock_connect=N sock_read=N sock_write=N sock_timeout=N
 -- run.sh refuses a run with any failure.
 
-local session = os.getenv("SY_SESSION") or ""
+local sessions = {}
+for one in string.gmatch(os.getenv("SY_SESSION") or "", "[^,]+") do table.insert(sessions, one) end
 local tool = os.getenv("SY_TOOL") or "echo"
 local text = os.getenv("SY_TEXT") or "hello"
 local accept = os.getenv("SY_ACCEPT") or "application/json, text/event-stream"
@@ -26,6 +29,7 @@ local counter = 0
 
 function setup(thread)
    thread:set("tid", #threads)
+   thread:set("session", sessions[#threads % math.max(#sessions, 1) + 1] or "")
    table.insert(threads, thread)
 end
 

@@ -93,17 +93,7 @@ fi
 # Table: per connection count, the median across rounds of p50, p99 and requests/s.
 awk -v tck="$CLK_TCK" -v busy="$BUSY_BEFORE" -v gw_hwm="$GW_HWM" -v gw_rss="$GW_RSS" -v direct_hwm="$DIRECT_HWM" \
     -v direct_rss="$DIRECT_RSS" -v rounds="$ROUNDS" -v duration="$DURATION" -v idle="$IDLE" -v idle_ticks="$IDLE_TICKS" \
-    -v summary="${SUMMARY:-}" -v row="${ROW:-}" -v server="$SERVER" '
-function val(line, key,   i, n, kv) {
-    n = split(line, kv, " ")
-    for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
-    return ""
-}
-function median(list,   n, a, i, j, t) {
-    n = split(list, a, ",")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+    -v summary="${SUMMARY:-}" -v row="${ROW:-}" -v server="$SERVER" "$(cat "$HERE/stats.awk")"'
 {
     key = $2 "," $3
     $1 = $2 = $3 = ""

@@ -35,6 +35,7 @@ mod postgres;
 mod rules;
 mod sql;
 mod sqlite;
+mod stats;
 mod types;
 mod waiters;
 
@@ -58,6 +59,7 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
+pub use stats::WriterStats;
 pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
     Resolution, Settlement, WaitOutcome,
@@ -193,8 +195,24 @@ impl LedgerStore {
 
     /// At start: marks the in-flight claims `owner` left behind when it last stopped unknown; returns how many.
     /// At shutdown the same, after the settles queued by [`LedgerStore::settle_soon`] had their first attempt.
+    /// Logs (debug) what the writers did so far, once they did anything: at shutdown, the run's totals.
     pub async fn orphan(&self, owner: &str) -> Result<u64, LedgerError> {
-        dispatch!(self.orphan(owner))
+        let orphaned = dispatch!(self.orphan(owner));
+        let stats = self.writer_stats();
+        if stats.batches > 0 {
+            tracing::debug!(store = self.kind(), "ledger writers: {stats}");
+        }
+        orphaned
+    }
+
+    /// What the store's writers did since it opened: batches, their sizes, waits and commits (see
+    /// `ledger/stats.rs`); all zero for the memory store.
+    pub fn writer_stats(&self) -> WriterStats {
+        match self {
+            LedgerStore::Memory(_) => WriterStats::default(),
+            LedgerStore::Sqlite(store) => store.stats(),
+            LedgerStore::Postgres(store) => store.stats(),
+        }
     }
 
     /// Deletes completed and unknown claims last changed before `older_than`; returns how many.

@@ -22,7 +22,8 @@ pub(crate) const SCHEMA_VERSION: i64 = 1;
 /// How many times a store re-runs a conditional statement that lost a race before giving up.
 pub(crate) const RACE_ATTEMPTS: usize = 4;
 
-const COLUMNS: &str = "key, id, principal, agent_session, backend, tool, args_digest, state, result, result_digest, \
+/// Every column of the claims table, in the order [`RawRow`] reads them.
+pub(crate) const COLUMNS: &str = "key, id, principal, agent_session, backend, tool, args_digest, state, result, result_digest, \
                        error, created_at, updated_at, owner, lease_until";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

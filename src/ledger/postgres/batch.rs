@@ -1,7 +1,8 @@
 //! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server
-//! as one pipelined transaction — `BEGIN`, every job's statements, `COMMIT`, sent together without waiting for
+//! as one pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for
 //! each other's answers — so a batch costs one round trip, one WAL flush and one turn at the notification
-//! queue's lock, however many calls it carries.
+//! queue's lock, however many calls it carries. Its claims and completions go as three multi-row statements
+//! ([`super::rows`]), so the server's work per statement is paid per batch, not per call.
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
@@ -11,23 +12,24 @@
 //!   statements in autocommit, as before batching.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
-//! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` of its key: under READ COMMITTED the
-//!   select sees the row that won, ours or one committed by another replica (the insert waited for it). A settle
-//!   is its one conditional statement; the trigger's `NOTIFY` goes out at the batch's commit, as before. What the
+//! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` (one of each for the batch's claims,
+//!   or one per claim in the per-job form): under READ COMMITTED the select sees the row that won, ours or one
+//!   committed by another replica (the insert waited for it). A settle is one conditional statement (the
+//!   completions' one `UPDATE`); the trigger's `NOTIFY` goes out at the batch's commit, as before. What the
 //!   pipeline cannot decide — a settle that changed nothing, a claim whose row vanished in between — is done
 //!   after the commit by the single operations of [`super::ops`], which explain or retry it.
 //! - Every job is answered after the commit. A statement that fails for its own values (SQLSTATE classes 22 and
-//!   23: data and integrity errors) is answered with its error and the batch runs again without it; a deadlock
+//!   23: data and integrity errors) is answered with its error and the batch runs again without it (when the
+//!   statement was a multi-row one, the batch first runs again in the per-job form, to find the job); a deadlock
 //!   or serialization failure runs the batch again; any other failure is the batch's, and all its jobs get it. A
 //!   broken connection runs the batch once more on a fresh one (see [`super::conn`]): every job is idempotent
 //!   for its caller (a claim recognises its own insert by its id; a repeated settle is accepted).
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Mutex, mpsc};
 use tokio_postgres::Row;
@@ -35,10 +37,12 @@ use tokio_postgres::types::ToSql;
 
 use super::conn::{self, Connector, Failure, Session};
 use super::ops;
+use super::rows;
 use crate::ledger::background::{Nudger, Parked, Parking, QueuedSettle};
 use crate::ledger::error::LedgerError;
 use crate::ledger::rules::Settle;
 use crate::ledger::sql::RACE_ATTEMPTS;
+use crate::ledger::stats::{Batch, WriterCounters, WriterStats};
 use crate::ledger::types::{ClaimOutcome, ClaimRecord, NewClaim, to_millis};
 
 /// The most jobs committed together.
@@ -75,6 +79,13 @@ impl Job {
         }
     }
 
+    /// When the job was made (its caller's clock reading).
+    fn made(&self) -> SystemTime {
+        match self {
+            Job::Claim { now, .. } | Job::Settle { now, .. } => *now,
+        }
+    }
+
     fn fail(self, error: LedgerError) {
         match self {
             Job::Claim { reply, .. } => reply.take()(Err(error)),
@@ -89,8 +100,7 @@ impl Job {
 pub(super) struct Writers {
     queue: Queue,
     parking: Arc<Parking<Job>>,
-    #[cfg(test)]
-    batches: Arc<AtomicU64>,
+    counters: Arc<WriterCounters>,
     _nudger: Nudger,
 }
 
@@ -102,18 +112,21 @@ struct Shared {
     conn: Arc<Connector>,
     jobs: Mutex<mpsc::UnboundedReceiver<Option<Job>>>,
     parking: Arc<Parking<Job>>,
-    /// Counts the batches run.
-    batches: Arc<AtomicU64>,
+    counters: Arc<WriterCounters>,
 }
 
 impl Writers {
     /// Starts the writer tasks; parked jobs wait at most `linger`.
     pub(super) fn start(conn: Arc<Connector>, linger: Duration) -> Writers {
         let (queue, jobs) = mpsc::unbounded_channel();
-        let (queue, parking, batches) = (Queue(queue), Arc::new(Parking::new(linger)), Arc::default());
+        let (queue, parking, counters) = (Queue(queue), Arc::new(Parking::new(linger)), Arc::default());
         let slots = conn.writer_slots();
-        let shared =
-            Arc::new(Shared { conn, jobs: Mutex::new(jobs), parking: parking.clone(), batches: Arc::clone(&batches) });
+        let shared = Arc::new(Shared {
+            conn,
+            jobs: Mutex::new(jobs),
+            parking: parking.clone(),
+            counters: Arc::clone(&counters),
+        });
         for slot in slots {
             tokio::spawn(write(shared.clone(), slot));
         }
@@ -121,13 +134,7 @@ impl Writers {
             let (queue, parked) = (queue.clone(), parking.clone());
             Nudger::start(parking.clone(), move || queue.nudge(&parked))
         };
-        Writers {
-            queue,
-            parking,
-            #[cfg(test)]
-            batches,
-            _nudger,
-        }
+        Writers { queue, parking, counters, _nudger }
     }
 
     pub(super) fn submit(&self, job: Job) {
@@ -148,10 +155,9 @@ impl Writers {
         self.queue.nudge(&self.parking);
     }
 
-    /// How many batches (transactions or lone jobs) the writers ran, for tests that show what shares one.
-    #[cfg(test)]
-    pub(super) fn batches(&self) -> u64 {
-        self.batches.load(Ordering::Relaxed)
+    /// What the writers did so far (see [`crate::ledger::stats`]).
+    pub(super) fn stats(&self) -> WriterStats {
+        self.counters.snapshot()
     }
 }
 
@@ -175,40 +181,68 @@ async fn write(shared: Arc<Shared>, slot: usize) {
     while shared.jobs.lock().await.recv_many(&mut received, MAX_BATCH).await > 0 {
         let mut batch = Vec::new();
         shared.parking.take_into(&mut batch);
+        let parked = batch.len();
         batch.extend(received.drain(..).flatten());
-        run_counted(&shared, slot, batch).await;
+        run_counted(&shared, slot, batch, parked).await;
     }
     let mut rest = Vec::new();
     shared.parking.take_into(&mut rest);
-    run_counted(&shared, slot, rest).await;
+    let parked = rest.len();
+    run_counted(&shared, slot, rest, parked).await;
 }
 
-async fn run_counted(shared: &Shared, slot: usize, batch: Vec<Job>) {
+/// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), and records it.
+async fn run_counted(shared: &Shared, slot: usize, batch: Vec<Job>, parked: usize) {
     // A nudge whose jobs an earlier wake-up took finds nothing.
-    if !batch.is_empty() {
-        // Counted before its jobs are answered, so an answered caller sees it.
-        shared.batches.fetch_add(1, Ordering::Relaxed);
-        run(&shared.conn, slot, batch).await;
+    if batch.is_empty() {
+        return;
     }
+    let (started, wall) = (Instant::now(), SystemTime::now());
+    let waited = batch[parked..].iter().map(|job| wall.duration_since(job.made()).unwrap_or_default()).sum();
+    let record = Batch { jobs: batch.len(), awaited: batch.len() - parked, waited, ..Batch::default() };
+    run(&shared.conn, slot, batch, &shared.counters, |commit| {
+        // Recorded before its jobs are answered, so an answered caller sees it.
+        shared.counters.record(&Batch { commit, busy: started.elapsed(), ..record });
+    })
+    .await;
 }
 
-/// Runs `jobs` as one transaction on the writer connection `slot` and answers each.
-pub(super) async fn run(conn: &Connector, slot: usize, mut jobs: Vec<Job>) {
+/// Runs `jobs` as one transaction on the writer connection `slot` and answers each; `committed` is told how
+/// long the pipelined round trip took before any job is answered.
+pub(super) async fn run(
+    conn: &Connector,
+    slot: usize,
+    mut jobs: Vec<Job>,
+    counters: &WriterCounters,
+    committed: impl FnOnce(Duration),
+) {
     // Stable: two jobs of one key keep their order of arrival.
     jobs.sort_by(|a, b| a.key().cmp(b.key()));
     let mut conflicts = 0;
+    let mut committed = Some(committed);
+    let mut form = Form::Rows;
     while !jobs.is_empty() {
+        let sent = Instant::now();
         let tried = conn
             .run_on(slot, |session| {
                 let jobs = &jobs;
-                async move { attempt(&session, jobs).await }
+                async move { attempt(&session, jobs, form).await }
             })
             .await;
+        if let Ok(Attempt::Committed(_)) = &tried
+            && let Some(committed) = committed.take()
+        {
+            committed(sent.elapsed());
+        }
         match tried {
-            Ok(Attempt::Committed(steps)) => return finish(conn, slot, jobs, steps).await,
+            Ok(Attempt::Committed(steps)) => return finish(conn, slot, jobs, steps, counters).await,
             Ok(Attempt::Refused { index, error }) => jobs.remove(index).fail(error),
+            Ok(Attempt::Regroup) => form = Form::PerJob,
             Ok(Attempt::Conflict(_)) if conflicts < RACE_ATTEMPTS => conflicts += 1,
             Ok(Attempt::Conflict(error) | Attempt::Failed(error)) | Err(error) => {
+                if let Some(committed) = committed.take() {
+                    committed(Duration::ZERO);
+                }
                 return jobs.into_iter().for_each(|job| job.fail(error.clone()));
             }
         }
@@ -221,13 +255,17 @@ enum Attempt {
     Committed(Vec<Step>),
     /// Rolled back because the job at `index` failed on its own values.
     Refused { index: usize, error: LedgerError },
+    /// Rolled back because a multi-row statement failed on some job's values: try again with a statement per job.
+    Regroup,
     /// Rolled back as a deadlock or serialization victim; worth running again.
     Conflict(LedgerError),
     /// Rolled back for a reason every job shares.
     Failed(LedgerError),
 }
 
-/// What a job's statements returned: rows inserted or changed, and (claims) the row of the key afterwards.
+/// What a job's statements returned: rows inserted or changed, and (claims) the row another call holds under
+/// its key (the per-job form: the row of the key, whoever holds it).
+#[derive(Default)]
 struct Step {
     changed: u64,
     row: Option<Row>,
@@ -238,33 +276,100 @@ enum Returned {
     Done,
     Changed(u64),
     Row(Option<Row>),
+    Rows(Vec<Row>),
+}
+
+/// How a batch's jobs become statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Claims and completions in three multi-row statements, other settles one each (see [`super::rows`]).
+    Rows,
+    /// A statement (or two) per job, so that a failure names its job.
+    PerJob,
+}
+
+/// Whose a pipelined statement is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// `BEGIN`, `COMMIT`.
+    Batch,
+    /// The job at this index.
+    Job(usize),
+    /// A multi-row statement: the inserted claims' ids, the rows others hold, the completed keys.
+    Inserted,
+    Others,
+    Completed,
 }
 
 type Pipelined<'a> = Pin<Box<dyn Future<Output = Result<Returned, tokio_postgres::Error>> + Send + 'a>>;
 
-async fn attempt(session: &Session, jobs: &[Job]) -> Result<Attempt, Failure> {
+async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt, Failure> {
     // A lone job needs no transaction: each of its statements is atomic alone, and its claim's select reads
     // after its insert either way.
     let transaction = jobs.len() > 1;
-    let mut statements: Vec<Pipelined<'_>> = Vec::with_capacity(2 * jobs.len() + 2);
-    // Which job each statement belongs to (none: BEGIN and COMMIT).
-    let mut owners = Vec::with_capacity(statements.capacity());
+    let gathered = if transaction && form == Form::Rows { Some(rows::gather(jobs)) } else { None };
+    let mut statements: Vec<(Owner, Pipelined<'_>)> = Vec::with_capacity(2 * jobs.len() + 2);
     if transaction {
-        statements.push(simple(session, "BEGIN"));
-        owners.push(None);
+        statements.push((Owner::Batch, simple(session, "BEGIN")));
     }
-    for (index, job) in jobs.iter().enumerate() {
-        for statement in statements_of(session, job) {
-            statements.push(statement);
-            owners.push(Some(index));
+    match &gathered {
+        Some(gathered) => {
+            statements.extend(row_statements(session, gathered));
+            for &index in &gathered.single {
+                statements.extend(statements_of(session, &jobs[index]).into_iter().map(|one| (Owner::Job(index), one)));
+            }
+        }
+        None => {
+            for (index, job) in jobs.iter().enumerate() {
+                statements.extend(statements_of(session, job).into_iter().map(|one| (Owner::Job(index), one)));
+            }
         }
     }
     if transaction {
-        statements.push(simple(session, "COMMIT"));
-        owners.push(None);
+        statements.push((Owner::Batch, simple(session, "COMMIT")));
     }
+    let (owners, statements): (Vec<Owner>, Vec<Pipelined<'_>>) = statements.into_iter().unzip();
     let answers = in_order(statements).await;
-    judge(session, answers, &owners)
+    judge(session, answers, &owners, jobs)
+}
+
+/// The multi-row statements of `gathered` (none for a kind of job it has none of).
+fn row_statements<'a>(session: &'a Session, gathered: &'a rows::Gathered<'a>) -> Vec<(Owner, Pipelined<'a>)> {
+    let (client, prepared) = (&session.client, &session.prepared);
+    let mut statements: Vec<(Owner, Pipelined<'a>)> = Vec::with_capacity(3);
+    let (claims, completions) = (&gathered.claims, &gathered.completions);
+    // Completions first: a claim of a key completed in this batch then finds it completed, as it would have
+    // in the order the jobs arrived.
+    if !completions.keys.is_empty() {
+        let complete = async move {
+            let values: [&(dyn ToSql + Sync); 5] =
+                [&completions.keys, &completions.owners, &completions.results, &completions.digests, &completions.nows];
+            client.query(&prepared.complete_rows, &values).await.map(Returned::Rows)
+        };
+        statements.push((Owner::Completed, Box::pin(complete)));
+    }
+    if !claims.keys.is_empty() {
+        let insert = async move {
+            let values: [&(dyn ToSql + Sync); 10] = [
+                &claims.keys,
+                &claims.ids,
+                &claims.principals,
+                &claims.sessions,
+                &claims.backends,
+                &claims.tools,
+                &claims.digests,
+                &claims.nows,
+                &claims.owners,
+                &claims.leases,
+            ];
+            client.query(&prepared.claim_rows, &values).await.map(Returned::Rows)
+        };
+        let others =
+            async move { client.query(&prepared.others, &[&claims.keys, &claims.ids]).await.map(Returned::Rows) };
+        statements.push((Owner::Inserted, Box::pin(insert)));
+        statements.push((Owner::Others, Box::pin(others)));
+    }
+    statements
 }
 
 fn simple<'a>(session: &'a Session, command: &'static str) -> Pipelined<'a> {
@@ -337,10 +442,11 @@ async fn in_order(mut pending: Vec<Pipelined<'_>>) -> Vec<Result<Returned, tokio
 fn judge(
     session: &Session,
     answers: Vec<Result<Returned, tokio_postgres::Error>>,
-    owners: &[Option<usize>],
+    owners: &[Owner],
+    jobs: &[Job],
 ) -> Result<Attempt, Failure> {
     if answers.iter().all(Result::is_ok) {
-        return Ok(Attempt::Committed(steps(answers)));
+        return Ok(Attempt::Committed(steps(answers, owners, jobs)));
     }
     let mut errors: Vec<(usize, tokio_postgres::Error)> =
         answers.into_iter().enumerate().filter_map(|(at, answer)| answer.err().map(|error| (at, error))).collect();
@@ -350,29 +456,45 @@ fn judge(
     // Statements after a failure only say that the transaction was aborted (class 25); the first other is why.
     let cause = errors.iter().position(|(_, error)| sqlstate_class(error) != Some("25")).unwrap_or(0);
     let (at, error) = errors.swap_remove(cause);
-    Ok(match (sqlstate_class(&error), owners.get(at).copied().flatten()) {
+    Ok(match (sqlstate_class(&error), owners.get(at).copied().unwrap_or(Owner::Batch)) {
         (Some("40"), _) => Attempt::Conflict(conn::classify(&error)),
-        (Some("22" | "23"), Some(index)) => Attempt::Refused { index, error: conn::classify(&error) },
+        (Some("22" | "23"), Owner::Job(index)) => Attempt::Refused { index, error: conn::classify(&error) },
+        (Some("22" | "23"), Owner::Inserted | Owner::Others | Owner::Completed) => Attempt::Regroup,
         _ => Attempt::Failed(conn::classify(&error)),
     })
 }
 
-/// The steps of a batch whose every statement succeeded.
-fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>) -> Vec<Step> {
-    let mut steps: Vec<Step> = Vec::new();
-    for answer in answers.into_iter().flatten() {
-        match answer {
-            Returned::Done => {}
-            Returned::Changed(changed) => steps.push(Step { changed, row: None }),
-            // A claim's select follows its insert.
-            Returned::Row(row) => {
-                if let Some(step) = steps.last_mut() {
-                    step.row = row;
-                }
+/// The steps of a batch whose every statement succeeded, one per job.
+fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>, owners: &[Owner], jobs: &[Job]) -> Vec<Step> {
+    let mut steps: Vec<Step> = jobs.iter().map(|_| Step::default()).collect();
+    let mut own_statement = vec![false; jobs.len()];
+    let mut decided = rows::Decided::default();
+    for (answer, owner) in answers.into_iter().flatten().zip(owners) {
+        match (owner, answer) {
+            (Owner::Job(index), Returned::Changed(changed)) => {
+                steps[*index].changed = changed;
+                own_statement[*index] = true;
             }
+            // A claim's select follows its insert.
+            (Owner::Job(index), Returned::Row(row)) => steps[*index].row = row,
+            (Owner::Inserted, Returned::Rows(rows)) => decided.inserted = column(&rows),
+            (Owner::Others, Returned::Rows(rows)) => decided.others = rows::by_key(rows),
+            (Owner::Completed, Returned::Rows(rows)) => decided.completed = column(&rows),
+            _ => {}
+        }
+    }
+    for ((step, job), own) in steps.iter_mut().zip(jobs).zip(own_statement) {
+        if !own {
+            (step.changed, step.row) = decided.step_of(job);
         }
     }
     steps
+}
+
+/// The first column of `rows`, as text (ids or keys; a value of another type is left out, so its job is
+/// decided after the commit).
+fn column(rows: &[Row]) -> std::collections::HashSet<String> {
+    rows.iter().filter_map(|row| row.try_get::<_, String>(0).ok()).collect()
 }
 
 fn sqlstate_class(error: &tokio_postgres::Error) -> Option<&str> {
@@ -380,13 +502,14 @@ fn sqlstate_class(error: &tokio_postgres::Error) -> Option<&str> {
 }
 
 /// Answers every job of a committed batch, finishing on the writer's connection what the pipeline left open.
-async fn finish(conn: &Connector, slot: usize, jobs: Vec<Job>, steps: Vec<Step>) {
+async fn finish(conn: &Connector, slot: usize, jobs: Vec<Job>, steps: Vec<Step>, counters: &WriterCounters) {
     for (job, step) in jobs.into_iter().zip(steps) {
         match job {
             Job::Claim { new, id, now, reply } => {
                 let outcome = match decided_claim(&new, &id, now, step) {
                     Some(decided) => decided,
                     None => {
+                        counters.after_commit();
                         let (new, id) = (&new, id.as_str());
                         conn.run_on(slot, |session| async move { ops::claim(&session, new, id, now).await }).await
                     }
@@ -397,6 +520,7 @@ async fn finish(conn: &Connector, slot: usize, jobs: Vec<Job>, steps: Vec<Step>)
                 let outcome = if step.changed > 0 {
                     Ok(())
                 } else {
+                    counters.after_commit();
                     let queued = &queued;
                     conn.run_on(slot, |session| async move {
                         ops::settle(&session, &queued.key, &queued.owner, queued.settle.as_settle(), now).await

@@ -12,6 +12,7 @@ use super::{Answer, Job, run};
 use crate::ledger::LedgerStore;
 use crate::ledger::background::QueuedSettle;
 use crate::ledger::error::LedgerError;
+use crate::ledger::stats::WriterCounters;
 use crate::ledger::tests::{Harness, claim_of, winners_and_losers};
 use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, new_claim_id};
 use crate::raw_json::RawJson;
@@ -43,7 +44,7 @@ fn settle_job(name: &str, owner: &str, settlement: &Settlement) -> (Job, Settled
 /// Runs `jobs` as one batch on the store's first writer connection.
 async fn run_batch(store: &PostgresStore, jobs: Vec<Job>) {
     let conn = &store.inner.conn;
-    run(conn, conn.writer_slots().start, jobs).await;
+    run(conn, conn.writer_slots().start, jobs, &WriterCounters::default(), |_| {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
+use super::rows::RowsSql;
 use crate::ledger::error::LedgerError;
-use crate::ledger::sql::Statements;
+use crate::ledger::sql::{Dialect, Statements};
 
 /// How long one operation (including a reconnect) may take before the store reports itself unavailable.
 pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,10 +98,21 @@ pub(super) struct Prepared {
     pub(super) list: Statement,
     pub(super) resolve_completed: Statement,
     pub(super) resolve_failed: Statement,
+    /// The multi-row statements of a batch (see [`super::rows`]).
+    pub(super) claim_rows: Statement,
+    pub(super) others: Statement,
+    pub(super) complete_rows: Statement,
+}
+
+/// Every statement the connections prepare.
+struct Sql {
+    one: Statements,
+    rows: RowsSql,
 }
 
 impl Prepared {
-    async fn new(client: &Client, sql: &Statements) -> Result<Prepared, tokio_postgres::Error> {
+    async fn new(client: &Client, sql: &Sql) -> Result<Prepared, tokio_postgres::Error> {
+        let (rows, sql) = (&sql.rows, &sql.one);
         // Prepared concurrently: the driver pipelines them into one round trip's worth of waiting.
         let (insert, select, complete, mark_unknown, release, renew) = tokio::try_join!(
             client.prepare(&sql.insert),
@@ -118,6 +130,11 @@ impl Prepared {
             client.prepare(&sql.resolve_completed),
             client.prepare(&sql.resolve_failed),
         )?;
+        let (claim_rows, others, complete_rows) = tokio::try_join!(
+            client.prepare(&rows.claim),
+            client.prepare(&rows.others),
+            client.prepare(&rows.complete)
+        )?;
         Ok(Prepared {
             insert,
             select,
@@ -131,6 +148,9 @@ impl Prepared {
             list,
             resolve_completed,
             resolve_failed,
+            claim_rows,
+            others,
+            complete_rows,
         })
     }
 }
@@ -164,7 +184,7 @@ pub(super) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
 /// The store's connections, each replaced whenever it dies.
 pub(super) struct Connector {
     config: Config,
-    sql: Statements,
+    sql: Sql,
     slots: Vec<Slot>,
     /// Round-robin position: operations are spread over the slots.
     next: AtomicUsize,
@@ -179,8 +199,10 @@ struct Slot {
 }
 
 impl Connector {
-    /// A connector whose first session is `client` (already connected and migrated by the caller).
-    pub(super) async fn new(config: Config, sql: Statements, client: Client) -> Result<Connector, LedgerError> {
+    /// A connector for the claims table `table` whose first session is `client` (already connected and migrated
+    /// by the caller).
+    pub(super) async fn new(config: Config, table: &str, client: Client) -> Result<Connector, LedgerError> {
+        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table) };
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
         let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {

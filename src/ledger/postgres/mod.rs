@@ -19,6 +19,7 @@ mod conn;
 mod listen;
 mod ops;
 mod revocations;
+mod rows;
 mod schema;
 
 use std::sync::Arc;
@@ -35,7 +36,8 @@ use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
-use super::sql::{Dialect, Statements};
+use super::sql::Dialect;
+use super::stats::WriterStats;
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
@@ -79,7 +81,7 @@ impl PostgresStore {
         let names = schema::Names::new(url.schema.as_deref());
         let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
         schema::migrate(&mut client, &names).await?;
-        let conn = Connector::new(config.clone(), Statements::new(&names.claims, Dialect::Postgres), client).await?;
+        let conn = Connector::new(config.clone(), &names.claims, client).await?;
         let conn = Arc::new(conn);
         let writers = Writers::start(conn.clone(), linger);
         let waiters = Arc::new(Waiters::default());
@@ -185,10 +187,15 @@ impl PostgresStore {
         Job::Settle { queued, now: SystemTime::now(), reply: batch::Answer::new(reply) }
     }
 
+    /// What the writers did so far (see [`super::stats`]).
+    pub(crate) fn stats(&self) -> WriterStats {
+        self.inner.writers.stats()
+    }
+
     /// How many batches the writers ran.
     #[cfg(test)]
     pub(crate) fn batches(&self) -> u64 {
-        self.inner.writers.batches()
+        self.stats().batches
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {

@@ -33,6 +33,7 @@ use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
+use super::stats::WriterStats;
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
 use worker::Worker;
@@ -82,7 +83,7 @@ impl SqliteStore {
         let delivery = self
             .inner
             .worker
-            .run(move |db| ops::claim(db, &new, id, now).map(|outcome| Delivery::new(outcome, abandon)));
+            .run_one(move |db| ops::claim(db, &new, id, now).map(|outcome| Delivery::new(outcome, abandon)));
         delivery.await?.take()
     }
 
@@ -133,7 +134,7 @@ impl SqliteStore {
         F: FnOnce(&worker::Db, &ClaimKey, &str, SystemTime) -> Result<(), LedgerError> + Send + 'static,
     {
         let (job_key, owner, now) = (key.clone(), owner.to_owned(), SystemTime::now());
-        self.inner.worker.run(move |db| job(db, &job_key, &owner, now)).await?;
+        self.inner.worker.run_one(move |db| job(db, &job_key, &owner, now)).await?;
         self.inner.waiters.wake(key.as_str());
         Ok(())
     }
@@ -158,10 +159,15 @@ impl SqliteStore {
         self.inner.worker.park(job, answer);
     }
 
+    /// What the worker did so far (see [`super::stats`]).
+    pub(crate) fn stats(&self) -> WriterStats {
+        self.inner.worker.stats()
+    }
+
     /// How many batches (transactions) the worker ran.
     #[cfg(test)]
     pub(crate) fn batches(&self) -> u64 {
-        self.inner.worker.batches()
+        self.stats().batches
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {

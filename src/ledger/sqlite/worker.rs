@@ -20,21 +20,21 @@
 //!   closing the connection.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::batch::{Job, Ran, Served, serve};
+use super::batch::{Job, Ran, Reply, Served, Writes, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::background::{Nudger, Parked, Parking};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
+use crate::ledger::stats::{WriterCounters, WriterStats};
 
 /// How long a statement waits for another process's write lock before the store reports it unavailable.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -52,9 +52,7 @@ pub(super) struct Db {
 pub(super) struct Worker {
     queue: Queue,
     parking: Arc<Parking<Job>>,
-    /// The batches the thread ran (see [`Worker::batches`]).
-    #[cfg(test)]
-    batches: Arc<AtomicU64>,
+    counters: Arc<WriterCounters>,
     _nudger: Nudger,
 }
 
@@ -71,8 +69,8 @@ impl Worker {
         let (jobs, queue) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
         let parking = Arc::new(Parking::new(linger));
-        let batches = Arc::new(AtomicU64::new(0));
-        let served = Served { parking: parking.clone(), batches: batches.clone() };
+        let counters = Arc::new(WriterCounters::default());
+        let served = Served { parking: parking.clone(), counters: counters.clone() };
         thread::Builder::new()
             .name("switchyard-ledger".to_owned())
             .spawn(move || match open(&path) {
@@ -94,13 +92,7 @@ impl Worker {
             let (queue, parked) = (queue.clone(), parking.clone());
             Nudger::start(parking.clone(), move || queue.nudge(&parked))
         };
-        Ok(Worker {
-            queue,
-            parking,
-            #[cfg(test)]
-            batches,
-            _nudger,
-        })
+        Ok(Worker { queue, parking, counters, _nudger })
     }
 
     pub(super) fn queue(&self) -> &Queue {
@@ -114,7 +106,7 @@ impl Worker {
         F: FnOnce(&mut Db) -> Result<(), LedgerError> + Send + 'static,
         A: FnOnce(Result<(), LedgerError>) + Send + 'static,
     {
-        if self.parking.park(Queue::job(job, answer)) == Parked::Full {
+        if self.parking.park(Queue::job(Writes::One, job, answer)) == Parked::Full {
             self.nudge();
         }
     }
@@ -124,10 +116,9 @@ impl Worker {
         self.queue.nudge(&self.parking);
     }
 
-    /// How many batches (transactions) the thread ran, for tests that show what shares one.
-    #[cfg(test)]
-    pub(super) fn batches(&self) -> u64 {
-        self.batches.load(std::sync::atomic::Ordering::Relaxed)
+    /// What the thread did so far (see [`crate::ledger::stats`]).
+    pub(super) fn stats(&self) -> WriterStats {
+        self.counters.snapshot()
     }
 
     /// Runs `job` on the connection and returns its answer once its transaction committed.
@@ -136,9 +127,27 @@ impl Worker {
         T: Send + 'static,
         F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
     {
+        self.run_writing(Writes::Several, job).await
+    }
+
+    /// [`Worker::run`] for a job that writes at most one statement and fails only when it changed nothing (see
+    /// [`Writes::One`]): claims and settles.
+    pub(super) async fn run_one<T, F>(&self, job: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
+    {
+        self.run_writing(Writes::One, job).await
+    }
+
+    async fn run_writing<T, F>(&self, writes: Writes, job: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         // The caller may have been cancelled; its answer is then not needed.
-        self.queue.submit(job, move |outcome| drop(reply.send(outcome)))?;
+        self.queue.send(Queue::job(writes, job, move |outcome| drop(reply.send(outcome))))?;
         answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
     }
 }
@@ -152,22 +161,26 @@ impl Queue {
         F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
         A: FnOnce(Result<T, LedgerError>) + Send + 'static,
     {
-        self.jobs
-            .send(Some(Self::job(job, answer)))
-            .map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
+        self.send(Self::job(Writes::Several, job, answer))
     }
 
-    fn job<T, F, A>(job: F, answer: A) -> Job
+    fn send(&self, job: Job) -> Result<(), LedgerError> {
+        self.jobs.send(Some(job)).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
+    }
+
+    fn job<T, F, A>(writes: Writes, job: F, answer: A) -> Job
     where
         T: Send + 'static,
         F: FnOnce(&mut Db) -> Result<T, LedgerError> + Send + 'static,
         A: FnOnce(Result<T, LedgerError>) + Send + 'static,
     {
-        Box::new(move |db| {
+        let run = Box::new(move |db: &mut Db| {
             let outcome = job(db);
             let failed = outcome.is_err();
-            Ran { failed, reply: Box::new(move |committed| answer(committed.and(outcome))) }
-        })
+            let reply: Reply = Box::new(move |committed: Result<(), LedgerError>| answer(committed.and(outcome)));
+            Ran { failed, reply }
+        });
+        Job { queued: Instant::now(), writes, run }
     }
 
     /// Wakes the thread to take what is parked; if it has stopped, the parked jobs are dropped unanswered (their
