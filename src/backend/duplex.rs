@@ -41,7 +41,8 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
 use crate::backend::mcp_client::{
-    Listener, McpError, Relay, answer_server_request, into_result, request_params, response_id, swap_progress_token,
+    McpError, NotificationRoute, Relay, answer_server_request, into_result, request_params, response_id,
+    swap_progress_token,
 };
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::method;
@@ -419,15 +420,16 @@ impl Duplex {
             });
             if let (Some(token), Some((relay, theirs))) = (token, call) {
                 let ours = Value::from(token);
-                let listener = Listener { relay: Some(&relay), progress: Some((&ours, &theirs)), list_changed: None };
-                listener.hear(message.clone(), method);
+                let route =
+                    NotificationRoute { relay: Some(&relay), progress: Some((&ours, &theirs)), list_changed: None };
+                route.hear(message.clone(), method);
             }
             return;
         }
         let relay = self.attributable_relay().map(|(relay, _)| relay);
         let list_changed =
             self.peer.standing.list_changed.as_deref().map(|announce| announce as &(dyn Fn(&str) + Sync));
-        Listener { relay: relay.as_ref(), progress: None, list_changed }.hear(message.clone(), method);
+        NotificationRoute { relay: relay.as_ref(), progress: None, list_changed }.hear(message.clone(), method);
     }
 }
 

@@ -144,10 +144,10 @@ impl CallRouter {
         let mut probes = JoinSet::new();
         for backend in backends {
             let Some(target) = routing.targets.get(&backend) else { continue };
-            let (slot, target) = caller.on_backend(&backend, target);
-            let client = Arc::clone(&self.client);
+            let (slot, context) = caller.on_backend(&backend, target);
+            let (client, target) = (Arc::clone(&self.client), target.clone());
             probes.spawn(async move {
-                let answer = client.request(&slot, &target, method::TOOLS_LIST, Value::Null).await;
+                let answer = client.request(&slot, &target, &context, method::TOOLS_LIST, Value::Null).await;
                 (backend, answer)
             });
         }

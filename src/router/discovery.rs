@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::{CallRouter, ToolsChanged};
-use crate::backend::mcp_client::{BackendTarget, McpError, SlotKey};
+use crate::backend::mcp_client::{BackendTarget, CallContext, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::method;
 
@@ -57,9 +57,9 @@ impl CallRouter {
     /// when it has them.
     async fn list_everything(&self, backend: &str, target: &BackendTarget) -> Result<Listing, McpError> {
         let slot = SlotKey::new(CATALOG_SESSION, backend);
-        let target = target.renewed();
-        let capabilities = self.client.session(&slot, &target).await?.capabilities().clone();
-        let list = |method, field| self.client.list_all(&slot, &target, method, field);
+        let context = CallContext::starting_now(target);
+        let capabilities = self.client.session(&slot, target, &context).await?.capabilities().clone();
+        let list = |method, field| self.client.list_all(&slot, target, &context, method, field);
         let tools = list(method::TOOLS_LIST, "tools").await?;
         let prompts = if capabilities.get("prompts").is_some() {
             list(method::PROMPTS_LIST, "prompts").await?

@@ -90,8 +90,8 @@ impl CallRouter {
         let Some(target) = self.routing.load().targets.get(backend).cloned() else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("request", method, backend)));
         };
-        let (slot, target) = caller.on_backend(backend, &target);
-        self.request_in_rounds(&slot, &target, method, params, relay)
+        let (slot, context) = caller.on_backend(backend, &target);
+        self.request_in_rounds(&slot, &target, &context, method, params, relay)
             .await
             .map_err(|error| match error {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },

@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::auth::{Grants, Policies, Principal};
-use crate::backend::mcp_client::{BackendTarget, McpBackendClient, SlotKey, SpawnStatus};
+use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
 use crate::mcp::Relay;
@@ -90,16 +90,16 @@ impl Caller {
         fairness_key(&self.principal, self.peer)
     }
 
-    /// The caller's slot for `backend` in the backend client's session table, and `target` renewed for this
-    /// request and bound to the caller's principal: the principal's name is made shared once, for both.
-    fn on_backend(&self, backend: &Arc<str>, target: &BackendTarget) -> (SlotKey, BackendTarget) {
+    /// The caller's slot for `backend` in the backend client's session table, and the context of a call to
+    /// `target` starting now on the caller's behalf: the principal's name is made shared once, for both.
+    fn on_backend(&self, backend: &Arc<str>, target: &BackendTarget) -> (SlotKey, CallContext<'static>) {
         let principal: Arc<str> = self.principal.name.as_str().into();
         let owner = match self.principal.name != Principal::ANONYMOUS {
             true => Arc::clone(&principal),
             false => self.fairness_key().into(),
         };
         let slot = SlotKey { agent_session: self.session.as_str().into(), backend: Arc::clone(backend), owner };
-        (slot, target.renewed().for_principal(principal))
+        (slot, CallContext::starting_now(target).for_principal(principal))
     }
 }
 
@@ -351,11 +351,11 @@ impl CallRouter {
         let Some(target) = routing.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };
-        let (slot, target) = caller.on_backend(&route.backend, target);
+        let (slot, context) = caller.on_backend(&route.backend, target);
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
-        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: target.deadline() };
+        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
             Some(text) => {
@@ -373,7 +373,7 @@ impl CallRouter {
             }
         };
         params["name"] = Value::String(route.name.clone());
-        let answer = self.request_in_rounds(&slot, &target, method::TOOLS_CALL, params, relay).await;
+        let answer = self.request_in_rounds(&slot, target, &context, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let answer = match self.continue_call(caller, &identity, &key, round, answer) {
             Ok(answer) => answer,

@@ -10,6 +10,7 @@
 //! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
 //! parts a reload replaces; `raw_json`, `civil_date` and `seal` are leaves too. A failure names the file, the line, the path and the rule broken.
 
+mod circles;
 mod scan;
 
 use std::fs;

@@ -12,7 +12,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
+    BackendEndpoint, BackendTarget, CallContext, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage,
+    SlotKey,
 };
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 
@@ -255,7 +256,7 @@ fn client_target(fault: &FaultBackend) -> BackendTarget {
 
 async fn echo(client: &McpBackendClient, target: &BackendTarget, agent: &str) -> Result<Value, McpError> {
     let call = json!({"name": "echo", "arguments": {"text": "v"}});
-    client.request(&SlotKey::new(agent, "fault"), target, "tools/call", call).await
+    client.request(&SlotKey::new(agent, "fault"), target, &CallContext::starting_now(target), "tools/call", call).await
 }
 
 #[tokio::test]
@@ -332,22 +333,34 @@ async fn a_stdio_backend_of_the_2026_era_is_probed_and_spoken_to_without_a_hands
     let (Some(auto), Some(legacy)) = (python_stdio(Era::Auto), python_stdio(Era::Legacy)) else { return };
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
     let slot = SlotKey::new("agent", "py");
-    let session = client.session(&slot, &auto).await.expect("the process starts");
+    let session = client.session(&slot, &auto, &CallContext::starting_now(&auto)).await.expect("the process starts");
     assert_eq!(session.version(), "2026-07-28", "the probe found a modern server");
     let echoed = client
-        .request(&slot, &auto, "tools/call", json!({"name": "echo", "arguments": {"text": "piped"}}))
+        .request(
+            &slot,
+            &auto,
+            &CallContext::starting_now(&auto),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "piped"}}),
+        )
         .await
         .expect("a modern call over stdio");
     assert_eq!(echoed["content"][0]["text"], "piped");
     let error = client
-        .request(&slot, &auto, "tools/call", json!({"name": "nope", "arguments": {}}))
+        .request(
+            &slot,
+            &auto,
+            &CallContext::starting_now(&auto),
+            "tools/call",
+            json!({"name": "nope", "arguments": {}}),
+        )
         .await
         .expect_err("an unknown tool");
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
 
     // The same server told to speak 2025's era does the handshake.
     let other = McpBackendClient::new(ClientConfig::default()).unwrap();
-    let session = other.session(&slot, &legacy).await.expect("the process starts");
+    let session = other.session(&slot, &legacy, &CallContext::starting_now(&legacy)).await.expect("the process starts");
     assert_eq!(session.version(), "2025-11-25");
 }
 
@@ -430,9 +443,19 @@ async fn a_stdio_backend_that_refuses_the_probe_does_the_handshake() {
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
     let target = fault_stdio("normal");
     let slot = SlotKey::new("agent", "fault");
-    assert_eq!(client.session(&slot, &target).await.expect("started").version(), "2025-11-25");
-    let echoed =
-        client.request(&slot, &target, "tools/call", json!({"name": "echo", "arguments": {"text": "e"}})).await;
+    assert_eq!(
+        client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
+        "2025-11-25"
+    );
+    let echoed = client
+        .request(
+            &slot,
+            &target,
+            &CallContext::starting_now(&target),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "e"}}),
+        )
+        .await;
     assert_eq!(echoed.expect("a 2025 call")["content"][0]["text"], "e");
 }
 
@@ -443,20 +466,40 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
     let mut messages = client.subscribe_session_messages();
     let target = fault_stdio("modern");
     let slot = SlotKey::new("agent-7", "fault");
-    assert_eq!(client.session(&slot, &target).await.expect("started").version(), "2026-07-28");
+    assert_eq!(
+        client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
+        "2026-07-28"
+    );
     let change = tokio::time::timeout(TIMEOUT, changes.recv()).await.expect("announced").expect("a change");
     assert_eq!((&*change.backend, change.method.as_str()), ("fault", "notifications/tools/list_changed"));
 
-    assert_eq!(client.request(&slot, &target, "logging/setLevel", json!({"level": "info"})).await.unwrap(), json!({}));
+    assert_eq!(
+        client
+            .request(&slot, &target, &CallContext::starting_now(&target), "logging/setLevel", json!({"level": "info"}))
+            .await
+            .unwrap(),
+        json!({})
+    );
     let relay = Relay::new(json!({"roots": {}}), None);
     let call = json!({"name": "meta", "arguments": {}});
-    let answered = client.request_relayed(&slot, &target, "tools/call", call, &relay).await.expect("answered");
+    let answered = client
+        .request_relayed(&slot, &target, &CallContext::starting_now(&target), "tools/call", call, &relay)
+        .await
+        .expect("answered");
     let meta: Value = serde_json::from_str(text(&answered)).unwrap();
     assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({"roots": {}}), "the agent's capabilities");
     assert_eq!(meta["io.modelcontextprotocol/logLevel"], "info", "setLevel became the request's log level");
 
-    let subscribed = client.request(&slot, &target, "resources/subscribe", json!({"uri": "fault://a"})).await;
+    let subscribed = client
+        .request(
+            &slot,
+            &target,
+            &CallContext::starting_now(&target),
+            "resources/subscribe",
+            json!({"uri": "fault://a"}),
+        )
+        .await;
     assert_eq!(subscribed.expect("answered by the gateway"), json!({}));
     let message = tokio::time::timeout(TIMEOUT, messages.recv()).await.expect("an update").expect("a message");
     assert_eq!(&*message.agent_session, "agent-7");

@@ -1,14 +1,9 @@
 //! What the client holds right now, per backend, for the operator's console: live backend sessions
 //! (HTTP sessions, stdio processes' sessions, legacy SSE streams) and live stdio processes.
 //!
-//! Rules: a census only reads — it takes the table's lock once and the process counters' lock once, never a
+//! Rules: a census (`McpBackendClient::census`) only reads — it takes the table's lock once and the process counters' lock once, never a
 //! slot's handshake lock (a slot handshaking right now is skipped rather than waited for), so asking never
 //! delays a call. Discovery's own session counts: the backend sees it like any other.
-
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use super::McpBackendClient;
 
 /// One backend's share of the client.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -17,18 +12,4 @@ pub struct BackendCensus {
     pub sessions: usize,
     /// Live stdio processes (0 for other transports).
     pub processes: usize,
-}
-
-impl McpBackendClient {
-    /// Live sessions and processes per backend; a backend with neither is absent.
-    pub fn census(&self) -> HashMap<Arc<str>, BackendCensus> {
-        let mut census: HashMap<Arc<str>, BackendCensus> = HashMap::new();
-        for (backend, sessions) in self.table.live_sessions() {
-            census.entry(backend).or_default().sessions = sessions;
-        }
-        for (backend, processes) in self.processes.live() {
-            census.entry(backend).or_default().processes = processes;
-        }
-        census
-    }
 }

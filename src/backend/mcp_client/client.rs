@@ -1,98 +1,50 @@
-//! The client object: the bounded table of backend sessions and the calls made on them, whatever the
-//! transport ([`super::transport`] dispatches).
+//! The client layer: the object the router holds, its bounded table of backend sessions, and every call made
+//! on them, whatever the transport — the slot taken, the session made or found ([`super::session`] makes it),
+//! the request sent, a failure retried as [`super::retry`] decides, and the call timed and traced in one place.
 //!
 //! Rules: one backend session per (agent session, backend) slot, or one reserved slot per backend for every agent
 //! when the backend's sessions are shared; concurrent first callers of a slot share one handshake; a duplex
-//! session that ended is replaced for the next call only; a request is retried at most once, as [`super::retry`]
-//! decides. Forgetting an agent session ends all its sessions (a `DELETE` for HTTP; the process stopped or the
-//! stream closed otherwise). Retiring a backend (a reload removed or replaced it) takes all its slots out of the
-//! table and ends each session once the calls running on it have ended; a session started from an older
-//! configuration revision of a backend, or (2026-07-28) from an older era verdict, is replaced before a newer target
-//! uses it. Every request is timed into `mcp_client_operation_duration_seconds` (handshake and retry included), and
-//! a session counts as live (and its process) while any clone of it exists.
+//! session that ended is replaced for the next call only; a request is retried at most once. Forgetting an agent
+//! session ends all its sessions (a `DELETE` for HTTP; the process stopped or the stream closed otherwise).
+//! Retiring a backend (a reload removed or replaced it) takes all its slots out of the table and ends each session
+//! once the calls running on it have ended; a session started from an older configuration revision of a backend,
+//! or (2026-07-28) from an older era verdict, is replaced before a newer target uses it. Every request is timed
+//! into `mcp_client_operation_duration_seconds` (handshake and retry included), and a session counts as live (and
+//! its process) while any clone of it exists.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
-use super::era::Eras;
-use super::exchange::Strays;
-use super::http::{Call, delete_in_background};
-use super::processes::{ProcessCounts, reap_when_idle};
-use super::retry::Retry;
-use super::subscriptions::Watches;
-use super::table::{SessionTable, Slot, SlotGuard, TableFull};
-use super::tool_headers::ToolHeaders;
-use super::transport::{BackendSession, effective_key};
-use super::{AfterDeliveryCause, NotDeliveredCause};
-use super::{
-    BackendTarget, ClientBuildError, ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS, McpError, Relay,
-    SessionMessage, SlotKey, listener,
-};
+use super::census::BackendCensus;
+use super::context::{Call, CallContext};
+use super::endpoint::{BackendTarget, SlotKey};
+use super::error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
+use super::retry::{Decision, Retry, decide};
+use super::session::processes::Full;
+use super::session::sessions::Sessions;
+use super::session::standalone;
+use super::session::transport::{BackendSession, effective_key};
+use super::table::{SessionTable, SlotGuard, TableFull, reap_when_idle};
+use super::{ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS};
 use crate::backend::http_client::HttpClient;
-use crate::mcp::method;
+use crate::mcp::{Relay, SessionMessage, method};
 use crate::raw_json::RawJson;
-use crate::telemetry::ErrorType;
-use crate::telemetry::trace::{CallFailure, ClientRequest, ClientSpan};
+use crate::telemetry::trace::{ClientRequest, Tracer};
+use crate::telemetry::{ErrorType, Metrics};
 
 /// The client. Cheap to share behind an `Arc`; all state is internally synchronized.
 pub struct McpBackendClient {
-    /// Every HTTP request to backends (Streamable HTTP and legacy SSE) goes through this one pooled client.
-    pub(super) http: HttpClient,
-    pub(super) table: SessionTable,
-    pub(super) processes: Arc<ProcessCounts>,
-    pub(super) config: ClientConfig,
-    next_request_id: AtomicU64,
-    pub(super) next_generation: AtomicU64,
-    pub(super) subscribers: Arc<Subscribers>,
-    pub(super) strays: Arc<Strays>,
-    /// What is known of each backend's protocol era.
-    pub(super) eras: Arc<Eras>,
-    /// The `x-mcp-header` arguments of modern backends' tools.
-    pub(super) tool_headers: ToolHeaders,
-    /// Modern backends' list-change streams.
-    pub(super) watches: Watches,
-}
-
-/// Who hears list changes and messages outside calls. Looked up when each message arrives, so a session started
-/// before anyone subscribed (discovery's, at start-up) still reaches a later subscriber.
-#[derive(Default)]
-pub(super) struct Subscribers {
-    list_changed: std::sync::Mutex<Option<mpsc::UnboundedSender<ListChanged>>>,
-    session_messages: std::sync::Mutex<Option<mpsc::UnboundedSender<SessionMessage>>>,
-}
-
-impl Subscribers {
-    /// Tells the subscriber (the catalog's discovery) that a backend's list changed.
-    pub(super) fn announce(&self, backend: &Arc<str>, method: &str) {
-        if let Some(subscriber) = lock(&self.list_changed).as_ref() {
-            let _ = subscriber.send(ListChanged { backend: Arc::clone(backend), method: method.to_owned() });
-        }
-    }
-
-    /// Hands a message outside calls to the subscriber (the front), if any.
-    pub(super) fn deliver(&self, message: SessionMessage) {
-        if let Some(subscriber) = lock(&self.session_messages).as_ref() {
-            let _ = subscriber.send(message);
-        }
-    }
-
-    pub(super) fn has_session_messages(&self) -> bool {
-        lock(&self.session_messages).is_some()
-    }
-
-    pub(super) fn has_list_changed(&self) -> bool {
-        lock(&self.list_changed).is_some()
-    }
-}
-
-/// The mutex's value, poisoned or not: the client's mutexes guard values replaced or edited in one step, so a
-/// panic elsewhere never leaves one half-updated.
-pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The session layer: sessions of every transport, and what is known per backend.
+    sessions: Sessions,
+    table: SessionTable,
+    /// Where request durations and live sessions are counted.
+    metrics: Arc<Metrics>,
+    /// Records a CLIENT span per request when traces are on.
+    tracer: Option<Tracer>,
 }
 
 impl McpBackendClient {
@@ -102,26 +54,25 @@ impl McpBackendClient {
         // It follows no redirect: backend URLs come only from configuration.
         let http = HttpClient::new().map_err(ClientBuildError)?;
         Ok(Self {
-            http,
+            sessions: Sessions::new(http, config.max_exchange_bytes, config.max_stdio_processes),
             table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
-            processes: ProcessCounts::new(config.max_stdio_processes),
-            config,
-            next_request_id: AtomicU64::new(1),
-            next_generation: AtomicU64::new(1),
-            subscribers: Arc::default(),
-            strays: Arc::default(),
-            eras: Arc::default(),
-            tool_headers: ToolHeaders::default(),
-            watches: Watches::default(),
+            metrics: config.metrics,
+            tracer: config.tracer,
         })
     }
 
-    /// The slot's backend session, starting one if there is none (concurrent callers share one handshake).
-    pub async fn session(&self, key: &SlotKey, target: &BackendTarget) -> Result<BackendSession, McpError> {
+    /// The slot's backend session, starting one within `context` if there is none (concurrent callers share one
+    /// handshake).
+    pub async fn session(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        context: &CallContext<'_>,
+    ) -> Result<BackendSession, McpError> {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        self.ensure_session(&slot, key, target, None, &Value::Null, None).await
+        self.ensure_session(&slot, key, target, context, None, &Value::Null).await
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
@@ -130,10 +81,11 @@ impl McpBackendClient {
         &self,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         method: &str,
         params: Value,
     ) -> Result<Value, McpError> {
-        self.request_relayed(key, target, method, params, &Relay::default()).await
+        self.request_relayed(key, target, context, method, params, &Relay::default()).await
     }
 
     /// [`request`](Self::request), relaying the backend's notifications about it.
@@ -141,11 +93,12 @@ impl McpBackendClient {
         &self,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         method: &str,
         params: Value,
         relay: &Relay,
     ) -> Result<Value, McpError> {
-        self.request_raw(key, target, method, params, relay).await.map(|result| result.to_value())
+        self.request_raw(key, target, context, method, params, relay).await.map(|result| result.to_value())
     }
 
     /// [`request_relayed`](Self::request_relayed), returning the `result` as the backend's text, for a caller that
@@ -155,20 +108,21 @@ impl McpBackendClient {
         &self,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         method: &str,
         mut params: Value,
         relay: &Relay,
     ) -> Result<RawJson, McpError> {
-        let Some(tracer) = &self.config.tracer else {
-            return self.request_on_slot(key, target, method, params, relay, None).await;
+        let Some(tracer) = &self.tracer else {
+            return self.request_on_slot(key, target, context, method, params, relay).await;
         };
         let span = tracer.client_span(&ClientRequest { method, params: &params, peer: target.peer() });
         span.inject(&mut params);
-        let answer = self.request_on_slot(key, target, method, params, relay, Some(&span)).await;
+        let answer = self.request_on_slot(key, target, &context.traced(&span), method, params, relay).await;
         // The span reads inside a result (`isError`, the outcome): a tree, only when traces are on.
         match &answer {
             Ok(result) => span.end(Ok(&result.to_value())),
-            Err(error) => span.end(Err(call_failure(error))),
+            Err(error) => span.end(Err(error.call_failure())),
         }
         answer
     }
@@ -177,70 +131,81 @@ impl McpBackendClient {
         &self,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         method: &str,
         params: Value,
         relay: &Relay,
-        span: Option<&ClientSpan>,
     ) -> Result<RawJson, McpError> {
         let started = Instant::now();
         // Only the router calls tools, and only by names its catalog resolved: a bounded label.
         let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
-        let tool = tool.map(|name| self.config.metrics.name(name));
+        let tool = tool.map(|name| self.metrics.name(name));
         let params = (!params.is_null()).then_some(&params);
-        let answer = self.send_with_retry(target, Call { key, method, params, relay, span }).await;
+        let answer = self.send_with_retry(target, Call { key, method, params, relay, context }).await;
         let error = match &answer {
             Ok(result) => ErrorType::of_result_text(result.get()),
             Err(error) => error.error_type(),
         };
-        self.config.metrics.observe_client(&key.backend, method, tool.as_ref(), error, started.elapsed());
+        self.metrics.observe_client(&key.backend, method, tool.as_ref(), error, started.elapsed());
         answer
     }
 
-    /// Sends `call` on its slot's session, retrying at most once as [`super::retry`] decides.
+    /// Sends `call` on its slot's session, retrying at most once as [`decide`] says.
     async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<RawJson, McpError> {
-        let Call { key, method, params, relay, span } = call;
+        let Call { key, method, params, relay, context } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
+        let capabilities = relay.session_capabilities();
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, key, target, None, relay.session_capabilities(), span).await?;
-        let wants_stream = listener::wanted(relay.session_capabilities()) || method == method::RESOURCES_SUBSCRIBE;
-        if wants_stream && session.http_home().is_some() {
-            self.listen(&slot, key, &session, relay.session_capabilities()).await;
+        let mut session = self.ensure_session(&slot, key, target, context, None, capabilities).await?;
+        if standalone::wanted(capabilities) || method == method::RESOURCES_SUBSCRIBE {
+            self.sessions.keep_standalone(&slot.background, key, &session, capabilities).await;
         }
         let mut retried = false;
         loop {
-            if let Some(answer) = self.answer_locally(&slot, key, &session, method, params).await {
+            if let Some(answer) = self.sessions.answer_locally(&slot.background, key, &session, method, params).await {
                 return answer;
             }
-            if let Some(span) = span {
+            if let Some(span) = context.span() {
                 span.session(session.id(), session.version());
             }
-            let call = Call { key, method, params, relay, span };
-            let error = match self.send(&session, target, call).await {
+            let call = Call { key, method, params, relay, context };
+            let error = match self.sessions.send(&session, target, call).await {
                 Ok(result) if method == method::TOOLS_LIST && session.modern().is_some() => {
                     // Learning the tools' headers edits the list: a tree (tools/list is not a per-call path).
                     let mut result = result.to_value();
-                    self.tool_headers.learn(&key.backend, &mut result);
+                    self.sessions.learn_tools(&key.backend, &mut result);
                     return Ok(RawJson::of(&result));
                 }
                 Ok(result) => return Ok(result),
                 Err(error) => error,
             };
-            let retry = Box::pin(self.recover(key, target, &session, method, error, retried)).await?;
+            let Decision { forget_era, then } = decide(&key.backend, method, error, retried);
+            if forget_era {
+                self.sessions.forget_era(&key.backend, &session);
+            }
+            let retry = then?;
+            if retry == Retry::SameSessionAfterListing {
+                Box::pin(self.list_tools(key, target, context)).await?;
+            }
             retried = true;
-            if let Some(span) = span {
+            if let Some(span) = context.span() {
                 span.retry(if retry == Retry::NewSession { "session_ended" } else { "resent" });
             }
             if retry == Retry::NewSession {
-                session =
-                    self.ensure_session(&slot, key, target, Some(&session), relay.session_capabilities(), span).await?;
+                session = self.ensure_session(&slot, key, target, context, Some(&session), capabilities).await?;
             }
         }
     }
 
     /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
-    pub async fn list_tools(&self, key: &SlotKey, target: &BackendTarget) -> Result<Vec<Value>, McpError> {
-        self.list_all(key, target, method::TOOLS_LIST, "tools").await
+    pub async fn list_tools(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        context: &CallContext<'_>,
+    ) -> Result<Vec<Value>, McpError> {
+        self.list_all(key, target, context, method::TOOLS_LIST, "tools").await
     }
 
     /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
@@ -249,6 +214,7 @@ impl McpBackendClient {
         &self,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         method: &str,
         field: &str,
     ) -> Result<Vec<Value>, McpError> {
@@ -256,7 +222,7 @@ impl McpBackendClient {
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
-            let mut page = self.request(key, target, method, params).await?;
+            let mut page = self.request(key, target, context, method, params).await?;
             let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
@@ -285,8 +251,11 @@ impl McpBackendClient {
     /// background: the agent does not wait for backends to acknowledge; a process still serving a call of the
     /// session stops when that call ends).
     pub fn forget_agent_session(&self, agent_session: &str) {
+        let ender = self.sessions.ender();
         for slot in self.table.remove_agent(agent_session) {
-            self.end_in_background(&slot);
+            if let Some(session) = slot.take_session() {
+                ender.end(session);
+            }
         }
     }
 
@@ -295,14 +264,14 @@ impl McpBackendClient {
     /// stream closed — as soon as the calls running on it have ended; those calls are not disturbed.
     pub fn retire_backend(&self, backend: &str) {
         // A replaced backend may be another server: its era is asked again, its tools' headers learnt again.
-        self.eras.clear(backend);
-        self.tool_headers.clear(backend);
-        self.watches.stop(backend);
+        self.sessions.retire(backend);
         for slot in self.table.remove_backend(backend) {
-            let http = self.http.clone();
+            let ender = self.sessions.ender();
             tokio::spawn(async move {
                 slot.until_idle().await;
-                end(&http, &slot);
+                if let Some(session) = slot.take_session() {
+                    ender.end(session);
+                }
             });
         }
     }
@@ -311,12 +280,37 @@ impl McpBackendClient {
     /// and processes already live above a lowered bound are not ended for it.
     pub fn set_limits(&self, max_sessions_per_owner: usize, max_stdio_processes: usize) {
         self.table.set_per_owner(max_sessions_per_owner);
-        self.processes.set_global_cap(max_stdio_processes);
+        self.sessions.set_process_cap(max_stdio_processes);
     }
 
     /// How many (agent session, backend) slots the table holds.
     pub fn cached_sessions(&self) -> usize {
         self.table.len()
+    }
+
+    /// Live sessions and processes per backend; a backend with neither is absent.
+    pub fn census(&self) -> HashMap<Arc<str>, BackendCensus> {
+        let mut census: HashMap<Arc<str>, BackendCensus> = HashMap::new();
+        for (backend, sessions) in self.table.live_sessions() {
+            census.entry(backend).or_default().sessions = sessions;
+        }
+        for (backend, processes) in self.sessions.live_processes() {
+            census.entry(backend).or_default().processes = processes;
+        }
+        census
+    }
+
+    /// Receives what backends send agents' backend sessions outside calls (the standalone streams of HTTP
+    /// sessions; a stdio process's or SSE stream's messages while no call is in flight). One subscriber at a
+    /// time; subscribing again replaces it. Without a subscriber no standalone stream is opened.
+    pub fn subscribe_session_messages(&self) -> mpsc::UnboundedReceiver<SessionMessage> {
+        self.sessions.subscribers().subscribe_session_messages()
+    }
+
+    /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a
+    /// time; subscribing again replaces it.
+    pub fn subscribe_list_changed(&self) -> mpsc::UnboundedReceiver<ListChanged> {
+        self.sessions.subscribers().subscribe_list_changed()
     }
 
     fn acquire(&self, key: &SlotKey) -> Result<SlotGuard, McpError> {
@@ -329,29 +323,35 @@ impl McpBackendClient {
                 }
             },
         })?;
-        if let Some(evicted) = evicted {
-            self.end_in_background(&evicted);
+        if let Some(session) = evicted.and_then(|evicted| evicted.take_session()) {
+            self.sessions.ender().end(session);
         }
         Ok(slot)
     }
 
-    fn end_in_background(&self, slot: &Slot) {
-        end(&self.http, slot);
+    /// Stops an idle process that counts against the `full` cap, taken from the idle slot used longest ago; false
+    /// when there is none.
+    fn recycle_process(&self, backend: &str, full: &Full) -> bool {
+        // Dropped here, outside the table's lock: the process stops and its permit is released.
+        match full {
+            Full::Backend(_) => self.table.take_idle_session(|key, _| &*key.backend == backend).is_some(),
+            Full::Global(_) => self.table.take_idle_session(|_, session| session.process_id().is_some()).is_some(),
+        }
     }
 
     /// Returns the slot's session, first replacing it when it is `stale` (ended by the backend) — unless a
     /// concurrent caller already replaced it — or when it is a duplex session that ended. A handshake made for a
-    /// traced request is an event of its `span`.
+    /// traced request is an event of its span.
     async fn ensure_session(
         &self,
         slot: &SlotGuard,
         key: &SlotKey,
         target: &BackendTarget,
+        context: &CallContext<'_>,
         stale: Option<&BackendSession>,
         capabilities: &Value,
-        span: Option<&ClientSpan>,
     ) -> Result<BackendSession, McpError> {
-        let deadline = target.deadline();
+        let deadline = context.deadline();
         let not_delivered =
             |reason: &str| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: reason.into() };
         let mut current = timeout_at(deadline, slot.session.lock())
@@ -361,8 +361,7 @@ impl McpBackendClient {
             let replaced = stale.is_some_and(|stale| held.generation == stale.generation);
             // A reload replaced the backend, or its era verdict changed; a call still holding the older target
             // keeps what it finds.
-            let outdated = held.revision < target.revision()
-                || held.modern().is_some_and(|modern| !self.eras.is_current(&key.backend, modern.epoch));
+            let outdated = held.revision < target.revision() || !self.sessions.is_current(&key.backend, held);
             if replaced || outdated || !held.is_alive() {
                 *current = None;
             }
@@ -370,12 +369,14 @@ impl McpBackendClient {
         if let Some(session) = current.as_ref() {
             return Ok(session.clone());
         }
+        let recycle = |full: &Full| self.recycle_process(&key.backend, full);
         // Boxed: the handshake is rare, and its future would otherwise size every call's (see `docs/decisions.md`).
-        let started = timeout_at(deadline, Box::pin(self.start_session(key, target, capabilities)))
+        let start = self.sessions.start(key, target, context, capabilities, &recycle);
+        let started = timeout_at(deadline, Box::pin(start))
             .await
             .map_err(|_| not_delivered("the deadline passed during the backend handshake"))
             .and_then(|started| started);
-        if let Some(span) = span {
+        if let Some(span) = context.span() {
             span.handshake(started.as_ref().map(BackendSession::version).map_err(ToString::to_string));
         }
         let mut session = started?;
@@ -383,81 +384,9 @@ impl McpBackendClient {
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
-        self.watch_lists(key, &session);
-        let mut session = session;
-        let live = self.config.metrics.live_session(&key.backend, session.process_id().is_some());
+        let live = self.metrics.live_session(&key.backend, session.process_id().is_some());
         session.live = Some(Arc::new(live));
         *current = Some(session.clone());
         Ok(session)
     }
-
-    /// Receives what backends send agents' backend sessions outside calls (the standalone streams of HTTP
-    /// sessions; a stdio process's or SSE stream's messages while no call is in flight). One subscriber at a
-    /// time; subscribing again replaces it. Without a subscriber no standalone stream is opened.
-    pub fn subscribe_session_messages(&self) -> mpsc::UnboundedReceiver<SessionMessage> {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        *lock(&self.subscribers.session_messages) = Some(sender);
-        receiver
-    }
-
-    /// Keeps a listener on an HTTP `session`'s standalone stream (see [`listener`]). A new listener is waited for
-    /// (up to [`listener::OPEN_WAIT`]) until its stream is open, so that what the backend sends there while
-    /// serving the request about to go out is not lost.
-    async fn listen(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, capabilities: &Value) {
-        if !self.subscribers.has_session_messages() {
-            return;
-        }
-        let mut opened = None;
-        slot.ensure_listener(session.generation, || {
-            let context = listener::Context {
-                http: self.http.clone(),
-                strays: Arc::clone(&self.strays),
-                subscribers: Arc::clone(&self.subscribers),
-                limit: self.config.max_exchange_bytes,
-            };
-            let (handle, ready) = listener::spawn(context, session.clone(), key.clone(), capabilities.clone());
-            opened = Some(ready);
-            handle
-        });
-        if let Some(ready) = opened {
-            let _ = tokio::time::timeout(listener::OPEN_WAIT, ready).await;
-        }
-    }
-
-    /// Receives every `notifications/*/list_changed` any backend sends on any exchange. One subscriber at a
-    /// time; subscribing again replaces it.
-    pub fn subscribe_list_changed(&self) -> mpsc::UnboundedReceiver<ListChanged> {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        *lock(&self.subscribers.list_changed) = Some(sender);
-        receiver
-    }
-
-    /// Request ids are the client's own, unique across all its backend sessions; agents' ids never reach a
-    /// backend.
-    pub(super) fn next_id(&self) -> Value {
-        Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
-/// Ends the slot's session: an HTTP session with a `DELETE`; a duplex one by dropping it (which stops its process
-/// or closes its stream once no call uses it).
-fn end(http: &HttpClient, slot: &Slot) {
-    if let Some(session) = slot.take_session() {
-        delete_in_background(http, &session);
-    }
-}
-
-/// How a failed backend request reads on its CLIENT span: the JSON-RPC code, the HTTP status, or the error class
-/// (`not_delivered`, `timeout`, `after_delivery`, `cancelled`, `authorization_required`).
-fn call_failure(error: &McpError) -> CallFailure {
-    let error_type = match error {
-        McpError::Rpc { code, message, .. } => return CallFailure::rpc(*code, message),
-        McpError::HttpStatus { status, .. } => status.to_string(),
-        McpError::NotDelivered { .. } => "not_delivered".into(),
-        McpError::AfterDelivery { cause: AfterDeliveryCause::Deadline, .. } => "timeout".into(),
-        McpError::AfterDelivery { .. } => "after_delivery".into(),
-        McpError::Cancelled => "cancelled".into(),
-        McpError::AuthorizationRequired { .. } => "authorization_required".into(),
-    };
-    CallFailure::new(error_type, error.to_string())
 }

@@ -1,7 +1,7 @@
 //! Where a backend is reached and which slot of the session table a call uses.
 //!
-//! Rules: a [`BackendTarget`] is built once per backend by the composition root and renewed for every call (a
-//! fresh absolute deadline); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process
+//! Rules: a [`BackendTarget`] is built once per backend by the composition root and shared by every call (a
+//! call's deadline and principal are its [`super::CallContext`]'s); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process
 //! ([`Launcher`]) or a legacy HTTP+SSE stream ([`LegacySseBackend`]) — and nothing above the backend client
 //! branches on it. A [`SlotKey`] is the (agent session, backend) pair; its owner only counts for fairness.
 //! A target carries the revision of the configuration that made it ([`BackendTarget::with_revision`]): a session
@@ -14,26 +14,22 @@ use std::time::Duration;
 use http::Uri;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
-use tokio::time::Instant;
 
-use super::authorize::OAuthBinding;
-use super::era::Era;
+use super::session::era::Era;
+use super::wire::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
 use crate::backend::http_client;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
 use crate::telemetry::trace::Peer;
 
-/// Where and how to send one exchange over Streamable HTTP: the backend's fixed [`Route`] (shared, so renewing
-/// an endpoint for a call copies no URL or header), whose tokens are sent, and the absolute deadline.
+/// Where and how to send one exchange over Streamable HTTP: the backend's fixed [`Route`] (shared, so a copy of
+/// an endpoint copies no URL or header) and how long a call may take.
 #[derive(Debug, Clone)]
 pub struct BackendEndpoint {
     route: Arc<Route>,
-    /// Whose tokens are sent: the calling agent's principal; `None` for the gateway's own discovery.
-    pub(super) principal: Option<Arc<str>>,
-    /// How long an exchange may take, from when its endpoint is made ([`BackendEndpoint::renewed`]).
+    /// How long a call may take, from when it starts ([`super::CallContext::starting_now`]).
     timeout: Duration,
-    pub(super) deadline: Instant,
     /// See [`BackendTarget::with_revision`].
     revision: u64,
 }
@@ -89,21 +85,9 @@ impl Route {
 }
 
 impl BackendEndpoint {
-    /// An endpoint whose deadline is `timeout` from now.
+    /// An endpoint whose calls may take `timeout` each.
     pub fn new(url: Url, timeout: Duration) -> Self {
-        Self {
-            route: Arc::new(Route::new(url)),
-            principal: None,
-            timeout,
-            deadline: Instant::now() + timeout,
-            revision: 0,
-        }
-    }
-
-    /// The same endpoint for a new exchange: its deadline is the timeout from now. Callers keep one endpoint per
-    /// backend as a template and renew it for every call.
-    pub fn renewed(&self) -> Self {
-        Self { deadline: Instant::now() + self.timeout, ..self.clone() }
+        Self { route: Arc::new(Route::new(url)), timeout, revision: 0 }
     }
 
     /// Changes the route (only while the endpoint is configured, before any call shares it).
@@ -133,17 +117,8 @@ impl BackendEndpoint {
         self.with_route(|route| route.extra.push((name, value)))
     }
 
-    pub fn with_deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = deadline;
-        self
-    }
-
     pub fn url(&self) -> &Url {
         &self.route.url
-    }
-
-    pub fn deadline(&self) -> Instant {
-        self.deadline
     }
 
     /// The backend's URI, or why its URL has none.
@@ -178,8 +153,8 @@ impl BackendEndpoint {
     }
 }
 
-/// One backend as the client reaches it, with the absolute deadline of the current call.
-// One target per backend, renewed (cloned) for every call: boxing the HTTP variant would only add an allocation.
+/// One backend as the client reaches it.
+// One target per backend, shared by its calls: boxing the HTTP variant would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum BackendTarget {
@@ -194,7 +169,6 @@ pub enum BackendTarget {
 pub struct DuplexTarget {
     pub(super) transport: DuplexTransport,
     timeout: Duration,
-    pub(super) deadline: Instant,
     /// See [`BackendTarget::with_revision`].
     revision: u64,
 }
@@ -241,7 +215,7 @@ impl BackendTarget {
     }
 
     fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {
-        BackendTarget::Duplex(DuplexTarget { transport, timeout, deadline: Instant::now() + timeout, revision: 0 })
+        BackendTarget::Duplex(DuplexTarget { transport, timeout, revision: 0 })
     }
 
     /// The same target, made by configuration revision `revision` (0 until a reload): sessions the slot holds
@@ -260,30 +234,11 @@ impl BackendTarget {
         }
     }
 
-    /// The same target for a call on behalf of `principal` (whose OAuth tokens a protected backend gets).
-    pub fn for_principal(self, principal: Arc<str>) -> Self {
+    /// How long one call may take.
+    pub fn timeout(&self) -> Duration {
         match self {
-            BackendTarget::Http(endpoint) => {
-                BackendTarget::Http(BackendEndpoint { principal: Some(principal), ..endpoint })
-            }
-            duplex => duplex,
-        }
-    }
-
-    /// The same target for a new call: its deadline is the timeout from now.
-    pub fn renewed(&self) -> Self {
-        match self {
-            BackendTarget::Http(endpoint) => BackendTarget::Http(endpoint.renewed()),
-            BackendTarget::Duplex(target) => {
-                BackendTarget::Duplex(DuplexTarget { deadline: Instant::now() + target.timeout, ..target.clone() })
-            }
-        }
-    }
-
-    pub fn deadline(&self) -> Instant {
-        match self {
-            BackendTarget::Http(endpoint) => endpoint.deadline,
-            BackendTarget::Duplex(target) => target.deadline,
+            BackendTarget::Http(endpoint) => endpoint.timeout,
+            BackendTarget::Duplex(target) => target.timeout,
         }
     }
 

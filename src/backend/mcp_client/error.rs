@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::telemetry::ErrorType;
+use crate::telemetry::trace::CallFailure;
 
 /// Why a request to a backend failed. Callers branch on the class.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -41,6 +42,16 @@ impl McpError {
     /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. } | McpError::AuthorizationRequired { .. })
+    }
+
+    /// How a failed request reads on its CLIENT span: the JSON-RPC code, the HTTP status (a span may carry it; a
+    /// metric label may not), or the class [`McpError::error_type`] names.
+    pub fn call_failure(&self) -> CallFailure {
+        match (self, self.error_type()) {
+            (McpError::Rpc { code, message, .. }, _) => CallFailure::rpc(*code, message),
+            (McpError::HttpStatus { status, .. }, _) => CallFailure::new(status.to_string(), self.to_string()),
+            (_, error_type) => CallFailure::new(error_type.label(), self.to_string()),
+        }
     }
 
     /// The error's class as a metric's `error_type` says it.
@@ -94,4 +105,4 @@ pub enum AfterDeliveryCause {
 /// The backend client's HTTP stack could not be built.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot build the backend HTTP client: {0}")]
-pub struct ClientBuildError(pub(super) String);
+pub struct ClientBuildError(pub(crate) String);

@@ -3,37 +3,29 @@
 //! `request`, `list_tools`, `forget_agent_session` — over three transports: Streamable HTTP, stdio processes and
 //! legacy HTTP+SSE streams.
 //!
-//! Files, one concern each: the error classes ([`error`]); where a backend is reached and which table slot a call
-//! uses ([`endpoint`]); the client object and its bounded session table ([`client`], [`table`]); the transport
-//! dispatch ([`transport`]); Streamable HTTP sessions ([`http`]) and their wire exchange ([`exchange`], with
-//! [`refusal`] deciding which HTTP statuses prove a refusal, and [`listener`] the standalone stream); the
-//! lifetime rules of stdio processes in the table ([`processes`]); what the client holds per backend, for the
-//! operator ([`census`]); the final response of a request, decoded without a tree of its result ([`response`]);
-//! what a failed request leads to ([`retry`]); which era a backend speaks ([`era`],
-//! [`negotiate`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]).
+//! Three layers, each owning its state, each knowing only the one below:
+//! - the client ([`client`]): the object the router holds, the bounded session table ([`table`]), the pure retry
+//!   decision ([`retry`]), metrics and the CLIENT span of every call; what it holds per backend ([`census`]);
+//! - the session ([`session`]): one session type over every transport and era, its start, one request on it,
+//!   and what is known per backend (era, tools' headers, list-change streams, live processes);
+//! - the wire ([`wire`]): one HTTP exchange, SSE decoding and resumption, and the error class of its failures.
+//!
+//! Beside them, the vocabulary all three share: the error classes ([`error`]), where a backend is reached and
+//! which slot a call uses ([`endpoint`]), and what one call carries down — deadline, principal, span
+//! ([`context`]).
 //!
 //! Must not know: agents' HTTP requests, tool names as agents see them, the ledger. Its one promise to the layers
 //! above is the error class: only [`McpError::NotDelivered`] proves that the backend did not process a request.
 
-mod authorize;
 mod census;
 mod client;
+mod context;
 mod endpoint;
-mod era;
 mod error;
-mod exchange;
-mod http;
-mod listener;
-mod modern;
-mod negotiate;
-mod processes;
-mod refusal;
-mod response;
 mod retry;
-mod subscriptions;
+mod session;
 mod table;
-mod tool_headers;
-mod transport;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,21 +34,23 @@ use serde_json::Value;
 
 use crate::telemetry::Metrics;
 
-pub use authorize::OAuthBinding;
 pub use census::BackendCensus;
 pub use client::McpBackendClient;
+pub use context::CallContext;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
-pub use era::{Era, LATEST_MODERN_VERSION};
-pub(crate) use era::{Verdict, verdict_of_error, verdict_of_result};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
-pub(crate) use exchange::{Listener, answer_server_request};
-pub use exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
-pub(crate) use exchange::{classify_send_error, error_chain};
-pub(crate) use modern::{Asked, listen_interests, request_params};
-pub use refusal::Refusal;
-pub(crate) use response::{into_result, response_id};
-pub use transport::BackendSession;
-pub(crate) use transport::initialize_params;
+pub use session::era::{Era, LATEST_MODERN_VERSION};
+pub(crate) use session::era::{Verdict, verdict_of_error, verdict_of_result};
+pub(crate) use session::modern::{Asked, listen_interests, request_params};
+pub(crate) use session::params::initialize_params;
+pub use session::transport::BackendSession;
+pub use wire::authorize::OAuthBinding;
+pub(crate) use wire::exchange::answer_server_request;
+pub use wire::exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
+pub(crate) use wire::failure::{classify_send_error, error_chain};
+pub(crate) use wire::notifications::NotificationRoute;
+pub use wire::refusal::Refusal;
+pub(crate) use wire::response::{into_result, response_id};
 
 pub use crate::backend::stdio::SpawnStatus;
 use crate::telemetry::trace::Tracer;

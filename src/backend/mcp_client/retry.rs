@@ -1,5 +1,6 @@
 //! What a failed request leads to: a retry — at most one, and only after the backend
-//! proved it did not process the request — or the failure the caller gets.
+//! proved it did not process the request — or the failure the caller gets. A pure decision: the client carries
+//! it out.
 //!
 //! Rules: a session the backend ended (HTTP `404` on a session id) is replaced; on the 2026-07-28 wire, a version
 //! the backend does not serve (`-32022`) or a refusal without a JSON-RPC body (`400`/`405`: the backend may have
@@ -7,8 +8,8 @@
 //! `Mcp-Param-*` headers the backend found wrong (`-32020`) lists the backend's tools again and is resent on the
 //! same session. Every other failure, and a second one, goes to the caller.
 
-use super::exchange::ExchangeError;
-use super::{BackendSession, BackendTarget, McpBackendClient, McpError, NotDeliveredCause, SlotKey};
+use super::error::{McpError, NotDeliveredCause};
+use super::wire::failure::ExchangeError;
 use crate::mcp::{jsonrpc, method};
 
 /// What a failed request is retried with.
@@ -16,60 +17,76 @@ use crate::mcp::{jsonrpc, method};
 pub(super) enum Retry {
     /// A new session (the old one ended, or the backend's era must be probed again).
     NewSession,
-    /// The same session (what the request carries changed).
-    SameSession,
+    /// The same session, once the backend's tools were listed again (what the request carries changed).
+    SameSessionAfterListing,
 }
 
-impl McpBackendClient {
-    /// Decides what a failed request leads to: a retry (at most one, only after the backend proved it did not
-    /// process the request), or the failure the caller gets.
-    pub(super) async fn recover(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        session: &BackendSession,
-        method: &str,
-        error: ExchangeError,
-        retried: bool,
-    ) -> Result<Retry, McpError> {
-        let rejection = match error {
-            ExchangeError::Failed(error) => return Err(error),
-            ExchangeError::SessionGone if !retried => {
-                tracing::info!(backend = %key.backend, "backend ended the session; re-initializing");
-                return Ok(Retry::NewSession);
-            }
-            ExchangeError::SessionGone => {
-                return Err(McpError::NotDelivered {
-                    cause: NotDeliveredCause::SessionEnded,
-                    reason: "the backend ended the freshly initialized session too (404 twice)".into(),
-                });
-            }
-            ExchangeError::NotModern(error) => {
-                tracing::info!(backend = %key.backend, %error, "a 2026-07-28 request was refused without a JSON-RPC error");
-                self.forget_era(key, session);
-                return if retried || !error.proves_not_delivered() { Err(error) } else { Ok(Retry::NewSession) };
-            }
-            ExchangeError::Rejected(rejection) => rejection,
-        };
-        match rejection.code {
-            jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if !retried => {
-                tracing::info!(backend = %key.backend, message = %rejection.message, "the backend refused our protocol version");
-                self.forget_era(key, session);
-                Ok(Retry::NewSession)
-            }
-            jsonrpc::HEADER_MISMATCH if method == method::TOOLS_CALL && !retried => {
-                tracing::info!(backend = %key.backend, message = %rejection.message, "header mismatch; fetching the tool list again");
-                Box::pin(self.list_tools(key, target)).await?;
-                Ok(Retry::SameSession)
-            }
-            _ => Err(rejection.into_error()),
+/// The decision on a failed request: whether the session's era verdict is forgotten, and then the retry or the
+/// failure.
+#[derive(Debug)]
+pub(super) struct Decision {
+    pub(super) forget_era: bool,
+    pub(super) then: Result<Retry, McpError>,
+}
+
+/// Decides what `error` (of a `method` request to `backend`) leads to; `retried`: this was already the retry.
+pub(super) fn decide(backend: &str, method: &str, error: ExchangeError, retried: bool) -> Decision {
+    let keep = |then| Decision { forget_era: false, then };
+    let rejection = match error {
+        ExchangeError::Failed(error) => return keep(Err(error)),
+        ExchangeError::SessionGone if !retried => {
+            tracing::info!(%backend, "backend ended the session; re-initializing");
+            return keep(Ok(Retry::NewSession));
         }
+        ExchangeError::SessionGone => {
+            return keep(Err(McpError::NotDelivered {
+                cause: NotDeliveredCause::SessionEnded,
+                reason: "the backend ended the freshly initialized session too (404 twice)".into(),
+            }));
+        }
+        ExchangeError::NotModern(error) => {
+            tracing::info!(%backend, %error, "a 2026-07-28 request was refused without a JSON-RPC error");
+            let then = if retried || !error.proves_not_delivered() { Err(error) } else { Ok(Retry::NewSession) };
+            return Decision { forget_era: true, then };
+        }
+        ExchangeError::Rejected(rejection) => rejection,
+    };
+    match rejection.code {
+        jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if !retried => {
+            tracing::info!(%backend, message = %rejection.message, "the backend refused our protocol version");
+            Decision { forget_era: true, then: Ok(Retry::NewSession) }
+        }
+        jsonrpc::HEADER_MISMATCH if method == method::TOOLS_CALL && !retried => {
+            tracing::info!(%backend, message = %rejection.message, "header mismatch; fetching the tool list again");
+            keep(Ok(Retry::SameSessionAfterListing))
+        }
+        _ => keep(Err(rejection.into_error())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::mcp_client::wire::failure::Rejection;
+
+    fn rejected(code: i64) -> ExchangeError {
+        ExchangeError::Rejected(Rejection { status: 400, code, message: "no".into(), data: None })
     }
 
-    /// Forgets the era verdict a modern HTTP session was made from, so that the next session probes again.
-    fn forget_era(&self, key: &SlotKey, session: &BackendSession) {
-        if let Some(slot) = session.modern() {
-            self.eras.forget(&key.backend, slot.epoch);
-        }
+    #[test]
+    fn only_a_first_failure_that_proves_no_delivery_is_retried() {
+        assert_eq!(decide("b", "tools/call", ExchangeError::SessionGone, false).then.unwrap(), Retry::NewSession);
+        assert!(decide("b", "tools/call", ExchangeError::SessionGone, true).then.is_err());
+        let version = decide("b", "tools/call", rejected(jsonrpc::UNSUPPORTED_PROTOCOL_VERSION), false);
+        assert!(version.forget_era && version.then.unwrap() == Retry::NewSession);
+        let headers = decide("b", "tools/call", rejected(jsonrpc::HEADER_MISMATCH), false);
+        assert_eq!(headers.then.unwrap(), Retry::SameSessionAfterListing);
+        assert!(decide("b", "prompts/get", rejected(jsonrpc::HEADER_MISMATCH), false).then.is_err());
+        let ended = McpError::AfterDelivery {
+            cause: crate::backend::mcp_client::AfterDeliveryCause::Ended,
+            reason: "x".into(),
+        };
+        let not_modern = decide("b", "tools/call", ExchangeError::NotModern(ended), false);
+        assert!(not_modern.forget_era && not_modern.then.is_err(), "an answer that may have run is never resent");
     }
 }

@@ -11,22 +11,25 @@
 //!     idle slot used longest ago; an owner with fewer slots keeps its own while a larger holder has idle ones.
 //! - Guards are taken under the table lock, so eviction and acquisition never race; so is a stdio process taken
 //!   out of an idle slot to make room under a process cap ([`SessionTable::take_idle_session`]).
-//! - A slot remembers when its last user left, for idle reaping ([`super::processes`]), and wakes whoever waits
-//!   for that moment ([`Slot::until_idle`]: a retired backend's session ends once its last call has).
+//! - A slot remembers when its last user left, for idle reaping ([`reap_when_idle`]: a stdio process whose slot
+//!   has had no call for its backend's `idle_timeout` is stopped; its slot stays, and the next call starts a fresh
+//!   process; a slot in use is never reaped), and wakes whoever waits for that moment ([`Slot::until_idle`]: a retired backend's session ends once its last call has).
 //! - The per-owner cap may change while the table is in use (a configuration reload); slots already held above a
 //!   lowered cap stay until they are recycled or evicted.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::processes::Reaped;
-use super::{BackendSession, SlotKey};
+use super::endpoint::SlotKey;
+use super::session::background::BackgroundStream;
+use super::session::transport::BackendSession;
 
 /// One (agent session, backend) slot. The async mutex is held while a handshake runs, so concurrent first
 /// callers of one slot share a single handshake.
@@ -34,11 +37,11 @@ pub(super) struct Slot {
     pub(super) session: tokio::sync::Mutex<Option<BackendSession>>,
     users: AtomicUsize,
     /// When the last user left (or the slot was made).
-    released: std::sync::Mutex<Instant>,
+    released: Mutex<Instant>,
     /// Notified (one stored permit) whenever the last user leaves.
     idle: Notify,
-    /// The listener on the session's standalone stream, with the generation of the session it listens to.
-    listener: std::sync::Mutex<Option<(u64, AbortHandle)>>,
+    /// The session's background stream (a standalone or resource stream), stopped when the slot goes.
+    pub(super) background: BackgroundStream,
 }
 
 impl Default for Slot {
@@ -46,59 +49,21 @@ impl Default for Slot {
         Self {
             session: tokio::sync::Mutex::default(),
             users: AtomicUsize::new(0),
-            released: std::sync::Mutex::new(Instant::now()),
+            released: Mutex::new(Instant::now()),
             idle: Notify::new(),
-            listener: std::sync::Mutex::default(),
+            background: BackgroundStream::default(),
         }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.stop_listener();
-    }
-}
-
-/// Puts `new` in the listener's place, stopping the one it replaces.
-fn install(listener: &mut Option<(u64, AbortHandle)>, new: Option<(u64, AbortHandle)>) {
-    if let Some((_, old)) = std::mem::replace(listener, new) {
-        old.abort();
     }
 }
 
 impl Slot {
-    fn listener_lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, AbortHandle)>> {
-        // One assignment per update: a poisoned value is still consistent.
-        self.listener.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Starts a listener for the session of `generation` unless one is running for it; a listener of an older
-    /// session is aborted.
-    pub(super) fn ensure_listener(&self, generation: u64, start: impl FnOnce() -> AbortHandle) {
-        let mut listener = self.listener_lock();
-        if listener.as_ref().is_some_and(|(running, handle)| *running == generation && !handle.is_finished()) {
-            return;
-        }
-        install(&mut listener, Some((generation, start())));
-    }
-
-    /// Starts a listener for the session of `generation` in place of any running one.
-    pub(super) fn replace_listener(&self, generation: u64, start: impl FnOnce() -> AbortHandle) {
-        install(&mut self.listener_lock(), Some((generation, start())));
-    }
-
-    /// Stops the running listener, if any.
-    pub(super) fn stop_listener(&self) {
-        install(&mut self.listener_lock(), None);
-    }
-
     /// The session this slot holds, when nobody is handshaking on it right now.
     pub(super) fn take_session(&self) -> Option<BackendSession> {
         self.session.try_lock().ok().and_then(|mut session| session.take())
     }
 
     /// How long nobody has used the slot; `None` while it is in use.
-    pub(super) fn idle_for(&self) -> Option<std::time::Duration> {
+    fn idle_for(&self) -> Option<Duration> {
         if self.users.load(Ordering::Acquire) > 0 {
             return None;
         }
@@ -113,7 +78,7 @@ impl Slot {
     }
 
     /// Drops the slot's session if it is still the one of `generation` (stopping its process).
-    pub(super) fn take_session_of(&self, generation: u64) -> Reaped {
+    fn take_session_of(&self, generation: u64) -> Reaped {
         let Ok(mut session) = self.session.try_lock() else { return Reaped::Busy };
         if session.as_ref().is_some_and(|held| held.generation == generation) {
             drop(session.take());
@@ -121,9 +86,8 @@ impl Slot {
         Reaped::Done
     }
 
-    fn released_lock(&self) -> std::sync::MutexGuard<'_, Instant> {
-        // One assignment per update: a poisoned value is still consistent.
-        self.released.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn released_lock(&self) -> MutexGuard<'_, Instant> {
+        self.released.lock()
     }
 }
 
@@ -232,9 +196,7 @@ impl SessionTable {
     }
 
     fn lock(&self) -> MutexGuard<'_, Slots> {
-        // A panic while holding this lock cannot leave the map half-updated (every update is one call), so a
-        // poisoned lock is still consistent.
-        self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.slots.lock()
     }
 
     /// Takes (creating if needed) the slot for `key`, counted against `key.owner`. Returns the slot evicted to
@@ -321,6 +283,34 @@ impl SessionTable {
 fn guard(slot: &Arc<Slot>) -> SlotGuard {
     slot.users.fetch_add(1, Ordering::AcqRel);
     SlotGuard { slot: Arc::clone(slot) }
+}
+
+/// Stops the process of `slot`'s session of `generation` once the slot has been idle for `idle` (checked again
+/// whenever it was used meanwhile); ends when the slot is gone or holds another session.
+pub(super) fn reap_when_idle(slot: Weak<Slot>, generation: u64, idle: Duration) {
+    tokio::spawn(async move {
+        let mut wait = idle;
+        loop {
+            tokio::time::sleep(wait).await;
+            let Some(slot) = slot.upgrade() else { return };
+            wait = match slot.idle_for() {
+                Some(quiet) if quiet >= idle => match slot.take_session_of(generation) {
+                    Reaped::Done => return,
+                    Reaped::Busy => idle,
+                },
+                Some(quiet) => idle - quiet,
+                None => idle,
+            };
+        }
+    });
+}
+
+/// What [`Slot::take_session_of`] found.
+pub(super) enum Reaped {
+    /// The session was taken, or the slot holds another one (whose own reaper watches it).
+    Done,
+    /// A handshake is running on the slot; try again later.
+    Busy,
 }
 
 #[cfg(test)]

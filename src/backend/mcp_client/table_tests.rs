@@ -121,7 +121,8 @@ fn http_session(generation: u64) -> BackendSession {
         capabilities: Arc::default(),
         generation,
         revision: 0,
-        carrier: super::super::transport::Carrier::Http { home: Arc::new(home) },
+        carrier: super::super::session::transport::Carrier::Http { home: Arc::new(home) },
+        principal: None,
         live: None,
     }
 }

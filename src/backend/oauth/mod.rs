@@ -42,6 +42,7 @@ mod address;
 mod assertion;
 mod backoff;
 mod challenge;
+mod clock;
 mod discovery;
 mod error;
 mod http;
@@ -77,9 +78,10 @@ pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
+use clock::unix_now;
 pub use pending::{Consent, MAX_PENDING_PER_PRINCIPAL};
 use pending::{PendingTable, Request};
-use token::{ClientAuth, Grant, Issued, unix_now};
+use token::{ClientAuth, Grant, Issued};
 
 /// Step-up authorizations allowed on top of the first one (the conformance suite allows three attempts in all).
 pub const MAX_STEP_UPS: u8 = 2;

@@ -16,8 +16,6 @@
 //!   the answer garbage); anything else is [`OAuthError::BadTokenResponse`], described by status and
 //!   size only. Token values never appear in errors.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use reqwest::Url;
@@ -25,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::Secret;
 use super::assertion::{ASSERTION_TYPE, AssertionSigner};
+use super::clock::unix_now;
 use super::error::OAuthError;
 use super::http::{Answer, Http};
 
@@ -211,10 +210,6 @@ fn parse_issued(json: &Map<String, Value>) -> Result<Issued, String> {
         expires_at: expires_in.map(|seconds| unix_now().saturating_add(seconds)),
         scopes,
     })
-}
-
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }
 
 #[cfg(test)]

@@ -12,26 +12,37 @@
 //!   of the 2025 era; the probe itself runs in the session core ([`crate::backend::duplex`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::era::{Era, Known, ModernServer, Verdict};
-use super::modern::{Asked, ModernSlot};
+use super::era::{Era, Eras, Known, ModernServer, Verdict};
+use super::http::handshake;
+use super::modern::{Asked, ModernSlot, probe};
+use super::shared::Shared;
 use super::transport::{BackendSession, Carrier};
-use super::{BackendEndpoint, McpBackendClient, McpError, NotDeliveredCause, SlotKey};
 use crate::backend::duplex::Opening;
+use crate::backend::mcp_client::context::CallContext;
+use crate::backend::mcp_client::endpoint::{BackendEndpoint, SlotKey};
+use crate::backend::mcp_client::error::{McpError, NotDeliveredCause};
 
-impl McpBackendClient {
-    /// A new HTTP session for `key` in the backend's era; `capabilities` are offered in a 2025-era handshake.
-    pub(super) async fn start_http(
+/// How a new session of one backend is made in its era: the client's shared parts and what is known of eras.
+pub(crate) struct Negotiation<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) eras: &'a Eras,
+}
+
+impl Negotiation<'_> {
+    /// A new HTTP session for `key` in the backend's era, within the call `context`; `capabilities` are offered
+    /// in a 2025-era handshake.
+    pub(crate) async fn start_http(
         &self,
         key: &SlotKey,
         endpoint: &BackendEndpoint,
+        context: &CallContext<'_>,
         capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
         if endpoint.era() == Era::Legacy {
-            return self.handshake(endpoint, capabilities).await;
+            return handshake(self.shared, endpoint, context, capabilities).await;
         }
         let backend = &key.backend;
         let mut reprobed = false;
@@ -44,15 +55,15 @@ impl McpBackendClient {
                     let guard = self.eras.probing(backend).await;
                     let known = match self.eras.get(backend) {
                         Some(known) => known,
-                        None => self.probe_verdict(backend, endpoint).await?,
+                        None => self.probe_verdict(backend, endpoint, context).await?,
                     };
                     probing = Some(guard);
                     known
                 }
             };
             let error = match known {
-                Known::Modern(server) => return Ok(self.modern_session(endpoint, server, epoch)),
-                Known::Legacy => match self.handshake(endpoint, capabilities).await {
+                Known::Modern(server) => return Ok(self.modern_session(endpoint, context, server, epoch)),
+                Known::Legacy => match handshake(self.shared, endpoint, context, capabilities).await {
                     Ok(session) => {
                         if epoch == UNCONFIRMED {
                             self.eras.remember(backend, Known::Legacy);
@@ -74,8 +85,13 @@ impl McpBackendClient {
 
     /// Probes and judges by the configured era: a modern verdict is remembered at once (with its epoch), a
     /// 2025-era one comes back [`UNCONFIRMED`].
-    async fn probe_verdict(&self, backend: &Arc<str>, endpoint: &BackendEndpoint) -> Result<(Known, u64), McpError> {
-        match self.probe_http(endpoint).await? {
+    async fn probe_verdict(
+        &self,
+        backend: &Arc<str>,
+        endpoint: &BackendEndpoint,
+        context: &CallContext<'_>,
+    ) -> Result<(Known, u64), McpError> {
+        match probe(self.shared, endpoint, context).await? {
             Verdict::Modern(server) => {
                 Ok((Known::Modern(server.clone()), self.eras.remember(backend, Known::Modern(server))))
             }
@@ -86,23 +102,30 @@ impl McpBackendClient {
     }
 
     /// A session on a modern HTTP backend: there is nothing to ask it, so nothing can fail.
-    fn modern_session(&self, endpoint: &BackendEndpoint, server: ModernServer, epoch: u64) -> BackendSession {
+    fn modern_session(
+        &self,
+        endpoint: &BackendEndpoint,
+        context: &CallContext<'_>,
+        server: ModernServer,
+        epoch: u64,
+    ) -> BackendSession {
         BackendSession {
             id: None,
             version: server.version,
             capabilities: server.capabilities,
-            generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            generation: self.shared.next_generation(),
             revision: 0,
             carrier: Carrier::Modern {
                 home: Arc::new(endpoint.home()),
                 slot: Arc::new(ModernSlot { epoch, asked: Asked::default() }),
             },
+            principal: context.principal().cloned(),
             live: None,
         }
     }
 
     /// How a new process (or stream) of `backend` starts, and the epoch of the 2025-era verdict it relies on.
-    pub(super) fn opening(&self, backend: &str, era: Era) -> (Opening, Option<u64>) {
+    pub(crate) fn opening(&self, backend: &str, era: Era) -> (Opening, Option<u64>) {
         match (era, self.eras.get(backend)) {
             (Era::Legacy, _) => (Opening::Legacy, None),
             (Era::Auto, Some((Known::Legacy, epoch))) => (Opening::Legacy, Some(epoch)),
@@ -113,7 +136,7 @@ impl McpBackendClient {
 
     /// Remembers what starting a duplex session showed: a probed 2025-era backend (`modern` false), or that a
     /// handshake relying on a remembered verdict failed (it is forgotten, so the next process is probed).
-    pub(super) fn learn_opening(&self, backend: &Arc<str>, relied_on: Option<u64>, outcome: Result<bool, &McpError>) {
+    pub(crate) fn learn_opening(&self, backend: &Arc<str>, relied_on: Option<u64>, outcome: Result<bool, &McpError>) {
         match (relied_on, outcome) {
             (None, Ok(false)) => {
                 self.eras.remember(backend, Known::Legacy);

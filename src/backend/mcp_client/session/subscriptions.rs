@@ -13,20 +13,25 @@
 //!   catalog and resource news the agent; the acknowledgement stays here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
-use super::client::Subscribers;
-use super::exchange::{Exchange, Listener, Wire};
-use super::listener::{OPEN_WAIT, standing_relay};
+use super::background::BackgroundStream;
+use super::era::Eras;
 use super::modern::{listen_interests, mirrored_headers, request_params};
-use super::table::Slot;
-use super::{BackendEndpoint, BackendSession, McpBackendClient, Relay, SlotKey};
-use crate::mcp::{jsonrpc, method};
+use super::shared::Shared;
+use super::standalone::{OPEN_WAIT, standing_relay};
+use super::transport::BackendSession;
+use crate::backend::mcp_client::endpoint::{BackendEndpoint, SlotKey};
+use crate::backend::mcp_client::wire::exchange::{Exchange, Wire};
+use crate::backend::mcp_client::wire::notifications::NotificationRoute;
+use crate::mcp::{Relay, jsonrpc, method};
 
 /// How long one listen stream is kept before it is reopened.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
@@ -36,16 +41,15 @@ const MAX_FAILURES: usize = 5;
 
 /// The list-change stream of each modern backend, with the era epoch it was opened for.
 #[derive(Default)]
-pub(super) struct Watches(Mutex<HashMap<Arc<str>, (u64, AbortHandle)>>);
+pub(crate) struct Watches(Mutex<HashMap<Arc<str>, (u64, AbortHandle)>>);
 
-/// One listen stream: where, at which version, asking for what, and whom to tell.
+/// One listen stream: where, at which version and on whose behalf, asking for what, and whom to tell.
 struct Stream {
-    http: crate::backend::http_client::HttpClient,
+    shared: Arc<Shared>,
     home: BackendEndpoint,
     version: &'static str,
+    principal: Option<Arc<str>>,
     notifications: Value,
-    limit: usize,
-    subscribers: Arc<Subscribers>,
     backend: Arc<str>,
     /// The agent session's relay (resource streams); `None` for list changes, which only the catalog hears.
     relay: Option<Relay>,
@@ -53,69 +57,76 @@ struct Stream {
 
 impl Watches {
     /// Closes `backend`'s list-change stream, if one is open.
-    pub(super) fn stop(&self, backend: &str) {
-        let removed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(backend);
+    pub(crate) fn stop(&self, backend: &str) {
+        let removed = self.0.lock().remove(backend);
         if let Some((_, handle)) = removed {
             handle.abort();
         }
     }
-}
 
-impl McpBackendClient {
-    /// Keeps the list-change stream of the modern backend `session` belongs to open.
-    pub(super) fn watch_lists(&self, key: &SlotKey, session: &BackendSession) {
+    /// Keeps the list-change stream of the modern backend `session` belongs to open while its era verdict is
+    /// current.
+    pub(crate) fn watch(&self, shared: &Arc<Shared>, eras: &Arc<Eras>, key: &SlotKey, session: &BackendSession) {
         let (Some(slot), Some(home)) = (session.modern(), session.modern_home()) else { return };
         let notifications = listen_interests(session.capabilities(), &["tools", "prompts"], &[]);
-        if notifications.is_empty() || !self.subscribers.has_list_changed() {
+        if notifications.is_empty() || !shared.subscribers.has_list_changed() {
             return;
         }
-        let mut watches = self.watches.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut watches = self.0.lock();
         let running = watches.get(&key.backend);
         if running.is_some_and(|(epoch, handle)| *epoch == slot.epoch && !handle.is_finished()) {
             return;
         }
-        let stream = self.stream(home, session.version, Value::Object(notifications), &key.backend, None);
-        let (eras, epoch, backend) = (Arc::clone(&self.eras), slot.epoch, Arc::clone(&key.backend));
+        let stream = Stream::new(shared, home, session, Value::Object(notifications), &key.backend, None);
+        let (eras, epoch, backend) = (Arc::clone(eras), slot.epoch, Arc::clone(&key.backend));
         let current = move || eras.is_current(&backend, epoch);
         let handle = tokio::spawn(async move { stream.run(None, &current).await }).abort_handle();
         if let Some((_, old)) = watches.insert(Arc::clone(&key.backend), (epoch, handle)) {
             old.abort();
         }
     }
+}
 
-    /// Replaces the slot's resource stream by one for `uris` (none: closes it), waiting up to [`OPEN_WAIT`] for
-    /// the new one to open, so that an update right after the agent's `resources/subscribe` is not lost.
-    pub(super) async fn resubscribe(&self, slot: &Slot, key: &SlotKey, session: &BackendSession, uris: Vec<String>) {
-        let Some(home) = session.modern_home() else { return };
-        if uris.is_empty() {
-            slot.stop_listener();
-            return;
-        }
-        let notifications = listen_interests(session.capabilities(), &["resources"], &uris);
-        let relay = standing_relay(Arc::clone(&self.subscribers), key.clone(), Value::Null);
-        let stream = self.stream(home, session.version, Value::Object(notifications), &key.backend, Some(relay));
-        let (opened, ready) = oneshot::channel();
-        slot.replace_listener(session.generation, || {
-            tokio::spawn(async move { stream.run(Some(opened), &|| true).await }).abort_handle()
-        });
-        let _ = tokio::time::timeout(OPEN_WAIT, ready).await;
+/// Replaces the slot's resource stream (in `background`) by one for `uris` (none: closes it), waiting up to
+/// [`OPEN_WAIT`] for the new one to open, so that an update right after the agent's `resources/subscribe` is not
+/// lost.
+pub(crate) async fn resubscribe(
+    shared: &Arc<Shared>,
+    background: &BackgroundStream,
+    key: &SlotKey,
+    session: &BackendSession,
+    uris: Vec<String>,
+) {
+    let Some(home) = session.modern_home() else { return };
+    if uris.is_empty() {
+        background.stop();
+        return;
     }
+    let notifications = listen_interests(session.capabilities(), &["resources"], &uris);
+    let relay = standing_relay(Arc::clone(shared), key.clone(), Value::Null);
+    let stream = Stream::new(shared, home, session, Value::Object(notifications), &key.backend, Some(relay));
+    let (opened, ready) = oneshot::channel();
+    background.replace(session.generation, || {
+        tokio::spawn(async move { stream.run(Some(opened), &|| true).await }).abort_handle()
+    });
+    let _ = tokio::time::timeout(OPEN_WAIT, ready).await;
+}
 
-    fn stream(
-        &self,
+impl Stream {
+    fn new(
+        shared: &Arc<Shared>,
         home: &BackendEndpoint,
-        version: &'static str,
+        session: &BackendSession,
         notifications: Value,
         backend: &Arc<str>,
         relay: Option<Relay>,
-    ) -> Stream {
+    ) -> Self {
         Stream {
-            http: self.http.clone(),
+            shared: Arc::clone(shared),
             home: home.clone(),
-            version,
+            version: session.version,
+            principal: session.principal.clone(),
             notifications,
-            limit: self.config.max_exchange_bytes,
-            subscribers: Arc::clone(&self.subscribers),
             backend: Arc::clone(backend),
             relay,
         }
@@ -126,8 +137,8 @@ impl Stream {
     /// Opens the stream and reads it, again and again, while `current()`; `opened` learns when the first
     /// opening has an answer.
     async fn run(&self, mut opened: Option<oneshot::Sender<()>>, current: &(dyn Fn() -> bool + Sync)) {
-        let (subscribers, backend) = (Arc::clone(&self.subscribers), Arc::clone(&self.backend));
-        let list_changed = move |method: &str| subscribers.announce(&backend, method);
+        let (shared, backend) = (Arc::clone(&self.shared), Arc::clone(&self.backend));
+        let list_changed = move |method: &str| shared.subscribers.announce(&backend, method);
         let mut failures = 0;
         let mut attempt: u64 = 0;
         while failures < MAX_FAILURES && current() {
@@ -140,15 +151,16 @@ impl Stream {
                 Some(request_params(Some(params), self.version, &Value::Null, None)),
             );
             let Ok(headers) = mirrored_headers(&message) else { return };
-            let endpoint = self.home.clone().with_deadline(tokio::time::Instant::now() + CONNECTION_LIFETIME);
-            let listener = Listener { relay: self.relay.as_ref(), progress: None, list_changed: Some(&list_changed) };
-            let wire = Wire::Modern { version: self.version, headers: &headers };
+            let notifications =
+                NotificationRoute { relay: self.relay.as_ref(), progress: None, list_changed: Some(&list_changed) };
             let exchange = Exchange {
-                http: &self.http,
-                endpoint: &endpoint,
-                wire,
-                limit: self.limit,
-                listener,
+                http: &self.shared.http,
+                endpoint: &self.home,
+                wire: Wire::Modern { version: self.version, headers: &headers },
+                deadline: Instant::now() + CONNECTION_LIFETIME,
+                principal: self.principal.as_deref(),
+                limit: self.shared.limit,
+                notifications,
                 strays: None,
                 span: None,
             };

@@ -14,9 +14,10 @@
 //!   One probe runs at a time per backend, so concurrent first callers do not probe twice.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::{Value, json};
 
 use crate::mcp::jsonrpc;
@@ -138,8 +139,7 @@ pub(crate) struct Eras {
 
 impl Eras {
     fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, (Known, u64)>> {
-        // One insert or removal per update: a poisoned map is still consistent.
-        self.known.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.known.lock()
     }
 
     /// What is known of `backend`, with the epoch of that knowledge.
@@ -177,7 +177,7 @@ impl Eras {
     /// Serializes probes of one backend.
     pub(crate) async fn probing(&self, backend: &Arc<str>) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
-            let mut probes = self.probes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut probes = self.probes.lock();
             Arc::clone(probes.entry(Arc::clone(backend)).or_default())
         };
         lock.lock_owned().await

@@ -13,7 +13,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::{AfterDeliveryCause, McpError};
+use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError};
 use crate::mcp::jsonrpc;
 use crate::raw_json::RawJson;
 

@@ -13,24 +13,25 @@
 //!   the next listing fills it again).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use http::header::{HeaderName, HeaderValue};
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 
-use super::MAX_TOOLS;
+use crate::backend::mcp_client::MAX_TOOLS;
 use crate::mcp::modern::{HEADER_KEYWORD, PARAM_HEADER_PREFIX, encode_header_value};
 
 /// One argument a tool mirrors into a header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ParamHeader {
+pub(crate) struct ParamHeader {
     header: HeaderName,
     /// The argument's place under `arguments`, one property name per level.
     path: Vec<String>,
 }
 
 /// The headers a tool's `inputSchema` declares, or why the tool is invalid.
-pub(super) fn param_headers(tool: &Value) -> Result<Vec<ParamHeader>, String> {
+pub(crate) fn param_headers(tool: &Value) -> Result<Vec<ParamHeader>, String> {
     let mut found = Vec::new();
     if let Some(schema) = tool.get("inputSchema") {
         visit(schema, Some(Vec::new()), &mut found)?;
@@ -91,7 +92,7 @@ fn declared(
 }
 
 /// The headers of one call with these `arguments`.
-pub(super) fn header_values(specs: &[ParamHeader], arguments: Option<&Value>) -> Vec<(HeaderName, HeaderValue)> {
+pub(crate) fn header_values(specs: &[ParamHeader], arguments: Option<&Value>) -> Vec<(HeaderName, HeaderValue)> {
     specs
         .iter()
         .filter_map(|spec| {
@@ -120,16 +121,15 @@ type Learnt = HashMap<Arc<str>, HashMap<String, Arc<[ParamHeader]>>>;
 
 /// What the client learnt of each backend's tools.
 #[derive(Default)]
-pub(super) struct ToolHeaders(Mutex<Learnt>);
+pub(crate) struct ToolHeaders(Mutex<Learnt>);
 
 impl ToolHeaders {
     fn lock(&self) -> MutexGuard<'_, Learnt> {
-        // One insert, removal or clear per update: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0.lock()
     }
 
     /// Learns the tools of one `tools/list` result of `backend`, dropping the invalid ones from it.
-    pub(super) fn learn(&self, backend: &Arc<str>, result: &mut Value) {
+    pub(crate) fn learn(&self, backend: &Arc<str>, result: &mut Value) {
         let Some(Value::Array(tools)) = result.get_mut("tools") else { return };
         let mut learnt = self.lock();
         let known = learnt.entry(Arc::clone(backend)).or_default();
@@ -157,12 +157,12 @@ impl ToolHeaders {
     }
 
     /// Forgets what was learnt of `backend`.
-    pub(super) fn clear(&self, backend: &str) {
+    pub(crate) fn clear(&self, backend: &str) {
         self.lock().remove(backend);
     }
 
     /// The headers `tool` of `backend` declared, as far as the client learnt.
-    pub(super) fn of(&self, backend: &str, tool: &str) -> Option<Arc<[ParamHeader]>> {
+    pub(crate) fn of(&self, backend: &str, tool: &str) -> Option<Arc<[ParamHeader]>> {
         self.lock().get(backend)?.get(tool).cloned()
     }
 }

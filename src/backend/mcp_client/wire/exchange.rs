@@ -23,20 +23,23 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
-use super::http::encode;
-use super::modern::{Rejection, modern_refusal};
+use super::failure::{ExchangeError, after_delivery, classify_send_error, error_chain, excerpt, modern_refusal};
+use super::notifications::NotificationRoute;
 use super::refusal::Refusal;
-use super::{AfterDeliveryCause, NotDeliveredCause, response_id};
-use super::{BackendEndpoint, BackendSession, McpError, PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER};
+use super::response::response_id;
+use super::strays::Strays;
 use crate::backend::event_stream::{SseDecoder, SseEvent};
-use crate::backend::http_client::{self, HttpClient, Response, SendError};
+use crate::backend::http_client::{self, HttpClient, Response};
+use crate::backend::mcp_client::endpoint::BackendEndpoint;
+use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
-use crate::mcp::method;
+use crate::mcp::{PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER, method};
 use crate::telemetry::trace::ClientSpan;
 
 /// How many times one exchange may resume a stream that ended early.
@@ -45,176 +48,51 @@ pub const MAX_RESUMPTIONS: usize = 3;
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 /// The wait before resuming when the stream never sent `retry`.
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
-/// How much of an HTTP error body is kept for the error message.
-const ERROR_BODY_EXCERPT: usize = 512;
 /// How much of an HTTP error body is read (a JSON-RPC error with its `data`).
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// The header that resumes a stream (transports §"Resumability and redelivery").
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
-/// Why an exchange failed, before the caller decides what it means.
-#[derive(Debug)]
-pub(super) enum ExchangeError {
-    /// `404` on a request that carried a session id: the backend ended the session and did not process the
-    /// request (transports §"Session Management" 3–4).
-    SessionGone,
-    /// Modern wire: an HTTP error status whose body is a JSON-RPC error (the backend's own answer).
-    Rejected(Rejection),
-    /// Modern wire: `400`, `404` or `405` without a JSON-RPC error body, as a 2025-era server answers a request
-    /// without a session: the backend refused the request unprocessed and may no longer be modern.
-    NotModern(McpError),
-    Failed(McpError),
-}
-
 /// Which protocol era an exchange speaks, and what that puts on the request.
 #[derive(Clone, Copy)]
-pub(super) enum Wire<'a> {
-    /// 2025-11-25 and earlier: the session's id and negotiated version; `None` only for `initialize`.
-    Legacy(Option<&'a BackendSession>),
+pub(crate) enum Wire<'a> {
+    /// 2025-11-25 and earlier, `initialize`: no session yet, and the answer's headers are kept (for its id).
+    Handshake,
+    /// 2025-11-25 and earlier, in a session: its `MCP-Session-Id` (if the backend gave one) and negotiated version.
+    Session { id: Option<&'a HeaderValue>, version: &'static str },
     /// 2026-07-28: no session; the version and the headers that mirror this request's body.
     Modern { version: &'static str, headers: &'a [(HeaderName, HeaderValue)] },
 }
 
-impl ExchangeError {
-    /// The error for a caller that does not branch on the exchange's own cases.
-    pub(super) fn into_error(self) -> McpError {
-        match self {
-            ExchangeError::SessionGone => McpError::NotDelivered {
-                cause: NotDeliveredCause::SessionEnded,
-                reason: "the backend ended the session (404)".into(),
-            },
-            ExchangeError::Rejected(rejection) => rejection.into_error(),
-            ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error,
-        }
-    }
-}
-
-impl From<McpError> for ExchangeError {
-    fn from(error: McpError) -> Self {
-        ExchangeError::Failed(error)
-    }
-}
-
-/// A JSON-RPC response, as the text the backend sent (decoded by [`super::into_result`]), and the HTTP headers it
+/// A JSON-RPC response, as the text the backend sent (decoded by [`super::response::into_result`]), and the HTTP headers it
 /// came with.
-pub(super) struct Answer {
-    pub(super) message: Bytes,
-    pub(super) headers: HeaderMap,
+pub(crate) struct Answer {
+    pub(crate) message: Bytes,
+    pub(crate) headers: HeaderMap,
 }
 
-/// One exchange's fixed context: where to, in which era and session, until when, how many bytes at most.
-pub(super) struct Exchange<'a> {
-    pub(super) http: &'a HttpClient,
-    pub(super) endpoint: &'a BackendEndpoint,
-    pub(super) wire: Wire<'a>,
-    pub(super) limit: usize,
+/// One exchange's fixed context: where to, in which era and session, until when, on whose behalf, how many bytes
+/// at most.
+pub(crate) struct Exchange<'a> {
+    pub(crate) http: &'a HttpClient,
+    pub(crate) endpoint: &'a BackendEndpoint,
+    pub(crate) wire: Wire<'a>,
+    /// When the exchange fails `AfterDelivery` (`Deadline`) if it has not ended.
+    pub(crate) deadline: Instant,
+    /// Whose OAuth tokens a protected backend gets; `None` for the gateway's own requests.
+    pub(crate) principal: Option<&'a str>,
+    pub(crate) limit: usize,
     /// Where the backend's notifications about this request go.
-    pub(super) listener: Listener<'a>,
+    pub(crate) notifications: NotificationRoute<'a>,
     /// Responses that arrive on another stream of the session find their exchange here.
-    pub(super) strays: Option<&'a Strays>,
+    pub(crate) strays: Option<&'a Strays>,
     /// The request's CLIENT span (for its retry and resumption events), when traces are on.
-    pub(super) span: Option<&'a ClientSpan>,
-}
-
-/// Responses that arrive on a stream other than their request's — a backend answering on its standalone stream,
-/// which the spec forbids but servers do — still reach the exchange waiting for that id (ids are unique per
-/// client).
-#[derive(Default)]
-pub(super) struct Strays(std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Bytes>>>);
-
-/// Waits for a stray response to one id; forgets the id when dropped.
-pub(super) struct Stray<'a> {
-    strays: &'a Strays,
-    /// The request's id: the client's ids are numbers ([`super::McpBackendClient::next_id`]).
-    key: Option<u64>,
-    arrival: Option<tokio::sync::oneshot::Receiver<Bytes>>,
-}
-
-impl Strays {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Bytes>>> {
-        // Each update is one insert or removal: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn watch(&self, id: &Value) -> Stray<'_> {
-        let Some(key) = id.as_u64() else { return Stray { strays: self, key: None, arrival: None } };
-        let (sender, arrival) = tokio::sync::oneshot::channel();
-        self.lock().insert(key, sender);
-        Stray { strays: self, key: Some(key), arrival: Some(arrival) }
-    }
-
-    /// Hands the response `message` (whose id is `id`) to the exchange waiting for it, if any.
-    fn deliver(&self, id: &Value, message: Bytes) {
-        let Some(id) = id.as_u64() else { return };
-        if let Some(waiting) = self.lock().remove(&id) {
-            let _ = waiting.send(message);
-        }
-    }
-}
-
-impl Stray<'_> {
-    /// The stray response, if one arrives; pends forever otherwise.
-    async fn arrival(&mut self) -> Option<Bytes> {
-        match self.arrival.as_mut() {
-            Some(arrival) => arrival.await.ok(),
-            None => std::future::pending().await,
-        }
-    }
-}
-
-impl Drop for Stray<'_> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key {
-            self.strays.lock().remove(&key);
-        }
-    }
-}
-
-/// What the exchange does with notifications: progress and log messages go to the caller's relay (a progress
-/// token of ours translated back to the caller's), `list_changed` notifications to the client's subscriber (and
-/// the resources one to the caller too).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Listener<'a> {
-    pub(crate) relay: Option<&'a Relay>,
-    /// (our token, the caller's token) when the request carried a progress token.
-    pub(crate) progress: Option<(&'a Value, &'a Value)>,
-    pub(crate) list_changed: Option<&'a (dyn Fn(&str) + Sync)>,
-}
-
-impl Listener<'_> {
-    pub(crate) fn hear(&self, mut message: Value, method: &str) {
-        if method == method::SUBSCRIPTIONS_ACKNOWLEDGED {
-            return; // the gateway's own subscription, not the agent's
-        }
-        if method.ends_with("/list_changed") {
-            if let Some(list_changed) = self.list_changed {
-                list_changed(method);
-            }
-            // Tools and prompts are the catalog's (it tells agents itself); resources are listed live, so the
-            // agent hears the backend's own news.
-            if method != method::RESOURCES_LIST_CHANGED {
-                return;
-            }
-        }
-        let Some(relay) = self.relay else { return };
-        if method == method::PROGRESS {
-            let token = message.pointer_mut("/params/progressToken");
-            match (token, self.progress) {
-                (Some(token), Some((ours, theirs))) if token == ours => *token = theirs.clone(),
-                _ => return, // progress for another request (or a token we never issued) is not this caller's
-            }
-        }
-        relay.forward(message);
-    }
-}
-
-fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpError {
-    McpError::AfterDelivery { cause, reason: reason.into() }
+    pub(crate) span: Option<&'a ClientSpan>,
 }
 
 impl Exchange<'_> {
     /// Sends a request (`body`, its encoding) and reads until its response arrives.
-    pub(super) async fn call(&self, id: &Value, body: Bytes) -> Result<Answer, ExchangeError> {
+    pub(crate) async fn call(&self, id: &Value, body: Bytes) -> Result<Answer, ExchangeError> {
         let Some(strays) = self.strays else { return self.send_and_read(id, body).await };
         let mut stray = strays.watch(id);
         tokio::select! {
@@ -226,13 +104,13 @@ impl Exchange<'_> {
     async fn send_and_read(&self, id: &Value, body: Bytes) -> Result<Answer, ExchangeError> {
         let response = self.post(body).await?;
         // Only the handshake reads the answer's headers (for the session id); other calls skip the copy.
-        let handshake = matches!(self.wire, Wire::Legacy(None));
+        let handshake = matches!(self.wire, Wire::Handshake);
         let headers = if handshake { response.headers().clone() } else { HeaderMap::new() };
         let mut budget = self.limit;
         let message = match content_type(&response) {
             ContentType::Json => self.read_json(response, &mut budget).await?,
             ContentType::EventStream => {
-                if let Some(relay) = self.listener.relay {
+                if let Some(relay) = self.notifications.relay {
                     relay.stream_opened();
                 }
                 self.read_stream(response, id, &mut budget).await?
@@ -249,7 +127,7 @@ impl Exchange<'_> {
     }
 
     /// Sends a `subscriptions/listen` request and returns its event stream, which stays open.
-    pub(super) async fn open_listen(&self, message: &Value) -> Result<Response, ExchangeError> {
+    pub(crate) async fn open_listen(&self, message: &Value) -> Result<Response, ExchangeError> {
         let response = self.post(encode(message)?).await?;
         match content_type(&response) {
             ContentType::EventStream => Ok(response),
@@ -262,7 +140,7 @@ impl Exchange<'_> {
     }
 
     /// Sends a notification or a response; the backend must accept it (any 2xx, normally 202).
-    pub(super) async fn deliver(&self, message: &Value) -> Result<(), ExchangeError> {
+    pub(crate) async fn deliver(&self, message: &Value) -> Result<(), ExchangeError> {
         self.post(encode(message)?).await.map(drop)
     }
 
@@ -271,7 +149,7 @@ impl Exchange<'_> {
         let Some(oauth) = self.endpoint.oauth() else {
             return self.check_status(self.send_post(body, None).await?).await;
         };
-        let principal = oauth.principal(self.endpoint.principal.as_deref()).await?;
+        let principal = oauth.principal(self.principal).await?;
         let first = oauth.before(&principal).await?;
         let response = self.send_post(body.clone(), first.as_ref()).await?;
         let Some(refused) = Refused::of(&response) else { return self.check_status(response).await };
@@ -299,7 +177,7 @@ impl Exchange<'_> {
             headers.append(header::AUTHORIZATION, token.authorization().clone());
         }
         let request = http_client::request(Method::POST, self.uri()?, headers, body);
-        match timeout_at(self.endpoint.deadline, self.http.send(request)).await {
+        match timeout_at(self.deadline, self.http.send(request)).await {
             Err(_) => {
                 Err(after_delivery(AfterDeliveryCause::Deadline, "the deadline passed while sending the request")
                     .into())
@@ -312,7 +190,7 @@ impl Exchange<'_> {
     /// The stored OAuth token for a `GET` (no refusal handling: a refused stream is not a refused call).
     async fn stream_token(&self) -> Option<AccessToken> {
         let oauth = self.endpoint.oauth()?;
-        let principal = oauth.principal(self.endpoint.principal.as_deref()).await.ok()?;
+        let principal = oauth.principal(self.principal).await.ok()?;
         oauth.before(&principal).await.ok().flatten()
     }
 
@@ -326,12 +204,12 @@ impl Exchange<'_> {
     /// What the era and session put on every request, after the backend's own headers.
     fn add_wire_headers(&self, headers: &mut HeaderMap) {
         match self.wire {
-            Wire::Legacy(None) => {}
-            Wire::Legacy(Some(session)) => {
-                if let Some(id) = &session.id {
+            Wire::Handshake => {}
+            Wire::Session { id, version } => {
+                if let Some(id) = id {
                     headers.append(SESSION_ID_HEADER, id.clone());
                 }
-                headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(session.version));
+                headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(version));
             }
             Wire::Modern { version, headers: mirrored } => {
                 headers.append(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(version));
@@ -344,7 +222,7 @@ impl Exchange<'_> {
 
     async fn check_status(&self, response: Response) -> Result<Response, ExchangeError> {
         let status = response.status();
-        let had_session_id = matches!(self.wire, Wire::Legacy(Some(session)) if session.id.is_some());
+        let had_session_id = matches!(self.wire, Wire::Session { id: Some(_), .. });
         if status == StatusCode::NOT_FOUND && had_session_id {
             return Err(ExchangeError::SessionGone);
         }
@@ -379,7 +257,7 @@ impl Exchange<'_> {
     async fn error_body(&self, mut response: Response) -> Vec<u8> {
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_LIMIT {
-            match timeout_at(self.endpoint.deadline, http_client::next_chunk(response.body_mut())).await {
+            match timeout_at(self.deadline, http_client::next_chunk(response.body_mut())).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -389,7 +267,7 @@ impl Exchange<'_> {
 
     /// The next chunk of a body, within the deadline and the byte budget. `Ok(None)` is the end of the body.
     async fn next_chunk(&self, response: &mut Response, budget: &mut usize) -> Result<Option<Bytes>, ReadError> {
-        let chunk = match timeout_at(self.endpoint.deadline, http_client::next_chunk(response.body_mut())).await {
+        let chunk = match timeout_at(self.deadline, http_client::next_chunk(response.body_mut())).await {
             Err(_) => return Err(ReadError::Deadline),
             Ok(Err(error)) => return Err(ReadError::Broken(error_chain(&error))),
             Ok(Ok(chunk)) => chunk,
@@ -535,7 +413,7 @@ impl Exchange<'_> {
             }
             Kind::Notification { method } => {
                 let method = method.to_owned();
-                self.listener.hear(message, &method);
+                self.notifications.hear(message, &method);
                 Ok(None)
             }
             _ => Ok(None),
@@ -552,7 +430,7 @@ impl Exchange<'_> {
     async fn resume(&self, cursor: &StreamCursor) -> Result<Response, McpError> {
         let wait = cursor.retry.unwrap_or(DEFAULT_RETRY_WAIT).min(MAX_RETRY_WAIT);
         let wake = Instant::now() + wait;
-        if wake >= self.endpoint.deadline {
+        if wake >= self.deadline {
             return Err(after_delivery(
                 AfterDeliveryCause::Deadline,
                 "the deadline passed before the event stream could be resumed",
@@ -571,7 +449,7 @@ impl Exchange<'_> {
     }
 
     /// `GET` on the endpoint: the session's standalone stream, or (with `last_event_id`) the rest of a stream.
-    pub(super) async fn open_stream(&self, last_event_id: Option<&str>) -> Result<Response, ExchangeError> {
+    pub(crate) async fn open_stream(&self, last_event_id: Option<&str>) -> Result<Response, ExchangeError> {
         let mut headers = self.endpoint.common_headers().clone();
         self.add_wire_headers(&mut headers);
         headers.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -585,7 +463,7 @@ impl Exchange<'_> {
             headers.append(header::AUTHORIZATION, token.authorization().clone());
         }
         let request = http_client::request(Method::GET, self.uri()?, headers, Bytes::new());
-        let response = match timeout_at(self.endpoint.deadline, self.http.send(request)).await {
+        let response = match timeout_at(self.deadline, self.http.send(request)).await {
             Err(_) => {
                 return Err(after_delivery(
                     AfterDeliveryCause::Deadline,
@@ -611,7 +489,7 @@ impl Exchange<'_> {
     }
 
     /// Reads a standalone stream until it ends, handling every message on it; returns its last event id.
-    pub(super) async fn listen(&self, mut response: Response) -> Option<String> {
+    pub(crate) async fn listen(&self, mut response: Response) -> Option<String> {
         let mut decoder = SseDecoder::new(self.limit);
         let mut budget = usize::MAX;
         while let Ok(Some(chunk)) = self.next_chunk(&mut response, &mut budget).await {
@@ -626,11 +504,6 @@ impl Exchange<'_> {
         }
         Some(decoder.last_event_id().to_owned()).filter(|id| !id.is_empty())
     }
-}
-
-/// The start of an error body, for messages.
-pub(super) fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_EXCERPT)]).into_owned()
 }
 
 /// Why reading a body stopped early.
@@ -660,7 +533,7 @@ impl StreamCursor {
 
 impl Exchange<'_> {
     async fn answer_server_request(&self, id: &Value, method: &str, message: Value) -> Value {
-        answer_server_request(self.listener.relay, self.endpoint.deadline, id, method, message).await
+        answer_server_request(self.notifications.relay, self.deadline, id, method, message).await
     }
 }
 
@@ -690,29 +563,6 @@ pub(crate) async fn answer_server_request(
     }
 }
 
-pub(crate) fn classify_send_error(error: &SendError) -> McpError {
-    if error.never_sent() {
-        McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: error_chain(error) }
-    } else {
-        after_delivery(
-            AfterDeliveryCause::Ended,
-            format!("the request failed after connecting: {}", error_chain(error)),
-        )
-    }
-}
-
-/// A client error's top-level message hides the cause ("client error (Connect)"); the chain names it.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 enum ContentType {
     Json,
     EventStream,
@@ -729,4 +579,11 @@ fn content_type(response: &Response) -> ContentType {
     } else {
         ContentType::Other(String::from_utf8_lossy(value).into_owned())
     }
+}
+
+/// A message's bytes, once: a resend after a refusal sends them again.
+pub(crate) fn encode(message: &impl Serialize) -> Result<Bytes, McpError> {
+    let bytes = serde_json::to_vec(message)
+        .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string() })?;
+    Ok(Bytes::from(bytes))
 }

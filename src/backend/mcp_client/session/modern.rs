@@ -14,33 +14,34 @@
 //!   stream ([`super::subscriptions`]).
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 
 use http::header::{HeaderName, HeaderValue};
+use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
-use super::client::lock;
 use super::era::{LATEST_MODERN_VERSION, Verdict, verdict_of_error, verdict_of_result};
-use super::exchange::{Exchange, ExchangeError, Listener, Wire, excerpt};
-use super::refusal::Refusal;
-use super::table::Slot;
-use super::{AfterDeliveryCause, NotDeliveredCause};
-use super::{BackendEndpoint, BackendSession, McpBackendClient, McpError, SlotKey, into_result};
+use super::shared::Shared;
+use crate::backend::mcp_client::context::CallContext;
+use crate::backend::mcp_client::endpoint::BackendEndpoint;
+use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
+use crate::backend::mcp_client::wire::exchange::{Answer, Exchange, Wire, encode};
+use crate::backend::mcp_client::wire::failure::ExchangeError;
+use crate::backend::mcp_client::wire::notifications::NotificationRoute;
+use crate::backend::mcp_client::wire::response::into_result;
 use crate::mcp::meta::{
     CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES, CLIENT_INFO as META_CLIENT_INFO, LOG_LEVEL as META_LOG_LEVEL,
     PROTOCOL_VERSION as META_PROTOCOL_VERSION,
 };
 use crate::mcp::modern::encode_header_value;
 use crate::mcp::{METHOD_HEADER, NAME_HEADER, jsonrpc, method};
-use crate::raw_json::RawJson;
 
 /// What a slot keeps for its modern HTTP backend, which keeps nothing: the era verdict it was made from, and
 /// what the agent asked.
 #[derive(Debug)]
-pub(super) struct ModernSlot {
+pub(crate) struct ModernSlot {
     /// The epoch of the era verdict ([`super::era::Eras`]); a session of an older one is replaced.
-    pub(super) epoch: u64,
-    pub(super) asked: Asked,
+    pub(crate) epoch: u64,
+    pub(crate) asked: Asked,
 }
 
 /// What an agent asked of a 2026-07-28 backend that the backend keeps no record of: the log level of later
@@ -53,7 +54,7 @@ pub(crate) struct Asked {
 
 impl Asked {
     pub(crate) fn log_level(&self) -> Option<Value> {
-        lock(&self.log_level).clone()
+        self.log_level.lock().clone()
     }
 
     /// Applies a method 2026-07-28 removed (`logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`)
@@ -71,7 +72,7 @@ impl Asked {
                 let Some(level @ Value::String(_)) = param("level") else {
                     return Some(Err(invalid_params("logging/setLevel needs `params.level`, a string")));
                 };
-                *lock(&self.log_level) = Some(level.clone());
+                *self.log_level.lock() = Some(level.clone());
                 return Some(Ok(None));
             }
             method::RESOURCES_SUBSCRIBE => true,
@@ -85,7 +86,7 @@ impl Asked {
         let Some(uri) = param("uri").and_then(Value::as_str) else {
             return Some(Err(invalid_params(&format!("{method} needs `params.uri`, a string"))));
         };
-        let mut subscriptions = lock(&self.subscriptions);
+        let mut subscriptions = self.subscriptions.lock();
         if subscribe {
             subscriptions.insert(uri.to_owned());
         } else {
@@ -123,7 +124,7 @@ pub(crate) fn request_params(
 }
 
 /// `Mcp-Method`, and `Mcp-Name` where the method names something, for a request `message`.
-pub(super) fn mirrored_headers(message: &Value) -> Result<Vec<(HeaderName, HeaderValue)>, McpError> {
+pub(crate) fn mirrored_headers(message: &Value) -> Result<Vec<(HeaderName, HeaderValue)>, McpError> {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
     let named = match method {
         method::TOOLS_CALL | method::PROMPTS_GET => message.pointer("/params/name"),
@@ -144,51 +145,37 @@ fn header_value(text: &str) -> Result<HeaderValue, McpError> {
     })
 }
 
-impl McpBackendClient {
-    /// Asks an HTTP backend which era it speaks with `server/discover` (at most twice, when a `-32022` names
-    /// another modern version). `Err` is no verdict: the backend could not be reached or failed.
-    pub(super) async fn probe_http(&self, endpoint: &BackendEndpoint) -> Result<Verdict, McpError> {
-        let mut version = LATEST_MODERN_VERSION;
-        let mut retried = false;
-        loop {
-            let id = self.next_id();
-            let params = request_params(None, version, &Value::Null, None);
-            let message = jsonrpc::request(&id, method::SERVER_DISCOVER, Some(params));
-            let headers = mirrored_headers(&message)?;
-            let wire = Wire::Modern { version, headers: &headers };
-            let limit = self.config.max_exchange_bytes;
-            let listener = Listener::default();
-            let exchange = Exchange { http: &self.http, endpoint, wire, limit, listener, strays: None, span: None };
-            let verdict = probe_verdict(exchange.call(&id, super::http::encode(&message)?).await, version, retried)?;
-            // `verdict_of_error` asks for a retry only on the first probe.
-            match verdict {
-                Verdict::Retry(next) => (version, retried) = (next, true),
-                verdict => return Ok(verdict),
-            }
-        }
-    }
-}
-
-impl McpBackendClient {
-    /// The answer to a method 2026-07-28 removed, given here for a modern HTTP session (see [`Asked::apply`]);
-    /// `None` for any other request.
-    pub(super) async fn answer_locally(
-        &self,
-        slot: &Slot,
-        key: &SlotKey,
-        session: &BackendSession,
-        method: &str,
-        params: Option<&Value>,
-    ) -> Option<Result<RawJson, McpError>> {
-        let modern = session.modern()?;
-        match modern.asked.apply(method, params, session.capabilities())? {
-            Err(error) => Some(Err(error)),
-            Ok(changed) => {
-                if let Some(uris) = changed {
-                    self.resubscribe(slot, key, session, uris).await;
-                }
-                Some(Ok(RawJson::of(&json!({}))))
-            }
+/// Asks an HTTP backend which era it speaks with `server/discover` (at most twice, when a `-32022` names another
+/// modern version), within the call that needs the verdict. `Err` is no verdict: the backend could not be reached
+/// or failed.
+pub(crate) async fn probe(
+    shared: &Shared,
+    endpoint: &BackendEndpoint,
+    context: &CallContext<'_>,
+) -> Result<Verdict, McpError> {
+    let mut version = LATEST_MODERN_VERSION;
+    let mut retried = false;
+    loop {
+        let id = shared.next_id();
+        let params = request_params(None, version, &Value::Null, None);
+        let message = jsonrpc::request(&id, method::SERVER_DISCOVER, Some(params));
+        let headers = mirrored_headers(&message)?;
+        let exchange = Exchange {
+            http: &shared.http,
+            endpoint,
+            wire: Wire::Modern { version, headers: &headers },
+            deadline: context.deadline(),
+            principal: context.principal().map(|principal| &**principal),
+            limit: shared.limit,
+            notifications: NotificationRoute::default(),
+            strays: None,
+            span: None,
+        };
+        let verdict = probe_verdict(exchange.call(&id, encode(&message)?).await, version, retried)?;
+        // `verdict_of_error` asks for a retry only on the first probe.
+        match verdict {
+            Verdict::Retry(next) => (version, retried) = (next, true),
+            verdict => return Ok(verdict),
         }
     }
 }
@@ -209,55 +196,10 @@ fn invalid_params(message: &str) -> McpError {
     McpError::Rpc { code: jsonrpc::INVALID_PARAMS, message: message.to_owned(), data: None }
 }
 
-/// A JSON-RPC error a modern backend answered with an HTTP error status.
-#[derive(Debug)]
-pub(super) struct Rejection {
-    pub(super) status: u16,
-    pub(super) code: i64,
-    pub(super) message: String,
-    pub(super) data: Option<Value>,
-}
-
-impl Rejection {
-    /// The backend's JSON-RPC error as the caller sees it, except a header mismatch or an unserved version: those
-    /// say the gateway's request was refused unprocessed.
-    pub(super) fn into_error(self) -> McpError {
-        let Rejection { status, code, message, data } = self;
-        match code {
-            jsonrpc::HEADER_MISMATCH | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if (400..500).contains(&status) => {
-                McpError::NotDelivered {
-                    cause: NotDeliveredCause::Refused,
-                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}"),
-                }
-            }
-            _ => McpError::Rpc { code, message, data },
-        }
-    }
-}
-
-/// What an HTTP error status means on the modern wire: the backend's own JSON-RPC error when the body holds one;
-/// without one, the refusal table decides, and a 400 or 405 is also what a 2025-era server answers a request
-/// without a session.
-pub(super) fn modern_refusal(status: u16, body: &[u8]) -> ExchangeError {
-    let error =
-        serde_json::from_slice::<Value>(body).ok().and_then(|mut message| message.get_mut("error").map(Value::take));
-    if let Some(code) = error.as_ref().and_then(|error| error.get("code")).and_then(Value::as_i64) {
-        let field = |name: &str| error.as_ref().and_then(|error| error.get(name));
-        let message = field("message").and_then(Value::as_str).unwrap_or_default().to_owned();
-        return ExchangeError::Rejected(Rejection { status, code, message, data: field("data").cloned() });
-    }
-    let body = excerpt(body);
-    let error = match Refusal::of(status) {
-        Some(refusal) => McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) },
-        None => McpError::HttpStatus { status, body },
-    };
-    if matches!(status, 400 | 405) { ExchangeError::NotModern(error) } else { ExchangeError::Failed(error) }
-}
-
 /// What one probe's exchange says: any answer of the backend is a verdict (an unrecognised 4xx, or a body that
 /// is not a JSON-RPC response, means "fall back"); not reaching it, its deadline or a 5xx is none.
 fn probe_verdict(
-    answer: Result<super::exchange::Answer, ExchangeError>,
+    answer: Result<Answer, ExchangeError>,
     sent: &'static str,
     retried: bool,
 ) -> Result<Verdict, McpError> {

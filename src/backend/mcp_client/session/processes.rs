@@ -5,21 +5,21 @@
 //!   A session takes a [`ProcessPermit`] before its process starts and holds it until it is dropped. When a cap
 //!   is reached, the idle slot of that backend (for the global cap: of any stdio backend) used longest ago gives
 //!   up its process; when there is none the call is refused as `NotDelivered` — a busy process is never stopped.
-//! - Idle reaping: a process whose slot has had no call for `idle_timeout` is stopped (its slot stays, and the next
-//!   call starts a fresh process); a slot in use is never reaped, whatever its age.
+//!
+//! Which idle process gives up its place is the session table's to say (the caller passes it as `recycle`);
+//! idle reaping is the table's too.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 
-use super::NotDeliveredCause;
-use super::table::Slot;
-use super::{McpBackendClient, McpError};
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::backend::mcp_client::error::{McpError, NotDeliveredCause};
 use crate::backend::stdio::StdioBackend;
 
 /// Live processes, per backend and in all.
-pub(super) struct ProcessCounts {
+pub(crate) struct ProcessCounts {
     /// May change while processes run (a configuration reload); live ones above a lowered cap are not stopped.
     global_cap: AtomicUsize,
     live: Mutex<Live>,
@@ -33,13 +33,13 @@ struct Live {
 
 /// Which cap is full.
 #[derive(Debug, PartialEq, Eq)]
-enum Full {
+pub(crate) enum Full {
     Backend(usize),
     Global(usize),
 }
 
 /// One live process counted against its caps; dropping it releases its place.
-pub(super) struct ProcessPermit {
+pub(crate) struct ProcessPermit {
     counts: Arc<ProcessCounts>,
     backend: Arc<str>,
 }
@@ -58,21 +58,20 @@ impl Drop for ProcessPermit {
 }
 
 impl ProcessCounts {
-    pub(super) fn new(global_cap: usize) -> Arc<Self> {
+    pub(crate) fn new(global_cap: usize) -> Arc<Self> {
         Arc::new(Self { global_cap: AtomicUsize::new(global_cap.max(1)), live: Mutex::default() })
     }
 
-    pub(super) fn set_global_cap(&self, cap: usize) {
+    pub(crate) fn set_global_cap(&self, cap: usize) {
         self.global_cap.store(cap.max(1), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Live> {
-        // Every update is a few counter changes under the lock: a poisoned value is still consistent.
-        self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.live.lock()
     }
 
     /// How many processes of each backend are live (started and not yet stopped).
-    pub(super) fn live(&self) -> HashMap<Arc<str>, usize> {
+    pub(crate) fn live(&self) -> HashMap<Arc<str>, usize> {
         self.lock().per_backend.clone()
     }
 
@@ -89,22 +88,20 @@ impl ProcessCounts {
         *live.per_backend.entry(Arc::clone(backend)).or_default() += 1;
         Ok(ProcessPermit { counts: Arc::clone(self), backend: Arc::clone(backend) })
     }
-}
 
-impl McpBackendClient {
-    /// A place for one more process of `backend`, recycling an idle process when a cap is full.
-    pub(super) fn process_permit(&self, backend: &StdioBackend) -> Result<ProcessPermit, McpError> {
+    /// A place for one more process of `backend`; when a cap is `Full`, `recycle` stops an idle process that
+    /// counts against it (false: there is none).
+    pub(crate) fn permit(
+        self: &Arc<Self>,
+        backend: &StdioBackend,
+        recycle: &(dyn Fn(&Full) -> bool + Sync),
+    ) -> Result<ProcessPermit, McpError> {
         loop {
-            let full = match self.processes.admit(&backend.name, backend.max_processes) {
+            let full = match self.admit(&backend.name, backend.max_processes) {
                 Ok(permit) => return Ok(permit),
                 Err(full) => full,
             };
-            let recycled = match full {
-                Full::Backend(_) => self.table.take_idle_session(|key, _| key.backend == backend.name),
-                Full::Global(_) => self.table.take_idle_session(|_, session| session.process_id().is_some()),
-            };
-            // Dropped here, outside the table's lock: the process stops and its permit is released.
-            if recycled.is_none() {
+            if !recycle(&full) {
                 let reason = match full {
                     Full::Backend(cap) => {
                         format!("all {cap} processes of backend `{}` are busy (max_processes)", backend.name)
@@ -115,34 +112,6 @@ impl McpBackendClient {
             }
         }
     }
-}
-
-/// Stops the process of `slot`'s session of `generation` once the slot has been idle for `idle` (checked again
-/// whenever it was used meanwhile); ends when the slot is gone or holds another session.
-pub(super) fn reap_when_idle(slot: Weak<Slot>, generation: u64, idle: Duration) {
-    tokio::spawn(async move {
-        let mut wait = idle;
-        loop {
-            tokio::time::sleep(wait).await;
-            let Some(slot) = slot.upgrade() else { return };
-            wait = match slot.idle_for() {
-                Some(quiet) if quiet >= idle => match slot.take_session_of(generation) {
-                    Reaped::Done => return,
-                    Reaped::Busy => idle,
-                },
-                Some(quiet) => idle - quiet,
-                None => idle,
-            };
-        }
-    });
-}
-
-/// What [`Slot::take_session_of`] found.
-pub(super) enum Reaped {
-    /// The session was taken, or the slot holds another one (whose own reaper watches it).
-    Done,
-    /// A handshake is running on the slot; try again later.
-    Busy,
 }
 
 #[cfg(test)]

@@ -21,9 +21,8 @@ use std::sync::Arc;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
-use super::McpError;
-use super::NotDeliveredCause;
 use crate::backend::http_client::Response;
+use crate::backend::mcp_client::error::{McpError, NotDeliveredCause};
 use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
 use crate::mcp::ANONYMOUS;
 

@@ -1,10 +1,10 @@
 //! Which HTTP error answers prove that a backend refused a request without processing it.
 //!
 //! The at-most-once promise rests on this table: a status classified here makes the call
-//! [`McpError::NotDelivered`](super::McpError::NotDelivered), which releases its ledger claim so that a retry runs
+//! [`McpError::NotDelivered`](crate::backend::mcp_client::McpError::NotDelivered), which releases its ledger claim so that a retry runs
 //! the tool. So a status is listed only when its own definition says the request was not processed — never
 //! because servers usually check it early. Everything else (every 5xx, every other 4xx) stays
-//! [`McpError::HttpStatus`](super::McpError::HttpStatus), whose outcome is unknown.
+//! [`McpError::HttpStatus`](crate::backend::mcp_client::McpError::HttpStatus), whose outcome is unknown.
 //!
 //! | status | class | why (the definition of the status) |
 //! |---|---|---|
@@ -94,7 +94,7 @@ impl Refusal {
         }
     }
 
-    /// The sentence of [`McpError::NotDelivered`](super::McpError::NotDelivered) for this refusal, with an
+    /// The sentence of [`McpError::NotDelivered`](crate::backend::mcp_client::McpError::NotDelivered) for this refusal, with an
     /// excerpt of the backend's body.
     pub(crate) fn reason(self, body: &str) -> String {
         let body = body.trim();

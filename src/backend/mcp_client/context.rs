@@ -1,0 +1,69 @@
+//! What one call carries down through the client's layers: its absolute deadline, whose tokens a protected
+//! backend gets, and its CLIENT span — made once per call by the caller (and the span by the client), never
+//! stamped into the backend's [`BackendTarget`], which describes the backend alone.
+//!
+//! Rules: the deadline bounds everything the call does, its handshake and its retry included; a context without
+//! a principal is the gateway's own (discovery). [`Call`] is one request as the layers below the client see it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::endpoint::{BackendTarget, SlotKey};
+use crate::mcp::Relay;
+use crate::telemetry::trace::ClientSpan;
+
+/// One call's deadline, principal and trace span.
+#[derive(Clone)]
+pub struct CallContext<'a> {
+    deadline: Instant,
+    principal: Option<Arc<str>>,
+    span: Option<&'a ClientSpan>,
+}
+
+impl CallContext<'static> {
+    /// A call of the gateway's own that may run until `deadline`.
+    pub fn until(deadline: Instant) -> Self {
+        Self { deadline, principal: None, span: None }
+    }
+
+    /// A call to `target` starting now: it may take the target's timeout.
+    pub fn starting_now(target: &BackendTarget) -> Self {
+        Self::until(Instant::now() + target.timeout())
+    }
+}
+
+impl<'a> CallContext<'a> {
+    /// The same call on behalf of `principal` (whose OAuth tokens a protected backend gets).
+    pub fn for_principal(self, principal: Arc<str>) -> Self {
+        Self { principal: Some(principal), ..self }
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    pub(crate) fn principal(&self) -> Option<&Arc<str>> {
+        self.principal.as_ref()
+    }
+
+    pub(crate) fn span(&self) -> Option<&'a ClientSpan> {
+        self.span
+    }
+
+    /// The same call, recorded on `span`.
+    pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b> {
+        CallContext { deadline: self.deadline, principal: self.principal.clone(), span: Some(span) }
+    }
+}
+
+/// One request as the caller asked for it (its params are borrowed: a retry sends them again).
+#[derive(Clone, Copy)]
+pub(crate) struct Call<'a> {
+    pub(crate) key: &'a SlotKey,
+    pub(crate) method: &'a str,
+    pub(crate) params: Option<&'a Value>,
+    pub(crate) relay: &'a Relay,
+    pub(crate) context: &'a CallContext<'a>,
+}
