@@ -45,17 +45,7 @@ pub(crate) async fn handshake(
 ) -> Result<BackendSession, McpError> {
     let id = shared.next_id();
     let initialize = jsonrpc::request(&id, method::INITIALIZE, Some(initialize_params(capabilities)));
-    let exchange = Exchange {
-        http: &shared.http,
-        endpoint,
-        wire: Wire::Handshake,
-        deadline: context.deadline(),
-        principal: context.principal().map(|principal| &**principal),
-        limit: shared.limit,
-        notifications: NotificationRoute::default(),
-        strays: None,
-        span: None,
-    };
+    let exchange = shared.own_exchange(endpoint, Wire::Handshake, context);
     let answer = exchange.call(&id, encode(&initialize)?).await.map_err(handshake_error)?;
     // The handshake reads inside its result: a tree, once per session.
     let result = into_result(&answer.message)?.to_value();

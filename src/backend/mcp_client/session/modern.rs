@@ -24,9 +24,8 @@ use super::shared::Shared;
 use crate::backend::mcp_client::context::CallContext;
 use crate::backend::mcp_client::endpoint::BackendEndpoint;
 use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
-use crate::backend::mcp_client::wire::exchange::{Answer, Exchange, Wire, encode};
+use crate::backend::mcp_client::wire::exchange::{Answer, Wire, encode};
 use crate::backend::mcp_client::wire::failure::ExchangeError;
-use crate::backend::mcp_client::wire::notifications::NotificationRoute;
 use crate::backend::mcp_client::wire::response::into_result;
 use crate::mcp::meta::{
     CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES, CLIENT_INFO as META_CLIENT_INFO, LOG_LEVEL as META_LOG_LEVEL,
@@ -160,17 +159,7 @@ pub(crate) async fn probe(
         let params = request_params(None, version, &Value::Null, None);
         let message = jsonrpc::request(&id, method::SERVER_DISCOVER, Some(params));
         let headers = mirrored_headers(&message)?;
-        let exchange = Exchange {
-            http: &shared.http,
-            endpoint,
-            wire: Wire::Modern { version, headers: &headers },
-            deadline: context.deadline(),
-            principal: context.principal().map(|principal| &**principal),
-            limit: shared.limit,
-            notifications: NotificationRoute::default(),
-            strays: None,
-            span: None,
-        };
+        let exchange = shared.own_exchange(endpoint, Wire::Modern { version, headers: &headers }, context);
         let verdict = probe_verdict(exchange.call(&id, encode(&message)?).await, version, retried)?;
         // `verdict_of_error` asks for a retry only on the first probe.
         match verdict {

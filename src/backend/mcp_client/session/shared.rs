@@ -11,6 +11,10 @@ use serde_json::Value;
 
 use super::subscribers::Subscribers;
 use crate::backend::http_client::HttpClient;
+use crate::backend::mcp_client::context::CallContext;
+use crate::backend::mcp_client::endpoint::BackendEndpoint;
+use crate::backend::mcp_client::wire::exchange::{Exchange, Wire};
+use crate::backend::mcp_client::wire::notifications::NotificationRoute;
 use crate::backend::mcp_client::wire::strays::Strays;
 
 pub(crate) struct Shared {
@@ -37,6 +41,27 @@ impl Shared {
     }
 
     /// A request id no other request of this client has.
+    /// An exchange the session layer makes for itself within the call `context` (a handshake, an era probe): no
+    /// agent stream takes its notifications, no other stream carries its response, and it has no span of its own.
+    pub(crate) fn own_exchange<'a>(
+        &'a self,
+        endpoint: &'a BackendEndpoint,
+        wire: Wire<'a>,
+        context: &'a CallContext<'_>,
+    ) -> Exchange<'a> {
+        Exchange {
+            http: &self.http,
+            endpoint,
+            wire,
+            deadline: context.deadline(),
+            principal: context.principal().map(|principal| &**principal),
+            limit: self.limit,
+            notifications: NotificationRoute::default(),
+            strays: None,
+            span: None,
+        }
+    }
+
     pub(crate) fn next_id(&self) -> Value {
         Value::from(self.ids.fetch_add(1, Ordering::Relaxed))
     }
