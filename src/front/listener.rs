@@ -17,6 +17,10 @@
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
 //!   as open connections close (none is closed for it).
+//! - A request whose answer is ready before its body was read (a refusal from authentication, say) keeps its
+//!   connection usable: the rest of the body, up to [`DRAIN_MAX`] bytes arriving within [`DRAIN_TIME`], is read
+//!   and dropped before the answer goes out. A longer or slower rest gets `Connection: close` (RFC 9112 §9.6), so
+//!   the agent opens a new connection instead of sending its next request into one the gateway is closing.
 //! - Shutdown stops accepting, lets every connection finish the request it is serving (hyper's graceful
 //!   shutdown closes idle ones at once) and returns when all are closed. Dropping the future closes them all.
 
@@ -33,7 +37,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::http::{Request, Response};
 use axum::response::IntoResponse;
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -41,7 +45,7 @@ use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
@@ -52,6 +56,11 @@ use super::shares::ShareSlot;
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
 /// memory), so that it does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// How much of an unread request body is read and dropped to keep the connection open after an early answer.
+const DRAIN_MAX: usize = 64 * 1024;
+/// How long that rest may take to arrive.
+const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// The limits on clients' connections (`[server]` keys of the same names).
 #[derive(Debug, Clone, Copy)]
@@ -318,16 +327,102 @@ impl hyper::service::Service<Request<Incoming>> for PerRequest {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
-    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
         let held = (Serving::begin(Arc::clone(&self.phase)), ShareSlot::default());
-        if let Err(refusal) = guard::check_target(request.uri(), request.headers()) {
-            let refused = FrontError::from(refusal).into_response();
-            return Box::pin(std::future::ready(Ok(refused.map(|body| Holding::new(body, held)))));
+        let (mut request, unread) = Returned::wrap(request);
+        let answering = match guard::check_target(request.uri(), request.headers()) {
+            // The request is dropped here, so its body comes back to be drained like any other.
+            Err(refusal) => Err(FrontError::from(refusal).into_response()),
+            Ok(()) => {
+                request.extensions_mut().insert(ConnectInfo(self.peer));
+                request.extensions_mut().insert(held.1.clone());
+                Ok(hyper::service::Service::call(&self.app, request))
+            }
+        };
+        Box::pin(async move {
+            let mut answer = match answering {
+                Ok(answering) => answering.await?,
+                Err(refused) => refused,
+            };
+            if let Some(rest) = unread.and_then(|mut unread| unread.try_recv().ok())
+                && !drain(rest).await
+            {
+                answer = closing(answer);
+            }
+            Ok(answer.map(|body| Holding::new(body, held)))
+        })
+    }
+}
+
+/// `answer`, saying that the connection closes after it.
+fn closing<B>(mut answer: Response<B>) -> Response<B> {
+    answer.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    answer
+}
+
+/// Reads and drops the rest of a request body; whether it ended within [`DRAIN_MAX`] and [`DRAIN_TIME`].
+async fn drain(mut rest: Incoming) -> bool {
+    let read = async {
+        let mut size = 0;
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut rest).poll_frame(cx)).await {
+            let Ok(frame) = frame else { return false };
+            size += frame.data_ref().map_or(0, Bytes::len);
+            if size > DRAIN_MAX {
+                return false;
+            }
         }
-        request.extensions_mut().insert(ConnectInfo(self.peer));
-        request.extensions_mut().insert(held.1.clone());
-        let answered = hyper::service::Service::call(&self.app, request);
-        Box::pin(async move { Ok(answered.await?.map(|body| Holding::new(body, held))) })
+        true
+    };
+    tokio::time::timeout(DRAIN_TIME, read).await.unwrap_or(false)
+}
+
+/// A request body that, dropped before its end, hands the rest back to the connection (see [`drain`]).
+struct Returned {
+    body: Option<Incoming>,
+    back: Option<oneshot::Sender<Incoming>>,
+}
+
+impl Returned {
+    /// The request with its body wrapped, and where an unread rest comes back (`None`: it has no body).
+    fn wrap(request: Request<Incoming>) -> (Request<Returned>, Option<oneshot::Receiver<Incoming>>) {
+        if request.body().is_end_stream() {
+            return (request.map(|body| Returned { body: Some(body), back: None }), None);
+        }
+        let (back, unread) = oneshot::channel();
+        (request.map(|body| Returned { body: Some(body), back: Some(back) }), Some(unread))
+    }
+}
+
+impl http_body::Body for Returned {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
+        let polled = Pin::new(body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            this.back = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.as_ref().map(http_body::Body::size_hint).unwrap_or_default()
+    }
+}
+
+impl Drop for Returned {
+    fn drop(&mut self) {
+        if let (Some(body), Some(back)) = (self.body.take(), self.back.take())
+            && !body.is_end_stream()
+        {
+            let _ = back.send(body);
+        }
     }
 }
 

@@ -18,6 +18,8 @@
 //!   `PR_SET_PDEATHSIG`. Linux does not give a pid that is still a group's id to a new process, but once the last
 //!   of the group has exited it may; the token is what a stranger in a recycled group cannot have.) Each process
 //!   is signalled by its own pid, never the group, and is checked again before SIGKILL.
+//! - A process caught inside `execve` shows an empty environment for that moment and is not recognised; a
+//!   backend's helper that happens to be starting exactly when the gateway restarts may outlive the clean-up.
 //! - Everything here is best effort and says so in the log: a record that cannot be written leaves the running
 //!   gateway's shutdown as it is (the in-memory set), it only weakens the clean-up after a crash.
 
@@ -330,6 +332,13 @@ mod tests {
         crate::sys::testing::default_sigterm(&mut command);
         let mut child = command.spawn().expect("spawn sleep");
         let pid = i32::try_from(child.id()).expect("a pid fits i32");
+        // `spawn` returns once the exec has begun, but the kernel publishes the new environment a moment later: until
+        // then `/proc/<pid>/environ` reads empty. Ownership is judged on a process that has started.
+        let started = Instant::now() + Duration::from_secs(10);
+        while fs::read(format!("/proc/{pid}/environ")).map_or(true, |environ| environ.is_empty()) {
+            assert!(Instant::now() < started, "sleep's environment never appeared in /proc");
+            sleep(Duration::from_millis(5)).await;
+        }
         let stat = procfs::stat(pid).expect("the child's stat");
         assert_eq!(stat.group, pid, "it leads its own group");
         let group = |token: &str, leader_start| Leftover { group: pid, leader_start, token: token.into() };
