@@ -6,7 +6,7 @@
 //! - The `Idempotency-Key` header is read here for both eras, by `router::idempotency`'s rules; a malformed one
 //!   refuses the request (400/`-32602`) before the router sees it. A key in `params._meta` is the router's to read.
 //! - A session-era request's backend sessions and id belong to its agent session. A 2026-07-28 request's backend
-//!   sessions belong to its principal ([`principal_scope`]), and its id to a scope of its own, since that era's
+//!   sessions belong to its principal ([`SessionHolder::Principal`]), and its id to a scope of its own, since that era's
 //!   ids are unique only among one sender's requests in flight (see docs/protocol-eras.md, "Agents without
 //!   sessions").
 
@@ -19,18 +19,9 @@ use serde_json::Value;
 use super::error::FrontError;
 use super::session::SessionRef;
 use crate::auth::Principal;
-use crate::router::{Caller, IdempotencyKey, idempotency};
+use crate::mcp::SessionHolder;
+use crate::router::{Caller, IdempotencyKey, fairness_key, idempotency};
 use crate::telemetry::RequestRecord;
-
-/// What starts every [`principal_scope`].
-pub(super) const PRINCIPAL_SCOPE_PREFIX: &str = "principal:";
-
-/// The key of a sessionless agent's backend sessions: its principal — for unauthenticated agents, told apart by
-/// address as the fairness rule does ([`Caller::fairness_key`]). The prefix keeps it apart from session keys
-/// (hex) and the gateway's own (`switchyard/…`).
-pub(super) fn principal_scope(fairness_key: &str) -> String {
-    format!("{PRINCIPAL_SCOPE_PREFIX}{fairness_key}")
-}
 
 /// Who sent a request, as admitted.
 pub(super) struct Requester<'a> {
@@ -53,28 +44,25 @@ impl Requester<'_> {
     /// The caller of request `id`.
     pub(super) fn caller(&self, id: &Value, scope: CallerScope) -> Result<Caller, FrontError> {
         let idempotency_key = self.idempotency_key(id)?;
-        let mut caller = Caller {
-            session: String::new(),
+        let sessionless = matches!(scope, CallerScope::Sessionless);
+        let (session, request_scope) = match scope {
+            CallerScope::Session(key) => (SessionHolder::agent(&key), key),
+            CallerScope::Sessionless => {
+                let request_scope = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
+                let principal = fairness_key(self.principal, self.peer);
+                (SessionHolder::Principal(principal.into()), format!("request:{request_scope}"))
+            }
+        };
+        Ok(Caller {
+            session,
             principal: self.principal.clone(),
             request_id: id.clone(),
-            request_scope: String::new(),
+            request_scope,
             idempotency_key,
             peer: self.peer,
             record: Arc::clone(self.record),
-            sessionless: matches!(scope, CallerScope::Sessionless),
-        };
-        match scope {
-            CallerScope::Session(key) => {
-                caller.request_scope.clone_from(&key);
-                caller.session = key;
-            }
-            CallerScope::Sessionless => {
-                let request_scope = SessionRef::random().map_err(|_| FrontError::NoRandom { id: id.clone() })?;
-                caller.request_scope = format!("request:{request_scope}");
-                caller.session = principal_scope(&caller.fairness_key());
-            }
-        }
-        Ok(caller)
+            sessionless,
+        })
     }
 
     /// The key of the request's `Idempotency-Key` header, if it sent one.

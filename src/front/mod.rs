@@ -67,7 +67,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 
 use crate::auth::{Admins, Authenticator};
-use crate::mcp::SessionMessage;
+use crate::mcp::{SessionHolder, SessionMessage};
 use crate::router::{CallRouter, Health, Readiness};
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
@@ -224,10 +224,11 @@ impl Front {
     /// the backend instead of waiting).
     pub fn deliver_session_message(&self, message: SessionMessage) {
         let Some(message) = self.listens.take(message) else { return };
-        if self.streams.has(&message.agent_session)
-            && let Some(prepared) = self.pending.prepare(&message.agent_session, message.message)
+        let SessionHolder::Agent(session) = &message.holder else { return };
+        if self.streams.has(session)
+            && let Some(prepared) = self.pending.prepare(session, message.message)
         {
-            self.streams.deliver(&message.agent_session, prepared);
+            self.streams.deliver(session, prepared);
         }
     }
 }

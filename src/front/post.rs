@@ -155,7 +155,7 @@ impl Front {
         };
         let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers };
         let caller = requester.caller(&id, CallerScope::Session(session_key))?;
-        let cancellable = self.cancels.register(&caller.session, &id);
+        let cancellable = self.cancels.register(&caller.request_scope, &id);
         let streaming = relays(&method) && accepts_event_stream(headers);
         let (sink, messages) = match streaming {
             true => {
@@ -195,7 +195,8 @@ impl Front {
         let reply = match &self.tracer {
             None => self.route(&request, params, relay).await,
             Some(tracer) => {
-                let session = Some((request.caller.session.as_str(), request.version));
+                let holder = request.caller.session.to_string();
+                let session = Some((holder.as_str(), request.version));
                 let (method, id, peer) = (request.method.as_str(), &request.caller.request_id, request.caller.peer);
                 let span = tracer.server_span(&ServerRequest { method, id, params: &params, session, peer });
                 // Boxed, so the untraced call's future is not sized by this branch too.

@@ -1,12 +1,14 @@
-//! The shared MCP vocabulary: protocol versions, header names, method names, the relay and
-//! session-message types the front and the router share with the backend client, the `switchyard/outcome`
-//! values, the members of a result the gateway branches on ([`ResultFlags`]), the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's wire vocabulary
-//! ([`modern`]), JSON-RPC itself ([`jsonrpc`]), and an agent's message read once into a typed request
-//! ([`message`]).
+//! The shared MCP vocabulary: protocol versions, header names, method names, the relay and session-message types
+//! the front and the router share with the backend client, whom a backend session is held for
+//! ([`SessionHolder`]), the `switchyard/outcome` values, the members of a result the gateway branches on
+//! ([`ResultFlags`]), the `_meta` keys of the sessionless 2026-07-28 era ([`meta`]), the 2026-07-28 revision's
+//! wire vocabulary ([`modern`]), JSON-RPC itself ([`jsonrpc`]), and an agent's message read once into a typed
+//! request ([`message`]).
 //!
 //! Rules: every layer may use it and it uses none of them (no `crate::` import), so a name or a message type
 //! changes in one place for every layer; it holds vocabulary, never behaviour of a layer.
 
+mod holder;
 pub mod jsonrpc;
 pub mod message;
 pub mod meta;
@@ -16,6 +18,7 @@ mod outcome;
 mod relay;
 mod result_flags;
 
+pub use holder::SessionHolder;
 pub use outcome::{OUTCOME_META, Outcome};
 pub use relay::{Relay, RelayMessage, SessionMessage};
 pub use result_flags::ResultFlags;

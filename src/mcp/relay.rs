@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::method;
+use super::{SessionHolder, method};
 
 /// The agent's side of a request: the client capabilities the agent declared (backend sessions are initialized
 /// with them), and where the backend's messages about the request go while it runs — progress and log
@@ -42,10 +42,10 @@ pub enum RelayMessage {
     StreamOpened,
 }
 
-/// A message a backend sent on a standalone stream, for the agent session it belongs to.
+/// A message a backend sent on a standalone stream, for the holder of the backend session it came on.
 #[derive(Debug)]
 pub struct SessionMessage {
-    pub agent_session: Arc<str>,
+    pub holder: SessionHolder,
     pub backend: Arc<str>,
     pub message: RelayMessage,
 }

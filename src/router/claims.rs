@@ -124,7 +124,7 @@ impl CallLedger {
         NewClaim {
             key: key.clone(),
             principal: call.caller.principal.name.clone(),
-            session: call.caller.session.clone(),
+            session: call.caller.session.to_string(),
             backend: call.route.backend.to_string(),
             tool: call.route.name.clone(),
             args_digest: digest.to_owned(),
@@ -335,7 +335,7 @@ mod tests {
     fn caller(header: Option<&str>) -> Caller {
         let header = header.map(|key| idempotency::from_header([key.as_bytes()]).expect("valid").expect("a key"));
         Caller {
-            session: "s1".into(),
+            session: crate::mcp::SessionHolder::agent("s1"),
             principal: crate::auth::Principal { name: "alice".into(), groups: Vec::new() },
             request_id: json!(7),
             request_scope: "s1".into(),

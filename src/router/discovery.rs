@@ -4,7 +4,7 @@
 //! it removes or replaces ([`spawn`] returns each task's handle) and starts one for each backend it adds or
 //! replaces; a discovery always uses the backend's target in force when it starts.
 //!
-//! Discovery uses the gateway's own backend session per backend (slot agent id [`CATALOG_SESSION`]), never an
+//! Discovery uses the gateway's own backend session per backend ([`SessionHolder::Catalog`]), never an
 //! agent's: a stdio backend runs one process for discovery, never one per agent (and a backend with shared
 //! sessions runs its one process for both).
 
@@ -16,10 +16,9 @@ use tokio::task::JoinHandle;
 use super::{CallRouter, ToolsChanged};
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpError, SlotKey};
 use crate::catalog::Listing;
-use crate::mcp::method;
+use crate::mcp::{SessionHolder, method};
 
 /// The agent-session key of the gateway's own discovery sessions. Agent keys are hex, so this cannot collide.
-pub const CATALOG_SESSION: &str = "switchyard/catalog";
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
@@ -56,7 +55,7 @@ impl CallRouter {
     /// What the backend offers, by the capabilities it declared: tools always, prompts and resource templates
     /// when it has them.
     async fn list_everything(&self, backend: &str, target: &BackendTarget) -> Result<Listing, McpError> {
-        let slot = SlotKey::new(CATALOG_SESSION, backend);
+        let slot = SlotKey::new(SessionHolder::Catalog, backend);
         let context = CallContext::starting_now(target);
         let capabilities = self.client.session(&slot, target, &context).await?.capabilities().clone();
         let list = |method, field| self.client.list_all(&slot, target, &context, method, field);

@@ -44,9 +44,9 @@ use crate::auth::{Grants, Policies, Principal};
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
-use crate::mcp::Relay;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
+use crate::mcp::{Relay, SessionHolder};
 use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
@@ -62,9 +62,9 @@ use request_state::{CallIdentity, StateKey, StateSealer};
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// The key of the caller's backend sessions: the agent session's stable key (not its token), or for an agent
-    /// without sessions (MCP 2026-07-28) the key the front derives from its principal.
-    pub session: String,
+    /// Whom the caller's backend sessions are held for: its agent session, or for an agent without sessions
+    /// (MCP 2026-07-28) its principal.
+    pub session: SessionHolder,
     /// Who is calling (authenticated on this very request), with the groups policies match.
     pub principal: Principal,
     /// The agent's JSON-RPC request id.
@@ -98,7 +98,7 @@ impl Caller {
             true => Arc::clone(&principal),
             false => self.fairness_key().into(),
         };
-        let slot = SlotKey { agent_session: self.session.as_str().into(), backend: Arc::clone(backend), owner };
+        let slot = SlotKey { holder: self.session.clone(), backend: Arc::clone(backend), owner };
         (slot, CallContext::starting_now(target).for_principal(principal))
     }
 }
@@ -286,7 +286,7 @@ impl CallRouter {
 
     /// Ends an agent session's backend sessions.
     pub fn forget_session(&self, session: &str) {
-        self.client.forget_agent_session(session);
+        self.client.forget_agent_session(&SessionHolder::agent(session));
     }
 
     /// Serves one request of an agent; the backend's progress and log notifications about it go to `relay`.

@@ -9,6 +9,7 @@ use switchyard::backend::mcp_client::{
     AfterDeliveryCause, BackendEndpoint, BackendTarget, CallContext, ClientConfig, LATEST_PROTOCOL_VERSION,
     McpBackendClient, McpError, NotDeliveredCause, Relay, RelayMessage, SlotKey,
 };
+use switchyard::mcp::SessionHolder;
 use tokio::time::Instant;
 
 use crate::support::assert::{eventually, text};
@@ -25,7 +26,7 @@ fn endpoint(backend: &FaultBackend) -> BackendTarget {
 }
 
 fn slot(agent: &str) -> SlotKey {
-    SlotKey::new(agent, "fault")
+    SlotKey::agent(agent, "fault")
 }
 
 async fn echo(client: &McpBackendClient, backend: &FaultBackend, agent: &str) -> Result<Value, McpError> {
@@ -471,7 +472,7 @@ async fn forgetting_an_agent_drops_only_its_slots_and_deletes_its_sessions() {
     let client = client();
     echo(&client, &server, "a").await.unwrap();
     echo(&client, &server, "b").await.unwrap();
-    client.forget_agent_session("a");
+    client.forget_agent_session(&SessionHolder::agent("a"));
     assert_eq!(client.cached_sessions(), 1);
     eventually("a's backend session is deleted", || async {
         server.requests().iter().any(|r| r.http_method == "DELETE")

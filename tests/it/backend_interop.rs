@@ -18,6 +18,7 @@ use switchyard::backend::mcp_client::{
     BackendEndpoint, BackendTarget, CallContext, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient,
     McpError, SlotKey,
 };
+use switchyard::mcp::SessionHolder;
 
 use crate::support::assert::{PATIENCE, poll_until, text};
 use crate::support::interop::{InteropServer, PYTHON_PAGE_SIZE, PythonMode, python_tool_names};
@@ -57,7 +58,7 @@ async fn wait_for(server: &InteropServer, what: &str, done: impl Fn(&InteropServ
 async fn exercise(server: &InteropServer, era: Era, echo_arguments: Value, expected_echo: &str) -> Vec<String> {
     let endpoint = |server: &InteropServer| endpoint_in(server, era);
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
-    let slot = SlotKey::new("agent-session-1", "peer");
+    let slot = SlotKey::agent("agent-session-1", "peer");
 
     let session = client
         .session(&slot, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
@@ -118,8 +119,8 @@ async fn exercise(server: &InteropServer, era: Era, echo_arguments: Value, expec
 async fn exercise_isolation_and_forget(server: &InteropServer, era: Era, echo_arguments: Value) {
     let endpoint = |server: &InteropServer| endpoint_in(server, era);
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
-    let first = SlotKey::new("agent-a", "peer");
-    let second = SlotKey::new("agent-b", "peer");
+    let first = SlotKey::agent("agent-a", "peer");
+    let second = SlotKey::agent("agent-b", "peer");
     let a = client
         .session(&first, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
         .await
@@ -138,7 +139,7 @@ async fn exercise_isolation_and_forget(server: &InteropServer, era: Era, echo_ar
     .await;
     let started_before = server.started_sessions().len();
 
-    client.forget_agent_session("agent-a");
+    client.forget_agent_session(&SessionHolder::agent("agent-a"));
     assert_eq!(client.cached_sessions(), 1);
     wait_for(server, "the peer sees the forgotten session's DELETE", |s| s.ended_sessions().contains(&a)).await;
     assert!(!server.ended_sessions().contains(&b), "the other agent's session was ended too");
@@ -169,7 +170,7 @@ async fn exercise_python(mode: PythonMode) {
     assert_eq!(names, expected);
 
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
-    let slot = SlotKey::new("agent-session-2", "peer");
+    let slot = SlotKey::agent("agent-session-2", "peer");
     let sum = client
         .request(
             &slot,
@@ -210,7 +211,7 @@ async fn server_everything_streamable_http() {
     }
 
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
-    let slot = SlotKey::new("agent-session-2", "everything");
+    let slot = SlotKey::agent("agent-session-2", "everything");
     let sum = client
         .request(
             &slot,
@@ -241,7 +242,7 @@ async fn python_sdk_json_responses() {
 async fn exercise_python_modern(mode: PythonMode) {
     let Some(server) = InteropServer::python(mode) else { return };
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
-    let slot = SlotKey::new("agent-session-1", "peer");
+    let slot = SlotKey::agent("agent-session-1", "peer");
     let target = endpoint_in(&server, Era::Auto);
     let session = client
         .session(&slot, &target, &CallContext::starting_now(&target))
@@ -280,7 +281,7 @@ async fn exercise_python_modern(mode: PythonMode) {
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
 
     // Another agent session of the same client: the era is remembered, and the server never started a session.
-    let other = SlotKey::new("agent-session-2", "peer");
+    let other = SlotKey::agent("agent-session-2", "peer");
     let again = client
         .session(&other, &target, &CallContext::starting_now(&target))
         .await

@@ -16,6 +16,7 @@ use switchyard::backend::mcp_client::{
     SlotKey,
 };
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
+use switchyard::mcp::SessionHolder;
 
 use crate::gateway::read_until;
 use crate::support::assert::{eventually, outcome, text};
@@ -256,7 +257,9 @@ fn client_target(fault: &FaultBackend) -> BackendTarget {
 
 async fn echo(client: &McpBackendClient, target: &BackendTarget, agent: &str) -> Result<Value, McpError> {
     let call = json!({"name": "echo", "arguments": {"text": "v"}});
-    client.request(&SlotKey::new(agent, "fault"), target, &CallContext::starting_now(target), "tools/call", call).await
+    client
+        .request(&SlotKey::agent(agent, "fault"), target, &CallContext::starting_now(target), "tools/call", call)
+        .await
 }
 
 #[tokio::test]
@@ -332,7 +335,7 @@ fn python_stdio(era: Era) -> Option<BackendTarget> {
 async fn a_stdio_backend_of_the_2026_era_is_probed_and_spoken_to_without_a_handshake() {
     let (Some(auto), Some(legacy)) = (python_stdio(Era::Auto), python_stdio(Era::Legacy)) else { return };
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
-    let slot = SlotKey::new("agent", "py");
+    let slot = SlotKey::agent("agent", "py");
     let session = client.session(&slot, &auto, &CallContext::starting_now(&auto)).await.expect("the process starts");
     assert_eq!(session.version(), "2026-07-28", "the probe found a modern server");
     let echoed = client
@@ -442,7 +445,7 @@ fn fault_stdio(mode: &str) -> BackendTarget {
 async fn a_stdio_backend_that_refuses_the_probe_does_the_handshake() {
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
     let target = fault_stdio("normal");
-    let slot = SlotKey::new("agent", "fault");
+    let slot = SlotKey::agent("agent", "fault");
     assert_eq!(
         client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
         "2025-11-25"
@@ -465,7 +468,7 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
     let mut changes = client.subscribe_list_changed();
     let mut messages = client.subscribe_session_messages();
     let target = fault_stdio("modern");
-    let slot = SlotKey::new("agent-7", "fault");
+    let slot = SlotKey::agent("agent-7", "fault");
     assert_eq!(
         client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
         "2026-07-28"
@@ -502,7 +505,7 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
         .await;
     assert_eq!(subscribed.expect("answered by the gateway"), json!({}));
     let message = tokio::time::timeout(TIMEOUT, messages.recv()).await.expect("an update").expect("a message");
-    assert_eq!(&*message.agent_session, "agent-7");
+    assert_eq!(message.holder, SessionHolder::agent("agent-7"));
     let RelayMessage::Notification(update) = message.message else { panic!("{:?}", message.message) };
     assert_eq!(update["method"], "notifications/resources/updated", "{update}");
     assert_eq!(update["params"]["uri"], "fault://a");

@@ -31,7 +31,7 @@ use super::session::transport::{BackendSession, effective_key};
 use super::table::{SessionTable, SlotGuard, TableFull, reap_when_idle};
 use super::{ClientConfig, ListChanged, MAX_TOOL_PAGES, MAX_TOOLS};
 use crate::backend::http_client::HttpClient;
-use crate::mcp::{Relay, SessionMessage, method};
+use crate::mcp::{Relay, SessionHolder, SessionMessage, method};
 use crate::raw_json::RawJson;
 use crate::telemetry::trace::{ClientRequest, Tracer};
 use crate::telemetry::{ErrorType, Metrics};
@@ -250,9 +250,9 @@ impl McpBackendClient {
     /// Drops every backend session of one agent session and ends them at the backends (best effort, in the
     /// background: the agent does not wait for backends to acknowledge; a process still serving a call of the
     /// session stops when that call ends).
-    pub fn forget_agent_session(&self, agent_session: &str) {
+    pub fn forget_agent_session(&self, agent_session: &SessionHolder) {
         let ender = self.sessions.ender();
-        for slot in self.table.remove_agent(agent_session) {
+        for slot in self.table.remove_holder(agent_session) {
             if let Some(session) = slot.take_session() {
                 ender.end(session);
             }

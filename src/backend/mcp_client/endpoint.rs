@@ -21,6 +21,7 @@ use crate::backend::duplex::Sharing;
 use crate::backend::http_client;
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::stdio::{Launcher, SpawnStatus};
+use crate::mcp::SessionHolder;
 use crate::telemetry::trace::Peer;
 
 /// Where and how to send one exchange over Streamable HTTP: the backend's fixed [`Route`] (shared, so a copy of
@@ -285,22 +286,26 @@ impl BackendTarget {
     }
 }
 
-/// Identifies one slot of the session table: the (agent session, backend) pair, and the owner the slot counts
-/// against for fairness. The owner is not part of the slot's identity (equality and hashing ignore it): an agent
-/// session may come back from another address, and must still find its backend session.
+/// Identifies one slot of the session table: the (holder, backend) pair, and the owner the slot counts against
+/// for fairness. The owner is not part of the slot's identity (equality and hashing ignore it): an agent session
+/// may come back from another address, and must still find its backend session.
 #[derive(Debug, Clone)]
 pub struct SlotKey {
-    pub agent_session: Arc<str>,
+    pub holder: SessionHolder,
     pub backend: Arc<str>,
     /// Who the slot counts against: the principal, or `anonymous@<address>` (see the router's `Caller`).
     pub owner: Arc<str>,
 }
 
 impl SlotKey {
-    /// A slot owned by its own agent session (callers that know better say so with [`SlotKey::owned_by`]).
-    pub fn new(agent_session: &str, backend: &str) -> Self {
-        let agent_session: Arc<str> = agent_session.into();
-        Self { owner: Arc::clone(&agent_session), agent_session, backend: backend.into() }
+    /// A slot owned by its own holder (callers that know better say so with [`SlotKey::owned_by`]).
+    pub fn new(holder: SessionHolder, backend: &str) -> Self {
+        Self { owner: holder.to_string().into(), holder, backend: backend.into() }
+    }
+
+    /// The slot of agent session `agent_session` on `backend`.
+    pub fn agent(agent_session: &str, backend: &str) -> Self {
+        Self::new(SessionHolder::agent(agent_session), backend)
     }
 
     pub fn owned_by(mut self, owner: &str) -> Self {
@@ -311,7 +316,7 @@ impl SlotKey {
 
 impl PartialEq for SlotKey {
     fn eq(&self, other: &Self) -> bool {
-        self.agent_session == other.agent_session && self.backend == other.backend
+        self.holder == other.holder && self.backend == other.backend
     }
 }
 
@@ -319,7 +324,7 @@ impl Eq for SlotKey {}
 
 impl std::hash::Hash for SlotKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.agent_session.hash(state);
+        self.holder.hash(state);
         self.backend.hash(state);
     }
 }

@@ -71,9 +71,6 @@ pub const DEFAULT_MAX_SESSIONS: usize = 4096;
 pub const DEFAULT_MAX_SESSIONS_PER_OWNER: usize = DEFAULT_MAX_SESSIONS / 4;
 /// Live stdio backend processes of the whole client, by default.
 pub const DEFAULT_MAX_STDIO_PROCESSES: usize = 128;
-/// The agent-session key of the one slot every agent uses on a backend whose sessions are shared. Agent keys are
-/// hex, so this cannot collide.
-pub const SHARED_SESSION: &str = "switchyard/shared";
 /// Best-effort `DELETE`s of forgotten sessions get this long.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 

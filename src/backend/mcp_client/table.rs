@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use super::endpoint::SlotKey;
 use super::session::background::BackgroundStream;
 use super::session::transport::BackendSession;
+use crate::mcp::SessionHolder;
 
 /// One (agent session, backend) slot. The async mutex is held while a handshake runs, so concurrent first
 /// callers of one slot share a single handshake.
@@ -244,9 +245,9 @@ impl SessionTable {
         })
     }
 
-    /// Removes every slot of one agent session.
-    pub(super) fn remove_agent(&self, agent_session: &str) -> Vec<Arc<Slot>> {
-        self.remove_where(|key| &*key.agent_session == agent_session)
+    /// Removes every slot of one holder.
+    pub(super) fn remove_holder(&self, holder: &SessionHolder) -> Vec<Arc<Slot>> {
+        self.remove_where(|key| key.holder == *holder)
     }
 
     /// Removes every slot of one backend (every agent's, discovery's and the shared one).

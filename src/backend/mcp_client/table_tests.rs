@@ -4,12 +4,12 @@ use super::*;
 use std::time::Duration;
 
 fn key(agent: &str, backend: &str) -> SlotKey {
-    SlotKey::new(agent, backend)
+    SlotKey::agent(agent, backend)
 }
 
 /// A slot of `owner` (agent sessions are named after their owner and a number).
 fn owned(owner: &str, n: usize) -> SlotKey {
-    SlotKey::new(&format!("{owner}-{n}"), "x").owned_by(owner)
+    SlotKey::agent(&format!("{owner}-{n}"), "x").owned_by(owner)
 }
 
 fn holds(table: &SessionTable, owner: &str) -> usize {
@@ -25,8 +25,8 @@ fn full_table_evicts_the_oldest_idle_slot() {
     let (_c, evicted) = table.acquire(&key("c", "x")).unwrap();
     assert!(evicted.is_some());
     assert_eq!(table.len(), 2);
-    assert_eq!(table.remove_agent("b").len(), 0, "b was the oldest idle slot and is gone");
-    assert_eq!(table.remove_agent("a").len(), 1);
+    assert_eq!(table.remove_holder(&SessionHolder::agent("b")).len(), 0, "b was the oldest idle slot and is gone");
+    assert_eq!(table.remove_holder(&SessionHolder::agent("a")).len(), 1);
 }
 
 #[test]
@@ -41,14 +41,14 @@ fn a_slot_in_use_is_never_evicted() {
 }
 
 #[test]
-fn remove_agent_drops_only_that_agents_slots() {
+fn remove_holder_drops_only_that_holders_slots() {
     let table = SessionTable::new(8, 8);
     for (agent, backend) in [("a", "x"), ("a", "y"), ("b", "x")] {
         drop(table.acquire(&key(agent, backend)).unwrap());
     }
-    assert_eq!(table.remove_agent("a").len(), 2);
+    assert_eq!(table.remove_holder(&SessionHolder::agent("a")).len(), 2);
     assert_eq!(table.len(), 1);
-    assert_eq!(table.remove_agent("b").len(), 1);
+    assert_eq!(table.remove_holder(&SessionHolder::agent("b")).len(), 1);
     assert!(table.lock().held.is_empty(), "removed slots no longer count against their owners");
 }
 
@@ -68,8 +68,8 @@ fn the_largest_holder_loses_its_idle_slots_first() {
         assert!(evicted.is_some());
     }
     assert_eq!((holds(&table, "alice"), holds(&table, "bob"), holds(&table, "hog")), (2, 3, 5));
-    assert_eq!(table.remove_agent("hog-0").len(), 0, "the hog's oldest slots went first");
-    assert_eq!(table.remove_agent("hog-3").len(), 1);
+    assert_eq!(table.remove_holder(&SessionHolder::agent("hog-0")).len(), 0, "the hog's oldest slots went first");
+    assert_eq!(table.remove_holder(&SessionHolder::agent("hog-3")).len(), 1);
 }
 
 /// The largest holder's slots in use are safe; then the next largest holder with an idle slot pays.
@@ -97,7 +97,7 @@ fn an_owner_at_its_cap_recycles_its_own_oldest_idle_slot() {
     let (_fourth, evicted) = table.acquire(&owned("hog", 3)).unwrap();
     assert!(evicted.is_some());
     assert_eq!(holds(&table, "hog"), 3);
-    assert_eq!(table.remove_agent("hog-0").len(), 0, "its oldest slot was recycled");
+    assert_eq!(table.remove_holder(&SessionHolder::agent("hog-0")).len(), 0, "its oldest slot was recycled");
     assert_eq!(holds(&table, "alice"), 1, "another owner keeps its slot");
 }
 
@@ -143,7 +143,7 @@ fn take_idle_session_takes_the_oldest_eligible_idle_session_only() {
     drop(hold(&table, "new", 3));
     let taken = table.take_idle_session(|_, _| true).expect("an idle session");
     assert_eq!(taken.generation, 2, "the idle slot used longest ago");
-    let taken = table.take_idle_session(|key, _| &*key.agent_session != "new");
+    let taken = table.take_idle_session(|key, _| key.holder != SessionHolder::agent("new"));
     assert!(taken.is_none(), "only `new` holds an idle session, and it is not eligible");
     assert_eq!(table.take_idle_session(|_, _| true).map(|s| s.generation), Some(3));
     assert!(table.take_idle_session(|_, _| true).is_none(), "the busy slot keeps its session");

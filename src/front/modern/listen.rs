@@ -29,11 +29,10 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::{call, events};
 use crate::front::Front;
-use crate::front::caller::PRINCIPAL_SCOPE_PREFIX;
 use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
 use crate::mcp::method::{self, Method};
-use crate::mcp::{RelayMessage, SessionMessage, jsonrpc, meta};
+use crate::mcp::{RelayMessage, SessionHolder, SessionMessage, jsonrpc, meta};
 use crate::router::{CallRouter, Caller, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
@@ -45,45 +44,45 @@ struct Listener {
     inbox: Inbox,
 }
 
-/// The listen streams open on this replica, by principal scope.
+/// The listen streams open on this replica, by the holder of their principal's backend sessions.
 #[derive(Default)]
 pub struct Listens {
-    open: Mutex<HashMap<String, Vec<Listener>>>,
+    open: Mutex<HashMap<SessionHolder, Vec<Listener>>>,
     next: AtomicU64,
 }
 
 /// Keeps a stream registered while it is open.
 struct Registration {
     listens: Arc<Listens>,
-    scope: String,
+    holder: SessionHolder,
     id: u64,
 }
 
 impl Listens {
     fn register(
         self: &Arc<Self>,
-        scope: String,
+        holder: SessionHolder,
         uris: HashSet<String>,
     ) -> (Registration, mpsc::UnboundedReceiver<Value>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (inbox, messages) = mpsc::unbounded_channel();
-        self.open.lock().entry(scope.clone()).or_default().push(Listener { id, uris, inbox });
-        (Registration { listens: Arc::clone(self), scope, id }, messages)
+        self.open.lock().entry(holder.clone()).or_default().push(Listener { id, uris, inbox });
+        (Registration { listens: Arc::clone(self), holder, id }, messages)
     }
 
-    /// Whether an open stream of `scope` still subscribes to `uri`.
-    fn holds(&self, scope: &str, uri: &str) -> bool {
+    /// Whether an open stream of `holder` still subscribes to `uri`.
+    fn holds(&self, holder: &SessionHolder, uri: &str) -> bool {
         self.open
             .lock()
-            .get(scope)
+            .get(holder)
             .is_some_and(|listeners| listeners.iter().any(|listener| listener.uris.contains(uri)))
     }
 
-    /// Takes what a backend sent outside a call for a sessionless agent (its backend session's key is a principal
-    /// scope): a resource update goes to the streams that subscribed to it, anything else is dropped (such an agent
+    /// Takes what a backend sent outside a call for a sessionless agent (its backend session is held for a
+    /// principal): a resource update goes to the streams that subscribed to it, anything else is dropped (such an agent
     /// is never sent requests; list changes reach it from the catalog). A session's message is handed back.
     pub fn take(&self, message: SessionMessage) -> Option<SessionMessage> {
-        if !message.agent_session.starts_with(PRINCIPAL_SCOPE_PREFIX) {
+        if !matches!(message.holder, SessionHolder::Principal(_)) {
             return Some(message);
         }
         let RelayMessage::Notification(note) = message.message else {
@@ -92,7 +91,7 @@ impl Listens {
         let updated = note.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED);
         let uri = note.pointer("/params/uri").and_then(Value::as_str).filter(|_| updated);
         if let Some(uri) = uri
-            && let Some(listeners) = self.open.lock().get(&*message.agent_session)
+            && let Some(listeners) = self.open.lock().get(&message.holder)
         {
             for listener in listeners.iter().filter(|listener| listener.uris.contains(uri)) {
                 let _ = listener.inbox.send(note.clone());
@@ -109,7 +108,7 @@ impl Registration {
             .listens
             .open
             .lock()
-            .get_mut(&self.scope)
+            .get_mut(&self.holder)
             .and_then(|listeners| listeners.iter_mut().find(|listener| listener.id == self.id))
         {
             listener.uris.retain(|uri| uris.contains(uri));
@@ -120,10 +119,10 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         let mut open = self.listens.open.lock();
-        if let Some(listeners) = open.get_mut(&self.scope) {
+        if let Some(listeners) = open.get_mut(&self.holder) {
             listeners.retain(|listener| listener.id != self.id);
             if listeners.is_empty() {
-                open.remove(&self.scope);
+                open.remove(&self.holder);
             }
         }
     }
@@ -263,10 +262,10 @@ async fn feed(events: events::Events, ack: Value, mut stream: Stream) {
         };
     }
     let Stream { router, caller, backend, registration, uris, .. } = stream;
-    let scope = registration.scope.clone();
+    let holder = registration.holder.clone();
     let listens = Arc::clone(&registration.listens);
     drop(registration);
-    for uri in uris.iter().filter(|uri| !listens.holds(&scope, uri)) {
+    for uri in uris.iter().filter(|uri| !listens.holds(&holder, uri)) {
         if let Err(error) = subscription(&router, &caller, backend.as_deref(), Method::ResourcesUnsubscribe, uri).await
         {
             tracing::info!(principal = %caller.principal.name, uri, %error, "not unsubscribed");
@@ -278,23 +277,23 @@ async fn feed(events: events::Events, ack: Value, mut stream: Stream) {
 mod tests {
     use super::*;
 
-    fn update(scope: &str, uri: &str) -> SessionMessage {
+    fn update(holder: &SessionHolder, uri: &str) -> SessionMessage {
         let note = json!({"jsonrpc": "2.0", "method": method::RESOURCES_UPDATED, "params": {"uri": uri}});
-        SessionMessage { agent_session: scope.into(), backend: "b".into(), message: RelayMessage::Notification(note) }
+        SessionMessage { holder: holder.clone(), backend: "b".into(), message: RelayMessage::Notification(note) }
     }
 
     #[test]
     fn updates_reach_every_stream_of_the_principal_that_subscribed() {
         let listens = Arc::new(Listens::default());
-        let scope = format!("{PRINCIPAL_SCOPE_PREFIX}alice");
+        let scope = SessionHolder::Principal("alice".into());
         let (_first, mut first) = listens.register(scope.clone(), HashSet::from(["file:///a".to_owned()]));
         let (_second, mut second) = listens.register(scope.clone(), HashSet::from(["file:///b".to_owned()]));
-        let (_other, mut other) = listens.register(format!("{PRINCIPAL_SCOPE_PREFIX}bob"), HashSet::new());
+        let (_other, mut other) = listens.register(SessionHolder::Principal("bob".into()), HashSet::new());
         assert!(listens.take(update(&scope, "file:///a")).is_none(), "a principal's message is taken");
         assert_eq!(first.try_recv().unwrap()["params"]["uri"], "file:///a");
         assert!(second.try_recv().is_err(), "not subscribed to that URI");
         assert!(other.try_recv().is_err(), "another principal's stream");
-        assert!(listens.take(update("0123456789abcdef0123456789abcdef", "file:///a")).is_some(), "a session's");
+        assert!(listens.take(update(&SessionHolder::agent("alice"), "file:///a")).is_some(), "a session's");
         assert!(listens.holds(&scope, "file:///b"));
         drop(_second);
         assert!(!listens.holds(&scope, "file:///b"), "a closed stream holds nothing");

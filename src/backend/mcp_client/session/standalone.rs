@@ -66,8 +66,7 @@ pub(crate) fn standing_relay(shared: Arc<Shared>, key: SlotKey, capabilities: Va
     let (relayed, mut messages) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(message) = messages.recv().await {
-            let tagged =
-                SessionMessage { agent_session: key.agent_session.clone(), backend: key.backend.clone(), message };
+            let tagged = SessionMessage { holder: key.holder.clone(), backend: key.backend.clone(), message };
             shared.subscribers.deliver(tagged);
         }
     });

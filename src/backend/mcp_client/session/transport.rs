@@ -18,10 +18,10 @@ use super::modern::ModernSlot;
 use super::processes::ProcessPermit;
 use crate::backend::duplex::{DuplexConnection, Sharing};
 use crate::backend::legacy_sse::LegacySseConnection;
-use crate::backend::mcp_client::SHARED_SESSION;
 use crate::backend::mcp_client::endpoint::{BackendEndpoint, BackendTarget, SlotKey};
 use crate::backend::mcp_client::wire::exchange::Wire;
 use crate::backend::stdio::StdioConnection;
+use crate::mcp::SessionHolder;
 use crate::telemetry::LiveSession;
 
 /// One live backend session.
@@ -163,7 +163,7 @@ impl BackendSession {
 pub(crate) fn effective_key(key: &SlotKey, target: &BackendTarget) -> Option<SlotKey> {
     match target {
         BackendTarget::Duplex(duplex) if duplex.transport.sharing() == Sharing::Shared => {
-            Some(SlotKey::new(SHARED_SESSION, &key.backend))
+            Some(SlotKey::new(SessionHolder::Shared, &key.backend))
         }
         _ => None,
     }
