@@ -243,7 +243,7 @@ pub struct OAuthClient {
     pending: PendingTable,
     options: OAuthOptions,
     /// The callback URL: known only once the gateway has bound its address (see [`OAuthClient::set_redirect_uri`]).
-    redirect_uri: std::sync::RwLock<Url>,
+    redirect_uri: parking_lot::RwLock<Url>,
 }
 
 impl fmt::Debug for OAuthClient {
@@ -279,14 +279,14 @@ impl OAuthClient {
             vault,
             store,
             pending: PendingTable::new(options.pending_ttl, options.max_pending),
-            redirect_uri: std::sync::RwLock::new(options.redirect_uri.clone()),
+            redirect_uri: parking_lot::RwLock::new(options.redirect_uri.clone()),
             options,
         })
     }
 
     /// Sets the callback URL (`<public_url>/oauth/callback`) once the gateway knows its public URL.
     pub fn set_redirect_uri(&self, url: Url) {
-        *self.redirect_uri.write().unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+        *self.redirect_uri.write() = url;
     }
 
     fn redirect_uri(&self) -> String {
@@ -294,7 +294,7 @@ impl OAuthClient {
     }
 
     fn callback_url(&self) -> Url {
-        self.redirect_uri.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.redirect_uri.read().clone()
     }
 
     /// The gateway's start page: the callback's sibling `start` (both live under `<public_url>/oauth/`).
