@@ -63,6 +63,8 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
+use crate::secret::Secret;
+
 pub use address::{AddressClass, AddressPolicy};
 pub use assertion::{KeyError, SigningKey};
 pub use backoff::{FIRST_BACKOFF, MAX_BACKOFF};
@@ -90,26 +92,6 @@ pub const START_PAGE: &str = "start";
 pub const START_FLOW_PARAM: &str = "flow";
 /// A token this close to its expiry is renewed before it is used.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
-
-/// A secret string (a client secret) that is never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(text: String) -> Secret {
-        Secret(text)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// How tokens are obtained for a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
