@@ -26,6 +26,7 @@ pub mod private_files;
 pub mod raw_json;
 pub mod router;
 pub mod seal;
+pub mod secret;
 pub mod swap;
 mod sys;
 pub mod telemetry;

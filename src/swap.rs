@@ -5,9 +5,11 @@
 //! half of an old value and half of a new one; a writer builds the new value completely before [`Swap::store`].
 //! A neutral leaf: it imports no crate module, and every layer may use it.
 
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
-/// A value replaced as a whole (std's `RwLock` over an `Arc`: the lock is held only to clone or replace the
+use parking_lot::RwLock;
+
+/// A value replaced as a whole (an `RwLock` over an `Arc`: the lock is held only to clone or replace the
 /// pointer, never while the value is used).
 pub struct Swap<T>(RwLock<Arc<T>>);
 
@@ -18,21 +20,12 @@ impl<T> Swap<T> {
 
     /// The current value; later stores do not change it.
     pub fn load(&self) -> Arc<T> {
-        Arc::clone(&self.read())
+        Arc::clone(&self.0.read())
     }
 
     /// Replaces the value; readers holding the old one keep it until they drop it.
     pub fn store(&self, value: impl Into<Arc<T>>) {
-        *self.write() = value.into();
-    }
-
-    fn read(&self) -> RwLockReadGuard<'_, Arc<T>> {
-        // A store is one pointer assignment: a poisoned lock still holds a whole value.
-        self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, Arc<T>> {
-        self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self.0.write() = value.into();
     }
 }
 

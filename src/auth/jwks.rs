@@ -13,11 +13,12 @@
 //! - Over HTTP: no redirects followed, a 10 s deadline, at most 1 MiB read.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use parking_lot::{Mutex, RwLock};
 use reqwest::Url;
 
 use super::error::{AuthError, AuthSetupError};
@@ -150,11 +151,11 @@ impl JwksCache {
     }
 
     fn current(&self) -> Option<Arc<KeyRing>> {
-        self.ring.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.ring.read().clone()
     }
 
     fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.last_error.lock().clone()
     }
 
     /// Loads the key set unless another load started less than the refetch interval ago (`force` ignores that).
@@ -168,10 +169,10 @@ impl JwksCache {
             Ok(bytes) => parse_key_set(&bytes),
             Err(problem) => Err(problem),
         };
-        let mut last_error = self.last_error.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last_error = self.last_error.lock();
         match outcome {
             Ok(ring) => {
-                *self.ring.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(ring));
+                *self.ring.write() = Some(Arc::new(ring));
                 *last_error = None;
             }
             Err(problem) => {

@@ -31,10 +31,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout_at};
@@ -302,14 +303,14 @@ impl Duplex {
 
     /// Why the session ended, once it has.
     fn ended_reason(&self) -> Option<String> {
-        self.lock().ended.clone()
+        self.state.lock().ended.clone()
     }
 
     /// Ends the session (the first reason wins): every waiting call fails as `AfterDelivery`, later requests are
     /// refused as `NotDelivered`, and [`closed`](Self::closed) completes.
     pub(crate) fn end(&self, reason: String) {
         let calls = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             state.ended.get_or_insert(reason);
             std::mem::take(&mut state.calls)
         };
@@ -325,13 +326,8 @@ impl Duplex {
         let _ = ended.wait_for(|ended| *ended).await;
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Every update is a single insert, removal or assignment: a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_>, McpError> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if let Some(reason) = &state.ended {
             return Err(not_delivered(
                 NotDeliveredCause::SessionEnded,
@@ -370,7 +366,7 @@ impl Duplex {
         let what = self.peer.what;
         let not_json = |error| format!("{what} sent a message that is not JSON ({error}): {}", excerpt(&bytes));
         if let Some(id) = response_id(&bytes).map_err(not_json)? {
-            match id.as_u64().and_then(|id| self.lock().calls.remove(&id)) {
+            match id.as_u64().and_then(|id| self.state.lock().calls.remove(&id)) {
                 Some(call) => drop(call.answer.send(bytes)),
                 None => tracing::debug!(backend = %self.peer.backend, %id, "a response nobody waits for (any more)"),
             }
@@ -393,7 +389,7 @@ impl Duplex {
         if self.peer.sharing == Sharing::Shared {
             return None;
         }
-        let newest = self.lock().calls.values().next_back().map(|call| (call.relay.clone(), call.deadline));
+        let newest = self.state.lock().calls.values().next_back().map(|call| (call.relay.clone(), call.deadline));
         newest.or_else(|| Some((self.peer.standing.relay.clone()?, Instant::now() + STANDING_ANSWER_WAIT)))
     }
 
@@ -414,7 +410,7 @@ impl Duplex {
         if method == method::PROGRESS {
             let token = message.pointer("/params/progressToken").and_then(Value::as_u64);
             let call = token.and_then(|token| {
-                let state = self.lock();
+                let state = self.state.lock();
                 let call = state.calls.get(&token)?;
                 Some((call.relay.clone(), call.theirs.clone()?))
             });
@@ -441,7 +437,7 @@ struct Registered<'a> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.duplex.lock().calls.remove(&self.id);
+        self.duplex.state.lock().calls.remove(&self.id);
     }
 }
 

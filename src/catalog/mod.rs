@@ -17,8 +17,9 @@ mod names;
 mod template;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::swap::Swap;
@@ -134,17 +135,17 @@ impl Catalog {
 
     /// The configured backends, in configuration order.
     pub fn backend_names(&self) -> Vec<Arc<str>> {
-        read(&self.state).specs.iter().map(|spec| spec.name.clone()).collect()
+        self.state.read().specs.iter().map(|spec| spec.name.clone()).collect()
     }
 
     pub fn has_backend(&self, name: &str) -> bool {
-        read(&self.state).specs.iter().any(|spec| &*spec.name == name)
+        self.state.read().specs.iter().any(|spec| &*spec.name == name)
     }
 
     /// Records a discovery result for one backend. A failure keeps the last good listing. Returns whether the
     /// tools agents see changed.
     pub fn update(&self, backend: &str, listed: Result<Listing, String>) -> bool {
-        let mut state = write(&self.state);
+        let mut state = self.state.write();
         let Some((status, last)) = state.discovered.get_mut(backend) else { return false };
         let listing = match listed {
             Ok(listing) => listing,
@@ -168,7 +169,7 @@ impl Catalog {
     /// and last listing (seen through its new spec: prefix, filters), a new one is pending, a removed one is
     /// forgotten. Returns the backends whose tools agents see changed, in either view.
     pub fn reconfigure(&self, specs: Vec<BackendSpec>) -> Vec<Arc<str>> {
-        let mut state = write(&self.state);
+        let mut state = self.state.write();
         let mut names: Vec<Arc<str>> = state.specs.iter().map(|spec| spec.name.clone()).collect();
         let mut kept = std::mem::take(&mut state.discovered);
         state.discovered = specs
@@ -230,18 +231,18 @@ impl Catalog {
 
     /// The prefix of the backend's tool and prompt names at `/mcp` (`None`: not configured).
     pub fn prefix(&self, backend: &str) -> Option<String> {
-        read(&self.state).specs.iter().find(|spec| &*spec.name == backend).map(|spec| spec.prefix.clone())
+        self.state.read().specs.iter().find(|spec| &*spec.name == backend).map(|spec| spec.prefix.clone())
     }
 
     /// The backend's resource prefix, if it has one.
     pub fn resource_prefix(&self, backend: &str) -> Option<String> {
-        read(&self.state).specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.clone()
+        self.state.read().specs.iter().find(|spec| &*spec.name == backend)?.resource_prefix.clone()
     }
 
     /// The backend in the view whose resource prefix starts `uri` (the longest such prefix), and the URI as that
     /// backend knows it.
     pub fn split_resource_prefix<'u>(&self, view: View<'_>, uri: &'u str) -> Option<(Arc<str>, &'u str)> {
-        let state = read(&self.state);
+        let state = self.state.read();
         let shown = state.specs.iter().filter(|spec| view.shows(&spec.name));
         let matching = shown.filter_map(|spec| Some((spec, uri.strip_prefix(spec.resource_prefix.as_deref()?)?)));
         let (spec, rest) = matching.max_by_key(|(spec, _)| spec.resource_prefix.as_ref().map_or(0, String::len))?;
@@ -251,7 +252,7 @@ impl Catalog {
     /// The backends in the view whose server capabilities include `capability` (e.g. "resources"), in
     /// configuration order.
     pub fn backends_with(&self, view: View<'_>, capability: &str) -> Vec<Arc<str>> {
-        let state = read(&self.state);
+        let state = self.state.read();
         let has = |spec: &&BackendSpec| {
             state.discovered.get(&spec.name).is_some_and(|(_, listing)| listing.capabilities.get(capability).is_some())
         };
@@ -264,7 +265,7 @@ impl Catalog {
 
     /// Every backend's discovery status, in configuration order.
     pub fn statuses(&self) -> Vec<(Arc<str>, BackendStatus)> {
-        let state = read(&self.state);
+        let state = self.state.read();
         let status = |spec: &BackendSpec| Some((spec.name.clone(), state.discovered.get(&spec.name)?.0.clone()));
         state.specs.iter().filter_map(status).collect()
     }
@@ -318,15 +319,6 @@ impl Snapshot {
 
 fn name_of(definition: &Value) -> Option<&str> {
     definition.get("name").and_then(Value::as_str)
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    // Every write replaces whole values, so a poisoned lock still holds a consistent value.
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -2,12 +2,11 @@
 //! or a file when the configuration is loaded.
 //!
 //! Rules: a credential is resolved once, at load, so a missing secret fails startup instead of the first call;
-//! the value lives in a [`SecretValue`] whose `Debug` prints `<redacted>` and whose header value is marked
-//! sensitive; errors name the backend and the key (`backends[0].credential.env`) but never the value; a file is
-//! read up to [`MAX_CREDENTIAL_FILE`] bytes and surrounding blanks (the usual trailing newline) are dropped.
+//! the header value lives in a [`Secret`], whose `Debug` prints `<redacted>`, and is marked sensitive; errors name
+//! the backend and the key (`backends[0].credential.env`) but never the value; a file is read up to
+//! [`MAX_CREDENTIAL_FILE`] bytes and surrounding blanks (the usual trailing newline) are dropped.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -16,6 +15,7 @@ use serde::Deserialize;
 
 use super::fields::{Fault, KeyPath, optional, quoted, required};
 use super::values::{Expected, parse_header_name};
+use crate::secret::Secret;
 
 /// Secrets are small; a larger file is almost certainly the wrong file.
 pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
@@ -24,7 +24,8 @@ pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendCredential {
     pub header: HeaderName,
-    pub value: SecretValue,
+    /// The value to put on the wire (marked sensitive, so `http` and `reqwest` will not print it either).
+    pub value: Secret<HeaderValue>,
     /// Where the secret came from, for `switchyard check` and logs (never the secret itself).
     pub source: CredentialSource,
 }
@@ -33,23 +34,6 @@ pub struct BackendCredential {
 pub enum CredentialSource {
     Env(String),
     File(PathBuf),
-}
-
-/// A header value that must never be printed.
-#[derive(Clone, PartialEq)]
-pub struct SecretValue(HeaderValue);
-
-impl SecretValue {
-    /// The value to put on the wire (already marked sensitive, so `http` and `reqwest` will not print it either).
-    pub fn header_value(&self) -> &HeaderValue {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,7 +141,7 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
     Ok(contents)
 }
 
-fn combine(source_key: &KeyPath, backend: &str, prefix: &str, secret: &str) -> Result<SecretValue, Fault> {
+fn combine(source_key: &KeyPath, backend: &str, prefix: &str, secret: &str) -> Result<Secret<HeaderValue>, Fault> {
     let mut value = HeaderValue::from_str(&format!("{prefix}{secret}")).map_err(|_| {
         credential_fault(
             source_key,
@@ -166,7 +150,7 @@ fn combine(source_key: &KeyPath, backend: &str, prefix: &str, secret: &str) -> R
         )
     })?;
     value.set_sensitive(true);
-    Ok(SecretValue(value))
+    Ok(Secret::new(value))
 }
 
 fn credential_fault(key: &KeyPath, backend: &str, problem: String) -> Fault {

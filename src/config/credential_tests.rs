@@ -25,8 +25,8 @@ fn env_credentials_get_the_prefix_and_stay_hidden() {
     let credential =
         resolve(&key(), "gh", &raw("Authorization", Some("TOKEN"), None, Some("Bearer ")), &env).expect("resolves");
     assert_eq!(credential.header, http::header::AUTHORIZATION);
-    assert_eq!(credential.value.header_value(), "Bearer s3cret");
-    assert!(credential.value.header_value().is_sensitive());
+    assert_eq!(credential.value.expose(), "Bearer s3cret");
+    assert!(credential.value.expose().is_sensitive());
     assert_eq!(credential.source, CredentialSource::Env("TOKEN".into()));
     let debug = format!("{credential:?}");
     assert!(debug.contains("<redacted>"));
@@ -113,7 +113,7 @@ fn files_are_read_trimmed_and_bounded() {
     std::fs::write(&good, "abc\n").expect("write");
     let credential =
         resolve(&key(), "gh", &raw("X-Api-Key", None, good.to_str(), None), &env_of(&[])).expect("resolves");
-    assert_eq!(credential.value.header_value(), "abc");
+    assert_eq!(credential.value.expose(), "abc");
     assert_eq!(credential.source, CredentialSource::File(good));
 
     let missing = dir.join("missing");

@@ -39,7 +39,7 @@ pub use backend::{
     BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ProtocolEra, ToolFilter,
     Transport,
 };
-pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE, SecretValue};
+pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{
@@ -55,7 +55,7 @@ pub use server::{
 };
 pub use stdio::{
     DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, DEFAULT_PROCESS_IDLE_TIMEOUT, EnvValue, MAX_PROCESS_CAP,
-    SecretText, StdioConfig, StdioSessions,
+    StdioConfig, StdioSessions,
 };
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 pub use traces::{

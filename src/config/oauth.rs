@@ -28,8 +28,8 @@ use serde::Deserialize;
 
 use super::credential::{CredentialSource, RawSecretRef, read_source};
 use super::fields::{Fault, KeyPath, list, optional, quoted};
-use super::stdio::SecretText;
 use super::values::Expected;
+use crate::secret::Secret;
 
 /// How the gateway obtains tokens for the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -56,7 +56,7 @@ pub enum TokenEndpointAuthMethod {
 #[derive(Debug, Clone, PartialEq)]
 pub enum OAuthClientIdentity {
     /// A client registered by the operator.
-    PreRegistered { client_id: String, client_secret: Option<SecretText>, private_key: Option<OAuthPrivateKey> },
+    PreRegistered { client_id: String, client_secret: Option<Secret>, private_key: Option<OAuthPrivateKey> },
     /// A Client ID Metadata Document: its URL is the client id.
     MetadataDocument(Url),
     /// Dynamic Client Registration at the server's `registration_endpoint`.
@@ -66,7 +66,7 @@ pub enum OAuthClientIdentity {
 /// `private_key`: the PEM text of the key client assertions are signed with, not parsed here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OAuthPrivateKey {
-    pub pem: SecretText,
+    pub pem: Secret,
     pub source: CredentialSource,
     /// The dotted key it came from (`backends[0].oauth.private_key.file`), to blame when the PEM is unusable.
     pub key: String,
@@ -164,9 +164,9 @@ fn build_client(
         .as_ref()
         .map(|secret| read("client_secret", secret))
         .transpose()?
-        .map(|(_, value, _)| SecretText::new(value));
+        .map(|(_, value, _)| Secret::new(value));
     let private_key = raw.private_key.as_ref().map(|secret| read("private_key", secret)).transpose()?.map(
-        |(source, pem, source_key)| OAuthPrivateKey { pem: SecretText::new(pem), source, key: source_key.to_string() },
+        |(source, pem, source_key)| OAuthPrivateKey { pem: Secret::new(pem), source, key: source_key.to_string() },
     );
     let secret_key = match (&client_secret, &private_key) {
         (Some(_), _) => Some("client_secret"),
@@ -289,7 +289,7 @@ mod tests {
             panic!("pre-registered: {config:?}");
         };
         assert_eq!(client_id, "gw");
-        assert_eq!(client_secret.as_ref().map(SecretText::expose), Some("hunter2"));
+        assert_eq!(client_secret.as_ref().map(|secret| secret.expose().as_str()), Some("hunter2"));
         let private_key = private_key.as_ref().expect("the key's text");
         assert_eq!(private_key.pem.expose(), "-----BEGIN PRIVATE KEY-----\nopaque\n-----END PRIVATE KEY-----");
         assert_eq!(private_key.source, CredentialSource::Env("K".to_owned()));

@@ -23,6 +23,7 @@ use serde::de::{self, Visitor};
 use super::credential::{CredentialSource, RawSecretRef, read_source};
 use super::fields::{Count, Fault, KeyPath, list, optional, quoted};
 use super::values::{Expected, parse_positive_duration};
+use crate::secret::Secret;
 
 /// A stdio backend process with nothing to do is stopped after this long.
 pub const DEFAULT_PROCESS_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -62,7 +63,7 @@ pub struct StdioConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EnvValue {
     Plain(String),
-    Secret { value: SecretText, source: CredentialSource },
+    Secret { value: Secret, source: CredentialSource },
 }
 
 impl EnvValue {
@@ -70,29 +71,8 @@ impl EnvValue {
     pub fn value(&self) -> &str {
         match self {
             EnvValue::Plain(text) => text,
-            EnvValue::Secret { value, .. } => &value.0,
+            EnvValue::Secret { value, .. } => value.expose(),
         }
-    }
-}
-
-/// A secret string that must never be printed.
-#[derive(Clone, PartialEq)]
-pub struct SecretText(String);
-
-impl SecretText {
-    pub(super) fn new(text: String) -> Self {
-        Self(text)
-    }
-
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SecretText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
     }
 }
 
@@ -266,7 +246,7 @@ fn build_env(
             RawEnvValue::Secret(secret) => {
                 let (source, value, _) =
                     read_source(&key, backend, secret.env.as_deref(), secret.file.as_deref(), env)?;
-                EnvValue::Secret { value: SecretText(value), source }
+                EnvValue::Secret { value: Secret::new(value), source }
             }
         };
         vars.push((name.clone(), value));

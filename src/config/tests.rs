@@ -242,7 +242,7 @@ fn every_backend_key_is_read() {
     assert_eq!(docs.headers["x-team"], "platform");
     let credential = docs.credential.as_ref().expect("credential");
     assert_eq!(credential.header.as_str(), "x-api-key");
-    assert_eq!(credential.value.header_value(), "k");
+    assert_eq!(credential.value.expose(), "k");
 }
 
 #[test]

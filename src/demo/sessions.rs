@@ -14,8 +14,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 /// How many sessions the demo keeps before dropping the oldest.
 pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -81,7 +82,7 @@ impl Sessions {
 
     /// Starts a session, dropping the oldest if the set is full, and returns its id.
     pub fn create(&self) -> SessionId {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
         let id = self.fresh_id(seq);
@@ -95,12 +96,12 @@ impl Sessions {
     }
 
     pub fn contains(&self, id: SessionId) -> bool {
-        self.lock().live.contains_key(&id)
+        self.inner.lock().live.contains_key(&id)
     }
 
     /// Ends a session; false if it was not live.
     pub fn end(&self, id: SessionId) -> bool {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         match inner.live.remove(&id) {
             Some(session) => {
                 inner.by_age.remove(&session.seq);
@@ -112,14 +113,14 @@ impl Sessions {
 
     /// Adds one to the session's count and returns the new value; `None` if the session has ended meanwhile.
     pub fn increment(&self, id: SessionId) -> Option<u64> {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         let session = inner.live.get_mut(&id)?;
         session.count += 1;
         Some(session.count)
     }
 
     pub fn len(&self) -> usize {
-        self.lock().live.len()
+        self.inner.lock().live.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -133,11 +134,6 @@ impl Sessions {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
         let half = |salt: u8| u128::from(self.hasher.hash_one((salt, seq, nanos)));
         SessionId(half(0) << 64 | half(1))
-    }
-
-    /// The data is a plain map that every operation leaves consistent, so a panic elsewhere cannot poison it.
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

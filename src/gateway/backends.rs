@@ -43,7 +43,7 @@ pub(super) fn target(
         (Endpoint::Url(url), _) => {
             let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
             if let Some(credential) = &backend.credential {
-                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.header_value().clone());
+                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.expose().clone());
             }
             for (name, value) in &backend.headers {
                 endpoint = endpoint.with_header(name.clone(), value.clone());
@@ -106,7 +106,7 @@ fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBac
         credential: backend
             .credential
             .as_ref()
-            .map(|credential| (credential.header.clone(), credential.value.header_value().clone())),
+            .map(|credential| (credential.header.clone(), credential.value.expose().clone())),
         headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
         sharing: Sharing::PerAgent,
     }

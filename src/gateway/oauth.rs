@@ -14,7 +14,7 @@ use super::GatewayError;
 use super::token_store::LedgerTokens;
 use crate::backend::oauth::{
     AuthMethod, BackendOAuth, ClientIdentity, Consent, GrantKind, HttpLimits, OAuthClient, OAuthError, OAuthOptions,
-    Secret, SigningKey, TOKEN_KEY_FILE_NAME, Vault,
+    SigningKey, TOKEN_KEY_FILE_NAME, Vault,
 };
 use crate::config::{
     BackendConfig, Config, CredentialSource, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey,
@@ -86,7 +86,7 @@ fn identity(backend: &str, oauth: &OAuthConfig) -> Result<ClientIdentity, Gatewa
     Ok(match &oauth.client {
         OAuthClientIdentity::PreRegistered { client_id, client_secret, private_key } => ClientIdentity::PreRegistered {
             client_id: client_id.clone(),
-            client_secret: client_secret.as_ref().map(|secret| Secret::new(secret.expose().to_owned())),
+            client_secret: client_secret.clone(),
             private_key: private_key.as_ref().map(|key| signing_key(backend, key)).transpose()?,
         },
         OAuthClientIdentity::MetadataDocument(url) => ClientIdentity::MetadataDocument(url.clone()),

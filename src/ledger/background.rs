@@ -19,9 +19,10 @@
 //!   shutdown does not wait for a store that is down.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
@@ -73,12 +74,12 @@ pub(crate) struct Ticket(Arc<Pending>);
 
 impl Pending {
     pub(crate) fn ticket(self: &Arc<Self>) -> Ticket {
-        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        *self.count.lock() += 1;
         Ticket(self.clone())
     }
 
     fn count(&self) -> usize {
-        *self.count.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.count.lock()
     }
 
     /// Returns once every settle queued so far has had its first attempt.
@@ -98,7 +99,7 @@ impl Pending {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut count = self.0.count.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut count = self.0.count.lock();
         *count = count.saturating_sub(1);
         if *count == 0 {
             self.0.drained.notify_waiters();
@@ -153,7 +154,7 @@ pub(crate) enum Parked {
 
 impl<J> std::fmt::Debug for Parking<J> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parking").field("parked", &self.state().jobs.len()).finish_non_exhaustive()
+        f.debug_struct("Parking").field("parked", &self.state.lock().jobs.len()).finish_non_exhaustive()
     }
 }
 
@@ -163,14 +164,9 @@ impl<J> Parking<J> {
         Parking { state: Mutex::new(Waiting { jobs: Vec::new(), deadline: None }), armed: Notify::new(), linger }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, Waiting<J>> {
-        // Every critical section is one push or take: the state is consistent even if a holder panicked.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Parks `job` until the writer's next wake-up.
     pub(crate) fn park(&self, job: J) -> Parked {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         let first = state.jobs.is_empty();
         if first {
             state.deadline = Some(Instant::now() + self.linger);
@@ -189,7 +185,7 @@ impl<J> Parking<J> {
 
     /// Moves every parked job to the end of `batch` (the writer, on each wake-up, before what woke it).
     pub(crate) fn take_into(&self, batch: &mut Vec<J>) {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         state.deadline = None;
         batch.append(&mut state.jobs);
     }
@@ -202,13 +198,13 @@ impl<J> Parking<J> {
             tokio::pin!(armed);
             // Registered before the state is read, so a settle parked in between is not missed.
             armed.as_mut().enable();
-            let Some(deadline) = self.state().deadline else {
+            let Some(deadline) = self.state.lock().deadline else {
                 armed.await;
                 continue;
             };
             tokio::time::sleep_until(deadline).await;
             let due = {
-                let mut state = self.state();
+                let mut state = self.state.lock();
                 // Another deadline means the writer took those jobs meanwhile and newer ones wait.
                 let due = state.deadline == Some(deadline);
                 if due {

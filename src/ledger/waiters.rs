@@ -13,8 +13,9 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -37,14 +38,9 @@ struct Watch<'a> {
 }
 
 impl Waiters {
-    fn slots(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
-        // The map stays consistent even if a holder panicked: every critical section is a single map operation.
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn watch<'a>(&'a self, key: &'a str) -> Watch<'a> {
         let (notify, first) = {
-            let mut slots = self.slots();
+            let mut slots = self.slots.lock();
             let before = slots.len();
             let notify = slots.entry(key.to_owned()).or_default().clone();
             (notify, slots.len() > before)
@@ -62,7 +58,7 @@ impl Waiters {
             tokio::pin!(first);
             // Registered before the map is read, so a waiter arriving in between is not missed.
             first.as_mut().enable();
-            if !self.slots().is_empty() {
+            if !self.slots.lock().is_empty() {
                 return;
             }
             first.await;
@@ -71,7 +67,7 @@ impl Waiters {
 
     /// Wakes every task waiting on `key`.
     pub(crate) fn wake(&self, key: &str) {
-        if let Some(notify) = self.slots().get(key) {
+        if let Some(notify) = self.slots.lock().get(key) {
             notify.notify_waiters();
         }
     }
@@ -86,14 +82,14 @@ impl Waiters {
 
     /// Wakes every waiter (after a reconnect, when notifications may have been missed).
     pub(crate) fn wake_all(&self) {
-        for notify in self.slots().values() {
+        for notify in self.slots.lock().values() {
             notify.notify_waiters();
         }
     }
 
     /// The keys currently waited on.
     pub(crate) fn watched(&self) -> Vec<String> {
-        self.slots().keys().cloned().collect()
+        self.slots.lock().keys().cloned().collect()
     }
 
     /// Waits until the claim `key` leaves `in_flight` (read with `read`), or `deadline` passes.
@@ -129,7 +125,7 @@ impl Waiters {
 
 impl Drop for Watch<'_> {
     fn drop(&mut self) {
-        let mut slots = self.waiters.slots();
+        let mut slots = self.waiters.slots.lock();
         // Clones only happen under this lock, so the count is exact: the map's handle and ours means we are last.
         if Arc::strong_count(&self.notify) == 2 {
             slots.remove(self.key);

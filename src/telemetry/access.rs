@@ -15,9 +15,10 @@
 //!   label values and numbers.
 
 use std::fmt::Display;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::access_line::AccessFields;
@@ -65,24 +66,19 @@ impl RequestRecord {
         Arc::new(RequestRecord { metrics: None, started: Instant::now(), fields: Mutex::default() })
     }
 
-    fn fields(&self) -> MutexGuard<'_, Fields> {
-        // Every update is one assignment: a poisoned value is still consistent.
-        self.fields.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The authenticated principal's name.
     pub fn principal(&self, name: &str) {
-        self.fields().principal = Some(name.to_owned());
+        self.fields.lock().principal = Some(name.to_owned());
     }
 
     /// The agent session's id (never its sealed token).
     pub fn session(&self, id: &impl Display) {
-        self.fields().session = Some(id.to_string());
+        self.fields.lock().session = Some(id.to_string());
     }
 
     /// The message's JSON-RPC method; `request`: it has an id (a notification is no operation).
     pub fn message(&self, method: &str, request: bool) {
-        let mut fields = self.fields();
+        let mut fields = self.fields.lock();
         fields.method = Some(labels::method(method));
         fields.request = request;
     }
@@ -90,7 +86,7 @@ impl RequestRecord {
     /// The tool the request names, resolved by the catalog: its backend and exposed name.
     pub fn tool(&self, backend: &Arc<str>, exposed: &str) {
         let tool = self.metrics.as_ref().map_or_else(|| Arc::from(exposed), |metrics| metrics.name(exposed));
-        let mut fields = self.fields();
+        let mut fields = self.fields.lock();
         fields.backend = Some(Arc::clone(backend));
         fields.tool = Some(tool);
     }
@@ -98,12 +94,12 @@ impl RequestRecord {
     /// The request names a tool the catalog does not know (or none).
     pub fn unknown_tool(&self) {
         let tool = self.metrics.as_ref().map_or_else(|| Arc::from(labels::UNKNOWN_TOOL), |m| m.unknown_tool());
-        self.fields().tool = Some(tool);
+        self.fields.lock().tool = Some(tool);
     }
 
     /// How the tool call ended; counted in `switchyard_tool_calls_total` now (needs [`RequestRecord::tool`]).
     pub fn tool_outcome(&self, outcome: ToolOutcome) {
-        let mut fields = self.fields();
+        let mut fields = self.fields.lock();
         fields.outcome = Some(outcome);
         if let (Some(metrics), Some(backend), Some(tool)) = (&self.metrics, &fields.backend, &fields.tool) {
             metrics.count_tool_call(backend, tool, outcome);
@@ -112,23 +108,23 @@ impl RequestRecord {
 
     /// The JSON-RPC response the agent is sent.
     pub fn answered(&self, response: &Value) {
-        self.fields().error = ErrorType::of_response(response);
+        self.fields.lock().error = ErrorType::of_response(response);
     }
 
     /// The request was answered with a result that reports `error` (a result passed on as text, whose response
     /// is not a tree [`answered`](Self::answered) could read).
     pub fn answered_with(&self, error: ErrorType) {
-        self.fields().error = error;
+        self.fields.lock().error = error;
     }
 
     /// The request was refused with this JSON-RPC error code (an HTTP error answer of the front).
     pub fn refused(&self, code: i64) {
-        self.fields().error = ErrorType::Rpc(code);
+        self.fields.lock().error = ErrorType::Rpc(code);
     }
 
     /// The HTTP status of the answer.
     pub fn responded(&self, status: u16) {
-        self.fields().status = Some(status);
+        self.fields.lock().status = Some(status);
     }
 }
 
@@ -142,7 +138,7 @@ impl Drop for RequestRecord {
     fn drop(&mut self) {
         let Some(metrics) = &self.metrics else { return };
         let elapsed = self.started.elapsed();
-        let fields = self.fields.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fields = self.fields.get_mut();
         if let (Some(method), true) = (fields.method, fields.request) {
             metrics.observe_server(method, fields.tool.as_ref(), fields.error, elapsed);
         }

@@ -15,8 +15,10 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex};
 
 use super::logs::LogFormat;
 
@@ -116,11 +118,6 @@ impl AccessWriter {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        // Every update leaves the buffer whole: a poisoned one is still consistent.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Formats the line and hands it to the writer, or drops and counts it when the buffer is full.
     fn queue(&self, fields: &AccessFields<'_>, now: SystemTime) {
         LINE.with_borrow_mut(|line| {
@@ -129,7 +126,7 @@ impl AccessWriter {
                 LogFormat::Text => text_line(line, fields, now, self.ansi),
                 LogFormat::Json => json_line(line, fields, now),
             }
-            let mut state = self.state();
+            let mut state = self.state.lock();
             if state.pending.len() + line.len() > CAPACITY {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return;
@@ -148,13 +145,13 @@ impl AccessWriter {
     fn run(&self) {
         let mut batch = Vec::new();
         loop {
-            let mut state = self.state();
+            let mut state = self.state.lock();
             while state.pending.is_empty() {
                 state.idle = true;
-                state = self.wake.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+                self.wake.wait(&mut state);
             }
             if state.pending.len() < HURRY {
-                state = self.wake.wait_timeout(state, LINGER).unwrap_or_else(|poisoned| poisoned.into_inner()).0;
+                self.wake.wait_for(&mut state, LINGER);
             }
             drop(state);
             self.write_out(&mut batch);
@@ -168,9 +165,9 @@ impl AccessWriter {
 
     /// Takes what is queued (swapping in `spare`, so both buffers are reused) and writes it.
     fn write_out(&self, spare: &mut Vec<u8>) {
-        let mut out = self.out.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut out = self.out.lock();
         {
-            let mut state = self.state();
+            let mut state = self.state.lock();
             std::mem::swap(&mut state.pending, spare);
             state.hurried = false;
         }

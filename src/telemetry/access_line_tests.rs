@@ -8,7 +8,7 @@ struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Captured {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
+        self.0.lock().extend_from_slice(bytes);
         Ok(bytes.len())
     }
 
@@ -19,7 +19,7 @@ impl Write for Captured {
 
 impl Captured {
     fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        String::from_utf8(self.0.lock().clone()).unwrap()
     }
 }
 
@@ -96,7 +96,7 @@ fn a_full_buffer_drops_lines_and_the_log_says_how_many() {
     writer.queue(&fields(&long, 1), moment());
     writer.flush();
     let fits = CAPACITY / captured.text().len();
-    captured.0.lock().unwrap().clear();
+    captured.0.lock().clear();
     for _ in 0..fits + 100 {
         writer.queue(&fields(&long, 1), moment());
     }

@@ -12,10 +12,11 @@ use reqwest::Url;
 use serde_json::Value;
 use switchyard::backend::oauth::{
     AccessToken, BackendOAuth, BearerChallenge, ClientIdentity, GrantKind, HttpLimits, ISSUER_PIN_PRINCIPAL,
-    OAuthClient, OAuthError, OAuthNeed, OAuthOptions, Refusal, Secret, Vault,
+    OAuthClient, OAuthError, OAuthNeed, OAuthOptions, Refusal, Vault,
 };
 use switchyard::gateway::token_store::LedgerTokens;
 use switchyard::ledger::{BackendTokenRow, LedgerStore, TokenFilter};
+use switchyard::secret::Secret;
 
 use crate::support::auth_server::AuthServer;
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use jsonwebtoken::Algorithm;
 use serde_json::Value;
 use switchyard::backend::oauth::{
-    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, OAuthError, Refusal, Secret, SigningKey,
+    AuthMethod, BackendOAuth, ClientIdentity, GrantKind, OAuthError, Refusal, SigningKey,
 };
 use switchyard::ledger::LedgerStore;
+use switchyard::secret::Secret;
 
 use crate::backend_oauth::{backend, claims, client, failure, machine, token_requests, token_rows};
 use crate::support::auth_server::AuthServer;

@@ -8,7 +8,7 @@
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
 //! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
 //! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
-//! parts a reload replaces; `raw_json`, `civil_date` and `seal` are leaves too. A failure names the file, the line, the path and the rule broken.
+//! parts a reload replaces; `raw_json`, `civil_date`, `seal` and `secret` are leaves too. A failure names the file, the line, the path and the rule broken.
 
 mod circles;
 mod scan;
@@ -41,7 +41,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "front",   forbidden: Modules(&["backend", "ledger", "catalog"]),         why: "the front knows HTTP, agent sessions, the router, auth and the MCP vocabulary" },
     Rule { layer: "router",  forbidden: Modules(&["front"]),                                why: "the router answers the front; it does not call it" },
     Rule { layer: "router",  forbidden: Crates(&["reqwest", "axum", "http", "hyper"]),      why: "the router knows tools and backends, not HTTP" },
-    Rule { layer: "config",  forbidden: ModulesBut(&["config", "glob", "ledger_url"]),      why: "configuration lowers to plain types and knows no part that consumes it" },
+    Rule { layer: "config",  forbidden: ModulesBut(&["config", "glob", "ledger_url", "secret"]), why: "configuration lowers to plain types and knows no part that consumes it" },
     Rule { layer: "ledger_url", forbidden: ModulesBut(&["ledger_url"]),                     why: "the ledger URL grammar is shared by config and ledger, so it depends on neither" },
     Rule { layer: "mcp",     forbidden: ModulesBut(&["mcp"]),                               why: "the MCP vocabulary is shared by every layer, so it depends on none" },
     Rule { layer: "swap",    forbidden: ModulesBut(&["swap"]),                              why: "the snapshot cell is shared by the parts a reload replaces, so it depends on none" },
@@ -49,6 +49,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls; it knows no layer" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
+    Rule { layer: "secret",  forbidden: ModulesBut(&["secret"]),                            why: "the redacted secret is shared by config and the backend client, so it depends on neither" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },
     Rule { layer: "backend", forbidden: Modules(&["front", "router", "ledger", "catalog"]), why: "the backend client knows backends, not agents, routing or storage" },

@@ -13,9 +13,10 @@
 //!   claims on every use, not stored.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
@@ -71,7 +72,7 @@ impl VerifiedCache {
 
     /// The claims of the token with `digest` if it was verified less than the bound ago and is valid at `at`.
     pub(super) fn get(&self, digest: &TokenDigest, at: Moment) -> Option<Claims> {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         let entry = entries.by_digest.get(digest)?;
         let usable = at.instant.saturating_duration_since(entry.verified_at) < self.bound
             && (entry.valid_from..=entry.valid_until).contains(&at.unix);
@@ -92,7 +93,7 @@ impl VerifiedCache {
         }
         let valid_from = claims.get("nbf").and_then(Value::as_u64).map_or(0, |nbf| nbf.saturating_sub(self.leeway));
         let entry = Entry { claims, verified_at: at.instant, valid_from, valid_until: exp.saturating_add(self.leeway) };
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         while entries.by_digest.len() >= self.capacity || entries.order.len() >= self.capacity {
             entries.evict_oldest();
         }
@@ -102,11 +103,7 @@ impl VerifiedCache {
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.lock().by_digest.len()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        self.entries.lock().by_digest.len()
     }
 }
 
@@ -178,7 +175,10 @@ mod tests {
         for round in 0..20 {
             cache.put(digest("again"), claims(T0 + 600, None), later(start, 20 + round));
         }
-        assert!(cache.len() <= 3 && cache.lock().order.len() <= 3, "re-verifying one token does not grow the queue");
+        assert!(
+            cache.len() <= 3 && cache.entries.lock().order.len() <= 3,
+            "re-verifying one token does not grow the queue"
+        );
     }
 
     #[test]

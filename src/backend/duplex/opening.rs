@@ -123,7 +123,7 @@ fn handshake(reason: String) -> McpError {
 pub(super) struct ModernDuplex {
     pub(super) asked: Asked,
     /// Cancels the open listen request.
-    listening: std::sync::Mutex<Option<Arc<Notify>>>,
+    listening: parking_lot::Mutex<Option<Arc<Notify>>>,
 }
 
 impl ModernDuplex {
@@ -132,10 +132,7 @@ impl ModernDuplex {
     pub(super) fn listen(&self, duplex: &Arc<Duplex>, version: &'static str, capabilities: &Value, uris: &[String]) {
         let notifications = listen_interests(capabilities, &["tools", "prompts", "resources"], uris);
         let cancel = (!notifications.is_empty()).then(|| Arc::new(Notify::new()));
-        let previous = std::mem::replace(
-            &mut *self.listening.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
-            cancel.clone(),
-        );
+        let previous = std::mem::replace(&mut *self.listening.lock(), cancel.clone());
         if let Some(previous) = previous {
             previous.notify_one();
         }

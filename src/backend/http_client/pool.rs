@@ -8,11 +8,11 @@
 //! - Connections are dropped (closed) outside the lock.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use http::Uri;
 use http::uri::{Authority, Scheme};
+use parking_lot::Mutex;
 
 use super::conn::Conn;
 
@@ -51,7 +51,7 @@ impl Pool {
     pub(super) fn take(&self, key: &Key) -> Option<Box<Conn>> {
         let mut expired = Vec::new();
         let conn = {
-            let mut idle = self.lock();
+            let mut idle = self.idle.lock();
             let list = idle.get_mut(key)?;
             drain_expired(list, &mut expired);
             list.pop_back().map(|idle| idle.conn)
@@ -67,7 +67,7 @@ impl Pool {
         }
         let mut expired = Vec::new();
         let refused = {
-            let mut idle = self.lock();
+            let mut idle = self.idle.lock();
             let list = match idle.get_mut(key) {
                 Some(list) => list,
                 None => idle.entry(key.clone()).or_default(),
@@ -86,12 +86,7 @@ impl Pool {
     /// How many idle connections `key`'s backend has.
     #[cfg(test)]
     pub(super) fn idle(&self, key: &Key) -> usize {
-        self.lock().get(key).map_or(0, VecDeque::len)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<Key, VecDeque<Idle>>> {
-        // Every update leaves the lists whole: a poisoned lock is still consistent.
-        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.idle.lock().get(key).map_or(0, VecDeque::len)
     }
 }
 

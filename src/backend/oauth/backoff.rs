@@ -6,8 +6,9 @@
 //! answered at once ([`OAuthError::Backoff`]). Failures of the gateway itself (the token store, the random
 //! source) are not held against the backend.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::error::OAuthError;
 
@@ -30,7 +31,7 @@ pub(super) struct Backoff(Mutex<Option<Failure>>);
 impl Backoff {
     /// The remembered error while attempts are held off.
     pub(super) fn check(&self, backend: &str) -> Result<(), OAuthError> {
-        let failure = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let failure = self.0.lock();
         match failure.as_ref() {
             Some(failure) if Instant::now() < failure.until => Err(OAuthError::Backoff {
                 backend: backend.to_owned(),
@@ -43,7 +44,7 @@ impl Backoff {
 
     /// Remembers how an attempt ended.
     pub(super) fn record<T>(&self, outcome: &Result<T, OAuthError>) {
-        let mut failure = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failure = self.0.lock();
         match outcome {
             Ok(_) => *failure = None,
             Err(OAuthError::Store(_) | OAuthError::Random) => {}
@@ -64,7 +65,7 @@ mod tests {
     }
 
     fn period(backoff: &Backoff) -> Option<Duration> {
-        backoff.0.lock().expect("lock").as_ref().map(|failure| failure.period)
+        backoff.0.lock().as_ref().map(|failure| failure.period)
     }
 
     #[test]
@@ -96,7 +97,7 @@ mod tests {
     fn the_hold_ends() {
         let backoff = Backoff::default();
         backoff.record(&failed());
-        backoff.0.lock().expect("lock").as_mut().expect("failure").until = Instant::now();
+        backoff.0.lock().as_mut().expect("failure").until = Instant::now();
         assert_eq!(backoff.check("docs"), Ok(()), "tried again once the period is over");
     }
 }

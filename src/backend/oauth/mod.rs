@@ -63,6 +63,8 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
+use crate::secret::Secret;
+
 pub use address::{AddressClass, AddressPolicy};
 pub use assertion::{KeyError, SigningKey};
 pub use backoff::{FIRST_BACKOFF, MAX_BACKOFF};
@@ -90,26 +92,6 @@ pub const START_PAGE: &str = "start";
 pub const START_FLOW_PARAM: &str = "flow";
 /// A token this close to its expiry is renewed before it is used.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
-
-/// A secret string (a client secret) that is never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(text: String) -> Secret {
-        Secret(text)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// How tokens are obtained for a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,7 +225,7 @@ pub struct OAuthClient {
     pending: PendingTable,
     options: OAuthOptions,
     /// The callback URL: known only once the gateway has bound its address (see [`OAuthClient::set_redirect_uri`]).
-    redirect_uri: std::sync::RwLock<Url>,
+    redirect_uri: parking_lot::RwLock<Url>,
 }
 
 impl fmt::Debug for OAuthClient {
@@ -279,14 +261,14 @@ impl OAuthClient {
             vault,
             store,
             pending: PendingTable::new(options.pending_ttl, options.max_pending),
-            redirect_uri: std::sync::RwLock::new(options.redirect_uri.clone()),
+            redirect_uri: parking_lot::RwLock::new(options.redirect_uri.clone()),
             options,
         })
     }
 
     /// Sets the callback URL (`<public_url>/oauth/callback`) once the gateway knows its public URL.
     pub fn set_redirect_uri(&self, url: Url) {
-        *self.redirect_uri.write().unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+        *self.redirect_uri.write() = url;
     }
 
     fn redirect_uri(&self) -> String {
@@ -294,7 +276,7 @@ impl OAuthClient {
     }
 
     fn callback_url(&self) -> Url {
-        self.redirect_uri.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.redirect_uri.read().clone()
     }
 
     /// The gateway's start page: the callback's sibling `start` (both live under `<public_url>/oauth/`).

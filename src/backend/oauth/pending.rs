@@ -24,9 +24,10 @@
 //! - The table lives in this process: the start page and the callback must reach the replica that made the URL.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use super::Discovered;
@@ -108,14 +109,10 @@ impl PendingTable {
         PendingTable { entries: Mutex::default(), ttl, max }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Pending>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The flow of the authorization waiting for `request`'s principal and backend, or of a new one whose
     /// authorization server URL `url` builds from its `state`.
     pub(super) fn admit(&self, request: Request, url: impl FnOnce(&str) -> String) -> Result<String, OAuthError> {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         entries.retain(|_, entry| entry.created.elapsed() < self.ttl);
         let waiting = entries.iter().find(|(_, entry)| entry.of(&request.principal, &request.backend));
         if let Some((state, entry)) = waiting {
@@ -143,7 +140,7 @@ impl PendingTable {
     /// Binds the authorization of `flow` to a new browser (the one opening the start page now).
     pub(super) fn bind(&self, flow: &str) -> Result<Consent, OAuthError> {
         let (cookie, consent) = (random_token()?, random_token()?);
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         let entry = self.live_flow(&mut entries, flow)?;
         entry.browser = Some(Browser { cookie: digest(&cookie), consent: digest(&consent) });
         Ok(Consent {
@@ -157,7 +154,7 @@ impl PendingTable {
 
     /// The authorization server URL of `flow`, for the browser it is bound to that sent its consent token.
     pub(super) fn proceed(&self, flow: &str, consent: &str, cookies: &[String]) -> Result<String, OAuthError> {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         let entry = self.live_flow(&mut entries, flow)?;
         let consented = entry.browser.as_ref().is_some_and(|browser| digest(consent) == browser.consent);
         if !consented || !entry.presented_by(cookies) {
@@ -169,7 +166,7 @@ impl PendingTable {
     /// Takes the authorization of `state` out of the table when the browser presents its cookie (whatever
     /// happens next, it cannot be used again); another browser leaves it waiting.
     pub(super) fn take(&self, state: &str, cookies: &[String]) -> Result<Pending, OAuthError> {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         let entry = entries.get(state).ok_or(OAuthError::UnknownState)?;
         if !entry.presented_by(cookies) {
             return Err(OAuthError::OtherBrowser);

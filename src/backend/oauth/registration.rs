@@ -20,12 +20,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::ClientIdentity;
 use super::assertion::{AssertionSigner, SigningKey};
 use super::discovery::ServerMetadata;
 use super::error::OAuthError;
 use super::http::Http;
 use super::token::{AuthMethod, ClientAuth};
-use super::{ClientIdentity, Secret};
+use crate::secret::Secret;
 
 /// SEP-837's `application_type` for the gateway: a web application (never `native`: OIDC allows native clients
 /// only custom-scheme or loopback redirect URIs, and the gateway's public URL is usually neither).

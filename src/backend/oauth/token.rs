@@ -21,11 +21,11 @@ use base64::engine::general_purpose::STANDARD;
 use reqwest::Url;
 use serde_json::{Map, Value};
 
-use super::Secret;
 use super::assertion::{ASSERTION_TYPE, AssertionSigner};
 use super::clock::unix_now;
 use super::error::OAuthError;
 use super::http::{Answer, Http};
+use crate::secret::Secret;
 
 /// How the gateway authenticates at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,9 +27,10 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::{Instant, sleep};
 
 use super::procfs::{self, Stat};
@@ -104,7 +105,7 @@ impl ProcessGroups {
         let Ok(group) = i32::try_from(leader) else { return };
         // The leader is our unreaped child, so its pid cannot have been given to anyone else yet.
         let leader_start = procfs::stat(group).map_or(0, |stat| stat.start);
-        let mut live = self.lock();
+        let mut live = self.live.lock();
         live.insert(group, Group { leader_start, token: token.0, session: Arc::downgrade(session) });
         self.save(&live);
     }
@@ -112,7 +113,7 @@ impl ProcessGroups {
     /// Forgets the group led by `leader`, once it is stopped.
     pub(super) fn remove(&self, leader: u32) {
         let Ok(group) = i32::try_from(leader) else { return };
-        let mut live = self.lock();
+        let mut live = self.live.lock();
         if live.remove(&group).is_some() {
             self.save(&live);
         }
@@ -120,7 +121,7 @@ impl ProcessGroups {
 
     /// How many groups are running.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.live.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -130,7 +131,7 @@ impl ProcessGroups {
     /// Ends every group's session — its process is then stopped as always: stdin closed, SIGTERM, SIGKILL to the
     /// group, `grace` apart — and waits until all are stopped, at most `within`.
     pub async fn stop_all(&self, within: Duration) {
-        let sessions: Vec<Weak<Duplex>> = self.lock().values().map(|group| group.session.clone()).collect();
+        let sessions: Vec<Weak<Duplex>> = self.live.lock().values().map(|group| group.session.clone()).collect();
         if sessions.is_empty() {
             return;
         }
@@ -145,11 +146,6 @@ impl ProcessGroups {
         if !self.is_empty() {
             tracing::warn!(groups = self.len(), "stdio backend processes were still stopping when the gateway exited");
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<i32, Group>> {
-        // Each update is one insert or removal: a poisoned map is still consistent.
-        self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Rewrites the record (under the lock, so records are written in the order of the changes).

@@ -9,9 +9,9 @@
 //!   starts a fresh one (the call that was in the crashed process is never replayed — that is the caller's rule).
 //! - [`Launcher::status`] is what `/readyz` and `switchyard check` report.
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -73,7 +73,7 @@ impl Launcher {
     }
 
     pub fn status(&self) -> SpawnStatus {
-        let health = self.lock();
+        let health = self.health.lock();
         match health.retry_at {
             None => SpawnStatus::Ready,
             Some(retry_at) => SpawnStatus::Failing {
@@ -84,13 +84,8 @@ impl Launcher {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Health> {
-        // Each update is a few assignments under the lock: a poisoned value is still usable.
-        self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn check(&self) -> Result<(), McpError> {
-        let health = self.lock();
+        let health = self.health.lock();
         match health.retry_at {
             Some(retry_at) if Instant::now() < retry_at => Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::ProcessStart,
@@ -107,7 +102,7 @@ impl Launcher {
     }
 
     fn record(&self, error: Option<&McpError>) {
-        let mut health = self.lock();
+        let mut health = self.health.lock();
         let Some(error) = error else {
             *health = Health::default();
             return;

@@ -20,8 +20,10 @@ mod table;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use parking_lot::Mutex;
 
 use crate::raw_json::RawJson;
 
@@ -47,6 +49,8 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// Every critical section decides the rules first and then applies them, so a panic cannot leave the claims
+    /// and their indexes half-changed for the next holder.
     claims: Mutex<Claims>,
     waiters: Waiters,
     /// Revoked sessions and their expiry (unix seconds).
@@ -61,19 +65,13 @@ fn now_ms() -> i64 {
 }
 
 impl MemoryStore {
-    fn claims(&self) -> MutexGuard<'_, Claims> {
-        // Every critical section leaves the claims and their indexes consistent before anything that could panic
-        // (the rules are decided first, then applied), so a panic elsewhere cannot have broken them.
-        self.inner.claims.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     pub(crate) fn waiters(&self) -> &Waiters {
         &self.inner.waiters
     }
 
     pub(crate) async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
         let id = new_claim_id_bytes()?;
-        Ok(self.claims().claim(&new, id, SystemTime::now()))
+        Ok(self.inner.claims.lock().claim(&new, id, SystemTime::now()))
     }
 
     pub(crate) async fn complete(
@@ -127,7 +125,7 @@ impl MemoryStore {
     }
 
     fn released(&self, key: &ClaimKey, owner: &str) -> Result<(), LedgerError> {
-        self.claims().release(key, owner)?;
+        self.inner.claims.lock().release(key, owner)?;
         self.inner.waiters.wake(key.as_str());
         Ok(())
     }
@@ -140,18 +138,18 @@ impl MemoryStore {
         operation: Settle<'_>,
         change: impl FnOnce(&mut Stored, &mut Names),
     ) -> Result<(), LedgerError> {
-        if self.claims().settle(key, owner, operation, now_ms(), change)? {
+        if self.inner.claims.lock().settle(key, owner, operation, now_ms(), change)? {
             self.inner.waiters.wake(key.as_str());
         }
         Ok(())
     }
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
-        Ok(self.claims().get(key.as_str()))
+        Ok(self.inner.claims.lock().get(key.as_str()))
     }
 
     pub(crate) async fn renew_leases(&self, owner: &str, lease_until: SystemTime) -> Result<u64, LedgerError> {
-        Ok(self.claims().renew(owner, to_millis(lease_until)))
+        Ok(self.inner.claims.lock().renew(owner, to_millis(lease_until)))
     }
 
     pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
@@ -165,7 +163,7 @@ impl MemoryStore {
 
     /// Marks every in-flight claim matching `select` unknown with `note`, wakes their waiters; returns how many.
     fn unknown_where(&self, select: impl Fn(&Stored) -> bool, note: &str, now_ms: i64) -> u64 {
-        let changed = self.claims().unknown_where(select, note, now_ms);
+        let changed = self.inner.claims.lock().unknown_where(select, note, now_ms);
         for key in &changed {
             self.inner.waiters.wake(key);
         }
@@ -178,7 +176,7 @@ impl MemoryStore {
         let cutoff_ms = to_millis(older_than);
         let mut purged = 0;
         loop {
-            let (removed, more) = self.claims().sweep(cutoff_ms, SLICE);
+            let (removed, more) = self.inner.claims.lock().sweep(cutoff_ms, SLICE);
             purged += removed;
             if !more {
                 return Ok(purged);
@@ -193,7 +191,7 @@ impl MemoryStore {
         let newest_first = |a: &ClaimRecord, b: &ClaimRecord| b.created_at.cmp(&a.created_at).then(a.key.cmp(&b.key));
         let (mut found, mut resume) = (Vec::new(), None);
         loop {
-            resume = self.claims().list_slice(filter, resume, SLICE, &mut found);
+            resume = self.inner.claims.lock().list_slice(filter, resume, SLICE, &mut found);
             // Keeps the gathered claims at twice the limit at most, whatever the store holds.
             if found.len() > filter.limit.saturating_mul(2).max(SLICE) {
                 found.sort_by(newest_first);
@@ -210,7 +208,7 @@ impl MemoryStore {
     }
 
     pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        self.claims().resolve(key, resolution, now_ms())
+        self.inner.claims.lock().resolve(key, resolution, now_ms())
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

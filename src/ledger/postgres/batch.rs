@@ -27,10 +27,11 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
+use parking_lot::Mutex as SyncMutex;
 use tokio::sync::{Mutex, mpsc};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -59,15 +60,15 @@ pub(super) enum Job {
 
 /// A reply, held so that a batch can borrow its jobs across `.await`s on any thread: the mutex is never locked,
 /// only taken apart by the one owner that answers.
-pub(super) struct Answer<R>(StdMutex<R>);
+pub(super) struct Answer<R>(SyncMutex<R>);
 
 impl<R> Answer<R> {
     pub(super) fn new(reply: R) -> Answer<R> {
-        Answer(StdMutex::new(reply))
+        Answer(SyncMutex::new(reply))
     }
 
     fn take(self) -> R {
-        self.0.into_inner().unwrap_or_else(PoisonError::into_inner)
+        self.0.into_inner()
     }
 }
 

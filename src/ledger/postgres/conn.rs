@@ -14,10 +14,11 @@
 //!   transactions must not take in other operations.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+use parking_lot::RwLock;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use super::rows::RowsSql;
@@ -206,7 +207,7 @@ impl Connector {
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
         let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {
-            *first.live.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Session { client, prepared }));
+            *first.live.write() = Some(Arc::new(Session { client, prepared }));
         }
         Ok(Connector { config, sql, slots, next: AtomicUsize::new(0) })
     }
@@ -227,7 +228,7 @@ impl Connector {
         let client = connect(&self.config).await?;
         let prepared = Prepared::new(&client, &self.sql).await?;
         let session = Arc::new(Session { client, prepared });
-        *slot.live.write().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        *slot.live.write() = Some(session.clone());
         Ok(session)
     }
 
@@ -272,13 +273,13 @@ impl Connector {
 
 impl Slot {
     fn current(&self) -> Option<Arc<Session>> {
-        let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
+        let live = self.live.read();
         live.as_ref().filter(|session| !session.client.is_closed()).cloned()
     }
 
     /// Forgets `dead` unless another task already replaced it.
     fn forget(&self, dead: &Arc<Session>) {
-        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
+        let mut live = self.live.write();
         if live.as_ref().is_some_and(|session| Arc::ptr_eq(session, dead)) {
             *live = None;
         }

@@ -28,8 +28,9 @@ mod sampler;
 mod span;
 
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 
 pub use context::{SpanContext, SpanId, TRACEPARENT, TRACESTATE, TraceId};
@@ -250,8 +251,7 @@ pub struct ClientSpan {
 
 impl ClientSpan {
     fn record(&self) -> Option<MutexGuard<'_, SpanRecord>> {
-        // Each update is one push or replacement: a poisoned record is still consistent.
-        self.record.as_ref().map(|record| record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        self.record.as_ref().map(Mutex::lock)
     }
 
     /// Writes this span's context into the request's `params._meta`, so the backend continues it.
@@ -305,7 +305,7 @@ impl ClientSpan {
     /// Ends the span: the backend's `result`, or how the request failed.
     pub fn end(mut self, outcome: Result<&Value, CallFailure>) {
         let Some(record) = self.record.take() else { return };
-        let record = record.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let record = record.into_inner();
         let failure = match outcome {
             Ok(result) => conventions::result_failure(result),
             Err(failure) => Some(failure),
@@ -317,7 +317,7 @@ impl ClientSpan {
 impl Drop for ClientSpan {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
-            let record = record.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let record = record.into_inner();
             finish(&self.tracer, record, Some(&CallFailure::new("cancelled", "the backend request was abandoned")));
         }
     }
