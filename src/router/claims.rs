@@ -82,6 +82,7 @@ impl CallLedger {
                 return Admission::Answered(ToolOutcome::Denied, refused);
             }
         };
+        let _waiting = self.metrics.waiting_on_ledger();
         let key = &named.key;
         let digest = canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null));
         let unavailable =

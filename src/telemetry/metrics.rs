@@ -34,6 +34,7 @@ pub mod names {
     pub const CLIENT_DURATION: &str = "mcp_client_operation_duration_seconds";
     pub const TOOL_CALLS: &str = "switchyard_tool_calls_total";
     pub const LEDGER_CLAIMS: &str = "switchyard_ledger_claims_total";
+    pub const LEDGER_WAITING: &str = "switchyard_ledger_calls_waiting";
     pub const BACKEND_UP: &str = "switchyard_backend_up";
     pub const DISCOVERY_FAILURES: &str = "switchyard_backend_discovery_failures_total";
     pub const BACKEND_SESSIONS: &str = "switchyard_backend_sessions";
@@ -120,6 +121,7 @@ pub struct Metrics {
     tool_calls: Family<ToolCallLabels, Counter>,
     /// One counter per [`ClaimWrite`], in [`ClaimWrite::ALL`]'s order.
     ledger_claims: [Counter; 4],
+    ledger_waiting: Gauge,
     backend_up: Family<BackendLabels, Gauge>,
     discovery_failures: Family<BackendLabels, Counter>,
     backend_sessions: Family<BackendLabels, Gauge>,
@@ -163,6 +165,7 @@ impl Metrics {
             client_duration: Histograms::new_with_constructor(duration_histogram),
             tool_calls: Family::default(),
             ledger_claims,
+            ledger_waiting: Gauge::default(),
             backend_up: Family::default(),
             discovery_failures: Family::default(),
             backend_sessions: Family::default(),
@@ -194,6 +197,8 @@ impl Metrics {
         registry.register(counter(names::TOOL_CALLS), tool_calls, self.tool_calls.clone());
         let claims = "Ledger claims this instance wrote, by the state written";
         registry.register(counter(names::LEDGER_CLAIMS), claims, ledger_claims);
+        let waiting = "Tool calls waiting on the ledger: for their claim to be written, or for a running call's to settle";
+        registry.register(names::LEDGER_WAITING, waiting, self.ledger_waiting.clone());
         let up = "Whether the backend's last discovery succeeded (1) or not (0)";
         registry.register(names::BACKEND_UP, up, self.backend_up.clone());
         let failures = "Failed discoveries, by backend";
@@ -291,6 +296,12 @@ impl Metrics {
         self.ledger_claims[index].inc_by(claims);
     }
 
+    /// Counts a tool call waiting on the ledger until the guard is dropped.
+    pub fn waiting_on_ledger(&self) -> Counted {
+        self.ledger_waiting.inc();
+        Counted(self.ledger_waiting.clone())
+    }
+
     /// The result of one discovery of `backend`.
     pub fn discovered(&self, backend: &str, up: bool) {
         let labels = BackendLabels { backend: self.names.get(backend) };
@@ -334,6 +345,16 @@ impl Metrics {
 /// The name a counter is registered under: the exposition appends `_total` itself.
 fn counter(name: &'static str) -> &'static str {
     name.strip_suffix("_total").unwrap_or(name)
+}
+
+/// Something counted in a gauge while it lives.
+#[derive(Debug)]
+pub struct Counted(Gauge);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// A live backend session, counted in [`names::BACKEND_SESSIONS`] (and [`names::STDIO_PROCESSES`]) while it lives.

@@ -24,6 +24,7 @@ fn every_metric_is_exposed_with_its_type_and_exact_name() {
         (names::CLIENT_DURATION, "histogram"),
         (names::TOOL_CALLS, "counter"),
         (names::LEDGER_CLAIMS, "counter"),
+        (names::LEDGER_WAITING, "gauge"),
         (names::BACKEND_UP, "gauge"),
         (names::DISCOVERY_FAILURES, "counter"),
         (names::BACKEND_SESSIONS, "gauge"),
@@ -110,4 +111,14 @@ fn counters_take_only_bounded_labels() {
     assert_eq!(sample(&text, "switchyard_auth_failures_total{reason=\"unknown_key\"}"), Some(1.0));
     assert_eq!(sample(&text, "switchyard_agent_sessions_opened_total"), Some(1.0));
     assert_eq!(sample(&text, "switchyard_agent_sessions_deleted_total"), Some(1.0));
+}
+
+#[test]
+fn a_call_is_counted_while_it_waits_on_the_ledger() {
+    let metrics = Metrics::new();
+    let first = metrics.waiting_on_ledger();
+    let second = metrics.waiting_on_ledger();
+    assert_eq!(sample(&metrics.encode(), "switchyard_ledger_calls_waiting"), Some(2.0));
+    drop((first, second));
+    assert_eq!(sample(&metrics.encode(), "switchyard_ledger_calls_waiting"), Some(0.0));
 }

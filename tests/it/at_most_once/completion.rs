@@ -17,6 +17,10 @@ use super::{
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ScratchDir};
 use crate::support::postgres;
+use crate::telemetry::{sample, scrape};
+
+/// The gauge of tool calls waiting on the ledger (to claim, or for another call's claim to settle).
+const LEDGER_WAITING: &str = "switchyard_ledger_calls_waiting";
 
 /// The claims table's name (in the test's schema on PostgreSQL).
 const CLAIMS: &str = "switchyard_claims";
@@ -139,7 +143,10 @@ pub(super) async fn a_duplicate_before_the_completion_is_durable_gets_the_result
     let session = agent.session.clone().expect("a session");
     let duplicate = tokio::spawn(post_on(agent.http.clone(), gateway.mcp(), session, call(2, "refund 12", Some(KEY))));
     if let Some(outside) = &outside {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The duplicate has reached the ledger: its claim is queued behind the held completion (SQLite's one
+        // writer) or it waits for the claim to settle (PostgreSQL).
+        let waiting = || async { sample(&scrape(&gateway.base).await, LEDGER_WAITING) == Some(1.0) };
+        eventually("the duplicate waits on the ledger", waiting).await;
         assert!(!duplicate.is_finished(), "only the durable completion may answer the duplicate");
         outside.unlock().await;
     }
