@@ -197,7 +197,8 @@ impl Metrics {
         registry.register(counter(names::TOOL_CALLS), tool_calls, self.tool_calls.clone());
         let claims = "Ledger claims this instance wrote, by the state written";
         registry.register(counter(names::LEDGER_CLAIMS), claims, ledger_claims);
-        let waiting = "Tool calls waiting on the ledger: for their claim to be written, or for a running call's to settle";
+        let waiting =
+            "Tool calls waiting on the ledger: for their claim to be written, or for a running call's to settle";
         registry.register(names::LEDGER_WAITING, waiting, self.ledger_waiting.clone());
         let up = "Whether the backend's last discovery succeeded (1) or not (0)";
         registry.register(names::BACKEND_UP, up, self.backend_up.clone());

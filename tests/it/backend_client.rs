@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    AfterDeliveryCause, BackendEndpoint, BackendTarget, CallContext, ClientConfig, LATEST_PROTOCOL_VERSION,
-    McpBackendClient, McpError, NotDeliveredCause, Relay, RelayMessage, SlotKey,
+    AfterDeliveryCause, BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient,
+    McpError, NotDeliveredCause, Relay, RelayMessage, SlotKey,
 };
 use switchyard::mcp::SessionHolder;
 use tokio::time::Instant;
 
 use crate::support::assert::{eventually, text};
+use crate::support::backend_calls::on;
 use crate::support::fault_backend::{Answer, FaultBackend, PROGRESS_TOKEN, Resume, Script, SessionIds};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,7 +36,7 @@ async fn echo(client: &McpBackendClient, backend: &FaultBackend, agent: &str) ->
 
 async fn echo_with(client: &McpBackendClient, endpoint: &BackendTarget, agent: &str) -> Result<Value, McpError> {
     let params = json!({"name": "echo", "arguments": {"text": "hello"}});
-    client.request(&slot(agent), endpoint, &CallContext::starting_now(endpoint), "tools/call", params).await
+    on(client, &slot(agent), endpoint).request("tools/call", params).await
 }
 
 async fn backend(script: Script) -> FaultBackend {
@@ -109,8 +110,7 @@ async fn a_backend_that_assigns_no_session_gets_no_session_header() {
     let server = backend(Script { session: SessionIds::Omit, ..Script::default() }).await;
     let client = client();
     echo(&client, &server, "a").await.unwrap();
-    let session =
-        client.session(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server))).await.unwrap();
+    let session = on(&client, &slot("a"), &endpoint(&server)).session().await.unwrap();
     assert_eq!(session.id(), None);
     assert!(server.requests().iter().all(|r| r.header("mcp-session-id").is_none()));
     let after_the_handshake =
@@ -163,14 +163,7 @@ async fn older_supported_versions_are_accepted_and_sent_back() {
     let server = backend(Script { version: Some("2025-03-26".into()), ..Script::default() }).await;
     let client = client();
     echo(&client, &server, "a").await.unwrap();
-    assert_eq!(
-        client
-            .session(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server)))
-            .await
-            .unwrap()
-            .version(),
-        "2025-03-26"
-    );
+    assert_eq!(on(&client, &slot("a"), &endpoint(&server)).session().await.unwrap().version(), "2025-03-26");
     let call = server.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
     assert_eq!(call.header("mcp-protocol-version"), Some("2025-03-26"));
 }
@@ -244,9 +237,7 @@ async fn a_body_over_the_backends_limit_is_not_delivered() {
     let server = backend(Script { body_limit: Some(1024), ..Script::default() }).await;
     let client = client();
     let params = json!({"name": "echo", "arguments": {"text": "x".repeat(4096)}});
-    let result = client
-        .request(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server)), "tools/call", params)
-        .await;
+    let result = on(&client, &slot("a"), &endpoint(&server)).request("tools/call", params).await;
     let Err(McpError::NotDelivered { cause, reason }) = &result else {
         panic!("expected NotDelivered, got {result:?}")
     };
@@ -344,7 +335,7 @@ async fn an_early_end_without_an_event_id_is_after_delivery() {
 async fn a_stall_is_after_delivery_at_the_deadline() {
     let server = backend(Script { stall: true, ..Script::default() }).await;
     let client = client();
-    client.session(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server))).await.unwrap();
+    on(&client, &slot("a"), &endpoint(&server)).session().await.unwrap();
     let deadline = Duration::from_millis(400);
     let endpoint: BackendTarget = BackendEndpoint::new(server.url().parse().unwrap(), deadline).into();
     let started = Instant::now();
@@ -358,7 +349,7 @@ async fn a_stall_is_after_delivery_at_the_deadline() {
 async fn the_deadline_covers_resumptions() {
     let server = backend(resume(1_000, 10, true)).await;
     let client = client();
-    client.session(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server))).await.unwrap();
+    on(&client, &slot("a"), &endpoint(&server)).session().await.unwrap();
     let endpoint: BackendTarget =
         BackendEndpoint::new(server.url().parse().unwrap(), Duration::from_millis(1_500)).into();
     let started = Instant::now();
@@ -493,32 +484,19 @@ async fn tools_list_follows_cursors_within_bounds() {
     let tools: Vec<Value> =
         (0..25).map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}})).collect();
     let server = backend(Script { tools, page_size: Some(10), ..Script::default() }).await;
-    let listed = client()
-        .list_tools(&slot("a"), &endpoint(&server), &CallContext::starting_now(&endpoint(&server)))
-        .await
-        .unwrap();
+    let listed = on(&client(), &slot("a"), &endpoint(&server)).list_tools().await.unwrap();
     let names: Vec<_> = listed.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 25);
     assert_eq!(names[24], "t24");
     assert_eq!(server.rpc_count("tools/list"), 3);
 
     let endless = backend(Script { endless_pages: true, page_size: Some(1), ..Script::default() }).await;
-    assert_after_delivery(
-        client()
-            .list_tools(&slot("a"), &endpoint(&endless), &CallContext::starting_now(&endpoint(&endless)))
-            .await
-            .map(Value::from),
-    );
+    assert_after_delivery(on(&client(), &slot("a"), &endpoint(&endless)).list_tools().await.map(Value::from));
     assert_eq!(endless.rpc_count("tools/list"), 32, "at most 32 pages");
 
     let many: Vec<Value> = (0..2049).map(|i| json!({"name": format!("t{i}")})).collect();
     let crowded = backend(Script { tools: many, ..Script::default() }).await;
-    assert_after_delivery(
-        client()
-            .list_tools(&slot("a"), &endpoint(&crowded), &CallContext::starting_now(&endpoint(&crowded)))
-            .await
-            .map(Value::from),
-    );
+    assert_after_delivery(on(&client(), &slot("a"), &endpoint(&crowded)).list_tools().await.map(Value::from));
 }
 
 #[tokio::test]
@@ -538,16 +516,7 @@ async fn progress_and_log_notifications_are_relayed_with_the_callers_token() {
     let (sender, mut received) = tokio::sync::mpsc::unbounded_channel();
     let params = json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "agent-token"}});
     let relay = Relay::new(json!({}), Some(sender));
-    let result = client
-        .request_relayed(
-            &slot("a"),
-            &endpoint(&server),
-            &CallContext::starting_now(&endpoint(&server)),
-            "tools/call",
-            params,
-            &relay,
-        )
-        .await;
+    let result = on(&client, &slot("a"), &endpoint(&server)).request_relayed("tools/call", params, &relay).await;
     assert_eq!(text(&result.unwrap()), "hi");
 
     let sent = server.requests().into_iter().find(|r| r.rpc_method.as_deref() == Some("tools/call")).unwrap();
@@ -589,17 +558,7 @@ async fn list_changed_notifications_reach_the_subscriber() {
     let (sender, mut relayed) = tokio::sync::mpsc::unbounded_channel();
     let params = json!({"name": "echo", "arguments": {"text": "x"}});
     let relay = Relay::new(json!({}), Some(sender));
-    client
-        .request_relayed(
-            &slot("a"),
-            &endpoint(&server),
-            &CallContext::starting_now(&endpoint(&server)),
-            "tools/call",
-            params,
-            &relay,
-        )
-        .await
-        .unwrap();
+    on(&client, &slot("a"), &endpoint(&server)).request_relayed("tools/call", params, &relay).await.unwrap();
     let announced: Vec<String> = std::iter::from_fn(|| changes.try_recv().ok()).map(|c| c.method).collect();
     assert_eq!(announced, ["notifications/tools/list_changed", "notifications/resources/list_changed"]);
     let to_agent: Vec<Value> = std::iter::from_fn(|| relayed.try_recv().ok())

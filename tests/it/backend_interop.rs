@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, CallContext, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient,
-    McpError, SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
 };
 use switchyard::mcp::SessionHolder;
 
 use crate::support::assert::{PATIENCE, poll_until, text};
+use crate::support::backend_calls::on;
 use crate::support::interop::{InteropServer, PYTHON_PAGE_SIZE, PythonMode, python_tool_names};
 
 /// Per-exchange budget; generous because the first request to a cold Node or Python peer is slow on a busy
@@ -60,51 +60,33 @@ async fn exercise(server: &InteropServer, era: Era, echo_arguments: Value, expec
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::agent("agent-session-1", "peer");
 
-    let session = client
-        .session(&slot, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let session =
+        on(&client, &slot, &endpoint(server)).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     let session_id = session.id().expect("a stateful peer assigns an MCP-Session-Id").to_owned();
     assert_eq!(session.version(), LATEST_PROTOCOL_VERSION, "both sides speak {LATEST_PROTOCOL_VERSION}");
 
-    let tools = client
-        .list_tools(&slot, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let tools =
+        on(&client, &slot, &endpoint(server)).list_tools().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     for tool in &tools {
         assert!(tool.get("inputSchema").is_some_and(Value::is_object), "tool without inputSchema: {tool}");
     }
     let names = tool_names(&tools);
     assert_unique(&names);
 
-    let echoed = client
-        .request(
-            &slot,
-            &endpoint(server),
-            &CallContext::starting_now(&endpoint(server)),
-            "tools/call",
-            json!({"name": "echo", "arguments": echo_arguments}),
-        )
+    let echoed = on(&client, &slot, &endpoint(server))
+        .request("tools/call", json!({"name": "echo", "arguments": echo_arguments}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(text(&echoed), expected_echo, "echo result: {echoed}");
     assert_ne!(echoed.get("isError"), Some(&Value::Bool(true)), "echo failed: {echoed}");
 
     // A second call and a second lookup on the same slot must ride the same backend session.
-    client
-        .request(
-            &slot,
-            &endpoint(server),
-            &CallContext::starting_now(&endpoint(server)),
-            "tools/call",
-            json!({"name": "echo", "arguments": echo_arguments}),
-        )
+    on(&client, &slot, &endpoint(server))
+        .request("tools/call", json!({"name": "echo", "arguments": echo_arguments}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    let again = client
-        .session(&slot, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let again =
+        on(&client, &slot, &endpoint(server)).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(again.id(), Some(session_id.as_str()), "the slot's backend session was replaced");
     assert_eq!(client.cached_sessions(), 1);
 
@@ -121,14 +103,9 @@ async fn exercise_isolation_and_forget(server: &InteropServer, era: Era, echo_ar
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let first = SlotKey::agent("agent-a", "peer");
     let second = SlotKey::agent("agent-b", "peer");
-    let a = client
-        .session(&first, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
-    let b = client
-        .session(&second, &endpoint(server), &CallContext::starting_now(&endpoint(server)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let a = on(&client, &first, &endpoint(server)).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let b =
+        on(&client, &second, &endpoint(server)).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     let (a, b) = (a.id().unwrap().to_owned(), b.id().unwrap().to_owned());
     assert_ne!(a, b, "two agent sessions got one backend session");
     assert_eq!(client.cached_sessions(), 2);
@@ -144,14 +121,8 @@ async fn exercise_isolation_and_forget(server: &InteropServer, era: Era, echo_ar
     wait_for(server, "the peer sees the forgotten session's DELETE", |s| s.ended_sessions().contains(&a)).await;
     assert!(!server.ended_sessions().contains(&b), "the other agent's session was ended too");
 
-    let result = client
-        .request(
-            &second,
-            &endpoint(server),
-            &CallContext::starting_now(&endpoint(server)),
-            "tools/call",
-            json!({"name": "echo", "arguments": echo_arguments}),
-        )
+    let result = on(&client, &second, &endpoint(server))
+        .request("tools/call", json!({"name": "echo", "arguments": echo_arguments}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_ne!(result.get("isError"), Some(&Value::Bool(true)), "{result}");
@@ -171,27 +142,15 @@ async fn exercise_python(mode: PythonMode) {
 
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::agent("agent-session-2", "peer");
-    let sum = client
-        .request(
-            &slot,
-            &endpoint(&server),
-            &CallContext::starting_now(&endpoint(&server)),
-            "tools/call",
-            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
-        )
+    let sum = on(&client, &slot, &endpoint(&server))
+        .request("tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(text(&sum), "5", "{sum}");
 
     // A JSON-RPC error from the peer stays a JSON-RPC error, with its code.
-    let error = client
-        .request(
-            &slot,
-            &endpoint(&server),
-            &CallContext::starting_now(&endpoint(&server)),
-            "tools/call",
-            json!({"name": "no_such_tool", "arguments": {}}),
-        )
+    let error = on(&client, &slot, &endpoint(&server))
+        .request("tools/call", json!({"name": "no_such_tool", "arguments": {}}))
         .await
         .expect_err("an unknown tool is an error");
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
@@ -212,14 +171,8 @@ async fn server_everything_streamable_http() {
 
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::agent("agent-session-2", "everything");
-    let sum = client
-        .request(
-            &slot,
-            &endpoint(&server),
-            &CallContext::starting_now(&endpoint(&server)),
-            "tools/call",
-            json!({"name": "get-sum", "arguments": {"a": 2, "b": 3}}),
-        )
+    let sum = on(&client, &slot, &endpoint(&server))
+        .request("tools/call", json!({"name": "get-sum", "arguments": {"a": 2, "b": 3}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert!(text(&sum).contains('5'), "{sum}");
@@ -244,48 +197,27 @@ async fn exercise_python_modern(mode: PythonMode) {
     let client = McpBackendClient::new(ClientConfig::default()).expect("the client builds");
     let slot = SlotKey::agent("agent-session-1", "peer");
     let target = endpoint_in(&server, Era::Auto);
-    let session = client
-        .session(&slot, &target, &CallContext::starting_now(&target))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let session = on(&client, &slot, &target).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(session.version(), "2026-07-28", "{}", server.logs());
     assert_eq!(session.id(), None, "a modern backend keeps no session");
     assert!(session.capabilities().get("tools").is_some(), "capabilities come from server/discover");
 
-    let tools = client
-        .list_tools(&slot, &target, &CallContext::starting_now(&target))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let tools = on(&client, &slot, &target).list_tools().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(tool_names(&tools), python_tool_names(), "every page, in order");
-    let echoed = client
-        .request(
-            &slot,
-            &target,
-            &CallContext::starting_now(&target),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "modern"}}),
-        )
+    let echoed = on(&client, &slot, &target)
+        .request("tools/call", json!({"name": "echo", "arguments": {"text": "modern"}}))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(text(&echoed), "modern");
-    let error = client
-        .request(
-            &slot,
-            &target,
-            &CallContext::starting_now(&target),
-            "tools/call",
-            json!({"name": "no_such_tool", "arguments": {}}),
-        )
+    let error = on(&client, &slot, &target)
+        .request("tools/call", json!({"name": "no_such_tool", "arguments": {}}))
         .await
         .expect_err("an unknown tool is an error");
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
 
     // Another agent session of the same client: the era is remembered, and the server never started a session.
     let other = SlotKey::agent("agent-session-2", "peer");
-    let again = client
-        .session(&other, &target, &CallContext::starting_now(&target))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
+    let again = on(&client, &other, &target).session().await.unwrap_or_else(|e| panic!("{e}\n{}", server.logs()));
     assert_eq!(again.version(), "2026-07-28");
     assert!(server.started_sessions().is_empty(), "{}", server.logs());
 }

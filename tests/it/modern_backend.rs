@@ -12,14 +12,14 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
-    BackendEndpoint, BackendTarget, CallContext, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage,
-    SlotKey,
+    BackendEndpoint, BackendTarget, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
 };
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use switchyard::mcp::SessionHolder;
 
 use crate::gateway::read_until;
 use crate::support::assert::{eventually, outcome, text};
+use crate::support::backend_calls::on;
 use crate::support::fault_backend::{Answer, Eras, FaultBackend, Recorded, Resume, Script};
 use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
 use crate::support::interop::{InteropServer, interop_dir, python_interpreter};
@@ -257,9 +257,7 @@ fn client_target(fault: &FaultBackend) -> BackendTarget {
 
 async fn echo(client: &McpBackendClient, target: &BackendTarget, agent: &str) -> Result<Value, McpError> {
     let call = json!({"name": "echo", "arguments": {"text": "v"}});
-    client
-        .request(&SlotKey::agent(agent, "fault"), target, &CallContext::starting_now(target), "tools/call", call)
-        .await
+    on(client, &SlotKey::agent(agent, "fault"), target).request("tools/call", call).await
 }
 
 #[tokio::test]
@@ -336,34 +334,22 @@ async fn a_stdio_backend_of_the_2026_era_is_probed_and_spoken_to_without_a_hands
     let (Some(auto), Some(legacy)) = (python_stdio(Era::Auto), python_stdio(Era::Legacy)) else { return };
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
     let slot = SlotKey::agent("agent", "py");
-    let session = client.session(&slot, &auto, &CallContext::starting_now(&auto)).await.expect("the process starts");
+    let session = on(&client, &slot, &auto).session().await.expect("the process starts");
     assert_eq!(session.version(), "2026-07-28", "the probe found a modern server");
-    let echoed = client
-        .request(
-            &slot,
-            &auto,
-            &CallContext::starting_now(&auto),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "piped"}}),
-        )
+    let echoed = on(&client, &slot, &auto)
+        .request("tools/call", json!({"name": "echo", "arguments": {"text": "piped"}}))
         .await
         .expect("a modern call over stdio");
     assert_eq!(echoed["content"][0]["text"], "piped");
-    let error = client
-        .request(
-            &slot,
-            &auto,
-            &CallContext::starting_now(&auto),
-            "tools/call",
-            json!({"name": "nope", "arguments": {}}),
-        )
+    let error = on(&client, &slot, &auto)
+        .request("tools/call", json!({"name": "nope", "arguments": {}}))
         .await
         .expect_err("an unknown tool");
     assert!(matches!(error, McpError::Rpc { code: -32602, .. }), "{error:?}");
 
     // The same server told to speak 2025's era does the handshake.
     let other = McpBackendClient::new(ClientConfig::default()).unwrap();
-    let session = other.session(&slot, &legacy, &CallContext::starting_now(&legacy)).await.expect("the process starts");
+    let session = on(&other, &slot, &legacy).session().await.expect("the process starts");
     assert_eq!(session.version(), "2025-11-25");
 }
 
@@ -446,19 +432,9 @@ async fn a_stdio_backend_that_refuses_the_probe_does_the_handshake() {
     let client = McpBackendClient::new(ClientConfig::default()).unwrap();
     let target = fault_stdio("normal");
     let slot = SlotKey::agent("agent", "fault");
-    assert_eq!(
-        client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
-        "2025-11-25"
-    );
-    let echoed = client
-        .request(
-            &slot,
-            &target,
-            &CallContext::starting_now(&target),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "e"}}),
-        )
-        .await;
+    assert_eq!(on(&client, &slot, &target).session().await.expect("started").version(), "2025-11-25");
+    let echoed =
+        on(&client, &slot, &target).request("tools/call", json!({"name": "echo", "arguments": {"text": "e"}})).await;
     assert_eq!(echoed.expect("a 2025 call")["content"][0]["text"], "e");
 }
 
@@ -469,40 +445,23 @@ async fn a_modern_stdio_backend_gets_the_meta_and_listens_for_changes_and_subscr
     let mut messages = client.subscribe_session_messages();
     let target = fault_stdio("modern");
     let slot = SlotKey::agent("agent-7", "fault");
-    assert_eq!(
-        client.session(&slot, &target, &CallContext::starting_now(&target)).await.expect("started").version(),
-        "2026-07-28"
-    );
+    assert_eq!(on(&client, &slot, &target).session().await.expect("started").version(), "2026-07-28");
     let change = tokio::time::timeout(TIMEOUT, changes.recv()).await.expect("announced").expect("a change");
     assert_eq!((&*change.backend, change.method.as_str()), ("fault", "notifications/tools/list_changed"));
 
     assert_eq!(
-        client
-            .request(&slot, &target, &CallContext::starting_now(&target), "logging/setLevel", json!({"level": "info"}))
-            .await
-            .unwrap(),
+        on(&client, &slot, &target).request("logging/setLevel", json!({"level": "info"})).await.unwrap(),
         json!({})
     );
     let relay = Relay::new(json!({"roots": {}}), None);
     let call = json!({"name": "meta", "arguments": {}});
-    let answered = client
-        .request_relayed(&slot, &target, &CallContext::starting_now(&target), "tools/call", call, &relay)
-        .await
-        .expect("answered");
+    let answered = on(&client, &slot, &target).request_relayed("tools/call", call, &relay).await.expect("answered");
     let meta: Value = serde_json::from_str(text(&answered)).unwrap();
     assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({"roots": {}}), "the agent's capabilities");
     assert_eq!(meta["io.modelcontextprotocol/logLevel"], "info", "setLevel became the request's log level");
 
-    let subscribed = client
-        .request(
-            &slot,
-            &target,
-            &CallContext::starting_now(&target),
-            "resources/subscribe",
-            json!({"uri": "fault://a"}),
-        )
-        .await;
+    let subscribed = on(&client, &slot, &target).request("resources/subscribe", json!({"uri": "fault://a"})).await;
     assert_eq!(subscribed.expect("answered by the gateway"), json!({}));
     let message = tokio::time::timeout(TIMEOUT, messages.recv()).await.expect("an update").expect("a message");
     assert_eq!(message.holder, SessionHolder::agent("agent-7"));

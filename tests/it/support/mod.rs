@@ -3,6 +3,7 @@
 
 pub mod assert;
 pub mod auth_server;
+pub mod backend_calls;
 pub mod browser;
 pub mod chromium;
 pub mod client_assertion;
