@@ -3,7 +3,7 @@
 //! Rules:
 //! - hyper's connection future ([`http1::Connection`]) does the socket I/O; nothing is spawned for it. Whoever
 //!   holds the connection polls it: the call's task while it sends the request and reads the response
-//!   ([`Conn::exchange`], [`Body::next_chunk`]), and the next call when it takes the connection from the pool
+//!   ([`Conn::exchange`], [`super::body::Body::next_chunk`]), and the next call when it takes the connection from the pool
 //!   ([`Conn::ready`]). So one call is one task, without a spawned connection task per pooled connection and the
 //!   channel hops between the two (BENCHMARKS.md measures what that saves).
 //! - Nobody polls an idle connection: a peer that closed it is noticed when it is next taken ([`Conn::ready`]
@@ -11,25 +11,18 @@
 //! - A finished connection future is dropped at once: that closes the request channel, so the sender reports the
 //!   connection closed and a request still waiting on it gets its error, instead of waiting for a future that
 //!   nobody will poll again.
-//! - A response body carries its connection: reading the body drives it, and the connection goes back to its
-//!   pool once the body has ended. A body dropped before its end drops (closes) the connection, because the
-//!   rest of its bytes would otherwise be read as the next response.
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
-use std::sync::Weak;
 use std::task::Context;
 
 use bytes::Bytes;
-use http_body::Body as _;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{TrySendError, http1};
 use hyper_rustls::MaybeHttpsStream;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-
-use super::pool::{Key, Pool};
 
 /// A connection's byte stream: plain TCP or TLS over it.
 pub(super) type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
@@ -52,7 +45,7 @@ impl Conn {
     }
 
     /// Moves the connection's I/O along as far as it can go now.
-    fn drive(&mut self, cx: &mut Context<'_>) {
+    pub(super) fn drive(&mut self, cx: &mut Context<'_>) {
         if let Some(driver) = &mut self.driver
             && Pin::new(driver).poll(cx).is_ready()
         {
@@ -86,79 +79,5 @@ impl Conn {
             response.as_mut().poll(cx)
         })
         .await
-    }
-}
-
-/// A response body that drives its connection and returns it to the pool at its end.
-pub struct Body {
-    incoming: Incoming,
-    conn: Option<Box<Conn>>,
-    home: Home,
-}
-
-/// Where a body's connection goes back to.
-pub(super) struct Home {
-    pub(super) pool: Weak<Pool>,
-    pub(super) key: Key,
-}
-
-impl Body {
-    pub(super) fn new(incoming: Incoming, conn: Box<Conn>, home: Home) -> Body {
-        let mut body = Body { incoming, conn: Some(conn), home };
-        if body.incoming.is_end_stream() {
-            body.release();
-        }
-        body
-    }
-
-    /// The next chunk of data; `Ok(None)` at the end (trailers are skipped).
-    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
-        loop {
-            let frame = poll_fn(|cx| {
-                if let Some(conn) = &mut self.conn {
-                    conn.drive(cx);
-                }
-                Pin::new(&mut self.incoming).poll_frame(cx)
-            })
-            .await;
-            let Some(frame) = frame else {
-                self.release();
-                return Ok(None);
-            };
-            if let Ok(data) = frame?.into_data() {
-                if self.incoming.is_end_stream() {
-                    self.release();
-                }
-                return Ok(Some(data));
-            }
-        }
-    }
-
-    /// The body's length when the response declared it.
-    pub fn exact_length(&self) -> Option<u64> {
-        self.incoming.size_hint().exact()
-    }
-
-    /// Gives the connection back once every byte of this body has arrived.
-    fn release(&mut self) {
-        if let Some(conn) = self.conn.take()
-            && let Some(pool) = self.home.pool.upgrade()
-        {
-            pool.put(&self.home.key, conn);
-        }
-    }
-}
-
-impl Drop for Body {
-    fn drop(&mut self) {
-        if self.incoming.is_end_stream() {
-            self.release();
-        }
-    }
-}
-
-impl std::fmt::Debug for Body {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Body").field("connection", &self.conn.is_some()).finish_non_exhaustive()
     }
 }

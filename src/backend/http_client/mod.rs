@@ -16,6 +16,7 @@
 //! - TLS trusts the platform's roots, verified with rustls' `ring` provider; without any platform root an
 //!   `https` backend fails its handshake.
 
+mod body;
 mod conn;
 mod pool;
 
@@ -31,8 +32,9 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
-pub use conn::Body;
-use conn::{Conn, Home};
+pub use body::Body;
+use body::Home;
+use conn::Conn;
 use pool::{Key, Pool};
 
 /// A request to a backend; its body is sent as one buffer.

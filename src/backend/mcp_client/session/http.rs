@@ -16,8 +16,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::modern::{mirrored_headers, request_params};
+use super::modern::mirrored_headers;
 use super::params::initialize_params;
+use super::params::request_params;
 use super::shared::Shared;
 use super::tool_headers::{ToolHeaders, header_values};
 use super::transport::{BackendSession, Carrier};

@@ -10,6 +10,7 @@
 //! ([`standalone`]) and the slot's stream it lives in ([`background`]), stdio process caps ([`processes`]), what
 //! every operation shares ([`shared`]) and who hears messages outside calls ([`subscribers`]).
 
+pub(crate) mod asked;
 pub(crate) mod background;
 pub(crate) mod era;
 pub(crate) mod http;

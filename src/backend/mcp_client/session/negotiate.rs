@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::asked::Asked;
 use super::era::{Era, Eras, Known, ModernServer, Verdict};
 use super::http::handshake;
-use super::modern::{Asked, ModernSlot, probe};
+use super::modern::{ModernSlot, probe};
 use super::shared::Shared;
 use super::transport::{BackendSession, Carrier};
 use crate::backend::duplex::Opening;

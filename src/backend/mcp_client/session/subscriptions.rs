@@ -24,7 +24,8 @@ use tokio::time::Instant;
 
 use super::background::BackgroundStream;
 use super::era::Eras;
-use super::modern::{listen_interests, mirrored_headers, request_params};
+use super::modern::mirrored_headers;
+use super::params::{listen_interests, request_params};
 use super::shared::Shared;
 use super::standalone::{OPEN_WAIT, standing_relay};
 use super::transport::BackendSession;

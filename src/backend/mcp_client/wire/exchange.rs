@@ -24,7 +24,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
 use super::authorize::Refused;
@@ -32,6 +32,7 @@ use super::failure::{ExchangeError, after_delivery, classify_send_error, error_c
 use super::notifications::NotificationRoute;
 use super::refusal::Refusal;
 use super::response::response_id;
+use super::server_request::answer_server_request;
 use super::strays::Strays;
 use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::http_client::{self, HttpClient, Response};
@@ -39,7 +40,7 @@ use crate::backend::mcp_client::endpoint::BackendEndpoint;
 use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
-use crate::mcp::{PROTOCOL_VERSION_HEADER, Relay, SESSION_ID_HEADER, method};
+use crate::mcp::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use crate::telemetry::trace::ClientSpan;
 
 /// How many times one exchange may resume a stream that ended early.
@@ -534,32 +535,6 @@ impl StreamCursor {
 impl Exchange<'_> {
     async fn answer_server_request(&self, id: &Value, method: &str, message: Value) -> Value {
         answer_server_request(self.notifications.relay, self.deadline, id, method, message).await
-    }
-}
-
-/// The answer to a backend's server-to-client request, whatever the transport: `ping` is answered here; what
-/// the agent declared it can answer is relayed to it (the answer keeps the backend's id, and the agent has until
-/// `deadline`); anything else is -32601 (with the relay's reason when it refuses every request).
-pub(crate) async fn answer_server_request(
-    relay: Option<&Relay>,
-    deadline: Instant,
-    id: &Value,
-    method: &str,
-    message: Value,
-) -> Value {
-    if method == method::PING {
-        return jsonrpc::result(id, json!({}));
-    }
-    let relayed = relay.and_then(|relay| relay.ask(method, message));
-    let Some(answer) = relayed else {
-        return jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &Relay::refusal(relay, method));
-    };
-    match timeout_at(deadline, answer).await {
-        Ok(Ok(mut reply)) => {
-            reply["id"] = id.clone();
-            reply
-        }
-        _ => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, "the agent did not answer the request"),
     }
 }
 

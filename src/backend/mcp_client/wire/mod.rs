@@ -15,4 +15,5 @@ pub(crate) mod failure;
 pub(crate) mod notifications;
 pub(crate) mod refusal;
 pub(crate) mod response;
+pub(crate) mod server_request;
 pub(crate) mod strays;
