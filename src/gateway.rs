@@ -14,8 +14,9 @@
 mod access;
 mod backends;
 pub mod control;
-pub mod diff;
+pub(crate) mod diff;
 pub mod reload;
+pub mod testing;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,7 +47,6 @@ use crate::swap::Swap;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
-pub use backends::{legacy_sse_backend, stdio_backend};
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;

@@ -29,6 +29,7 @@ impl Glob {
         Ok(Self(pattern.to_owned()))
     }
 
+    #[cfg(test)]
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -4,7 +4,7 @@
 //!
 //! Rules: a [`RawJson`] is always one valid JSON value (checked when built, without building a tree); its bytes are
 //! never re-encoded, so key order and number spelling survive; two are equal when their texts are. Code that must
-//! look inside peeks with a small borrowing struct ([`RawJson::peek`]) and builds a [`Value`] only on rare paths.
+//! look inside reads a small borrowing struct from [`RawJson::get`]'s text and builds a [`Value`] only on rare paths.
 
 use std::fmt;
 
@@ -34,6 +34,7 @@ impl RawJson {
     }
 
     /// Reads the fields `T` names, borrowing from the text; the rest is skipped without being built.
+    #[cfg(test)]
     pub fn peek<'a, T: Deserialize<'a>>(&'a self) -> Result<T, serde_json::Error> {
         serde_json::from_str(self.get())
     }

@@ -34,11 +34,11 @@ mod policy;
 #[cfg(test)]
 mod test_tokens;
 
-pub use admin::{ADMIN_GROUP, Admins};
-pub use api_key::{API_KEY_BYTES, API_KEY_PREFIX, ApiKey, api_key_digest, generate_api_key, hex};
-pub use bearer::MAX_TOKEN;
+pub use admin::Admins;
+pub use api_key::{ApiKey, api_key_digest, generate_api_key, hex};
+
 pub use error::{AuthError, AuthSetupError};
-pub use jwks::{ALLOWED_ALGORITHMS, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL, JwksSource, MAX_JWKS_BYTES};
+pub use jwks::{JWKS_REFETCH_INTERVAL, JwksSource};
 pub use jwt::{Audiences, JWT_VERIFIED_CAPACITY, JWT_VERIFIED_FOR, JwtSettings};
 pub use metadata::{Endpoint, ResourceMetadata, WELL_KNOWN_PREFIX, plain_challenge};
 pub use policy::{Grants, Policies, Policy, Subject};

@@ -71,14 +71,17 @@ impl Policies {
         Grants { applicable }
     }
 
+    #[cfg(test)]
     pub fn may_use_tool(&self, principal: &Principal, exposed_name: &str) -> bool {
         self.for_principal(principal).tool(exposed_name)
     }
 
+    #[cfg(test)]
     pub fn may_use_prompt(&self, principal: &Principal, exposed_name: &str) -> bool {
         self.for_principal(principal).prompt(exposed_name)
     }
 
+    #[cfg(test)]
     pub fn may_use_backend_resources(&self, principal: &Principal, backend: &str) -> bool {
         self.for_principal(principal).backend_resources(backend)
     }

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use super::bearer::MAX_TOKEN;
 use super::test_tokens::{AUDIENCE, ISSUER, claims, jwks, mint};
 use super::*;
 

@@ -51,8 +51,8 @@ use crate::raw_json::RawJson;
 
 mod opening;
 
+pub use opening::Opening;
 use opening::{ModernDuplex, Opened};
-pub use opening::{Opening, PROBE_WAIT};
 
 /// How much of a bad message is quoted in the log and the error.
 const EXCERPT: usize = 200;
@@ -147,20 +147,10 @@ impl DuplexConnection {
         Err(not_delivered(NotDeliveredCause::Handshake, failure))
     }
 
-    /// Sends one request and returns its JSON-RPC `result`; `params` of `Value::Null` are omitted. The backend's
-    /// messages about the request go to `relay`; the agent may cancel through it. To a 2026-07-28 backend the
-    /// request carries the modern `_meta`, and the methods that revision removed are answered here.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Value,
-        relay: &Relay,
-        deadline: Instant,
-    ) -> Result<Value, McpError> {
-        self.request_raw(method, params, relay, deadline).await.map(|result| result.to_value())
-    }
-
-    /// [`request`](Self::request), returning the `result` as the text the backend sent (no tree is built).
+    /// Sends one request and returns its JSON-RPC `result` as the text the backend sent (no tree is built);
+    /// `params` of `Value::Null` are omitted. The backend's messages about the request go to `relay`; the agent may
+    /// cancel through it. To a 2026-07-28 backend the request carries the modern `_meta`, and the methods that
+    /// revision removed are answered here.
     pub async fn request_raw(
         &self,
         method: &str,

@@ -96,6 +96,7 @@ pub struct Listing {
 }
 
 impl Listing {
+    #[cfg(test)]
     pub fn tools(tools: Vec<Value>) -> Listing {
         Listing { capabilities: serde_json::json!({"tools": {}}), tools, ..Listing::default() }
     }
@@ -136,10 +137,6 @@ impl Catalog {
     /// The configured backends, in configuration order.
     pub fn backend_names(&self) -> Vec<Arc<str>> {
         self.state.read().specs.iter().map(|spec| spec.name.clone()).collect()
-    }
-
-    pub fn has_backend(&self, name: &str) -> bool {
-        self.state.read().specs.iter().any(|spec| &*spec.name == name)
     }
 
     /// Records a discovery result for one backend. A failure keeps the last good listing. Returns whether the
@@ -190,17 +187,19 @@ impl Catalog {
         names
     }
 
-    /// The tool definitions a view shows, in configuration order, then in each backend's order.
+    /// Every tool definition a view shows.
+    #[cfg(test)]
     pub fn tools(&self, view: View<'_>) -> Vec<Value> {
         self.usable_tools(view, |_| true)
     }
 
-    /// [`Catalog::tools`], only those whose exposed name `usable` accepts (at `/mcp/{backend}` too, where the
-    /// definitions carry their bare names).
+    /// The tool definitions a view shows, in configuration order, then in each backend's order, only those whose
+    /// exposed name `usable` accepts (at `/mcp/{backend}` too, where the definitions carry their bare names).
     pub fn usable_tools(&self, view: View<'_>, usable: impl Fn(&str) -> bool) -> Vec<Value> {
         self.snapshot.load().tools.list(view, usable)
     }
 
+    #[cfg(test)]
     pub fn prompts(&self, view: View<'_>) -> Vec<Value> {
         self.usable_prompts(view, |_| true)
     }

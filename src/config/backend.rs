@@ -49,17 +49,6 @@ pub enum Transport {
     Sse,
 }
 
-impl Transport {
-    /// The name as written in the configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Mcp => "mcp",
-            Transport::Stdio => "stdio",
-            Transport::Sse => "sse",
-        }
-    }
-}
-
 /// Which MCP protocol era the gateway speaks to a backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,6 +93,7 @@ pub struct BackendConfig {
 
 impl BackendConfig {
     /// The URL of an HTTP backend (`None` for a stdio one).
+    #[cfg(test)]
     pub fn url(&self) -> Option<&Url> {
         match &self.endpoint {
             Endpoint::Url(url) => Some(url),

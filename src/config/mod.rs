@@ -19,7 +19,7 @@ mod credential;
 mod de;
 mod error;
 mod fields;
-pub use crate::glob;
+use crate::glob;
 mod ledger;
 mod oauth;
 mod policy;
@@ -32,37 +32,20 @@ mod values;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use auth::{
-    ANONYMOUS, AnonymousAgents, ApiKeyConfig, AuthConfig, DEFAULT_JWT_LEEWAY, JwksLocation, JwtConfig, MAX_JWT_LEEWAY,
-};
-pub use backend::{
-    BackendConfig, DEFAULT_BACKEND_TIMEOUT, Endpoint, MAX_BACKEND_NAME, MAX_EXPOSED_NAME, ProtocolEra, ToolFilter,
-    Transport,
-};
-pub use credential::{BackendCredential, CredentialSource, MAX_CREDENTIAL_FILE};
+#[cfg(test)]
+pub(crate) use auth::ANONYMOUS;
+pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
+pub use backend::{BackendConfig, Endpoint, ProtocolEra, ToolFilter, Transport};
+pub use credential::{BackendCredential, CredentialSource};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
-pub use ledger::{
-    DEFAULT_LEDGER_LEASE, DEFAULT_LEDGER_RETENTION, DEFAULT_MAX_RESULT, LedgerConfig, MAX_RESULT_LIMIT,
-    MIN_LEDGER_LEASE,
-};
+pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
-pub use server::{
-    BACKEND_SESSION_TABLE_SIZE, DEFAULT_BODY_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_DRAIN,
-    MAX_BODY_LIMIT, MAX_CONNECTIONS_LIMIT, SESSION_SECRET_FILE_NAME, ServerConfig,
-};
-pub use stdio::{
-    DEFAULT_MAX_PROCESSES, DEFAULT_MAX_STDIO_PROCESSES, DEFAULT_PROCESS_IDLE_TIMEOUT, EnvValue, MAX_PROCESS_CAP,
-    StdioConfig, StdioSessions,
-};
+pub use server::ServerConfig;
+pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
-pub use traces::{
-    DEFAULT_BATCH_DELAY, DEFAULT_MAX_BATCH, DEFAULT_MAX_QUEUE, DEFAULT_OTLP_TIMEOUT, DEFAULT_OTLP_TRACES_URL,
-    DEFAULT_SERVICE_NAME, SamplerKind, TracesConfig, TracesSampler,
-};
-pub use values::MAX_PRINCIPAL_NAME;
+pub use traces::{SamplerKind, TracesConfig, TracesSampler};
 
 use auth::RawAuth;
 use backend::RawBackend;
@@ -196,6 +179,7 @@ impl Config {
         auth::check_serving(&self.auth, self.server.listen, self.server.public_url.is_some())
     }
 
+    #[cfg(test)]
     pub fn backend(&self, name: &str) -> Option<&BackendConfig> {
         self.backends.iter().find(|backend| backend.name == name)
     }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL};
+use super::stdio::DEFAULT_MAX_STDIO_PROCESSES;
 use super::*;
 use crate::ledger_url::LedgerUrl;
 

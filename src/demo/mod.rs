@@ -14,11 +14,11 @@
 //! Must not know: anything of the gateway. The demo is an ordinary MCP server, and the gateway talks to it as to
 //! any other backend.
 
-pub mod http;
-pub mod methods;
-pub mod sessions;
+pub(crate) mod http;
+pub(crate) mod methods;
+pub(crate) mod sessions;
 pub mod stdio;
-pub mod tools;
+pub(crate) mod tools;
 
 use std::io;
 use std::net::SocketAddr;

@@ -119,12 +119,9 @@ impl Sessions {
         Some(session.count)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.inner.lock().live.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// 128 bits from two keyed hashes of (sequence, clock). The sequence alone makes ids unique within the

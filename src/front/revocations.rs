@@ -182,6 +182,7 @@ impl Revocations {
         self.revoked.lock().expiry_of.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

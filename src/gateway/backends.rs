@@ -58,13 +58,7 @@ pub(super) fn target(
     }
 }
 
-/// The stdio module's own description of a stdio backend (`None` for other transports).
-pub fn stdio_backend(backend: &BackendConfig) -> Option<StdioBackend> {
-    let Endpoint::Process(stdio) = &backend.endpoint else { return None };
-    Some(lower_stdio(backend, stdio))
-}
-
-fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
+pub(super) fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {
     let command = StdioCommand {
         program: stdio.command.clone(),
         args: stdio.args.clone(),
@@ -93,13 +87,7 @@ fn era(era: ProtocolEra) -> Era {
     }
 }
 
-/// The legacy SSE module's own description of an sse backend (`None` for other transports).
-pub fn legacy_sse_backend(backend: &BackendConfig) -> Option<LegacySseBackend> {
-    let (Transport::Sse, Endpoint::Url(url)) = (backend.transport, &backend.endpoint) else { return None };
-    Some(lower_legacy_sse(backend, url))
-}
-
-fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBackend {
+pub(super) fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> LegacySseBackend {
     LegacySseBackend {
         name: backend.name.as_str().into(),
         url: url.clone(),

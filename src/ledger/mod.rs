@@ -49,11 +49,11 @@ use tokio::time::Instant;
 
 use crate::raw_json::RawJson;
 
-pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME, URL_EXPECTED, redact as redact_url};
-pub use backend_tokens::{BackendTokenRow, MAX_SEALED_TOKEN, TokenFilter};
+pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
+pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
-pub use instance::{INSTANCE_ID_FILE, instance_id};
+pub use instance::instance_id;
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -61,8 +61,8 @@ pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFe
 pub use sqlite::SqliteStore;
 pub use stats::WriterStats;
 pub use types::{
-    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, MAX_KEY_PART, NewClaim, OPERATOR,
-    Resolution, Settlement, WaitOutcome,
+    CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution,
+    Settlement, WaitOutcome,
 };
 
 use background::QueuedSettle;

@@ -9,11 +9,11 @@
 //! changes in one place for every layer; it holds vocabulary, never behaviour of a layer.
 
 mod holder;
-pub mod jsonrpc;
-pub mod message;
-pub mod meta;
-pub mod method;
-pub mod modern;
+pub(crate) mod jsonrpc;
+pub(crate) mod message;
+pub(crate) mod meta;
+pub(crate) mod method;
+pub(crate) mod modern;
 mod outcome;
 mod relay;
 mod result_flags;
@@ -39,8 +39,6 @@ pub const METHOD_HEADER: &str = "mcp-method";
 /// The 2026-07-28 request header mirroring `params.name` (`tools/call`, `prompts/get`) or `params.uri`
 /// (`resources/read`).
 pub const NAME_HEADER: &str = "mcp-name";
-/// The header that resumes an event stream (transports §Resumability and Redelivery).
-pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 /// The principal of an agent that presented no credential.
 pub const ANONYMOUS: &str = "anonymous";
 

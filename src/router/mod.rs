@@ -24,11 +24,11 @@
 mod authorization;
 mod claims;
 mod continuation;
-pub mod discovery;
+pub(crate) mod discovery;
 mod forward;
-pub mod idempotency;
+pub(crate) mod idempotency;
 mod input_rounds;
-pub mod inspect;
+pub(crate) mod inspect;
 mod outcome;
 mod readiness;
 pub mod request_state;

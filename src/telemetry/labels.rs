@@ -134,16 +134,6 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    pub const ALL: [ToolOutcome; 7] = [
-        ToolOutcome::Completed,
-        ToolOutcome::InputRequired,
-        ToolOutcome::ToolError,
-        ToolOutcome::NotDelivered,
-        ToolOutcome::Unknown,
-        ToolOutcome::Replayed,
-        ToolOutcome::Denied,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             ToolOutcome::Completed => "completed",

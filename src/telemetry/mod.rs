@@ -9,12 +9,12 @@
 //! the backend client call into it with plain values (names, labels, durations); no label value comes from raw
 //! input.
 
-pub mod access;
+pub(crate) mod access;
 mod access_line;
-pub mod labels;
+pub(crate) mod labels;
 pub mod logs;
-pub mod metrics;
-pub mod trace;
+pub(crate) mod metrics;
+pub(crate) mod trace;
 
 pub use access::RequestRecord;
 pub use labels::{ClaimWrite, ErrorType, ToolOutcome};

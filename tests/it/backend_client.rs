@@ -9,6 +9,7 @@ use switchyard::backend::mcp_client::{
     AfterDeliveryCause, BackendEndpoint, BackendTarget, ClientConfig, LATEST_PROTOCOL_VERSION, McpBackendClient,
     McpError, NotDeliveredCause, Relay, RelayMessage, SlotKey,
 };
+use switchyard::backend::testing::{AgentSlot, CachedSessions};
 use switchyard::mcp::SessionHolder;
 use tokio::time::Instant;
 

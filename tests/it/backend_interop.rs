@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use switchyard::backend::mcp_client::{
     BackendEndpoint, BackendTarget, ClientConfig, Era, LATEST_PROTOCOL_VERSION, McpBackendClient, McpError, SlotKey,
 };
+use switchyard::backend::testing::{AgentSlot, CachedSessions};
 use switchyard::mcp::SessionHolder;
 
 use crate::support::assert::{PATIENCE, poll_until, text};

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use switchyard::backend::http_client::HttpClient;
 use switchyard::backend::legacy_sse::{LegacySseBackend, LegacySseConnection, Sharing, Standing};
 use switchyard::backend::mcp_client::McpError;
+use switchyard::backend::testing::{ConnectionRequest, SseEndpoint};
 use switchyard::config::Config;
 use switchyard::mcp::{Relay, RelayMessage};
 use tokio::sync::mpsc;
@@ -242,7 +243,7 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_a
     );
     let config =
         Config::from_toml_str(&toml, "t.toml", [("LEGACY_TOKEN", "legacy-t0ken")]).expect("valid configuration");
-    let lowered = switchyard::gateway::legacy_sse_backend(&config.backends[0]).expect("an sse backend");
+    let lowered = switchyard::gateway::testing::legacy_sse_backend(&config.backends[0]).expect("an sse backend");
     assert!(!format!("{lowered:?}").contains("legacy-t0ken"), "Debug must not show the credential");
     let connection = LegacySseConnection::connect(
         &HttpClient::new().unwrap(),
@@ -256,7 +257,7 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_a
     assert_eq!(text(&call(&connection, "echo", json!({"text": "cfg"}), 10).await.expect("echo")), "cfg");
     let requests = backend.requests();
     assert!(requests.iter().all(|r| r.header("authorization") == Some(TOKEN)), "{requests:?}");
-    assert!(switchyard::gateway::stdio_backend(&config.backends[0]).is_none());
+    assert!(switchyard::gateway::testing::stdio_backend(&config.backends[0]).is_none());
     let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
     gateway.discover_once().await;
     let routes = gateway.router.catalog().routes();

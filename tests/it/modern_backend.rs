@@ -15,6 +15,7 @@ use switchyard::backend::mcp_client::{
     BackendEndpoint, BackendTarget, ClientConfig, Era, McpBackendClient, McpError, Relay, RelayMessage, SlotKey,
 };
 use switchyard::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
+use switchyard::backend::testing::AgentSlot;
 use switchyard::mcp::SessionHolder;
 
 use crate::gateway::read_until;

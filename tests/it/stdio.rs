@@ -14,6 +14,7 @@ use switchyard::backend::stdio::{
     ENV_ALLOWLIST, GROUP_TOKEN_VAR, Launcher, Opening, Sharing, SpawnStatus, Standing, StdioBackend, StdioCommand,
     StdioConnection, StdioOptions,
 };
+use switchyard::backend::testing::{ConnectionRequest, StdioClose};
 use switchyard::config::Config;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -370,7 +371,7 @@ async fn a_configured_stdio_backend_runs_with_its_secret_env_and_is_discovered_b
     let path = python.parent().expect("a directory").display().to_string();
     let config = Config::from_toml_str(&toml, "t.toml", [("PATH", path.as_str()), ("LOCAL_TOKEN", "tok-123")])
         .expect("valid configuration");
-    let stdio = switchyard::gateway::stdio_backend(&config.backends[0]).expect("a stdio backend");
+    let stdio = switchyard::gateway::testing::stdio_backend(&config.backends[0]).expect("a stdio backend");
     assert_eq!(stdio.command.program, python);
     let connection = connect(&stdio).await;
     let seen: Value =

@@ -59,8 +59,8 @@ impl LegacySseConnection {
         Ok(LegacySseConnection { connection, endpoint })
     }
 
-    /// Where messages are POSTed (from the `endpoint` event).
-    pub fn endpoint(&self) -> &Url {
+    /// Where messages are POSTed (from the `endpoint` event; for [`crate::backend::testing`]).
+    pub(crate) fn endpoint(&self) -> &Url {
         &self.endpoint
     }
 }

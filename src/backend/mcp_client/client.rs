@@ -283,8 +283,8 @@ impl McpBackendClient {
         self.sessions.set_process_cap(max_stdio_processes);
     }
 
-    /// How many (agent session, backend) slots the table holds.
-    pub fn cached_sessions(&self) -> usize {
+    /// How many (agent session, backend) slots the table holds (for [`crate::backend::testing`]).
+    pub(crate) fn cached_sessions(&self) -> usize {
         self.table.len()
     }
 

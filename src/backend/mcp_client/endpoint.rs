@@ -298,16 +298,12 @@ pub struct SlotKey {
 }
 
 impl SlotKey {
-    /// A slot owned by its own holder (callers that know better say so with [`SlotKey::owned_by`]).
+    /// A slot owned by its own holder.
     pub fn new(holder: SessionHolder, backend: &str) -> Self {
         Self { owner: holder.to_string().into(), holder, backend: backend.into() }
     }
 
-    /// The slot of agent session `agent_session` on `backend`.
-    pub fn agent(agent_session: &str, backend: &str) -> Self {
-        Self::new(SessionHolder::agent(agent_session), backend)
-    }
-
+    #[cfg(test)]
     pub fn owned_by(mut self, owner: &str) -> Self {
         self.owner = owner.into();
         self

@@ -46,7 +46,6 @@ pub(crate) use session::params::initialize_params;
 pub(crate) use session::params::{listen_interests, request_params};
 pub use session::transport::BackendSession;
 pub use wire::authorize::OAuthBinding;
-pub use wire::exchange::{MAX_RESUMPTIONS, MAX_RETRY_WAIT};
 pub(crate) use wire::failure::{classify_send_error, error_chain};
 pub(crate) use wire::notifications::NotificationRoute;
 pub use wire::refusal::Refusal;
@@ -57,8 +56,7 @@ pub use crate::backend::stdio::SpawnStatus;
 use crate::telemetry::trace::Tracer;
 
 pub use crate::mcp::{
-    LATEST_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, Relay, RelayMessage, SESSION_ID_HEADER,
-    SUPPORTED_PROTOCOL_VERSIONS, SessionMessage, is_supported_version,
+    LATEST_PROTOCOL_VERSION, Relay, RelayMessage, SUPPORTED_PROTOCOL_VERSIONS, SessionMessage, is_supported_version,
 };
 
 /// The most bytes one exchange may read, resumptions included.

@@ -1,6 +1,7 @@
 //! Tests of `backend::mcp_client::table`.
 
 use super::*;
+use crate::backend::testing::AgentSlot;
 use std::time::Duration;
 
 fn key(agent: &str, backend: &str) -> SlotKey {

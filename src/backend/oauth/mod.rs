@@ -67,12 +67,9 @@ use crate::secret::Secret;
 
 pub use address::{AddressClass, AddressPolicy};
 pub use assertion::{KeyError, SigningKey};
-pub use backoff::{FIRST_BACKOFF, MAX_BACKOFF};
-pub use challenge::{BearerChallenge, MAX_CHALLENGE};
-pub use discovery::{
-    ResourceMetadata, ServerMetadata, parse_resource_metadata, parse_server_metadata, resource_metadata_urls,
-    server_metadata_urls,
-};
+
+pub use challenge::BearerChallenge;
+pub use discovery::{ResourceMetadata, ServerMetadata};
 pub use error::OAuthError;
 pub use http::HttpLimits;
 pub use pin::ISSUER_PIN_PRINCIPAL;
@@ -81,7 +78,7 @@ pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
 use clock::unix_now;
-pub use pending::{Consent, MAX_PENDING_PER_PRINCIPAL};
+pub use pending::Consent;
 use pending::{PendingTable, Request};
 use token::{ClientAuth, Grant, Issued};
 
@@ -404,11 +401,6 @@ impl OAuthClient {
         self.save(&request.principal, &request.backend, &tokens).await?;
         let Request { principal, backend, .. } = pending.request;
         Ok(Completed { principal, backend, flow: pending.flow })
-    }
-
-    /// Deletes the stored tokens of (`principal`, `backend`); whether there were any.
-    pub async fn forget(&self, principal: &str, backend: &str) -> Result<bool, OAuthError> {
-        self.store.delete(principal, backend).await.map_err(OAuthError::Store)
     }
 
     async fn renew_or_obtain(

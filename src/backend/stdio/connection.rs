@@ -96,8 +96,9 @@ impl StdioConnection {
         self.pid
     }
 
-    /// Stops the process (stdin closed, SIGTERM, SIGKILL to its group) and waits until it is reaped.
-    pub async fn close(mut self) {
+    /// Stops the process (stdin closed, SIGTERM, SIGKILL to its group) and waits until it is reaped (only
+    /// [`crate::backend::testing`] calls it).
+    pub(crate) async fn close(mut self) {
         self.duplex.end("the gateway stopped the process".into());
         if let Some(supervisor) = self.supervisor.take() {
             let _ = supervisor.await;

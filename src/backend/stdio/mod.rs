@@ -30,7 +30,7 @@ pub use connection::StdioConnection;
 pub use groups::{GROUP_TOKEN_VAR, ProcessGroups, RECORD_PREFIX};
 pub use launcher::{Launcher, SpawnStatus};
 pub use process::ENV_ALLOWLIST;
-pub use stderr::{LINE_COST, MAX_STDERR_LINE, STDERR_BURST, STDERR_RATE, SUMMARY_EVERY};
+pub use stderr::{STDERR_BURST, SUMMARY_EVERY};
 
 use crate::backend::mcp_client::{Era, MAX_EXCHANGE_BYTES};
 

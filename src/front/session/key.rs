@@ -26,6 +26,7 @@ impl fmt::Debug for SessionSecret {
 }
 
 impl SessionSecret {
+    #[cfg(test)]
     pub fn from_bytes(bytes: [u8; SECRET_LEN]) -> Self {
         Self(bytes)
     }

@@ -23,8 +23,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-pub use key::{SECRET_LEN, SessionError, SessionSecret};
-pub use token::{MAX_TOKEN_LEN, OpenError, SealError, Sealer};
+pub use key::{SessionError, SessionSecret};
+pub use token::{OpenError, SealError, Sealer};
 
 /// The operating system's secure random source failed; no id or key can be made without it.
 #[derive(Debug, Clone, Copy, thiserror::Error)]

@@ -74,10 +74,6 @@ impl Sealer {
         Self { seal: Seal::new(secret.bytes(), &purpose), ttl }
     }
 
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
     /// The last unix second at which `session`'s id still opens (what a revocation lasts until).
     pub fn expires_at(&self, session: &AgentSession) -> u64 {
         session.issued_at.saturating_add(self.ttl.as_secs())

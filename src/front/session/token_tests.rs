@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
-use super::super::SECRET_LEN;
+use super::super::key::SECRET_LEN;
 use super::*;
 
 type HmacSha256 = Hmac<Sha256>;

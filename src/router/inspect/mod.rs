@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::CallRouter;
 use crate::catalog::BackendStatus;
-pub use calls::{CallQuery, CallView, DEFAULT_CALLS, InspectError, MAX_CALLS, ResolveOption, UnknownCall};
-pub use latency::{LATENCY_SAMPLES, LATENCY_WINDOW, Latency, LatencyPoint};
+pub use calls::{CallQuery, DEFAULT_CALLS, InspectError, MAX_CALLS};
+pub use latency::Latency;
 
 /// One backend as the console shows it.
 #[derive(Debug, Serialize)]

@@ -85,6 +85,7 @@ impl Tracer {
     }
 
     /// What became of the spans recorded so far.
+    #[cfg(test)]
     pub fn counts(&self) -> &Counts {
         &self.0.queue.counts
     }

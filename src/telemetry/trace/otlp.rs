@@ -115,6 +115,7 @@ enum AnyValue {
     /// int64, written as a decimal string.
     #[serde(rename = "intValue")]
     Int(String),
+    #[cfg(test)]
     #[serde(rename = "boolValue")]
     Bool(bool),
 }
@@ -170,6 +171,7 @@ impl<'a> KeyValue<'a> {
         let value = match &attribute.value {
             AttrValue::Text(text) => AnyValue::Text(text.clone()),
             AttrValue::Int(number) => AnyValue::Int(number.to_string()),
+            #[cfg(test)]
             AttrValue::Bool(flag) => AnyValue::Bool(*flag),
         };
         KeyValue { key: attribute.key, value }

@@ -22,6 +22,7 @@ pub enum Kind {
 pub enum AttrValue {
     Text(String),
     Int(i64),
+    #[cfg(test)]
     Bool(bool),
 }
 
@@ -40,6 +41,7 @@ impl Attr {
         Attr { key, value: AttrValue::Int(value) }
     }
 
+    #[cfg(test)]
     pub fn bool(key: &'static str, value: bool) -> Self {
         Attr { key, value: AttrValue::Bool(value) }
     }

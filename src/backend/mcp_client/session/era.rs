@@ -37,17 +37,6 @@ pub enum Era {
     Legacy,
 }
 
-impl Era {
-    /// The name as written in the configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Era::Auto => "auto",
-            Era::Modern => "modern",
-            Era::Legacy => "legacy",
-        }
-    }
-}
-
 /// What a modern backend said about itself in `server/discover`.
 #[derive(Debug, Clone)]
 pub(crate) struct ModernServer {
