@@ -5,27 +5,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn handlers_see_the_peers_address_and_shutdown_waits_for_the_running_request() {
+    // The handler says when it has the request, so shutdown starts while it is being served.
+    let arrived = Arc::new(tokio::sync::Notify::new());
+    let seen = Arc::clone(&arrived);
     let app = Router::new().route(
         "/peer",
         axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+            seen.notify_one();
             tokio::time::sleep(Duration::from_millis(200)).await;
             peer.to_string()
         }),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let limits = ConnectionLimits {
-        header_timeout: Duration::from_secs(5),
-        idle_timeout: Duration::from_secs(5),
-        max_connections: 4,
-    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (_limits, watched) = watch::channel(limits);
-    let server = tokio::spawn(serve(listener, app, watched, async move { drop(stopped.await) }));
+    let (address, server) = serving(app, async move { drop(stopped.await) }).await;
 
     let mut client = TcpStream::connect(address).await.unwrap();
     client.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    arrived.notified().await;
     stop.send(()).unwrap();
     let mut answer = String::new();
     client.read_to_string(&mut answer).await.unwrap();
@@ -52,9 +48,11 @@ fn a_lowered_cap_is_taken_from_permits_as_they_come_back() {
     assert_eq!((capacity.slots.available_permits(), capacity.owed), (3, 0));
 }
 
-/// Serves a route answering before it reads the body; the address and the server's task.
-async fn early_answerer() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let app = Router::new().route("/early", axum::routing::post(|| async { "early" }));
+/// Serves `app` on a loopback port until `shutdown`; the address and the server's task.
+async fn serving(
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let limits = ConnectionLimits {
@@ -62,9 +60,18 @@ async fn early_answerer() -> (SocketAddr, tokio::task::JoinHandle<()>) {
         idle_timeout: Duration::from_secs(5),
         max_connections: 4,
     };
-    let (_limits, watched) = watch::channel(limits);
-    let server = tokio::spawn(serve(listener, app, watched, std::future::pending()));
+    let (limits, watched) = watch::channel(limits);
+    let server = tokio::spawn(async move {
+        serve(listener, app, watched, shutdown).await;
+        drop(limits);
+    });
     (address, server)
+}
+
+/// Serves a route answering before it reads the body; the address and the server's task.
+async fn early_answerer() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let app = Router::new().route("/early", axum::routing::post(|| async { "early" }));
+    serving(app, std::future::pending()).await
 }
 
 /// Writes a `POST /early` declaring `declared` body bytes and sending `body`; reads the answer's head and body.
