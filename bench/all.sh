@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The issue-14 benchmark in one command: the minimal bench backend (examples/bench_backend.rs) called directly
+# The call-path benchmark in one command: the minimal bench backend (examples/bench_backend.rs) called directly
 # and through Switchyard, at 1 and 64 connections, once per row, then SESSIONS agent sessions; prints one
 # markdown table (ratios against the direct baseline measured in the same run as each row) plus the idle, the
 # interference and the sessions lines, ready for BENCHMARKS.md.

@@ -4,7 +4,7 @@
 #   bench/gateway/run.sh                      # 10 s per measurement, 1 round, the demo server
 #   DURATION=5s ROUNDS=3 bench/gateway/run.sh # shorter runs, more rounds (table shows the median of the rounds)
 #   SERVER=fast LEDGER=memory bench/gateway/run.sh  # the minimal bench backend, the memory ledger
-#   bench/all.sh                              # every row of the issue-14 table (see README.md)
+#   bench/all.sh                              # every row of the call-path table (see README.md)
 #
 # Environment:
 #   DURATION   wrk duration of each measurement (default 10s)
