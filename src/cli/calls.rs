@@ -46,9 +46,11 @@ pub enum CallsAction {
     Show { key: String },
     /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
     /// (it did not run; the claim is deleted so a retry runs it).
+    // One group, so a missing flag names both and two flags are refused.
+    #[command(group(clap::ArgGroup::new("resolution").required(true).args(["completed", "failed"])))]
     Resolve {
         key: String,
-        #[arg(long, conflicts_with = "failed", required_unless_present = "failed")]
+        #[arg(long)]
         completed: bool,
         #[arg(long)]
         failed: bool,

@@ -140,6 +140,17 @@ async fn serve_without_configuration_serves_the_demo_backend() {
 }
 
 #[tokio::test]
+async fn resolve_names_both_flags_when_it_has_neither_and_refuses_both() {
+    let neither = run(switchyard().args(["calls", "resolve", "some-key"])).await;
+    assert!(!neither.status.success());
+    let said = String::from_utf8_lossy(&neither.stderr);
+    assert!(said.contains("--completed") && said.contains("--failed"), "{said}");
+    let both = run(switchyard().args(["calls", "resolve", "some-key", "--completed", "--failed"])).await;
+    assert!(!both.status.success());
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"), "{both:?}");
+}
+
+#[tokio::test]
 async fn calls_lists_shows_and_resolves_the_ledger() {
     use crate::support::fault_backend::{FaultBackend, Script};
     let fault = FaultBackend::start(Script { drop_after_call: true, ..Script::default() }).await;
