@@ -36,7 +36,7 @@ use crate::front::callback::AuthorizationCallback;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::pending::PendingRequests;
-use crate::front::revocations::{LogError, Revocations};
+use crate::front::revocations::{Bounds, LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::shares::Shares;
 use crate::front::{self, ConsoleAccess, Front, Settings};
@@ -325,7 +325,9 @@ impl Gateway {
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
         self.router.use_state_key(&secret.request_state_key());
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
-        let revocations = Arc::new(Revocations::shared(self.config.server.max_revocations, log));
+        let server = &self.config.server;
+        let bounds = Bounds { total: server.max_revocations, per_owner: server.revocations_per_owner() };
+        let revocations = Arc::new(Revocations::shared(bounds, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
         Ok(Arc::new(Front {
             settings: Swap::new(front_settings(&self.config, auth, authorization)),

@@ -6,7 +6,8 @@
 //! - One parser per key, shared by the file and the environment, so both accept exactly the same spellings.
 //! - Timeouts are positive (a zero timeout would refuse every request); `max_connections` is 1 to 1 000 000.
 //!   `max_connections_per_principal` left out follows `max_connections` (a quarter of it, after the overrides),
-//!   so it is kept as configured and worked out by [`ServerConfig::connections_per_principal`].
+//!   so it is kept as configured and worked out by [`ServerConfig::connections_per_principal`];
+//!   `max_revocations_per_owner` follows `max_revocations` the same way ([`ServerConfig::revocations_per_owner`]).
 //! - An environment override replaces the file's value (lists are replaced, not merged); an empty variable is
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
 //! - `allowed_origins` and `allowed_hosts` are validated globs, stored lowercased; how they admit a request (the
@@ -80,6 +81,8 @@ pub struct ServerConfig {
     pub session_ttl: Duration,
     /// The bound on remembered deleted sessions; when reached, deletions and new sessions are refused.
     pub max_revocations: usize,
+    /// As configured; use [`ServerConfig::revocations_per_owner`] for the share to apply.
+    pub max_revocations_per_owner: Option<usize>,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
     /// The backend-session table's size: live (agent session or principal, backend) sessions of the gateway.
@@ -118,6 +121,7 @@ pub(super) struct RawServer {
     #[serde(deserialize_with = "duration_text")]
     session_ttl: Option<String>,
     max_revocations: Option<i64>,
+    max_revocations_per_owner: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     shutdown_drain: Option<String>,
     max_backend_sessions: Option<i64>,
@@ -146,6 +150,7 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             max_revocations: DEFAULT_MAX_REVOCATIONS,
+            max_revocations_per_owner: None,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
             max_backend_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
@@ -184,6 +189,13 @@ impl ServerConfig {
     pub fn connections_per_principal(&self) -> usize {
         self.max_connections_per_principal.unwrap_or((self.max_connections / 4).max(1))
     }
+
+    /// How many of the deleted-session list's entries one owner (a principal; for `anonymous`, one client address)
+    /// may hold: the configured `max_revocations_per_owner`, else a quarter of `max_revocations` (at least one), so
+    /// one client's deletions cannot fill the list and at least four owners always find room.
+    pub fn revocations_per_owner(&self) -> usize {
+        self.max_revocations_per_owner.unwrap_or((self.max_revocations / 4).max(1))
+    }
 }
 
 /// Validates the `[server]` section read from the file.
@@ -206,6 +218,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         max_revocations: MAX_REVOCATIONS
             .build(&section.key("max_revocations"), raw.max_revocations)?
             .unwrap_or(defaults.max_revocations),
+        max_revocations_per_owner: MAX_REVOCATIONS
+            .build(&section.key("max_revocations_per_owner"), raw.max_revocations_per_owner)?,
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
         max_backend_sessions: BACKEND_SESSIONS
@@ -288,6 +302,12 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         lookup.get("SWITCHYARD_MAX_REVOCATIONS", "max_revocations", |text| MAX_REVOCATIONS.parse(text))?
     {
         server.max_revocations = count;
+    }
+    let per_owner = "max_revocations_per_owner";
+    if let Some(share) =
+        lookup.get("SWITCHYARD_MAX_REVOCATIONS_PER_OWNER", per_owner, |text| MAX_REVOCATIONS.parse(text))?
+    {
+        server.max_revocations_per_owner = Some(share);
     }
     if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
         server.shutdown_drain = drain;

@@ -529,6 +529,23 @@ fn max_revocations_is_read_checked_and_overridden() {
 }
 
 #[test]
+fn max_revocations_per_owner_follows_the_list_unless_set() {
+    let share = |toml: &str, env: &[(&str, &str)]| parse_with_env(toml, env).map(|c| c.server.revocations_per_owner());
+    assert_eq!(share("", &[]).expect("valid"), server::DEFAULT_MAX_REVOCATIONS / 4);
+    assert_eq!(share("server.max_revocations = 3\n", &[]).expect("valid"), 1, "at least one");
+    assert_eq!(share("server.max_revocations = 40\n", &[("SWITCHYARD_MAX_REVOCATIONS", "80")]).expect("valid"), 20);
+    let set = "server.max_revocations = 40\nserver.max_revocations_per_owner = 40\n";
+    assert_eq!(share(set, &[]).expect("valid"), 40);
+    assert_eq!(share(set, &[("SWITCHYARD_MAX_REVOCATIONS_PER_OWNER", "7")]).expect("valid"), 7);
+    for line in ["max_revocations_per_owner = 0", "max_revocations_per_owner = 10000001"] {
+        let message = error_naming(&format!("[server]\n{line}\n"), "server.max_revocations_per_owner = ");
+        assert!(message.contains("a whole number from 1 to 10000000 sessions"), "{message}");
+    }
+    let message = share("", &[("SWITCHYARD_MAX_REVOCATIONS_PER_OWNER", "0")]).expect_err("zero").to_string();
+    assert!(message.contains("overrides server.max_revocations_per_owner"), "{message}");
+}
+
+#[test]
 fn demo_configuration_takes_overrides() {
     let config = Config::default_demo().with_env_overrides([("SWITCHYARD_LISTEN", "127.0.0.1:9999")]).expect("valid");
     assert_eq!(config.server.listen.port(), 9999);

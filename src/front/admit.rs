@@ -53,6 +53,8 @@ impl FromRequestParts<Arc<Front>> for Scope {
 /// A request that passed admission, the principal it acts for, and its access record.
 pub(super) struct Admitted {
     pub(super) principal: Principal,
+    /// Whose shares the request counts against ([`fairness_key`]: the principal, or `anonymous@<address>`).
+    pub(super) owner: String,
     pub(super) record: Arc<RequestRecord>,
 }
 
@@ -77,11 +79,12 @@ impl FromRequestParts<Arc<Front>> for Admitted {
                 let record = access::of(parts);
                 record.principal(&principal.name);
                 let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-                let share = front.in_flight.take(fairness_key(&principal, peer), settings.shares.per_principal)?;
+                let owner = fairness_key(&principal, peer);
+                let share = front.in_flight.take(owner.clone(), settings.shares.per_principal)?;
                 if let Some(slot) = parts.extensions.get::<ShareSlot>() {
                     slot.keep(share);
                 }
-                Ok(Admitted { principal, record })
+                Ok(Admitted { principal, owner, record })
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());
@@ -131,14 +134,16 @@ impl Admitted {
 }
 
 /// An admitted request in a usable agent session (`GET` and `DELETE`; a `POST` opens its session only once its
-/// body shows it is not an `initialize`, through [`Admitted::open_session`]).
-pub(super) struct InSession(pub(super) AgentSession);
+/// body shows it is not an `initialize`, through [`Admitted::open_session`]), and the request's owner
+/// ([`Admitted::owner`]).
+pub(super) struct InSession(pub(super) AgentSession, pub(super) String);
 
 impl FromRequestParts<Arc<Front>> for InSession {
     type Rejection = FrontError;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         let admitted = Admitted::from_request_parts(parts, front).await?;
-        admitted.open_session(front, &parts.headers).map(InSession)
+        let session = admitted.open_session(front, &parts.headers)?;
+        Ok(InSession(session, admitted.owner))
     }
 }

@@ -368,12 +368,9 @@ fn close_connection() -> (HeaderName, HeaderValue) {
     (header::CONNECTION, HeaderValue::from_static("close"))
 }
 
-/// A full revocation list says when it will have room again.
+/// A full revocation list, or a full share of it, says when it will have room again.
 fn retry_after(cause: &RevokeError) -> Option<(HeaderName, HeaderValue)> {
-    match cause {
-        RevokeError::Full { retry_after, .. } => Some((header::RETRY_AFTER, HeaderValue::from(*retry_after))),
-        RevokeError::Log(_) => None,
-    }
+    cause.retry_after().map(|seconds| (header::RETRY_AFTER, HeaderValue::from(seconds)))
 }
 
 impl From<Refusal> for FrontError {

@@ -21,6 +21,17 @@ async fn an_answer_carries_status_code_id_message_and_header() {
 }
 
 #[tokio::test]
+async fn a_full_share_of_the_revocation_list_says_when_to_retry() {
+    let full = RevokeError::ShareFull { owner: "anonymous@127.0.0.1".into(), share: 2, retry_after: 9 };
+    let response = FrontError::NotDeleted(full).into_response();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()[header::RETRY_AFTER], "9");
+    let message = body_of(response).await["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.starts_with("the session was not deleted: "), "{message}");
+    assert!(message.contains("`anonymous@127.0.0.1`") && message.contains("max_revocations_per_owner"), "{message}");
+}
+
+#[tokio::test]
 async fn refused_credentials_carry_their_status_and_challenge() {
     let challenge = "Bearer error=\"insufficient_scope\"".to_owned();
     let error = AuthError::InsufficientScope(vec!["mcp:tools".into()]);

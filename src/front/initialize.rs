@@ -3,7 +3,8 @@
 //!
 //! Rules: the protocol version is the agent's when supported, else the latest; the session binds the admitted
 //! principal and the capabilities the agent declared, sealed into the `MCP-Session-Id` of the answer; a full
-//! revocation list refuses new sessions (503, [`super::revocations`]), so deletions stay enforceable. The
+//! revocation list refuses new sessions (503, [`super::revocations`]), so deletions stay enforceable, and so does
+//! a full share of it, but only the sessions of the owner (principal, or anonymous client address) that holds it. The
 //! capabilities offered are the gateway's own, whatever the backends offer.
 
 use std::net::IpAddr;
@@ -61,7 +62,8 @@ impl Front {
         id: &Value,
         params: &Value,
     ) -> Result<(AgentSession, String, Value), FrontError> {
-        self.revocations.room(now_unix()).map_err(|cause| FrontError::NoRoomForSession { id: id.clone(), cause })?;
+        let room = self.revocations.room(&admitted.owner, now_unix());
+        room.map_err(|cause| FrontError::NoRoomForSession { id: id.clone(), cause })?;
         let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
         let version =
             SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| *v == requested).unwrap_or(LATEST_PROTOCOL_VERSION);

@@ -12,7 +12,7 @@
 //! message without `"jsonrpc": "2.0"` → 400/-32600; a non-`initialize` request without a session id → 400; an
 //! id that is forged, expired, revoked or another principal's → 404; notifications and responses → 202 without
 //! a body; `/mcp/{backend}` for an unknown backend → 404 for every method; a `DELETE` or `initialize` the
-//! revocation list cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
+//! revocation list, or the caller's share of it, cannot take ([`revocations`]) → 503 with a JSON-RPC error; a malformed `Idempotency-Key`
 //! header on a request → 400/-32602 (the key rules are `router::idempotency`'s). How a body is read (415, 413,
 //! 408) is [`body`]'s rule, how connections are accepted and timed out [`listener`]'s. `/readyz` passes the same
 //! header checks as `/mcp` (it names the backends) but needs no credentials, is not ready while tokens cannot be
@@ -162,7 +162,7 @@ async fn post_message(
 async fn open_stream(
     State(front): State<Arc<Front>>,
     Scope(backend): Scope,
-    InSession(session): InSession,
+    InSession(session, _): InSession,
     headers: HeaderMap,
 ) -> Result<Response, FrontError> {
     let session = session.id.to_string();
@@ -174,14 +174,15 @@ async fn open_stream(
     front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
 
-/// Ends the session: 200 only once the revocation is recorded.
+/// Ends the session: 200 only once the revocation is recorded (against the share of the request's owner).
 async fn delete_session(
     State(front): State<Arc<Front>>,
     _scope: Scope,
-    InSession(session): InSession,
+    InSession(session, owner): InSession,
 ) -> Result<StatusCode, FrontError> {
     let expires_at = front.sealer.expires_at(&session);
-    front.revocations.revoke(session.id, expires_at, now_unix()).await.map_err(FrontError::NotDeleted)?;
+    let revoked = front.revocations.revoke(session.id, &owner, expires_at, now_unix()).await;
+    revoked.map_err(FrontError::NotDeleted)?;
     front.router.forget_session(&session.id.to_string());
     front.metrics.agent_session_deleted();
     Ok(StatusCode::OK)

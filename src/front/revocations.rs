@@ -7,11 +7,22 @@
 //! Rules:
 //! - A deleted session never comes back. An entry lives until its session's own expiry (issue time +
 //!   `session_ttl`), after which the id no longer opens anyway; only then is it purged. Nothing else removes one.
-//! - The list is bounded by `server.max_revocations`. When it is full, a new deletion is refused (the `DELETE`
-//!   fails and says so; the session stays valid until it expires) and so is a new session (`initialize`), until
-//!   entries expire: refusing is visible and temporary, forgetting a deletion would be silent and would revive a
-//!   session its owner ended. Entries heard from the log (a restart's load, other replicas) are always kept, so
-//!   replicas with a smaller bound can hold more than theirs.
+//! - The list is bounded by `server.max_revocations`, and each owner's part of it by
+//!   `server.max_revocations_per_owner` (default a quarter of the list, at least one). The owner is the fairness
+//!   key of the request that deleted (`router::fairness_key`: the principal, `anonymous@<address>` for agents
+//!   without credentials), the same owner as the backend-session table's and the in-flight shares'. When the
+//!   owner's share is full, that owner's new deletion is refused (the `DELETE` fails and says so; the session
+//!   stays valid until it expires) and so is that owner's new session (`initialize`), until its entries expire;
+//!   every other owner is served. When the whole list is full, everyone's are refused the same way — with the
+//!   default share that takes at least four owners. Refusing is visible and temporary; forgetting a deletion
+//!   would be silent and would revive a session its owner ended.
+//! - The bounds are exact under concurrency: a deletion reserves its place (under the lock) before it is written
+//!   to the log, and gives it back if the log refuses or the deletion is abandoned, so N concurrent deletions
+//!   against room for B accept at most B.
+//! - Entries heard from the log (a restart's load, other replicas) carry no owner: they are always kept, count
+//!   toward the total but against no owner's share, so replicas with a smaller bound can hold more than theirs
+//!   and a restart forgets the share counts, never the deletions. An owner refused by one replica may still
+//!   delete on another, up to each replica's bound: the share is per replica, like the list.
 //! - The hot path ([`Revocations::is_revoked`]) reads only memory. A deletion is written to the log first and
 //!   to memory once the log has it, so a `DELETE` that answers success is durable and shared; one the log refused
 //!   changed nothing.
@@ -86,41 +97,145 @@ pub enum RevokeError {
          retry in {retry_after} s, when the oldest deleted sessions expire"
     )]
     Full { capacity: usize, retry_after: u64 },
+    #[error(
+        "`{owner}` holds its whole share of the gateway's list of deleted sessions ({share} entries, the \
+         `server.max_revocations_per_owner` bound); retry in {retry_after} s, when its oldest deleted sessions expire"
+    )]
+    ShareFull { owner: String, share: usize, retry_after: u64 },
     #[error("the deletion could not be recorded: {0}")]
     Log(LogError),
 }
 
+impl RevokeError {
+    /// Whole seconds after which retrying may succeed, when waiting is what it takes.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::Full { retry_after, .. } | Self::ShareFull { retry_after, .. } => Some(*retry_after),
+            Self::Log(_) => None,
+        }
+    }
+}
+
+/// How many entries the list may hold: in all, and per owner (see the module rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// `server.max_revocations`.
+    pub total: usize,
+    /// `server.max_revocations_per_owner` (a value above `total` means the whole list).
+    pub per_owner: usize,
+}
+
+impl Bounds {
+    /// A list of `total` entries whose owners may each hold all of it (for tests of the total bound).
+    #[cfg(test)]
+    pub fn whole(total: usize) -> Self {
+        Self { total, per_owner: total }
+    }
+}
+
 /// The sessions deleted before their expiry; see the module rules.
 pub struct Revocations {
-    capacity: usize,
+    bounds: Bounds,
     revoked: Mutex<RevokedSet>,
     log: Option<Arc<dyn RevocationLog>>,
 }
 
 impl std::fmt::Debug for Revocations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Revocations").field("capacity", &self.capacity).field("len", &self.len()).finish()
+        f.debug_struct("Revocations").field("bounds", &self.bounds).field("len", &self.len()).finish()
+    }
+}
+
+/// One deleted session: until when, and whose share it counts against (`None`: heard from the log).
+#[derive(Debug)]
+struct Revoked {
+    expires_at: u64,
+    owner: Option<Arc<str>>,
+}
+
+/// One owner's part of the list: its recorded deletions by expiry, and those still being written to the log.
+#[derive(Debug, Default)]
+struct Share {
+    by_expiry: BTreeSet<(u64, SessionRef)>,
+    reserved: usize,
+}
+
+impl Share {
+    fn held(&self) -> usize {
+        self.by_expiry.len() + self.reserved
     }
 }
 
 #[derive(Debug, Default)]
 struct RevokedSet {
-    expiry_of: HashMap<SessionRef, u64>,
+    entries: HashMap<SessionRef, Revoked>,
     by_expiry: BTreeSet<(u64, SessionRef)>,
+    /// Only owners holding an entry or a reservation, so the map stays as small as the list.
+    shares: HashMap<Arc<str>, Share>,
+    /// Deletions being written to the log: they count as entries, so concurrent ones cannot exceed the bounds.
+    reserved: usize,
 }
 
 impl RevokedSet {
-    /// Keeps the later expiry when `id` is already there.
-    fn insert(&mut self, id: SessionRef, expires_at: u64) {
-        let expires_at = match self.expiry_of.get(&id) {
-            Some(&old) => {
-                self.by_expiry.remove(&(old, id));
-                old.max(expires_at)
+    /// Entries and reservations: what the total bound is checked against.
+    fn held(&self) -> usize {
+        self.entries.len() + self.reserved
+    }
+
+    /// Adds `id` (an entry heard from the log when `owner` is `None`). When `id` is already there it stays one
+    /// entry: the later expiry is kept, and so is the owner it counts against; an entry heard from the log
+    /// first (this replica's own deletion, announced back before its write returned) is taken by `owner`.
+    fn insert(&mut self, id: SessionRef, expires_at: u64, owner: Option<&Arc<str>>) {
+        let (expires_at, owner) = match self.entries.remove(&id) {
+            Some(old) => {
+                self.by_expiry.remove(&(old.expires_at, id));
+                if let Some(share) = old.owner.as_ref().and_then(|name| self.shares.get_mut(name)) {
+                    share.by_expiry.remove(&(old.expires_at, id));
+                }
+                (old.expires_at.max(expires_at), old.owner.or_else(|| owner.cloned()))
             }
-            None => expires_at,
+            None => (expires_at, owner.cloned()),
         };
-        self.expiry_of.insert(id, expires_at);
+        if let Some(name) = &owner {
+            self.shares.entry(Arc::clone(name)).or_default().by_expiry.insert((expires_at, id));
+        }
+        self.entries.insert(id, Revoked { expires_at, owner });
         self.by_expiry.insert((expires_at, id));
+    }
+
+    /// Takes a place for `owner`'s next deletion, if the total and `owner`'s share have room.
+    fn reserve(&mut self, owner: &str, bounds: Bounds, now: u64) -> Result<(), RevokeError> {
+        self.check(owner, bounds, now)?;
+        self.reserved += 1;
+        self.shares.entry(owner.into()).or_default().reserved += 1;
+        Ok(())
+    }
+
+    /// Gives back a place [`RevokedSet::reserve`] took.
+    fn release(&mut self, owner: &str) {
+        self.reserved = self.reserved.saturating_sub(1);
+        if let Some(share) = self.shares.get_mut(owner) {
+            share.reserved = share.reserved.saturating_sub(1);
+            if share.held() == 0 {
+                self.shares.remove(owner);
+            }
+        }
+    }
+
+    /// `Ok` while the total and `owner`'s share have room for another entry.
+    fn check(&mut self, owner: &str, bounds: Bounds, now: u64) -> Result<(), RevokeError> {
+        self.purge_expired(now);
+        if self.held() >= bounds.total {
+            return Err(RevokeError::Full { capacity: bounds.total, retry_after: retry_after(&self.by_expiry, now) });
+        }
+        match self.shares.get(owner) {
+            Some(share) if share.held() >= bounds.per_owner => Err(RevokeError::ShareFull {
+                owner: owner.to_owned(),
+                share: bounds.per_owner,
+                retry_after: retry_after(&share.by_expiry, now),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn purge_expired(&mut self, now: u64) {
@@ -128,58 +243,90 @@ impl RevokedSet {
             && expires_at < now
         {
             self.by_expiry.pop_first();
-            self.expiry_of.remove(&id);
+            let owner = self.entries.remove(&id).and_then(|revoked| revoked.owner);
+            if let Some(name) = owner
+                && let Some(share) = self.shares.get_mut(&name)
+            {
+                share.by_expiry.remove(&(expires_at, id));
+                if share.held() == 0 {
+                    self.shares.remove(&name);
+                }
+            }
         }
-    }
-
-    /// Whole seconds until the soonest entry expires and makes room.
-    fn retry_after(&self, now: u64) -> u64 {
-        self.by_expiry.first().map_or(1, |&(expires_at, _)| expires_at.saturating_sub(now) + 1)
     }
 }
 
+/// A place taken by [`RevokedSet::reserve`], given back when dropped: when the log refuses, and also when the
+/// deletion is abandoned during the log write (its client went away), so no place is lost for good.
+struct Reservation<'a> {
+    revocations: &'a Revocations,
+    owner: &'a str,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.revocations.revoked.lock().release(self.owner);
+    }
+}
+
+/// Whole seconds until the soonest of `by_expiry` expires and makes room (one when only reservations hold it:
+/// they end with their log write).
+fn retry_after(by_expiry: &BTreeSet<(u64, SessionRef)>, now: u64) -> u64 {
+    by_expiry.first().map_or(1, |&(expires_at, _)| expires_at.saturating_sub(now) + 1)
+}
+
 impl Revocations {
-    /// A list of at most `capacity` own deletions (at least one), kept in this process only.
-    pub fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.max(1), revoked: Mutex::default(), log: None }
+    /// A list within `bounds` (each at least one), kept in this process only.
+    pub fn new(bounds: Bounds) -> Self {
+        let bounds = Bounds { total: bounds.total.max(1), per_owner: bounds.per_owner.max(1) };
+        Self { bounds, revoked: Mutex::default(), log: None }
     }
 
     /// A list whose deletions are recorded in, and followed from, `log`.
-    pub fn shared(capacity: usize, log: Arc<dyn RevocationLog>) -> Self {
-        Self { log: Some(log), ..Self::new(capacity) }
+    pub fn shared(bounds: Bounds, log: Arc<dyn RevocationLog>) -> Self {
+        Self { log: Some(log), ..Self::new(bounds) }
     }
 
     /// Refuses `id` from now until `expires_at_unix` (see [`super::session::Sealer::expires_at`]), here and, once
-    /// this returns, wherever the log is shared.
-    pub async fn revoke(&self, id: SessionRef, expires_at_unix: u64, now_unix: u64) -> Result<(), RevokeError> {
-        self.room(now_unix)?;
+    /// this returns, wherever the log is shared; the entry counts against `owner`'s share.
+    pub async fn revoke(
+        &self,
+        id: SessionRef,
+        owner: &str,
+        expires_at_unix: u64,
+        now_unix: u64,
+    ) -> Result<(), RevokeError> {
+        // The place is taken before the log write and given back if it fails, so concurrent deletions never
+        // exceed the bounds (a check before and an insert after would let them all pass the check).
+        self.revoked.lock().reserve(owner, self.bounds, now_unix)?;
+        let reservation = Reservation { revocations: self, owner };
         if let Some(log) = &self.log {
             let entry = LogEntry { session: id.to_string(), expires_at: expires_at_unix };
             log.record(entry).await.map_err(RevokeError::Log)?;
         }
-        self.revoked.lock().insert(id, expires_at_unix);
+        // One lock for both: the entry takes the reservation's place with no moment in which neither counts.
+        let mut revoked = self.revoked.lock();
+        revoked.insert(id, expires_at_unix, Some(&owner.into()));
+        revoked.release(owner);
+        std::mem::forget(reservation);
         Ok(())
     }
 
-    /// `Ok` while the list has room for another deletion, and so for another session.
-    pub fn room(&self, now_unix: u64) -> Result<(), RevokeError> {
-        let mut revoked = self.revoked.lock();
-        revoked.purge_expired(now_unix);
-        if revoked.expiry_of.len() < self.capacity {
-            return Ok(());
-        }
-        Err(RevokeError::Full { capacity: self.capacity, retry_after: revoked.retry_after(now_unix) })
+    /// `Ok` while the list, and `owner`'s share of it, have room for another deletion, and so for another of
+    /// `owner`'s sessions.
+    pub fn room(&self, owner: &str, now_unix: u64) -> Result<(), RevokeError> {
+        self.revoked.lock().check(owner, self.bounds, now_unix)
     }
 
     pub fn is_revoked(&self, id: &SessionRef, now_unix: u64) -> bool {
         let mut revoked = self.revoked.lock();
         revoked.purge_expired(now_unix);
-        revoked.expiry_of.contains_key(id)
+        revoked.entries.contains_key(id)
     }
 
     /// The number of entries, expired ones not yet purged included.
     pub fn len(&self) -> usize {
-        self.revoked.lock().expiry_of.len()
+        self.revoked.lock().entries.len()
     }
 
     #[cfg(test)]
@@ -231,7 +378,7 @@ impl Revocations {
     /// Keeps an entry heard from the log, whatever the bound (see the module rules).
     fn apply(&self, entry: &LogEntry) {
         match SessionRef::from_hex(&entry.session) {
-            Some(id) => self.revoked.lock().insert(id, entry.expires_at),
+            Some(id) => self.revoked.lock().insert(id, entry.expires_at, None),
             None => tracing::warn!(session = %entry.session, "ignored a revocation of an id this gateway never issues"),
         }
     }

@@ -8,7 +8,8 @@
 //! - Keys the running gateway cannot change are *restart-only*: `server.listen` (the bound socket),
 //!   `server.data_dir` and `server.session_secret_file` (the files it opened), `server.session_ttl` and
 //!   `server.max_revocations` (a deleted session's revocation lasts its session's lifetime: a longer lifetime
-//!   would let a deleted session come back), the whole `[ledger]` (its store, leases and upkeep are opened
+//!   would let a deleted session come back) and `server.max_revocations_per_owner` (the list's bounds are set
+//!   once, when it is built), the whole `[ledger]` (its store, leases and upkeep are opened
 //!   once) and the whole `[telemetry]` (the metrics listener is bound, the log writer and the trace exporter installed once). A reload reports them and keeps their running values ([`applicable`]); it never ignores them
 //!   silently.
 //! - Every field of `Config` and `ServerConfig` is named here (destructured without `..`), so a new key does not
@@ -88,6 +89,7 @@ impl ConfigDiff {
             max_body,
             session_ttl,
             max_revocations,
+            max_revocations_per_owner,
             shutdown_drain,
             max_backend_sessions,
             max_backend_sessions_per_principal,
@@ -106,6 +108,7 @@ impl ConfigDiff {
             ("server.session_secret_file", running.session_secret_file != *session_secret_file),
             ("server.session_ttl", running.session_ttl != *session_ttl),
             ("server.max_revocations", running.max_revocations != *max_revocations),
+            ("server.max_revocations_per_owner", running.max_revocations_per_owner != *max_revocations_per_owner),
             ("server.max_backend_sessions", running.max_backend_sessions != *max_backend_sessions),
         ];
         let reloadable = [
@@ -194,6 +197,7 @@ pub fn applicable(running: &Config, file: Config) -> Config {
         session_secret_file: running.server.session_secret_file.clone(),
         session_ttl: running.server.session_ttl,
         max_revocations: running.server.max_revocations,
+        max_revocations_per_owner: running.server.max_revocations_per_owner,
         max_backend_sessions: running.server.max_backend_sessions,
         ..file.server
     };

@@ -2,8 +2,10 @@
 //! the session would have expired — when the list is full (`server.max_revocations`, kept small here), across a
 //! restart on SQLite, and on another replica sharing a PostgreSQL ledger — and a full list refuses new deletions
 //! and new sessions (503, a JSON-RPC error naming the bound, `Retry-After`) instead of forgetting old deletions;
-//! a deletion the ledger cannot record is refused and changes nothing. PostgreSQL tests use a schema of their own
-//! and are skipped (loudly) when PostgreSQL is unreachable outside CI, like the at-most-once suite's.
+//! a deletion the ledger cannot record is refused and changes nothing; one client that fills its share of the
+//! list (`server.max_revocations_per_owner`) is refused alone, and other principals still open sessions.
+//! PostgreSQL tests use a schema of their own and are skipped (loudly) when PostgreSQL is unreachable outside CI,
+//! like the at-most-once suite's.
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::agent_auth::{ALICE_KEY, api_keys};
 use crate::at_most_once::ledger_section;
 use crate::support::assert::eventually_within;
 use crate::support::fault_backend::{FaultBackend, Script};
@@ -38,7 +41,17 @@ async fn ping_status(url: &str, id: &str) -> StatusCode {
 
 /// `DELETE` of session `id` at `url`: the status, the `Retry-After` header and the body.
 async fn delete(url: &str, id: &str) -> (StatusCode, Option<String>, Value) {
-    let response = reqwest::Client::new().delete(url).header(SESSION, id).send().await.expect("gateway reachable");
+    delete_as(url, id, None).await
+}
+
+/// [`delete`], presenting API key `key` when there is one.
+async fn delete_as(url: &str, id: &str, key: Option<&str>) -> (StatusCode, Option<String>, Value) {
+    let request = reqwest::Client::new().delete(url).header(SESSION, id);
+    let request = match key {
+        Some(key) => request.bearer_auth(key),
+        None => request,
+    };
+    let response = request.send().await.expect("gateway reachable");
     let status = response.status();
     let retry_after = response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
     let body = response.text().await.unwrap_or_default();
@@ -56,11 +69,11 @@ async fn gateway(server: &str, sections: &str, backend: &FaultBackend) -> TestGa
 
 /// The old list dropped the soonest-expiring deletions once it held `capacity` of them, and those sessions came
 /// back to life. Now the deletion that would overflow the list is refused, as is every new session, and every
-/// recorded deletion holds.
+/// recorded deletion holds. (One owner's share is the whole list here, so one client can fill it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_list_refuses_instead_of_reviving_deleted_sessions() {
     let backend = FaultBackend::start(Script::default()).await;
-    let gateway = gateway("max_revocations = 2", "", &backend).await;
+    let gateway = gateway("max_revocations = 2\nmax_revocations_per_owner = 2", "", &backend).await;
     let mut agents = Vec::new();
     for _ in 0..3 {
         agents.push(Agent::connected(gateway.mcp()).await);
@@ -91,6 +104,46 @@ async fn a_full_list_refuses_instead_of_reviving_deleted_sessions() {
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("cannot start a session") && message.contains("server.max_revocations"), "{body}");
     assert!(refused.headers.contains_key("retry-after"));
+}
+
+/// One anonymous client opening and deleting sessions in a loop used to fill the whole list, after which every
+/// `initialize`, anyone's, was refused until the entries expired (a day by default). Now it fills only its share
+/// (a quarter of the list by default): its own next session and deletion are refused, saying so, while another
+/// principal still opens and deletes sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_filling_its_share_blocks_only_itself() {
+    let backend = FaultBackend::start(Script::default()).await;
+    let sections = format!("[auth]\nanonymous = true\n{}", api_keys());
+    let gateway = gateway("max_revocations = 8", &sections, &backend).await;
+    let kept = session_of(&Agent::connected(gateway.mcp()).await);
+    let mut deleted = 0;
+    let refused = loop {
+        assert!(deleted <= 8, "never refused: the share does not hold");
+        let mut agent = Agent::new(gateway.mcp());
+        let reply = agent.initialize("2025-11-25").await;
+        if reply.status != StatusCode::OK {
+            break reply;
+        }
+        assert_eq!(delete(&gateway.mcp(), &session_of(&agent)).await.0, StatusCode::OK);
+        deleted += 1;
+    };
+    assert_eq!(deleted, 2, "a quarter of max_revocations = 8");
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.raw);
+    let message = refused.raw.as_str();
+    assert!(message.contains("cannot start a session") && message.contains("max_revocations_per_owner"), "{message}");
+    assert!(message.contains("anonymous@127.0.0.1"), "it names whose share is full: {message}");
+    assert!(refused.headers.contains_key("retry-after"));
+
+    let (status, retry_after, body) = delete(&gateway.mcp(), &kept).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not deleted") && message.contains("server.max_revocations_per_owner"), "{body}");
+    assert!(retry_after.expect("Retry-After").parse::<u64>().expect("whole seconds") > 0);
+    assert_eq!(ping_status(&gateway.mcp(), &kept).await, StatusCode::OK, "the refused deletion changed nothing");
+
+    let alice = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    let (status, _, body) = delete_as(&gateway.mcp(), &session_of(&alice), Some(ALICE_KEY)).await;
+    assert_eq!(status, StatusCode::OK, "another principal still deletes: {body}");
 }
 
 /// An entry lasts as long as its session would have, then is purged and makes room again.
