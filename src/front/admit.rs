@@ -13,7 +13,7 @@
 //! every unusable session is 404 whatever the reason (§A1.6). A `GET` or `DELETE` without a session id that names a
 //! 2026-07-28-era `MCP-Protocol-Version` is 405: that era has neither (its other requests keep the legacy answer).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Path};
@@ -53,8 +53,8 @@ impl FromRequestParts<Arc<Front>> for Scope {
 /// A request that passed admission, the principal it acts for, and its access record.
 pub(super) struct Admitted {
     pub(super) principal: Principal,
-    /// Whose shares the request counts against ([`fairness_key`]: the principal, or `anonymous@<address>`).
-    pub(super) owner: String,
+    /// The client's address, when the server records it.
+    peer: Option<IpAddr>,
     pub(super) record: Arc<RequestRecord>,
 }
 
@@ -79,12 +79,11 @@ impl FromRequestParts<Arc<Front>> for Admitted {
                 let record = access::of(parts);
                 record.principal(&principal.name);
                 let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-                let owner = fairness_key(&principal, peer);
-                let share = front.in_flight.take(owner.clone(), settings.shares.per_principal)?;
+                let share = front.in_flight.take(fairness_key(&principal, peer), settings.shares.per_principal)?;
                 if let Some(slot) = parts.extensions.get::<ShareSlot>() {
                     slot.keep(share);
                 }
-                Ok(Admitted { principal, owner, record })
+                Ok(Admitted { principal, peer, record })
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());
@@ -105,6 +104,12 @@ fn endpoint(path: &str) -> Endpoint<'_> {
 }
 
 impl Admitted {
+    /// Whose shares the request counts against ([`fairness_key`]: the principal, or `anonymous@<address>`);
+    /// derived when asked, so the requests that need no owner of their own make no string for it.
+    pub(super) fn owner(&self) -> String {
+        fairness_key(&self.principal, self.peer)
+    }
+
     /// The session whose id `headers` carry, if this request's principal may use it now.
     pub(super) fn open_session(&self, front: &Front, headers: &HeaderMap) -> Result<AgentSession, FrontError> {
         let token = headers.get(SESSION_ID_HEADER).ok_or(FrontError::NoSession)?;
@@ -134,9 +139,8 @@ impl Admitted {
 }
 
 /// An admitted request in a usable agent session (`GET` and `DELETE`; a `POST` opens its session only once its
-/// body shows it is not an `initialize`, through [`Admitted::open_session`]), and the request's owner
-/// ([`Admitted::owner`]).
-pub(super) struct InSession(pub(super) AgentSession, pub(super) String);
+/// body shows it is not an `initialize`, through [`Admitted::open_session`]), with its admission.
+pub(super) struct InSession(pub(super) AgentSession, pub(super) Admitted);
 
 impl FromRequestParts<Arc<Front>> for InSession {
     type Rejection = FrontError;
@@ -144,6 +148,6 @@ impl FromRequestParts<Arc<Front>> for InSession {
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Self, FrontError> {
         let admitted = Admitted::from_request_parts(parts, front).await?;
         let session = admitted.open_session(front, &parts.headers)?;
-        Ok(InSession(session, admitted.owner))
+        Ok(InSession(session, admitted))
     }
 }

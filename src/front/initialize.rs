@@ -62,7 +62,7 @@ impl Front {
         id: &Value,
         params: &Value,
     ) -> Result<(AgentSession, String, Value), FrontError> {
-        let room = self.revocations.room(&admitted.owner, now_unix());
+        let room = self.revocations.room(&admitted.owner(), now_unix());
         room.map_err(|cause| FrontError::NoRoomForSession { id: id.clone(), cause })?;
         let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
         let version =

@@ -178,10 +178,10 @@ async fn open_stream(
 async fn delete_session(
     State(front): State<Arc<Front>>,
     _scope: Scope,
-    InSession(session, owner): InSession,
+    InSession(session, admitted): InSession,
 ) -> Result<StatusCode, FrontError> {
     let expires_at = front.sealer.expires_at(&session);
-    let revoked = front.revocations.revoke(session.id, &owner, expires_at, now_unix()).await;
+    let revoked = front.revocations.revoke(session.id, &admitted.owner(), expires_at, now_unix()).await;
     revoked.map_err(FrontError::NotDeleted)?;
     front.router.forget_session(&session.id.to_string());
     front.metrics.agent_session_deleted();
