@@ -350,7 +350,7 @@ impl Gateway {
     /// backends' messages to agents' streams, and ledger upkeep.
     fn start_background(&mut self, front: &Arc<Front>) -> Discovery {
         let mut discovery = Discovery::new(&self.router, CATALOG_TTL);
-        self.router.catalog().backend_names().iter().for_each(|name| discovery.start(name));
+        self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger();

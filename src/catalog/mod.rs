@@ -151,7 +151,8 @@ impl Catalog {
                 return false;
             }
         };
-        *status = BackendStatus::Discovered { tools: listing.tools.len() };
+        // The count agents see depends on the spec too: `statuses` makes it.
+        *status = BackendStatus::Discovered { tools: 0 };
         if **last == listing {
             return false;
         }
@@ -262,10 +263,23 @@ impl Catalog {
         self.snapshot.load().withheld.clone()
     }
 
-    /// Every backend's discovery status, in configuration order.
+    /// Every backend's discovery status, in configuration order; a discovered backend's tools are those agents
+    /// see at `/mcp` (its tool filter applied; names withheld for a collision not counted).
     pub fn statuses(&self) -> Vec<(Arc<str>, BackendStatus)> {
         let state = self.state.read();
-        let status = |spec: &BackendSpec| Some((spec.name.clone(), state.discovered.get(&spec.name)?.0.clone()));
+        let mut exposed: HashMap<Arc<str>, usize> = HashMap::new();
+        for route in self.snapshot.load().tools.exposed() {
+            *exposed.entry(Arc::clone(&route.backend)).or_default() += 1;
+        }
+        let status = |spec: &BackendSpec| {
+            let status = match &state.discovered.get(&spec.name)?.0 {
+                BackendStatus::Discovered { .. } => {
+                    BackendStatus::Discovered { tools: exposed.get(&spec.name).copied().unwrap_or_default() }
+                }
+                other => other.clone(),
+            };
+            Some((spec.name.clone(), status))
+        };
         state.specs.iter().filter_map(status).collect()
     }
 

@@ -69,6 +69,8 @@ fn allow_and_deny_filter_what_is_exposed() {
     catalog.update("fs", Ok(Listing::tools(vec![tool("read_file"), tool("write_file")])));
     assert_eq!(names(&catalog.tools(View::All)), ["fs__read_file"]);
     assert!(catalog.resolve(View::Backend("fs"), "write_file").is_none());
+    let status = catalog.statuses().into_iter().map(|(_, status)| status).collect::<Vec<_>>();
+    assert_eq!(status, [BackendStatus::Discovered { tools: 1 }], "the filtered-out tool is not counted");
 }
 
 #[test]

@@ -31,6 +31,8 @@ use super::values::{Expected, duration_text, parse_header_name, parse_positive_d
 use crate::glob::Glob;
 
 pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a backend may go without an exchange before the gateway probes it.
+pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(30);
 /// Longest backend name.
 pub const MAX_BACKEND_NAME: usize = 32;
 /// Longest exposed tool or prompt name: LLM provider APIs reject longer ones.
@@ -83,6 +85,9 @@ pub struct BackendConfig {
     pub resource_prefix: Option<String>,
     /// Deadline of one exchange with the backend.
     pub timeout: Duration,
+    /// How long the backend may go without an exchange before the gateway probes it (docs/operations.md,
+    /// *Backend health*).
+    pub health_interval: Duration,
     pub tools: ToolFilter,
     /// Extra headers sent on every request to the backend.
     pub headers: HeaderMap,
@@ -129,6 +134,8 @@ pub(super) struct RawBackend {
     resource_prefix: Option<String>,
     #[serde(deserialize_with = "duration_text")]
     timeout: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    health_interval: Option<String>,
     tools: RawTools,
     headers: BTreeMap<String, String>,
     credential: Option<RawCredential>,
@@ -185,6 +192,9 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         optional(&entry.key("resource_prefix"), raw.resource_prefix.as_deref(), parse_resource_prefix)?;
     let timeout = optional(&entry.key("timeout"), raw.timeout.as_deref(), parse_positive_duration)?
         .unwrap_or(DEFAULT_BACKEND_TIMEOUT);
+    let health_interval =
+        optional(&entry.key("health_interval"), raw.health_interval.as_deref(), parse_positive_duration)?
+            .unwrap_or(DEFAULT_HEALTH_INTERVAL);
     let tools = build_tools(&entry.key("tools"), &raw.tools)?;
     let headers = build_headers(&entry.key("headers"), &raw.headers)?;
     let credential = raw
@@ -205,6 +215,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         prefix,
         resource_prefix,
         timeout,
+        health_interval,
         tools,
         headers,
         credential,

@@ -31,7 +31,7 @@ use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::StdioOptions;
-use crate::config::{Config, Endpoint, OAuthConfig, ServerConfig};
+use crate::config::{BackendConfig, Config, Endpoint, OAuthConfig, ServerConfig};
 use crate::front::Front;
 use crate::front::listener::ConnectionLimits;
 use crate::router::{CallRouter, Routing, discovery};
@@ -117,10 +117,11 @@ impl Discovery {
         Self { router: Arc::clone(router), ttl, tasks: HashMap::new() }
     }
 
-    /// Starts (or restarts) discovering `backend`.
-    pub(super) fn start(&mut self, backend: &str) {
-        self.stop(backend);
-        self.tasks.insert(backend.to_owned(), discovery::spawn(&self.router, backend, self.ttl));
+    /// Starts (or restarts) discovering `backend` and watching its health.
+    pub(super) fn start(&mut self, backend: &BackendConfig) {
+        self.stop(&backend.name);
+        let task = discovery::spawn(&self.router, &backend.name, self.ttl, backend.health_interval);
+        self.tasks.insert(backend.name.clone(), task);
     }
 
     pub(super) fn stop(&mut self, backend: &str) {
@@ -284,7 +285,9 @@ impl Live {
             self.client.retire_backend(gone);
             self.discovery.stop(gone);
         }
-        renewed.iter().for_each(|backend| self.discovery.start(backend));
+        for backend in next.backends.iter().filter(|backend| renewed.contains(&&backend.name)) {
+            self.discovery.start(backend);
+        }
         self.oauth = prepared.oauth;
         self.config = next;
     }

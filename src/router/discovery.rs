@@ -1,6 +1,9 @@
 //! Catalog discovery: each backend is discovered on its own task, so one broken backend never
 //! delays or breaks the others. A backend that fails is retried with capped exponential backoff, and its tools
-//! appear when it comes up; a discovered backend is refreshed every `ttl`. A reload ends the task of a backend
+//! appear when it comes up; a discovered backend is refreshed every `ttl`. Between discoveries the same task
+//! probes the backend's health (docs/operations.md, *Backend health*) when no exchange has ended with it, or it
+//! has been down, for its `health_interval`; a failed probe starts discovery over, so a backend that returns
+//! is discovered anew. A reload ends the task of a backend
 //! it removes or replaces ([`spawn`] returns each task's handle) and starts one for each backend it adds or
 //! replaces; a discovery always uses the backend's target in force when it starts.
 //!
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::{CallRouter, ToolsChanged};
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpError, SlotKey};
@@ -31,7 +35,6 @@ impl CallRouter {
         };
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
-                self.ledger.metrics.discovered(backend, true);
                 self.unauthorized.mark(backend, false);
                 let changed = self.catalog.update(backend, Ok(listing));
                 if changed {
@@ -41,9 +44,10 @@ impl CallRouter {
                 Ok(changed)
             }
             Err(error) => {
-                self.ledger.metrics.discovered(backend, false);
+                self.ledger.metrics.discovery_failed(backend);
                 self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
                 let text = error.to_string();
+                self.client.health().set_down(backend, text.clone());
                 self.catalog.update(backend, Err(text.clone()));
                 Err(text)
             }
@@ -74,10 +78,11 @@ impl CallRouter {
     }
 }
 
-/// Starts the task that keeps `backend` discovered (at once, then every `ttl`, with backoff after failures). It
-/// runs until aborted.
-pub fn spawn(router: &Arc<CallRouter>, backend: &str, ttl: Duration) -> JoinHandle<()> {
-    tokio::spawn(keep_discovered(Arc::clone(router), backend.to_owned(), ttl))
+/// Starts the task that keeps `backend` discovered (at once, then every `ttl`, with backoff after failures) and
+/// probes its health whenever it has been idle, or down, for `health_interval`. It runs until aborted.
+pub fn spawn(router: &Arc<CallRouter>, backend: &str, ttl: Duration, health_interval: Duration) -> JoinHandle<()> {
+    let every = Every { ttl, health_interval };
+    tokio::spawn(keep_discovered(Arc::clone(router), backend.to_owned(), every))
 }
 
 /// Starts the task that rediscovers a backend when it announces `notifications/tools/list_changed` (or prompts).
@@ -98,19 +103,51 @@ async fn follow_announcements(router: Arc<CallRouter>) {
     }
 }
 
-async fn keep_discovered(router: Arc<CallRouter>, backend: String, ttl: Duration) {
+/// How often a backend is rediscovered and probed.
+#[derive(Clone, Copy)]
+struct Every {
+    ttl: Duration,
+    health_interval: Duration,
+}
+
+async fn keep_discovered(router: Arc<CallRouter>, backend: String, every: Every) {
     let mut retry = FIRST_RETRY;
     loop {
         match router.discover(&backend).await {
             Ok(_) => {
                 retry = FIRST_RETRY;
-                tokio::time::sleep(ttl).await;
+                router.watch_health(&backend, every).await;
             }
             Err(error) => {
-                tracing::warn!(%backend, %error, retry_in = ?retry, "tool discovery failed");
+                tracing::warn!(%backend, %error, retry_in_ms = retry.as_millis(), "tool discovery failed");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
             }
         }
+    }
+}
+
+impl CallRouter {
+    /// Until the next discovery is due, probes `backend` each time it has been idle or down for the health
+    /// interval; returns early when a probe fails, so that a backend that comes back is discovered anew.
+    async fn watch_health(&self, backend: &str, every: Every) {
+        let rediscover_at = Instant::now() + every.ttl;
+        loop {
+            let wake = (Instant::now() + every.health_interval).min(rediscover_at);
+            tokio::time::sleep_until(wake).await;
+            if wake == rediscover_at {
+                return;
+            }
+            if self.client.health().needs_probe(backend, every.health_interval) && self.probe(backend).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One health probe of `backend` on the gateway's own session.
+    async fn probe(&self, backend: &str) -> Result<(), McpError> {
+        let Some(target) = self.routing.load().targets.get(backend).cloned() else { return Ok(()) };
+        let slot = SlotKey::new(SessionHolder::Catalog, backend);
+        self.client.probe(&slot, &target, &CallContext::starting_now(&target)).await
     }
 }

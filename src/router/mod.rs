@@ -56,7 +56,7 @@ use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
-pub use readiness::{Health, Readiness};
+pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 
 /// Who is asking, and the identity of the request.
@@ -197,6 +197,7 @@ pub struct CallRouter {
 
 impl CallRouter {
     pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, routing: Routing, ledger: CallLedger) -> Self {
+        client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
         Self {
             catalog,
             client,
@@ -225,6 +226,7 @@ impl CallRouter {
         let configured = |backend: &str| routing.targets.contains_key(backend);
         self.unauthorized.retain(configured);
         self.resource_owners.retain(configured);
+        self.client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
         self.routing.store(routing);
         let changed = self.catalog.reconfigure(specs);
         // Nobody listening (no agent stream open) is fine.

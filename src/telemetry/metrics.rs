@@ -14,10 +14,12 @@
 //!   name is known), and series whose labels never change (ledger states, agent sessions) are resolved once.
 //! - Metrics are always on; a fresh [`Metrics`] (as tests and `check` use) is complete but nobody scrapes it.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -131,6 +133,31 @@ pub struct Metrics {
     relayed_requests: Family<MethodLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
     trace_counts: Counts,
+    /// The series of the two families whose labels hold more than a backend, noted when first created, so a
+    /// backend's series can all be dropped when a reload removes it.
+    backend_series: Mutex<BackendSeries>,
+}
+
+#[derive(Default)]
+struct BackendSeries {
+    client_duration: Vec<ClientLabels>,
+    tool_calls: Vec<ToolCallLabels>,
+    /// Backends a reload removed: a call that was running on one when it was removed starts no series.
+    removed: HashSet<Arc<str>>,
+}
+
+impl BackendSeries {
+    /// Notes a new series of `backend`; false when the backend was removed.
+    fn note<L>(&mut self, backend: &str, labels: &L, noted: fn(&mut BackendSeries) -> &mut Vec<L>) -> bool
+    where
+        L: Clone,
+    {
+        if self.removed.contains(backend) {
+            return false;
+        }
+        noted(self).push(labels.clone());
+        true
+    }
 }
 
 impl fmt::Debug for Metrics {
@@ -175,6 +202,7 @@ impl Metrics {
             relayed_requests: Family::default(),
             auth_failures: Family::default(),
             trace_counts,
+            backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
         metrics
@@ -284,12 +312,23 @@ impl Metrics {
             error_type: error.label(),
             backend: Arc::clone(backend),
         };
-        self.client_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if let Some(series) = self.client_duration.get(&labels) {
+            return series.observe(elapsed.as_secs_f64());
+        }
+        if self.backend_series.lock().note(backend, &labels, |series| &mut series.client_duration) {
+            self.client_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        }
     }
 
     pub fn count_tool_call(&self, backend: &Arc<str>, tool: &Arc<str>, outcome: ToolOutcome) {
         let labels = ToolCallLabels { backend: Arc::clone(backend), tool: Arc::clone(tool), outcome: outcome.as_str() };
-        self.tool_calls.get_or_create(&labels).inc();
+        if let Some(series) = self.tool_calls.get(&labels) {
+            series.inc();
+            return;
+        }
+        if self.backend_series.lock().note(backend, &labels, |series| &mut series.tool_calls) {
+            self.tool_calls.get_or_create(&labels).inc();
+        }
     }
 
     pub fn count_claims(&self, state: ClaimWrite, claims: u64) {
@@ -303,13 +342,33 @@ impl Metrics {
         Counted(self.ledger_waiting.clone())
     }
 
-    /// The result of one discovery of `backend`.
-    pub fn discovered(&self, backend: &str, up: bool) {
+    /// Drops every series labelled with `backend`, which a reload removed: it no longer exists, so it is neither
+    /// up nor down.
+    pub fn forget_backend(&self, backend: &str) {
+        let labels = BackendLabels { backend: self.names.get(backend) };
+        for family in [&self.backend_up, &self.backend_sessions, &self.stdio_processes] {
+            family.remove(&labels);
+        }
+        self.discovery_failures.remove(&labels);
+        let mut series = self.backend_series.lock();
+        series.removed.insert(labels.backend);
+        drop_series(&self.client_duration, &mut series.client_duration, |labels| &*labels.backend == backend);
+        drop_series(&self.tool_calls, &mut series.tool_calls, |labels| &*labels.backend == backend);
+    }
+
+    /// Whether `backend` is up, as its health says (`backend::mcp_client::health`); a backend configured again
+    /// after a reload removed it records series again.
+    pub fn backend_up(&self, backend: &str, up: bool) {
         let labels = BackendLabels { backend: self.names.get(backend) };
         self.backend_up.get_or_create(&labels).set(i64::from(up));
         if !up {
-            self.discovery_failures.get_or_create(&labels).inc();
+            self.backend_series.lock().removed.remove(backend);
         }
+    }
+
+    /// One failed discovery of `backend`.
+    pub fn discovery_failed(&self, backend: &str) {
+        self.discovery_failures.get_or_create(&BackendLabels { backend: self.names.get(backend) }).inc();
     }
 
     /// Counts one live backend session of `backend` (and its process, for stdio) until the guard is dropped.
@@ -341,6 +400,21 @@ impl Metrics {
     pub fn auth_failure(&self, reason: &'static str) {
         self.auth_failures.get_or_create(&ReasonLabels { reason }).inc();
     }
+}
+
+/// Removes from `family` the series `noted` holds whose labels `gone` picks, and forgets them.
+fn drop_series<L, M, C>(family: &Family<L, M, C>, noted: &mut Vec<L>, gone: impl Fn(&L) -> bool)
+where
+    L: Clone + Eq + std::hash::Hash,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    noted.retain(|labels| {
+        let dropped = gone(labels);
+        if dropped {
+            family.remove(labels);
+        }
+        !dropped
+    });
 }
 
 /// The name a counter is registered under: the exposition appends `_total` itself.

@@ -74,9 +74,9 @@ fn backends_start_down_and_live_sessions_count_until_dropped() {
     let text = metrics.encode();
     assert_eq!(sample(&text, "switchyard_backend_up{backend=\"a\"}"), Some(0.0));
     assert_eq!(sample(&text, "switchyard_backend_discovery_failures_total{backend=\"b\"}"), Some(0.0));
-    metrics.discovered("a", true);
-    metrics.discovered("b", false);
-    metrics.discovered("b", false);
+    metrics.backend_up("a", true);
+    metrics.discovery_failed("b");
+    metrics.discovery_failed("b");
     let a = metrics.name("a");
     let http = metrics.live_session(&a, false);
     let stdio = metrics.live_session(&a, true);
@@ -121,4 +121,32 @@ fn a_call_is_counted_while_it_waits_on_the_ledger() {
     assert_eq!(sample(&metrics.encode(), "switchyard_ledger_calls_waiting"), Some(2.0));
     drop((first, second));
     assert_eq!(sample(&metrics.encode(), "switchyard_ledger_calls_waiting"), Some(0.0));
+}
+
+#[test]
+fn a_forgotten_backend_leaves_no_series_and_the_others_keep_theirs() {
+    let metrics = Metrics::new();
+    metrics.register_backends(["gone", "kept"]);
+    for name in ["gone", "kept"] {
+        let backend = metrics.name(name);
+        let echo = metrics.name("echo");
+        metrics.observe_client(&backend, "tools/call", Some(&echo), ErrorType::None, Duration::ZERO);
+        metrics.count_tool_call(&backend, &echo, ToolOutcome::Completed);
+        metrics.backend_up(name, true);
+    }
+    metrics.forget_backend("gone");
+    let text = metrics.encode();
+    assert!(!text.contains("backend=\"gone\""), "{text}");
+    assert_eq!(sample(&text, "switchyard_backend_up{backend=\"kept\"}"), Some(1.0), "{text}");
+    let kept = "switchyard_tool_calls_total{backend=\"kept\",tool=\"echo\",outcome=\"completed\"}";
+    assert_eq!(sample(&text, kept), Some(1.0), "{text}");
+    assert!(text.contains("mcp_client_operation_duration_seconds_count{mcp_method_name=\"tools/call\",gen_ai_tool_name=\"echo\",error_type=\"\",backend=\"kept\"}"), "{text}");
+
+    let (gone, echo) = (metrics.name("gone"), metrics.name("echo"));
+    metrics.observe_client(&gone, "tools/call", Some(&echo), ErrorType::None, Duration::ZERO);
+    metrics.count_tool_call(&gone, &echo, ToolOutcome::Completed);
+    assert!(!metrics.encode().contains("backend=\"gone\""), "a call that ran on over the removal starts no series");
+    metrics.backend_up("gone", false);
+    metrics.count_tool_call(&gone, &echo, ToolOutcome::Completed);
+    assert!(metrics.encode().contains("switchyard_tool_calls_total{backend=\"gone\""), "configured again, it counts");
 }

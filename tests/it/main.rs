@@ -19,6 +19,7 @@ mod fault_backend_selftest;
 mod front_refusals;
 mod gateway;
 mod gateway_oauth;
+mod health;
 mod input_rounds;
 mod layering;
 mod legacy_sse;

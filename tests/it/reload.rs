@@ -223,6 +223,9 @@ async fn a_reload_changes_backends_policies_keys_and_limits_while_a_call_runs() 
     assert!(read_until(&mut told, LIST_CHANGED, WAIT).await.is_some(), "an agent that was listening was told");
     finish_gate(&scene, gate, gate_pid, &processes).await;
     assert_eq!(text(&running.call_tool("b__echo", json!({"text": "after"})).await), "after", "the session lives on");
+    let metrics = reqwest::get(format!("{}/metrics", gateway.base)).await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("backend=\"a\""), "the removed backend's series are gone:\n{metrics}");
+    assert!(metrics.contains("switchyard_backend_up{backend=\"b\"} 1"), "{metrics}");
 
     // An invalid file is refused with the error `check` prints, and the running configuration keeps serving.
     let valid = [alice.as_str(), &policy(""), &b].concat();

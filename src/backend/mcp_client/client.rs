@@ -23,6 +23,7 @@ use super::census::BackendCensus;
 use super::context::{Call, CallContext};
 use super::endpoint::{BackendTarget, SlotKey};
 use super::error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
+use super::health::HealthBoard;
 use super::retry::{Decision, Retry, decide};
 use super::session::processes::Full;
 use super::session::sessions::Sessions;
@@ -41,6 +42,8 @@ pub struct McpBackendClient {
     /// The session layer: sessions of every transport, and what is known per backend.
     sessions: Sessions,
     table: SessionTable,
+    /// What the exchanges showed of each backend's health.
+    health: HealthBoard,
     /// Where request durations and live sessions are counted.
     metrics: Arc<Metrics>,
     /// Records a CLIENT span per request when traces are on.
@@ -56,6 +59,7 @@ impl McpBackendClient {
         Ok(Self {
             sessions: Sessions::new(http, config.max_exchange_bytes, config.max_stdio_processes),
             table: SessionTable::new(config.max_sessions, config.max_sessions_per_owner),
+            health: HealthBoard::new(Arc::clone(&config.metrics)),
             metrics: config.metrics,
             tracer: config.tracer,
         })
@@ -72,7 +76,9 @@ impl McpBackendClient {
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
-        self.ensure_session(&slot, key, target, context, None, &Value::Null).await
+        let session = self.ensure_session(&slot, key, target, context, None, &Value::Null).await;
+        self.health.exchanged(&key.backend, &session);
+        session
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
@@ -86,6 +92,19 @@ impl McpBackendClient {
         params: Value,
     ) -> Result<Value, McpError> {
         self.request_relayed(key, target, context, method, params, &Relay::default()).await
+    }
+
+    /// Asks whether the backend answers on the slot's session: `ping` (MCP 2025-11-25, *Ping*) on a 2025-era
+    /// session, `server/discover` on a 2026-07-28 one, which has no `ping`. The exchange counts for the health.
+    pub async fn probe(
+        &self,
+        key: &SlotKey,
+        target: &BackendTarget,
+        context: &CallContext<'_>,
+    ) -> Result<(), McpError> {
+        let session = self.session(key, target, context).await?;
+        let method = if session.modern().is_some() { method::SERVER_DISCOVER } else { method::PING };
+        self.request_on_slot(key, target, context, method, Value::Null, &Relay::default()).await.map(drop)
     }
 
     /// [`request`](Self::request), relaying the backend's notifications about it.
@@ -142,6 +161,7 @@ impl McpBackendClient {
         let tool = tool.map(|name| self.metrics.name(name));
         let params = (!params.is_null()).then_some(&params);
         let answer = self.send_with_retry(target, Call { key, method, params, relay, context }).await;
+        self.health.exchanged(&key.backend, &answer);
         let error = match &answer {
             Ok(result) => ErrorType::of_result_text(result.get()),
             Err(error) => error.error_type(),
@@ -286,6 +306,11 @@ impl McpBackendClient {
     /// How many (agent session, backend) slots the table holds (for [`crate::backend::testing`]).
     pub(crate) fn cached_sessions(&self) -> usize {
         self.table.len()
+    }
+
+    /// What the exchanges showed of each backend's health.
+    pub fn health(&self) -> &HealthBoard {
+        &self.health
     }
 
     /// Live sessions and processes per backend; a backend with neither is absent.

@@ -5,7 +5,8 @@
 //!
 //! Three layers, each owning its state, each knowing only the one below:
 //! - the client ([`client`]): the object the router holds, the bounded session table ([`table`]), the pure retry
-//!   decision ([`retry`]), metrics and the CLIENT span of every call; what it holds per backend ([`census`]);
+//!   decision ([`retry`]), metrics and the CLIENT span of every call; what it holds per backend ([`census`]) and
+//!   what its exchanges showed of each backend's health ([`health`]);
 //! - the session ([`session`]): one session type over every transport and era, its start, one request on it,
 //!   and what is known per backend (era, tools' headers, list-change streams, live processes);
 //! - the wire ([`wire`]): one HTTP exchange, SSE decoding and resumption, and the error class of its failures.
@@ -22,6 +23,7 @@ mod client;
 mod context;
 mod endpoint;
 mod error;
+mod health;
 mod retry;
 mod session;
 mod table;
@@ -39,6 +41,7 @@ pub use client::McpBackendClient;
 pub use context::CallContext;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
+pub use health::{BackendHealth, HealthBoard};
 pub(crate) use session::asked::Asked;
 pub use session::era::{Era, LATEST_MODERN_VERSION};
 pub(crate) use session::era::{Verdict, verdict_of_error, verdict_of_result};

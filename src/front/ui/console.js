@@ -71,13 +71,19 @@
 
   // --- backends -------------------------------------------------------------------------------------------------
 
-  const HEALTH = { discovered: ["up", "up"], failed: ["down", "down"], pending: ["pending", "pending"] };
+  // Before any exchange has ended, discovery's state says what there is to say.
+  const DISCOVERY = { discovered: "up", failed: "down", pending: "pending" };
 
   function renderBackends(backends) {
     const rows = backends.map((backend) => {
-      const [label, kind] = HEALTH[backend.status] || [backend.status, ""];
-      const health = el("td", {}, badge(label, kind));
-      if (backend.error) health.append(el("span", { class: "detail" }, backend.error));
+      const known = backend.health && backend.health.state !== "unknown";
+      const label = known ? backend.health.state : DISCOVERY[backend.status] || backend.status;
+      const health = el("td", {}, badge(label));
+      const why = known ? backend.health.error : backend.error;
+      if (why) health.append(el("span", { class: "detail" }, why));
+      if (known && backend.health.down_since_ms) {
+        health.append(el("span", { class: "detail" }, `down since ${when(backend.health.down_since_ms)}`));
+      }
       if (backend.process_start) {
         const start = backend.process_start;
         health.append(el("span", { class: "detail" }, `process start failed ${start.failures}×: ${start.error}`));

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::CallRouter;
+use super::readiness::HealthReport;
 use crate::catalog::BackendStatus;
 pub use calls::{CallQuery, DEFAULT_CALLS, InspectError, MAX_CALLS};
 pub use latency::Latency;
@@ -29,6 +30,8 @@ pub struct BackendView {
     pub status: &'static str,
     /// Why the last discovery failed.
     pub error: Option<String>,
+    /// Whether it answers now.
+    pub health: HealthReport,
     /// Tools of this backend agents see at `/mcp`.
     pub tools: usize,
     /// Live backend sessions (discovery's own included).
@@ -81,6 +84,7 @@ impl CallRouter {
         let routing = self.routing.load();
         let census = self.client.census();
         let mut failing = self.process_starts();
+        let mut healths = self.health_reports();
         let mut tools: HashMap<String, usize> = HashMap::new();
         for route in self.catalog.routes() {
             *tools.entry(route.backend.to_string()).or_default() += 1;
@@ -97,6 +101,7 @@ impl CallRouter {
                 transport: routing.targets.get(&name).map_or("mcp", |target| target.transport()),
                 status,
                 error,
+                health: healths.remove(&name).unwrap_or_else(|| HealthReport::of(None)),
                 tools: tools.get(name.as_ref()).copied().unwrap_or_default(),
                 sessions: counted.sessions,
                 processes: counted.processes,

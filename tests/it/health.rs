@@ -1,0 +1,64 @@
+//! Backend health end to end (docs/operations.md, *Backend health*): a backend killed after discovery is `down`
+//! in `/readyz`, the console and `switchyard_backend_up` within its `health_interval`, and `up` in all three
+//! once it answers again; a stdio backend whose process exits at start is down; `/readyz` counts the tools
+//! agents see, after the backend's tool filter.
+
+use std::net::SocketAddr;
+
+use serde_json::Value;
+
+use crate::support::assert::eventually;
+use crate::support::gateway::{TestGateway, backend_toml};
+
+async fn json(url: String) -> Value {
+    serde_json::from_str(&reqwest::get(url).await.unwrap().text().await.unwrap()).unwrap()
+}
+
+/// The backend's health as `/readyz`, the console and `/metrics` show it.
+async fn health_everywhere(gateway: &TestGateway, backend: &str) -> (Value, Value, Option<String>) {
+    let readyz = json(format!("{}/readyz", gateway.base)).await;
+    let console = json(format!("{}/admin/api/backends", gateway.base)).await;
+    let listed = console["backends"].as_array().unwrap().iter().find(|view| view["name"] == backend).cloned();
+    let metrics = reqwest::get(format!("{}/metrics", gateway.base)).await.unwrap().text().await.unwrap();
+    let series = format!("switchyard_backend_up{{backend=\"{backend}\"}} ");
+    let up = metrics.lines().find_map(|line| line.strip_prefix(&series).map(str::to_owned));
+    (readyz["backends"][backend]["health"].clone(), listed.unwrap()["health"].clone(), up)
+}
+
+async fn agree_on(gateway: &TestGateway, backend: &str, state: &str) -> bool {
+    let (readyz, console, metric) = health_everywhere(gateway, backend).await;
+    let up = if state == "up" { "1" } else { "0" };
+    readyz["state"] == state && console["state"] == state && metric.as_deref() == Some(up)
+}
+
+#[tokio::test]
+async fn a_backend_killed_after_discovery_is_down_everywhere_and_up_when_it_returns() {
+    let (address, demo) = switchyard::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let url = format!("http://{address}/mcp");
+    let gateway = TestGateway::start("", &backend_toml("demo", &url, "health_interval = \"200ms\"")).await;
+    eventually("the demo is up in all three places", || agree_on(&gateway, "demo", "up")).await;
+
+    demo.abort();
+    eventually("the killed demo is down in all three places", || agree_on(&gateway, "demo", "down")).await;
+    let (readyz, console, _) = health_everywhere(&gateway, "demo").await;
+    assert!(readyz["error"].as_str().is_some_and(|error| !error.is_empty()), "readyz says why: {readyz}");
+    assert_eq!(console["error"], readyz["error"], "one sentence in both");
+    assert!(readyz["down_since_ms"].as_u64().is_some(), "{readyz}");
+
+    let (_, _back) = switchyard::demo::spawn(address).await.unwrap();
+    eventually("the returned demo is up in all three places", || agree_on(&gateway, "demo", "up")).await;
+    let (readyz, _, _) = health_everywhere(&gateway, "demo").await;
+    assert!(readyz.get("error").is_none() && readyz.get("down_since_ms").is_none(), "{readyz}");
+}
+
+#[tokio::test]
+async fn readyz_counts_the_tools_agents_see_and_a_process_that_cannot_start_is_down() {
+    let (address, _demo) = switchyard::demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let filtered =
+        backend_toml("demo", &format!("http://{address}/mcp"), "[backends.tools]\nallow = [\"echo\", \"add\"]");
+    let missing = "[[backends]]\nname = \"missing\"\ntransport = \"stdio\"\ncommand = \"/bin/false\"\n";
+    let gateway = TestGateway::start("", &(filtered + missing)).await;
+    let readyz = json(format!("{}/readyz", gateway.base)).await;
+    assert_eq!(readyz["backends"]["demo"]["tools"], 2, "after the filter: {readyz}");
+    eventually("the stdio backend whose process exits at once is down", || agree_on(&gateway, "missing", "down")).await;
+}
