@@ -182,7 +182,7 @@ impl Gateway {
                 (Arc::from(backend.name.as_str()), target)
             })
             .collect();
-        let routing = Routing { targets, policies: policies(&config) };
+        let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         Ok(Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener })

@@ -14,6 +14,7 @@
 
 mod named;
 mod names;
+mod starting;
 mod template;
 
 use std::collections::HashMap;
@@ -125,13 +126,16 @@ pub struct Catalog {
     state: RwLock<State>,
     /// Built from `state` after every change; readers take it whole.
     snapshot: Swap<Snapshot>,
+    /// See [`Catalog::changes`].
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Catalog {
     pub fn new(specs: Vec<BackendSpec>) -> Self {
         let discovered =
             specs.iter().map(|spec| (spec.name.clone(), (BackendStatus::Pending, Arc::default()))).collect();
-        Self { state: RwLock::new(State { specs, discovered }), snapshot: Swap::default() }
+        let changed = tokio::sync::watch::Sender::new(0);
+        Self { state: RwLock::new(State { specs, discovered }), snapshot: Swap::default(), changed }
     }
 
     /// The configured backends, in configuration order.
@@ -142,6 +146,12 @@ impl Catalog {
     /// Records a discovery result for one backend. A failure keeps the last good listing. Returns whether the
     /// tools agents see changed.
     pub fn update(&self, backend: &str, listed: Result<Listing, String>) -> bool {
+        let changed = self.record(backend, listed);
+        self.note_change();
+        changed
+    }
+
+    fn record(&self, backend: &str, listed: Result<Listing, String>) -> bool {
         let mut state = self.state.write();
         let Some((status, last)) = state.discovered.get_mut(backend) else { return false };
         let listing = match listed {
@@ -185,6 +195,7 @@ impl Catalog {
         self.snapshot.store(Arc::clone(&after));
         drop(state);
         names.retain(|name| before.tools_of(name) != after.tools_of(name));
+        self.note_change();
         names
     }
 

@@ -166,3 +166,19 @@ fn reconfigure_keeps_listings_of_kept_backends_and_names_what_agents_see_change(
     );
     assert!(catalog.reconfigure(vec![spec("a", "a__"), spec("c", "new__"), spec("d", "d__")]).is_empty());
 }
+
+#[test]
+fn a_name_under_a_pending_backends_prefix_is_starting_until_its_discovery_ends() {
+    let catalog = Catalog::new(vec![spec("fs", "fs__"), spec("web", "web__")]);
+    let mut changes = catalog.changes();
+    assert_eq!(catalog.starting_owner(View::All, "fs__read").as_deref(), Some("fs"));
+    assert_eq!(catalog.starting_owner(View::Backend("web"), "anything").as_deref(), Some("web"));
+    assert_eq!(catalog.starting_owner(View::All, "mail__send"), None, "no backend has that prefix");
+    catalog.update("fs", Err("refused".into()));
+    assert!(changes.has_changed().unwrap(), "a failed discovery is a change too");
+    assert_eq!(catalog.starting_owner(View::All, "fs__read"), None, "discovery ended, if badly");
+    changes.mark_unchanged();
+    catalog.update("web", Ok(Listing::tools(vec![tool("get")])));
+    assert!(changes.has_changed().unwrap());
+    assert_eq!(catalog.starting_owner(View::Backend("web"), "missing"), None);
+}

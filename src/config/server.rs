@@ -51,6 +51,8 @@ pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
 pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+/// How long a tool call waits for its backend's first discovery.
+pub const DEFAULT_DISCOVERY_WAIT: Duration = Duration::from_secs(5);
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longer than the 60 s idle timeout of common load balancers, so the balancer, not the gateway, closes an idle
@@ -85,6 +87,8 @@ pub struct ServerConfig {
     pub max_revocations_per_owner: Option<usize>,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// How long a tool call of a backend whose first discovery has not ended waits for it.
+    pub discovery_wait: Duration,
     /// The backend-session table's size: live (agent session or principal, backend) sessions of the gateway.
     pub max_backend_sessions: usize,
     /// How many of the backend-session table's slots one principal (for `anonymous`, one client address) may hold
@@ -124,6 +128,8 @@ pub(super) struct RawServer {
     max_revocations_per_owner: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     shutdown_drain: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
+    discovery_wait: Option<String>,
     max_backend_sessions: Option<i64>,
     max_backend_sessions_per_principal: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
@@ -152,6 +158,7 @@ impl Default for ServerConfig {
             max_revocations: DEFAULT_MAX_REVOCATIONS,
             max_revocations_per_owner: None,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            discovery_wait: DEFAULT_DISCOVERY_WAIT,
             max_backend_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -222,6 +229,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .build(&section.key("max_revocations_per_owner"), raw.max_revocations_per_owner)?,
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        discovery_wait: optional(&section.key("discovery_wait"), raw.discovery_wait.as_deref(), parse_duration)?
+            .unwrap_or(defaults.discovery_wait),
         max_backend_sessions: BACKEND_SESSIONS
             .build(&section.key("max_backend_sessions"), raw.max_backend_sessions)?
             .unwrap_or(defaults.max_backend_sessions),
@@ -311,6 +320,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     }
     if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
         server.shutdown_drain = drain;
+    }
+    if let Some(wait) = lookup.get("SWITCHYARD_DISCOVERY_WAIT", "discovery_wait", parse_duration)? {
+        server.discovery_wait = wait;
     }
     if let Some(timeout) = lookup.get("SWITCHYARD_HEADER_TIMEOUT", "header_timeout", parse_timeout)? {
         server.header_timeout = timeout;

@@ -434,6 +434,7 @@ fn environment_overrides_the_file() {
             ("SWITCHYARD_MAX_BODY", "64KiB"),
             ("SWITCHYARD_SESSION_TTL", "2h"),
             ("SWITCHYARD_SHUTDOWN_DRAIN", "0s"),
+            ("SWITCHYARD_DISCOVERY_WAIT", "750ms"),
             ("SWITCHYARD_HEADER_TIMEOUT", "2s"),
             ("SWITCHYARD_BODY_TIMEOUT", "3s"),
             ("SWITCHYARD_IDLE_TIMEOUT", "4s"),
@@ -450,6 +451,7 @@ fn environment_overrides_the_file() {
     assert_eq!(server.max_body, 64 << 10);
     assert_eq!(server.session_ttl, Duration::from_secs(7_200));
     assert_eq!(server.shutdown_drain, Duration::ZERO);
+    assert_eq!(server.discovery_wait, Duration::from_millis(750));
     assert_eq!(server.header_timeout, Duration::from_secs(2));
     assert_eq!(server.body_timeout, Duration::from_secs(3));
     assert_eq!(server.idle_timeout, Duration::from_secs(4));

@@ -91,6 +91,7 @@ impl ConfigDiff {
             max_revocations,
             max_revocations_per_owner,
             shutdown_drain,
+            discovery_wait,
             max_backend_sessions,
             max_backend_sessions_per_principal,
             header_timeout,
@@ -116,6 +117,7 @@ impl ConfigDiff {
             ("server.allowed_hosts", running.allowed_hosts != *allowed_hosts),
             ("server.max_body", running.max_body != *max_body),
             ("server.shutdown_drain", running.shutdown_drain != *shutdown_drain),
+            ("server.discovery_wait", running.discovery_wait != *discovery_wait),
             (
                 "server.max_backend_sessions_per_principal",
                 running.max_backend_sessions_per_principal != *max_backend_sessions_per_principal,

@@ -271,7 +271,11 @@ impl Live {
             })
             .collect();
         let specs = next.backends.iter().map(backends::catalog_spec).collect();
-        self.router.reconfigure(Routing { targets, policies: policies(&next) }, specs, diff.auth);
+        self.router.reconfigure(
+            Routing { targets, policies: policies(&next), discovery_wait: next.server.discovery_wait },
+            specs,
+            diff.auth,
+        );
         if let (Some(oauth), Some(uri)) = (&prepared.oauth, prepared.redirect_uri) {
             oauth.set_redirect_uri(uri);
         }

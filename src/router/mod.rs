@@ -32,10 +32,12 @@ pub(crate) mod inspect;
 mod outcome;
 mod readiness;
 pub mod request_state;
+mod starting;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -58,6 +60,7 @@ pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 pub use outcome::{CLAIM_META, OUTCOME_META};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
+use starting::Resolved;
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -152,6 +155,8 @@ pub struct Routing {
     pub targets: HashMap<Arc<str>, BackendTarget>,
     /// What each principal may use; none configured: everything.
     pub policies: Policies,
+    /// How long a tool call of a backend still being discovered waits for it ([`starting`]).
+    pub discovery_wait: Duration,
 }
 
 impl Routing {
@@ -341,9 +346,17 @@ impl CallRouter {
             let text = format!("unknown tool `{name}`; call tools/list for the available tools");
             RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
         };
-        let Some(route) = self.catalog.resolve(view, &name) else {
-            caller.record.unknown_tool();
-            return Err(unknown());
+        let route = match self.resolve_tool(view, &name, routing.discovery_wait).await {
+            Resolved::Route(route) => route,
+            Resolved::Starting(backend) => {
+                caller.record.unknown_tool();
+                caller.record.tool_outcome(ToolOutcome::NotDelivered);
+                return Ok(Found::Built(outcome::backend_starting(&backend)));
+            }
+            Resolved::Unknown => {
+                caller.record.unknown_tool();
+                return Err(unknown());
+            }
         };
         caller.record.tool(&route.backend, &route.exposed);
         if !usable(&grants, caller, "tool", &route, Grants::tool) {

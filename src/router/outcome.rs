@@ -38,6 +38,14 @@ pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) ->
     error_result(Outcome::Unknown, &format!("{sentence} ({error})"), claim, Answer::ThisCall)
 }
 
+/// The tool may belong to a backend whose first discovery had not ended within `[server] discovery_wait`.
+pub fn backend_starting(backend: &str) -> Value {
+    let sentence = format!(
+        "The backend `{backend}` is starting: the gateway has not finished discovering its tools, so the call was not sent; it did not run; retry in a few seconds."
+    );
+    error_result(Outcome::NotDelivered, &sentence, None, Answer::ThisCall)
+}
+
 /// The ledger could not record the call, so it was not sent (fail closed).
 pub fn ledger_unavailable(error: &LedgerError) -> Value {
     let sentence = format!(

@@ -1,14 +1,18 @@
 //! Backend health end to end (docs/operations.md, *Backend health*): a backend killed after discovery is `down`
 //! in `/readyz`, the console and `switchyard_backend_up` within its `health_interval`, and `up` in all three
 //! once it answers again; a stdio backend whose process exits at start is down; `/readyz` counts the tools
-//! agents see, after the backend's tool filter.
+//! agents see, after the backend's tool filter. And calls during start-up (*Calls during start-up*): a call of a
+//! backend still being discovered waits up to `[server] discovery_wait` for it, then is answered
+//! `not_delivered`, never "unknown tool".
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::support::assert::eventually;
-use crate::support::gateway::{TestGateway, backend_toml};
+use crate::support::assert::{eventually, text};
+use crate::support::fault_backend::{FaultBackend, Script};
+use crate::support::gateway::{Agent, TestGateway, backend_toml};
 
 async fn json(url: String) -> Value {
     serde_json::from_str(&reqwest::get(url).await.unwrap().text().await.unwrap()).unwrap()
@@ -61,4 +65,33 @@ async fn readyz_counts_the_tools_agents_see_and_a_process_that_cannot_start_is_d
     let readyz = json(format!("{}/readyz", gateway.base)).await;
     assert_eq!(readyz["backends"]["demo"]["tools"], 2, "after the filter: {readyz}");
     eventually("the stdio backend whose process exits at once is down", || agree_on(&gateway, "missing", "down")).await;
+}
+
+fn slow_to_start(delay: Duration) -> Script {
+    Script { initialize_delay: Some(delay), ..Script::default() }
+}
+
+#[tokio::test]
+async fn a_call_during_discovery_waits_for_it_and_runs() {
+    let slow = FaultBackend::start(slow_to_start(Duration::from_millis(700))).await;
+    let gateway = TestGateway::launch("", "", &backend_toml("slow", &slow.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let echoed = agent.call_tool("slow__echo", json!({"text": "after discovery"})).await;
+    assert_eq!(text(&echoed), "after discovery", "{echoed}");
+    assert_eq!(slow.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn a_call_still_waiting_when_discovery_wait_ends_is_not_delivered_and_says_the_backend_is_starting() {
+    let slow = FaultBackend::start(slow_to_start(Duration::from_secs(30))).await;
+    let gateway = TestGateway::launch("discovery_wait = \"100ms\"", "", &backend_toml("slow", &slow.url(), "")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let refused = agent.call_tool("slow__echo", json!({"text": "too early"})).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
+    let sentence = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(sentence.contains("`slow` is starting") && !sentence.contains("unknown tool"), "{sentence}");
+    let elsewhere = agent.call_tool("nobody__echo", json!({})).await;
+    assert_eq!(elsewhere["error"]["code"], -32602, "a name no starting backend owns is unknown at once: {elsewhere}");
+    assert_eq!(slow.executions("echo"), 0);
 }
