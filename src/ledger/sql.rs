@@ -19,6 +19,28 @@ pub(crate) const CLAIMS_TABLE: &str = "switchyard_claims";
 /// The schema version this build creates and understands.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
 
+/// The most claims one purge statement deletes: a few milliseconds of the writer's time, so calls queued behind
+/// a slice wait no longer than that.
+pub(crate) const PURGE_SLICE: u64 = 500;
+
+/// Purges in slices: runs `slice` (one statement deleting at most [`PURGE_SLICE`] claims, returning how many) until
+/// one deletes fewer, yielding in between so the writes queued meanwhile go first. Returns the total.
+pub(crate) async fn purge_in_slices<F, Fut>(mut slice: F) -> Result<u64, LedgerError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64, LedgerError>>,
+{
+    let mut purged = 0;
+    loop {
+        let removed = slice().await?;
+        purged += removed;
+        if removed < PURGE_SLICE {
+            return Ok(purged);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 /// How many times a store re-runs a conditional statement that lost a race before giving up.
 pub(crate) const RACE_ATTEMPTS: usize = 4;
 
@@ -92,7 +114,7 @@ pub(crate) struct Statements {
     pub(crate) expire: String,
     /// `$1` owner, `$2` error, `$3` now; returns the keys.
     pub(crate) orphan: String,
-    /// `$1` cutoff.
+    /// `$1` cutoff, `$2` most rows deleted.
     pub(crate) purge: String,
     /// `$1` state, `$2` principal, `$3` backend, `$4` tool, `$5` since (each NULL for any), `$6` limit.
     pub(crate) list: String,
@@ -132,9 +154,11 @@ impl Statements {
                 "owner = $1 AND state = 'in_flight'",
                 true,
             )),
-            // A claim settles after it is created, so `created_at < $1` only narrows the search to the index.
+            // A claim settles after it is created, so `created_at < $1` only narrows the search to the index. At
+            // most `$2` rows at a time: one statement holds the writer (SQLite's only one) while it runs.
             purge: render(
-                "DELETE FROM {t} WHERE created_at < $1 AND updated_at < $1 AND state IN ('completed', 'unknown')",
+                "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE created_at < $1 AND updated_at < $1 \
+                 AND state IN ('completed', 'unknown') LIMIT $2)",
             ),
             list: render(
                 // The casts give Postgres the parameters' types where `IS NULL` alone would leave them undetermined.
@@ -244,6 +268,20 @@ mod tests {
         assert!(!sqlite.list.contains('$'));
         let postgres = Statements::new("s.t", Dialect::Postgres);
         assert!(postgres.complete.contains("WHERE key = $1 AND owner = $2"));
+    }
+
+    #[tokio::test]
+    async fn a_purge_runs_slice_after_slice_until_a_short_one() {
+        let mut slices = vec![PURGE_SLICE, PURGE_SLICE, 7].into_iter();
+        let mut asked = 0;
+        let purged = purge_in_slices(|| {
+            asked += 1;
+            std::future::ready(Ok(slices.next().unwrap_or(0)))
+        });
+        assert_eq!(purged.await.expect("purge"), 2 * PURGE_SLICE + 7);
+        assert_eq!(asked, 3, "a short slice is the last");
+        let failing = purge_in_slices(|| std::future::ready(Err(LedgerError::Corrupt { cause: "down".into() })));
+        assert!(failing.await.is_err(), "a failed slice ends the purge with its error");
     }
 
     #[test]

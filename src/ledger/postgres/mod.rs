@@ -36,7 +36,7 @@ use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
-use super::sql::Dialect;
+use super::sql::{Dialect, purge_in_slices};
 use super::stats::WriterStats;
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
@@ -225,7 +225,8 @@ impl PostgresStore {
     }
 
     pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
-        self.inner.conn.run(|session| async move { ops::purge(&session, older_than).await }).await
+        let slice = || self.inner.conn.run(|session| async move { ops::purge_slice(&session, older_than).await });
+        purge_in_slices(slice).await
     }
 
     pub(crate) async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {

@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use super::conn::{Failure, Session};
 use crate::ledger::error::LedgerError;
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
-use crate::ledger::sql::{RACE_ATTEMPTS, RawRow};
+use crate::ledger::sql::{PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, to_millis,
 };
@@ -117,8 +117,10 @@ fn keys(rows: &[Row]) -> Result<Vec<String>, Failure> {
     rows.iter().map(|row| row.try_get(0).map_err(corrupt_row)).collect()
 }
 
-pub(super) async fn purge(session: &Session, cutoff: SystemTime) -> Result<u64, Failure> {
-    Ok(session.client.execute(&session.prepared.purge, &[&to_millis(cutoff)]).await?)
+/// Deletes up to [`PURGE_SLICE`] old settled claims.
+pub(super) async fn purge_slice(session: &Session, cutoff: SystemTime) -> Result<u64, Failure> {
+    let slice = i64::try_from(PURGE_SLICE).unwrap_or(i64::MAX);
+    Ok(session.client.execute(&session.prepared.purge, &[&to_millis(cutoff), &slice]).await?)
 }
 
 pub(super) async fn list(session: &Session, filter: &ListFilter) -> Result<Vec<ClaimRecord>, Failure> {

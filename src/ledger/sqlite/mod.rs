@@ -33,6 +33,7 @@ use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
+use super::sql::purge_in_slices;
 use super::stats::WriterStats;
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
@@ -196,7 +197,7 @@ impl SqliteStore {
     }
 
     pub(crate) async fn purge(&self, older_than: SystemTime) -> Result<u64, LedgerError> {
-        self.inner.worker.run(move |db| ops::purge(db, older_than)).await
+        purge_in_slices(|| self.inner.worker.run(move |db| ops::purge_slice(db, older_than))).await
     }
 
     pub(crate) async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {

@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use super::worker::Db;
 use crate::ledger::error::LedgerError;
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
-use crate::ledger::sql::{RACE_ATTEMPTS, RawRow};
+use crate::ledger::sql::{PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, to_millis,
 };
@@ -97,8 +97,10 @@ fn keys_of(db: &Db, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Stri
     Ok(keys)
 }
 
-pub(super) fn purge(db: &Db, cutoff: SystemTime) -> Result<u64, LedgerError> {
-    Ok(db.conn.prepare_cached(&db.sql.purge)?.execute([to_millis(cutoff)])? as u64)
+/// Deletes up to [`PURGE_SLICE`] old settled claims.
+pub(super) fn purge_slice(db: &Db, cutoff: SystemTime) -> Result<u64, LedgerError> {
+    let slice = i64::try_from(PURGE_SLICE).unwrap_or(i64::MAX);
+    Ok(db.conn.prepare_cached(&db.sql.purge)?.execute(params![to_millis(cutoff), slice])? as u64)
 }
 
 pub(super) fn list(db: &Db, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {

@@ -228,6 +228,19 @@ pub(super) async fn purge_removes_old_settled_claims(h: &Harness) {
     assert_eq!(stored(&h.store, "running").await.state, ClaimState::InFlight, "in-flight claims are never purged");
 }
 
+/// A purge larger than a slice takes several statements and still removes every old claim, and only those.
+pub(super) async fn purge_goes_on_slice_after_slice_until_nothing_old_is_left(h: &Harness) {
+    let count = 2 * crate::ledger::sql::PURGE_SLICE + 7;
+    for n in 0..count {
+        claimed(&h.store, &format!("old-{n}"), "gw-a").await;
+    }
+    assert_eq!(h.store.orphan("gw-a").await.expect("settle them all as unknown"), count);
+    claimed(&h.store, "running", "gw-b").await;
+    assert_eq!(h.store.purge(SystemTime::now() + Duration::from_secs(1)).await.expect("purge"), count);
+    assert_eq!(h.store.get(&key("old-0")).await.expect("get"), None);
+    assert_eq!(stored(&h.store, "running").await.state, ClaimState::InFlight);
+}
+
 pub(super) async fn list_filters(h: &Harness) {
     let start = SystemTime::now() - Duration::from_millis(5);
     let mut other_principal = claim_of("bob-1", "gw-a");

@@ -278,6 +278,7 @@ on_every_store!(
     orphan_marks_leftovers_unknown,
     a_call_waiting_for_input_stays_open_until_settled_once,
     purge_removes_old_settled_claims,
+    purge_goes_on_slice_after_slice_until_nothing_old_is_left,
     list_filters,
     resolve_settles_unknown_claims,
     wait_settled_wakes_and_times_out,
