@@ -122,6 +122,12 @@ pub struct DuplexConnection {
 }
 
 impl DuplexConnection {
+    /// Completes once the session has ended (for a stdio process: once it has exited and been reaped).
+    pub(crate) fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        let duplex = Arc::clone(&self.duplex);
+        async move { duplex.closed().await }
+    }
+
     /// Starts the session as `opening` says (a `server/discover` probe, `initialize` offering the agent's client
     /// `capabilities` then `notifications/initialized`, or both), before `deadline`. Every failure is
     /// `NotDelivered` (no request of the caller was sent yet) and ends the session.

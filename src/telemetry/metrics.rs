@@ -371,16 +371,14 @@ impl Metrics {
         self.discovery_failures.get_or_create(&BackendLabels { backend: self.names.get(backend) }).inc();
     }
 
-    /// Counts one live backend session of `backend` (and its process, for stdio) until the guard is dropped.
-    pub fn live_session(&self, backend: &Arc<str>, process: bool) -> LiveSession {
-        let labels = BackendLabels { backend: Arc::clone(backend) };
-        let session = self.backend_sessions.get_or_create_owned(&labels);
-        let process = process.then(|| self.stdio_processes.get_or_create_owned(&labels));
-        session.inc();
-        if let Some(process) = &process {
-            process.inc();
-        }
-        LiveSession { session, process }
+    /// Counts one live backend session of `backend` until the guard is dropped.
+    pub fn live_session(&self, backend: &Arc<str>) -> Counted {
+        counted(&self.backend_sessions, backend)
+    }
+
+    /// Counts one live stdio process of `backend` until the guard is dropped (when the process has ended).
+    pub fn live_process(&self, backend: &Arc<str>) -> Counted {
+        counted(&self.stdio_processes, backend)
     }
 
     pub fn agent_session_opened(&self) {
@@ -432,25 +430,11 @@ impl Drop for Counted {
     }
 }
 
-/// A live backend session, counted in [`names::BACKEND_SESSIONS`] (and [`names::STDIO_PROCESSES`]) while it lives.
-pub struct LiveSession {
-    session: Gauge,
-    process: Option<Gauge>,
-}
-
-impl Drop for LiveSession {
-    fn drop(&mut self) {
-        self.session.dec();
-        if let Some(process) = &self.process {
-            process.dec();
-        }
-    }
-}
-
-impl fmt::Debug for LiveSession {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LiveSession").field("process", &self.process.is_some()).finish()
-    }
+/// Counts one in `family`'s series of `backend` until the guard is dropped.
+fn counted(family: &Family<BackendLabels, Gauge>, backend: &Arc<str>) -> Counted {
+    let gauge = family.get_or_create_owned(&BackendLabels { backend: Arc::clone(backend) });
+    gauge.inc();
+    Counted(gauge)
 }
 
 #[cfg(test)]

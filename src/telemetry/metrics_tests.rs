@@ -78,8 +78,8 @@ fn backends_start_down_and_live_sessions_count_until_dropped() {
     metrics.discovery_failed("b");
     metrics.discovery_failed("b");
     let a = metrics.name("a");
-    let http = metrics.live_session(&a, false);
-    let stdio = metrics.live_session(&a, true);
+    let http = metrics.live_session(&a);
+    let stdio = (metrics.live_session(&a), metrics.live_process(&a));
     let text = metrics.encode();
     assert_eq!(sample(&text, "switchyard_backend_up{backend=\"a\"}"), Some(1.0));
     assert_eq!(sample(&text, "switchyard_backend_up{backend=\"b\"}"), Some(0.0));

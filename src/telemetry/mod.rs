@@ -18,4 +18,4 @@ pub(crate) mod trace;
 
 pub use access::RequestRecord;
 pub use labels::{ClaimWrite, ErrorType, ToolOutcome};
-pub use metrics::{LiveSession, Metrics};
+pub use metrics::{Counted, Metrics};

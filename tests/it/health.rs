@@ -3,13 +3,15 @@
 //! once it answers again; a stdio backend whose process exits at start is down; `/readyz` counts the tools
 //! agents see, after the backend's tool filter. And calls during start-up (*Calls during start-up*): a call of a
 //! backend still being discovered waits up to `[server] discovery_wait` for it, then is answered
-//! `not_delivered`, never "unknown tool".
+//! `not_delivered`, never "unknown tool". A stdio process killed from outside stops counting as live at once, in
+//! `switchyard_stdio_processes` and the console alike.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::stdio::{FAULT_SCRIPT, assert_gone, python};
 use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
@@ -94,4 +96,36 @@ async fn a_call_still_waiting_when_discovery_wait_ends_is_not_delivered_and_says
     let elsewhere = agent.call_tool("nobody__echo", json!({})).await;
     assert_eq!(elsewhere["error"]["code"], -32602, "a name no starting backend owns is unknown at once: {elsewhere}");
     assert_eq!(slow.executions("echo"), 0);
+}
+
+/// The live processes of `backend` as `switchyard_stdio_processes` and the console count them.
+async fn processes(gateway: &TestGateway, backend: &str) -> (Option<String>, Value) {
+    let metrics = reqwest::get(format!("{}/metrics", gateway.base)).await.unwrap().text().await.unwrap();
+    let series = format!("switchyard_stdio_processes{{backend=\"{backend}\"}} ");
+    let gauge = metrics.lines().find_map(|line| line.strip_prefix(&series).map(str::to_owned));
+    let console = json(format!("{}/admin/api/backends", gateway.base)).await;
+    let listed = console["backends"].as_array().unwrap().iter().find(|view| view["name"] == backend).cloned();
+    (gauge, listed.unwrap()["processes"].clone())
+}
+
+#[tokio::test]
+async fn a_stdio_process_killed_from_outside_stops_counting_as_live() {
+    let backend = format!(
+        "[[backends]]\nname = \"fault\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [{FAULT_SCRIPT:?}, \"normal\"]\n",
+        python().display().to_string()
+    );
+    let gateway = TestGateway::start("", &backend).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let pid: u32 = text(&agent.call_tool("fault__pid", json!({})).await).parse().expect("a PID");
+    assert_eq!(processes(&gateway, "fault").await, (Some("2".into()), json!(2)), "discovery's and the agent's");
+    // SAFETY: kill reads no memory of ours; the PID is the agent's backend process, a child of this test.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
+    assert_gone(pid).await;
+    eventually("the killed process no longer counts", || async {
+        processes(&gateway, "fault").await == (Some("1".into()), json!(1))
+    })
+    .await;
+    let pid_again = text(&agent.call_tool("fault__pid", json!({})).await).to_owned();
+    assert_ne!(pid_again, pid.to_string(), "the next call started a new process");
+    assert_eq!(processes(&gateway, "fault").await, (Some("2".into()), json!(2)));
 }

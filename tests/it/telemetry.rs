@@ -144,7 +144,8 @@ async fn every_tool_call_outcome_is_counted_with_exact_labels() {
         let claims = format!("switchyard_ledger_claims_total{{state=\"{state}\"}}");
         assert_eq!(sample(&text, &claims), Some(count), "{state}:\n{text}");
     }
-    assert_eq!(sample(&text, "switchyard_backend_up{backend=\"fault\"}"), Some(1.0));
+    // The cut proxy refused the last call's connection: the backend is down since.
+    assert_eq!(sample(&text, "switchyard_backend_up{backend=\"fault\"}"), Some(0.0));
     assert_eq!(sample(&text, "switchyard_backend_discovery_failures_total{backend=\"fault\"}"), Some(0.0));
     // The discovery session and the agent's.
     assert_eq!(sample(&text, "switchyard_backend_sessions{backend=\"fault\"}"), Some(2.0), "{text}");

@@ -409,8 +409,14 @@ impl McpBackendClient {
         if let (Some(idle), Some(_)) = (target.idle_timeout(), session.process_id()) {
             reap_when_idle(Arc::downgrade(slot.arc()), session.generation, idle);
         }
-        let live = self.metrics.live_session(&key.backend, session.process_id().is_some());
-        session.live = Some(Arc::new(live));
+        session.live = Some(Arc::new(self.metrics.live_session(&key.backend)));
+        if let Some(ended) = session.process_ended() {
+            let process = self.metrics.live_process(&key.backend);
+            tokio::spawn(async move {
+                ended.await;
+                drop(process);
+            });
+        }
         *current = Some(session.clone());
         Ok(session)
     }

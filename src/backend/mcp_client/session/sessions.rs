@@ -111,7 +111,7 @@ impl Sessions {
         // A shared session serves many agents, so it offers none of their capabilities.
         let capabilities = if sharing == Sharing::Shared { &Value::Null } else { capabilities };
         let standing = self.standing(key, sharing, capabilities);
-        let (connection, permit) = match &target.transport {
+        let connection = match &target.transport {
             DuplexTransport::Stdio(launcher) => {
                 let permit = self.processes.permit(launcher.backend(), recycle)?;
                 let negotiation = Negotiation { shared: &self.shared, eras: &self.eras };
@@ -119,7 +119,14 @@ impl Sessions {
                 let connected = launcher.connect(capabilities, standing, opening, context.deadline()).await;
                 let outcome = connected.as_ref().map(|connection| connection.is_modern());
                 negotiation.learn_opening(&key.backend, relied_on, outcome);
-                (Connection::Stdio(connected?), Some(permit))
+                let connection = connected?;
+                // The process counts against the caps until it has ended, not until the session is dropped.
+                let ended = connection.ended();
+                tokio::spawn(async move {
+                    ended.await;
+                    drop(permit);
+                });
+                Connection::Stdio(connection)
             }
             DuplexTransport::LegacySse(backend) => {
                 let connection = LegacySseConnection::connect(
@@ -130,10 +137,10 @@ impl Sessions {
                     context.deadline(),
                 )
                 .await?;
-                (Connection::LegacySse(connection), None)
+                Connection::LegacySse(connection)
             }
         };
-        let link = DuplexLink { connection, _permit: permit };
+        let link = DuplexLink { connection };
         Ok(BackendSession {
             id: None,
             version: link.version(),

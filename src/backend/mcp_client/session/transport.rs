@@ -15,14 +15,13 @@ use http::HeaderValue;
 use serde_json::Value;
 
 use super::modern::ModernSlot;
-use super::processes::ProcessPermit;
 use crate::backend::duplex::{DuplexConnection, Sharing};
 use crate::backend::legacy_sse::LegacySseConnection;
 use crate::backend::mcp_client::endpoint::{BackendEndpoint, BackendTarget, SlotKey};
 use crate::backend::mcp_client::wire::exchange::Wire;
 use crate::backend::stdio::StdioConnection;
 use crate::mcp::SessionHolder;
-use crate::telemetry::LiveSession;
+use crate::telemetry::Counted;
 
 /// One live backend session.
 #[derive(Debug, Clone)]
@@ -39,8 +38,8 @@ pub struct BackendSession {
     pub(crate) carrier: Carrier,
     /// Whose tokens the session's own streams carry (HTTP): the principal of the call that started it.
     pub(crate) principal: Option<Arc<str>>,
-    /// Counts the session (and its process) as live while any clone of it exists; set by the client.
-    pub(crate) live: Option<Arc<LiveSession>>,
+    /// Counts the session as live while any clone of it exists; set by the client.
+    pub(crate) live: Option<Arc<Counted>>,
 }
 
 /// What carries a session's messages.
@@ -74,8 +73,6 @@ impl std::fmt::Debug for Carrier {
 /// A live session over the shared session core; dropping the last reference ends it (and stops its process).
 pub(crate) struct DuplexLink {
     pub(crate) connection: Connection,
-    /// Counts a stdio process against its caps while it lives.
-    pub(crate) _permit: Option<ProcessPermit>,
 }
 
 pub(crate) enum Connection {
@@ -115,6 +112,18 @@ impl BackendSession {
         match &self.carrier {
             Carrier::Duplex(link) => match &link.connection {
                 Connection::Stdio(connection) => Some(connection.pid()),
+                Connection::LegacySse(_) => None,
+            },
+            Carrier::Http { .. } | Carrier::Modern { .. } => None,
+        }
+    }
+
+    /// Completes when the process serving this session has ended (stdio only: `None` for other transports), so
+    /// what counts a process lets go of it then, not when the session is dropped.
+    pub(crate) fn process_ended(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        match &self.carrier {
+            Carrier::Duplex(link) => match &link.connection {
+                Connection::Stdio(connection) => Some(connection.ended()),
                 Connection::LegacySse(_) => None,
             },
             Carrier::Http { .. } | Carrier::Modern { .. } => None,
