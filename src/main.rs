@@ -204,7 +204,7 @@ async fn serve(
     config.check_serving()?;
     let mut gateway = Gateway::build(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
-    reload_on_hangup(gateway.reloader(ConfigSource { path, listen }))?;
+    reload_on_hangup(gateway.reloader(ConfigSource { path, listen, log_format }))?;
     let address = gateway.config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;

@@ -31,7 +31,7 @@ use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::StdioOptions;
-use crate::config::{BackendConfig, Config, Endpoint, OAuthConfig, ServerConfig};
+use crate::config::{BackendConfig, Config, Endpoint, LogFormat, OAuthConfig, ServerConfig};
 use crate::front::Front;
 use crate::front::listener::ConnectionLimits;
 use crate::router::{CallRouter, Routing, discovery};
@@ -44,6 +44,8 @@ pub struct ConfigSource {
     pub path: Option<PathBuf>,
     /// `serve --listen`, which replaces `[server] listen`.
     pub listen: Option<SocketAddr>,
+    /// `serve --log-format`, which replaces `[telemetry] log_format`.
+    pub log_format: Option<LogFormat>,
 }
 
 /// A reload that was applied.
@@ -204,6 +206,9 @@ impl Live {
         let mut file = Config::load(path).map_err(|error| refused(&error))?;
         if let Some(listen) = source.listen {
             file.server.listen = listen;
+        }
+        if let Some(format) = source.log_format {
+            file.telemetry.log_format = format;
         }
         let running = Config { server: self.as_configured(), ..self.config.clone() };
         let mut diff = ConfigDiff::between(&running, &file);

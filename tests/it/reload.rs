@@ -331,3 +331,15 @@ async fn reload_says_why_when_there_is_no_gateway_or_no_file() {
     assert!(error_line(&output).contains("started without a configuration file"), "{}", error_line(&output));
     gateway.kill().await;
 }
+
+#[tokio::test]
+async fn command_line_overrides_are_not_reported_as_restart_only_changes() {
+    let scene = Scene::new("overrides");
+    scene.write("", "");
+    let args = ["--log-format", "json"];
+    let gateway = ChildGateway::spawn_with(&scene.config(), &scene.log(), &args, &[]).await;
+    let reported = scene.reload().await;
+    assert!(reported.contains("nothing to change"), "{reported}");
+    assert!(!reported.contains("telemetry.log_format"), "{reported}");
+    gateway.kill().await;
+}
