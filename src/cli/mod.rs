@@ -9,14 +9,26 @@ pub mod terminal;
 
 use std::path::PathBuf;
 
+use anyhow::bail;
 use switchyard::config::Config;
-use switchyard::ledger::LedgerStore;
+use switchyard::ledger::{LedgerStore, LedgerUrl};
 
-/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
+/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults), for the commands
+/// that read it or settle a call in it. Only `[server]` and `[ledger]` are read (no backend secret is needed), and
+/// a ledger that does not exist is an error naming where it was looked for, never a new empty one.
 async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
-    let config = match Config::find(config.as_deref())? {
-        Some((_, config)) => config,
-        None => Config::default_demo().with_env_overrides(std::env::vars())?,
-    };
-    Ok(LedgerStore::open_url(&config.ledger.url, &config.server.data_dir).await?)
+    let config = Config::find_ledger(config.as_deref())?;
+    let (url, data_dir) = (&config.ledger.url, &config.server.data_dir);
+    if *url == LedgerUrl::Memory {
+        bail!(
+            "the configuration's ledger is `memory`: it lives inside the running gateway only, so no command can              read it (see its console instead)"
+        );
+    }
+    if let Some(file) = url.sqlite_path(data_dir).filter(|file| !file.is_file()) {
+        bail!(
+            "no ledger at {}: nothing was created; check `--config` and the configuration's `[server] data_dir` and              `[ledger] url` (a gateway creates its ledger when it first starts)",
+            file.display()
+        );
+    }
+    Ok(LedgerStore::open_url(url, data_dir).await?)
 }

@@ -114,6 +114,20 @@ impl Config {
         Ok(server.data_dir)
     }
 
+    /// The `[server]` and `[ledger]` sections of the configuration `explicit` (else `./switchyard.toml`, else the
+    /// defaults), with the `SWITCHYARD_*` overrides, validated: the commands that only read the ledger or settle a
+    /// call in it need nothing else, so the rest of the file (and every backend's secret) is not read.
+    pub fn find_ledger(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let default_file = Path::new(DEFAULT_CONFIG_FILE);
+        let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) else {
+            return Config::default_demo().with_env_overrides(process_env());
+        };
+        let (file, text) = read(path)?;
+        let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
+        table.retain(|section, _| section == "server" || section == "ledger");
+        Self::from_toml_str(&table.to_string(), &file, process_env())
+    }
+
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
     /// (overrides and credential variables).
     pub fn from_toml_str<I, K, V>(text: &str, source_name: &str, env: I) -> Result<Config, ConfigError>

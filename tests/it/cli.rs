@@ -424,3 +424,30 @@ async fn calls_prints_agent_and_backend_text_inert_for_the_terminal_and_the_shel
     assert!(!marker.exists(), "pasting a key ran a command");
     gateway.kill().await;
 }
+
+/// `calls` and `auth list` read only `[server]` and `[ledger]`: a backend whose credential variable is not set in
+/// the operator's shell does not stop them, and a ledger that does not exist is an error naming where it was
+/// looked for, with nothing created there.
+#[tokio::test]
+async fn read_only_commands_need_no_backend_secret_and_never_create_a_ledger() {
+    let dir = scratch_dir("readonly");
+    let secret_backend = "[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+                          [backends.credential]\nenv = \"SWITCHYARD_TEST_UNSET_TOKEN\"\n";
+    let config = write_config(&dir, secret_backend);
+    let ledger = dir.join("data").join("ledger.db");
+    for command in [&["calls"][..], &["calls", "show", "some-key"], &["auth", "list"]] {
+        let output = run(switchyard().args(command).arg("--config").arg(&config)).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command:?}: {stderr}");
+        assert!(stderr.contains(&format!("no ledger at {}", ledger.display())), "{command:?}: {stderr}");
+        assert!(!stderr.contains("SWITCHYARD_TEST_UNSET_TOKEN"), "no secret was looked for: {stderr}");
+        assert!(!ledger.exists() && !dir.join("data").exists(), "{command:?} created nothing");
+    }
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    drop(switchyard::ledger::LedgerStore::open_url(&Default::default(), &dir.join("data")).await.unwrap());
+    let listed = run(switchyard().arg("calls").arg("--config").arg(&config)).await;
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let memory = write_config(&dir, "[ledger]\nurl = \"memory\"\n");
+    let refused = run(switchyard().arg("calls").arg("--config").arg(&memory)).await;
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ledger is `memory`"), "{refused:?}");
+}
