@@ -2,6 +2,8 @@
 
 pub mod auth;
 pub mod calls;
+pub mod import;
+pub mod init;
 pub mod keys;
 pub mod reload;
 pub mod table;

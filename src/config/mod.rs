@@ -10,20 +10,27 @@
 //!   discovers a configuration mistake on its first call.
 //! - The environment is passed in as pairs; only [`Config::load`] and [`Config::find`] read the process
 //!   environment, so tests never touch it.
-//! - Relative paths (data directory, key file, credential files) are relative to the working directory, like
-//!   the default data directory.
+//! - Before deserializing, `${VAR}` references in string values are expanded ([`expand`]) and, for a file, the
+//!   relative paths it names are anchored to its directory ([`anchor`]); defaults and `SWITCHYARD_*` overrides
+//!   stay relative to the working directory.
+//! - Which file: `--config`, else `SWITCHYARD_CONFIG`, else `./switchyard.toml` if present, else none (the
+//!   caller's demo); a file named by the first two must exist.
 
+mod anchor;
 mod auth;
 mod backend;
 mod credential;
 mod de;
 mod error;
+mod expand;
 mod fields;
+pub mod import;
 use crate::glob;
 mod ledger;
 mod oauth;
 mod policy;
 mod server;
+mod starter;
 mod stdio;
 mod telemetry;
 mod traces;
@@ -43,6 +50,7 @@ pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::ServerConfig;
+pub use starter::starter_file;
 pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 pub use traces::{SamplerKind, TracesConfig, TracesSampler};
@@ -74,6 +82,9 @@ struct RawConfig {
 /// The file looked for in the working directory when no path is given.
 pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
 
+/// The environment variable naming the configuration file when `--config` is not given.
+pub const CONFIG_ENV: &str = "SWITCHYARD_CONFIG";
+
 /// A validated configuration. Comparable (a reload diffs the new one against the running one); secrets compare
 /// by value, so a rotated credential file counts as a change.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,41 +100,63 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads, parses and validates `path`, then applies the process's `SWITCHYARD_*` overrides.
+    /// Reads, parses and validates `path` (its relative paths anchored to its directory), then applies the
+    /// process's `SWITCHYARD_*` overrides.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (file, text) = read(path)?;
-        Self::from_toml_str(&text, &file, process_env())
+        Self::parse(&text, &file, path.parent(), collect_env(process_env()))
     }
 
-    /// The data directory the configuration `explicit` (else `./switchyard.toml`, else the defaults) names, with
-    /// the `SWITCHYARD_*` overrides applied, read without validating the rest of the file: `switchyard reload`
-    /// finds the running gateway by it and leaves judging the file to that gateway, whose environment resolves
-    /// the credentials.
+    /// The data directory the configuration [`Config::locate`] finds names, with the `SWITCHYARD_*` overrides
+    /// applied, read without validating the rest of the file: `switchyard reload` finds the running gateway by it
+    /// and leaves judging the file to that gateway, whose environment resolves the credentials.
     pub fn locate_data_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        let env = collect_env(process_env());
         let mut server = ServerConfig::default();
-        let default_file = Path::new(DEFAULT_CONFIG_FILE);
-        if let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) {
-            let (file, text) = read(path)?;
-            let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
+        if let Some(path) = locate_in(explicit, env.get(CONFIG_ENV), Path::new(DEFAULT_CONFIG_FILE))? {
+            let (file, text) = read(&path)?;
+            let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
+            if let Some(toml::Value::Table(section)) = table.get_mut("server")
+                && let Some(dir) = section.get_mut("data_dir")
+            {
+                let key = KeyPath::root().key("server").key("data_dir");
+                expand::expand_value(dir, &key, &env).map_err(|fault| fault.in_file(&file))?;
+            }
+            anchor::anchor(&mut table, path.parent().unwrap_or(Path::new("")));
             let configured = table.get("server").and_then(|server| server.get("data_dir")?.as_str());
             if let Some(dir) = configured {
                 server.data_dir = PathBuf::from(dir);
             }
         }
-        server::apply_env(&mut server, &collect_env(process_env()))?;
+        server::apply_env(&mut server, &env)?;
         Ok(server.data_dir)
     }
 
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
-    /// (overrides and credential variables).
+    /// (`${VAR}` references, overrides and credential variables). Relative paths stay relative to the working
+    /// directory ([`Config::load`] anchors a file's to its directory).
     pub fn from_toml_str<I, K, V>(text: &str, source_name: &str, env: I) -> Result<Config, ConfigError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<String>,
         V: Into<String>,
     {
-        let env = collect_env(env);
-        let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
+        Self::parse(text, source_name, None, collect_env(env))
+    }
+
+    /// The three steps of a load: TOML syntax, then the tree's `${VAR}` references and relative paths (against
+    /// `base`), then shape and rules.
+    fn parse(
+        text: &str,
+        source_name: &str,
+        base: Option<&Path>,
+        env: HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
+        expand::expand_table(&mut table, &env).map_err(|fault| fault.in_file(source_name))?;
+        if let Some(base) = base {
+            anchor::anchor(&mut table, base);
+        }
         let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
         config.apply_env(&env)?;
@@ -160,10 +193,23 @@ impl Config {
         telemetry::apply_env(&mut self.telemetry, env)
     }
 
-    /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
-    /// else `None` (the caller falls back to [`Config::default_demo`]).
+    /// The configuration to run with, from the file [`Config::locate`] finds, or `None` (the caller falls back
+    /// to [`Config::default_demo`]).
     pub fn find(explicit: Option<&Path>) -> Result<Option<(PathBuf, Config)>, ConfigError> {
-        find_in(explicit, Path::new(DEFAULT_CONFIG_FILE))
+        Config::locate(explicit)?.map(|path| Config::load(&path).map(|config| (path, config))).transpose()
+    }
+
+    /// The configuration file to use: `explicit` (`--config`), else the file `SWITCHYARD_CONFIG` names (either
+    /// must exist), else `./switchyard.toml` if present, else `None`.
+    pub fn locate(explicit: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+        locate_in(explicit, std::env::var(CONFIG_ENV).ok().as_ref(), Path::new(DEFAULT_CONFIG_FILE))
+    }
+
+    /// The file `init` and `import --write` write to: `explicit`, else the file `SWITCHYARD_CONFIG` names, else
+    /// `./switchyard.toml`; it need not exist.
+    pub fn target(explicit: Option<&Path>) -> PathBuf {
+        named(explicit, std::env::var(CONFIG_ENV).ok().as_ref())
+            .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), |(path, _)| path)
     }
 
     /// What `check` tells the operator about principals (`auth`'s rules): who may use each `authorization_code`
@@ -185,19 +231,34 @@ impl Config {
     }
 }
 
-fn find_in(explicit: Option<&Path>, default_file: &Path) -> Result<Option<(PathBuf, Config)>, ConfigError> {
-    let path = match explicit {
-        Some(path) => path,
-        None if default_file.is_file() => default_file,
-        None => return Ok(None),
-    };
-    Config::load(path).map(|config| Some((path.to_path_buf(), config)))
+/// The file named by `explicit` or by `from_env` (the value of `SWITCHYARD_CONFIG`; empty counts as unset), and
+/// what named it.
+fn named(explicit: Option<&Path>, from_env: Option<&String>) -> Option<(PathBuf, &'static str)> {
+    match (explicit, from_env.filter(|value| !value.is_empty())) {
+        (Some(path), _) => Some((path.to_path_buf(), "--config")),
+        (None, Some(path)) => Some((PathBuf::from(path), CONFIG_ENV)),
+        (None, None) => None,
+    }
+}
+
+fn locate_in(
+    explicit: Option<&Path>,
+    from_env: Option<&String>,
+    default_file: &Path,
+) -> Result<Option<PathBuf>, ConfigError> {
+    match named(explicit, from_env) {
+        Some((path, named_by)) if !path.exists() => {
+            Err(ConfigError::Missing { file: path.display().to_string(), named_by })
+        }
+        Some((path, _)) => Ok(Some(path)),
+        None => Ok(default_file.is_file().then(|| default_file.to_path_buf())),
+    }
 }
 
 /// The file's name for messages, and its text.
 fn read(path: &Path) -> Result<(String, String), ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: file.clone(), error })?;
     Ok((file, text))
 }
 
