@@ -88,7 +88,8 @@ fn resolve<'a>(body: &'a str, env: &'a HashMap<String, String>) -> Result<&'a st
     }
 }
 
-fn is_variable_name(name: &str) -> bool {
+/// Whether `name` may be referenced as `${name}`: letters, digits and `_`, not starting with a digit.
+pub(super) fn is_variable_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     bytes.next().is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -8,13 +8,11 @@
 //! - Every message names the file (or the environment variable) and the key; none contains a secret.
 //! - Everything that can fail is resolved here, at load (credentials included), so a running gateway never
 //!   discovers a configuration mistake on its first call.
-//! - The environment is passed in as pairs; only [`Config::load`] and [`Config::find`] read the process
-//!   environment, so tests never touch it.
+//! - The environment is passed in as pairs; only [`Config::load`] and the functions of [`locate`] read the
+//!   process environment, so tests never touch it.
 //! - Before deserializing, `${VAR}` references in string values are expanded ([`expand`]) and, for a file, the
 //!   relative paths it names are anchored to its directory ([`anchor`]); defaults and `SWITCHYARD_*` overrides
 //!   stay relative to the working directory.
-//! - Which file: `--config`, else `SWITCHYARD_CONFIG`, else `./switchyard.toml` if present, else none (the
-//!   caller's demo); a file named by the first two must exist.
 
 mod anchor;
 mod auth;
@@ -27,6 +25,7 @@ mod fields;
 pub mod import;
 use crate::glob;
 mod ledger;
+mod locate;
 mod oauth;
 mod policy;
 mod server;
@@ -37,7 +36,7 @@ mod traces;
 mod values;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
@@ -107,31 +106,6 @@ impl Config {
         Self::parse(&text, &file, path.parent(), collect_env(process_env()))
     }
 
-    /// The data directory the configuration [`Config::locate`] finds names, with the `SWITCHYARD_*` overrides
-    /// applied, read without validating the rest of the file: `switchyard reload` finds the running gateway by it
-    /// and leaves judging the file to that gateway, whose environment resolves the credentials.
-    pub fn locate_data_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        let env = collect_env(process_env());
-        let mut server = ServerConfig::default();
-        if let Some(path) = locate_in(explicit, env.get(CONFIG_ENV), Path::new(DEFAULT_CONFIG_FILE))? {
-            let (file, text) = read(&path)?;
-            let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
-            if let Some(toml::Value::Table(section)) = table.get_mut("server")
-                && let Some(dir) = section.get_mut("data_dir")
-            {
-                let key = KeyPath::root().key("server").key("data_dir");
-                expand::expand_value(dir, &key, &env).map_err(|fault| fault.in_file(&file))?;
-            }
-            anchor::anchor(&mut table, path.parent().unwrap_or(Path::new("")));
-            let configured = table.get("server").and_then(|server| server.get("data_dir")?.as_str());
-            if let Some(dir) = configured {
-                server.data_dir = PathBuf::from(dir);
-            }
-        }
-        server::apply_env(&mut server, &env)?;
-        Ok(server.data_dir)
-    }
-
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
     /// (`${VAR}` references, overrides and credential variables). Relative paths stay relative to the working
     /// directory ([`Config::load`] anchors a file's to its directory).
@@ -193,25 +167,6 @@ impl Config {
         telemetry::apply_env(&mut self.telemetry, env)
     }
 
-    /// The configuration to run with, from the file [`Config::locate`] finds, or `None` (the caller falls back
-    /// to [`Config::default_demo`]).
-    pub fn find(explicit: Option<&Path>) -> Result<Option<(PathBuf, Config)>, ConfigError> {
-        Config::locate(explicit)?.map(|path| Config::load(&path).map(|config| (path, config))).transpose()
-    }
-
-    /// The configuration file to use: `explicit` (`--config`), else the file `SWITCHYARD_CONFIG` names (either
-    /// must exist), else `./switchyard.toml` if present, else `None`.
-    pub fn locate(explicit: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
-        locate_in(explicit, std::env::var(CONFIG_ENV).ok().as_ref(), Path::new(DEFAULT_CONFIG_FILE))
-    }
-
-    /// The file `init` and `import --write` write to: `explicit`, else the file `SWITCHYARD_CONFIG` names, else
-    /// `./switchyard.toml`; it need not exist.
-    pub fn target(explicit: Option<&Path>) -> PathBuf {
-        named(explicit, std::env::var(CONFIG_ENV).ok().as_ref())
-            .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), |(path, _)| path)
-    }
-
     /// What `check` tells the operator about principals (`auth`'s rules): who may use each `authorization_code`
     /// backend, and every policy or admin entry naming a principal no agent can be.
     pub fn principal_notes(&self) -> Vec<String> {
@@ -231,43 +186,19 @@ impl Config {
     }
 }
 
-/// The file named by `explicit` or by `from_env` (the value of `SWITCHYARD_CONFIG`; empty counts as unset), and
-/// what named it.
-fn named(explicit: Option<&Path>, from_env: Option<&String>) -> Option<(PathBuf, &'static str)> {
-    match (explicit, from_env.filter(|value| !value.is_empty())) {
-        (Some(path), _) => Some((path.to_path_buf(), "--config")),
-        (None, Some(path)) => Some((PathBuf::from(path), CONFIG_ENV)),
-        (None, None) => None,
-    }
-}
-
-fn locate_in(
-    explicit: Option<&Path>,
-    from_env: Option<&String>,
-    default_file: &Path,
-) -> Result<Option<PathBuf>, ConfigError> {
-    match named(explicit, from_env) {
-        Some((path, named_by)) if !path.exists() => {
-            Err(ConfigError::Missing { file: path.display().to_string(), named_by })
-        }
-        Some((path, _)) => Ok(Some(path)),
-        None => Ok(default_file.is_file().then(|| default_file.to_path_buf())),
-    }
-}
-
 /// The file's name for messages, and its text.
-fn read(path: &Path) -> Result<(String, String), ConfigError> {
+pub(super) fn read(path: &Path) -> Result<(String, String), ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: file.clone(), error })?;
     Ok((file, text))
 }
 
 /// The process environment; variables whose name or value is not Unicode cannot be settings and are skipped.
-fn process_env() -> impl Iterator<Item = (String, String)> {
+pub(super) fn process_env() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
 }
 
-fn collect_env<I, K, V>(env: I) -> HashMap<String, String>
+pub(super) fn collect_env<I, K, V>(env: I) -> HashMap<String, String>
 where
     I: IntoIterator<Item = (K, V)>,
     K: Into<String>,

@@ -1,7 +1,9 @@
 //! Tests of loading a whole configuration: files, environment overrides, defaults and the messages of each error.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use super::locate::locate_in;
 use super::server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL};
 use super::stdio::DEFAULT_MAX_STDIO_PROCESSES;
 use super::*;

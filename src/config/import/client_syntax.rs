@@ -6,6 +6,8 @@
 //! password or auth (any case). A client variable with no environment equivalent is an
 //! error, never copied as text the gateway would misread (`${config:…}`, `${workspaceFolder:NAME}`).
 
+use crate::config::expand::is_variable_name;
+
 /// Whether a server's environment variable `name` holds a secret.
 pub(super) fn is_secret_env(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
@@ -69,12 +71,6 @@ pub(super) fn env_name(text: &str) -> String {
 
 fn is_reference(body: &str) -> bool {
     is_variable_name(body.split_once(":-").map_or(body, |(name, _)| name))
-}
-
-fn is_variable_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes.next().is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]
