@@ -3,8 +3,8 @@
 //!
 //! Rules: secret environment variables are those whose name contains KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL;
 //! secret headers are `Authorization`, `Proxy-Authorization` and those whose name contains key, token, secret,
-//! password or auth (any case). A client variable with no environment equivalent is an
-//! error, never copied as text the gateway would misread (`${config:…}`, `${workspaceFolder:NAME}`).
+//! password or auth (any case). A client variable with no environment equivalent (`${workspaceFolder}`,
+//! `${config:…}`) is an error, never copied as text the gateway would misread; `${userHome}` is `${HOME}`.
 
 use crate::config::expand::is_variable_name;
 
@@ -19,6 +19,20 @@ pub(super) fn is_secret_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     ["key", "token", "secret", "password", "auth"].iter().any(|word| lower.contains(word))
 }
+
+/// VS Code's predefined variables that name editor state (the open folder or file): nothing in the gateway's
+/// environment stands for them.
+const EDITOR_VARIABLES: &[&str] = &[
+    "workspaceFolder",
+    "workspaceFolderBasename",
+    "workspaceRoot",
+    "file",
+    "fileBasename",
+    "fileDirname",
+    "relativeFile",
+    "cwd",
+    "pathSeparator",
+];
 
 /// A value in Switchyard's syntax, and a note for each `${input:ID}` it turned into a variable.
 pub(super) struct Translated {
@@ -42,7 +56,9 @@ pub(super) fn translate(value: &str) -> Result<Translated, String> {
             let name = env_name(id);
             notes.push(format!("`${{input:{id}}}` (a value the client asks for) is read from the variable {name}"));
             name
-        } else if is_reference(body) {
+        } else if body == "userHome" {
+            "HOME".to_owned()
+        } else if is_reference(body) && !EDITOR_VARIABLES.contains(&body) {
             body.to_owned()
         } else {
             return Err(format!(
@@ -97,9 +113,11 @@ mod tests {
         let input = translate("${input:api-key}").unwrap();
         assert_eq!(input.text, "${API_KEY}");
         assert_eq!(input.notes.len(), 1);
-        assert!(translate("${workspaceFolder}/x").is_ok(), "a plain name is an environment variable");
-        let error = translate("${workspaceFolder:docs}").err().unwrap();
-        assert!(error.contains("no equivalent"), "{error}");
+        assert_eq!(translate("${userHome}/x").unwrap().text, "${HOME}/x");
+        for editor in ["${workspaceFolder}/x", "${workspaceFolder:docs}", "${config:mcp.path}"] {
+            let error = translate(editor).err().unwrap();
+            assert!(error.contains("no equivalent"), "{error}");
+        }
         assert!(translate("${open").is_err());
         assert_eq!(translate("no refs").unwrap().text, "no refs");
     }

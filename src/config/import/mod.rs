@@ -149,7 +149,9 @@ impl Importer<'_> {
             }
         }
         for key in client.ignored {
-            self.notes.push(format!("server {server:?}: key `{key}` has no equivalent in Switchyard; ignored"));
+            self.notes.push(format!(
+                "server {server:?}: key `{key}` is not imported (nothing in a backend of this kind takes it)"
+            ));
         }
         Ok(Table { origin: format!("server {server:?} of {}", self.file), lines })
     }

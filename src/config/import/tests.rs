@@ -105,7 +105,7 @@ fn disabled_servers_and_unknown_keys_are_noted() {
     );
     assert_eq!(imported.backends, 1);
     assert!(imported.notes.iter().any(|note| note.contains("\"off\" is disabled")));
-    assert!(imported.notes.iter().any(|note| note.contains("key `autoApprove` has no equivalent")));
+    assert!(imported.notes.iter().any(|note| note.contains("key `autoApprove` is not imported")));
 }
 
 #[test]
