@@ -9,8 +9,11 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Agent, ChildGateway};
 
+/// The binary, with no configuration file named by the test's own environment.
 pub(crate) fn switchyard() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_switchyard"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command.env_remove("SWITCHYARD_CONFIG");
+    command
 }
 
 pub(crate) fn scratch_dir(name: &str) -> PathBuf {

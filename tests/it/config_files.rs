@@ -6,10 +6,10 @@ use std::process::{Command, Output};
 
 use crate::cli::{run, scratch_dir, stdout, switchyard};
 
-/// The binary run in `dir`, with no configuration named by the environment.
+/// The binary run in `dir`.
 fn switchyard_in(dir: &Path) -> Command {
     let mut command = switchyard();
-    command.current_dir(dir).env_remove("SWITCHYARD_CONFIG");
+    command.current_dir(dir);
     command
 }
 
