@@ -192,8 +192,8 @@ const NO_CONFIGURATION: &str = "no configuration file (no --config, no SWITCHYAR
                                 showing the embedded demo backend `demo`, which `switchyard serve` would serve; \
                                 `switchyard init` writes a starter switchyard.toml";
 
-/// The configuration of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo
-/// backend.
+/// The configuration of `--config`, else of the file `SWITCHYARD_CONFIG` names, else of `./switchyard.toml`, else
+/// of a first run with the embedded demo backend.
 async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
     match Config::find(config.as_deref())? {
         Some((path, config)) => Ok(Loaded { config, path: Some(path), demo: None }),

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use switchyard::config::Config;
 use switchyard::ledger::LedgerStore;
 
-/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults).
+/// The ledger of the configuration (`--config`, else `SWITCHYARD_CONFIG`'s file, else `./switchyard.toml`, else the
+/// defaults).
 async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
     let config = match Config::find(config.as_deref())? {
         Some((_, config)) => config,
