@@ -76,8 +76,10 @@ fn vscode_files_with_comments_types_and_references_convert() {
     let crate::config::Endpoint::Process(local) = &config.backend("local").unwrap().endpoint else { panic!() };
     assert!(matches!(&local.env[0].1, EnvValue::Secret { source: CredentialSource::Env(var), .. } if var == "MY_KEY"));
     assert!(matches!(&local.env[1].1, EnvValue::Plain(home) if home == "/home/x"));
-    let mcp_json = import(r#"{"servers": {"x": {"type": "sse", "url": "https://h/events"}}}"#);
-    assert_eq!(load(&mcp_json, &[]).backend("x").unwrap().transport, Transport::Sse);
+    let vscode = import(r#"{"servers": {"x": {"type": "sse", "url": "https://h/events"}}}"#);
+    assert_eq!(load(&vscode, &[]).backend("x").unwrap().transport, Transport::Sse);
+    let mcp_json = import(r#"{"mcpServers": {"y": {"type": "http", "url": "https://h/sse"}}}"#);
+    assert_eq!(load(&mcp_json, &[]).backend("y").unwrap().transport, Transport::Mcp, "`type` wins over the path");
 }
 
 #[test]
