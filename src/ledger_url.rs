@@ -3,10 +3,11 @@
 //! knows the other; it imports no crate module.
 //!
 //! Rules:
-//! - `memory` (lost at exit: tests and demos), `sqlite://PATH` (`sqlite:///abs/ledger.db`, or relative to the
-//!   working directory like every configured path), `sqlite` alone for `<data_dir>/ledger.db` (the default),
-//!   `postgres://…` / `postgresql://…` (libpq URL syntax, plus an optional `schema=NAME` query parameter that
-//!   Switchyard consumes: the ledger's tables then live in that schema, created if missing).
+//! - `memory` (lost at exit: tests and demos), `sqlite://PATH` (`sqlite:///abs/ledger.db`, or relative: the
+//!   configuration anchors a file's relative path to the file's directory), `sqlite` alone for
+//!   `<data_dir>/ledger.db` (the default), `postgres://…` / `postgresql://…` (libpq URL syntax, plus an optional
+//!   `schema=NAME` query parameter that Switchyard consumes: the ledger's tables then live in that schema, created
+//!   if missing).
 //! - A URL is only ever shown with its password replaced by `***` ([`LedgerUrl`]'s `Display` and `Debug`), so
 //!   configuration errors and logs never leak it.
 

@@ -1,4 +1,4 @@
-//! The `switchyard` command line: `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`,
+//! The `switchyard` command line: `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`, `init`, `import`,
 //! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
 //! edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
@@ -26,14 +26,19 @@ use cli::terminal::escaped;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `--version`: the crate's version and the commit it was built from (`build.rs`; "unknown" outside a checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SWITCHYARD_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "switchyard",
-    version,
+    version = VERSION,
     about = "An MCP gateway: one Streamable HTTP endpoint in front of many MCP servers"
 )]
 struct Cli {
-    /// The configuration file (default: ./switchyard.toml if present). Accepted before or after the subcommand.
+    /// The configuration file. Default: the file the SWITCHYARD_CONFIG environment variable names, else
+    /// ./switchyard.toml if present, else none (the embedded demo backend). A named file must exist. Relative paths
+    /// inside it are relative to its directory. Accepted before or after the subcommand.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     #[command(subcommand)]
@@ -74,6 +79,20 @@ enum Command {
     Auth {
         #[command(subcommand)]
         action: AuthAction,
+    },
+    /// Write a commented starter configuration (to --config, else $SWITCHYARD_CONFIG, else ./switchyard.toml) with
+    /// one stdio backend: this binary's demo server. An existing file is never overwritten.
+    Init,
+    /// Print the `[[backends]]` tables for the MCP servers of a Claude Desktop, Cursor, VS Code (mcp.json or
+    /// settings.json) or .mcp.json file. Secrets in it become environment variable references (named on stderr,
+    /// never printed); names are made valid backend names.
+    Import {
+        /// The JSON file to read.
+        file: PathBuf,
+        /// Append the tables to the configuration file (--config, else $SWITCHYARD_CONFIG, else
+        /// ./switchyard.toml; created if missing) instead of printing them.
+        #[arg(long)]
+        write: bool,
     },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
@@ -146,6 +165,8 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
         Command::Auth { action: AuthAction::List { filter } } => cli::auth::list(filter, config).await,
         Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,
+        Command::Init => cli::init::run(config.as_deref()),
+        Command::Import { file, write } => cli::import::run(&file, write, config.as_deref()),
     }
 }
 
@@ -166,8 +187,13 @@ fn announce(file: Option<&Path>) {
     }
 }
 
-/// The configuration of `--config`, else of `./switchyard.toml`, else of a first run with the embedded demo
-/// backend.
+/// What `check` and `tools` say when there is no configuration file: they look at what `serve` would serve.
+const NO_CONFIGURATION: &str = "no configuration file (no --config, no SWITCHYARD_CONFIG, no ./switchyard.toml): \
+                                showing the embedded demo backend `demo`, which `switchyard serve` would serve; \
+                                `switchyard init` writes a starter switchyard.toml";
+
+/// The configuration of `--config`, else of the file `SWITCHYARD_CONFIG` names, else of `./switchyard.toml`, else
+/// of a first run with the embedded demo backend.
 async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
     match Config::find(config.as_deref())? {
         Some((path, config)) => Ok(Loaded { config, path: Some(path), demo: None }),
@@ -181,7 +207,10 @@ async fn load(config: Option<PathBuf>) -> anyhow::Result<Loaded> {
 /// A gateway for `check` and `tools`, which only discover.
 async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> {
     let Loaded { config, path, demo } = load(config).await?;
-    announce(path.as_deref());
+    match &path {
+        Some(_) => announce(path.as_deref()),
+        None => eprintln!("note: {NO_CONFIGURATION}"),
+    }
     let mut gateway = Gateway::for_discovery(config)?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
@@ -274,6 +303,7 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         .map(|route| [route.exposed.clone(), route.backend.to_string(), route.name.clone()])
         .collect();
     print_table(["EXPOSED NAME", "BACKEND", "TOOL"], rows);
+    println!("data directory: {}", gateway.config.server.data_dir.display());
     // Rules the operator should know, not failures: the exit status stays as discovery decides.
     for note in gateway.config.principal_notes() {
         println!("note: {note}");

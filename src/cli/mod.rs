@@ -2,6 +2,8 @@
 
 pub mod auth;
 pub mod calls;
+pub mod import;
+pub mod init;
 pub mod keys;
 pub mod reload;
 pub mod table;
@@ -13,20 +15,23 @@ use anyhow::bail;
 use switchyard::config::Config;
 use switchyard::ledger::{LedgerStore, LedgerUrl};
 
-/// The ledger of the configuration (`--config`, else `./switchyard.toml`, else the defaults), for the commands
-/// that read it or settle a call in it. Only `[server]` and `[ledger]` are read (no backend secret is needed), and
-/// a ledger that does not exist is an error naming where it was looked for, never a new empty one.
+/// The ledger of the configuration (`--config`, else `SWITCHYARD_CONFIG`'s file, else `./switchyard.toml`, else the
+/// defaults), for the commands that read it or settle a call in it. Only `[server]` and `[ledger]` are read (no
+/// backend secret is needed), and a ledger that does not exist is an error naming where it was looked for, never a
+/// new empty one.
 async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
     let config = Config::find_ledger(config.as_deref())?;
     let (url, data_dir) = (&config.ledger.url, &config.server.data_dir);
     if *url == LedgerUrl::Memory {
         bail!(
-            "the configuration's ledger is `memory`: it lives inside the running gateway only, so no command can              read it (see its console instead)"
+            "the configuration's ledger is `memory`: it lives inside the running gateway only, so no command can \
+             read it (see its console instead)"
         );
     }
     if let Some(file) = url.sqlite_path(data_dir).filter(|file| !file.is_file()) {
         bail!(
-            "no ledger at {}: nothing was created; check `--config` and the configuration's `[server] data_dir` and              `[ledger] url` (a gateway creates its ledger when it first starts)",
+            "no ledger at {}: nothing was created; check `--config` and the configuration's `[server] data_dir` and \
+             `[ledger] url` (a gateway creates its ledger when it first starts)",
             file.display()
         );
     }

@@ -7,13 +7,22 @@
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read at all.
-    #[error("{file}: cannot read the configuration file: {source}")]
-    Read {
+    /// The file could not be read at all. The I/O error is part of the message, not a source, so a report of
+    /// the error's chain says it once.
+    #[error("{file}: cannot read the configuration file: {error}")]
+    Read { file: String, error: std::io::Error },
+
+    /// `--config` or `SWITCHYARD_CONFIG` names a file that does not exist.
+    #[error("{file}: no such configuration file (named by {named_by})")]
+    Missing {
         file: String,
-        #[source]
-        source: std::io::Error,
+        /// `--config` or `SWITCHYARD_CONFIG`.
+        named_by: &'static str,
     },
+
+    /// A `${VAR}` reference in a string value that cannot be expanded.
+    #[error("{file}: {key}: {problem}")]
+    Variable { file: String, key: String, problem: String },
 
     /// The text is not valid TOML.
     #[error("{file}: TOML syntax error at line {line}, column {column}: {message}")]

@@ -58,6 +58,11 @@ pub(super) enum Fault {
         backend: String,
         problem: String,
     },
+    /// A `${VAR}` reference that cannot be expanded (unset, malformed).
+    Variable {
+        key: KeyPath,
+        problem: String,
+    },
 }
 
 impl Fault {
@@ -72,6 +77,9 @@ impl Fault {
             }
             Self::Credential { key, backend, problem } => {
                 ConfigError::Credential { file: file.to_owned(), key: key.to_string(), backend, problem }
+            }
+            Self::Variable { key, problem } => {
+                ConfigError::Variable { file: file.to_owned(), key: key.to_string(), problem }
             }
         }
     }

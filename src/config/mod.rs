@@ -8,29 +8,35 @@
 //! - Every message names the file (or the environment variable) and the key; none contains a secret.
 //! - Everything that can fail is resolved here, at load (credentials included), so a running gateway never
 //!   discovers a configuration mistake on its first call.
-//! - The environment is passed in as pairs; only [`Config::load`] and [`Config::find`] read the process
-//!   environment, so tests never touch it.
-//! - Relative paths (data directory, key file, credential files) are relative to the working directory, like
-//!   the default data directory.
+//! - The environment is passed in as pairs; only [`Config::load`] and the functions of [`locate`] read the
+//!   process environment, so tests never touch it.
+//! - Before deserializing, `${VAR}` references in string values are expanded ([`expand`]) and, for a file, the
+//!   relative paths it names are anchored to its directory ([`anchor`]); defaults and `SWITCHYARD_*` overrides
+//!   stay relative to the working directory.
 
+mod anchor;
 mod auth;
 mod backend;
 mod credential;
 mod de;
 mod error;
+mod expand;
 mod fields;
+pub mod import;
 use crate::glob;
 mod ledger;
+mod locate;
 mod oauth;
 mod policy;
 mod server;
+mod starter;
 mod stdio;
 mod telemetry;
 mod traces;
 mod values;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
@@ -43,6 +49,7 @@ pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::ServerConfig;
+pub use starter::starter_file;
 pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 pub use traces::{SamplerKind, TracesConfig, TracesSampler};
@@ -74,6 +81,9 @@ struct RawConfig {
 /// The file looked for in the working directory when no path is given.
 pub const DEFAULT_CONFIG_FILE: &str = "switchyard.toml";
 
+/// The environment variable naming the configuration file when `--config` is not given.
+pub const CONFIG_ENV: &str = "SWITCHYARD_CONFIG";
+
 /// A validated configuration. Comparable (a reload diffs the new one against the running one); secrets compare
 /// by value, so a rotated credential file counts as a change.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,55 +99,38 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads, parses and validates `path`, then applies the process's `SWITCHYARD_*` overrides.
+    /// Reads, parses and validates `path` (its relative paths anchored to its directory), then applies the
+    /// process's `SWITCHYARD_*` overrides.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (file, text) = read(path)?;
-        Self::from_toml_str(&text, &file, process_env())
-    }
-
-    /// The data directory the configuration `explicit` (else `./switchyard.toml`, else the defaults) names, with
-    /// the `SWITCHYARD_*` overrides applied, read without validating the rest of the file: `switchyard reload`
-    /// finds the running gateway by it and leaves judging the file to that gateway, whose environment resolves
-    /// the credentials.
-    pub fn locate_data_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        let mut server = ServerConfig::default();
-        let default_file = Path::new(DEFAULT_CONFIG_FILE);
-        if let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) {
-            let (file, text) = read(path)?;
-            let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
-            let configured = table.get("server").and_then(|server| server.get("data_dir")?.as_str());
-            if let Some(dir) = configured {
-                server.data_dir = PathBuf::from(dir);
-            }
-        }
-        server::apply_env(&mut server, &collect_env(process_env()))?;
-        Ok(server.data_dir)
-    }
-
-    /// The `[server]` and `[ledger]` sections of the configuration `explicit` (else `./switchyard.toml`, else the
-    /// defaults), with the `SWITCHYARD_*` overrides, validated: the commands that only read the ledger or settle a
-    /// call in it need nothing else, so the rest of the file (and every backend's secret) is not read.
-    pub fn find_ledger(explicit: Option<&Path>) -> Result<Config, ConfigError> {
-        let default_file = Path::new(DEFAULT_CONFIG_FILE);
-        let Some(path) = explicit.or(default_file.is_file().then_some(default_file)) else {
-            return Config::default_demo().with_env_overrides(process_env());
-        };
-        let (file, text) = read(path)?;
-        let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
-        table.retain(|section, _| section == "server" || section == "ledger");
-        Self::from_toml_str(&table.to_string(), &file, process_env())
+        Self::parse(&text, &file, path.parent(), collect_env(process_env()))
     }
 
     /// Parses and validates `text`; `source_name` is the file name used in messages, `env` the environment
-    /// (overrides and credential variables).
+    /// (`${VAR}` references, overrides and credential variables). Relative paths stay relative to the working
+    /// directory ([`Config::load`] anchors a file's to its directory).
     pub fn from_toml_str<I, K, V>(text: &str, source_name: &str, env: I) -> Result<Config, ConfigError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<String>,
         V: Into<String>,
     {
-        let env = collect_env(env);
-        let table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
+        Self::parse(text, source_name, None, collect_env(env))
+    }
+
+    /// The three steps of a load: TOML syntax, then the tree's `${VAR}` references and relative paths (against
+    /// `base`), then shape and rules.
+    pub(super) fn parse(
+        text: &str,
+        source_name: &str,
+        base: Option<&Path>,
+        env: HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(source_name, text, &error))?;
+        expand::expand_table(&mut table, &env).map_err(|fault| fault.in_file(source_name))?;
+        if let Some(base) = base {
+            anchor::anchor(&mut table, base);
+        }
         let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
         config.apply_env(&env)?;
@@ -174,12 +167,6 @@ impl Config {
         telemetry::apply_env(&mut self.telemetry, env)
     }
 
-    /// The configuration to run with: `explicit` if given (it must exist), else `./switchyard.toml` if present,
-    /// else `None` (the caller falls back to [`Config::default_demo`]).
-    pub fn find(explicit: Option<&Path>) -> Result<Option<(PathBuf, Config)>, ConfigError> {
-        find_in(explicit, Path::new(DEFAULT_CONFIG_FILE))
-    }
-
     /// What `check` tells the operator about principals (`auth`'s rules): who may use each `authorization_code`
     /// backend, and every policy or admin entry naming a principal no agent can be.
     pub fn principal_notes(&self) -> Vec<String> {
@@ -199,28 +186,19 @@ impl Config {
     }
 }
 
-fn find_in(explicit: Option<&Path>, default_file: &Path) -> Result<Option<(PathBuf, Config)>, ConfigError> {
-    let path = match explicit {
-        Some(path) => path,
-        None if default_file.is_file() => default_file,
-        None => return Ok(None),
-    };
-    Config::load(path).map(|config| Some((path.to_path_buf(), config)))
-}
-
 /// The file's name for messages, and its text.
-fn read(path: &Path) -> Result<(String, String), ConfigError> {
+pub(super) fn read(path: &Path) -> Result<(String, String), ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: file.clone(), error })?;
     Ok((file, text))
 }
 
 /// The process environment; variables whose name or value is not Unicode cannot be settings and are skipped.
-fn process_env() -> impl Iterator<Item = (String, String)> {
+pub(super) fn process_env() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
 }
 
-fn collect_env<I, K, V>(env: I) -> HashMap<String, String>
+pub(super) fn collect_env<I, K, V>(env: I) -> HashMap<String, String>
 where
     I: IntoIterator<Item = (K, V)>,
     K: Into<String>,

@@ -3,9 +3,10 @@
 //!
 //! Rules:
 //! - `command` is argv[0] and is never given to a shell. A name without `/` is looked up on `PATH` (of the
-//!   gateway's environment, which the child also gets); a path is taken relative to the working directory. Either
-//!   way it is resolved to an absolute path of an executable file at load, so a missing program fails startup
-//!   (and `switchyard check`) rather than the first call.
+//!   gateway's environment, which the child also gets); a relative path was anchored to the file's directory
+//!   ([`super::anchor`]) and is otherwise taken relative to the working directory. Either way it is resolved to
+//!   an absolute path of an executable file at load, so a missing program fails startup (and `switchyard check`)
+//!   rather than the first call.
 //! - `env` values are plain strings or secrets written `{ env = "VAR" }` / `{ file = "/path" }`, resolved at
 //!   load by the same code as `credential`; a secret's value is never shown (`Debug` prints `<redacted>`).
 //! - These keys belong to stdio backends only; an HTTP backend that sets one is refused, naming the key, as a

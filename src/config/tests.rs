@@ -1,7 +1,9 @@
 //! Tests of loading a whole configuration: files, environment overrides, defaults and the messages of each error.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use super::locate::locate_in;
 use super::server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_SESSION_TTL};
 use super::stdio::DEFAULT_MAX_STDIO_PROCESSES;
 use super::*;
@@ -572,22 +574,64 @@ fn load_reads_files_and_names_them() {
 }
 
 #[test]
-fn find_prefers_the_explicit_path_then_the_default_file() {
+fn locate_prefers_the_flag_then_the_variable_then_the_default_file() {
     let dir = scratch_dir("find");
     let default_file = dir.join("switchyard.toml");
-    assert!(find_in(None, &default_file).expect("nothing to find").is_none());
-
+    assert_eq!(locate_in(None, None, &default_file).expect("nothing to find"), None);
     std::fs::write(&default_file, ONE_BACKEND).expect("write");
-    let (found, config) = find_in(None, &default_file).expect("valid").expect("found");
-    assert_eq!(found, default_file);
-    assert_eq!(config.backends.len(), 1);
+    assert_eq!(locate_in(None, None, &default_file).expect("found"), Some(default_file.clone()));
+    let empty = String::new();
+    assert_eq!(locate_in(None, Some(&empty), &default_file).expect("empty is unset"), Some(default_file.clone()));
 
+    let from_env = dir.join("env.toml");
+    std::fs::write(&from_env, "").expect("write");
+    let variable = from_env.display().to_string();
+    assert_eq!(locate_in(None, Some(&variable), &default_file).expect("found"), Some(from_env.clone()));
     let explicit = dir.join("other.toml");
     std::fs::write(&explicit, "").expect("write");
-    let (found, config) = find_in(Some(&explicit), &default_file).expect("valid").expect("found");
-    assert_eq!(found, explicit);
-    assert!(config.backends.is_empty());
+    assert_eq!(locate_in(Some(&explicit), Some(&variable), &default_file).expect("found"), Some(explicit));
 
     let missing = dir.join("missing.toml");
-    assert!(matches!(find_in(Some(&missing), &default_file), Err(ConfigError::Read { .. })));
+    let by_flag = locate_in(Some(&missing), None, &default_file).expect_err("missing").to_string();
+    assert_eq!(by_flag, format!("{}: no such configuration file (named by --config)", missing.display()));
+    let gone = missing.display().to_string();
+    let by_env = locate_in(None, Some(&gone), &default_file).expect_err("missing").to_string();
+    assert_eq!(by_env, format!("{gone}: no such configuration file (named by SWITCHYARD_CONFIG)"));
+}
+
+#[test]
+fn a_file_anchors_its_relative_paths_and_expands_its_variables() {
+    let dir = scratch_dir("anchor");
+    let path = dir.join("switchyard.toml");
+    std::fs::write(&path, "[server]\ndata_dir = \"${STATE:-state}\"\n").expect("write");
+    let config = Config::load(&path).expect("valid");
+    assert_eq!(config.server.data_dir, dir.join("state"), "next to the file, not in the working directory");
+    let text = "[server]\ndata_dir = \"state\"\n";
+    let config = parse(text).expect("valid");
+    assert_eq!(config.server.data_dir, PathBuf::from("state"), "text without a file stays relative");
+}
+
+#[test]
+fn an_unreadable_file_says_why_once() {
+    let dir = scratch_dir("unreadable");
+    let message = Config::load(&dir).expect_err("a directory").to_string();
+    assert_eq!(message.matches("Is a directory").count(), 1, "{message}");
+}
+
+#[test]
+fn variables_expand_in_values_and_env_credentials_keep_naming_a_variable() {
+    let text = "[[backends]]\nname = \"gh\"\nurl = \"https://${API_HOST}/mcp\"\n\
+                headers = { X-Team = \"${TEAM:-platform}\" }\ncredential = { header = \"Authorization\", env = \"TOKEN\" }\n";
+    let config = parse_with_env(text, &[("API_HOST", "api.example.com"), ("TOKEN", "t0k")]).expect("valid");
+    let backend = config.backend("gh").expect("configured");
+    assert_eq!(backend.url().map(|url| url.as_str()), Some("https://api.example.com/mcp"));
+    assert_eq!(backend.headers["x-team"], "platform");
+    let credential = backend.credential.as_ref().expect("credential");
+    assert_eq!(credential.source, CredentialSource::Env("TOKEN".into()));
+    assert_eq!(credential.value.expose(), "t0k");
+    let message = error_naming(text, "backends[0].url");
+    assert!(
+        message.ends_with("backends[0].url: environment variable API_HOST is not set (or write ${API_HOST:-default})"),
+        "{message}"
+    );
 }

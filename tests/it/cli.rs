@@ -9,11 +9,14 @@ use serde_json::{Value, json};
 
 use crate::support::gateway::{Agent, ChildGateway};
 
-fn switchyard() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_switchyard"))
+/// The binary, with no configuration file named by the test's own environment.
+pub(crate) fn switchyard() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command.env_remove("SWITCHYARD_CONFIG");
+    command
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
+pub(crate) fn scratch_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("switchyard-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -27,12 +30,12 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
     path
 }
 
-async fn run(command: &mut Command) -> Output {
+pub(crate) async fn run(command: &mut Command) -> Output {
     let mut command = tokio::process::Command::from(std::mem::replace(command, switchyard()));
     command.output().await.expect("run switchyard")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -10,6 +10,7 @@ mod backend_oauth;
 mod backend_oauth_jwt;
 mod backend_refusals;
 mod cli;
+mod config_files;
 mod console;
 mod data_dir;
 mod demo_server;
