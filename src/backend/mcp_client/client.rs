@@ -226,13 +226,13 @@ impl McpBackendClient {
             let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
-                    reason: format!("{method} answered without a `{field}` array"),
+                    reason: format!("{method} answered without a `{field}` array").into(),
                 });
             };
             if items.len() + listed.len() > MAX_TOOLS {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
-                    reason: format!("the backend lists more than {MAX_TOOLS} {field}"),
+                    reason: format!("the backend lists more than {MAX_TOOLS} {field}").into(),
                 });
             }
             items.extend(listed);
@@ -243,7 +243,7 @@ impl McpBackendClient {
         }
         Err(McpError::AfterDelivery {
             cause: AfterDeliveryCause::Malformed,
-            reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages"),
+            reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages").into(),
         })
     }
 
@@ -317,9 +317,9 @@ impl McpBackendClient {
         let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
             cause: NotDeliveredCause::NoRoom,
             reason: match full {
-                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
+                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use").into(),
                 TableFull::OwnerBusy { cap } => {
-                    format!("all {cap} backend session slots this caller may hold are in use")
+                    format!("all {cap} backend session slots this caller may hold are in use").into()
                 }
             },
         })?;

@@ -196,7 +196,7 @@ fn session_id(headers: &HeaderMap) -> Result<Option<HeaderValue>, McpError> {
             0 => Ok(None),
             n => Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::Handshake,
-                reason: format!("the backend sent {n} MCP-Session-Id headers"),
+                reason: format!("the backend sent {n} MCP-Session-Id headers").into(),
             }),
         };
     };
