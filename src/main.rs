@@ -278,20 +278,19 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     for note in gateway.config.principal_notes() {
         println!("note: {note}");
     }
-    let mut healthy = true;
+    // Each failure once, in the sentence that names the backend, its URL or command, and the cause.
+    let mut failed = Vec::new();
     for (backend, status) in catalog.statuses() {
         if let BackendStatus::Failed { error } = status {
-            healthy = false;
-            println!("backend `{backend}` failed discovery: {}", escaped(&error));
+            println!("discovery failed: {}", escaped(&error));
+            failed.push(backend);
         }
     }
-    for (backend, failures, error, retry_in) in gateway.router.failing_starts() {
-        healthy = false;
-        println!(
-            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {}",
-            escaped(&error)
-        );
+    let starts = gateway.router.failing_starts();
+    for (_, failures, error, _) in starts.iter().filter(|(backend, ..)| !failed.contains(backend)) {
+        println!("process does not start (failed starts in a row: {failures}): {}", escaped(error));
     }
+    let mut healthy = failed.is_empty() && starts.is_empty();
     for withheld in catalog.withheld() {
         healthy = false;
         println!(

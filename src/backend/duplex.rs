@@ -364,7 +364,10 @@ impl Duplex {
             };
             let outcome = received.and_then(|bytes| self.receive(bytes).map_err(Fault::Other));
             if let Err(reason) = outcome {
-                tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
+                // A process's end is logged by its supervisor, and reported by whoever it fails.
+                if !matches!(reason, Fault::ProcessEnded(_)) {
+                    tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
+                }
                 break reason;
             }
         };

@@ -185,7 +185,7 @@ impl CallLedger {
     pub(super) async fn settle(
         &self,
         key: &ClaimKey,
-        backend: &str,
+        report: &outcome::Report<'_>,
         answer: Result<RawJson, McpError>,
     ) -> Result<Found, RpcFailure> {
         let settlement = settlement_of(&answer);
@@ -213,7 +213,7 @@ impl CallLedger {
         match answer {
             Ok(result) => Ok(Found::Relayed(result)),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
-            Err(error) => Ok(Found::Built(outcome::failed_call(backend, &error, Some(key)))),
+            Err(error) => Ok(Found::Built(outcome::failed_call(report, &error, Some(key)))),
         }
     }
 }
@@ -344,6 +344,7 @@ mod tests {
             peer: None,
             record: crate::telemetry::RequestRecord::unrecorded(),
             sessionless: false,
+            audience: crate::router::Audience::Agent,
         }
     }
 

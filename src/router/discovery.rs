@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::{CallRouter, ToolsChanged};
-use crate::backend::mcp_client::{BackendTarget, CallContext, McpError, SlotKey};
+use crate::backend::mcp_client::{Audience, BackendTarget, CallContext, Failure, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::{SessionHolder, method};
 
@@ -43,7 +43,8 @@ impl CallRouter {
             Err(error) => {
                 self.ledger.metrics.discovered(backend, false);
                 self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
-                let text = error.to_string();
+                let place = target.place();
+                let text = Failure { backend, place: &place, error: &error, audience: Audience::Operator }.to_string();
                 self.catalog.update(backend, Err(text.clone()));
                 Err(text)
             }
@@ -107,7 +108,8 @@ async fn keep_discovered(router: Arc<CallRouter>, backend: String, ttl: Duration
                 tokio::time::sleep(ttl).await;
             }
             Err(error) => {
-                tracing::warn!(%backend, %error, retry_in = ?retry, "tool discovery failed");
+                let retry_in_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX);
+                tracing::warn!(%backend, %error, retry_in_ms, "tool discovery failed");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
             }
