@@ -1,3 +1,5 @@
+//! Tests of `backend::mcp_client::fault`: each cause in words, for an operator and for an agent.
+
 use super::*;
 
 /// `fault` as `audience` reads it.

@@ -428,7 +428,7 @@ impl Exchange<'_> {
     /// Answers a backend's request. A failed answer is not fatal: the exchange's own deadline still bounds us.
     async fn reply(&self, reply: &Value) {
         if let Err(error) = self.deliver(reply).await {
-            tracing::warn!(?error, "could not answer a backend's request");
+            tracing::warn!(%error, "could not answer a backend's request");
         }
     }
 

@@ -45,6 +45,18 @@ impl ExchangeError {
     }
 }
 
+impl std::fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeError::SessionGone => f.write_str("the backend ended the session (HTTP 404)"),
+            ExchangeError::Rejected(Rejection { status, code, message, .. }) => {
+                write!(f, "HTTP {status} with error {code}: {message}")
+            }
+            ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error.fmt(f),
+        }
+    }
+}
+
 impl From<McpError> for ExchangeError {
     fn from(error: McpError) -> Self {
         ExchangeError::Failed(error)
