@@ -76,11 +76,16 @@ pub fn in_progress_unclaimed() -> Value {
     error_result(Outcome::InProgress, sentence, None, Answer::ThisCall)
 }
 
-/// A duplicate of a call whose outcome is unknown.
-pub fn unknown_duplicate(first: &ClaimRecord) -> Value {
-    let why = first.error.as_deref().unwrap_or("the gateway stopped while it ran");
+/// A duplicate of a call whose outcome is unknown. Why it is unknown is the operator's text (a backend's failure
+/// with its stderr, say), so `audience` [`Audience::Agent`] is not told.
+pub fn unknown_duplicate(first: &ClaimRecord, audience: Audience) -> Value {
+    let why = match (first.error.as_deref(), audience) {
+        (_, Audience::Agent) => String::new(),
+        (Some(why), Audience::Operator) => format!(" ({why})"),
+        (None, Audience::Operator) => " (the gateway stopped while it ran)".to_owned(),
+    };
     let sentence = format!(
-        "An earlier call with this key reached the backend `{}` but its outcome is unknown ({why}); it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
+        "An earlier call with this key reached the backend `{}` but its outcome is unknown{why}; it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
         first.backend
     );
     error_result(Outcome::Unknown, &sentence, Some(&first.key), Answer::Replayed)

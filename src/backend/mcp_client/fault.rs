@@ -18,9 +18,8 @@ use super::wire::refusal::Refusal;
 
 /// Who reads a failure: an operator (everything), or an agent whose principal may not read the console (no
 /// addresses, commands or stderr).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
-    #[default]
     Operator,
     Agent,
 }
