@@ -308,20 +308,11 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     for note in gateway.config.principal_notes() {
         println!("note: {note}");
     }
-    let mut healthy = true;
-    for (backend, status) in catalog.statuses() {
-        if let BackendStatus::Failed { error } = status {
-            healthy = false;
-            println!("backend `{backend}` failed discovery: {}", escaped(&error));
-        }
+    let failures = backend_failures(&gateway);
+    for failure in &failures {
+        println!("{failure}");
     }
-    for (backend, failures, error, retry_in) in gateway.router.failing_starts() {
-        healthy = false;
-        println!(
-            "backend `{backend}`: its process does not start (failed starts in a row: {failures}; next try in {retry_in:?}): {}",
-            escaped(&error)
-        );
-    }
+    let mut healthy = failures.is_empty();
     for withheld in catalog.withheld() {
         healthy = false;
         println!(
@@ -334,6 +325,25 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     }
     gateway.stop_processes().await;
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Each backend's failure once, in the sentence that names the backend, its URL or command, and the cause: a failed
+/// discovery, or else a stdio backend's failing starts.
+fn backend_failures(gateway: &Gateway) -> Vec<String> {
+    let mut failed = Vec::new();
+    let mut lines = Vec::new();
+    for (backend, status) in gateway.router.catalog().statuses() {
+        if let BackendStatus::Failed { error } = status {
+            lines.push(format!("discovery failed: {}", escaped(&error)));
+            failed.push(backend);
+        }
+    }
+    for (backend, failures, error, _) in gateway.router.failing_starts() {
+        if !failed.contains(&backend) {
+            lines.push(format!("process does not start (failed starts in a row: {failures}): {}", escaped(&error)));
+        }
+    }
+    lines
 }
 
 async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
@@ -350,6 +360,10 @@ async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         })
         .collect();
     print_table(["NAME", "BACKEND", "DESCRIPTION"], rows);
+    // The table stays the only thing on stdout; what is missing from it, and why, goes to stderr.
+    for failure in backend_failures(&gateway) {
+        eprintln!("{failure}");
+    }
     gateway.stop_processes().await;
     Ok(ExitCode::SUCCESS)
 }

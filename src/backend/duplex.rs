@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout_at};
 
-use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
+use crate::backend::mcp_client::{AfterDeliveryCause, Fault, NotDeliveredCause};
 use crate::backend::mcp_client::{
     McpError, NotificationRoute, Relay, answer_server_request, into_result, request_params, response_id,
     swap_progress_token,
@@ -56,6 +56,8 @@ use opening::{ModernDuplex, Opened};
 
 /// How much of a bad message is quoted in the log and the error.
 const EXCERPT: usize = 200;
+/// How long a request whose send failed waits for the session's end, to report why it ended.
+const END_WAIT: Duration = Duration::from_secs(3);
 /// How long an agent may take to answer a server-to-client request that came outside any call.
 const STANDING_ANSWER_WAIT: Duration = Duration::from_secs(600);
 
@@ -85,7 +87,7 @@ pub(crate) trait MessageSink: Send + Sync + 'static {
 /// Reads the backend's messages, one at a time.
 pub(crate) trait MessageSource: Send + 'static {
     /// The next message's bytes (one JSON value); `Err` says why the channel ended.
-    fn receive(&mut self) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
+    fn receive(&mut self) -> impl Future<Output = Result<Vec<u8>, Fault>> + Send;
 }
 
 /// Who is on the other end, for attribution and for messages.
@@ -146,8 +148,9 @@ impl DuplexConnection {
                 }
                 return Ok(DuplexConnection { duplex, version, capabilities, modern });
             }
-            Ok(Err(error)) => format!("{what}'s handshake failed: {error}"),
-            Err(_) => format!("the deadline passed during {what}'s handshake"),
+            // The root cause, once: a session that ended keeps the reason it ended for.
+            Ok(Err(error)) => error.into_fault(),
+            Err(_) => Fault::Other(format!("{what} did not complete the MCP handshake within the deadline")),
         };
         duplex.end(failure.clone());
         Err(not_delivered(NotDeliveredCause::Handshake, failure))
@@ -200,7 +203,7 @@ impl DuplexConnection {
 impl Drop for DuplexConnection {
     fn drop(&mut self) {
         // The transport's tasks see the session end and stop (close the stream, stop the process).
-        self.duplex.end("the gateway closed the session".into());
+        self.duplex.end(Fault::ClosedByGateway);
     }
 }
 
@@ -217,7 +220,7 @@ pub(crate) struct Duplex {
 #[derive(Default)]
 struct State {
     /// Why the session ended, once it has.
-    ended: Option<String>,
+    ended: Option<Fault>,
     /// Requests waiting for their response, by the session's id (newest last).
     calls: BTreeMap<u64, InFlight>,
 }
@@ -231,11 +234,11 @@ struct InFlight {
     deadline: Instant,
 }
 
-fn not_delivered(cause: NotDeliveredCause, reason: impl Into<String>) -> McpError {
+fn not_delivered(cause: NotDeliveredCause, reason: impl Into<Fault>) -> McpError {
     McpError::NotDelivered { cause, reason: reason.into() }
 }
 
-fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpError {
+fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<Fault>) -> McpError {
     McpError::AfterDelivery { cause, reason: reason.into() }
 }
 
@@ -270,7 +273,9 @@ impl Duplex {
         let (answer, answered) = oneshot::channel();
         let call = InFlight { answer, relay: relay.clone(), theirs, deadline };
         let _registered = self.register(id, call)?;
-        self.sink.send(&message, deadline).await?;
+        if let Err(error) = self.sink.send(&message, deadline).await {
+            return Err(self.explain(error, deadline).await);
+        }
         let cancelled = async {
             match relay.cancel() {
                 Some(cancel) => cancel.notified().await,
@@ -281,10 +286,10 @@ impl Duplex {
         tokio::select! {
             answer = timeout_at(deadline, answered) => match answer {
                 Ok(Ok(message)) => into_result(&message),
-                Ok(Err(_)) => Err(after_delivery(AfterDeliveryCause::Ended, format!(
-                    "{what} ended before answering: {}",
-                    self.ended_reason().unwrap_or_default()
-                ))),
+                Ok(Err(_)) => Err(after_delivery(
+                    AfterDeliveryCause::Ended,
+                    self.ended_reason().unwrap_or_else(|| format!("{what} ended before answering").into()),
+                )),
                 Err(_) => {
                     self.cancel(id, "the gateway's deadline for the request passed");
                     Err(after_delivery(AfterDeliveryCause::Deadline, format!("the deadline passed before {what} answered")))
@@ -298,13 +303,32 @@ impl Duplex {
     }
 
     /// Why the session ended, once it has.
-    fn ended_reason(&self) -> Option<String> {
+    fn ended_reason(&self) -> Option<Fault> {
         self.state.lock().ended.clone()
+    }
+
+    /// A send that failed because the channel broke under it: the reason the session ends for is the root cause
+    /// (a process's exit, which its transport learns a moment later), so it is awaited, up to [`END_WAIT`].
+    async fn explain(&self, error: McpError, deadline: Instant) -> McpError {
+        let broke = matches!(
+            error,
+            McpError::NotDelivered { cause: NotDeliveredCause::SessionEnded, .. }
+                | McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, .. }
+        );
+        if !broke {
+            return error;
+        }
+        let _ = timeout_at(deadline.min(Instant::now() + END_WAIT), self.closed()).await;
+        match (error, self.ended_reason()) {
+            (McpError::NotDelivered { cause, .. }, Some(reason)) => McpError::NotDelivered { cause, reason },
+            (McpError::AfterDelivery { cause, .. }, Some(reason)) => McpError::AfterDelivery { cause, reason },
+            (error, _) => error,
+        }
     }
 
     /// Ends the session (the first reason wins): every waiting call fails as `AfterDelivery`, later requests are
     /// refused as `NotDelivered`, and [`closed`](Self::closed) completes.
-    pub(crate) fn end(&self, reason: String) {
+    pub(crate) fn end(&self, reason: Fault) {
         let calls = {
             let mut state = self.state.lock();
             state.ended.get_or_insert(reason);
@@ -325,10 +349,7 @@ impl Duplex {
     fn register(&self, id: u64, call: InFlight) -> Result<Registered<'_>, McpError> {
         let mut state = self.state.lock();
         if let Some(reason) = &state.ended {
-            return Err(not_delivered(
-                NotDeliveredCause::SessionEnded,
-                format!("{} had already ended: {reason}", self.peer.what),
-            ));
+            return Err(not_delivered(NotDeliveredCause::SessionEnded, reason.clone()));
         }
         state.calls.insert(id, call);
         Ok(Registered { duplex: self, id })
@@ -347,9 +368,12 @@ impl Duplex {
                 () = self.closed() => return,
                 received = source.receive() => received,
             };
-            let outcome = received.and_then(|bytes| self.receive(bytes));
+            let outcome = received.and_then(|bytes| self.receive(bytes).map_err(Fault::Other));
             if let Err(reason) = outcome {
-                tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
+                // A process's end is logged by its supervisor, and reported by whoever it fails.
+                if !matches!(reason, Fault::ProcessEnded(_)) {
+                    tracing::warn!(backend = %self.peer.backend, %reason, "ending a backend session");
+                }
                 break reason;
             }
         };

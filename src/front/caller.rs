@@ -20,7 +20,7 @@ use super::error::FrontError;
 use super::session::SessionRef;
 use crate::auth::Principal;
 use crate::mcp::SessionHolder;
-use crate::router::{Caller, IdempotencyKey, fairness_key, idempotency};
+use crate::router::{Audience, Caller, IdempotencyKey, fairness_key, idempotency};
 use crate::telemetry::RequestRecord;
 
 /// Who sent a request, as admitted.
@@ -30,6 +30,8 @@ pub(super) struct Requester<'a> {
     pub(super) record: &'a Arc<RequestRecord>,
     pub(super) peer: Option<IpAddr>,
     pub(super) headers: &'a HeaderMap,
+    /// Who reads its error texts ([`super::admin::audience`]).
+    pub(super) audience: Audience,
 }
 
 /// Where a request's backend sessions and id live (see the module rules).
@@ -62,6 +64,7 @@ impl Requester<'_> {
             peer: self.peer,
             record: Arc::clone(self.record),
             sessionless,
+            audience: self.audience,
         })
     }
 

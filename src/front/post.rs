@@ -32,11 +32,11 @@ use super::error::FrontError;
 use super::guard::Admission;
 use super::session::AgentSession;
 use super::splice::JsonRpcReply;
-use super::{Front, body, http, modern, stream};
+use super::{Front, admin, body, http, modern, stream};
 use crate::mcp::Relay;
 use crate::mcp::message::{Incoming, Message, Request};
 use crate::mcp::method::Method;
-use crate::router::{Caller, View};
+use crate::router::{Audience, Caller, View};
 use crate::telemetry::trace::ServerRequest;
 
 /// Whether the backend may send notifications or requests while it serves `method`; the agent gets SSE when one
@@ -68,6 +68,7 @@ struct InSessionRequest<'a> {
     admitted: &'a Admitted,
     backend: Option<String>,
     peer: Option<IpAddr>,
+    audience: Audience,
 }
 
 /// One JSON-RPC message, not a batch, saying it is JSON-RPC 2.0 (both eras).
@@ -105,8 +106,10 @@ impl Front {
         if let Some((method, request)) = incoming.method() {
             admitted.record.message(method.as_str(), request);
         }
+        let audience = admin::audience(&settings, peer, headers, &admitted.principal);
         if modern::is_modern(&incoming, headers) && !self.in_live_session(admitted, headers) {
-            let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers };
+            let requester =
+                Requester { principal: &admitted.principal, record: &admitted.record, peer, headers, audience };
             return self.serve_modern(modern::ModernPost { backend, requester }, incoming).await;
         }
         Admission::check_version(headers)?;
@@ -117,7 +120,7 @@ impl Front {
             Message::Invalid { .. } => Err(FrontError::NotAMessage),
             message => {
                 let session = admitted.open_session(self, headers)?;
-                let request = InSessionRequest { session, admitted, backend, peer };
+                let request = InSessionRequest { session, admitted, backend, peer, audience };
                 self.serve_in_session(request, message, headers).await
             }
         }
@@ -135,7 +138,7 @@ impl Front {
         message: Message,
         headers: &HeaderMap,
     ) -> Result<Response, FrontError> {
-        let InSessionRequest { session, admitted, backend, peer } = request;
+        let InSessionRequest { session, admitted, backend, peer, audience } = request;
         let AgentSession { id: session_id, version, capabilities, .. } = session;
         let session_key = session_id.to_string();
         let Request { id, method, params } = match message {
@@ -153,7 +156,7 @@ impl Front {
             }
             Message::Notification { .. } | Message::Invalid { .. } => return Ok(StatusCode::ACCEPTED.into_response()),
         };
-        let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers };
+        let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers, audience };
         let caller = requester.caller(&id, CallerScope::Session(session_key))?;
         let cancellable = self.cancels.register(&caller.request_scope, &id);
         let streaming = relays(&method) && accepts_event_stream(headers);

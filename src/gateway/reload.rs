@@ -166,9 +166,9 @@ pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut req
         let outcome = live.reload(&source).await;
         match &outcome {
             Ok(reloaded) => {
-                tracing::info!(changes = ?reloaded.changes, "configuration reloaded from {}", reloaded.file.display());
+                tracing::info!(changes = %reloaded.changes.join("; "), "configuration reloaded from {}", reloaded.file.display());
                 if !reloaded.needs_restart.is_empty() {
-                    tracing::warn!(keys = ?reloaded.needs_restart, "changed keys keep their running values until a restart");
+                    tracing::warn!(keys = %reloaded.needs_restart.join(", "), "changed keys keep their running values until a restart");
                 }
             }
             Err(refused) => {

@@ -28,7 +28,7 @@ use super::idempotency::{self, KeyRefusal};
 use super::outcome;
 use super::request_state::{Continuation, StateRefusal};
 use super::{Caller, Found, RpcFailure};
-use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{Audience, McpError};
 use crate::catalog::Route;
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
@@ -102,12 +102,12 @@ impl CallLedger {
                 return Admission::Answered(ToolOutcome::Denied, Err(named.conflict(&existing, &new, mismatch)));
             }
             if existing.state != ClaimState::InFlight {
-                return Admission::Answered(ToolOutcome::Replayed, replay(&existing));
+                return Admission::Answered(ToolOutcome::Replayed, replay(&existing, call.caller.audience));
             }
             // Boxed: only a duplicate waits, and its future would otherwise size every call's.
             match Box::pin(self.store.wait_settled(key, call.deadline)).await {
                 Ok(WaitOutcome::Settled(settled)) if settled.id == existing.id => {
-                    return Admission::Answered(ToolOutcome::Replayed, replay(&settled));
+                    return Admission::Answered(ToolOutcome::Replayed, replay(&settled, call.caller.audience));
                 }
                 Ok(WaitOutcome::TimedOut) => {
                     return Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress(&existing)));
@@ -167,7 +167,7 @@ impl CallLedger {
         }
         let why = match self.store.get(&key).await {
             Ok(Some(record)) if record.state != ClaimState::InFlight => {
-                return Admission::Answered(ToolOutcome::Replayed, replay(&record));
+                return Admission::Answered(ToolOutcome::Replayed, replay(&record, call.caller.audience));
             }
             Ok(Some(_)) => "another gateway instance holds it",
             Ok(None) => "the ledger has no such call",
@@ -185,7 +185,7 @@ impl CallLedger {
     pub(super) async fn settle(
         &self,
         key: &ClaimKey,
-        backend: &str,
+        report: &outcome::Report<'_>,
         answer: Result<RawJson, McpError>,
     ) -> Result<Found, RpcFailure> {
         let settlement = settlement_of(&answer);
@@ -213,7 +213,7 @@ impl CallLedger {
         match answer {
             Ok(result) => Ok(Found::Relayed(result)),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
-            Err(error) => Ok(Found::Built(outcome::failed_call(backend, &error, Some(key)))),
+            Err(error) => Ok(Found::Built(outcome::failed_call(report, &error, Some(key)))),
         }
     }
 }
@@ -303,12 +303,12 @@ fn claim_key(caller: &Caller, params: &Value) -> Result<NamedKey, KeyRefusal> {
     })
 }
 
-/// The answer a settled claim gives to a duplicate.
-fn replay(record: &ClaimRecord) -> Result<Value, RpcFailure> {
+/// The answer a settled claim gives to a duplicate; `audience` reads it.
+fn replay(record: &ClaimRecord, audience: Audience) -> Result<Value, RpcFailure> {
     match (record.state, &record.result) {
         (ClaimState::Completed, Some(stored)) => replay_stored(&stored.to_value()),
         (ClaimState::Completed, None) => Ok(outcome::settled_without_result(record)),
-        _ => Ok(outcome::unknown_duplicate(record)),
+        _ => Ok(outcome::unknown_duplicate(record, audience)),
     }
 }
 
@@ -344,6 +344,7 @@ mod tests {
             peer: None,
             record: crate::telemetry::RequestRecord::unrecorded(),
             sessionless: false,
+            audience: crate::router::Audience::Agent,
         }
     }
 

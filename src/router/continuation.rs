@@ -194,6 +194,7 @@ impl CallRouter {
         &self,
         caller: &Caller,
         call: &CallIdentity,
+        report: &outcome::Report<'_>,
         claim: &ClaimKey,
         round: u32,
         answer: Result<RawJson, McpError>,
@@ -214,7 +215,7 @@ impl CallRouter {
             Err(error) if round > 0 && error.proves_not_delivered() => {
                 // Earlier rounds reached the backend, so the claim is not released; this round may be retried.
                 self.waiting.wait(claim, round);
-                Err(outcome::failed_call(&call.backend, &error, Some(claim)))
+                Err(outcome::failed_call(report, &error, Some(claim)))
             }
             answer => {
                 if round > 0 {

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{CallRouter, ToolsChanged};
-use crate::backend::mcp_client::{BackendTarget, CallContext, McpError, SlotKey};
+use crate::backend::mcp_client::{Audience, BackendTarget, CallContext, Failure, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::{SessionHolder, method};
 
@@ -46,7 +46,8 @@ impl CallRouter {
             Err(error) => {
                 self.ledger.metrics.discovery_failed(backend);
                 self.unauthorized.mark(backend, matches!(error, McpError::AuthorizationRequired { .. }));
-                let text = error.to_string();
+                let place = target.place();
+                let text = Failure { backend, place: &place, error: &error, audience: Audience::Operator }.to_string();
                 self.client.health().set_down(backend, text.clone());
                 self.catalog.update(backend, Err(text.clone()));
                 Err(text)
@@ -119,7 +120,8 @@ async fn keep_discovered(router: Arc<CallRouter>, backend: String, every: Every)
                 router.watch_health(&backend, every).await;
             }
             Err(error) => {
-                tracing::warn!(%backend, %error, retry_in_ms = retry.as_millis(), "tool discovery failed");
+                let retry_in_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX);
+                tracing::warn!(%backend, %error, retry_in_ms, "tool discovery failed");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
             }

@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::outcome::Report;
 use super::request_state::CallIdentity;
 use super::{CallRouter, Caller, RpcFailure, View, continuation, no_longer_configured, usable};
 use crate::auth::Grants;
@@ -95,7 +96,10 @@ impl CallRouter {
             .await
             .map_err(|error| match error {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },
-                other => RpcFailure::new(jsonrpc::INTERNAL_ERROR, format!("the backend `{backend}` failed: {other}")),
+                other => {
+                    let report = Report { backend, target: &target, audience: caller.audience };
+                    RpcFailure::new(jsonrpc::INTERNAL_ERROR, report.sentence(&other))
+                }
             })
             // Prompts, resources and completions are read or rewritten above: a tree.
             .and_then(|result| continuation::refuse_elsewhere(backend, method, result.to_value()))

@@ -67,7 +67,7 @@ impl Stop {
             Stop::Deadline(_) => AfterDeliveryCause::Deadline,
             _ => AfterDeliveryCause::Malformed,
         };
-        McpError::AfterDelivery { cause, reason: format!("the backend needed input it did not get: {self}") }
+        McpError::AfterDelivery { cause, reason: format!("the backend needed input it did not get: {self}").into() }
     }
 }
 
@@ -118,7 +118,7 @@ fn delivered(error: McpError) -> McpError {
         return error;
     }
     let reason = format!("a retry did not reach it ({error}), but an earlier round of the call did");
-    McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, reason }
+    McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, reason: reason.into() }
 }
 
 /// Puts the input requests of `asking` (an `input_required` result) to the agent and gives the retry's params.

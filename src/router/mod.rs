@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::auth::{Grants, Policies, Principal};
+pub use crate::backend::mcp_client::Audience;
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
@@ -57,6 +58,7 @@ pub use claims::{CallLedger, REPLAYED_META};
 use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
+use outcome::Report;
 pub use outcome::{CLAIM_META, OUTCOME_META};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
@@ -85,6 +87,9 @@ pub struct Caller {
     /// An agent of the sessionless era (MCP 2026-07-28): it answers a backend's `input_required` itself, with
     /// a retry carrying the gateway's `requestState` ([`continuation`]).
     pub sessionless: bool,
+    /// Who reads the caller's error texts: an operator (whoever may read the console) reads where a failing
+    /// backend is; any other agent reads the same sentence without addresses, commands or stderr.
+    pub audience: Audience,
 }
 
 impl Caller {
@@ -390,12 +395,13 @@ impl CallRouter {
         params["name"] = Value::String(route.name.clone());
         let answer = self.request_in_rounds(&slot, target, &context, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
-        let answer = match self.continue_call(caller, &identity, &key, round, answer) {
+        let report = Report { backend: &route.backend, target, audience: caller.audience };
+        let answer = match self.continue_call(caller, &identity, &report, &key, round, answer) {
             Ok(answer) => answer,
             Err(held) => return Ok(Found::Built(held)),
         };
         let needed = answer.as_ref().err().and_then(authorization::Needed::of);
-        let settled = self.ledger.settle(&key, &route.backend, answer).await;
+        let settled = self.ledger.settle(&key, &report, answer).await;
         match needed {
             Some(needed) if authorization::declares_url_elicitation(relay.capabilities()) => {
                 Err(authorization::url_elicitation_required(&[needed]))

@@ -1,19 +1,38 @@
 //! How a tool call that did not simply succeed reads to an agent: a `CallToolResult` with
-//! `isError: true`, one sentence an LLM can act on — did the call run, may it be retried — and the
-//! machine-readable [`Outcome`] in `_meta["switchyard/outcome"]` (`not_delivered` | `unknown` | `in_progress` |
-//! `completed`), with the ledger key in `_meta["switchyard/claim"]` when there is one.
+//! `isError: true`, one sentence an LLM can act on — did the call run, may it be retried, and the backend's
+//! failure in the one sentence every report of it uses ([`Failure`]; without addresses, commands or stderr for a
+//! caller that may not read the console) — and the machine-readable [`Outcome`] in `_meta["switchyard/outcome"]`
+//! (`not_delivered` | `unknown` | `in_progress` | `completed`), with the ledger key in `_meta["switchyard/claim"]`
+//! when there is one.
 
 use serde_json::{Map, Value, json};
 
-use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{Audience, BackendTarget, Failure, McpError};
 use crate::ledger::{ClaimKey, ClaimRecord, LedgerError};
 pub use crate::mcp::OUTCOME_META;
 use crate::mcp::Outcome;
 
 pub const CLAIM_META: &str = "switchyard/claim";
 
+/// Which backend a failure is reported of, and to whom: what its sentence needs besides the error.
+#[derive(Clone, Copy)]
+pub struct Report<'a> {
+    pub backend: &'a str,
+    pub target: &'a BackendTarget,
+    pub audience: Audience,
+}
+
+impl Report<'_> {
+    /// The failure's sentence ([`Failure`]).
+    pub fn sentence(&self, error: &McpError) -> String {
+        let place = self.target.place();
+        Failure { backend: self.backend, place: &place, error, audience: self.audience }.to_string()
+    }
+}
+
 /// The result of a call that failed on the way to or from the backend.
-pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) -> Value {
+pub fn failed_call(report: &Report<'_>, error: &McpError, claim: Option<&ClaimKey>) -> Value {
+    let backend = report.backend;
     if let McpError::Cancelled = error {
         let sentence = format!(
             "The call to `{backend}` was cancelled at your request after the backend received it; it may have partly run; it was not repeated."
@@ -26,16 +45,15 @@ pub fn failed_call(backend: &str, error: &McpError, claim: Option<&ClaimKey>) ->
         );
         return error_result(Outcome::NotDelivered, &sentence, claim, Answer::ThisCall);
     }
+    let failure = report.sentence(error);
     if error.proves_not_delivered() {
-        let sentence = format!(
-            "The backend `{backend}` could not be reached or refused the call unprocessed; the call did not run; it is safe to retry."
-        );
-        return error_result(Outcome::NotDelivered, &format!("{sentence} ({error})"), claim, Answer::ThisCall);
+        let sentence = format!("The call did not run; it is safe to retry. Why: {failure}.");
+        return error_result(Outcome::NotDelivered, &sentence, claim, Answer::ThisCall);
     }
     let sentence = format!(
-        "The backend `{backend}` failed after receiving the call; it may have run; it was not repeated. Check its effects before retrying."
+        "The call may have run (the backend may have received it); it was not repeated. Check its effects before retrying. Why: {failure}."
     );
-    error_result(Outcome::Unknown, &format!("{sentence} ({error})"), claim, Answer::ThisCall)
+    error_result(Outcome::Unknown, &sentence, claim, Answer::ThisCall)
 }
 
 /// The tool may belong to a backend whose first discovery had not ended within `[server] discovery_wait`.
@@ -66,11 +84,16 @@ pub fn in_progress_unclaimed() -> Value {
     error_result(Outcome::InProgress, sentence, None, Answer::ThisCall)
 }
 
-/// A duplicate of a call whose outcome is unknown.
-pub fn unknown_duplicate(first: &ClaimRecord) -> Value {
-    let why = first.error.as_deref().unwrap_or("the gateway stopped while it ran");
+/// A duplicate of a call whose outcome is unknown. Why it is unknown is the operator's text (a backend's failure
+/// with its stderr, say), so `audience` [`Audience::Agent`] is not told.
+pub fn unknown_duplicate(first: &ClaimRecord, audience: Audience) -> Value {
+    let why = match (first.error.as_deref(), audience) {
+        (_, Audience::Agent) => String::new(),
+        (Some(why), Audience::Operator) => format!(" ({why})"),
+        (None, Audience::Operator) => " (the gateway stopped while it ran)".to_owned(),
+    };
     let sentence = format!(
-        "An earlier call with this key reached the backend `{}` but its outcome is unknown ({why}); it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
+        "An earlier call with this key reached the backend `{}` but its outcome is unknown{why}; it was not repeated. Check its effects; an operator can settle it with `switchyard calls resolve`.",
         first.backend
     );
     error_result(Outcome::Unknown, &sentence, Some(&first.key), Answer::Replayed)
@@ -108,34 +131,59 @@ fn error_result(outcome: Outcome, text: &str, claim: Option<&ClaimKey>, answer: 
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::backend::mcp_client::{AfterDeliveryCause, BackendEndpoint, Fault, NotDeliveredCause};
+
+    fn target() -> BackendTarget {
+        let url = "http://admin:pw@10.0.0.5:9000/mcp?token=t0ken".parse().expect("url");
+        BackendEndpoint::new(url, Duration::from_secs(5)).into()
+    }
+
+    fn text(result: &Value) -> &str {
+        result["content"][0]["text"].as_str().expect("a text")
+    }
 
     #[test]
     fn outcome_follows_the_error_class() {
-        let refused = failed_call(
-            "github",
-            &McpError::NotDelivered {
-                cause: crate::backend::mcp_client::NotDeliveredCause::Refused,
-                reason: "refused".into(),
-            },
-            None,
-        );
+        let target = target();
+        let report = Report { backend: "github", target: &target, audience: Audience::Operator };
+        let refused = McpError::NotDelivered {
+            cause: NotDeliveredCause::Connect,
+            reason: Fault::ConnectionRefused { address: "10.0.0.5:9000".into() },
+        };
+        let refused = failed_call(&report, &refused, None);
         assert_eq!(refused["_meta"][OUTCOME_META], "not_delivered");
         assert_eq!(refused["isError"], true);
-        assert!(refused["content"][0]["text"].as_str().unwrap().contains("safe to retry"));
+        assert!(text(&refused).contains("safe to retry"));
         let key = ClaimKey::request("s", &json!(1));
-        let lost = failed_call(
-            "github",
-            &McpError::AfterDelivery {
-                cause: crate::backend::mcp_client::AfterDeliveryCause::Ended,
-                reason: "reset".into(),
-            },
-            Some(&key),
-        );
+        let lost =
+            McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, reason: "the connection was reset".into() };
+        let lost = failed_call(&report, &lost, Some(&key));
         assert_eq!(lost["_meta"][OUTCOME_META], "unknown");
         assert_eq!(lost["_meta"][CLAIM_META], key.as_str());
-        assert!(lost["content"][0]["text"].as_str().unwrap().contains("not repeated"));
-        let status = failed_call("github", &McpError::HttpStatus { status: 500, body: String::new() }, None);
+        assert!(text(&lost).contains("not repeated"));
+        let status = failed_call(&report, &McpError::HttpStatus { status: 500, body: String::new() }, None);
         assert_eq!(status["_meta"][OUTCOME_META], "unknown", "an HTTP error may come after the tool ran");
+    }
+
+    #[test]
+    fn only_an_operator_reads_where_the_backend_is() {
+        let target = target();
+        let refused = McpError::NotDelivered {
+            cause: NotDeliveredCause::Connect,
+            reason: Fault::ConnectionRefused { address: "10.0.0.5:9000".into() },
+        };
+        let operator = Report { backend: "github", target: &target, audience: Audience::Operator };
+        let told = failed_call(&operator, &refused, None);
+        assert!(
+            text(&told).contains("backend `github` (http://10.0.0.5:9000/mcp): connection refused at 10.0.0.5:9000")
+        );
+        assert!(!text(&told).contains("t0ken") && !text(&told).contains("pw"), "no secret of the URL: {told}");
+        let agent = Report { audience: Audience::Agent, ..operator };
+        let told = failed_call(&agent, &refused, None);
+        assert!(text(&told).contains("backend `github`: the connection was refused"), "{told}");
+        assert!(!text(&told).contains("10.0.0.5"), "no address: {told}");
     }
 }

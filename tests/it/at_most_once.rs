@@ -317,7 +317,7 @@ async fn a_lost_answer_is_unknown_and_never_repeated(store: Store) {
 
     let lost = post(&agent, &call(1, "send email", Some("email-5")), &[]).await;
     assert_eq!(backend.executions(RAN), 1);
-    assert_failure(&lost, "unknown", &["`fault`", "after receiving the call", "may have run", "not repeated"]);
+    assert_failure(&lost, "unknown", &["`fault`", "the backend may have received it", "may have run", "not repeated"]);
     let claim = lost["result"]["_meta"][CLAIM_META].as_str().expect("the claim is named");
     assert!(claim.contains("email-5"), "{claim}");
     assert!(!replayed(&lost));
@@ -343,7 +343,7 @@ async fn an_unreachable_backend_releases_the_claim(store: Store) {
 
     for id in [1, 2] {
         let refused = post(&agent, &call(id, "deploy", Some("deploy-6")), &[]).await;
-        assert_failure(&refused, "not_delivered", &["`fault`", "could not be reached", "did not run", "safe to retry"]);
+        assert_failure(&refused, "not_delivered", &["`fault`", "connect", "did not run", "safe to retry"]);
         let claim = refused["result"]["_meta"][CLAIM_META].as_str().expect("the claim is named");
         let key = ClaimKey::parse(claim).expect("a claim key");
         let stored = gateway.router.ledger().store.get(&key).await.expect("the ledger answers");

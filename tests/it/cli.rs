@@ -68,7 +68,8 @@ async fn check_fails_on_collisions_and_dead_backends_naming_them() {
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("withheld: tool `echo` of backend `two`") && text.contains("backend `one`"), "{text}");
-    assert!(text.contains("backend `gone` failed discovery"), "{text}");
+    let gone = "discovery failed: backend `gone` (http://127.0.0.1:9/mcp): connection refused at 127.0.0.1:9; check";
+    assert!(text.contains(gone), "{text}");
 }
 
 #[tokio::test]
@@ -84,8 +85,11 @@ async fn check_reports_a_stdio_backend_whose_process_does_not_start_and_lists_a_
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.lines().any(|line| line.starts_with("local__echo")), "{text}");
-    assert!(text.contains("backend `broken` failed discovery"), "{text}");
-    assert!(text.contains("backend `broken`: its process does not start (failed starts in a row: 1;"), "{text}");
+    let broken = format!(
+        "discovery failed: backend `broken` (command `{python} {script} early`): the process exited with status 1"
+    );
+    assert!(text.contains(&broken), "{text}");
+    assert_eq!(text.matches("exited with status 1").count(), 1, "the failure is said once: {text}");
 }
 
 #[tokio::test]

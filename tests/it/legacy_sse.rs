@@ -55,14 +55,14 @@ async fn call(connection: &LegacySseConnection, tool: &str, arguments: Value, se
 
 fn assert_not_delivered<T: std::fmt::Debug>(result: Result<T, McpError>, mentions: &str) {
     match result {
-        Err(McpError::NotDelivered { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::NotDelivered { reason, .. }) => assert!(reason.to_string().contains(mentions), "{reason}"),
         other => panic!("expected NotDelivered mentioning {mentions:?}, got {other:?}"),
     }
 }
 
 fn assert_after_delivery(result: Result<Value, McpError>, mentions: &str) {
     match result {
-        Err(McpError::AfterDelivery { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::AfterDelivery { reason, .. }) => assert!(reason.to_string().contains(mentions), "{reason}"),
         other => panic!("expected AfterDelivery mentioning {mentions:?}, got {other:?}"),
     }
 }
@@ -172,9 +172,9 @@ async fn a_post_failing_with_500_has_an_unknown_outcome() {
 async fn a_stream_dropped_after_the_post_is_after_delivery_ends_the_session_and_is_not_retried() {
     let backend = FaultLegacySse::start(Script { drop_stream_after_call: true, ..Script::default() }).await;
     let connection = connect(&backend.url()).await.expect("handshake");
-    assert_after_delivery(call(&connection, "echo", json!({"text": "once"}), 10).await, "ended before answering");
+    assert_after_delivery(call(&connection, "echo", json!({"text": "once"}), 10).await, "closed its SSE stream");
     assert!(!connection.is_alive());
-    assert_not_delivered(call(&connection, "echo", json!({"text": "again"}), 10).await, "had already ended");
+    assert_not_delivered(call(&connection, "echo", json!({"text": "again"}), 10).await, "closed its SSE stream");
     assert_eq!(backend.executions("echo"), 1, "the call in flight ran once and was not repeated");
     backend.update(|script| script.drop_stream_after_call = false);
     let fresh = connect(&backend.url()).await.expect("a new session");

@@ -15,6 +15,7 @@ mod console;
 mod data_dir;
 mod demo_server;
 mod deploy;
+mod failure_sentences;
 mod fair_shares;
 mod fault_backend_selftest;
 mod front_refusals;

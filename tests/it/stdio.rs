@@ -96,14 +96,14 @@ pub(crate) async fn assert_gone(pid: u32) {
 
 fn assert_after_delivery(result: Result<Value, McpError>, mentions: &str) {
     match result {
-        Err(McpError::AfterDelivery { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::AfterDelivery { reason, .. }) => assert!(reason.to_string().contains(mentions), "{reason}"),
         other => panic!("expected AfterDelivery mentioning {mentions:?}, got {other:?}"),
     }
 }
 
 fn assert_not_delivered<T: std::fmt::Debug>(result: Result<T, McpError>, mentions: &str) {
     match result {
-        Err(McpError::NotDelivered { reason, .. }) => assert!(reason.contains(mentions), "{reason}"),
+        Err(McpError::NotDelivered { reason, .. }) => assert!(reason.to_string().contains(mentions), "{reason}"),
         other => panic!("expected NotDelivered mentioning {mentions:?}, got {other:?}"),
     }
 }
@@ -154,10 +154,10 @@ async fn the_fault_server_works_in_normal_mode_and_each_process_counts_alone() {
 async fn a_crash_mid_call_is_after_delivery_and_the_next_call_is_not_delivered() {
     let connection = connect(&fault("crash")).await;
     let pid = connection.pid();
-    assert_after_delivery(call(&connection, "echo", json!({"text": "x"}), 10).await, "ended before answering");
+    assert_after_delivery(call(&connection, "echo", json!({"text": "x"}), 10).await, "exited with status 3");
     assert_gone(pid).await;
     assert!(!connection.is_alive());
-    assert_not_delivered(call(&connection, "echo", json!({}), 10).await, "had already ended");
+    assert_not_delivered(call(&connection, "echo", json!({}), 10).await, "exited with status 3");
     connection.close().await;
 }
 
@@ -172,7 +172,7 @@ async fn a_process_that_exits_before_the_handshake_is_not_delivered() {
         deadline(10),
     )
     .await;
-    assert_not_delivered(refused.map(|connection| connection.pid()), "handshake");
+    assert_not_delivered(refused.map(|connection| connection.pid()), "the process exited with status 1");
 }
 
 #[tokio::test]
@@ -356,7 +356,7 @@ async fn failed_starts_back_off_and_are_reported() {
     assert!(last_error.contains("could not start"), "{last_error}");
     assert_not_delivered(
         launcher.connect(&json!({}), Standing::default(), Opening::Legacy, deadline(5)).await.map(|c| c.pid()),
-        "next attempt is in",
+        "failed starts in a row: 1",
     );
 }
 

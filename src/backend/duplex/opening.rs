@@ -115,7 +115,7 @@ impl Duplex {
 }
 
 fn handshake(reason: String) -> McpError {
-    McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason }
+    McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: reason.into() }
 }
 
 /// The 2026-07-28 side of a session: what the agent asked, and the open `subscriptions/listen` request.

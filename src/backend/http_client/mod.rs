@@ -50,8 +50,13 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 pub enum SendError {
     #[error("the request URI `{0}` names no scheme and host")]
     NotAbsolute(Uri),
-    #[error("could not connect")]
-    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// No connection to `address` (the URI's host and port) could be made.
+    #[error("could not connect to {address}")]
+    Connect {
+        address: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the connection closed before the request was sent")]
     NotSent(#[source] hyper::Error),
     #[error("the exchange failed")]
@@ -113,7 +118,7 @@ impl HttpClient {
                 if reused {
                     continue;
                 }
-                return Err(SendError::Connect(error.into()));
+                return Err(key.connect_error(error.into()));
             }
             match conn.exchange(request).await {
                 Ok(response) => {
@@ -136,11 +141,11 @@ impl HttpClient {
             .authority(key.authority.clone())
             .path_and_query(PathAndQuery::from_static("/"))
             .build()
-            .map_err(|error| SendError::Connect(error.into()))?;
+            .map_err(|error| key.connect_error(error.into()))?;
         let mut connector = self.connector.clone();
-        poll_fn(|cx| connector.poll_ready(cx)).await.map_err(SendError::Connect)?;
-        let io = connector.call(target).await.map_err(SendError::Connect)?;
-        Conn::open(io).await.map_err(|error| SendError::Connect(error.into()))
+        poll_fn(|cx| connector.poll_ready(cx)).await.map_err(|error| key.connect_error(error))?;
+        let io = connector.call(target).await.map_err(|error| key.connect_error(error))?;
+        Conn::open(io).await.map_err(|error| key.connect_error(error.into()))
     }
 }
 

@@ -29,6 +29,11 @@ pub(super) struct Key {
 }
 
 impl Key {
+    /// A failure to connect to this key's host and port.
+    pub(super) fn connect_error(&self, source: Box<dyn std::error::Error + Send + Sync>) -> super::SendError {
+        super::SendError::Connect { address: self.authority.to_string(), source }
+    }
+
     /// The key of an absolute URI; `None` for one without scheme or authority.
     pub(super) fn of(uri: &Uri) -> Option<Key> {
         Some(Key { scheme: uri.scheme()?.clone(), authority: uri.authority()?.clone() })

@@ -51,7 +51,7 @@ async fn a_refused_connection_is_a_connect_error() {
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
     drop(listener);
     let error = HttpClient::new().unwrap().send(get(&uri)).await.unwrap_err();
-    assert!(matches!(error, SendError::Connect(_)) && error.never_sent(), "{error:?}");
+    assert!(matches!(error, SendError::Connect { .. }) && error.never_sent(), "{error:?}");
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ impl LegacySseConnection {
         let headers = headers(backend);
         let (events, endpoint) = stream::open(http, &backend.url, &headers, deadline).await?;
         let uri = http_client::uri_of(&endpoint)
-            .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason })?;
+            .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: reason.into() })?;
         let mut headers = headers;
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let sink = PostSink { http: http.clone(), endpoint: uri, headers };

@@ -15,7 +15,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::backend::duplex::{MessageSink, Sending};
 use crate::backend::http_client::{self, HttpClient};
-use crate::backend::mcp_client::{AfterDeliveryCause, NotDeliveredCause};
+use crate::backend::mcp_client::{AfterDeliveryCause, Fault, NotDeliveredCause};
 use crate::backend::mcp_client::{McpError, Refusal, classify_send_error};
 
 /// How much of an error body is kept for the error message.
@@ -53,7 +53,7 @@ impl PostSink {
     async fn post(&self, message: &Value, deadline: Instant) -> Result<(), McpError> {
         let body = serde_json::to_vec(message).map_err(|error| McpError::NotDelivered {
             cause: NotDeliveredCause::Encode,
-            reason: format!("cannot encode the message: {error}"),
+            reason: format!("cannot encode the message: {error}").into(),
         })?;
         let request = http_client::request(Method::POST, &self.endpoint, self.headers.clone(), Bytes::from(body));
         let mut response = match timeout_at(deadline, self.http.send(request)).await {
@@ -78,9 +78,10 @@ impl PostSink {
         excerpt.truncate(ERROR_BODY_EXCERPT);
         let body = String::from_utf8_lossy(&excerpt).into_owned();
         Err(match Refusal::of(status.as_u16()) {
-            Some(refusal) => {
-                McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
-            }
+            Some(refusal) => McpError::NotDelivered {
+                cause: NotDeliveredCause::Refused,
+                reason: Fault::status(refusal.status(), &body),
+            },
             None => McpError::HttpStatus { status: status.as_u16(), body },
         })
     }

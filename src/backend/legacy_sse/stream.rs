@@ -20,8 +20,8 @@ use tokio::time::{Instant, timeout_at};
 use crate::backend::duplex::MessageSource;
 use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::http_client::{self, HttpClient, Response};
-use crate::backend::mcp_client::NotDeliveredCause;
-use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, error_chain};
+use crate::backend::mcp_client::{Fault, NotDeliveredCause};
+use crate::backend::mcp_client::{MAX_EXCHANGE_BYTES, McpError, connect_fault, error_chain};
 
 /// An open event stream whose `endpoint` event has been read.
 pub(super) struct EventStream {
@@ -29,7 +29,7 @@ pub(super) struct EventStream {
     decoder: SseDecoder,
 }
 
-fn not_delivered(cause: NotDeliveredCause, reason: impl Into<String>) -> McpError {
+fn not_delivered(cause: NotDeliveredCause, reason: impl Into<Fault>) -> McpError {
     McpError::NotDelivered { cause, reason: reason.into() }
 }
 
@@ -53,12 +53,7 @@ pub(super) async fn open(
                 "the deadline passed while opening the backend's SSE stream",
             ));
         }
-        Ok(Err(error)) => {
-            return Err(not_delivered(
-                NotDeliveredCause::Connect,
-                format!("could not open the backend's SSE stream: {}", error_chain(&error)),
-            ));
-        }
+        Ok(Err(error)) => return Err(not_delivered(NotDeliveredCause::Connect, connect_fault(&error))),
         Ok(Ok(response)) => response,
     };
     check_stream(&response)?;
@@ -160,11 +155,11 @@ impl EventStream {
 }
 
 impl MessageSource for EventStream {
-    async fn receive(&mut self) -> Result<Vec<u8>, String> {
+    async fn receive(&mut self) -> Result<Vec<u8>, Fault> {
         // The stream lives as long as the session, so its length is not bounded; the decoder bounds each event.
         let mut unbounded = usize::MAX;
         loop {
-            let event = self.next_event(&mut unbounded).await?;
+            let event = self.next_event(&mut unbounded).await.map_err(Fault::Other)?;
             match event.event.as_str() {
                 "" | "message" => return Ok(event.data.into_bytes()),
                 other => tracing::debug!(event = other, "skipping an event that is not a message"),

@@ -77,7 +77,7 @@ impl McpBackendClient {
         let key = shared.as_ref().unwrap_or(key);
         let slot = self.acquire(key)?;
         let session = self.ensure_session(&slot, key, target, context, None, &Value::Null).await;
-        self.health.exchanged(&key.backend, &session);
+        self.health.exchanged(&key.backend, target, &session);
         session
     }
 
@@ -161,7 +161,7 @@ impl McpBackendClient {
         let tool = tool.map(|name| self.metrics.name(name));
         let params = (!params.is_null()).then_some(&params);
         let answer = self.send_with_retry(target, Call { key, method, params, relay, context }).await;
-        self.health.exchanged(&key.backend, &answer);
+        self.health.exchanged(&key.backend, target, &answer);
         let error = match &answer {
             Ok(result) => ErrorType::of_result_text(result.get()),
             Err(error) => error.error_type(),
@@ -246,13 +246,13 @@ impl McpBackendClient {
             let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
-                    reason: format!("{method} answered without a `{field}` array"),
+                    reason: format!("{method} answered without a `{field}` array").into(),
                 });
             };
             if items.len() + listed.len() > MAX_TOOLS {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
-                    reason: format!("the backend lists more than {MAX_TOOLS} {field}"),
+                    reason: format!("the backend lists more than {MAX_TOOLS} {field}").into(),
                 });
             }
             items.extend(listed);
@@ -263,7 +263,7 @@ impl McpBackendClient {
         }
         Err(McpError::AfterDelivery {
             cause: AfterDeliveryCause::Malformed,
-            reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages"),
+            reason: format!("{method} did not end within {MAX_TOOL_PAGES} pages").into(),
         })
     }
 
@@ -342,9 +342,9 @@ impl McpBackendClient {
         let (slot, evicted) = self.table.acquire(key).map_err(|full| McpError::NotDelivered {
             cause: NotDeliveredCause::NoRoom,
             reason: match full {
-                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use"),
+                TableFull::Busy { capacity } => format!("all {capacity} backend session slots are in use").into(),
                 TableFull::OwnerBusy { cap } => {
-                    format!("all {cap} backend session slots this caller may hold are in use")
+                    format!("all {cap} backend session slots this caller may hold are in use").into()
                 }
             },
         })?;

@@ -15,6 +15,7 @@ use http::Uri;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
 
+use super::sentence::Place;
 use super::session::era::Era;
 use super::wire::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
@@ -254,6 +255,17 @@ impl BackendTarget {
             }
         };
         Peer { transport: "tcp", address: url.host_str().map(str::to_owned), port: url.port_or_known_default() }
+    }
+
+    /// Where the backend is, as the sentence of its failures names it ([`super::Failure`]).
+    pub fn place(&self) -> Place {
+        match self {
+            BackendTarget::Http(endpoint) => Place::url(endpoint.url()),
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(backend), .. }) => {
+                Place::url(&backend.url)
+            }
+            BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(launcher), .. }) => launcher.place(),
+        }
     }
 
     /// How long a stdio backend's process may sit idle before it is stopped (`None`: sessions are not reaped).

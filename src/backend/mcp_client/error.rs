@@ -5,40 +5,89 @@
 //! the request entered the process's stdin: the spawn, the handshake or the table's caps refused it) or legacy SSE
 //! (the `POST` never reached the backend, or the stream or handshake before it failed).
 
+use std::fmt;
+
 use serde_json::Value;
+
+use super::fault::{Audience, Fault, render_status};
 
 use crate::telemetry::ErrorType;
 use crate::telemetry::trace::CallFailure;
 
-/// Why a request to a backend failed. Callers branch on the class.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why a request to a backend failed. Callers branch on the class; the root cause ([`Fault`]) is put into words
+/// once, by [`McpError::render`].
+#[derive(Debug, Clone)]
 pub enum McpError {
     /// The backend did not process the request: connecting failed, the handshake before it did, the session
     /// table or a process cap had no room, or the backend refused it with a status that proves it was not
-    /// processed ([`super::Refusal`]; the reason names the status). Only this error proves that a tool did not run.
-    #[error("the backend did not process the request: {reason}")]
-    NotDelivered { cause: NotDeliveredCause, reason: String },
+    /// processed ([`super::Refusal`]). Only this error proves that a tool did not run.
+    NotDelivered { cause: NotDeliveredCause, reason: Fault },
     /// The backend received the request, or may have, but its answer is unusable. The outcome is unknown.
-    #[error("the backend may have received the request, but its answer was unusable: {reason}")]
-    AfterDelivery { cause: AfterDeliveryCause, reason: String },
+    AfterDelivery { cause: AfterDeliveryCause, reason: Fault },
     /// The backend answered with an HTTP error status that does not prove a refusal (see [`super::Refusal`]; nor
     /// the `404` of an ended session). The outcome is unknown.
-    #[error("the backend answered HTTP {status}: {body}")]
     HttpStatus { status: u16, body: String },
     /// The agent cancelled the request after it was sent; the backend was told. It may have partly run.
-    #[error("the request was cancelled by the agent after it was sent")]
     Cancelled,
     /// The request was not sent: the principal must authorize the gateway at the backend's authorization server
     /// first (`url` to open; `None` when the gateway itself asked and nobody has authorized the backend yet).
     /// Like [`McpError::NotDelivered`], it proves the backend did not process the request.
-    #[error("backend `{backend}` needs authorization{}", url.as_ref().map(|url| format!(": open {url}")).unwrap_or_default())]
     AuthorizationRequired { backend: String, url: Option<String> },
     /// The backend answered with a JSON-RPC error.
-    #[error("the backend answered with error {code}: {message}")]
     Rpc { code: i64, message: String, data: Option<Value> },
 }
 
+impl std::error::Error for McpError {}
+
+impl fmt::Display for McpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.render(Audience::Operator, f)
+    }
+}
+
+/// An error in the words of one audience (see [`McpError::for_audience`]).
+pub struct ForAudience<'a>(&'a McpError, Audience);
+
+impl fmt::Display for ForAudience<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.render(self.1, f)
+    }
+}
+
 impl McpError {
+    /// The error in words for `audience`: its root cause once, and what to do.
+    pub fn render(&self, audience: Audience, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            McpError::NotDelivered { reason, .. } | McpError::AfterDelivery { reason, .. } => {
+                reason.render(audience, f)
+            }
+            McpError::HttpStatus { status, body } => render_status(*status, body, audience, f),
+            McpError::Cancelled => f.write_str("the request was cancelled by the agent after it was sent"),
+            McpError::AuthorizationRequired { backend, url: Some(url) } => {
+                write!(f, "backend `{backend}` needs authorization: open {url}")
+            }
+            McpError::AuthorizationRequired { backend, url: None } => {
+                write!(f, "backend `{backend}` needs authorization")
+            }
+            McpError::Rpc { code, message, .. } => write!(f, "the backend answered with error {code}: {message}"),
+        }
+    }
+
+    /// The error as `audience` reads it.
+    pub fn for_audience(&self, audience: Audience) -> ForAudience<'_> {
+        ForAudience(self, audience)
+    }
+
+    /// The root cause, for a caller that reports this failure under another class (a failed handshake is
+    /// `NotDelivered` whatever failed in it).
+    pub fn into_fault(self) -> Fault {
+        match self {
+            McpError::NotDelivered { reason, .. } | McpError::AfterDelivery { reason, .. } => reason,
+            McpError::HttpStatus { status, body } => Fault::Status { status, body },
+            other => Fault::Other(other.to_string()),
+        }
+    }
+
     /// True only when the backend provably did not process the request.
     pub fn proves_not_delivered(&self) -> bool {
         matches!(self, McpError::NotDelivered { .. } | McpError::AuthorizationRequired { .. })

@@ -19,7 +19,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 
+use super::endpoint::BackendTarget;
 use super::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
+use super::fault::Audience;
+use super::sentence::Failure;
 use crate::telemetry::Metrics;
 
 /// One backend's health.
@@ -81,13 +84,17 @@ impl HealthBoard {
         }
     }
 
-    /// Learns from one exchange with `backend` that has ended.
-    pub fn exchanged<T>(&self, backend: &str, answer: &Result<T, McpError>) {
+    /// Learns from one exchange with `backend` (reached at `target`) that has ended.
+    pub fn exchanged<T>(&self, backend: &str, target: &BackendTarget, answer: &Result<T, McpError>) {
         let Some(tracked) = self.backends.read().get(backend).cloned() else { return };
         tracked.last_exchange.store(self.elapsed_ms(), Ordering::Relaxed);
         match answer {
             Ok(_) | Err(McpError::Rpc { .. }) => self.set(backend, &tracked, BackendHealth::Up),
-            Err(error) if unreachable(error) => self.set(backend, &tracked, down(error.to_string())),
+            Err(error) if unreachable(error) => {
+                let place = target.place();
+                let sentence = Failure { backend, place: &place, error, audience: Audience::Operator };
+                self.set(backend, &tracked, down(sentence.to_string()));
+            }
             Err(_) => {}
         }
     }

@@ -13,6 +13,11 @@ fn up_metric(metrics: &Metrics, backend: &str) -> Option<String> {
     text.lines().find_map(|line| line.strip_prefix(&series).map(str::to_owned))
 }
 
+fn target() -> BackendTarget {
+    let url = reqwest::Url::parse("http://127.0.0.1:9/mcp").unwrap();
+    BackendTarget::Http(crate::backend::mcp_client::BackendEndpoint::new(url, Duration::from_secs(1)))
+}
+
 fn refused() -> McpError {
     McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: "connection refused".into() }
 }
@@ -22,13 +27,13 @@ fn a_backend_is_unknown_then_down_on_a_refused_connection_and_up_on_any_answer()
     let (board, metrics) = board(&["files"]);
     assert_eq!(board.healths()["files"], BackendHealth::Unknown);
     assert_eq!(up_metric(&metrics, "files").as_deref(), Some("0"));
-    board.exchanged::<()>("files", &Err(refused()));
+    board.exchanged::<()>("files", &target(), &Err(refused()));
     assert!(
         matches!(&board.healths()["files"], BackendHealth::Down { error, .. } if error.contains("connection refused"))
     );
     assert_eq!(up_metric(&metrics, "files").as_deref(), Some("0"));
     let rpc = McpError::Rpc { code: -32601, message: "no such method".into(), data: None };
-    board.exchanged::<()>("files", &Err(rpc));
+    board.exchanged::<()>("files", &target(), &Err(rpc));
     assert_eq!(board.healths()["files"], BackendHealth::Up);
     assert_eq!(up_metric(&metrics, "files").as_deref(), Some("1"));
 }
@@ -36,21 +41,21 @@ fn a_backend_is_unknown_then_down_on_a_refused_connection_and_up_on_any_answer()
 #[test]
 fn failures_that_say_nothing_of_reachability_keep_the_health() {
     let (board, _) = board(&["files"]);
-    board.exchanged("files", &Ok(()));
+    board.exchanged("files", &target(), &Ok(()));
     let unusable = McpError::AfterDelivery { cause: AfterDeliveryCause::Malformed, reason: "not JSON".into() };
     for error in [unusable, McpError::HttpStatus { status: 500, body: String::new() }, McpError::Cancelled] {
-        board.exchanged::<()>("files", &Err(error));
+        board.exchanged::<()>("files", &target(), &Err(error));
         assert_eq!(board.healths()["files"], BackendHealth::Up);
     }
     let cut = McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, reason: "the process exited".into() };
-    board.exchanged::<()>("files", &Err(cut));
+    board.exchanged::<()>("files", &target(), &Err(cut));
     assert!(matches!(board.healths()["files"], BackendHealth::Down { .. }));
 }
 
 #[test]
 fn a_backend_that_stays_down_keeps_when_it_went_down_and_says_the_newest_failure() {
     let (board, _) = board(&["files"]);
-    board.exchanged::<()>("files", &Err(refused()));
+    board.exchanged::<()>("files", &target(), &Err(refused()));
     let BackendHealth::Down { since: first, .. } = board.healths()["files"].clone() else { panic!("not down") };
     board.set_down("files", "discovery failed: no tools".into());
     let BackendHealth::Down { since, error } = board.healths()["files"].clone() else { panic!("not down") };
@@ -60,11 +65,11 @@ fn a_backend_that_stays_down_keeps_when_it_went_down_and_says_the_newest_failure
 #[test]
 fn untracked_backends_have_no_health_and_a_forgotten_one_loses_its_metric() {
     let (board, metrics) = board(&["kept", "gone"]);
-    board.exchanged("stranger", &Ok(()));
+    board.exchanged("stranger", &target(), &Ok(()));
     board.set_down("stranger", "x".into());
     assert!(!board.healths().contains_key("stranger"));
     board.track(&[Arc::from("kept")]);
-    board.exchanged("gone", &Ok(()));
+    board.exchanged("gone", &target(), &Ok(()));
     assert_eq!(board.healths().keys().map(|name| name.to_string()).collect::<Vec<_>>(), ["kept"]);
     assert_eq!(up_metric(&metrics, "gone"), None);
     assert_eq!(up_metric(&metrics, "kept").as_deref(), Some("0"));
@@ -73,8 +78,8 @@ fn untracked_backends_have_no_health_and_a_forgotten_one_loses_its_metric() {
 #[test]
 fn the_probe_asks_backends_that_are_down_or_idle_for_the_interval() {
     let (board, _) = board(&["busy", "broken"]);
-    board.exchanged("busy", &Ok(()));
-    board.exchanged::<()>("broken", &Err(refused()));
+    board.exchanged("busy", &target(), &Ok(()));
+    board.exchanged::<()>("broken", &target(), &Err(refused()));
     let hour = Duration::from_secs(3600);
     assert!(!board.needs_probe("busy", hour));
     assert!(board.needs_probe("broken", hour));

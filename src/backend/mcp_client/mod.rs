@@ -11,7 +11,8 @@
 //!   and what is known per backend (era, tools' headers, list-change streams, live processes);
 //! - the wire ([`wire`]): one HTTP exchange, SSE decoding and resumption, and the error class of its failures.
 //!
-//! Beside them, the vocabulary all three share: the error classes ([`error`]), where a backend is reached and
+//! Beside them, the vocabulary all three share: the error classes ([`error`]), their root causes ([`fault`]) and
+//! the one sentence that names the backend with its failure ([`sentence`]), where a backend is reached and
 //! which slot a call uses ([`endpoint`]), and what one call carries down — deadline, principal, span
 //! ([`context`]).
 //!
@@ -23,8 +24,10 @@ mod client;
 mod context;
 mod endpoint;
 mod error;
+mod fault;
 mod health;
 mod retry;
+mod sentence;
 mod session;
 mod table;
 mod wire;
@@ -41,7 +44,9 @@ pub use client::McpBackendClient;
 pub use context::CallContext;
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
+pub use fault::{Audience, Exit, Fault, ManagerError, ProcessEnd};
 pub use health::{BackendHealth, HealthBoard};
+pub use sentence::{Failure, Place, quoted};
 pub(crate) use session::asked::Asked;
 pub use session::era::{Era, LATEST_MODERN_VERSION};
 pub(crate) use session::era::{Verdict, verdict_of_error, verdict_of_result};
@@ -49,7 +54,7 @@ pub(crate) use session::params::initialize_params;
 pub(crate) use session::params::{listen_interests, request_params};
 pub use session::transport::BackendSession;
 pub use wire::authorize::OAuthBinding;
-pub(crate) use wire::failure::{classify_send_error, error_chain};
+pub(crate) use wire::failure::{classify_send_error, connect_fault, error_chain};
 pub(crate) use wire::notifications::NotificationRoute;
 pub use wire::refusal::Refusal;
 pub(crate) use wire::response::{into_result, response_id};
@@ -125,7 +130,7 @@ pub(crate) fn negotiated_version(result: &Value) -> Result<&'static str, McpErro
     SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|supported| *supported == offered).ok_or_else(|| {
         McpError::NotDelivered {
             cause: NotDeliveredCause::Handshake,
-            reason: format!("the backend negotiated unsupported protocol version `{offered}`"),
+            reason: format!("the backend negotiated unsupported protocol version `{offered}`").into(),
         }
     })
 }

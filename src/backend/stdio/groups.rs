@@ -279,8 +279,8 @@ async fn stop_leftovers(record: &Path, leftovers: &[Leftover], grace: Duration) 
     if victims.is_empty() {
         return;
     }
-    let pids: Vec<i32> = victims.iter().map(|(pid, _)| *pid).collect();
-    tracing::warn!(record = %record.display(), ?pids, "stopping stdio backend processes a crashed gateway left running");
+    let pids: Vec<String> = victims.iter().map(|(pid, _)| pid.to_string()).collect();
+    tracing::warn!(record = %record.display(), pids = %pids.join(" "), "stopping stdio backend processes a crashed gateway left running");
     let still_there = || victims.iter().filter(|(pid, start)| same_process(*pid, *start)).map(|(pid, _)| *pid);
     still_there().for_each(|pid| signal(pid, libc::SIGTERM));
     let until = Instant::now() + grace;

@@ -17,8 +17,7 @@ use tokio::time::Instant;
 
 use super::{StdioBackend, StdioConnection, StdioOptions};
 use crate::backend::duplex::{Opening, Standing};
-use crate::backend::mcp_client::McpError;
-use crate::backend::mcp_client::NotDeliveredCause;
+use crate::backend::mcp_client::{Audience, Failure, Fault, McpError, NotDeliveredCause, Place};
 
 /// The wait after the first failed start.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -30,7 +29,8 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub enum SpawnStatus {
     /// The last start succeeded, or none was tried yet.
     Ready,
-    /// The last `failures` starts failed; the next is allowed in `retry_in`.
+    /// The last `failures` starts failed (`last_error`: the sentence of the last failure); the next is allowed in
+    /// `retry_in`.
     Failing { failures: u32, last_error: String, retry_in: Duration },
 }
 
@@ -41,11 +41,18 @@ pub struct Launcher {
     health: Mutex<Health>,
 }
 
+/// Failed starts in a row, and the last one (`None` after a success).
 #[derive(Default)]
 struct Health {
     failures: u32,
-    last_error: String,
-    retry_at: Option<Instant>,
+    last: Option<LastFailure>,
+}
+
+struct LastFailure {
+    fault: Fault,
+    /// The failure's sentence ([`Failure`]).
+    sentence: String,
+    retry_at: Instant,
 }
 
 impl Launcher {
@@ -55,6 +62,11 @@ impl Launcher {
 
     pub fn backend(&self) -> &StdioBackend {
         &self.backend
+    }
+
+    /// The command line, as the sentence of a failure names it.
+    pub fn place(&self) -> Place {
+        Place::command(&self.backend.command.program, &self.backend.command.args)
     }
 
     /// A new process with its session opened as `opening` says, unless starts are backing off.
@@ -74,28 +86,26 @@ impl Launcher {
 
     pub fn status(&self) -> SpawnStatus {
         let health = self.health.lock();
-        match health.retry_at {
+        match &health.last {
             None => SpawnStatus::Ready,
-            Some(retry_at) => SpawnStatus::Failing {
+            Some(last) => SpawnStatus::Failing {
                 failures: health.failures,
-                last_error: health.last_error.clone(),
-                retry_in: retry_at.saturating_duration_since(Instant::now()),
+                last_error: last.sentence.clone(),
+                retry_in: last.retry_at.saturating_duration_since(Instant::now()),
             },
         }
     }
 
     fn check(&self) -> Result<(), McpError> {
         let health = self.health.lock();
-        match health.retry_at {
-            Some(retry_at) if Instant::now() < retry_at => Err(McpError::NotDelivered {
+        match &health.last {
+            Some(last) if Instant::now() < last.retry_at => Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::ProcessStart,
-                reason: format!(
-                    "backend `{}` failed to start {} time(s) in a row; the next attempt is in {} ms (last error: {})",
-                    self.backend.name,
-                    health.failures,
-                    retry_at.saturating_duration_since(Instant::now()).as_millis(),
-                    health.last_error
-                ),
+                reason: Fault::BackingOff {
+                    failures: health.failures,
+                    retry_in: last.retry_at.saturating_duration_since(Instant::now()),
+                    last: Box::new(last.fault.clone()),
+                },
             }),
             _ => Ok(()),
         }
@@ -107,10 +117,13 @@ impl Launcher {
             *health = Health::default();
             return;
         };
+        let place = self.place();
+        let backend = &self.backend.name;
+        let sentence = Failure { backend, place: &place, error, audience: Audience::Operator }.to_string();
+        tracing::warn!(%backend, failures = health.failures + 1, error = %sentence, "stdio backend did not start");
         health.failures = health.failures.saturating_add(1);
-        health.last_error = error.to_string();
-        health.retry_at = Some(Instant::now() + backoff(health.failures, random_fraction()));
-        tracing::warn!(backend = %self.backend.name, failures = health.failures, %error, "stdio backend did not start");
+        let retry_at = Instant::now() + backoff(health.failures, random_fraction());
+        health.last = Some(LastFailure { fault: error.clone().into_fault(), sentence, retry_at });
     }
 }
 

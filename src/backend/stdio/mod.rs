@@ -2,7 +2,8 @@
 //! 2025-11-25 `basic/transports.mdx` §stdio).
 //!
 //! Owns: starting a backend's process with a clean environment in its own process group, and stopping the whole
-//! group ([`process`]); bounded line framing ([`lines`]); stderr logged within a budget ([`stderr`]); one MCP session per process over stdin/stdout, what a
+//! group ([`process`]); bounded line framing ([`lines`]); stderr logged within a budget ([`stderr`]), its last
+//! lines kept ([`tail`]) for the report of how the process ended ([`exit`]); one MCP session per process over stdin/stdout, what a
 //! pipe proves about delivery, the JSON-RPC rules being the shared session core's ([`connection`],
 //! [`crate::backend::duplex`]); and the per-backend start-up health with
 //! exponential backoff and jitter ([`launcher`]); the groups a gateway runs, stopped at its shutdown and, after a
@@ -13,12 +14,14 @@
 //! into.
 
 mod connection;
+mod exit;
 mod groups;
 mod launcher;
 mod lines;
 mod process;
 mod procfs;
 mod stderr;
+mod tail;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -27,6 +27,8 @@ use tokio::time::{Instant, sleep, timeout};
 use super::StdioCommand;
 use super::groups::GroupToken;
 use super::stderr;
+use super::tail::Tail;
+use crate::backend::mcp_client::quoted;
 use crate::sys;
 
 /// The variables a child gets from the gateway's environment (when set there).
@@ -41,6 +43,8 @@ pub(super) struct Spawned {
     pub(super) pid: u32,
     pub(super) stdin: ChildStdin,
     pub(super) stdout: ChildStdout,
+    /// The last lines of its stderr.
+    pub(super) stderr: Tail,
 }
 
 /// Starts `command` for `backend` with the group's `token`, draining its stderr in the background.
@@ -73,12 +77,12 @@ pub(super) fn spawn(backend: &Arc<str>, command: &StdioCommand, token: &GroupTok
         backend = %backend,
         pid,
         program = %command.program.display(),
-        args = ?command.args,
-        env = ?command.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        args = %quoted(&command.args),
+        env = %command.env.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(" "),
         "started a stdio backend process"
     );
-    stderr::drain(Arc::clone(backend), pid, stderr);
-    Ok(Spawned { child, pid, stdin, stdout })
+    let stderr = stderr::drain(Arc::clone(backend), pid, stderr);
+    Ok(Spawned { child, pid, stdin, stdout, stderr })
 }
 
 /// Stops the process and its group (see the module rules) and reaps it. The caller has closed stdin.

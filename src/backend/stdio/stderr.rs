@@ -11,7 +11,7 @@
 //!   logged, and when stderr closes) one line says how many lines and bytes were suppressed. A child that floods
 //!   stderr thus costs the log about 8 KiB a second, not what it writes.
 //! - A reader task feeds the logging loop through a short channel, so the summary's timer never interrupts a
-//!   read halfway through a line.
+//!   read halfway through a line; it also keeps every line in the process's [`Tail`], whatever the budget.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::lines::{Line, LineReader};
+use super::tail::Tail;
 
 /// Longest stderr line logged; the rest of a longer line is dropped.
 pub const MAX_STDERR_LINE: usize = 4096;
@@ -36,20 +37,25 @@ pub const SUMMARY_EVERY: Duration = Duration::from_secs(5);
 /// Lines read ahead of the logging loop.
 const QUEUE: usize = 64;
 
-/// Logs the lines of `stderr` for `backend`'s process `pid` within the budget, on tasks of their own.
-pub(super) fn drain(backend: Arc<str>, pid: u32, stderr: ChildStderr) {
+/// Logs the lines of `stderr` for `backend`'s process `pid` within the budget, on tasks of their own; the
+/// returned tail keeps the last of them.
+pub(super) fn drain(backend: Arc<str>, pid: u32, stderr: ChildStderr) -> Tail {
     let (lines, queue) = mpsc::channel(QUEUE);
-    tokio::spawn(read(stderr, lines));
+    let tail = Tail::new();
+    tokio::spawn(read(stderr, lines, tail.clone()));
     tokio::spawn(log(backend, pid, queue));
+    tail
 }
 
-async fn read(stderr: ChildStderr, queue: mpsc::Sender<Line>) {
+async fn read(stderr: ChildStderr, queue: mpsc::Sender<Line>, tail: Tail) {
     let mut lines = LineReader::new(BufReader::new(stderr), MAX_STDERR_LINE);
     while let Ok(Some(line)) = lines.next_line().await {
+        tail.push(&line.bytes);
         if queue.send(line).await.is_err() {
             break;
         }
     }
+    tail.close();
 }
 
 async fn log(backend: Arc<str>, pid: u32, mut queue: mpsc::Receiver<Line>) {

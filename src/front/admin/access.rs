@@ -15,9 +15,11 @@
 //!   DNS-rebound name never counts, whatever address the gateway binds) and the request carries no `Forwarded`,
 //!   `X-Forwarded-For` or `X-Real-IP` header (a reverse proxy on this machine forwards other machines' requests
 //!   from loopback). Without a known peer address (no `ConnectInfo`) a caller is not on this machine.
-//! - The same rule decides who reads the error texts of `/readyz` ([`admits`]), which refuses nobody.
+//! - The same rule decides who reads the error texts of `/readyz` ([`admits`]), which refuses nobody, and who
+//!   reads a failing backend's sentence in full in an agent's answer ([`audience`]): anyone else reads it without
+//!   the backend's address, command or stderr.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -28,6 +30,7 @@ use super::super::error::FrontError;
 use super::super::guard::is_loopback_host;
 use super::super::{Front, Settings};
 use crate::auth::{Admins, AuthError, Endpoint, Principal};
+use crate::router::Audience;
 
 /// Headers a reverse proxy adds; their presence means the peer address is the proxy's, not the caller's.
 const FORWARDING_HEADERS: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
@@ -62,11 +65,7 @@ pub(crate) async fn admits(
     peer: Option<SocketAddr>,
     headers: &HeaderMap,
 ) -> Result<(), FrontError> {
-    let exempt = match settings.console {
-        ConsoleAccess::ThisMachine => true,
-        ConsoleAccess::Administrators { loopback } => loopback && !headers.contains_key(header::AUTHORIZATION),
-    };
-    if exempt && on_this_machine(peer, headers) {
+    if exempt(settings, peer.map(|peer| peer.ip()), headers) {
         return Ok(());
     }
     let authorization = headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
@@ -85,9 +84,32 @@ pub(crate) async fn admits(
     }
 }
 
+/// Who reads the error texts of a request whose `principal` is authenticated: an operator when [`admits`] would
+/// let it read the console, else an agent.
+pub(crate) fn audience(
+    settings: &Settings,
+    peer: Option<IpAddr>,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Audience {
+    match exempt(settings, peer, headers) || settings.admins.admits(principal) {
+        true => Audience::Operator,
+        false => Audience::Agent,
+    }
+}
+
+/// Whether the console's rule lets this request in without judging its credential (see the module rules).
+fn exempt(settings: &Settings, peer: Option<IpAddr>, headers: &HeaderMap) -> bool {
+    let exempt = match settings.console {
+        ConsoleAccess::ThisMachine => true,
+        ConsoleAccess::Administrators { loopback } => loopback && !headers.contains_key(header::AUTHORIZATION),
+    };
+    exempt && on_this_machine(peer, headers)
+}
+
 /// Whether the request comes from this machine itself (see the module rules).
-fn on_this_machine(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
-    let loopback_peer = peer.is_some_and(|peer| peer.ip().to_canonical().is_loopback());
+fn on_this_machine(peer: Option<IpAddr>, headers: &HeaderMap) -> bool {
+    let loopback_peer = peer.is_some_and(|peer| peer.to_canonical().is_loopback());
     let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or_default();
     let forwarded = FORWARDING_HEADERS.iter().any(|name| headers.contains_key(*name));
     loopback_peer && is_loopback_host(host) && !forwarded
@@ -125,8 +147,8 @@ mod tests {
             .collect()
     }
 
-    fn peer(text: &str) -> Option<SocketAddr> {
-        Some(text.parse().expect("address"))
+    fn peer(text: &str) -> Option<IpAddr> {
+        Some(text.parse::<SocketAddr>().expect("address").ip())
     }
 
     #[test]

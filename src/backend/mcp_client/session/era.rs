@@ -139,7 +139,7 @@ impl Eras {
     /// Remembers a verdict; returns its epoch.
     pub(crate) fn remember(&self, backend: &Arc<str>, known: Known) -> u64 {
         let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed) + 1;
-        tracing::info!(%backend, era = ?known_name(&known), "backend protocol era decided");
+        tracing::info!(%backend, era = known_name(&known), "backend protocol era decided");
         self.lock().insert(Arc::clone(backend), (known, epoch));
         epoch
     }

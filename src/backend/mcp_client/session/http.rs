@@ -137,7 +137,7 @@ pub(crate) async fn send_http(
                 let params = json!({"requestId": id, "reason": "cancelled by the agent"});
                 let cancelled = jsonrpc::notification(method::CANCELLED, Some(params));
                 if let Err(error) = exchange.deliver(&cancelled).await {
-                    tracing::warn!(?error, "could not forward a cancellation to the backend");
+                    tracing::warn!(%error, "could not forward a cancellation to the backend");
                 }
             }
             Err(ExchangeError::Failed(McpError::Cancelled))
@@ -196,7 +196,7 @@ fn session_id(headers: &HeaderMap) -> Result<Option<HeaderValue>, McpError> {
             0 => Ok(None),
             n => Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::Handshake,
-                reason: format!("the backend sent {n} MCP-Session-Id headers"),
+                reason: format!("the backend sent {n} MCP-Session-Id headers").into(),
             }),
         };
     };

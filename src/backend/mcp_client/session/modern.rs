@@ -56,7 +56,7 @@ pub(crate) fn mirrored_headers(message: &Value) -> Result<Vec<(HeaderName, Heade
 fn header_value(text: &str) -> Result<HeaderValue, McpError> {
     HeaderValue::from_str(&encode_header_value(text)).map_err(|error| McpError::NotDelivered {
         cause: NotDeliveredCause::Encode,
-        reason: format!("cannot put {text:?} in a header: {error}"),
+        reason: format!("cannot put {text:?} in a header: {error}").into(),
     })
 }
 

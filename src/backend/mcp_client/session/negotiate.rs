@@ -98,7 +98,9 @@ impl Negotiation<'_> {
             }
             Verdict::Legacy | Verdict::Retry(_) if endpoint.era() == Era::Modern => Err(not_modern()),
             Verdict::Legacy | Verdict::Retry(_) => Ok((Known::Legacy, UNCONFIRMED)),
-            Verdict::Refused(why) => Err(McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: why }),
+            Verdict::Refused(why) => {
+                Err(McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: why.into() })
+            }
         }
     }
 

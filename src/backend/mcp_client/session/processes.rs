@@ -108,7 +108,7 @@ impl ProcessCounts {
                     }
                     Full::Global(cap) => format!("all {cap} stdio backend processes are busy (max_stdio_processes)"),
                 };
-                return Err(McpError::NotDelivered { cause: NotDeliveredCause::NoRoom, reason });
+                return Err(McpError::NotDelivered { cause: NotDeliveredCause::NoRoom, reason: reason.into() });
             }
         }
     }

@@ -83,13 +83,14 @@ impl Sessions {
                 negotiation.start_http(key, endpoint, context, capabilities).await.map_err(|error| match error {
                     // The principal must authorize first: the agent is told where, not that a handshake failed.
                     McpError::AuthorizationRequired { .. } => error,
-                    // What stopped the handshake stays the cause (a refused connection is still `Connect`).
+                    // What stopped the handshake stays the cause (a refused connection is still `Connect`), and
+                    // its root cause the reason, unwrapped.
                     error => {
                         let cause = match &error {
                             McpError::NotDelivered { cause, .. } => *cause,
                             _ => NotDeliveredCause::Handshake,
                         };
-                        McpError::NotDelivered { cause, reason: format!("the backend handshake failed: {error}") }
+                        McpError::NotDelivered { cause, reason: error.into_fault() }
                     }
                 })
             }

@@ -111,7 +111,7 @@ async fn read(shared: &Shared, session: &BackendSession, mut hooks: Hooks<'_>) {
             Err(ExchangeError::Failed(McpError::HttpStatus { status: 405, .. })) => return,
             Err(error) => {
                 failures += 1;
-                tracing::debug!(?error, "could not open a backend's standalone stream");
+                tracing::debug!(%error, "could not open a backend's standalone stream");
             }
         }
         tokio::time::sleep(REOPEN_PAUSE).await;

@@ -176,7 +176,7 @@ impl Stream {
                 }
                 Err(error) => {
                     failures += 1;
-                    tracing::debug!(backend = %self.backend, ?error, "could not open a subscriptions/listen stream");
+                    tracing::debug!(backend = %self.backend, %error, "could not open a subscriptions/listen stream");
                 }
             }
             tokio::time::sleep(REOPEN_PAUSE).await;

@@ -67,7 +67,8 @@ impl OAuthBinding {
                          all share the principal `anonymous`: this agent needs a credential of its own (an API key \
                          or a token the gateway accepts) to use it",
                         self.backend
-                    ),
+                    )
+                    .into(),
                 });
             }
             return Ok(caller.to_owned());
@@ -104,7 +105,8 @@ impl OAuthBinding {
         if token.backend() != &*self.backend {
             return Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::Authorization,
-                reason: format!("an OAuth token of backend `{}` was about to be sent elsewhere", token.backend()),
+                reason: format!("an OAuth token of backend `{}` was about to be sent elsewhere", token.backend())
+                    .into(),
             });
         }
         Ok(token)
@@ -117,7 +119,7 @@ impl OAuthBinding {
             }
             OAuthNeed::Failed(error) => McpError::NotDelivered {
                 cause: NotDeliveredCause::Authorization,
-                reason: format!("no OAuth token could be obtained for backend `{}`: {error}", self.backend),
+                reason: format!("no OAuth token could be obtained for backend `{}`: {error}", self.backend).into(),
             },
         }
     }

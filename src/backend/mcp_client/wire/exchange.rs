@@ -38,6 +38,7 @@ use crate::backend::event_stream::{SseDecoder, SseEvent};
 use crate::backend::http_client::{self, HttpClient, Response};
 use crate::backend::mcp_client::endpoint::BackendEndpoint;
 use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
+use crate::backend::mcp_client::fault::Fault;
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
@@ -164,7 +165,8 @@ impl Exchange<'_> {
             let status = response.status().as_u16();
             return Err(McpError::NotDelivered {
                 cause: NotDeliveredCause::Authorization,
-                reason: format!("the backend refused a freshly obtained OAuth token too (HTTP {status}); not retried"),
+                reason: format!("the backend refused a freshly obtained OAuth token too (HTTP {status}); not retried")
+                    .into(),
             }
             .into());
         }
@@ -197,9 +199,10 @@ impl Exchange<'_> {
 
     /// The backend's URI; a URL that is none fails every exchange before anything is sent.
     fn uri(&self) -> Result<&http::Uri, McpError> {
-        self.endpoint
-            .uri()
-            .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: reason.to_owned() })
+        self.endpoint.uri().map_err(|reason| McpError::NotDelivered {
+            cause: NotDeliveredCause::Connect,
+            reason: reason.to_owned().into(),
+        })
     }
 
     /// What the era and session put on every request, after the backend's own headers.
@@ -234,9 +237,10 @@ impl Exchange<'_> {
             }
             let body = excerpt(&body);
             let error = match Refusal::of(status.as_u16()) {
-                Some(refusal) => {
-                    McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) }
-                }
+                Some(refusal) => McpError::NotDelivered {
+                    cause: NotDeliveredCause::Refused,
+                    reason: Fault::status(refusal.status(), &body),
+                },
                 None => McpError::HttpStatus { status: status.as_u16(), body },
             };
             return Err(error.into());
@@ -424,7 +428,7 @@ impl Exchange<'_> {
     /// Answers a backend's request. A failed answer is not fatal: the exchange's own deadline still bounds us.
     async fn reply(&self, reply: &Value) {
         if let Err(error) = self.deliver(reply).await {
-            tracing::warn!(?error, "could not answer a backend's request");
+            tracing::warn!(%error, "could not answer a backend's request");
         }
     }
 
@@ -559,6 +563,6 @@ fn content_type(response: &Response) -> ContentType {
 /// A message's bytes, once: a resend after a refusal sends them again.
 pub(crate) fn encode(message: &impl Serialize) -> Result<Bytes, McpError> {
     let bytes = serde_json::to_vec(message)
-        .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string() })?;
+        .map_err(|e| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: e.to_string().into() })?;
     Ok(Bytes::from(bytes))
 }

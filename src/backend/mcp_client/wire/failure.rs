@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::refusal::Refusal;
 use crate::backend::http_client::SendError;
 use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError, NotDeliveredCause};
+use crate::backend::mcp_client::fault::Fault;
 use crate::mcp::jsonrpc;
 
 /// How much of an HTTP error body is kept for the error message.
@@ -44,6 +45,18 @@ impl ExchangeError {
     }
 }
 
+impl std::fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeError::SessionGone => f.write_str("the backend ended the session (HTTP 404)"),
+            ExchangeError::Rejected(Rejection { status, code, message, .. }) => {
+                write!(f, "HTTP {status} with error {code}: {message}")
+            }
+            ExchangeError::NotModern(error) | ExchangeError::Failed(error) => error.fmt(f),
+        }
+    }
+}
+
 impl From<McpError> for ExchangeError {
     fn from(error: McpError) -> Self {
         ExchangeError::Failed(error)
@@ -68,7 +81,8 @@ impl Rejection {
             jsonrpc::HEADER_MISMATCH | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION if (400..500).contains(&status) => {
                 McpError::NotDelivered {
                     cause: NotDeliveredCause::Refused,
-                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}"),
+                    reason: format!("the backend refused it unprocessed with HTTP {status}, error {code}: {message}")
+                        .into(),
                 }
             }
             _ => McpError::Rpc { code, message, data },
@@ -89,13 +103,15 @@ pub(crate) fn modern_refusal(status: u16, body: &[u8]) -> ExchangeError {
     }
     let body = excerpt(body);
     let error = match Refusal::of(status) {
-        Some(refusal) => McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: refusal.reason(&body) },
+        Some(refusal) => {
+            McpError::NotDelivered { cause: NotDeliveredCause::Refused, reason: Fault::status(refusal.status(), &body) }
+        }
         None => McpError::HttpStatus { status, body },
     };
     if matches!(status, 400 | 405) { ExchangeError::NotModern(error) } else { ExchangeError::Failed(error) }
 }
 
-pub(super) fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<String>) -> McpError {
+pub(super) fn after_delivery(cause: AfterDeliveryCause, reason: impl Into<Fault>) -> McpError {
     McpError::AfterDelivery { cause, reason: reason.into() }
 }
 
@@ -106,13 +122,39 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
 
 pub(crate) fn classify_send_error(error: &SendError) -> McpError {
     if error.never_sent() {
-        McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: error_chain(error) }
+        McpError::NotDelivered { cause: NotDeliveredCause::Connect, reason: connect_fault(error) }
     } else {
         after_delivery(
             AfterDeliveryCause::Ended,
-            format!("the request failed after connecting: {}", error_chain(error)),
+            format!("the connection failed after the request was sent: {}", error_chain(error)),
         )
     }
+}
+
+/// Why a request never left: a refused connection names its address; any other failure to connect, the HTTP
+/// stack's words.
+pub(crate) fn connect_fault(error: &SendError) -> Fault {
+    match error {
+        SendError::Connect { address, source } if is_refused(source.as_ref()) => {
+            Fault::ConnectionRefused { address: address.clone() }
+        }
+        SendError::Connect { address, source } => {
+            Fault::Unreachable { address: address.clone(), detail: error_chain(source.as_ref()) }
+        }
+        other => Fault::Other(error_chain(other)),
+    }
+}
+
+/// Whether an I/O error in the chain is a refused connection.
+fn is_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }
 
 /// A client error's top-level message hides the cause ("client error (Connect)"); the chain names it.

@@ -78,7 +78,7 @@ impl Refusal {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Refusal::BadRequest => "Bad Request",
             Refusal::Unauthorized => "Unauthorized",
@@ -92,14 +92,6 @@ impl Refusal {
             Refusal::TooManyRequests => "Too Many Requests",
             Refusal::HeaderFieldsTooLarge => "Request Header Fields Too Large",
         }
-    }
-
-    /// The sentence of [`McpError::NotDelivered`](crate::backend::mcp_client::McpError::NotDelivered) for this refusal, with an
-    /// excerpt of the backend's body.
-    pub(crate) fn reason(self, body: &str) -> String {
-        let body = body.trim();
-        let said = if body.is_empty() { String::new() } else { format!(": {body}") };
-        format!("the backend refused it unprocessed with {self}{said}")
     }
 }
 
@@ -120,15 +112,5 @@ mod tests {
         for status in refusals {
             assert_eq!(Refusal::of(status).map(Refusal::status), Some(status), "the status round-trips");
         }
-    }
-
-    #[test]
-    fn the_reason_names_the_status_and_keeps_the_body() {
-        let reason = Refusal::ContentTooLarge.reason("  body too big \n");
-        assert_eq!(reason, "the backend refused it unprocessed with HTTP 413 Content Too Large: body too big");
-        assert_eq!(
-            Refusal::TooManyRequests.reason(""),
-            "the backend refused it unprocessed with HTTP 429 Too Many Requests"
-        );
     }
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::backend::mcp_client::error::{AfterDeliveryCause, McpError};
+use crate::backend::mcp_client::fault::Fault;
 use crate::mcp::jsonrpc;
 use crate::raw_json::RawJson;
 
@@ -46,7 +47,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> R
     T::deserialize(deserializer).map(Some)
 }
 
-fn malformed(reason: impl Into<String>) -> McpError {
+fn malformed(reason: impl Into<Fault>) -> McpError {
     McpError::AfterDelivery { cause: AfterDeliveryCause::Malformed, reason: reason.into() }
 }
 
@@ -94,7 +95,7 @@ mod tests {
 
     fn reason(error: McpError) -> String {
         match error {
-            McpError::AfterDelivery { cause: AfterDeliveryCause::Malformed, reason } => reason,
+            McpError::AfterDelivery { cause: AfterDeliveryCause::Malformed, reason } => reason.to_string(),
             other => panic!("not a malformed answer: {other:?}"),
         }
     }
