@@ -427,6 +427,7 @@ fn front_settings(
             allowed_origins: config.server.allowed_origins.clone(),
             allowed_hosts: config.server.allowed_hosts.clone(),
             binds_loopback: config.server.binds_loopback(),
+            cors_credentials: config.server.cors_credentials,
         },
         auth,
         admins: admins(config),

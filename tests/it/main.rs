@@ -11,6 +11,7 @@ mod backend_oauth_jwt;
 mod backend_refusals;
 mod cli;
 mod console;
+mod cors;
 mod data_dir;
 mod demo_server;
 mod deploy;
