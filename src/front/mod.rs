@@ -35,6 +35,7 @@ pub mod callback;
 mod caller;
 pub mod cancels;
 mod cors;
+pub mod cutoff;
 mod error;
 pub mod guard;
 mod http;
@@ -43,6 +44,7 @@ pub mod listener;
 pub mod metrics;
 pub mod modern;
 pub mod pending;
+mod polled;
 mod post;
 pub mod replay;
 mod resource;
@@ -124,6 +126,8 @@ pub struct Front {
     pub tracer: Option<Tracer>,
     /// The 2026-07-28 `subscriptions/listen` streams open on this replica.
     pub listens: Arc<modern::listen::Listens>,
+    /// Cut by the composition root when a graceful shutdown's drain runs out: running requests are answered then.
+    pub cutoff: cutoff::Cutoff,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.

@@ -55,7 +55,7 @@ pub use claims::{CallLedger, REPLAYED_META};
 use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
-pub use outcome::{CLAIM_META, OUTCOME_META};
+pub use outcome::{CLAIM_META, OUTCOME_META, shut_down};
 pub use readiness::{Health, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 
