@@ -142,6 +142,8 @@ pub struct Script {
     pub modern_versions: Vec<String>,
     /// Listed by `prompts/list`; `prompts/get` answers any of them.
     pub prompts: Vec<Value>,
+    /// What `resources/list` lists, on one page (`resources/templates/list` lists nothing).
+    pub resources: Vec<Value>,
     /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
     /// tool list changed.
     pub announce_tools_changed: bool,
@@ -189,6 +191,7 @@ impl Default for Script {
             eras: Eras::Legacy,
             modern_versions: vec![modern::LATEST_MODERN.to_owned()],
             prompts: Vec::new(),
+            resources: Vec::new(),
             announce_tools_changed: false,
             input_rounds: Vec::new(),
             require_bearer: false,
@@ -654,8 +657,11 @@ impl Exchange<'_> {
                 self.reply(Vec::new(), success(id, json!({ "messages": messages }))).await
             }
             "resources/list" | "resources/templates/list" => {
-                let field = if method == "resources/list" { "resources" } else { "resourceTemplates" };
-                self.reply(Vec::new(), success(id, json!({ field: [] }))).await
+                let page = match method {
+                    "resources/list" => json!({ "resources": self.script.resources }),
+                    _ => json!({ "resourceTemplates": [] }),
+                };
+                self.reply(Vec::new(), success(id, page)).await
             }
             "resources/read" => {
                 let uri = params.get("uri").cloned().unwrap_or(Value::Null);
