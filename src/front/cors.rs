@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use super::Front;
 use super::error::FrontError;
 use super::guard::Admission;
+use crate::mcp::modern::PARAM_HEADER_PREFIX;
 
 /// The methods of `/mcp` and `/mcp/{backend}`.
 pub(super) const MCP_METHODS: &str = "GET, POST, DELETE, OPTIONS";
@@ -41,8 +42,6 @@ const EXPOSED_HEADERS: &str = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authent
 /// Ten minutes: browsers cap it anyway (Chromium at two hours), and a reload that drops an origin is seen by
 /// preflights within that time (the requests themselves are judged at once).
 const MAX_AGE: &str = "600";
-/// The 2026-07-28 per-tool headers, whose names only the tools' schemas know.
-const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 
 /// `OPTIONS` on `/mcp` or `/mcp/{backend}`.
 pub(super) async fn preflight_mcp(State(front): State<Arc<Front>>, headers: HeaderMap) -> Result<Response, FrontError> {

@@ -10,7 +10,8 @@
 //! every backend in view that declared logging and on which the caller's policy grants something (a tool, a prompt
 //! or its resources). A backend that cannot be reached while listing is skipped, not
 //! fatal. These requests run no tools, so the ledger is not involved. A prompt, or a backend's resources, the
-//! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
+//! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule). A
+//! session-era caller gets a 2026-07-28-era backend's results without `resultType`, which its revision lacks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
+use crate::mcp::modern::without_result_type;
 use crate::mcp::{Relay, RelayMessage, SessionMessage};
 
 /// How many empty backend pages one gateway page reads past before it ends the listing: an empty page that names
@@ -104,6 +106,10 @@ impl CallRouter {
             })
             // Prompts, resources and completions are read or rewritten above: a tree.
             .and_then(|result| continuation::refuse_elsewhere(backend, method, result.to_value()))
+            .map(|result| match caller.sessionless || continuation::asks_input(&result) {
+                true => result,
+                false => without_result_type(result),
+            })
     }
 
     pub(super) async fn get_prompt(
