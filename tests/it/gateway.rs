@@ -32,6 +32,18 @@ fn error_code(body: &Value) -> i64 {
 }
 
 #[tokio::test]
+async fn a_demo_tool_error_reads_right_under_its_exposed_name() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let failed = agent.call_tool("demo__fail", json!({})).await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    let message = crate::support::assert::text(&failed);
+    assert_eq!(message, "invalid arguments: missing required argument `message`");
+    let asked = agent.call_tool("demo__fail", json!({"message": "as asked"})).await;
+    assert_eq!(crate::support::assert::text(&asked), "as asked");
+}
+
+#[tokio::test]
 async fn initialize_negotiates_and_seals_a_session() {
     let (gateway, _demo) = gateway_with_demo().await;
     let mut agent = Agent::new(gateway.mcp());
