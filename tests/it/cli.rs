@@ -282,10 +282,13 @@ async fn a_call_still_running_when_the_drain_runs_out_is_answered_with_an_unknow
     let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
     let call = tokio::spawn(async move { agent.call_tool("demo__sleep", json!({"ms": 10_000})).await });
+    let sessionless = crate::modern_front::ModernAgent::new(gateway.mcp());
+    let sleep = json!({"name": "demo__sleep", "arguments": {"ms": 10_000}});
+    let modern_call = tokio::spawn(async move { sessionless.send_with(json!(9), "tools/call", sleep, |_| {}).await });
     let running = format!("{}/admin/api/calls?outcome=in_flight", gateway.base);
-    crate::support::assert::eventually("the sleep call is claimed", || async {
+    crate::support::assert::eventually("both sleep calls are claimed", || async {
         let listed = reqwest::get(&running).await.unwrap().text().await.unwrap();
-        serde_json::from_str::<Value>(&listed).unwrap()["calls"].as_array().is_some_and(|calls| calls.len() == 1)
+        serde_json::from_str::<Value>(&listed).unwrap()["calls"].as_array().is_some_and(|calls| calls.len() == 2)
     })
     .await;
     assert!(gateway.terminate().await.success());
@@ -294,6 +297,12 @@ async fn a_call_still_running_when_the_drain_runs_out_is_answered_with_an_unknow
     assert_eq!(result["isError"], true, "{answered}");
     assert_eq!(result["_meta"]["switchyard/outcome"], "unknown", "{answered}");
     assert!(crate::support::assert::text(&answered).contains("shutting down"), "{answered}");
+    let modern = modern_call.await.expect("an answer in the 2026-07-28 era too");
+    assert_eq!(modern.status, reqwest::StatusCode::OK, "{}", modern.raw);
+    let modern = modern.body.expect("a JSON-RPC answer");
+    assert_eq!(modern["id"], 9, "{modern}");
+    assert_eq!(modern["result"]["resultType"], "complete", "the era's shape: {modern}");
+    assert_eq!(modern["result"]["_meta"]["switchyard/outcome"], "unknown", "{modern}");
 }
 
 #[tokio::test]
