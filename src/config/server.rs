@@ -455,18 +455,19 @@ mod tests {
         assert!(parse_host_pattern("user@host").is_err());
     }
 
-    fn per_principal(text: &str, env: &[(&str, &str)]) -> Result<usize, String> {
+    /// What `read` finds in the `[server]` section the file `text` and the environment `env` give, or the error.
+    fn loaded<T>(text: &str, env: &[(&str, &str)], read: impl Fn(&ServerConfig) -> T) -> Result<T, String> {
         let config = crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied());
-        config.map(|config| config.server.max_backend_sessions_per_principal).map_err(|error| error.to_string())
+        config.map(|config| read(&config.server)).map_err(|error| error.to_string())
+    }
+
+    fn per_principal(text: &str, env: &[(&str, &str)]) -> Result<usize, String> {
+        loaded(text, env, |server| server.max_backend_sessions_per_principal)
     }
 
     #[test]
     fn the_session_table_size_is_a_bounded_count() {
-        let size = |text: &str, env: &[(&str, &str)]| {
-            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
-                .map(|config| config.server.max_backend_sessions)
-                .map_err(|error| error.to_string())
-        };
+        let size = |text: &str, env: &[(&str, &str)]| loaded(text, env, |server| server.max_backend_sessions);
         assert_eq!(size("", &[]), Ok(BACKEND_SESSION_TABLE_SIZE));
         assert_eq!(size("[server]\nmax_backend_sessions = 16384\n", &[]), Ok(16384));
         assert_eq!(size("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS", "20000")]), Ok(20000));
@@ -505,9 +506,7 @@ mod tests {
     #[test]
     fn the_per_principal_connection_cap_defaults_to_a_quarter_of_max_connections() {
         let server = |text: &str, env: &[(&str, &str)]| {
-            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
-                .map(|config| (config.server.connections_per_principal(), config.server.max_streams_per_session))
-                .map_err(|error| error.to_string())
+            loaded(text, env, |server| (server.connections_per_principal(), server.max_streams_per_session))
         };
         assert_eq!(server("", &[]), Ok((DEFAULT_MAX_CONNECTIONS / 4, DEFAULT_MAX_STREAMS_PER_SESSION)));
         assert_eq!(server("[server]\nmax_connections = 100\n", &[]), Ok((25, 4)), "follows max_connections");
@@ -533,11 +532,7 @@ mod tests {
 
     #[test]
     fn cors_credentials_is_off_unless_configured() {
-        let credentials = |text: &str, env: &[(&str, &str)]| {
-            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
-                .map(|config| config.server.cors_credentials)
-                .map_err(|error| error.to_string())
-        };
+        let credentials = |text: &str, env: &[(&str, &str)]| loaded(text, env, |server| server.cors_credentials);
         assert_eq!(credentials("", &[]), Ok(false));
         assert_eq!(credentials("[server]\ncors_credentials = true\n", &[]), Ok(true));
         assert_eq!(

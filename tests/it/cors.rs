@@ -12,7 +12,7 @@ use reqwest::header::HeaderMap;
 use serde_json::json;
 
 use crate::agent_auth::api_keys;
-use crate::support::gateway::{TestGateway, backend_toml};
+use crate::support::gateway::{Agent, Reply, TestGateway, backend_toml};
 
 const LISTED: &str = "https://app.example.com";
 const LOOPBACK_PAGE: &str = "http://localhost:6274";
@@ -40,18 +40,11 @@ async fn preflight(url: &str, origin: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn initialize(url: &str, origin: Option<&str>) -> reqwest::Response {
+async fn initialize(url: &str, origin: Option<&str>) -> Reply {
     let message = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}});
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(message.to_string());
-    if let Some(origin) = origin {
-        request = request.header("origin", origin);
-    }
-    request.send().await.unwrap()
+    let origin: Vec<(&str, &str)> = origin.map(|origin| ("origin", origin)).into_iter().collect();
+    Agent::new(url.to_owned()).post_raw(message.to_string().into_bytes(), &origin).await
 }
 
 /// The headers every answer to an admitted origin carries.
@@ -114,8 +107,8 @@ async fn a_foreign_origin_is_refused_preflight_and_request_alike() {
         assert_eq!(body["error"]["message"], "Origin `https://evil.example` is not allowed", "{body}");
     }
     let refused = initialize(&gateway.mcp(), Some("https://evil.example")).await;
-    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
-    assert!(refused.headers().get("access-control-allow-origin").is_none());
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.headers.get("access-control-allow-origin").is_none());
     let rebound = reqwest::Client::new()
         .request(reqwest::Method::OPTIONS, gateway.mcp())
         .header("origin", LOOPBACK_PAGE)
@@ -130,18 +123,18 @@ async fn a_foreign_origin_is_refused_preflight_and_request_alike() {
 async fn answers_to_an_admitted_origin_expose_the_session_header() {
     let (gateway, _demo) = gateway("", "").await;
     let answer = initialize(&gateway.mcp(), Some(LISTED)).await;
-    assert_eq!(answer.status(), StatusCode::OK);
-    assert_exposed(answer.headers(), LISTED);
-    assert!(answer.headers().contains_key("mcp-session-id"));
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_exposed(&answer.headers, LISTED);
+    assert!(answer.headers.contains_key("mcp-session-id"));
     let scoped = initialize(&format!("{}/mcp/demo", gateway.base), Some(LOOPBACK_PAGE)).await;
-    assert_exposed(scoped.headers(), LOOPBACK_PAGE);
+    assert_exposed(&scoped.headers, LOOPBACK_PAGE);
     let unknown = initialize(&format!("{}/mcp/nope", gateway.base), Some(LISTED)).await;
-    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
-    assert_exposed(unknown.headers(), LISTED);
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_exposed(&unknown.headers, LISTED);
     let agent = initialize(&gateway.mcp(), None).await;
-    assert_eq!(agent.status(), StatusCode::OK);
+    assert_eq!(agent.status, StatusCode::OK);
     for name in ["access-control-allow-origin", "access-control-expose-headers", "vary"] {
-        assert!(agent.headers().get(name).is_none(), "no {name} without Origin: {:?}", agent.headers());
+        assert!(agent.headers.get(name).is_none(), "no {name} without Origin: {:?}", agent.headers);
     }
 }
 
@@ -149,9 +142,9 @@ async fn answers_to_an_admitted_origin_expose_the_session_header() {
 async fn a_refused_credential_is_readable_by_the_page() {
     let (gateway, _demo) = gateway("", &api_keys()).await;
     let refused = initialize(&gateway.mcp(), Some(LISTED)).await;
-    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
-    assert_exposed(refused.headers(), LISTED);
-    assert!(header(refused.headers(), "www-authenticate").starts_with("Bearer"), "{:?}", refused.headers());
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert_exposed(&refused.headers, LISTED);
+    assert!(header(&refused.headers, "www-authenticate").starts_with("Bearer"), "{:?}", refused.headers);
 }
 
 #[tokio::test]
@@ -161,6 +154,6 @@ async fn cors_credentials_allows_the_browsers_credentials() {
     assert_eq!(answer.status(), StatusCode::NO_CONTENT);
     assert_eq!(header(answer.headers(), "access-control-allow-credentials"), "true");
     let answer = initialize(&gateway.mcp(), Some(LISTED)).await;
-    assert_eq!(header(answer.headers(), "access-control-allow-origin"), LISTED);
-    assert_eq!(header(answer.headers(), "access-control-allow-credentials"), "true");
+    assert_eq!(header(&answer.headers, "access-control-allow-origin"), LISTED);
+    assert_eq!(header(&answer.headers, "access-control-allow-credentials"), "true");
 }
