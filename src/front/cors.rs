@@ -80,7 +80,9 @@ fn allowed_headers(request: &HeaderMap) -> HeaderValue {
         .flat_map(|list| list.split(','))
         .map(str::trim)
         .filter(|name| name.len() > PARAM_HEADER_PREFIX.len())
-        .filter(|name| name[..PARAM_HEADER_PREFIX.len()].eq_ignore_ascii_case(PARAM_HEADER_PREFIX))
+        .filter(|name| {
+            name.get(..PARAM_HEADER_PREFIX.len()).is_some_and(|start| start.eq_ignore_ascii_case(PARAM_HEADER_PREFIX))
+        })
         .filter(|name| HeaderName::from_bytes(name.as_bytes()).is_ok())
         .collect();
     if params.is_empty() {
