@@ -33,6 +33,7 @@ use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
 use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
+use crate::front::cutoff::Cutoff;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::pending::PendingRequests;
@@ -60,6 +61,9 @@ pub const CATALOG_TTL: Duration = Duration::from_secs(300);
 pub const DEMO_BACKEND: &str = "demo";
 /// How much longer than its steps stopping the stdio processes at shutdown may take.
 const STOP_MARGIN: Duration = Duration::from_secs(1);
+/// How long the answers of the requests cut at the end of the drain get to be written before their connections
+/// are dropped.
+const CUT_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -265,6 +269,7 @@ impl Gateway {
             self.tasks.push(tokio::spawn(serving));
         }
         let drain = Arc::new(Swap::new(self.config.server.shutdown_drain));
+        let cut_front = Arc::clone(&front);
         let live = Live {
             config: self.config.clone(),
             configured_listen,
@@ -280,13 +285,18 @@ impl Gateway {
         };
         let _control = self.start_reloads(live);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let serving = listener::serve(listener, app, watched_limits, async move {
+        let mut serving = std::pin::pin!(listener::serve(listener, app, watched_limits, async move {
             shutdown.await;
             let _ = stopping.send(());
-        });
+        }));
         tokio::select! {
-            () = serving => {}
-            () = drain_deadline(stop, &drain) => {}
+            () = &mut serving => {}
+            () = drain_deadline(stop, &drain) => {
+                // The requests still running are answered now, and their connections close once the answers are
+                // written; a connection that is not done by then (a standalone stream) is dropped.
+                cut_front.cutoff.cut();
+                let _ = tokio::time::timeout(CUT_GRACE, serving).await;
+            }
         }
         self.stop_processes().await;
         // Calls still running now will not be settled by this process: their outcome is unknown.
@@ -343,6 +353,7 @@ impl Gateway {
             metrics: Arc::clone(self.metrics()),
             tracer: self.tracer.clone(),
             listens: Arc::default(),
+            cutoff: Cutoff::default(),
         }))
     }
 
@@ -427,6 +438,7 @@ fn front_settings(
             allowed_origins: config.server.allowed_origins.clone(),
             allowed_hosts: config.server.allowed_hosts.clone(),
             binds_loopback: config.server.binds_loopback(),
+            cors_credentials: config.server.cors_credentials,
         },
         auth,
         admins: admins(config),

@@ -12,6 +12,8 @@
 //!   ignored, because shells and container runtimes often pass unset variables as empty ones.
 //! - `allowed_origins` and `allowed_hosts` are validated globs, stored lowercased; how they admit a request (the
 //!   loopback origins and names always, `Host` only on a loopback `listen`) is the front's admission rule.
+//!   `cors_credentials` (default off) only adds `Access-Control-Allow-Credentials` to the answers those origins
+//!   get; it admits no other origin.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -24,8 +26,8 @@ use super::error::ConfigError;
 use super::fields::{Count, EnvLookup, Fault, KeyPath, list, optional, optional_size};
 use super::stdio::{DEFAULT_MAX_STDIO_PROCESSES, PROCESSES};
 use super::values::{
-    Expected, SIZE_EXPECTED, SizeInput, duration_text, listen_text, parse_byte_size, parse_duration, parse_listen,
-    parse_positive_duration, parse_public_url,
+    Expected, SIZE_EXPECTED, SizeInput, duration_text, listen_text, parse_bool, parse_byte_size, parse_duration,
+    parse_listen, parse_positive_duration, parse_public_url,
 };
 
 /// The address served when nothing says otherwise: loopback only, so a first run exposes nothing.
@@ -77,6 +79,8 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// Extra `Host` values (lowercase globs, with or without `:port`) accepted while bound to loopback.
     pub allowed_hosts: Vec<String>,
+    /// Whether answers to allowed browser origins say `Access-Control-Allow-Credentials: true`.
+    pub cors_credentials: bool,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
     /// How long an agent session id stays valid after `initialize`.
@@ -121,6 +125,7 @@ pub(super) struct RawServer {
     session_secret_file: Option<String>,
     allowed_origins: Vec<String>,
     allowed_hosts: Vec<String>,
+    cors_credentials: Option<bool>,
     max_body: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     session_ttl: Option<String>,
@@ -153,6 +158,7 @@ impl Default for ServerConfig {
             session_secret_file: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            cors_credentials: false,
             max_body: DEFAULT_MAX_BODY,
             session_ttl: DEFAULT_SESSION_TTL,
             max_revocations: DEFAULT_MAX_REVOCATIONS,
@@ -219,6 +225,7 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
         )?,
         allowed_origins: list(&section.key("allowed_origins"), &raw.allowed_origins, parse_origin_pattern)?,
         allowed_hosts: list(&section.key("allowed_hosts"), &raw.allowed_hosts, parse_host_pattern)?,
+        cors_credentials: raw.cors_credentials.unwrap_or(defaults.cors_credentials),
         max_body: build_max_body(&section.key("max_body"), raw.max_body.as_ref())?.unwrap_or(defaults.max_body),
         session_ttl: optional(&section.key("session_ttl"), raw.session_ttl.as_deref(), parse_ttl)?
             .unwrap_or(defaults.session_ttl),
@@ -289,6 +296,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
         lookup.get("SWITCHYARD_ALLOWED_HOSTS", "allowed_hosts", |text| parse_comma_list(text, parse_host_pattern))?
     {
         server.allowed_hosts = hosts;
+    }
+    if let Some(credentials) = lookup.get("SWITCHYARD_CORS_CREDENTIALS", "cors_credentials", parse_bool)? {
+        server.cors_credentials = credentials;
     }
     if let Some(max_body) = lookup.get("SWITCHYARD_MAX_BODY", "max_body", parse_max_body)? {
         server.max_body = max_body;
@@ -457,18 +467,19 @@ mod tests {
         assert!(parse_host_pattern("user@host").is_err());
     }
 
-    fn per_principal(text: &str, env: &[(&str, &str)]) -> Result<usize, String> {
+    /// What `read` finds in the `[server]` section the file `text` and the environment `env` give, or the error.
+    fn loaded<T>(text: &str, env: &[(&str, &str)], read: impl Fn(&ServerConfig) -> T) -> Result<T, String> {
         let config = crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied());
-        config.map(|config| config.server.max_backend_sessions_per_principal).map_err(|error| error.to_string())
+        config.map(|config| read(&config.server)).map_err(|error| error.to_string())
+    }
+
+    fn per_principal(text: &str, env: &[(&str, &str)]) -> Result<usize, String> {
+        loaded(text, env, |server| server.max_backend_sessions_per_principal)
     }
 
     #[test]
     fn the_session_table_size_is_a_bounded_count() {
-        let size = |text: &str, env: &[(&str, &str)]| {
-            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
-                .map(|config| config.server.max_backend_sessions)
-                .map_err(|error| error.to_string())
-        };
+        let size = |text: &str, env: &[(&str, &str)]| loaded(text, env, |server| server.max_backend_sessions);
         assert_eq!(size("", &[]), Ok(BACKEND_SESSION_TABLE_SIZE));
         assert_eq!(size("[server]\nmax_backend_sessions = 16384\n", &[]), Ok(16384));
         assert_eq!(size("", &[("SWITCHYARD_MAX_BACKEND_SESSIONS", "20000")]), Ok(20000));
@@ -507,9 +518,7 @@ mod tests {
     #[test]
     fn the_per_principal_connection_cap_defaults_to_a_quarter_of_max_connections() {
         let server = |text: &str, env: &[(&str, &str)]| {
-            crate::config::Config::from_toml_str(text, "t.toml", env.iter().copied())
-                .map(|config| (config.server.connections_per_principal(), config.server.max_streams_per_session))
-                .map_err(|error| error.to_string())
+            loaded(text, env, |server| (server.connections_per_principal(), server.max_streams_per_session))
         };
         assert_eq!(server("", &[]), Ok((DEFAULT_MAX_CONNECTIONS / 4, DEFAULT_MAX_STREAMS_PER_SESSION)));
         assert_eq!(server("[server]\nmax_connections = 100\n", &[]), Ok((25, 4)), "follows max_connections");
@@ -531,6 +540,22 @@ mod tests {
         }
         let message = server("", &[("SWITCHYARD_MAX_STREAMS_PER_SESSION", "many")]).expect_err("text");
         assert!(message.contains("overrides server.max_streams_per_session"), "{message}");
+    }
+
+    #[test]
+    fn cors_credentials_is_off_unless_configured() {
+        let credentials = |text: &str, env: &[(&str, &str)]| loaded(text, env, |server| server.cors_credentials);
+        assert_eq!(credentials("", &[]), Ok(false));
+        assert_eq!(credentials("[server]\ncors_credentials = true\n", &[]), Ok(true));
+        assert_eq!(
+            credentials("[server]\ncors_credentials = true\n", &[("SWITCHYARD_CORS_CREDENTIALS", "False")]),
+            Ok(false)
+        );
+        let message = credentials("[server]\ncors_credentials = \"yes\"\n", &[]).expect_err("a string");
+        assert!(message.contains("server.cors_credentials: invalid type"), "{message}");
+        let message = credentials("", &[("SWITCHYARD_CORS_CREDENTIALS", "yes")]).expect_err("not a boolean");
+        assert!(message.contains("overrides server.cors_credentials"), "{message}");
+        assert!(message.contains("\"true\" or \"false\""), "{message}");
     }
 
     #[test]

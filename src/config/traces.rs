@@ -28,7 +28,7 @@ use reqwest::Url;
 
 use super::error::ConfigError;
 use super::fields::{Count, EnvLookup, Fault, KeyPath, env_setting, optional, quoted};
-use super::values::Expected;
+use super::values::{Expected, parse_bool};
 use crate::ledger_url::redact;
 
 pub const DEFAULT_SERVICE_NAME: &str = "switchyard";
@@ -318,14 +318,6 @@ fn parse_protocol(text: &str) -> Result<(), Expected> {
         _ => Err("\"http/json\" or \"http/protobuf\" (traces are sent over HTTP as JSON, which OTLP/HTTP \
                   collectors accept on the same endpoint; gRPC is not spoken)"
             .into()),
-    }
-}
-
-fn parse_bool(text: &str) -> Result<bool, Expected> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err("\"true\" or \"false\"".into()),
     }
 }
 

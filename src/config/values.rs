@@ -237,6 +237,15 @@ pub(super) fn parse_header_name(text: &str) -> Result<HeaderName, Expected> {
     Ok(name)
 }
 
+/// `true` or `false`, in any case (how environment variables spell a boolean key).
+pub(super) fn parse_bool(text: &str) -> Result<bool, Expected> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("\"true\" or \"false\"".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

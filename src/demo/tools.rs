@@ -75,7 +75,9 @@ impl Tool {
     pub async fn call(self, arguments: &Map<String, Value>, caller: Caller<'_>) -> Value {
         match self.run(arguments, caller).await {
             Ok(result) => result,
-            Err(error) => error_result(&format!("invalid arguments for tool `{}`: {error}", self.name())),
+            // Not naming the tool: a gateway exposes it under another name (`demo__fail`), and the caller knows
+            // which tool it called.
+            Err(error) => error_result(&format!("invalid arguments: {error}")),
         }
     }
 
@@ -311,11 +313,13 @@ mod tests {
             (Tool::Sleep, json!({"ms": 1.5}), "argument `ms` must be an integer"),
             (Tool::Sleep, json!({}), "missing required argument `ms`"),
             (Tool::Counter, json!({"step": 2}), "unknown argument `step`"),
+            (Tool::Fail, json!({}), "missing required argument `message`"),
         ];
         for (tool, arguments, expected) in cases {
             let result = call(tool, arguments).await;
             assert_eq!(result["isError"], true, "{tool:?}");
-            assert!(text(&result).contains(expected), "{tool:?}: {}", text(&result));
+            let message = text(&result);
+            assert!(message.starts_with(&format!("invalid arguments: {expected}")), "{tool:?}: {message}");
         }
     }
 

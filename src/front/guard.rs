@@ -34,6 +34,8 @@ pub struct Admission {
     pub allowed_hosts: Vec<String>,
     /// Whether the gateway listens on a loopback address; only then is `Host` checked.
     pub binds_loopback: bool,
+    /// Whether answers to an admitted origin allow the browser to send its credentials ([`super::cors`]).
+    pub cors_credentials: bool,
 }
 
 /// Why a request was refused before it was read.
@@ -61,10 +63,10 @@ impl Admission {
 
     /// The browser checks, which come before anything else of any request.
     pub fn check_origin_and_host(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        if let Some(origin) = text(headers, header::ORIGIN)
-            && !self.origin_allowed(&origin)
+        if let Some(origin) = headers.get(header::ORIGIN)
+            && !self.admits_origin(origin)
         {
-            return Err(Refusal::Origin(origin.into_owned()));
+            return Err(Refusal::Origin(String::from_utf8_lossy(origin.as_bytes()).into_owned()));
         }
         let host = text(headers, header::HOST).unwrap_or_default();
         if !self.host_allowed(&host) {
@@ -81,9 +83,9 @@ impl Admission {
         }
     }
 
-    /// Whether a request carrying this `Origin` header may be served (see the module rules).
-    fn origin_allowed(&self, origin: &str) -> bool {
-        let origin = origin.to_ascii_lowercase();
+    /// Whether a request carrying this `Origin` header value may be served (see the module rules).
+    pub fn admits_origin(&self, origin: &HeaderValue) -> bool {
+        let origin = String::from_utf8_lossy(origin.as_bytes()).to_ascii_lowercase();
         is_loopback_origin(&origin) || self.allowed_origins.iter().any(|pattern| glob_match(pattern, &origin))
     }
 

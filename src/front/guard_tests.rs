@@ -14,8 +14,14 @@ fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     map
 }
 
+impl Admission {
+    fn origin_allowed(&self, origin: &str) -> bool {
+        self.admits_origin(&HeaderValue::from_str(origin).expect("a header value"))
+    }
+}
+
 fn loopback() -> Admission {
-    Admission { allowed_origins: Vec::new(), allowed_hosts: Vec::new(), binds_loopback: true }
+    Admission { allowed_origins: Vec::new(), allowed_hosts: Vec::new(), binds_loopback: true, cors_credentials: false }
 }
 
 fn with(edit: impl FnOnce(&mut Admission)) -> Admission {
@@ -35,6 +41,7 @@ fn server(listen: &str, origins: &[&str], hosts: &[&str]) -> Admission {
         binds_loopback: listen.parse::<std::net::SocketAddr>().expect("address").ip().is_loopback(),
         allowed_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
         allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+        cors_credentials: false,
     }
 }
 

@@ -2,7 +2,8 @@
 //! clients (MCP transports §"Streamable HTTP", lifecycle §"Initialization").
 //!
 //! Owns: the HTTP surface (`POST`/`DELETE`/`GET` on `/mcp` and `/mcp/{backend}`, each wrapped in its access
-//! record by [`access`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/start` of
+//! record by [`access`]; their `OPTIONS` preflights and cross-origin headers, and the metadata documents', by
+//! [`cors`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/start` of
 //! [`start`] and `/oauth/callback` of [`callback`], the operator's console `/ui/` and `/admin/api/…` of
 //! [`admin`]). This
 //! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
@@ -33,6 +34,8 @@ mod body;
 pub mod callback;
 mod caller;
 pub mod cancels;
+mod cors;
+pub mod cutoff;
 mod error;
 pub mod guard;
 mod http;
@@ -41,6 +44,7 @@ pub mod listener;
 pub mod metrics;
 pub mod modern;
 pub mod pending;
+mod polled;
 mod post;
 pub mod replay;
 mod resource;
@@ -63,7 +67,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, options, post};
 use serde::Serialize;
 
 use crate::auth::{Admins, Authenticator};
@@ -122,19 +126,28 @@ pub struct Front {
     pub tracer: Option<Tracer>,
     /// The 2026-07-28 `subscriptions/listen` streams open on this replica.
     pub listens: Arc<modern::listen::Listens>,
+    /// Cut by the composition root when a graceful shutdown's drain runs out: running requests are answered then.
+    pub cutoff: cutoff::Cutoff,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
 pub fn app(front: Arc<Front>) -> Router {
     let recorded = middleware::from_fn_with_state(Arc::clone(&front), access::record);
-    let app = Router::new()
+    let cross_origin = middleware::from_fn_with_state(Arc::clone(&front), cors::expose);
+    // A preflight is not an MCP request, so it is not recorded as one.
+    let browsers = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
         .route_layer(recorded)
+        .route("/mcp", options(cors::preflight_mcp))
+        .route("/mcp/{backend}", options(cors::preflight_mcp))
+        .route(resource::ROUTES[0], get(resource::metadata).options(cors::preflight_metadata))
+        .route(resource::ROUTES[1], get(resource::metadata).options(cors::preflight_metadata))
+        .route_layer(cross_origin);
+    let app = Router::new()
+        .merge(browsers)
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
-        .route(resource::ROUTES[0], get(resource::metadata))
-        .route(resource::ROUTES[1], get(resource::metadata))
         .route(start::START_PATH, get(start::show).post(start::proceed))
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());

@@ -7,9 +7,10 @@
 //! server-to-client requests) and notifications are 202 without a body; `notifications/cancelled` cancels the
 //! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
 //! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent is polled
-//! as a [`stream::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
+//! as a [`polled::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
 //! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied;
 //! a backend's `tools/call` result comes back as its text and is spliced into the response ([`super::splice`]).
+//! Such a request still running when a shutdown's drain runs out is answered then ([`super::cutoff`]).
 //!
 //! Era (a gateway serving MCP 2025-11-25 and 2026-07-28 on one endpoint): a message that names the 2026-07-28 era
 //! ([`modern::is_modern`]: its `_meta` protocol version, or a 2026-07-28 `MCP-Protocol-Version`) and carries no
@@ -32,7 +33,7 @@ use super::error::FrontError;
 use super::guard::Admission;
 use super::session::AgentSession;
 use super::splice::JsonRpcReply;
-use super::{Front, admin, body, http, modern, stream};
+use super::{Front, admin, body, cutoff, http, modern, polled, stream};
 use crate::mcp::Relay;
 use crate::mcp::message::{Incoming, Message, Request};
 use crate::mcp::method::Method;
@@ -174,13 +175,15 @@ impl Front {
             let reply = Box::pin(self.reply(request, params, &relay)).await;
             return Ok(http::reply(StatusCode::OK, reply));
         }
-        // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
+        // Polled here, detached to a task only when it must outlive this handler (see `polled::Call`).
         let front = Arc::clone(self);
-        let call = stream::Call::new(async move {
+        let (cut_id, cut_method) = (id.clone(), method.clone());
+        let call = polled::Call::new(async move {
             let _cancellable = cancellable;
             let request = Routed { caller: &caller, backend: backend.as_deref(), method: &method, version };
             front.reply(request, params, &relay).await
-        });
+        })
+        .cut_at(&self.cutoff, move || cutoff::response(&cut_id, &cut_method));
         let Some(messages) = messages else {
             return Ok(http::reply(StatusCode::OK, call.await));
         };

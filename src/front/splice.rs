@@ -3,7 +3,9 @@
 //! `{"jsonrpc":"2.0","id":<the agent's id>,"result":<the backend's bytes>}` spliced together, so the result is
 //! never parsed nor re-encoded on its way to the agent.
 //!
-//! Rules: the same text is the body of a JSON answer and the data of an SSE event; a result whose text spans
+//! Rules: a result carrying `resultType` (only a 2026-07-28-era backend writes one) is the exception: it is read,
+//! loses that member and is written again, so a session-era agent never sees a member its revision does not
+//! define; the check costs nothing more, as the result's flags are read anyway. The same text is the body of a JSON answer and the data of an SSE event; a result whose text spans
 //! lines (a backend that pretty-prints) is written as one `data:` line per line, which the agent's SSE decoder
 //! joins with `\n` — whitespace between JSON tokens, since a JSON string holds no raw line break. What the access
 //! record and the trace are told is what the tree would have told them.
@@ -12,6 +14,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use crate::mcp::ResultFlags;
+use crate::mcp::modern::without_result_type;
 use crate::raw_json::RawJson;
 use crate::router::{Found, RpcFailure};
 use crate::telemetry::{ErrorType, RequestRecord};
@@ -29,10 +33,13 @@ impl JsonRpcReply {
     /// The response to the request `id` that ended with `answer`.
     pub(super) fn of(id: &Value, answer: Result<Found, RpcFailure>) -> JsonRpcReply {
         match answer {
-            Ok(Found::Relayed(result)) => JsonRpcReply::Spliced {
-                text: response_text(id, &result),
-                error: ErrorType::of_result_text(result.get()),
-            },
+            Ok(Found::Relayed(result)) => {
+                let flags = ResultFlags::read(result.get());
+                if flags.has_result_type() {
+                    return JsonRpcReply::Tree(crate::mcp::jsonrpc::result(id, without_result_type(result.to_value())));
+                }
+                JsonRpcReply::Spliced { text: response_text(id, &result), error: ErrorType::of_flags(&flags) }
+            }
             Ok(Found::Built(result)) => JsonRpcReply::Tree(crate::mcp::jsonrpc::result(id, result)),
             Err(failure) => JsonRpcReply::Tree(failure.into_message(id)),
         }
@@ -139,6 +146,18 @@ mod tests {
         assert_eq!(built.text(), r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}"#);
         let refused = JsonRpcReply::of(&json!(3), Err(RpcFailure { code: -32602, message: "no".into(), data: None }));
         assert_eq!(record(&refused), ErrorType::Rpc(-32602));
+    }
+
+    #[test]
+    fn only_a_result_with_a_result_type_is_rewritten_and_it_loses_that_member() {
+        let modern = JsonRpcReply::of(&json!(4), Ok(Found::Relayed(raw(r#"{"content":[],"resultType":"complete"}"#))));
+        assert!(matches!(modern, JsonRpcReply::Tree(_)));
+        assert_eq!(modern.text(), r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]}}"#);
+        let failed =
+            JsonRpcReply::of(&json!(5), Ok(Found::Relayed(raw(r#"{"isError":true,"resultType":"complete"}"#))));
+        assert_eq!(failed.to_value()["result"], json!({"isError": true}));
+        let legacy = JsonRpcReply::of(&json!(6), Ok(Found::Relayed(raw(r#"{"content": [], "kind": "resultType"}"#))));
+        assert!(matches!(legacy, JsonRpcReply::Spliced { .. }), "the ordinary path keeps the backend's bytes");
     }
 
     #[test]

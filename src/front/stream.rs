@@ -26,8 +26,9 @@ use tokio::sync::mpsc;
 
 use super::http;
 use super::pending::PendingRequests;
+use super::polled::Call;
 use super::replay::{CallLog, Replays, SharedLog};
-use super::splice::{JsonRpcReply, data_lines};
+use super::splice::data_lines;
 use crate::mcp::RelayMessage;
 
 /// How long a stream may stay silent before a keep-alive comment is sent.
@@ -74,75 +75,6 @@ pub(super) async fn answer(mut call: Call, mut outbox: Outbox) -> Response {
             None => http::reply(StatusCode::OK, reply),
         },
     }
-}
-
-/// What a call ends with: the agent's JSON-RPC response (with its HTTP status, in the 2026-07-28 era).
-pub(super) trait Reply: Send + 'static {
-    /// The reply of a call that panicked inside the gateway; `error` is its JSON-RPC internal error.
-    fn failed(error: Value) -> Self;
-}
-
-impl Reply for JsonRpcReply {
-    fn failed(error: Value) -> JsonRpcReply {
-        JsonRpcReply::Tree(error)
-    }
-}
-
-impl Reply for (StatusCode, Value) {
-    fn failed(error: Value) -> Self {
-        (StatusCode::OK, error)
-    }
-}
-
-/// The call, once it is done.
-type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// A call polled by whoever awaits it (no task, no channel on the way); dropped before it finished, it goes on
-/// running on a task of its own, so the agent's going away never stops a call half-way nor leaves its ledger
-/// claim unsettled (both eras: in the 2026-07-28 era the front cancels the backend request first, and the call
-/// settles that). A panic inside the call becomes a JSON-RPC internal error, as it would on a task.
-pub(super) struct Call<T: Reply = JsonRpcReply>(Option<Pending<T>>);
-
-impl<T: Reply> Call<T> {
-    pub(super) fn new(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
-        Call(Some(Box::pin(call)))
-    }
-}
-
-impl<T: Reply> Future for Call<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let Some(call) = self.0.as_mut() else { return Poll::Pending };
-        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.as_mut().poll(cx)));
-        let reply = match polled {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(reply)) => reply,
-            Err(panic) => T::failed(internal_error(&format_args!("panicked: {}", panic_message(panic.as_ref())))),
-        };
-        self.0 = None;
-        Poll::Ready(reply)
-    }
-}
-
-impl<T: Reply> Drop for Call<T> {
-    fn drop(&mut self) {
-        if let (Some(call), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
-            runtime.spawn(call);
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("")
-}
-
-fn internal_error(error: &impl std::fmt::Display) -> Value {
-    crate::mcp::jsonrpc::error(
-        None,
-        crate::mcp::jsonrpc::INTERNAL_ERROR,
-        &format!("the call failed inside the gateway: {error}"),
-    )
 }
 
 fn sse_response(first: Outgoing, outbox: Outbox, call: Call) -> Response {

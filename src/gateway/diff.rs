@@ -86,6 +86,7 @@ impl ConfigDiff {
             session_secret_file,
             allowed_origins,
             allowed_hosts,
+            cors_credentials,
             max_body,
             session_ttl,
             max_revocations,
@@ -115,6 +116,7 @@ impl ConfigDiff {
         let reloadable = [
             ("server.allowed_origins", running.allowed_origins != *allowed_origins),
             ("server.allowed_hosts", running.allowed_hosts != *allowed_hosts),
+            ("server.cors_credentials", running.cors_credentials != *cors_credentials),
             ("server.max_body", running.max_body != *max_body),
             ("server.shutdown_drain", running.shutdown_drain != *shutdown_drain),
             ("server.discovery_wait", running.discovery_wait != *discovery_wait),

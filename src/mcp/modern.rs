@@ -1,7 +1,7 @@
 //! The wire vocabulary of MCP 2026-07-28, the sessionless ("modern") revision that
 //! the root and [`super::meta`] do not already hold: the version a modern request is first sent with, the headers
 //! that mirror `tools/call` arguments (`basic/transports/streamable-http.mdx` §Headers), the value encoding of every
-//! mirrored header, and the `input_required` result type. The versions, `mcp-method` / `mcp-name` and the `_meta`
+//! mirrored header, the `input_required` result type, and a result without `resultType` for earlier revisions. The versions, `mcp-method` / `mcp-name` and the `_meta`
 //! keys live once, in the root ([`super::MODERN_PROTOCOL_VERSIONS`]) and [`super::meta`].
 //!
 //! Rules: a header value is sent as-is unless it is not plain visible ASCII without leading or trailing
@@ -10,6 +10,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
 
 use super::MODERN_PROTOCOL_VERSIONS;
 
@@ -23,6 +24,15 @@ pub const HEADER_KEYWORD: &str = "x-mcp-header";
 
 /// `result.resultType` of a result that asks the client for input (multi round-trip requests).
 pub const INPUT_REQUIRED: &str = "input_required";
+
+/// `result` as a session-era client may see it: without `resultType`, a member every 2026-07-28 result carries
+/// and no earlier revision defines (2025-11-25 clients may refuse what their schema does not know).
+pub fn without_result_type(mut result: Value) -> Value {
+    if let Some(members) = result.as_object_mut() {
+        members.remove("resultType");
+    }
+    result
+}
 
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";

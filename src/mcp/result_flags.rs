@@ -34,6 +34,12 @@ impl ResultFlags {
         self.is_error == Some(Value::Bool(true))
     }
 
+    /// Whether the result has a `resultType`, a member only the 2026-07-28 revision defines (so only a backend of
+    /// that era writes it).
+    pub fn has_result_type(&self) -> bool {
+        self.result_type.as_ref().is_some_and(Value::is_string)
+    }
+
     /// Whether the result asks the client for input (`"resultType": "input_required"`).
     pub fn asks_input(&self) -> bool {
         self.result_type.as_ref().and_then(Value::as_str) == Some(INPUT_REQUIRED)
@@ -49,10 +55,11 @@ mod tests {
         let flags = ResultFlags::read(r#"{"content":[{"type":"text","text":"\"isError\":true"}],"isError":true}"#);
         assert!(flags.is_error() && !flags.asks_input());
         let asking = ResultFlags::read(r#" {"resultType":"input_required","inputRequests":{}}"#);
-        assert!(asking.asks_input() && !asking.is_error());
+        assert!(asking.asks_input() && asking.has_result_type() && !asking.is_error());
+        assert!(ResultFlags::read(r#"{"resultType":"complete"}"#).has_result_type());
         for text in [r#"{"isError":"true","resultType":1}"#, r#"[true,"input_required"]"#, "null", "{"] {
             let flags = ResultFlags::read(text);
-            assert!(!flags.is_error() && !flags.asks_input(), "{text}");
+            assert!(!flags.is_error() && !flags.asks_input() && !flags.has_result_type(), "{text}");
         }
     }
 }

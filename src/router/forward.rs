@@ -5,11 +5,13 @@
 //! `resources/list` and `resources/templates/list` are aggregated live across the backends in view, one backend
 //! page per gateway page, with an opaque gateway cursor naming (backend, backend cursor); a resource URI is routed
 //! to the backend that listed it, else to the one whose template matches it, else to the only backend with
-//! resources; `completion/complete` follows its `ref` (a prompt or a resource); `logging/setLevel` is sent to
+//! resources; an empty page is always the last (empty backend pages are skipped, at most [`MAX_EMPTY_PAGES`] per
+//! gateway page); `completion/complete` follows its `ref` (a prompt or a resource); `logging/setLevel` is sent to
 //! every backend in view that declared logging and on which the caller's policy grants something (a tool, a prompt
 //! or its resources). A backend that cannot be reached while listing is skipped, not
 //! fatal. These requests run no tools, so the ledger is not involved. A prompt, or a backend's resources, the
-//! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule).
+//! caller's policy does not grant are left out of lists and answered like unknown ones (the router's rule). A
+//! session-era caller gets a 2026-07-28-era backend's results without `resultType`, which its revision lacks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +29,12 @@ use crate::auth::Grants;
 use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
+use crate::mcp::modern::without_result_type;
 use crate::mcp::{Relay, RelayMessage, SessionMessage};
+
+/// How many empty backend pages one gateway page reads past before it ends the listing: an empty page that names
+/// a next one would make an agent ask again for nothing, so only a non-empty page carries a `nextCursor`.
+const MAX_EMPTY_PAGES: usize = 32;
 
 /// Bound of the URI → backend map; it is cleared when full (it only remembers who listed what).
 const MAX_REMEMBERED_URIS: usize = 100_000;
@@ -103,6 +110,10 @@ impl CallRouter {
             })
             // Prompts, resources and completions are read or rewritten above: a tree.
             .and_then(|result| continuation::refuse_elsewhere(backend, method, result.to_value()))
+            .map(|result| match caller.sessionless || continuation::asks_input(&result) {
+                true => result,
+                false => without_result_type(result),
+            })
     }
 
     pub(super) async fn get_prompt(
@@ -151,6 +162,7 @@ impl CallRouter {
                 .filter(|cursor| cursor.backend < backends.len())
                 .ok_or_else(|| RpcFailure::new(jsonrpc::INVALID_PARAMS, "invalid cursor"))?,
         };
+        let mut empty_pages = 0;
         while let Some(backend) = backends.get(position.backend) {
             let params = position.cursor.take().map_or(Value::Null, |cursor| json!({"cursor": cursor}));
             match self.forward(caller, backend, method.as_str(), params, &Relay::default()).await {
@@ -167,6 +179,17 @@ impl CallRouter {
                         None => Some(GatewayCursor { backend: position.backend + 1, cursor: None })
                             .filter(|next| next.backend < backends.len()),
                     };
+                    if items.is_empty()
+                        && let Some(next) = next
+                    {
+                        if empty_pages < MAX_EMPTY_PAGES {
+                            empty_pages += 1;
+                            position = next;
+                            continue;
+                        }
+                        tracing::warn!(%backend, "{}: too many empty pages in a row; listing ended", method.as_str());
+                        return Ok(json!({ field: items }));
+                    }
                     let mut answer = json!({ field: items });
                     if let Some(next) = next {
                         answer["nextCursor"] = Value::String(next.encode());

@@ -59,7 +59,7 @@ use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
 use outcome::Report;
-pub use outcome::{CLAIM_META, OUTCOME_META};
+pub use outcome::{CLAIM_META, OUTCOME_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;

@@ -78,6 +78,13 @@ pub fn in_progress(first: &ClaimRecord) -> Value {
     error_result(Outcome::InProgress, sentence, Some(&first.key), Answer::ThisCall)
 }
 
+/// A call still running when the gateway's shutdown drain ran out: the gateway stops waiting for it, and will
+/// mark its claim `unknown` before it exits.
+pub fn shut_down() -> Value {
+    let sentence = "The gateway is shutting down and stopped waiting for this call, which may have reached the backend and run; it was not repeated. Check its effects before retrying.";
+    error_result(Outcome::Unknown, sentence, None, Answer::ThisCall)
+}
+
 /// A duplicate kept finding the key claimed and released by others.
 pub fn in_progress_unclaimed() -> Value {
     let sentence = "The same call is being retried by other requests with this key; it was not started again. Retry later with the same key.";

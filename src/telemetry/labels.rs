@@ -100,7 +100,12 @@ impl ErrorType {
 
     /// [`of_result`](Self::of_result) for a result kept as its JSON text (read, not parsed into a tree).
     pub fn of_result_text(result: &str) -> ErrorType {
-        if ResultFlags::read(result).is_error() { ErrorType::ToolError } else { ErrorType::None }
+        ErrorType::of_flags(&ResultFlags::read(result))
+    }
+
+    /// [`of_result`](Self::of_result) for a result whose flags were read already.
+    pub fn of_flags(flags: &ResultFlags) -> ErrorType {
+        if flags.is_error() { ErrorType::ToolError } else { ErrorType::None }
     }
 
     /// Of a JSON-RPC result: `tool_error` when it is a tool's failure.

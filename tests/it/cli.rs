@@ -281,6 +281,67 @@ async fn a_graceful_shutdown_drains_running_calls_then_marks_the_rest_unknown() 
 }
 
 #[tokio::test]
+async fn a_call_still_running_when_the_drain_runs_out_is_answered_with_an_unknown_outcome() {
+    let (url, _demo) = demo_url().await;
+    let dir = scratch_dir("drain-cut");
+    let config =
+        write_config(&dir, &format!("shutdown_drain = \"200ms\"\n[[backends]]\nname = \"demo\"\nurl = \"{url}\"\n"));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let call = tokio::spawn(async move { agent.call_tool("demo__sleep", json!({"ms": 10_000})).await });
+    let sessionless = crate::modern_front::ModernAgent::new(gateway.mcp());
+    let sleep = json!({"name": "demo__sleep", "arguments": {"ms": 10_000}});
+    let modern_call = tokio::spawn(async move { sessionless.send_with(json!(9), "tools/call", sleep, |_| {}).await });
+    let running = format!("{}/admin/api/calls?outcome=in_flight", gateway.base);
+    crate::support::assert::eventually("both sleep calls are claimed", || async {
+        let listed = reqwest::get(&running).await.unwrap().text().await.unwrap();
+        serde_json::from_str::<Value>(&listed).unwrap()["calls"].as_array().is_some_and(|calls| calls.len() == 2)
+    })
+    .await;
+    assert!(gateway.terminate().await.success());
+    let answered = call.await.expect("an answer, not a dropped connection");
+    let result = &answered["result"];
+    assert_eq!(result["isError"], true, "{answered}");
+    assert_eq!(result["_meta"]["switchyard/outcome"], "unknown", "{answered}");
+    assert!(crate::support::assert::text(&answered).contains("shutting down"), "{answered}");
+    let modern = modern_call.await.expect("an answer in the 2026-07-28 era too");
+    assert_eq!(modern.status, reqwest::StatusCode::OK, "{}", modern.raw);
+    let modern = modern.body.expect("a JSON-RPC answer");
+    assert_eq!(modern["id"], 9, "{modern}");
+    assert_eq!(modern["result"]["resultType"], "complete", "the era's shape: {modern}");
+    assert_eq!(modern["result"]["_meta"]["switchyard/outcome"], "unknown", "{modern}");
+}
+
+#[tokio::test]
+async fn a_streamed_call_cut_by_the_drain_ends_its_stream_with_an_unknown_outcome() {
+    use crate::support::fault_backend::{Answer, FaultBackend, Script};
+    let asking = json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
+        "params": {"message": "Which colour?", "requestedSchema": {"type": "object", "properties": {}}}});
+    let script = Script { answer: Answer::Sse, before_result: vec![asking], await_answers: true, ..Script::default() };
+    let fault = FaultBackend::start(script).await;
+    let dir = scratch_dir("drain-cut-sse");
+    let backend = format!("[[backends]]\nname = \"fault\"\nurl = \"{}\"\n", fault.url());
+    let config = write_config(&dir, &format!("shutdown_drain = \"200ms\"\n{backend}"));
+    let gateway = ChildGateway::spawn(&config, &dir.join("gateway.log")).await;
+    let agent = Agent::connected_with(gateway.mcp(), json!({"elicitation": {}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": "unanswered"}}});
+    let mut stream = agent.post_streaming(&call).await;
+    let wait = std::time::Duration::from_secs(60);
+    crate::gateway::read_until(&mut stream, "elicitation/create", wait).await.expect("the call streams");
+    assert!(gateway.terminate().await.success());
+    let rest = crate::gateway::read_until(&mut stream, "switchyard/outcome", wait).await;
+    let rest = rest.expect("the stream ends with an answer, not a dropped connection");
+    let answer: Value = rest
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .find(|message: &Value| message["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call in {rest}"));
+    assert_eq!(answer["result"]["_meta"]["switchyard/outcome"], "unknown", "{answer}");
+}
+
+#[tokio::test]
 async fn keys_new_prints_a_key_and_the_digest_of_that_key() {
     let output =
         run(switchyard().args(["keys", "new", "--principal", "ci-bot", "--group", "ops", "--group", "on call"])).await;

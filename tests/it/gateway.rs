@@ -32,6 +32,18 @@ fn error_code(body: &Value) -> i64 {
 }
 
 #[tokio::test]
+async fn a_demo_tool_error_reads_right_under_its_exposed_name() {
+    let (gateway, _demo) = gateway_with_demo().await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let failed = agent.call_tool("demo__fail", json!({})).await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    let message = crate::support::assert::text(&failed);
+    assert_eq!(message, "invalid arguments: missing required argument `message`");
+    let asked = agent.call_tool("demo__fail", json!({"message": "as asked"})).await;
+    assert_eq!(crate::support::assert::text(&asked), "as asked");
+}
+
+#[tokio::test]
 async fn initialize_negotiates_and_seals_a_session() {
     let (gateway, _demo) = gateway_with_demo().await;
     let mut agent = Agent::new(gateway.mcp());
@@ -636,6 +648,41 @@ async fn an_agent_that_hangs_up_does_not_stop_its_call_or_leave_the_claim_open()
     assert_eq!(body["result"]["content"][0]["text"], "finished anyway", "{body}");
     assert_eq!(body["result"]["_meta"]["switchyard/replayed"], true, "the call completed and was recorded");
     assert_eq!(fault.executions("echo"), 1);
+}
+
+#[tokio::test]
+async fn a_resource_list_page_that_names_a_next_page_is_never_empty() {
+    let offering = |resources: Vec<Value>| Script {
+        capabilities: json!({"tools": {}, "resources": {}}),
+        resources,
+        ..Script::default()
+    };
+    let empty = FaultBackend::start(offering(Vec::new())).await;
+    let also_empty = FaultBackend::start(offering(Vec::new())).await;
+    let listing = FaultBackend::start(offering(vec![json!({"uri": "file:///notes.txt", "name": "notes"})])).await;
+    let backends = backend_toml("empty", &empty.url(), "")
+        + &backend_toml("also-empty", &also_empty.url(), "")
+        + &backend_toml("listing", &listing.url(), "");
+    let gateway = TestGateway::start("", &backends).await;
+    gateway.wait_for_tool("listing__echo").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let page = agent.request("resources/list", json!({})).await;
+    assert_eq!(page["result"]["resources"][0]["uri"], "file:///notes.txt", "empty pages are read past: {page}");
+    assert!(page["result"].get("nextCursor").is_none(), "the last backend's page is the last: {page}");
+    let templates = agent.request("resources/templates/list", json!({})).await;
+    assert_eq!(templates["result"], json!({"resourceTemplates": []}), "an empty page is the last one: {templates}");
+
+    let gateway = TestGateway::start(
+        "",
+        &(backend_toml("listing", &listing.url(), "") + &backend_toml("empty", &empty.url(), "")),
+    )
+    .await;
+    gateway.wait_for_tool("empty__echo").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let first = agent.request("resources/list", json!({})).await;
+    let cursor = first["result"]["nextCursor"].as_str().expect("a page that is not empty may name the next").to_owned();
+    let last = agent.request("resources/list", json!({"cursor": cursor})).await;
+    assert_eq!(last["result"], json!({"resources": []}), "{last}");
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ mod backend_refusals;
 mod cli;
 mod config_files;
 mod console;
+mod cors;
 mod data_dir;
 mod demo_server;
 mod deploy;

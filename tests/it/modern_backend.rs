@@ -110,6 +110,24 @@ async fn a_modern_only_backend_serves_a_legacy_agent_end_to_end() {
 }
 
 #[tokio::test]
+async fn a_legacy_agent_never_sees_members_only_the_2026_era_defines() {
+    let fault = FaultBackend::start(modern_script()).await;
+    let gateway = gateway_for(&fault).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let answers = [
+        agent.call_tool("fault__echo", json!({"text": "plain"})).await,
+        agent.request("tools/list", json!({})).await,
+        agent.request("prompts/get", json!({"name": "fault__greet", "arguments": {"who": "x"}})).await,
+        agent.request("resources/read", json!({"uri": "fault://docs/a"})).await,
+    ];
+    for answer in answers {
+        assert!(answer["result"].is_object(), "{answer}");
+        assert!(answer["result"].get("resultType").is_none(), "{answer}");
+    }
+    assert_eq!(sent(&fault, "tools/call").len(), 1, "the call reached the 2026-era backend");
+}
+
+#[tokio::test]
 async fn a_dual_era_backend_is_spoken_to_in_the_modern_era() {
     let fault = FaultBackend::start(Script { eras: Eras::Both, ..modern_script() }).await;
     let gateway = gateway_for(&fault).await;

@@ -4,7 +4,7 @@
 //!
 //! Rules:
 //! - The request is polled by the handler, and by the event stream's task once it has one, as a
-//!   [`stream::Call`]: dropped unfinished (the agent went away), it goes on on a task of its own, so its ledger
+//!   [`polled::Call`]: dropped unfinished (the agent went away), it goes on on a task of its own, so its ledger
 //!   claim is always settled. The agent closing its response (the connection, or the event stream) is this era's
 //!   cancellation and cancels the backend request (the claim becomes `unknown`, never retried).
 //! - The stream carries only notifications about this request: `notifications/progress`, and
@@ -24,8 +24,9 @@ use tokio::sync::{Notify, mpsc};
 
 use super::checks::RequestMeta;
 use super::{REFUSAL, events, shape};
-use crate::front::stream::{self, KEEP_ALIVE};
+use crate::front::stream::KEEP_ALIVE;
 use crate::front::{Front, http};
+use crate::front::{cutoff, polled};
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, RelayMessage, meta};
 use crate::router::{Caller, Found, View};
@@ -74,8 +75,12 @@ impl Front {
         let (sink, mut messages) = mpsc::unbounded_channel();
         let relay = relay(capabilities, streaming.then_some(sink)).cancellable(Arc::clone(&cancel));
         let router = Arc::clone(&self.router);
-        // Polled here, detached to a task only when it must outlive this handler (see `stream::Call`).
-        let mut call: stream::Call<Answer> = stream::Call::new(async move {
+        let (cut_id, cut_method) = (caller.request_id.clone(), method.clone());
+        let cut = move || {
+            shape::answer(&cut_id, &cut_method, &Value::Null, cutoff::answer(&cut_method).map(Found::into_value))
+        };
+        // Polled here, detached to a task only when it must outlive this handler (see `polled::Call`).
+        let mut call: polled::Call<Answer> = polled::Call::new(async move {
             let work = async {
                 let view = backend.as_deref().map_or(View::All, View::Backend);
                 let answer = router.handle(&caller, view, &method, params.clone(), &relay).await;
@@ -86,7 +91,8 @@ impl Front {
             let answer = span.run(work).await;
             span.end(&answer.1);
             answer
-        });
+        })
+        .cut_at(&self.cutoff, cut);
         let mut armed = CancelOnDrop(Some(Arc::clone(&cancel)));
         let first = loop {
             tokio::select! {
@@ -102,7 +108,7 @@ impl Front {
                     let Some(first) = next_for_agent(&mut messages, log_level) else {
                         return http::json(answer.0, &answer.1);
                     };
-                    call = stream::Call::new(std::future::ready(answer));
+                    call = polled::Call::new(std::future::ready(answer));
                     break first;
                 }
             }
@@ -119,7 +125,7 @@ async fn pump(
     events: events::Events,
     first: Value,
     mut messages: mpsc::UnboundedReceiver<RelayMessage>,
-    mut call: stream::Call<Answer>,
+    mut call: polled::Call<Answer>,
     cancel: Arc<Notify>,
     log_level: Option<usize>,
 ) {

@@ -1,5 +1,5 @@
-//! Headless Chromium (Debian's `chromium`) driven over the Chrome DevTools Protocol, for the operator's console
-//! test: open a page, evaluate JavaScript in it, and collect every console error, uncaught exception and error
+//! Headless Chromium (Debian's `chromium`) driven over the Chrome DevTools Protocol, for the browser tests (the
+//! operator's console, a page of another origin calling `/mcp`): open a page, evaluate JavaScript in it, and collect every console error, uncaught exception and error
 //! log entry (failed loads, CSP violations) the page produced.
 //!
 //! The browser runs with the flags the project uses everywhere (`--headless --no-sandbox --disable-gpu

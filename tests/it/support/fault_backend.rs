@@ -142,6 +142,8 @@ pub struct Script {
     pub modern_versions: Vec<String>,
     /// Listed by `prompts/list`; `prompts/get` answers any of them.
     pub prompts: Vec<Value>,
+    /// What `resources/list` lists, on one page (`resources/templates/list` lists nothing).
+    pub resources: Vec<Value>,
     /// On a `subscriptions/listen` stream, after the acknowledgement and the resource updates: announce that the
     /// tool list changed.
     pub announce_tools_changed: bool,
@@ -189,6 +191,7 @@ impl Default for Script {
             eras: Eras::Legacy,
             modern_versions: vec![modern::LATEST_MODERN.to_owned()],
             prompts: Vec::new(),
+            resources: Vec::new(),
             announce_tools_changed: false,
             input_rounds: Vec::new(),
             require_bearer: false,
@@ -491,7 +494,7 @@ async fn exchange(shared: &Shared, stream: &mut TcpStream) -> io::Result<()> {
         Err(status) => return send_raw(stream, status, Vec::new(), "text/plain", b"").await,
     };
     let script = shared.record(&request);
-    Exchange { stream, shared, script, request }.route().await
+    Exchange { stream, shared, script, request, modern: false }.route().await
 }
 
 /// Reads one request: head up to CRLFCRLF, then a `Content-Length` body. `Ok(Err(status))` is a request to refuse.
@@ -565,6 +568,8 @@ struct Exchange<'a> {
     shared: &'a Shared,
     script: Script,
     request: Recorded,
+    /// Whether the request is served in the 2026-07-28 era, whose results all carry `resultType`.
+    modern: bool,
 }
 
 impl Exchange<'_> {
@@ -639,28 +644,31 @@ impl Exchange<'_> {
         match method {
             "initialize" => self.initialize(id, params).await,
             "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.reply(Vec::new(), success(id, json!({}))).await
+                self.reply(Vec::new(), self.success(id, json!({}))).await
             }
             "tools/list" => {
                 let page = self.tools_page(id, params);
                 self.reply(Vec::new(), page).await
             }
             "tools/call" => self.call_tool(id, params).await,
-            "prompts/list" => self.reply(Vec::new(), success(id, json!({ "prompts": self.script.prompts }))).await,
+            "prompts/list" => self.reply(Vec::new(), self.success(id, json!({ "prompts": self.script.prompts }))).await,
             "prompts/get" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
                 let text = format!("prompt {name} with {}", params.get("arguments").unwrap_or(&Value::Null));
                 let messages = json!([{ "role": "user", "content": { "type": "text", "text": text } }]);
-                self.reply(Vec::new(), success(id, json!({ "messages": messages }))).await
+                self.reply(Vec::new(), self.success(id, json!({ "messages": messages }))).await
             }
             "resources/list" | "resources/templates/list" => {
-                let field = if method == "resources/list" { "resources" } else { "resourceTemplates" };
-                self.reply(Vec::new(), success(id, json!({ field: [] }))).await
+                let page = match method {
+                    "resources/list" => json!({ "resources": self.script.resources }),
+                    _ => json!({ "resourceTemplates": [] }),
+                };
+                self.reply(Vec::new(), self.success(id, page)).await
             }
             "resources/read" => {
                 let uri = params.get("uri").cloned().unwrap_or(Value::Null);
                 let contents = json!([{ "uri": uri, "mimeType": "text/plain", "text": format!("content of {uri}") }]);
-                self.reply(Vec::new(), success(id, json!({ "contents": contents }))).await
+                self.reply(Vec::new(), self.success(id, json!({ "contents": contents }))).await
             }
             _ => self.reply(Vec::new(), failure(id, -32601, "method not found")).await,
         }
@@ -701,7 +709,7 @@ impl Exchange<'_> {
         if end < tools.len() || self.script.endless_pages {
             result["nextCursor"] = json!(cursor(page + 1));
         }
-        success(id, result)
+        self.success(id, result)
     }
 
     async fn call_tool(&mut self, id: Value, params: &Value) -> io::Result<()> {
@@ -739,7 +747,7 @@ impl Exchange<'_> {
             return self.oversize(id, size).await;
         }
         let text = params.pointer("/arguments/text").and_then(Value::as_str).unwrap_or(name);
-        let result = success(id, tool_result(text, self.script.tool_is_error));
+        let result = self.success(id, tool_result(text, self.script.tool_is_error));
         if self.script.gzip {
             return self.gzipped(&result).await;
         }
@@ -883,6 +891,16 @@ impl Exchange<'_> {
     }
 
     /// Answers a request in the scripted `answer` mode.
+    /// A result message; in the 2026-07-28 era with `resultType: "complete"` (2026-07-28 basic §"Results").
+    fn success(&self, id: Value, mut result: Value) -> Value {
+        if self.modern
+            && let Some(members) = result.as_object_mut()
+        {
+            members.insert("resultType".into(), json!("complete"));
+        }
+        success(id, result)
+    }
+
     async fn reply(&mut self, headers: Vec<(&'static str, Vec<u8>)>, message: Value) -> io::Result<()> {
         match self.script.answer {
             Answer::Json => self.send_json(200, headers, &message).await,

@@ -77,6 +77,7 @@ impl Exchange<'_> {
             let missing = failure(error_id, -32602, "params._meta lacks io.modelcontextprotocol/clientCapabilities");
             return self.send_json(400, Vec::new(), &missing).await;
         }
+        self.modern = true;
         let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         let Some(id) = id else { return self.text(202, "").await };
         let params = message.get("params").cloned().unwrap_or(Value::Null);
