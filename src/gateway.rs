@@ -14,6 +14,7 @@
 mod access;
 mod backends;
 pub mod control;
+pub mod data_dir_lock;
 pub(crate) mod diff;
 pub mod reload;
 pub mod testing;
@@ -48,6 +49,7 @@ use crate::swap::Swap;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
+use data_dir_lock::{DataDirLock, DataDirLockError};
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
@@ -77,6 +79,8 @@ pub enum GatewayError {
     BackendClient(#[from] ClientBuildError),
     #[error("cannot create the data directory {}: {source}", .path.display())]
     DataDir { path: std::path::PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    DataDirLock(#[from] DataDirLockError),
     #[error("cannot record the stdio process groups in {}: {source}", .path.display())]
     ProcessGroups { path: std::path::PathBuf, source: std::io::Error },
     #[error("ledger: {0}")]
@@ -114,6 +118,8 @@ pub struct Gateway {
     tasks: Vec<JoinHandle<()>>,
     /// `/metrics`'s own listener, once bound (see [`Gateway::bind_metrics`]).
     metrics_listener: Option<TcpListener>,
+    /// The data directory, held while this gateway lives (`None` for `check` and `tools`).
+    _data_dir: Option<DataDirLock>,
 }
 
 impl Drop for Gateway {
@@ -130,6 +136,7 @@ impl Gateway {
         private_files::warn_if_exposed(data_dir);
         private_files::create_dir(data_dir)
             .map_err(|source| GatewayError::DataDir { path: data_dir.clone(), source })?;
+        let held = data_dir_lock::lock(data_dir)?;
         let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
@@ -145,7 +152,9 @@ impl Gateway {
         let groups = ProcessGroups::recorded(data_dir, grace)
             .await
             .map_err(|source| GatewayError::ProcessGroups { path: data_dir.clone(), source })?;
-        Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))
+        let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))?;
+        gateway._data_dir = Some(held);
+        Ok(gateway)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
@@ -189,7 +198,9 @@ impl Gateway {
         let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
-        Ok(Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener })
+        let gateway =
+            Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener, _data_dir: None };
+        Ok(gateway)
     }
 
     /// The configuration of a first run: the server defaults (with environment overrides) and the embedded demo
@@ -375,7 +386,10 @@ impl Gateway {
     /// socket file is removed when the returned guard drops).
     fn start_reloads(&mut self, live: Live) -> Option<control::SocketFile> {
         let (source, requests, control) = match self.reloads.take() {
-            Some((source, reloader, requests)) => (source, requests, self.open_control_socket(reloader)),
+            Some((source, reloader, requests)) => {
+                let identity = control::Identity::of_this_process(source.path.as_deref());
+                (source, requests, self.open_control_socket(reloader, identity))
+            }
             // Nobody can ask for a reload; the worker still keeps the discovery tasks.
             None => (ConfigSource::default(), reload::channel().1, None),
         };
@@ -385,11 +399,11 @@ impl Gateway {
 
     /// Opens the control socket in the data directory, its task kept with the gateway's. Serving goes on without
     /// it.
-    fn open_control_socket(&mut self, reloader: Reloader) -> Option<control::SocketFile> {
+    fn open_control_socket(&mut self, reloader: Reloader, identity: control::Identity) -> Option<control::SocketFile> {
         let path = control::socket_path(&self.config.server.data_dir);
         match control::bind(&path) {
             Ok((listener, file)) => {
-                self.tasks.push(tokio::spawn(control::serve(listener, reloader)));
+                self.tasks.push(tokio::spawn(control::serve(listener, reloader, identity)));
                 Some(file)
             }
             Err(error) => {

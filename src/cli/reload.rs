@@ -13,7 +13,10 @@ use switchyard::gateway::control::{self, Answer};
 /// `config`: the global `--config` (the gateway re-reads its own file; this one only says where it runs).
 pub async fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let socket = control::socket_path(&Config::locate_data_dir(config.as_deref())?);
-    let answer = control::request_reload(&socket).await.with_context(|| {
+    // The gateway refuses when it serves another file than the one this command means.
+    let file = Config::locate(config.as_deref())?;
+    let file = file.map(|file| std::fs::canonicalize(&file).unwrap_or(file));
+    let answer = control::request_reload(&socket, file.as_deref()).await.with_context(|| {
         format!(
             "no running gateway answers at {} (`switchyard serve` opens it in the configuration's data_dir; a \
              SIGHUP to the gateway's process reloads too)",
@@ -25,6 +28,10 @@ pub async fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             println!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Answer::Refused(text) => Err(anyhow::Error::msg(text)),
+        Answer::Refused(text) => {
+            // The reason first (it is what `check` prints for a refused file), then which gateway gave it.
+            let (who, why) = text.split_once('\n').unwrap_or(("", text.as_str()));
+            Err(anyhow::anyhow!("{why}\n({who})"))
+        }
     }
 }

@@ -5,8 +5,11 @@
 //! - A Unix socket, `control.sock` in the data directory, mode 0600 before it takes that name (it is bound under a
 //!   temporary name first): only the gateway's own user (or root) can reach it, whatever the listen address;
 //!   nothing on the network can, not even through a local proxy.
-//! - One exchange per connection, in UTF-8 lines: the client writes `reload`; the gateway answers `applied` or
-//!   `refused`, then the text (what changed, or the error `switchyard check` prints), and closes.
+//! - One exchange per connection, in UTF-8 lines: the client writes `reload`, or `reload FILE` naming the
+//!   configuration file it means (absolute); the gateway answers `applied` or `refused`, then a line saying who
+//!   it is ([`Identity`]: its PID and the file it serves), then the text (what changed, or the error `switchyard
+//!   check` prints), and closes. A `reload FILE` for another file than the gateway's is refused: two gateways may
+//!   share a data directory only by mistake, and reloading the wrong one must not look like success.
 //! - A request line is at most [`MAX_REQUEST`] bytes and must arrive within [`REQUEST_TIMEOUT`]; anything else
 //!   is refused without reloading.
 //! - At start an existing socket file is replaced only when no gateway answers on it (one left by a crash); a
@@ -27,14 +30,44 @@ use super::reload::Reloader;
 pub const SOCKET_FILE_NAME: &str = "control.sock";
 /// The one request the socket takes.
 pub const RELOAD: &str = "reload";
-/// The longest request line read.
-pub const MAX_REQUEST: u64 = 64;
+/// The longest request line read (`reload` and a path).
+pub const MAX_REQUEST: u64 = 4096 + 16;
 /// How long a client may take to send its request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest answer a client reads (an answer is a few lines).
 const MAX_ANSWER: u64 = 1 << 20;
 const APPLIED: &str = "applied";
 const REFUSED: &str = "refused";
+
+/// Which gateway answers on a socket: its process and the configuration file it serves (absolute; `None`: the
+/// embedded demo of a first run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub pid: u32,
+    pub config: Option<PathBuf>,
+}
+
+impl Identity {
+    /// This process, serving `config` (made absolute, so a client's spelling of the same file matches).
+    pub fn of_this_process(config: Option<&Path>) -> Identity {
+        let config = config.map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        Identity { pid: std::process::id(), config }
+    }
+
+    /// Whether this gateway serves `file` (`None`: the client named no file, so any gateway will do).
+    fn serves(&self, file: Option<&str>) -> bool {
+        file.is_none_or(|file| self.config.as_deref() == Some(Path::new(file)))
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.config {
+            Some(path) => write!(f, "gateway PID {} serving {}", self.pid, path.display()),
+            None => write!(f, "gateway PID {} serving no configuration file (the embedded demo)", self.pid),
+        }
+    }
+}
 
 /// The control socket of the gateway whose data directory is `data_dir`.
 pub fn socket_path(data_dir: &Path) -> PathBuf {
@@ -73,13 +106,13 @@ pub(super) fn bind(path: &Path) -> io::Result<(UnixListener, SocketFile)> {
 }
 
 /// Answers clients until aborted, each on its own task.
-pub(super) async fn serve(listener: UnixListener, reloader: Reloader) {
+pub(super) async fn serve(listener: UnixListener, reloader: Reloader, identity: Identity) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let reloader = reloader.clone();
+                let (reloader, identity) = (reloader.clone(), identity.clone());
                 tokio::spawn(async move {
-                    if let Err(error) = answer(stream, &reloader).await {
+                    if let Err(error) = answer(stream, &reloader, &identity).await {
                         tracing::debug!(%error, "control socket: the client went away");
                     }
                 });
@@ -92,25 +125,39 @@ pub(super) async fn serve(listener: UnixListener, reloader: Reloader) {
     }
 }
 
-async fn answer(stream: UnixStream, reloader: &Reloader) -> io::Result<()> {
+async fn answer(stream: UnixStream, reloader: &Reloader, identity: &Identity) -> io::Result<()> {
     let (reader, mut writer) = stream.into_split();
     let mut line = String::new();
     let mut reader = BufReader::new(reader).take(MAX_REQUEST);
     let read = reader.read_line(&mut line);
     let (status, text) = match tokio::time::timeout(REQUEST_TIMEOUT, read).await {
-        Ok(Ok(_)) if line.trim_end() == RELOAD => match reloader.reload().await {
-            Ok(reloaded) => (APPLIED, reloaded.to_string()),
-            Err(refused) => (REFUSED, refused.0),
+        Ok(Ok(_)) => match reload_request(line.trim_end()) {
+            Some(file) if !identity.serves(file) => {
+                let text = format!("this is not the gateway of {}; nothing was reloaded", file.unwrap_or_default());
+                (REFUSED, text)
+            }
+            Some(_) => match reloader.reload().await {
+                Ok(reloaded) => (APPLIED, reloaded.to_string()),
+                Err(refused) => (REFUSED, refused.0),
+            },
+            None => (REFUSED, format!("this socket takes one request, `{RELOAD} [FILE]`; nothing was reloaded")),
         },
-        Ok(Ok(_)) => (REFUSED, format!("this socket takes one request, `{RELOAD}`; nothing was reloaded")),
         Ok(Err(error)) => return Err(error),
         Err(_) => (REFUSED, "no request within the time allowed; nothing was reloaded".to_owned()),
     };
-    writer.write_all(format!("{status}\n{text}\n").as_bytes()).await?;
+    writer.write_all(format!("{status}\n{identity}\n{text}\n").as_bytes()).await?;
     writer.shutdown().await
 }
 
-/// What the running gateway answered.
+/// The file a reload request names (`Some(None)`: a plain `reload`); `None` for anything else.
+fn reload_request(line: &str) -> Option<Option<&str>> {
+    match line.split_once(' ') {
+        None => (line == RELOAD).then_some(None),
+        Some((verb, file)) => (verb == RELOAD && !file.is_empty()).then_some(Some(file)),
+    }
+}
+
+/// What the running gateway answered; each text starts with the line saying which gateway it is ([`Identity`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// What the reload changed.
@@ -119,10 +166,15 @@ pub enum Answer {
     Refused(String),
 }
 
-/// Asks the gateway listening on `path` to reload, and waits for its answer (for `switchyard reload`).
-pub async fn request_reload(path: &Path) -> io::Result<Answer> {
+/// Asks the gateway listening on `path` to reload, and waits for its answer (for `switchyard reload`). With
+/// `config` (absolute), a gateway serving another file refuses.
+pub async fn request_reload(path: &Path, config: Option<&Path>) -> io::Result<Answer> {
     let mut stream = UnixStream::connect(path).await?;
-    stream.write_all(format!("{RELOAD}\n").as_bytes()).await?;
+    let request = match config {
+        Some(file) => format!("{RELOAD} {}\n", file.display()),
+        None => format!("{RELOAD}\n"),
+    };
+    stream.write_all(request.as_bytes()).await?;
     let mut answer = String::new();
     stream.take(MAX_ANSWER).read_to_string(&mut answer).await?;
     let (status, text) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
@@ -155,7 +207,8 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "only the gateway's user may connect");
         assert_eq!(bind(&path).err().map(|error| error.kind()), Some(io::ErrorKind::AddrInUse), "a live one stays");
-        tokio::spawn(serve(listener, reloader));
+        let identity = Identity { pid: 7, config: Some(PathBuf::from("/etc/f.toml")) };
+        tokio::spawn(serve(listener, reloader, identity));
         let worker = tokio::spawn(async move {
             let first = requests.recv().await.unwrap();
             first.send(Err(Refused("f.toml: bad".into()))).unwrap();
@@ -164,16 +217,24 @@ mod tests {
                 Reloaded { file: "f.toml".into(), changes: vec!["policies changed".into()], needs_restart: vec![] };
             second.send(Ok(reloaded)).unwrap();
         });
-        assert_eq!(request_reload(&path).await.unwrap(), Answer::Refused("f.toml: bad".into()));
-        let applied = request_reload(&path).await.unwrap();
-        assert_eq!(applied, Answer::Applied("reloaded f.toml:\n  policies changed".into()));
+        let who = "gateway PID 7 serving /etc/f.toml";
+        let refused = request_reload(&path, None).await.unwrap();
+        assert_eq!(refused, Answer::Refused(format!("{who}\nf.toml: bad")));
+        let applied = request_reload(&path, Some(Path::new("/etc/f.toml"))).await.unwrap();
+        assert_eq!(applied, Answer::Applied(format!("{who}\nreloaded f.toml:\n  policies changed")));
         worker.await.unwrap();
+        let elsewhere = request_reload(&path, Some(Path::new("/srv/other.toml"))).await.unwrap();
+        let refusal = format!("{who}\nthis is not the gateway of /srv/other.toml; nothing was reloaded");
+        assert_eq!(elsewhere, Answer::Refused(refusal), "another file's gateway is never reloaded");
 
         let mut other = UnixStream::connect(&path).await.unwrap();
         other.write_all(b"shutdown\n").await.unwrap();
         let mut answer = String::new();
         other.read_to_string(&mut answer).await.unwrap();
-        assert!(answer.starts_with("refused\nthis socket takes one request"), "{answer}");
+        assert!(
+            answer.starts_with("refused\ngateway PID 7 serving /etc/f.toml\nthis socket takes one request"),
+            "{answer}"
+        );
         drop(file);
         assert!(!path.exists(), "the file goes with the gateway");
         let _ = std::fs::remove_dir_all(&dir);

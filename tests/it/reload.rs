@@ -343,3 +343,31 @@ async fn command_line_overrides_are_not_reported_as_restart_only_changes() {
     assert!(!reported.contains("telemetry.log_format"), "{reported}");
     gateway.kill().await;
 }
+
+/// Two configuration files naming one data directory: the second gateway is refused at start with the first one's
+/// PID, and `reload --config` of the second file reaches the first gateway, which refuses it rather than reload
+/// its own file; `reload` of the right file says which gateway answered.
+#[tokio::test]
+async fn a_data_directory_serves_one_gateway_and_reload_names_the_file_it_means() {
+    let scene = Scene::new("onedir");
+    scene.write("", "");
+    let gateway = ChildGateway::spawn(&scene.config(), &scene.log()).await;
+    let other = scene.dir.path().join("other.toml");
+    std::fs::copy(scene.config(), &other).unwrap();
+    let mut second = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    second.args(["serve", "--listen", "127.0.0.1:0", "--config"]).arg(&other).kill_on_drop(true);
+    let refused = tokio::time::timeout(WAIT, second.output()).await.expect("the second gateway exits").unwrap();
+    assert!(!refused.status.success());
+    let said = text_of(&refused.stderr);
+    assert!(said.contains(&format!("in use by another running gateway (PID {})", gateway.pid())), "{said}");
+
+    let mut reload_other = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    let wrong = reload_other.arg("reload").arg("--config").arg(&other).output().await.unwrap();
+    assert!(!wrong.status.success());
+    assert!(error_line(&wrong).contains("this is not the gateway of"), "{}", text_of(&wrong.stderr));
+    let answered = format!("(gateway PID {} serving", gateway.pid());
+    assert!(text_of(&wrong.stderr).contains(&answered), "{}", text_of(&wrong.stderr));
+    let right = scene.reload().await;
+    assert!(right.contains(&format!("gateway PID {} serving", gateway.pid())), "{right}");
+    gateway.kill().await;
+}
