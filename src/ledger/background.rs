@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use super::error::LedgerError;
 use super::rules::OwnedSettle;
 use super::types::{ClaimKey, Settlement};
+use crate::telemetry::LogThrottle;
 
 /// How long a settle that failed is retried; after that the claim stays `in_flight` until this instance's next
 /// start marks it `unknown`.
@@ -120,7 +121,9 @@ pub(crate) fn finished<S: Resettle>(
     match (result, store.zip(runtime)) {
         (Ok(()), _) => {}
         (Err(error @ LedgerError::Unavailable { .. }), Some((store, runtime))) => {
-            tracing::warn!(key = %queued.key, %error, "ledger: cannot settle a claim; retrying in the background");
+            if let Some(left_out) = UNSETTLED.admit() {
+                tracing::warn!(key = %queued.key, %error, left_out, "ledger: cannot settle a claim; retrying in the background");
+            }
             runtime.spawn(retry(store, queued));
         }
         (Err(error), _) => refused(&queued.key, &error),
@@ -236,9 +239,16 @@ impl Drop for Nudger {
     }
 }
 
+/// One line per interval ([`LogThrottle`]) for settles that failed for an unavailable store, and
+/// for those that will not be applied.
+static UNSETTLED: LogThrottle = LogThrottle::new();
+static REFUSED: LogThrottle = LogThrottle::new();
+
 /// Logs a settle that will not be applied.
 pub(crate) fn refused(key: &ClaimKey, error: &LedgerError) {
-    tracing::error!(%key, %error, "ledger: a claim could not be settled; it becomes `unknown` when its lease ends");
+    if let Some(left_out) = REFUSED.admit() {
+        tracing::error!(%key, %error, left_out, "ledger: a claim could not be settled; it becomes `unknown` when its lease ends");
+    }
 }
 
 async fn retry<S: Resettle>(store: S, queued: Arc<QueuedSettle>) {

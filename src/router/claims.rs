@@ -36,7 +36,10 @@ use crate::ledger::{
 };
 use crate::mcp::{ResultFlags, jsonrpc};
 use crate::raw_json::RawJson;
-use crate::telemetry::{ClaimWrite, Metrics, ToolOutcome};
+use crate::telemetry::{ClaimWrite, LogThrottle, Metrics, ToolOutcome};
+
+/// Settles that failed while the ledger's store is unavailable are logged once per interval.
+static SETTLE_FAILURES: LogThrottle = LogThrottle::new();
 
 pub const REPLAYED_META: &str = "switchyard/replayed";
 /// How many times a duplicate re-claims a key whose first call turned out not delivered.
@@ -206,7 +209,9 @@ impl CallLedger {
             Some(Err(error)) => {
                 // The agent still gets the real answer. The claim must not stay in flight (this instance keeps
                 // renewing its leases), so settling is retried in the background until the store takes it.
-                tracing::error!(%key, %error, "ledger: cannot settle a claim; retrying in the background");
+                if let Some(left_out) = SETTLE_FAILURES.admit() {
+                    tracing::error!(%key, %error, left_out, "ledger: cannot settle a claim; retrying in the background");
+                }
                 self.store.settle_soon(key, &self.owner, settlement, self.max_result);
             }
         }

@@ -3,7 +3,7 @@
 //!
 //! Owns: [`metrics`] (the registry, every metric name, the Prometheus exposition), [`access`] (one agent request's
 //! record: its access line and its duration), [`labels`] (the bounded label values), [`logs`] (text or JSON on
-//! stderr) and [`trace`] (OpenTelemetry traces over OTLP/HTTP following the MCP semantic conventions).
+//! stderr), [`throttle`] (repeating failures logged once per interval) and [`trace`] (OpenTelemetry traces over OTLP/HTTP following the MCP semantic conventions).
 //!
 //! Rules: it may use the MCP vocabulary (`crate::mcp`) and nothing else of the crate; the front, the router and
 //! the backend client call into it with plain values (names, labels, durations); no label value comes from raw
@@ -14,8 +14,10 @@ mod access_line;
 pub(crate) mod labels;
 pub mod logs;
 pub(crate) mod metrics;
+mod throttle;
 pub(crate) mod trace;
 
 pub use access::RequestRecord;
 pub use labels::{ClaimWrite, ErrorType, ToolOutcome};
 pub use metrics::{Counted, Metrics};
+pub use throttle::LogThrottle;
