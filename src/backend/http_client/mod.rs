@@ -35,7 +35,7 @@ use tower_service::Service;
 pub use body::Body;
 use body::Home;
 use conn::Conn;
-use pool::{Key, Pool};
+use pool::{Key, Pool, sweep_while_alive};
 
 /// A request to a backend; its body is sent as one buffer.
 pub type Request = http::Request<Full<Bytes>>;
@@ -77,6 +77,24 @@ pub struct HttpClient {
     pool: Arc<Pool>,
 }
 
+/// The TCP and TLS connector every connection is made with.
+fn connector() -> Result<HttpsConnector<HttpConnector>, String> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false); // the TLS layer takes `https` URIs
+    tcp.set_nodelay(true); // a request is written whole; waiting for more only adds latency
+    tcp.set_keepalive(Some(TCP_KEEPALIVE));
+    let builder = HttpsConnectorBuilder::new();
+    let provider = rustls::crypto::ring::default_provider();
+    let tls = match builder.with_provider_and_native_roots(provider) {
+        Ok(builder) => builder,
+        Err(error) => {
+            tracing::warn!(%error, "no platform TLS roots: https backends will fail their TLS handshake");
+            HttpsConnectorBuilder::new().with_tls_config(without_roots()?)
+        }
+    };
+    Ok(tls.https_or_http().enable_http1().wrap_connector(tcp))
+}
+
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpClient").finish_non_exhaustive()
@@ -86,21 +104,13 @@ impl std::fmt::Debug for HttpClient {
 impl HttpClient {
     /// Fails only when no TLS configuration can be made (rustls refuses its own defaults).
     pub fn new() -> Result<Self, String> {
-        let mut tcp = HttpConnector::new();
-        tcp.enforce_http(false); // the TLS layer takes `https` URIs
-        tcp.set_nodelay(true); // a request is written whole; waiting for more only adds latency
-        tcp.set_keepalive(Some(TCP_KEEPALIVE));
-        let builder = HttpsConnectorBuilder::new();
-        let provider = rustls::crypto::ring::default_provider();
-        let tls = match builder.with_provider_and_native_roots(provider) {
-            Ok(builder) => builder,
-            Err(error) => {
-                tracing::warn!(%error, "no platform TLS roots: https backends will fail their TLS handshake");
-                HttpsConnectorBuilder::new().with_tls_config(without_roots()?)
-            }
-        };
-        let connector = tls.https_or_http().enable_http1().wrap_connector(tcp);
-        Ok(Self { connector, pool: Arc::default() })
+        Ok(Self::with_pool(connector()?, Pool::default()))
+    }
+
+    fn with_pool(connector: HttpsConnector<HttpConnector>, pool: Pool) -> Self {
+        let pool = Arc::new(pool);
+        sweep_while_alive(&pool);
+        Self { connector, pool }
     }
 
     /// Sends `request` (its URI absolute) on an idle connection to its backend or a new one; the response's body

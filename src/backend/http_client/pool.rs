@@ -2,12 +2,13 @@
 //!
 //! Rules:
 //! - The most recently used connection is taken first (its socket and buffers are warm); connections idle for
-//!   longer than [`IDLE_FOR`] are dropped whenever their backend's list is touched, so no timer task runs and an
-//!   idle gateway does no work for its pool.
+//!   longer than [`IDLE_FOR`] are dropped whenever their backend's list is touched, and by one sweep task per
+//!   client every third of that ([`sweep_while_alive`]), so a backend nobody calls any more keeps no socket open.
 //! - At most [`MAX_IDLE`] connections per backend are kept; one more is closed instead.
 //! - Connections are dropped (closed) outside the lock.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::Uri;
@@ -46,19 +47,59 @@ struct Idle {
 }
 
 /// The idle connections, newest at the back of each list.
-#[derive(Default)]
 pub(super) struct Pool {
     idle: Mutex<HashMap<Key, VecDeque<Idle>>>,
+    /// How long an idle connection is kept ([`IDLE_FOR`], shorter in tests).
+    idle_for: Duration,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::keeping_idle_for(IDLE_FOR)
+    }
+}
+
+/// Sweeps `pool` every third of its idle time until the pool is dropped (nothing without a Tokio runtime).
+pub(super) fn sweep_while_alive(pool: &Arc<Pool>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let (every, pool) = (pool.idle_for / 3, Arc::downgrade(pool));
+    runtime.spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let Some(pool) = pool.upgrade() else { return };
+            pool.sweep();
+        }
+    });
 }
 
 impl Pool {
+    pub(super) fn keeping_idle_for(idle_for: Duration) -> Pool {
+        Pool { idle: Mutex::default(), idle_for }
+    }
+
+    /// Drops the connections idle for too long, of every backend.
+    fn sweep(&self) {
+        let mut expired = Vec::new();
+        {
+            let mut idle = self.idle.lock();
+            for list in idle.values_mut() {
+                self.drain_expired(list, &mut expired);
+            }
+            idle.retain(|_, list| !list.is_empty());
+        }
+        drop(expired);
+    }
+
     /// The most recently returned connection to `key`'s backend, if one is still fresh.
     pub(super) fn take(&self, key: &Key) -> Option<Box<Conn>> {
         let mut expired = Vec::new();
         let conn = {
             let mut idle = self.idle.lock();
             let list = idle.get_mut(key)?;
-            drain_expired(list, &mut expired);
+            self.drain_expired(list, &mut expired);
             list.pop_back().map(|idle| idle.conn)
         };
         drop(expired);
@@ -77,7 +118,7 @@ impl Pool {
                 Some(list) => list,
                 None => idle.entry(key.clone()).or_default(),
             };
-            drain_expired(list, &mut expired);
+            self.drain_expired(list, &mut expired);
             if list.len() < MAX_IDLE {
                 list.push_back(Idle { conn, since: Instant::now() });
                 None
@@ -95,9 +136,11 @@ impl Pool {
     }
 }
 
-/// Moves the connections idle for too long (at the front: oldest first) into `expired`.
-fn drain_expired(list: &mut VecDeque<Idle>, expired: &mut Vec<Idle>) {
-    while list.front().is_some_and(|idle| idle.since.elapsed() > IDLE_FOR) {
-        expired.extend(list.pop_front());
+impl Pool {
+    /// Moves the connections idle for too long (at the front: oldest first) into `expired`.
+    fn drain_expired(&self, list: &mut VecDeque<Idle>, expired: &mut Vec<Idle>) {
+        while list.front().is_some_and(|idle| idle.since.elapsed() > self.idle_for) {
+            expired.extend(list.pop_front());
+        }
     }
 }

@@ -209,3 +209,17 @@ async fn a_relative_uri_is_refused_before_anything_is_sent() {
     let error = HttpClient::new().unwrap().send(get(&Uri::from_static("/mcp"))).await.unwrap_err();
     assert!(matches!(error, SendError::NotAbsolute(_)) && error.never_sent(), "{error:?}");
 }
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_the_idle_time_without_any_traffic() {
+    let (uri, _seen) = backend(|_, _| OK).await;
+    let client = HttpClient::with_pool(super::connector().unwrap(), Pool::keeping_idle_for(Duration::from_millis(90)));
+    assert_eq!(fetch(&client, &uri).await, "ok");
+    let key = Key::of(&uri).unwrap();
+    assert_eq!(client.pool.idle(&key), 1, "kept for the next request");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while client.pool.idle(&key) > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the idle connection was never closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
