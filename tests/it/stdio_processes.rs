@@ -127,12 +127,14 @@ async fn the_next_start_stops_what_a_killed_gateway_left_running() {
     assert_gone(grandchild.pid).await;
     assert!(scene.log_text().contains("stopping stdio backend processes a crashed gateway left running"));
     assert_eq!(records(&scene.data_dir()), [format!("{RECORD_PREFIX}{}", next.pid())], "the stale record is gone");
-    // A second gateway on the same data directory leaves the running one's processes alone.
+    // A second gateway on the same data directory is refused, and leaves the running one's processes alone.
     let (survivor, _) = grandchild_of(&next).await;
-    let second = scene.gateway().await;
+    let mut second = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    second.args(["serve", "--listen", "127.0.0.1:0", "--config"]).arg(scene.config()).kill_on_drop(true);
+    let refused = tokio::time::timeout(Duration::from_secs(20), second.output()).await.expect("it exits").unwrap();
+    assert!(!refused.status.success(), "a second gateway on one data directory is refused");
     assert!(is_running(survivor.pid), "a running gateway's processes are not a crashed one's");
-    assert_eq!(records(&scene.data_dir()).len(), 2, "each gateway keeps its own record");
-    drop(second);
+    assert_eq!(records(&scene.data_dir()), [format!("{RECORD_PREFIX}{}", next.pid())], "only the running one's");
     drop(next);
 }
 

@@ -1,3 +1,5 @@
+//! The backend health board: transitions, what leaves the health alone, idleness, and tracking by configuration.
+
 use super::*;
 
 fn board(backends: &[&str]) -> (HealthBoard, Arc<Metrics>) {

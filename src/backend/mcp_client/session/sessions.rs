@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::background::BackgroundStream;
@@ -112,7 +113,7 @@ impl Sessions {
         // A shared session serves many agents, so it offers none of their capabilities.
         let capabilities = if sharing == Sharing::Shared { &Value::Null } else { capabilities };
         let standing = self.standing(key, sharing, capabilities);
-        let connection = match &target.transport {
+        let (connection, permit) = match &target.transport {
             DuplexTransport::Stdio(launcher) => {
                 let permit = self.processes.permit(launcher.backend(), recycle)?;
                 let negotiation = Negotiation { shared: &self.shared, eras: &self.eras };
@@ -121,13 +122,15 @@ impl Sessions {
                 let outcome = connected.as_ref().map(|connection| connection.is_modern());
                 negotiation.learn_opening(&key.backend, relied_on, outcome);
                 let connection = connected?;
-                // The process counts against the caps until it has ended, not until the session is dropped.
-                let ended = connection.ended();
+                // A process that ends by itself (a crash, a kill from outside) frees its place at once, not when
+                // its session is next used and dropped.
+                let (ended, permit) = (connection.ended(), Arc::new(Mutex::new(Some(permit))));
+                let held = Arc::clone(&permit);
                 tokio::spawn(async move {
                     ended.await;
-                    drop(permit);
+                    drop(held.lock().take());
                 });
-                Connection::Stdio(connection)
+                (Connection::Stdio(connection), permit)
             }
             DuplexTransport::LegacySse(backend) => {
                 let connection = LegacySseConnection::connect(
@@ -138,10 +141,10 @@ impl Sessions {
                     context.deadline(),
                 )
                 .await?;
-                Connection::LegacySse(connection)
+                (Connection::LegacySse(connection), Arc::default())
             }
         };
-        let link = DuplexLink { connection };
+        let link = DuplexLink { connection, permit };
         Ok(BackendSession {
             id: None,
             version: link.version(),

@@ -15,6 +15,7 @@ use http::HeaderValue;
 use serde_json::Value;
 
 use super::modern::ModernSlot;
+use super::processes::ProcessPermit;
 use crate::backend::duplex::{DuplexConnection, Sharing};
 use crate::backend::legacy_sse::LegacySseConnection;
 use crate::backend::mcp_client::endpoint::{BackendEndpoint, BackendTarget, SlotKey};
@@ -22,6 +23,7 @@ use crate::backend::mcp_client::wire::exchange::Wire;
 use crate::backend::stdio::StdioConnection;
 use crate::mcp::SessionHolder;
 use crate::telemetry::Counted;
+use parking_lot::Mutex;
 
 /// One live backend session.
 #[derive(Debug, Clone)]
@@ -73,6 +75,16 @@ impl std::fmt::Debug for Carrier {
 /// A live session over the shared session core; dropping the last reference ends it (and stops its process).
 pub(crate) struct DuplexLink {
     pub(crate) connection: Connection,
+    /// Counts a stdio process against its caps until the session is dropped or the process has ended, whichever
+    /// comes first (a watcher takes it at the process's end).
+    pub(crate) permit: Arc<Mutex<Option<ProcessPermit>>>,
+}
+
+impl Drop for DuplexLink {
+    fn drop(&mut self) {
+        // A process cap's place is free for the next start at once, as the session's own end stops its process.
+        drop(self.permit.lock().take());
+    }
 }
 
 pub(crate) enum Connection {
