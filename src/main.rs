@@ -147,10 +147,23 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli.command, cli.config)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", each_cause_once(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, each said once: a cause whose words the text before it already holds
+/// (an error that quotes its source) is left out.
+fn each_cause_once(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1).map(ToString::to_string) {
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+    }
+    line
 }
 
 async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
@@ -385,4 +398,22 @@ async fn demo_server_stdio() -> anyhow::Result<ExitCode> {
 fn first_line(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
     if line.chars().count() <= max { line.to_owned() } else { line.chars().take(max - 1).chain(['…']).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::each_cause_once;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("ledger: {0}")]
+    struct Quoting(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_its_parent_already_quotes_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let error = anyhow::Error::new(Quoting(io)).context("cannot open the ledger");
+        assert_eq!(each_cause_once(&error), "cannot open the ledger: ledger: connection refused");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(each_cause_once(&plain), "outer: inner", "a cause not yet said is kept");
+    }
 }

@@ -9,6 +9,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data directory.
@@ -38,7 +39,10 @@ pub struct DataDirLock {
 pub fn lock(data_dir: &Path) -> Result<DataDirLock, DataDirLockError> {
     let path = data_dir.join(LOCK_FILE_NAME);
     let io = |source| DataDirLockError::Io { path: path.clone(), source };
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    // Private like every file of the data directory (`private_files`).
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false).mode(0o600);
+    let mut file = options.open(&path).map_err(io)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {

@@ -69,15 +69,18 @@ async fn readyz_counts_the_tools_agents_see_and_a_process_that_cannot_start_is_d
     eventually("the stdio backend whose process exits at once is down", || agree_on(&gateway, "missing", "down")).await;
 }
 
-fn slow_to_start(delay: Duration) -> Script {
-    Script { initialize_delay: Some(delay), ..Script::default() }
+/// A gateway (`server` keys) whose one backend, `slow`, takes `delay` to answer `initialize`, just launched, and an
+/// agent connected to it.
+async fn starting(delay: Duration, server: &str) -> (FaultBackend, TestGateway, Agent) {
+    let slow = FaultBackend::start(Script { initialize_delay: Some(delay), ..Script::default() }).await;
+    let gateway = TestGateway::launch(server, "", &backend_toml("slow", &slow.url(), "")).await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    (slow, gateway, agent)
 }
 
 #[tokio::test]
 async fn a_call_during_discovery_waits_for_it_and_runs() {
-    let slow = FaultBackend::start(slow_to_start(Duration::from_millis(700))).await;
-    let gateway = TestGateway::launch("", "", &backend_toml("slow", &slow.url(), "")).await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (slow, _gateway, mut agent) = starting(Duration::from_millis(700), "").await;
     let echoed = agent.call_tool("slow__echo", json!({"text": "after discovery"})).await;
     assert_eq!(text(&echoed), "after discovery", "{echoed}");
     assert_eq!(slow.executions("echo"), 1);
@@ -85,9 +88,7 @@ async fn a_call_during_discovery_waits_for_it_and_runs() {
 
 #[tokio::test]
 async fn a_call_still_waiting_when_discovery_wait_ends_is_not_delivered_and_says_the_backend_is_starting() {
-    let slow = FaultBackend::start(slow_to_start(Duration::from_secs(30))).await;
-    let gateway = TestGateway::launch("discovery_wait = \"100ms\"", "", &backend_toml("slow", &slow.url(), "")).await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (slow, _gateway, mut agent) = starting(Duration::from_secs(30), "discovery_wait = \"100ms\"").await;
     let refused = agent.call_tool("slow__echo", json!({"text": "too early"})).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(refused["result"]["_meta"]["switchyard/outcome"], "not_delivered", "{refused}");
