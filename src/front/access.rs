@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::Method;
+use axum::http::{Method, header};
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -21,7 +21,8 @@ use crate::telemetry::RequestRecord;
 #[derive(Clone, Copy)]
 pub(super) struct RefusedWith(pub(super) i64);
 
-/// Wraps one request of the MCP endpoint in its record.
+/// Wraps one request of the MCP endpoint in its record, and gives a browser page's answer its CORS headers
+/// ([`super::cors`]).
 pub(super) async fn record(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
     let verb = match *request.method() {
         Method::GET => "GET",
@@ -31,11 +32,13 @@ pub(super) async fn record(State(front): State<Arc<Front>>, mut request: Request
     };
     let record = RequestRecord::start(Arc::clone(&front.metrics), verb);
     request.extensions_mut().insert(Arc::clone(&record));
-    let response = next.run(request).await;
+    let origin = request.headers().get(header::ORIGIN).cloned();
+    let mut response = next.run(request).await;
     if let Some(RefusedWith(code)) = response.extensions().get::<RefusedWith>() {
         record.refused(*code);
     }
     record.responded(response.status().as_u16());
+    super::cors::expose_to(&front, origin, &mut response);
     response
 }
 

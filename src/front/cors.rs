@@ -93,19 +93,25 @@ fn allowed_headers(request: &HeaderMap) -> HeaderValue {
     HeaderValue::from_str(&list).unwrap_or(HeaderValue::from_static(ALLOWED_HEADERS))
 }
 
-/// Adds the origin's headers to every answer of the routes it wraps (see the module rules).
+/// Adds the origin's headers to every answer of the routes it wraps (the preflights and the metadata documents;
+/// the MCP endpoint's own requests get them from their access record's middleware, [`super::access::record`], so
+/// the hot path passes through one middleware, not two).
 pub(super) async fn expose(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
-    let Some(origin) = request.headers().get(header::ORIGIN).cloned() else {
-        return next.run(request).await;
-    };
+    let origin = request.headers().get(header::ORIGIN).cloned();
     let mut response = next.run(request).await;
+    expose_to(&front, origin, &mut response);
+    response
+}
+
+/// Adds to `response` the headers the page of `origin` (the request's `Origin`, if any) may read it with.
+pub(super) fn expose_to(front: &Front, origin: Option<HeaderValue>, response: &mut Response) {
+    let Some(origin) = origin else { return };
     let answer = response.headers_mut();
     answer.append(header::VARY, HeaderValue::from_static("Origin"));
     let settings = front.settings.load();
     if settings.admission.admits_origin(&origin) {
         allow(answer, origin, &settings.admission);
     }
-    response
 }
 
 fn allow(answer: &mut HeaderMap, origin: HeaderValue, admission: &Admission) {

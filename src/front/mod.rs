@@ -135,15 +135,17 @@ pub fn app(front: Arc<Front>) -> Router {
     let recorded = middleware::from_fn_with_state(Arc::clone(&front), access::record);
     let cross_origin = middleware::from_fn_with_state(Arc::clone(&front), cors::expose);
     // A preflight is not an MCP request, so it is not recorded as one.
-    let browsers = Router::new()
+    let mcp = Router::new()
         .route("/mcp", post(post_message).delete(delete_session).get(open_stream))
         .route("/mcp/{backend}", post(post_message).delete(delete_session).get(open_stream))
-        .route_layer(recorded)
+        .route_layer(recorded);
+    let browsers = Router::new()
         .route("/mcp", options(cors::preflight_mcp))
         .route("/mcp/{backend}", options(cors::preflight_mcp))
         .route(resource::ROUTES[0], get(resource::metadata).options(cors::preflight_metadata))
         .route(resource::ROUTES[1], get(resource::metadata).options(cors::preflight_metadata))
-        .route_layer(cross_origin);
+        .route_layer(cross_origin)
+        .merge(mcp);
     let app = Router::new()
         .merge(browsers)
         .route("/healthz", get(http::healthz))
