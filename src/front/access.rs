@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
 use axum::http::request::Parts;
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
