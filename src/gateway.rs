@@ -16,6 +16,7 @@ mod backends;
 pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
+mod ledger_wait;
 pub mod reload;
 pub mod testing;
 
@@ -132,12 +133,33 @@ impl Gateway {
     /// Builds the gateway for `config`: opens (and migrates) its ledger, and marks the in-flight claims this
     /// instance left behind when it last stopped `unknown`. Discovery starts with [`Gateway::serve`].
     pub async fn build(config: Config) -> Result<Gateway, GatewayError> {
+        Gateway::build_waiting(config, None, |_| {}).await
+    }
+
+    /// [`Gateway::build`] for `serve`: while a PostgreSQL ledger cannot be reached, `listener` (the one
+    /// [`Gateway::serve`] will serve on) answers `/healthz`, `/readyz` with why, and everything else with 503, and
+    /// the ledger is tried again with backoff (`gateway::ledger_wait`); `on_wait` runs when that wait starts.
+    pub async fn build_serving(
+        config: Config,
+        listener: &TcpListener,
+        on_wait: impl FnOnce(&LedgerError),
+    ) -> Result<Gateway, GatewayError> {
+        let limits = connection_limits(&config.server);
+        let waiting = ledger_wait::WaitingListener { listener, limits, console: console_access(&config) };
+        Gateway::build_waiting(config, Some(waiting), on_wait).await
+    }
+
+    async fn build_waiting(
+        config: Config,
+        waiting: Option<ledger_wait::WaitingListener<'_>>,
+        on_wait: impl FnOnce(&LedgerError),
+    ) -> Result<Gateway, GatewayError> {
         let data_dir = &config.server.data_dir;
         private_files::warn_if_exposed(data_dir);
         private_files::create_dir(data_dir)
             .map_err(|source| GatewayError::DataDir { path: data_dir.clone(), source })?;
         let held = data_dir_lock::lock(data_dir)?;
-        let store = LedgerStore::open_url(&config.ledger.url, data_dir).await?;
+        let store = ledger_wait::open(&config.ledger.url, data_dir, waiting, on_wait).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
         let metrics = Arc::new(Metrics::new());

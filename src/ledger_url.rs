@@ -54,6 +54,15 @@ pub struct PostgresUrl {
 }
 
 impl LedgerUrl {
+    /// `"memory"`, `"sqlite"` or `"postgres"`: the store this URL opens, for logs, metrics and `/readyz`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LedgerUrl::Memory => "memory",
+            LedgerUrl::SqliteInDataDir | LedgerUrl::Sqlite(_) => "sqlite",
+            LedgerUrl::Postgres(_) => "postgres",
+        }
+    }
+
     pub fn parse(text: &str) -> Result<LedgerUrl, InvalidLedgerUrl> {
         let text = text.trim();
         let invalid = || InvalidLedgerUrl { url: redact(text), expected: URL_EXPECTED.to_owned() };

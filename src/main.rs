@@ -12,6 +12,7 @@ use switchyard::catalog::BackendStatus;
 use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
 use switchyard::gateway::reload::{ConfigSource, Reloader};
+use switchyard::ledger::LedgerError;
 use switchyard::telemetry::logs;
 use tokio::task::JoinHandle;
 
@@ -244,16 +245,26 @@ async fn serve(
     logs::install(switchyard::gateway::log_format(&config));
     announce(path.as_deref());
     config.check_serving()?;
-    let mut gateway = Gateway::build(config).await?;
-    demo.into_iter().for_each(|task| gateway.adopt(task));
-    reload_on_hangup(gateway.reloader(ConfigSource { path, listen, log_format }))?;
-    let address = gateway.config.server.listen;
+    // Before the gateway is built, so that neither a reload nor a stop asked for while it waits for its ledger
+    // ends the process by the signal's default action.
+    let hangups = hangups()?;
+    let stop = Stop::on_signal();
+    let address = config.server.listen;
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let address = listener.local_addr()?;
+    let waiting = |error: &LedgerError| {
+        println!("Switchyard is waiting for its call ledger before serving MCP at http://{address}/mcp  ({error})");
+    };
+    let mut gateway = tokio::select! {
+        built = Gateway::build_serving(config, &listener, waiting) => built?,
+        () = stop.requested() => return Ok(ExitCode::SUCCESS),
+    };
+    demo.into_iter().for_each(|task| gateway.adopt(task));
+    reload_on_hangup(hangups, gateway.reloader(ConfigSource { path, listen, log_format }));
     let metrics = gateway.bind_metrics().await?.unwrap_or(address);
     print_welcome(&gateway, address, metrics);
-    let served = gateway.serve(listener, shutdown_signal()).await;
+    let served = gateway.serve(listener, stop.requested()).await;
     logs::flush();
     served?;
     Ok(ExitCode::SUCCESS)
@@ -269,12 +280,24 @@ fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
     println!("  Metrics:        http://{metrics}/metrics  (Prometheus)");
 }
 
+/// SIGHUP, handled from the moment this is made (its default action would end the process).
+#[cfg(unix)]
+type Hangups = tokio::signal::unix::Signal;
+#[cfg(not(unix))]
+type Hangups = ();
+
+fn hangups() -> anyhow::Result<Hangups> {
+    #[cfg(unix)]
+    return tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("cannot handle SIGHUP");
+    #[cfg(not(unix))]
+    Ok(())
+}
+
 /// Reloads the configuration on every SIGHUP (the gateway logs what the reload did or why it was refused).
-fn reload_on_hangup(reloader: Reloader) -> anyhow::Result<()> {
+fn reload_on_hangup(hangups: Hangups, reloader: Reloader) {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        let mut hangups = hangups;
         tokio::spawn(async move {
             while hangups.recv().await.is_some() {
                 tracing::info!("SIGHUP: reloading the configuration");
@@ -284,8 +307,31 @@ fn reload_on_hangup(reloader: Reloader) -> anyhow::Result<()> {
         });
     }
     #[cfg(not(unix))]
-    drop(reloader);
-    Ok(())
+    drop((hangups, reloader));
+}
+
+/// A stop asked for by SIGINT or SIGTERM, awaited first by the wait for the ledger, then by serving.
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    fn on_signal() -> Stop {
+        let (asked, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = asked.send(true);
+        });
+        Stop(stop)
+    }
+
+    fn requested(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stop = self.0.clone();
+        async move {
+            // The sender only goes away with the runtime; never take that for a stop.
+            if stop.wait_for(|asked| *asked).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -4,8 +4,9 @@
 //!
 //! Owns: [`FrontError`] and its one `match` deciding, per case, the HTTP status, the JSON-RPC code, the id, the
 //! message the agent reads and any extra header (`Connection: close` after an unread body, `Retry-After` when the
-//! revocation list is full, `WWW-Authenticate` when credentials are refused — with `auth::AuthError`'s status:
-//! 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors return a `FrontError`; none builds an error answer itself.
+//! revocation list is full or the ledger is not open yet, `WWW-Authenticate` when credentials are refused — with
+//! `auth::AuthError`'s status: 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors
+//! return a `FrontError`; none builds an error answer itself.
 //! The operator's console API (`/admin/api/…`) answers its refusals from the same table, in the same shape.
 //!
 //! Rules: the messages are sentences an agent (or an LLM) can act on; a session that cannot be used is 404 for
@@ -101,6 +102,9 @@ pub enum FrontError {
     NoSuchMethod { id: Option<Value>, method: String },
     /// 2026-07-28: a JSON-RPC response was POSTed; servers of that era send clients no requests.
     UnaskedResponse { id: Value },
+    /// The gateway is still waiting for its call ledger (a `store` it cannot reach yet) and serves nothing; the
+    /// next attempt is in `retry_after` seconds.
+    LedgerNotOpen { store: &'static str, retry_after: u64 },
 }
 
 /// What the agent is sent for one [`FrontError`].
@@ -227,6 +231,17 @@ impl FrontError {
                     StatusCode::SERVICE_UNAVAILABLE,
                     jsonrpc::INTERNAL_ERROR,
                     format!("the session was not deleted: {cause}"),
+                )
+            },
+            E::LedgerNotOpen { store, retry_after } => Answer {
+                header: Some((header::RETRY_AFTER, HeaderValue::from(retry_after))),
+                ..Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "the gateway is starting and cannot reach its call ledger ({store}) yet, so it runs nothing; \
+                         retry in {retry_after} s"
+                    ),
                 )
             },
             E::NoRoomForSession { id, cause } => Answer {

@@ -24,6 +24,7 @@
 //! - Shutdown stops accepting, lets every connection finish the request it is serving (hyper's graceful
 //!   shutdown closes idle ones at once) and returns when all are closed. Dropping the future closes them all.
 
+use std::borrow::Borrow;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -71,9 +72,9 @@ pub struct ConnectionLimits {
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then until every connection has closed; `limits` are
-/// read at each accept and may change meanwhile.
+/// read at each accept and may change meanwhile. A borrowed listener stays open for whoever serves on it next.
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Borrow<TcpListener>,
     app: Router,
     mut limits: watch::Receiver<ConnectionLimits>,
     shutdown: impl Future<Output = ()>,
@@ -92,7 +93,7 @@ pub async fn serve(
                 current = *limits.borrow_and_update();
                 capacity.resize(current.max_connections);
             }
-            (stream, peer, slot) = next_connection(&listener, &slots) => {
+            (stream, peer, slot) = next_connection(listener.borrow(), &slots) => {
                 let limits = current;
                 let connection = graceful.watch(serve_connection(stream, slot, limits, peer, app.clone()));
                 connections.spawn(async move {

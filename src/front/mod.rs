@@ -5,8 +5,7 @@
 //! record by [`access`]; their `OPTIONS` preflights and cross-origin headers, and the metadata documents', by
 //! [`cors`]; `/healthz`, `/readyz`, `/metrics` of [`metrics`], the backend OAuth `/oauth/start` of
 //! [`start`] and `/oauth/callback` of [`callback`], the operator's console `/ui/` and `/admin/api/…` of
-//! [`admin`]). This
-//! file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
+//! [`admin`]; before the gateway's ledger is open, the few answers of [`waiting`]). This file holds the routes and handlers that delegate: the checks before a handler are [`admit`]'s extractors
 //! (over [`guard`]'s admission rules and [`session`]'s sealed ids), every refusal's answer is [`error`]'s table,
 //! and a `POST`'s message is mapped to router calls by [`post`] — or, for an MCP 2026-07-28 agent (no sessions), by
 //! [`modern`]. Rules: a body that is not JSON → 400/-32700; a batch → 400 (batches were removed in 2025-06-18); a
@@ -55,6 +54,7 @@ mod splice;
 pub mod standalone;
 pub mod start;
 mod stream;
+pub mod waiting;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

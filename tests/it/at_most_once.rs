@@ -522,6 +522,48 @@ async fn postgres_going_away_fails_closed_then_recovers() {
     assert_eq!(backend.executions(RAN), 2);
 }
 
+/// `serve` started while PostgreSQL cannot be reached waits for it instead of exiting: `/healthz` answers,
+/// `/readyz` says the ledger is unavailable and why, a call is refused with 503 and `Retry-After` and reaches no
+/// backend; once PostgreSQL is there the gateway opens its ledger and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_waits_for_an_unreachable_ledger_and_says_why() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let mut proxy = TcpProxy::start(postgres::address()).await;
+    proxy.cut().await;
+    let backend = FaultBackend::start(Script::default()).await;
+    let dir = ScratchDir::new("ledger-wait");
+    let instance = Instance::new(dir.path(), "gw", &schema.url_through(&proxy), &backend.url(), &dir.path().join("s"));
+    let gateway = ChildGateway::spawn_unready(&instance.config, &instance.log).await;
+
+    let health = reqwest::get(format!("{}/healthz", gateway.base)).await.expect("/healthz");
+    assert_eq!(health.status(), StatusCode::OK, "the process is up while it waits");
+    let (status, report) = readyz(&gateway.base).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{report}");
+    assert_eq!((&report["ledger"]["status"], &report["ledger"]["store"]), (&json!("unavailable"), &json!("postgres")));
+    assert!(report["ledger"]["attempts"].as_u64().is_some_and(|attempts| attempts >= 1), "{report}");
+    let error = report["ledger"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("unavailable"), "a caller on this machine reads why: {report}");
+    let refused = reqwest::Client::new()
+        .post(gateway.mcp())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(call(1, "early", Some("early-1")).to_string())
+        .send()
+        .await
+        .expect("POST /mcp");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+
+    proxy.restore().await;
+    assert!(wait_ready(&gateway.base).await, "ready once PostgreSQL is reachable");
+    let agent = Agent::connected(gateway.mcp()).await;
+    assert_echo(&post(&agent, &call(2, "late", Some("late-1")), &[]).await, "late");
+    assert_eq!(backend.executions(RAN), 1, "only the call made once the ledger was open ran");
+    let log = std::fs::read_to_string(&instance.log).unwrap_or_default();
+    assert!(log.contains("cannot open the call ledger; waiting for it"), "{log}");
+    gateway.kill().await;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // 11: SQLite only
 

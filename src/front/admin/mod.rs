@@ -19,7 +19,7 @@ mod query;
 mod ui;
 
 pub use access::ConsoleAccess;
-pub(super) use access::{admits, audience};
+pub(super) use access::{admits, audience, exempt};
 
 use std::sync::Arc;
 

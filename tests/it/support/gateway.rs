@@ -166,6 +166,23 @@ impl ChildGateway {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> ChildGateway {
+        let gateway = ChildGateway::launch_unready(config, dir, log, args, env).await;
+        assert!(wait_ready(&gateway.base).await, "the gateway did not become ready; its log:\n{}", read_log(log));
+        gateway
+    }
+
+    /// [`ChildGateway::spawn`] without waiting for it to be ready: returns once it printed its address.
+    pub async fn spawn_unready(config: &Path, log: &Path) -> ChildGateway {
+        ChildGateway::launch_unready(Some(config), Path::new("."), log, &[], &[]).await
+    }
+
+    async fn launch_unready(
+        config: Option<&Path>,
+        dir: &Path,
+        log: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ChildGateway {
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the gateway log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
         command.arg("serve").current_dir(dir);
@@ -194,15 +211,14 @@ impl ChildGateway {
             let _ = child.start_kill();
             panic!("the gateway did not start ({first:?}); its log:\n{}", read_log(log));
         };
-        // "Switchyard is serving MCP at http://127.0.0.1:PORT/mcp  (backends: …)"
+        // "Switchyard is serving MCP at http://127.0.0.1:PORT/mcp  (backends: …)", or "… is waiting for its call
+        // ledger before serving MCP at http://…/mcp  (…)"
         let url = line
             .split_whitespace()
             .find(|word| word.starts_with("http://"))
             .unwrap_or_else(|| panic!("no URL in the first line: {line:?}"));
         let base = url.strip_suffix("/mcp").unwrap_or(url).to_owned();
-        let gateway = ChildGateway { base, child, _stdout: stdout };
-        assert!(wait_ready(&gateway.base).await, "the gateway did not become ready; its log:\n{}", read_log(log));
-        gateway
+        ChildGateway { base, child, _stdout: stdout }
     }
 
     pub fn mcp(&self) -> String {
