@@ -391,10 +391,10 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 fn backend_failures(gateway: &Gateway) -> Vec<String> {
     let mut failed = Vec::new();
     let mut lines = Vec::new();
-    for (backend, status) in gateway.router.catalog().statuses() {
-        if let BackendStatus::Failed { error } = status {
+    for backend in gateway.router.catalog().statuses() {
+        if let BackendStatus::Failed { error } = backend.status {
             lines.push(format!("discovery failed: {}", escaped(&error)));
-            failed.push(backend);
+            failed.push(backend.name);
         }
     }
     for (backend, failures, error, _) in gateway.router.failing_starts() {

@@ -82,8 +82,21 @@ pub struct Withheld {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendStatus {
     Pending,
-    Discovered { tools: usize },
-    Failed { error: String },
+    Discovered,
+    /// The last discovery failed; the last good listing, if any, is still served.
+    Failed {
+        error: String,
+    },
+}
+
+/// One backend as [`Catalog::statuses`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendState {
+    pub name: Arc<str>,
+    pub status: BackendStatus,
+    /// The tools agents see of it at `/mcp` (its tool filter applied, names withheld for a collision not
+    /// counted): its last good listing's, also while its discovery fails.
+    pub tools: usize,
 }
 
 /// What discovery found on one backend.
@@ -161,8 +174,7 @@ impl Catalog {
                 return false;
             }
         };
-        // The count agents see depends on the spec too: `statuses` makes it.
-        *status = BackendStatus::Discovered { tools: 0 };
+        *status = BackendStatus::Discovered;
         if **last == listing {
             return false;
         }
@@ -274,22 +286,18 @@ impl Catalog {
         self.snapshot.load().withheld.clone()
     }
 
-    /// Every backend's discovery status, in configuration order; a discovered backend's tools are those agents
-    /// see at `/mcp` (its tool filter applied; names withheld for a collision not counted).
-    pub fn statuses(&self) -> Vec<(Arc<str>, BackendStatus)> {
+    /// Every backend's discovery status and exposed tool count, in configuration order: the one count `/readyz`,
+    /// the console and `switchyard check` show.
+    pub fn statuses(&self) -> Vec<BackendState> {
         let state = self.state.read();
         let mut exposed: HashMap<Arc<str>, usize> = HashMap::new();
         for route in self.snapshot.load().tools.exposed() {
             *exposed.entry(Arc::clone(&route.backend)).or_default() += 1;
         }
         let status = |spec: &BackendSpec| {
-            let status = match &state.discovered.get(&spec.name)?.0 {
-                BackendStatus::Discovered { .. } => {
-                    BackendStatus::Discovered { tools: exposed.get(&spec.name).copied().unwrap_or_default() }
-                }
-                other => other.clone(),
-            };
-            Some((spec.name.clone(), status))
+            let status = state.discovered.get(&spec.name)?.0.clone();
+            let tools = exposed.get(&spec.name).copied().unwrap_or_default();
+            Some(BackendState { name: spec.name.clone(), status, tools })
         };
         state.specs.iter().filter_map(status).collect()
     }

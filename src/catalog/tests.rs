@@ -69,18 +69,20 @@ fn allow_and_deny_filter_what_is_exposed() {
     catalog.update("fs", Ok(Listing::tools(vec![tool("read_file"), tool("write_file")])));
     assert_eq!(names(&catalog.tools(View::All)), ["fs__read_file"]);
     assert!(catalog.resolve(View::Backend("fs"), "write_file").is_none());
-    let status = catalog.statuses().into_iter().map(|(_, status)| status).collect::<Vec<_>>();
-    assert_eq!(status, [BackendStatus::Discovered { tools: 1 }], "the filtered-out tool is not counted");
+    let [state] = catalog.statuses().try_into().expect("one backend");
+    assert_eq!((state.status, state.tools), (BackendStatus::Discovered, 1), "the filtered-out tool is not counted");
 }
 
 #[test]
 fn a_failure_keeps_the_last_good_list_and_reports_the_error() {
     let catalog = Catalog::new(vec![spec("a", "a__")]);
-    assert_eq!(catalog.statuses()[0].1, BackendStatus::Pending);
+    assert_eq!(catalog.statuses()[0].status, BackendStatus::Pending);
     catalog.update("a", Ok(Listing::tools(vec![tool("t")])));
     assert!(!catalog.update("a", Err("connection refused".into())));
     assert_eq!(names(&catalog.tools(View::All)), ["a__t"]);
-    assert_eq!(catalog.statuses()[0].1, BackendStatus::Failed { error: "connection refused".into() });
+    let failed = &catalog.statuses()[0];
+    assert_eq!(failed.status, BackendStatus::Failed { error: "connection refused".into() });
+    assert_eq!(failed.tools, 1, "the last good listing is still served, and counted");
     assert!(!catalog.update("a", Ok(Listing::tools(vec![tool("t")]))), "same list: the view did not change");
     assert!(catalog.update("a", Ok(Listing::tools(vec![tool("t"), tool("u")]))));
 }
@@ -150,14 +152,14 @@ fn reconfigure_keeps_listings_of_kept_backends_and_names_what_agents_see_change(
     assert_eq!(names(&catalog.tools(View::All)), ["a__echo", "new__echo"], "a kept its listing without rediscovery");
     assert!(catalog.resolve(View::All, "b__echo").is_none(), "a removed backend's tools are gone");
     assert_eq!(names(&catalog.tools(View::Backend("c"))), ["echo"]);
-    let statuses: Vec<(String, BackendStatus)> =
-        catalog.statuses().into_iter().map(|(name, status)| (name.to_string(), status)).collect();
+    let statuses: Vec<(String, BackendStatus, usize)> =
+        catalog.statuses().into_iter().map(|state| (state.name.to_string(), state.status, state.tools)).collect();
     assert_eq!(
         statuses,
         [
-            ("a".into(), BackendStatus::Discovered { tools: 1 }),
-            ("c".into(), BackendStatus::Discovered { tools: 1 }),
-            ("d".into(), BackendStatus::Pending),
+            ("a".into(), BackendStatus::Discovered, 1),
+            ("c".into(), BackendStatus::Discovered, 1),
+            ("d".into(), BackendStatus::Pending, 0),
         ]
     );
     assert!(

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 use super::CallRouter;
 use super::inspect::ProcessStart;
 use crate::backend::mcp_client::BackendHealth;
-use crate::catalog::BackendStatus;
+use crate::catalog::{BackendState, BackendStatus};
 
 /// Whether one part the gateway depends on works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -152,10 +152,10 @@ impl CallRouter {
             .catalog
             .statuses()
             .into_iter()
-            .map(|(name, status)| {
+            .map(|BackendState { name, status, tools }| {
                 let discovery = match status {
                     BackendStatus::Pending => Discovery::Pending,
-                    BackendStatus::Discovered { tools } => Discovery::Discovered { tools },
+                    BackendStatus::Discovered => Discovery::Discovered { tools },
                     BackendStatus::Failed { error } => Discovery::Failed { error: Some(error) },
                 };
                 let process_start = failing.remove(&name);

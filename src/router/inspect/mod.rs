@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::CallRouter;
 use super::readiness::HealthReport;
-use crate::catalog::BackendStatus;
+use crate::catalog::{BackendState, BackendStatus};
 pub use calls::{CallQuery, DEFAULT_CALLS, InspectError, MAX_CALLS};
 pub use latency::Latency;
 
@@ -85,16 +85,12 @@ impl CallRouter {
         let census = self.client.census();
         let mut failing = self.process_starts();
         let mut healths = self.health_reports();
-        let mut tools: HashMap<String, usize> = HashMap::new();
-        for route in self.catalog.routes() {
-            *tools.entry(route.backend.to_string()).or_default() += 1;
-        }
         let mut views = Vec::new();
-        for (name, status) in self.catalog.statuses() {
+        for BackendState { name, status, tools } in self.catalog.statuses() {
             let counted = census.get(&name).copied().unwrap_or_default();
             let (status, error) = match status {
                 BackendStatus::Pending => ("pending", None),
-                BackendStatus::Discovered { .. } => ("discovered", None),
+                BackendStatus::Discovered => ("discovered", None),
                 BackendStatus::Failed { error } => ("failed", Some(error)),
             };
             views.push(BackendView {
@@ -102,7 +98,7 @@ impl CallRouter {
                 status,
                 error,
                 health: healths.remove(&name).unwrap_or_else(|| HealthReport::of(None)),
-                tools: tools.get(name.as_ref()).copied().unwrap_or_default(),
+                tools,
                 sessions: counted.sessions,
                 processes: counted.processes,
                 process_start: failing.remove(&name),
