@@ -1,20 +1,24 @@
-//! Checks the memory ledger for stalls and measures what it keeps per claim (ARCHITECTURE.md,
-//! *The memory ledger*). Built with `cargo run --release --example ledger_memory_stalls [CLAIMS]`; not part of
-//! the gateway, and not a throughput benchmark: it times single operations and counts those slower than a
-//! threshold, because one slow operation holds the store's lock and every call waits behind it.
+//! Checks a ledger store for stalls and measures what the memory store keeps per claim (ARCHITECTURE.md,
+//! *The memory ledger*; docs/ledger.md, *Retention*). Built with
+//! `cargo run --release --example ledger_stalls [CLAIMS] [STORE]`, where STORE is `memory` (the default) or a
+//! ledger URL such as `sqlite:///tmp/stalls/ledger.db` (a fresh file); not part of the gateway, and not a
+//! throughput benchmark: it times single operations and counts those slower than a threshold, because one slow
+//! operation holds the store (its lock, or the SQLite writer) and every call waits behind it.
 //!
 //! Phases, on a store filled with `CLAIMS` (300 000 by default) completed calls shaped like the benchmark's:
-//! 1. fill: each claim and each completion timed on its own;
+//! 1. fill: each claim and each completion timed on its own (SQLite: by 64 callers at once, so it ends in time);
 //! 2. memory: bytes the store holds per retained claim, as the allocator saw them (requested bytes still live)
-//!    and as the kernel did (RSS), both as the difference over the fill;
+//!    and as the kernel did (RSS), both as the difference over the fill (meaningful for `memory` only);
 //! 3. upkeep: one lease renewal and one lease expiry, each timed (with a few calls in flight);
-//! 4. sweep: a purge of everything settled runs on one worker while the other keeps claiming and completing
-//!    new calls; those calls are timed.
+//! 4. baseline: as many new calls as the sweep will take, claimed and completed one after another, timed;
+//! 5. sweep: a purge of everything settled runs on one worker while the other keeps claiming and completing
+//!    new calls; those calls are timed. The baseline's figures are the same calls without a purge.
 //!
 //! Prints one line per phase: operations, how many took over 1 ms and over 10 ms, and the slowest, by wall time
 //! and by the thread's CPU time. On a busy machine the wall figures include preemption; the CPU figures of the
 //! fill and the upkeep do not, and show whether one operation did work that grows with the store. (The calls
-//! timed during the sweep wait for the lock without CPU time, so only their wall figures see the sweep.)
+//! timed during the sweep wait for the lock or the writer without CPU time, so only their wall figures see the
+//! sweep.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "an example reports a failure by panicking")]
 #![allow(unsafe_code, reason = "it counts allocations with a global allocator and reads the thread's CPU clock")]
@@ -103,7 +107,21 @@ fn thread_cpu() -> Duration {
     Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
 }
 
+impl Counts {
+    fn add(&mut self, other: &Counts) {
+        self.over_1ms += other.over_1ms;
+        self.over_10ms += other.over_10ms;
+        self.slowest = self.slowest.max(other.slowest);
+    }
+}
+
 impl Slow {
+    fn add(&mut self, other: Slow) {
+        self.operations += other.operations;
+        self.wall.add(&other.wall);
+        self.cpu.add(&other.cpu);
+    }
+
     fn record(&mut self, started: Started) {
         self.operations += 1;
         self.wall.record(started.0.elapsed());
@@ -152,16 +170,33 @@ fn rss_bytes() -> anyhow::Result<u64> {
     Ok(pages * 4096)
 }
 
-async fn run(claims: u64) -> anyhow::Result<()> {
-    let store = LedgerStore::memory();
+/// Fills the store with `claims` completed calls: one after another for the memory store (each operation's CPU
+/// time is its own), 64 at a time for a durable one (whose calls wait for commits).
+async fn fill(store: &LedgerStore, session: &str, claims: u64, result: &RawJson) -> anyhow::Result<Slow> {
+    let callers = if store.kind() == "memory" { 1 } else { 64 };
+    let mut tasks = tokio::task::JoinSet::new();
+    for caller in 0..callers {
+        let (store, session, result) = (store.clone(), session.to_owned(), result.clone());
+        tasks.spawn(async move {
+            let mut slow = Slow::default();
+            for id in (caller..claims).step_by(callers as usize) {
+                timed_call(&store, call(&session, id), &result, &mut slow).await?;
+            }
+            anyhow::Ok(slow)
+        });
+    }
+    let mut all = Slow::default();
+    while let Some(slow) = tasks.join_next().await {
+        all.add(slow??);
+    }
+    Ok(all)
+}
+
+async fn run(claims: u64, store: LedgerStore) -> anyhow::Result<()> {
     let session = "0b9f6c2e-4d1a-4e8b-9c3f-7a6d5e4c3b2a";
     let result = RawJson::of(&serde_json::json!({"content": [{"type": "text", "text": "hello"}], "isError": false}));
     let (live_before, rss_before) = (LIVE.load(Ordering::Relaxed), rss_bytes()?);
-    let mut fill = Slow::default();
-    for id in 0..claims {
-        timed_call(&store, call(session, id), &result, &mut fill).await?;
-    }
-    fill.print("fill");
+    fill(&store, session, claims, &result).await?.print("fill");
     let live = (LIVE.load(Ordering::Relaxed) - live_before) as f64 / claims as f64;
     let rss = rss_bytes()?.saturating_sub(rss_before) as f64 / claims as f64;
     println!("memory: claims={claims} live_bytes_per_claim={live:.0} rss_bytes_per_claim={rss:.0}");
@@ -180,23 +215,37 @@ async fn run(claims: u64) -> anyhow::Result<()> {
 
     let sweeper = store.clone();
     let cutoff = SystemTime::now() + Duration::from_secs(1);
+    // The cutoff covers the whole fill; the second is waited out so that the calls timed from here on settle
+    // after it and are not purged.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut id = 2 * claims;
     let purge = tokio::spawn(async move { sweeper.purge(cutoff).await });
     let mut during = Slow::default();
-    let mut id = 2 * claims;
     while !purge.is_finished() {
         timed_call(&store, call(session, id), &result, &mut during).await?;
         id += 1;
     }
     let purged = purge.await??;
+    let mut baseline = Slow::default();
+    for _ in 0..during.operations / 2 {
+        timed_call(&store, call(session, id), &result, &mut baseline).await?;
+        id += 1;
+    }
+    baseline.print("baseline (no purge)");
     during.print(&format!("sweep (purged={purged})"));
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
-    let claims = match std::env::args().nth(1) {
+    let mut args = std::env::args().skip(1);
+    let claims = match args.next() {
         Some(count) => count.parse().context("CLAIMS must be a number")?,
         None => 300_000,
     };
+    let url = args.next().unwrap_or_else(|| "memory".to_owned());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(run(claims))
+    runtime.block_on(async {
+        let store = LedgerStore::open(&url, &std::env::temp_dir()).await.with_context(|| format!("open {url}"))?;
+        run(claims, store).await
+    })
 }
