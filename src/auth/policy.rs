@@ -10,6 +10,9 @@
 //!   name ([`Grants::some_name_under`]).
 //! - A backend's resources (and resource templates) are granted by a policy that applies to the principal and
 //!   lists the backend (or `*`) in `backends`; there is no deny for resources.
+//! - A tool call needs a person's approval when a policy that applies to the principal lists the tool's exposed
+//!   name in `approve` ([`Grants::needs_approval`]); approving never grants: the tool must be usable first.
+//!   Whether any policy has `approve` globs is worked out once, so a configuration without them pays nothing.
 //! - A policy applies to a principal when one of its subjects is `*`, the principal's name, or a group of the
 //!   principal. Names and groups compare exactly (case matters, as in the claims they come from).
 
@@ -42,6 +45,8 @@ pub struct Policy {
     pub subjects: Vec<Subject>,
     pub allow: Vec<Glob>,
     pub deny: Vec<Glob>,
+    /// Tools whose calls need an approval first.
+    pub approve: Vec<Glob>,
     /// Backend names whose resources are granted; `*` grants every backend's.
     pub backends: Vec<String>,
 }
@@ -54,21 +59,26 @@ impl Policy {
 
 /// Every configured policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policies(Vec<Policy>);
+pub struct Policies {
+    policies: Vec<Policy>,
+    /// Whether some policy has `approve` globs.
+    approvals: bool,
+}
 
 impl Policies {
     pub fn new(policies: Vec<Policy>) -> Self {
-        Self(policies)
+        let approvals = policies.iter().any(|policy| !policy.approve.is_empty());
+        Self { policies, approvals }
     }
 
     /// What `principal` may use; select once per request, then ask per name (list filtering).
     pub fn for_principal(&self, principal: &Principal) -> Grants<'_> {
-        let applicable = if self.0.is_empty() {
+        let applicable = if self.policies.is_empty() {
             None
         } else {
-            Some(self.0.iter().filter(|policy| policy.applies_to(principal)).collect())
+            Some(self.policies.iter().filter(|policy| policy.applies_to(principal)).collect())
         };
-        Grants { applicable }
+        Grants { applicable, approvals: self.approvals }
     }
 
     #[cfg(test)]
@@ -92,6 +102,8 @@ impl Policies {
 pub struct Grants<'a> {
     /// `None` when no policy is configured at all (everything is allowed).
     applicable: Option<Vec<&'a Policy>>,
+    /// Whether some policy (applicable or not) has `approve` globs: when none has, no call needs an approval.
+    approvals: bool,
 }
 
 impl Grants<'_> {
@@ -113,6 +125,18 @@ impl Grants<'_> {
         let globs = |pick: fn(&Policy) -> &[Glob]| applicable.iter().flat_map(move |policy| pick(policy));
         globs(|policy| &policy.allow).any(|glob| glob.matches_some_name_starting(prefix))
             && !globs(|policy| &policy.deny).any(|glob| glob.matches_every_name_starting(prefix))
+    }
+
+    /// Whether a call of the tool `exposed_name` needs a person's approval first: one flag test when no policy
+    /// has `approve` globs.
+    pub fn needs_approval(&self, exposed_name: &str) -> bool {
+        if !self.approvals {
+            return false;
+        }
+        let Some(applicable) = &self.applicable else {
+            return false;
+        };
+        applicable.iter().any(|policy| policy.approve.iter().any(|glob| glob.matches(exposed_name)))
     }
 
     pub fn backend_resources(&self, backend: &str) -> bool {
@@ -144,6 +168,7 @@ mod tests {
             subjects,
             allow: globs(allow),
             deny: globs(deny),
+            approve: Vec::new(),
             backends: backends.iter().map(|name| (*name).to_owned()).collect(),
         }
     }
@@ -211,6 +236,18 @@ mod tests {
             assert_eq!(grants.tool(name), policies.may_use_tool(&ops, name), "{name}");
         }
         assert!(grants.tool("ls") && !grants.tool("rm_rf") && grants.backend_resources("a"));
+    }
+
+    #[test]
+    fn approve_globs_apply_to_the_policys_principals_only() {
+        let approving = Policy { approve: globs(&["pay__*"]), ..policy(vec![Subject::Group("agents".into())], &["*"], &[], &[]) };
+        let policies = Policies::new(vec![approving, policy(vec![Subject::Anyone], &["*"], &[], &[])]);
+        let agent = policies.for_principal(&principal("bot", &["agents"]));
+        assert!(agent.needs_approval("pay__send") && !agent.needs_approval("docs__search"));
+        assert!(!policies.for_principal(&principal("alice", &[])).needs_approval("pay__send"), "not in the group");
+        let plain = Policies::new(vec![policy(vec![Subject::Anyone], &["*"], &[], &[])]);
+        assert!(!plain.for_principal(&principal("bot", &["agents"])).needs_approval("pay__send"));
+        assert!(!Policies::default().for_principal(&principal("bot", &[])).needs_approval("pay__send"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!   stay relative to the working directory.
 
 mod anchor;
+mod approvals;
 mod auth;
 mod backend;
 mod credential;
@@ -40,6 +41,7 @@ use std::path::Path;
 
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
+pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_WAIT};
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
 pub use backend::{BackendConfig, Endpoint, ProtocolEra, ToolFilter, Transport};
 pub use credential::{BackendCredential, CredentialSource};
@@ -54,6 +56,7 @@ pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 pub use traces::{SamplerKind, TracesConfig, TracesSampler};
 
+use approvals::RawApprovals;
 use auth::RawAuth;
 use backend::RawBackend;
 use fields::{Fault, KeyPath, quoted};
@@ -75,6 +78,7 @@ struct RawConfig {
     /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
     auth: Option<RawAuth>,
     policies: Vec<RawPolicy>,
+    approvals: RawApprovals,
     telemetry: RawTelemetry,
 }
 
@@ -95,6 +99,7 @@ pub struct Config {
     pub auth: AuthConfig,
     /// In file order.
     pub policies: Vec<PolicyConfig>,
+    pub approvals: ApprovalsConfig,
     pub telemetry: TelemetryConfig,
 }
 
@@ -145,6 +150,7 @@ impl Config {
             backends: Vec::new(),
             auth: AuthConfig::default(),
             policies: Vec::new(),
+            approvals: ApprovalsConfig::default(),
             telemetry: TelemetryConfig::default(),
         }
     }
@@ -225,8 +231,9 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .enumerate()
         .map(|(index, policy)| policy::build(index, policy, &backends))
         .collect::<Result<Vec<_>, _>>()?;
+    let approvals = approvals::build(&raw.approvals)?;
     let telemetry = telemetry::build(&raw.telemetry)?;
-    Ok(Config { server, ledger, backends, auth, policies, telemetry })
+    Ok(Config { server, ledger, backends, auth, policies, approvals, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

@@ -6,6 +6,8 @@
 //! - `allow` and `deny` are globs over exposed tool and prompt names (the names agents see at `/mcp`);
 //!   `backends` lists backends whose resources the policy grants (`*` for all). A policy granting and denying
 //!   nothing is refused as a mistake.
+//! - `approve` globs (same form as `allow`) name the tools whose calls by the policy's principals wait for a
+//!   person's approval (`[approvals]`); they grant nothing by themselves.
 //! - `backends` entries must name configured backends, so a typo never silently grants nothing.
 //! - How policies combine (no policy: everything allowed; deny wins) is the auth module's rule, not checked here.
 
@@ -33,6 +35,8 @@ pub struct PolicyConfig {
     pub principals: Vec<PolicySubject>,
     pub allow: Vec<Glob>,
     pub deny: Vec<Glob>,
+    /// Tools whose calls need an approval first.
+    pub approve: Vec<Glob>,
     /// Backend names, or `*` for every backend.
     pub backends: Vec<String>,
 }
@@ -43,6 +47,7 @@ pub(super) struct RawPolicy {
     principals: Vec<String>,
     allow: Vec<String>,
     deny: Vec<String>,
+    approve: Vec<String>,
     backends: Vec<String>,
 }
 
@@ -56,13 +61,15 @@ pub(super) fn build(index: usize, raw: &RawPolicy, backends: &[BackendConfig]) -
         principals: list(&entry.key("principals"), &raw.principals, parse_subject)?,
         allow: list(&entry.key("allow"), &raw.allow, parse_name_glob)?,
         deny: list(&entry.key("deny"), &raw.deny, parse_name_glob)?,
+        approve: list(&entry.key("approve"), &raw.approve, parse_name_glob)?,
         backends: list(&entry.key("backends"), &raw.backends, |name| parse_backend_ref(name, backends))?,
     };
-    if policy.allow.is_empty() && policy.deny.is_empty() && policy.backends.is_empty() {
+    if policy.allow.is_empty() && policy.deny.is_empty() && policy.approve.is_empty() && policy.backends.is_empty() {
         return Err(Fault::invalid(
             &entry,
             None,
-            "a policy with at least one of `allow`, `deny` or `backends` (this one grants and denies nothing)".into(),
+            "a policy with at least one of `allow`, `deny`, `approve` or `backends` (this one grants and denies nothing)"
+                .into(),
         ));
     }
     Ok(policy)

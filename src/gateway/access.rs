@@ -64,6 +64,7 @@ pub fn policies(config: &Config) -> Policies {
                 subjects: policy.principals.iter().map(subject).collect(),
                 allow: policy.allow.clone(),
                 deny: policy.deny.clone(),
+                approve: policy.approve.clone(),
                 backends: policy.backends.clone(),
             })
             .collect(),

@@ -39,9 +39,12 @@ pub struct ConfigDiff {
 
 impl ConfigDiff {
     pub fn between(running: &Config, file: &Config) -> ConfigDiff {
-        let Config { server, ledger, backends, auth, policies, telemetry } = file;
+        let Config { server, ledger, backends, auth, policies, approvals, telemetry } = file;
         let mut diff =
             ConfigDiff { auth: running.auth != *auth, policies: running.policies != *policies, ..Default::default() };
+        if running.approvals != *approvals {
+            diff.restart_only.push("approvals");
+        }
         diff.compare_server(&running.server, server);
         diff.compare_ledger(&running.ledger, ledger);
         diff.compare_telemetry(&running.telemetry, telemetry);

@@ -6,6 +6,7 @@
 //! stored data cannot be trusted: an operator must look). Rule violations (another instance's claim, a claim in
 //! the wrong state) name the claim. No message contains a database password.
 
+use super::approvals::ApprovalState;
 use super::types::ClaimState;
 use crate::ledger_url::InvalidLedgerUrl;
 
@@ -42,6 +43,14 @@ pub enum LedgerError {
     /// A backend token row the token store refuses to write.
     #[error("invalid backend token row: {problem}")]
     InvalidBackendToken { problem: String },
+
+    /// An approval request the store refuses to write (or a decision's note that is too long).
+    #[error("invalid approval request: {problem}")]
+    InvalidApproval { problem: String },
+
+    /// The approval request was decided already, or expired; `by` is who decided (empty when it expired).
+    #[error("the approval request {key} is {state} already; it cannot be decided again")]
+    AlreadyDecided { key: String, state: ApprovalState, by: String },
 
     /// No claim has this key (it was never made, was released, or was purged).
     #[error("no claim with key {key}")]

@@ -22,7 +22,8 @@
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
-//!   see `backend_tokens.rs`).
+//!   see `backend_tokens.rs`), and the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
+//!   the call's claim key; see `approvals.rs`).
 
 mod background;
 mod detach;
@@ -50,6 +51,7 @@ use tokio::time::Instant;
 use crate::raw_json::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
+pub use approvals::{ApprovalRequest, ApprovalRow, ApprovalState, Decision, MAX_NOTE};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
@@ -88,6 +90,7 @@ macro_rules! dispatch {
 }
 
 // Declared after `dispatch!` so the modules can use it.
+mod approvals;
 mod backend_tokens;
 mod revocations;
 

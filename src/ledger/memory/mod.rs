@@ -11,6 +11,7 @@
 //!   the purge and the listing work in slices of [`SLICE`], taking the lock anew for each.
 //! - Records are compact and share their names ([`record`]); what the store hands out are copies.
 
+mod approvals;
 mod claims;
 mod record;
 mod side;
@@ -27,6 +28,7 @@ use parking_lot::Mutex;
 
 use crate::raw_json::RawJson;
 
+use super::approvals::ApprovalRow;
 use super::backend_tokens::BackendTokenRow;
 use super::digest::StoredResult;
 use super::error::LedgerError;
@@ -57,6 +59,8 @@ struct Inner {
     revocations: Mutex<HashMap<String, u64>>,
     /// Backend OAuth tokens by (backend, principal), in listing order.
     backend_tokens: Mutex<BTreeMap<(String, String), BackendTokenRow>>,
+    /// Approval requests by claim key.
+    approvals: Mutex<HashMap<ClaimKey, ApprovalRow>>,
 }
 
 /// Now, as the store keeps times.

@@ -13,6 +13,7 @@
 //!   [`super::detach`]).
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
+mod approvals;
 mod backend_tokens;
 mod batch;
 mod conn;
@@ -29,6 +30,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::raw_json::RawJson;
 
+use super::approvals::ApprovalSql;
 use super::backend_tokens::BackendTokenSql;
 use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
@@ -57,6 +59,7 @@ struct Inner {
     pending: Arc<Pending>,
     revocation_sql: RevocationSql,
     backend_token_sql: BackendTokenSql,
+    approval_sql: ApprovalSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -89,6 +92,7 @@ impl PostgresStore {
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
         let (revocations, _) = broadcast::channel(FEED_CAPACITY);
         let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
+        let approval_sql = ApprovalSql::new(&names.approvals, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -104,6 +108,7 @@ impl PostgresStore {
             pending,
             revocation_sql,
             backend_token_sql,
+            approval_sql,
             revocations,
             _stop_listening: stop,
         };

@@ -1,4 +1,4 @@
-//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`]) run against every store, the lingering
+//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`], [`approvals`]) run against every store, the lingering
 //! completions of the SQL stores ([`linger`]), plus what only one store can show ([`stores`]).
 //!
 //! Rules:
@@ -8,6 +8,7 @@
 //!   When it is unreachable the PostgreSQL runs print a `*** SKIPPED: ` line (counted by `scripts/test`) and
 //!   pass, unless `CI=true`: then they fail, so CI never passes without having tested the shared store.
 
+mod approvals;
 mod behaviour;
 mod completion;
 mod linger;
@@ -295,6 +296,24 @@ on_every_store!(
     queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
+);
+
+/// Runs every approval case against each store.
+macro_rules! approvals_on_every_store {
+    ($($case:ident),* $(,)?) => {
+        behaviour_suite!(memory_approvals in memory, approvals: $($case),*);
+        behaviour_suite!(sqlite_approvals in sqlite, approvals: $($case),*);
+        behaviour_suite!(postgres_approvals in postgres, approvals: $($case),*);
+    };
+}
+
+approvals_on_every_store!(
+    an_approval_is_requested_once_and_decided_once,
+    concurrent_decisions_have_one_winner,
+    an_undecided_request_expires_and_cannot_be_decided,
+    approvals_are_listed_newest_first_by_state,
+    approvals_are_seen_by_a_second_instance,
+    malformed_requests_and_notes_are_refused,
 );
 
 behaviour_suite!(sqlite_linger in sqlite, linger:

@@ -1,0 +1,80 @@
+//! Approval requests on SQLite: the `switchyard_approvals` table in the ledger's own file. Each operation is one
+//! statement on the worker thread, like the claims'.
+
+use std::sync::LazyLock;
+
+use rusqlite::params;
+
+use super::SqliteStore;
+use crate::ledger::approvals::{
+    APPROVALS_TABLE, ApprovalRow, ApprovalSql, ApprovalState, Decision, decision_values, from_columns, insert_values,
+};
+use crate::ledger::error::LedgerError;
+use crate::ledger::sql::Dialect;
+use crate::ledger::types::ClaimKey;
+
+static SQL: LazyLock<ApprovalSql> = LazyLock::new(|| ApprovalSql::new(APPROVALS_TABLE, Dialect::Sqlite));
+
+impl SqliteStore {
+    pub(crate) async fn insert_approval(&self, row: &ApprovalRow) -> Result<bool, LedgerError> {
+        let row = row.clone();
+        self.inner
+            .worker
+            .run(move |db| {
+                let (key, principal, backend, tool, digest, sealed, state, requested, expires) = insert_values(&row);
+                let values = params![key, principal, backend, tool, digest, sealed, state, requested, expires];
+                Ok(db.conn.prepare_cached(&SQL.insert)?.execute(values)? == 1)
+            })
+            .await
+    }
+
+    pub(crate) async fn approval(&self, key: &ClaimKey) -> Result<Option<ApprovalRow>, LedgerError> {
+        let key = key.as_str().to_owned();
+        self.inner.worker.run(move |db| select(db, &SQL.select, params![key]).map(|rows| rows.into_iter().next())).await
+    }
+
+    pub(crate) async fn decide_approval(&self, key: &ClaimKey, decision: &Decision) -> Result<bool, LedgerError> {
+        let (key, decision) = (key.as_str().to_owned(), decision.clone());
+        self.inner
+            .worker
+            .run(move |db| {
+                let (state, by, at, note) = decision_values(&decision);
+                Ok(db.conn.prepare_cached(&SQL.decide)?.execute(params![key, state, by, at, note])? == 1)
+            })
+            .await
+    }
+
+    pub(crate) async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRow>, LedgerError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.inner.worker.run(move |db| select(db, &SQL.list, params![state.map(ApprovalState::as_str), limit])).await
+    }
+}
+
+fn select(
+    db: &mut super::worker::Db,
+    sql: &str,
+    values: impl rusqlite::Params,
+) -> Result<Vec<ApprovalRow>, LedgerError> {
+    let mut statement = db.conn.prepare_cached(sql)?;
+    let rows = statement.query_map(values, |row| {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+            row.get(5)?,
+            row.get(6)?,
+            row.get(7)?,
+            row.get(8)?,
+            row.get(9)?,
+            row.get(10)?,
+            row.get(11)?,
+        ))
+    })?;
+    rows.map(|row| from_columns(row?)).collect()
+}

@@ -1,0 +1,116 @@
+//! Behaviour cases (run against every store by the suite) about approval requests: created once per key,
+//! decided once, expired when nobody decided, listed newest first, and shared with a second instance.
+
+use std::time::{Duration, SystemTime};
+
+use super::Harness;
+use crate::ledger::{ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError};
+
+fn request(name: &str, requested_at: SystemTime, timeout: Duration) -> ApprovalRow {
+    ApprovalRow {
+        key: ClaimKey::idempotency("bot", name),
+        principal: "bot".into(),
+        backend: "pay".into(),
+        tool: "send".into(),
+        args_digest: "d1".into(),
+        sealed_args: b"\x01sealed".to_vec(),
+        state: ApprovalState::AwaitingApproval,
+        requested_at,
+        expires_at: requested_at + timeout,
+        decided_by: None,
+        decided_at: None,
+        note: None,
+    }
+    .normalized()
+}
+
+fn decision(approve: bool, by: &str, note: Option<&str>) -> Decision {
+    Decision { approve, by: by.into(), note: note.map(str::to_owned), at: SystemTime::now() }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+pub(super) async fn an_approval_is_requested_once_and_decided_once(h: &Harness) {
+    let store = &h.store;
+    let row = request("k1", SystemTime::now(), HOUR);
+    assert_eq!(store.request_approval(row.clone()).await.expect("request"), ApprovalRequest::Created(row.clone()));
+    let again = request("k1", SystemTime::now() + Duration::from_secs(5), HOUR);
+    assert_eq!(store.request_approval(again).await.expect("retry"), ApprovalRequest::Existing(row.clone()));
+    let approved = store.decide_approval(&row.key, &decision(true, "alice", Some("ok, once"))).await.expect("decide");
+    assert_eq!(approved.state, ApprovalState::Approved);
+    assert_eq!((approved.decided_by.as_deref(), approved.note.as_deref()), (Some("alice"), Some("ok, once")));
+    assert!(approved.decided_at.is_some());
+    let second = store.decide_approval(&row.key, &decision(false, "carol", None)).await;
+    assert!(
+        matches!(&second, Err(LedgerError::AlreadyDecided { state: ApprovalState::Approved, by, .. }) if by == "alice"),
+        "{second:?}"
+    );
+    assert_eq!(store.approval(&row.key).await.expect("get"), Some(approved), "the first decision stands");
+    let missing = store.decide_approval(&ClaimKey::idempotency("bot", "nope"), &decision(true, "alice", None)).await;
+    assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
+}
+
+pub(super) async fn concurrent_decisions_have_one_winner(h: &Harness) {
+    let row = request("race", SystemTime::now(), HOUR);
+    h.store.request_approval(row.clone()).await.expect("request");
+    let tasks: Vec<_> = (0..8)
+        .map(|n| {
+            let (store, key) = (h.store.clone(), row.key.clone());
+            tokio::spawn(async move { store.decide_approval(&key, &decision(n % 2 == 0, &format!("a{n}"), None)).await })
+        })
+        .collect();
+    let mut winners = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(_) => winners += 1,
+            Err(LedgerError::AlreadyDecided { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(winners, 1);
+}
+
+pub(super) async fn an_undecided_request_expires_and_cannot_be_decided(h: &Harness) {
+    let past = SystemTime::now() - 2 * HOUR;
+    let row = request("old", past, HOUR);
+    h.store.request_approval(row.clone()).await.expect("request");
+    let stored = h.store.approval(&row.key).await.expect("get").expect("present");
+    assert_eq!(stored.state, ApprovalState::AwaitingApproval, "expiry is read, not written");
+    assert_eq!(stored.state_at(SystemTime::now()), ApprovalState::Expired);
+    assert_eq!(stored.state_at(past), ApprovalState::AwaitingApproval);
+    let late = h.store.decide_approval(&row.key, &decision(true, "alice", None)).await;
+    assert!(matches!(late, Err(LedgerError::AlreadyDecided { state: ApprovalState::Expired, .. })), "{late:?}");
+}
+
+pub(super) async fn approvals_are_listed_newest_first_by_state(h: &Harness) {
+    let now = SystemTime::now();
+    for (n, name) in ["a", "b", "c"].iter().enumerate() {
+        h.store.request_approval(request(name, now + Duration::from_secs(n as u64), HOUR)).await.expect("request");
+    }
+    h.store.decide_approval(&ClaimKey::idempotency("bot", "b"), &decision(false, "alice", None)).await.expect("deny");
+    let names = |rows: Vec<ApprovalRow>| rows.into_iter().map(|row| row.key.to_string()).collect::<Vec<_>>();
+    let pending = h.store.approvals(Some(ApprovalState::AwaitingApproval), 10).await.expect("list");
+    assert_eq!(names(pending), ["idem:3:bot:c", "idem:3:bot:a"]);
+    assert_eq!(names(h.store.approvals(None, 2).await.expect("list")), ["idem:3:bot:c", "idem:3:bot:b"]);
+    let denied = h.store.approvals(Some(ApprovalState::Denied), 10).await.expect("list");
+    assert_eq!(denied.len(), 1);
+}
+
+pub(super) async fn approvals_are_seen_by_a_second_instance(h: &Harness) {
+    let row = request("shared", SystemTime::now(), HOUR);
+    h.store.request_approval(row.clone()).await.expect("request");
+    let second = h.second().await;
+    let decided = second.decide_approval(&row.key, &decision(true, "alice", None)).await.expect("decide");
+    assert_eq!(h.store.approval(&row.key).await.expect("get"), Some(decided));
+}
+
+pub(super) async fn malformed_requests_and_notes_are_refused(h: &Harness) {
+    let mut decided = request("bad", SystemTime::now(), HOUR);
+    decided.state = ApprovalState::Approved;
+    assert!(matches!(h.store.request_approval(decided).await, Err(LedgerError::InvalidApproval { .. })));
+    let row = request("note", SystemTime::now(), HOUR);
+    h.store.request_approval(row.clone()).await.expect("request");
+    let long = "x".repeat(crate::ledger::MAX_NOTE + 1);
+    let refused = h.store.decide_approval(&row.key, &decision(true, "alice", Some(&long))).await;
+    assert!(matches!(refused, Err(LedgerError::InvalidApproval { .. })), "{refused:?}");
+}
