@@ -12,6 +12,7 @@
 //! `switchyard reload` reaches the running gateway by.
 
 mod access;
+pub mod approvals;
 mod backends;
 pub mod control;
 pub mod data_dir_lock;
@@ -98,6 +99,8 @@ pub enum GatewayError {
     TokenKey(crate::keyfile::KeyFileError),
     #[error("backend OAuth client: {0}")]
     OAuth(String),
+    #[error("approvals: {0}")]
+    Approvals(String),
     #[error(transparent)]
     Traces(#[from] ExportSetupError),
 }
@@ -218,7 +221,9 @@ impl Gateway {
             })
             .collect();
         let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
+        let approval_gate = approvals::gate(&config, &ledger.metrics)?;
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
+        router.use_approvals(approval_gate);
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =
             Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener, _data_dir: None };

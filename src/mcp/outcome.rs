@@ -17,6 +17,11 @@ pub enum Outcome {
     InProgress,
     /// The same call completed earlier.
     Completed,
+    /// The call waits for a person's approval; it has not run. A retry with its idempotency key gets its result
+    /// once approved (and run), or the denial.
+    AwaitingApproval,
+    /// A person denied the call, or nobody approved it in time; it did not run and never will under this key.
+    Denied,
 }
 
 impl Outcome {
@@ -27,6 +32,8 @@ impl Outcome {
             Outcome::Unknown => "unknown",
             Outcome::InProgress => "in_progress",
             Outcome::Completed => "completed",
+            Outcome::AwaitingApproval => "awaiting_approval",
+            Outcome::Denied => "denied",
         }
     }
 }

@@ -21,6 +21,7 @@
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
+mod approvals;
 mod authorization;
 mod claims;
 mod continuation;
@@ -53,6 +54,9 @@ use crate::mcp::{Relay, SessionHolder};
 use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
+pub use approvals::{
+    ApprovalGate, Approvers, DecisionRefused, Notifier, VaultFile, arguments as approval_arguments, decide,
+};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 use continuation::Waiting;
@@ -203,6 +207,8 @@ pub struct CallRouter {
     states: Swap<StateSealer>,
     /// This instance's tool calls waiting for their agents' input.
     waiting: Arc<Waiting>,
+    /// Holds the calls policies say need an approval (set once by the composition root).
+    approvals: std::sync::OnceLock<ApprovalGate>,
 }
 
 impl CallRouter {
@@ -218,7 +224,13 @@ impl CallRouter {
             unauthorized: Default::default(),
             states: Swap::new(StateSealer::new(&StateKey::random())),
             waiting: Arc::default(),
+            approvals: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Holds the calls that need an approval with `gate` from now on (once; later gates are ignored).
+    pub fn use_approvals(&self, gate: ApprovalGate) {
+        let _ = self.approvals.set(gate);
     }
 
     /// Seals request states with `key` (derived from the session secret, which every replica shares) from now on.
@@ -375,6 +387,13 @@ impl CallRouter {
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
+        // A continued call (a `requestState`) passed the gate when it started.
+        if state.is_none() && grants.needs_approval(&route.exposed) {
+            if let approvals::Gate::Answered(outcome, answer) = self.hold_for_approval(caller, &route, &mut params, relay).await {
+                caller.record.tool_outcome(outcome);
+                return answer.map(Found::Built);
+            }
+        }
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
@@ -407,6 +426,26 @@ impl CallRouter {
                 Err(authorization::url_elicitation_required(&[needed]))
             }
             _ => settled,
+        }
+    }
+}
+
+impl CallRouter {
+    /// Holds a call a policy says needs an approval ([`approvals`]); without an `[approvals]` gate (a router
+    /// built without the composition root) such calls are refused, never run unapproved.
+    async fn hold_for_approval(
+        &self,
+        caller: &Caller,
+        route: &catalog::Route,
+        params: &mut Value,
+        relay: &Relay,
+    ) -> approvals::Gate {
+        match self.approvals.get() {
+            Some(gate) => Box::pin(gate.admit(&self.ledger.store, caller, route, params, relay)).await,
+            None => approvals::Gate::Answered(
+                ToolOutcome::Denied,
+                Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "this tool needs an approval, and approvals are not set up; the call did not run")),
+            ),
         }
     }
 }

@@ -48,6 +48,8 @@ pub mod names {
     pub const TRACE_SPANS_EXPORTED: &str = "switchyard_trace_spans_exported_total";
     pub const TRACE_SPANS_DROPPED: &str = "switchyard_trace_spans_dropped_total";
     pub const TRACE_EXPORT_FAILURES: &str = "switchyard_trace_export_failures_total";
+    pub const APPROVALS: &str = "switchyard_approvals_total";
+    pub const APPROVAL_NOTIFY_FAILURES: &str = "switchyard_approval_notifications_failed_total";
 }
 
 /// The `reason` of a span dropped by the trace exporter.
@@ -101,6 +103,11 @@ struct MethodLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -133,6 +140,8 @@ pub struct Metrics {
     relayed_requests: Family<MethodLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
     trace_counts: Counts,
+    approvals: Family<DecisionLabels, Counter>,
+    approval_notify_failures: Counter,
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
@@ -202,6 +211,8 @@ impl Metrics {
             relayed_requests: Family::default(),
             auth_failures: Family::default(),
             trace_counts,
+            approvals: Family::default(),
+            approval_notify_failures: Counter::default(),
             backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
@@ -236,6 +247,10 @@ impl Metrics {
         registry.register(names::BACKEND_SESSIONS, sessions, self.backend_sessions.clone());
         let processes = "Live stdio backend processes, by backend";
         registry.register(names::STDIO_PROCESSES, processes, self.stdio_processes.clone());
+        let approvals = "Approval requests created (`requested`) and decided through this instance (`approved`, `denied`)";
+        registry.register(counter(names::APPROVALS), approvals, self.approvals.clone());
+        let notify = "Failed attempts to announce an approval request to `[approvals] notify_url`";
+        registry.register(counter(names::APPROVAL_NOTIFY_FAILURES), notify, self.approval_notify_failures.clone());
         let opened = "Agent sessions opened (initialize)";
         registry.register(counter(names::AGENT_SESSIONS_OPENED), opened, self.sessions_opened.clone());
         let deleted = "Agent sessions ended by their agent (DELETE)";
@@ -334,6 +349,16 @@ impl Metrics {
     pub fn count_claims(&self, state: ClaimWrite, claims: u64) {
         let index = ClaimWrite::ALL.iter().position(|known| *known == state).unwrap_or_default();
         self.ledger_claims[index].inc_by(claims);
+    }
+
+    /// Counts an approval request created (`requested`) or decided (`approved`, `denied`).
+    pub fn count_approval(&self, decision: &'static str) {
+        self.approvals.get_or_create(&DecisionLabels { decision }).inc();
+    }
+
+    /// Counts a failed attempt to announce an approval request.
+    pub fn count_approval_notification_failure(&self) {
+        self.approval_notify_failures.inc();
     }
 
     /// Counts a tool call waiting on the ledger until the guard is dropped.

@@ -90,7 +90,7 @@ impl Vault {
 
     /// Seals any value of a row the same way (the issuer pin of `pin.rs` too): the row's (principal, backend)
     /// is the associated data.
-    pub(super) fn seal_value<T: Serialize>(
+    pub fn seal_value<T: Serialize>(
         &self,
         principal: &str,
         backend: &str,
@@ -111,7 +111,7 @@ impl Vault {
         Ok(sealed)
     }
 
-    pub(super) fn open_value<T: DeserializeOwned>(
+    pub fn open_value<T: DeserializeOwned>(
         &self,
         principal: &str,
         backend: &str,

@@ -1,0 +1,353 @@
+//! Approvals: a `tools/call` of a tool a policy lists in `approve` waits for a person before it is claimed.
+//!
+//! Rules:
+//! - The call's key is the agent's idempotency key, or one the gateway mints (and puts in the call's
+//!   `_meta["switchyard/idempotency-key"]`) when the agent sent none; its approval request lives in the ledger
+//!   under the call's claim key, with the arguments sealed under the gateway's token key ([`ApprovalGate`]).
+//!   Nothing is sent to the backend and nothing is claimed until the request is approved.
+//! - Once approved, the call goes on as an ordinary claim under the same key, so the ledger's at-most-once rules
+//!   make it run once, however many retries and replicas ask. Denied or expired: it never runs under this key.
+//! - The agent's request is held up to `[approvals] wait` for a decision (polling the shared ledger, so a
+//!   decision made anywhere is seen; progress notifications when the agent sent a progress token; the agent's
+//!   cancel ends the wait). Still undecided: a complete `isError` result with
+//!   `_meta["switchyard/outcome"] = "awaiting_approval"` and the key to retry with.
+//! - A request names one call: a retry under the key for another tool or other arguments is refused `-32602`.
+//! - Decisions ([`decide`]) are an approver's (`[approvals] approvers`; any operator when none is listed), never
+//!   the caller's own.
+//! - A new request is announced to `notify_url` off the call's path ([`notify`]).
+
+mod notify;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+use tokio::time::Instant;
+
+use super::idempotency::{self, IDEMPOTENCY_META, IdempotencyKey};
+use super::outcome::CLAIM_META;
+use super::{Caller, RpcFailure};
+use crate::auth::{Principal, Subject};
+use crate::backend::oauth::Vault;
+use crate::catalog::Route;
+use crate::ledger::{
+    ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest,
+};
+use crate::mcp::{OUTCOME_META, Outcome, Relay, jsonrpc};
+use crate::telemetry::{Metrics, ToolOutcome};
+pub use notify::Notifier;
+
+/// How often a held request looks at the ledger for a decision.
+const POLL: Duration = Duration::from_millis(200);
+/// How often a held request tells an agent that sent a progress token that it still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// The approval settings of a running gateway (lowered from `[approvals]`).
+#[derive(Debug)]
+pub struct ApprovalGate {
+    /// How long a request waits for a decision before it expires.
+    pub timeout: Duration,
+    /// How long the agent's request is held for a quick decision.
+    pub wait: Duration,
+    /// Seals the arguments kept with a request.
+    pub vault: VaultFile,
+    /// Where new requests are announced.
+    pub notifier: Option<Notifier>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The gateway's token key file, read when first needed (a gateway without approvals never creates it).
+#[derive(Debug)]
+pub struct VaultFile {
+    path: std::path::PathBuf,
+    vault: parking_lot::Mutex<Option<Arc<Vault>>>,
+}
+
+impl VaultFile {
+    pub fn new(path: std::path::PathBuf) -> VaultFile {
+        VaultFile { path, vault: parking_lot::Mutex::default() }
+    }
+
+    /// The vault, loading (or creating) its key file the first time; a failure is tried again next time.
+    pub fn get(&self) -> Result<Arc<Vault>, String> {
+        let mut slot = self.vault.lock();
+        if let Some(vault) = slot.as_ref() {
+            return Ok(Arc::clone(vault));
+        }
+        let vault = Arc::new(Vault::load_or_create(&self.path).map_err(|error| error.to_string())?);
+        *slot = Some(Arc::clone(&vault));
+        Ok(vault)
+    }
+}
+
+/// What the gate decided about a call.
+pub(super) enum Gate {
+    /// Approved: claim and run it as usual (its `params` now carry its key).
+    Run,
+    /// Not run: the agent's answer, and how the call ended.
+    Answered(ToolOutcome, Result<Value, RpcFailure>),
+}
+
+impl ApprovalGate {
+    /// Holds the call until it is approved, or answers it.
+    pub(super) async fn admit(
+        &self,
+        store: &LedgerStore,
+        caller: &Caller,
+        route: &Route,
+        params: &mut Value,
+        relay: &Relay,
+    ) -> Gate {
+        let refused = |text: String| Gate::Answered(ToolOutcome::Denied, Err(invalid(text)));
+        let key = match idempotency::of_call(params, caller.idempotency_key.as_ref()) {
+            Ok(Some(key)) => key,
+            Ok(None) => match mint_key(params) {
+                Ok(key) => key,
+                Err(text) => return refused(text),
+            },
+            Err(refusal) => return refused(refusal.to_string()),
+        };
+        let claim = ClaimKey::idempotency(&caller.principal.name, key.as_str());
+        let arguments = params.get("arguments").unwrap_or(&Value::Null);
+        let row = match self.request(store, caller, route, &claim, arguments).await {
+            Ok(row) => row,
+            Err(error) => return unavailable(&error),
+        };
+        if row.backend != *route.backend || row.tool != route.name || row.args_digest != canonical_digest(arguments) {
+            return refused(format!(
+                "the idempotency key `{}` names a call of tool `{}` of backend `{}` waiting for approval, with other \
+                 arguments or another tool than this call. A key names one call, so this call did not run; use a new \
+                 key for a new call",
+                key.as_str(),
+                row.tool,
+                row.backend
+            ));
+        }
+        let row = match self.hold(store, row, params, relay).await {
+            Ok(row) => row,
+            Err(error) => return unavailable(&error),
+        };
+        match row.state_at(SystemTime::now()) {
+            ApprovalState::Approved => Gate::Run,
+            ApprovalState::AwaitingApproval => Gate::Answered(ToolOutcome::NotDelivered, Ok(pending(&key, &row))),
+            state => Gate::Answered(ToolOutcome::Denied, Ok(denied(&key, &row, state))),
+        }
+    }
+
+    /// The request under `claim`: the existing one, or a new one (announced).
+    async fn request(
+        &self,
+        store: &LedgerStore,
+        caller: &Caller,
+        route: &Route,
+        claim: &ClaimKey,
+        arguments: &Value,
+    ) -> Result<ApprovalRow, LedgerError> {
+        if let Some(existing) = store.approval(claim).await? {
+            return Ok(existing);
+        }
+        let principal = &caller.principal.name;
+        let sealed = self.vault.get().map(|vault| vault.seal_value(principal, claim.as_str(), arguments));
+        let sealed_args = sealed
+            .and_then(|sealed| sealed.map_err(|error| error.to_string()))
+            .map_err(|error| LedgerError::unavailable(format!("cannot seal the arguments: {error}")))?;
+        let now = SystemTime::now();
+        let row = ApprovalRow {
+            key: claim.clone(),
+            principal: principal.clone(),
+            backend: route.backend.to_string(),
+            tool: route.name.clone(),
+            args_digest: canonical_digest(arguments),
+            sealed_args,
+            state: ApprovalState::AwaitingApproval,
+            requested_at: now,
+            expires_at: now + self.timeout,
+            decided_by: None,
+            decided_at: None,
+            note: None,
+        };
+        match store.request_approval(row).await? {
+            ApprovalRequest::Created(row) => {
+                self.metrics.count_approval("requested");
+                tracing::info!(key = %row.key, principal = %row.principal, backend = %row.backend, tool = %row.tool,
+                    "a tool call awaits approval");
+                if let Some(notifier) = &self.notifier {
+                    notifier.announce(&row, &route.exposed);
+                }
+                Ok(row)
+            }
+            ApprovalRequest::Existing(row) => Ok(row),
+        }
+    }
+
+    /// Waits up to `wait` (and no longer than the request's expiry) for `row` to be decided; returns it as last
+    /// read. The agent's cancel ends the wait.
+    async fn hold(
+        &self,
+        store: &LedgerStore,
+        mut row: ApprovalRow,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<ApprovalRow, LedgerError> {
+        let started = Instant::now();
+        let deadline = started + self.wait;
+        let token = params.pointer("/_meta/progressToken").cloned();
+        let mut next_progress = started;
+        let cancelled = async {
+            match relay.cancel() {
+                Some(cancel) => cancel.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(cancelled);
+        while row.state_at(SystemTime::now()) == ApprovalState::AwaitingApproval && Instant::now() < deadline {
+            if let Some(token) = token.as_ref().filter(|_| Instant::now() >= next_progress) {
+                relay.forward(progress(token, started.elapsed(), self.wait));
+                next_progress += PROGRESS_EVERY;
+            }
+            let nap = POLL.min(deadline.saturating_duration_since(Instant::now()));
+            tokio::select! {
+                () = tokio::time::sleep(nap) => {}
+                () = &mut cancelled => break,
+            }
+            row = store.approval(&row.key).await?.ok_or_else(|| LedgerError::NotFound { key: row.key.to_string() })?;
+        }
+        Ok(row)
+    }
+}
+
+/// Mints a key for a call that came without one, and puts it in the call's `_meta` so the claim made once it is
+/// approved uses it.
+fn mint_key(params: &mut Value) -> Result<IdempotencyKey, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| format!("the gateway has no randomness ({error}); the call did not run"))?;
+    let text = format!("approval-{}", hex(&bytes));
+    let key = idempotency::from_header([text.as_bytes()]).ok().flatten().ok_or("minted an invalid key")?;
+    let meta = params.as_object_mut().map(|params| params.entry("_meta").or_insert_with(|| json!({})));
+    match meta.and_then(Value::as_object_mut) {
+        Some(meta) => {
+            meta.insert(IDEMPOTENCY_META.into(), Value::String(text));
+            Ok(key)
+        }
+        None => Err("`params._meta` must be an object; the call did not run".into()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn invalid(text: String) -> RpcFailure {
+    RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
+}
+
+fn unavailable(error: &LedgerError) -> Gate {
+    Gate::Answered(ToolOutcome::NotDelivered, Ok(super::outcome::ledger_unavailable(error)))
+}
+
+fn progress(token: &Value, waited: Duration, wait: Duration) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {
+            "progressToken": token,
+            "progress": waited.as_secs(),
+            "total": wait.as_secs(),
+            "message": "waiting for an operator's approval",
+        },
+    })
+}
+
+/// The answer for a call still awaiting a decision.
+fn pending(key: &IdempotencyKey, row: &ApprovalRow) -> Value {
+    let text = format!(
+        "This call of `{}` needs an operator's approval before it runs; it has not run yet. It is awaiting approval \
+         under the idempotency key `{}`. Retry the same call with `_meta[\"{IDEMPOTENCY_META}\"]` set to that key \
+         to wait again and get its result once approved; do not send it without the key, which would ask for a new \
+         approval.",
+        row.tool,
+        key.as_str()
+    );
+    result(Outcome::AwaitingApproval, &text, key, row)
+}
+
+/// The answer for a denied or expired call.
+fn denied(key: &IdempotencyKey, row: &ApprovalRow, state: ApprovalState) -> Value {
+    let why = match (state, &row.decided_by) {
+        (ApprovalState::Denied, Some(by)) => format!("was denied by `{by}`"),
+        _ => "was not approved in time (its approval request expired)".to_owned(),
+    };
+    let note = row.note.as_deref().map(|note| format!(" Note: {note}")).unwrap_or_default();
+    let text = format!(
+        "This call of `{}` {why}; it did not run and will not run under the idempotency key `{}`.{note}",
+        row.tool,
+        key.as_str()
+    );
+    result(Outcome::Denied, &text, key, row)
+}
+
+fn result(outcome: Outcome, text: &str, key: &IdempotencyKey, row: &ApprovalRow) -> Value {
+    let mut meta = Map::new();
+    meta.insert(OUTCOME_META.into(), outcome.into());
+    meta.insert(IDEMPOTENCY_META.into(), key.as_str().into());
+    meta.insert(CLAIM_META.into(), row.key.as_str().into());
+    json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta})
+}
+
+/// Who may decide approval requests: `[approvals] approvers`, or (none listed) whoever reaches the ledger or
+/// the console.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvers(Vec<Subject>);
+
+impl Approvers {
+    pub fn new(listed: Vec<Subject>) -> Approvers {
+        Approvers(listed)
+    }
+
+    /// Whether `principal` is an approver.
+    pub fn admits(&self, principal: &Principal) -> bool {
+        self.0.is_empty() || self.0.iter().any(|subject| subject.matches(principal))
+    }
+}
+
+/// Why a decision was refused.
+#[derive(Debug, Error)]
+pub enum DecisionRefused {
+    #[error("`{0}` is not an approver (see `[approvals] approvers`)")]
+    NotAnApprover(String),
+    #[error("`{0}` made this call and may not approve or deny it; another approver must decide")]
+    OwnCall(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Records `decider`'s decision on the request under `key` (the approver rules of the module doc).
+pub async fn decide(
+    store: &LedgerStore,
+    metrics: Option<&Metrics>,
+    approvers: &Approvers,
+    decider: &Principal,
+    key: &ClaimKey,
+    approve: bool,
+    note: Option<String>,
+) -> Result<ApprovalRow, DecisionRefused> {
+    if !approvers.admits(decider) {
+        return Err(DecisionRefused::NotAnApprover(decider.name.clone()));
+    }
+    let row = store.approval(key).await?.ok_or_else(|| LedgerError::NotFound { key: key.to_string() })?;
+    if row.principal == decider.name {
+        return Err(DecisionRefused::OwnCall(decider.name.clone()));
+    }
+    let decision = Decision { approve, by: decider.name.clone(), note, at: SystemTime::now() };
+    let decided = store.decide_approval(key, &decision).await?;
+    if let Some(metrics) = metrics {
+        metrics.count_approval(decided.state.as_str());
+    }
+    Ok(decided)
+}
+
+/// The arguments of `row`, opened with the gateway's token key.
+pub fn arguments(vault: &Vault, row: &ApprovalRow) -> Option<Value> {
+    vault.open_value(&row.principal, row.key.as_str(), &row.sealed_args).ok()
+}

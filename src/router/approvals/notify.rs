@@ -1,0 +1,76 @@
+//! Announcing new approval requests: each is POSTed as JSON to `[approvals] notify_url` (a chat webhook, a
+//! paging tool) by a task of its own, so the call never waits for the hook.
+//!
+//! Rules: the body names the tool (exposed and backend names), the backend, the principal, the arguments'
+//! digest (never the arguments), the key and the commands that decide it; a failing hook (no answer, or not a
+//! 2xx status) is retried [`ATTEMPTS`] times with a doubling pause, then logged and counted as given up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use serde_json::{Value, json};
+
+use crate::ledger::ApprovalRow;
+use crate::telemetry::Metrics;
+
+/// How many times one announcement is tried.
+const ATTEMPTS: u32 = 4;
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Posts announcements to one URL.
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    url: Url,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+}
+
+impl Notifier {
+    pub fn new(url: Url, metrics: Arc<Metrics>) -> Result<Notifier, reqwest::Error> {
+        let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
+        Ok(Notifier { url, client, metrics })
+    }
+
+    /// Announces `row` (exposed to agents as `exposed`) in the background.
+    pub fn announce(&self, row: &ApprovalRow, exposed: &str) {
+        let body = body(row, exposed);
+        let notifier = self.clone();
+        tokio::spawn(async move { notifier.post(&body).await });
+    }
+
+    async fn post(&self, body: &Value) {
+        let mut pause = FIRST_PAUSE;
+        for attempt in 1..=ATTEMPTS {
+            let request = self.client.post(self.url.clone()).header(reqwest::header::CONTENT_TYPE, "application/json");
+            let sent = request.body(body.to_string()).send().await;
+            let failure = match sent {
+                Ok(response) if response.status().is_success() => return,
+                Ok(response) => format!("HTTP status {}", response.status().as_u16()),
+                Err(error) => error.without_url().to_string(),
+            };
+            self.metrics.count_approval_notification_failure();
+            tracing::warn!(attempt, %failure, "approvals: the notify_url hook failed");
+            if attempt < ATTEMPTS {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        }
+        tracing::error!(key = body["key"].as_str().unwrap_or_default(), "approvals: gave up announcing a request");
+    }
+}
+
+fn body(row: &ApprovalRow, exposed: &str) -> Value {
+    let key = row.key.as_str();
+    json!({
+        "key": key,
+        "tool": exposed,
+        "backend": row.backend,
+        "backend_tool": row.tool,
+        "principal": row.principal,
+        "arguments_sha256": row.args_digest,
+        "approve_command": format!("switchyard calls approve '{key}'"),
+        "deny_command": format!("switchyard calls deny '{key}'"),
+    })
+}
