@@ -240,7 +240,8 @@ mod tests {
 
     #[test]
     fn approve_globs_apply_to_the_policys_principals_only() {
-        let approving = Policy { approve: globs(&["pay__*"]), ..policy(vec![Subject::Group("agents".into())], &["*"], &[], &[]) };
+        let approving =
+            Policy { approve: globs(&["pay__*"]), ..policy(vec![Subject::Group("agents".into())], &["*"], &[], &[]) };
         let policies = Policies::new(vec![approving, policy(vec![Subject::Anyone], &["*"], &[], &[])]);
         let agent = policies.for_principal(&principal("bot", &["agents"]));
         assert!(agent.needs_approval("pay__send") && !agent.needs_approval("docs__search"));

@@ -1,5 +1,5 @@
-//! `switchyard calls`: the operator's view of the ledger — list and filter claims, show one, and
-//! settle an `unknown` one. Part of the binary's edge, like `main.rs`.
+//! `switchyard calls`: the operator's view of the ledger — list and filter claims, show one (with its approval,
+//! if it needed one), settle an `unknown` one, and approve or deny one awaiting approval (`super::approvals`). Part of the binary's edge, like `main.rs`.
 //!
 //! Rules: agents choose keys, principals and tool names, backends choose error texts and results; all of it is
 //! printed through [`super::terminal`]: keys as shell words (a pasted key runs nothing), the rest escaped.
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
+use switchyard::config::Config;
 use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resolution};
 
 use clap::Subcommand;
@@ -42,8 +43,28 @@ pub struct CallsFilter {
 
 #[derive(Subcommand)]
 pub enum CallsAction {
-    /// Everything the ledger knows about one call.
+    /// Everything the ledger knows about one call, its approval decision included.
     Show { key: String },
+    /// Approve a call awaiting approval: the agent's next retry with its key runs it, once.
+    Approve {
+        key: String,
+        /// Why, recorded with the decision and shown to the agent.
+        #[arg(long)]
+        note: Option<String>,
+        /// Who decides (an approver of `[approvals] approvers`).
+        #[arg(long = "as")]
+        by: Option<String>,
+    },
+    /// Deny a call awaiting approval: it never runs under its key.
+    Deny {
+        key: String,
+        /// Why, recorded with the decision and shown to the agent.
+        #[arg(long)]
+        note: Option<String>,
+        /// Who decides (an approver of `[approvals] approvers`).
+        #[arg(long = "as")]
+        by: Option<String>,
+    },
     /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
     /// (it did not run; the claim is deleted so a retry runs it).
     // One group, so a missing flag names both and two flags are refused.
@@ -70,12 +91,18 @@ pub async fn run(
     // `--config` too (`switchyard calls --config X show KEY`).
     if action.is_some() && filters_anything(&filter) {
         bail!(
-            "--state, --principal, --backend, --tool, --since and --limit filter the list of calls; `show` and `resolve` take a key"
+            "--state, --principal, --backend, --tool, --since and --limit filter the list of calls; `show`, `resolve`, `approve` and `deny` take a key"
         );
     }
     match action {
         None => list(filter, config).await,
         Some(CallsAction::Show { key }) => show(&key, config).await,
+        Some(CallsAction::Approve { key, note, by }) => {
+            super::approvals::run(super::approvals::Decide { key, approve: true, note, by }, config).await
+        }
+        Some(CallsAction::Deny { key, note, by }) => {
+            super::approvals::run(super::approvals::Decide { key, approve: false, note, by }, config).await
+        }
         Some(CallsAction::Resolve { key, completed, .. }) => {
             let resolution = if completed { Resolution::Completed } else { Resolution::Failed };
             resolve(&key, resolution, config).await
@@ -104,9 +131,16 @@ async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<Ex
 }
 
 async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let data_dir = Config::find_ledger(config.as_deref())?.server.data_dir;
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
-    let Some(record) = store.get(&key).await? else { bail!("no call with key {}", shell_word(key.as_str())) };
+    let approval = store.approval(&key).await?.map(|row| super::approvals::fields(&row, &data_dir));
+    let Some(record) = store.get(&key).await? else {
+        let Some(approval) = approval else { bail!("no call with key {}", shell_word(key.as_str())) };
+        println!("{:>17}: {}", "key", shell_word(key.as_str()));
+        super::approvals::print(&approval);
+        return Ok(ExitCode::SUCCESS);
+    };
     let fields = [
         ("key", shell_word(record.key.as_str()).into_owned()),
         ("state", record.state.as_str().to_owned()),
@@ -123,6 +157,9 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     ];
     for (name, value) in fields {
         println!("{name:>17}: {}", escaped(&value));
+    }
+    if let Some(approval) = &approval {
+        super::approvals::print(approval);
     }
     if let Some(result) = &record.result {
         let pretty = serde_json::to_string_pretty(&result.to_value()).context("result")?;

@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use reqwest::Url;
+use serde::Deserialize;
 
 use super::fields::{Fault, KeyPath, list, optional, quoted};
 use super::policy::{PolicySubject, parse_subject};

@@ -39,9 +39,9 @@ mod values;
 use std::collections::HashMap;
 use std::path::Path;
 
+pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_WAIT};
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
-pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_WAIT};
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
 pub use backend::{BackendConfig, Endpoint, ProtocolEra, ToolFilter, Transport};
 pub use credential::{BackendCredential, CredentialSource};

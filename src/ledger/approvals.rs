@@ -150,8 +150,7 @@ pub enum ApprovalRequest {
 }
 
 /// The columns every select reads, in [`RowColumns`] order.
-const COLUMNS: &str =
-    "key, principal, backend, tool, args_digest, sealed_args, state, requested_at, expires_at, decided_by, decided_at, note";
+const COLUMNS: &str = "key, principal, backend, tool, args_digest, sealed_args, state, requested_at, expires_at, decided_by, decided_at, note";
 
 /// The statements for one table and dialect (`$n` placeholders; SQLite gets `?n`).
 #[derive(Debug, Clone)]

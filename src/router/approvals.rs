@@ -221,7 +221,8 @@ impl ApprovalGate {
 /// approved uses it.
 fn mint_key(params: &mut Value) -> Result<IdempotencyKey, String> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|error| format!("the gateway has no randomness ({error}); the call did not run"))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|error| format!("the gateway has no randomness ({error}); the call did not run"))?;
     let text = format!("approval-{}", hex(&bytes));
     let key = idempotency::from_header([text.as_bytes()]).ok().flatten().ok_or("minted an invalid key")?;
     let meta = params.as_object_mut().map(|params| params.entry("_meta").or_insert_with(|| json!({})));
@@ -332,12 +333,12 @@ pub async fn decide(
     approve: bool,
     note: Option<String>,
 ) -> Result<ApprovalRow, DecisionRefused> {
-    if !approvers.admits(decider) {
-        return Err(DecisionRefused::NotAnApprover(decider.name.clone()));
-    }
     let row = store.approval(key).await?.ok_or_else(|| LedgerError::NotFound { key: key.to_string() })?;
     if row.principal == decider.name {
         return Err(DecisionRefused::OwnCall(decider.name.clone()));
+    }
+    if !approvers.admits(decider) {
+        return Err(DecisionRefused::NotAnApprover(decider.name.clone()));
     }
     let decision = Decision { approve, by: decider.name.clone(), note, at: SystemTime::now() };
     let decided = store.decide_approval(key, &decision).await?;

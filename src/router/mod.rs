@@ -388,11 +388,13 @@ impl CallRouter {
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
         // A continued call (a `requestState`) passed the gate when it started.
-        if state.is_none() && grants.needs_approval(&route.exposed) {
-            if let approvals::Gate::Answered(outcome, answer) = self.hold_for_approval(caller, &route, &mut params, relay).await {
-                caller.record.tool_outcome(outcome);
-                return answer.map(Found::Built);
-            }
+        if state.is_none()
+            && grants.needs_approval(&route.exposed)
+            && let approvals::Gate::Answered(outcome, answer) =
+                self.hold_for_approval(caller, &route, &mut params, relay).await
+        {
+            caller.record.tool_outcome(outcome);
+            return answer.map(Found::Built);
         }
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
         let admitted = match state {
@@ -444,7 +446,10 @@ impl CallRouter {
             Some(gate) => Box::pin(gate.admit(&self.ledger.store, caller, route, params, relay)).await,
             None => approvals::Gate::Answered(
                 ToolOutcome::Denied,
-                Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, "this tool needs an approval, and approvals are not set up; the call did not run")),
+                Err(RpcFailure::new(
+                    jsonrpc::INVALID_PARAMS,
+                    "this tool needs an approval, and approvals are not set up; the call did not run",
+                )),
             ),
         }
     }

@@ -247,7 +247,8 @@ impl Metrics {
         registry.register(names::BACKEND_SESSIONS, sessions, self.backend_sessions.clone());
         let processes = "Live stdio backend processes, by backend";
         registry.register(names::STDIO_PROCESSES, processes, self.stdio_processes.clone());
-        let approvals = "Approval requests created (`requested`) and decided through this instance (`approved`, `denied`)";
+        let approvals =
+            "Approval requests created (`requested`) and decided through this instance (`approved`, `denied`)";
         registry.register(counter(names::APPROVALS), approvals, self.approvals.clone());
         let notify = "Failed attempts to announce an approval request to `[approvals] notify_url`";
         registry.register(counter(names::APPROVAL_NOTIFY_FAILURES), notify, self.approval_notify_failures.clone());

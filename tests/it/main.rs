@@ -2,6 +2,7 @@
 #![allow(unsafe_code, reason = "tests signal the processes they started by pid")]
 
 mod agent_auth;
+mod approvals;
 mod at_most_once;
 mod auth;
 mod backend_client;

@@ -90,12 +90,7 @@ impl Vault {
 
     /// Seals any value of a row the same way (the issuer pin of `pin.rs` too): the row's (principal, backend)
     /// is the associated data.
-    pub fn seal_value<T: Serialize>(
-        &self,
-        principal: &str,
-        backend: &str,
-        value: &T,
-    ) -> Result<Vec<u8>, OAuthError> {
+    pub fn seal_value<T: Serialize>(&self, principal: &str, backend: &str, value: &T) -> Result<Vec<u8>, OAuthError> {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| OAuthError::Random)?;
         let plaintext = serde_json::to_vec(value).map_err(|error| OAuthError::Store(error.to_string()))?;

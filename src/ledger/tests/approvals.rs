@@ -56,7 +56,9 @@ pub(super) async fn concurrent_decisions_have_one_winner(h: &Harness) {
     let tasks: Vec<_> = (0..8)
         .map(|n| {
             let (store, key) = (h.store.clone(), row.key.clone());
-            tokio::spawn(async move { store.decide_approval(&key, &decision(n % 2 == 0, &format!("a{n}"), None)).await })
+            tokio::spawn(
+                async move { store.decide_approval(&key, &decision(n % 2 == 0, &format!("a{n}"), None)).await },
+            )
         })
         .collect();
     let mut winners = 0;

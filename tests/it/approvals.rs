@@ -1,0 +1,234 @@
+//! Approvals through the running gateway: a call a policy's `approve` globs match waits for a person, runs once
+//! when approved (within the agent's wait, or later and fetched by a retry with the key the gateway handed out),
+//! and never when denied or expired; the caller never approves its own call.
+
+use serde_json::{Value, json};
+use switchyard::auth::Principal;
+use switchyard::ledger::{ApprovalState, ClaimKey, LedgerStore};
+use switchyard::router::{Approvers, DecisionRefused, decide};
+
+use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::support::assert::eventually;
+use crate::support::fault_backend::{FaultBackend, Script};
+use crate::support::gateway::{Agent, ChildGateway, TestGateway, backend_toml};
+
+/// bob's calls of `fault__delete_*` need an approval; alice (group `ops`) approves.
+pub fn approval_sections(approvals: &str) -> String {
+    format!(
+        "{}[[policies]]\nprincipals = [\"bob\"]\nallow = [\"*\"]\napprove = [\"fault__delete_*\"]\n\
+         [[policies]]\nprincipals = [\"alice\"]\nallow = [\"*\"]\n\
+         [approvals]\napprovers = [\"group:ops\"]\n{approvals}\n",
+        api_keys()
+    )
+}
+
+pub fn delete_repo() -> Value {
+    json!({"name": "delete_repo", "inputSchema": {"type": "object"}})
+}
+
+pub async fn fault_with_delete() -> FaultBackend {
+    FaultBackend::start(Script { tools: vec![Script::default().tools[0].clone(), delete_repo()], ..Script::default() })
+        .await
+}
+
+pub fn alice() -> Principal {
+    Principal { name: "alice".into(), groups: vec!["ops".into()] }
+}
+
+fn approvers() -> Approvers {
+    Approvers::new(vec![switchyard::auth::Subject::Group("ops".into())])
+}
+
+/// A `tools/call` of `delete_repo` with `key` (if any) in `_meta`.
+fn delete_call(key: Option<&str>) -> Value {
+    let mut params = json!({"name": "fault__delete_repo", "arguments": {"repo": "r1"}});
+    if let Some(key) = key {
+        params["_meta"] = json!({"switchyard/idempotency-key": key});
+    }
+    params
+}
+
+fn outcome(reply: &Value) -> &str {
+    reply["result"]["_meta"]["switchyard/outcome"].as_str().unwrap_or_default()
+}
+
+/// Waits until bob's call under `key` awaits approval in `store`.
+pub async fn awaiting(store: &LedgerStore, key: &ClaimKey) {
+    eventually("the call awaits approval", || async {
+        store.approval(key).await.ok().flatten().is_some_and(|row| row.state == ApprovalState::AwaitingApproval)
+    })
+    .await;
+}
+
+fn bob_key(key: &str) -> ClaimKey {
+    ClaimKey::idempotency("bob", key)
+}
+
+#[tokio::test]
+async fn a_call_approved_within_the_wait_runs_once_and_answers() {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"60s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let held = tokio::spawn(async move { bob.request("tools/call", delete_call(Some("del-1"))).await });
+    let store = gateway.router.ledger().store.clone();
+    awaiting(&store, &bob_key("del-1")).await;
+    assert_eq!(fault.executions("delete_repo"), 0, "nothing runs before the approval");
+    let decided = decide(&store, None, &approvers(), &alice(), &bob_key("del-1"), true, Some("ok".into())).await;
+    assert_eq!(decided.expect("alice approves").decided_by.as_deref(), Some("alice"));
+    let reply = held.await.expect("the held call");
+    assert!(reply["result"].is_object() && reply["result"]["isError"] != json!(true), "{reply}");
+    assert_eq!(fault.executions("delete_repo"), 1);
+    let mut retry = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let again = retry.request("tools/call", delete_call(Some("del-1"))).await;
+    assert_eq!(again["result"]["_meta"]["switchyard/replayed"], true, "{again}");
+    assert_eq!(fault.executions("delete_repo"), 1, "a retry is answered, not run");
+    let mut alice_agent = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    assert!(alice_agent.request("tools/call", delete_call(None)).await["result"].is_object());
+    assert_eq!(fault.executions("delete_repo"), 2, "alice's policy needs no approval");
+}
+
+#[tokio::test]
+async fn a_pending_call_gets_a_key_and_its_retry_runs_once_approved() {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let pending = bob.request("tools/call", delete_call(None)).await;
+    assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
+    assert_eq!(pending["result"]["isError"], true);
+    let text = pending["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("needs an operator's approval") && text.contains("Retry the same call"), "{text}");
+    let key = pending["result"]["_meta"]["switchyard/idempotency-key"].as_str().expect("a minted key").to_owned();
+    assert!(key.starts_with("approval-"), "{key}");
+    let store = gateway.router.ledger().store.clone();
+    let again = bob.request("tools/call", delete_call(Some(&key))).await;
+    assert_eq!(outcome(&again), "awaiting_approval", "a retry waits again: {again}");
+    decide(&store, None, &approvers(), &alice(), &bob_key(&key), true, None).await.expect("approve");
+    for _ in 0..3 {
+        let answered = bob.request("tools/call", delete_call(Some(&key))).await;
+        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+    }
+    assert_eq!(fault.executions("delete_repo"), 1);
+    let other = bob
+        .request(
+            "tools/call",
+            json!({"name": "fault__delete_repo", "arguments": {"repo": "r2"},
+        "_meta": {"switchyard/idempotency-key": key}}),
+        )
+        .await;
+    assert_eq!(other["error"]["code"], -32602, "a key names one call: {other}");
+}
+
+#[tokio::test]
+async fn denied_and_expired_calls_never_run() {
+    let fault = fault_with_delete().await;
+    let sections = approval_sections("wait = \"1s\"\ntimeout = \"1s\"");
+    let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
+    let store = gateway.router.ledger().store.clone();
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+
+    let first = bob.request("tools/call", delete_call(Some("deny-me"))).await;
+    let early =
+        decide(&store, None, &approvers(), &alice(), &bob_key("deny-me"), false, Some("not today".into())).await;
+    match early {
+        // Denied before the second expired: the retry reads the denial and its note.
+        Ok(_) => {
+            let denied = bob.request("tools/call", delete_call(Some("deny-me"))).await;
+            assert_eq!(outcome(&denied), "denied", "{denied}");
+            let text = denied["result"]["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.contains("denied by `alice`") && text.contains("not today"), "{text}");
+        }
+        Err(DecisionRefused::Ledger(switchyard::ledger::LedgerError::AlreadyDecided {
+            state: ApprovalState::Expired,
+            ..
+        })) => {}
+        Err(other) => panic!("{other}; first answer {first}"),
+    }
+
+    let _ = bob.request("tools/call", delete_call(Some("expire-me"))).await;
+    eventually("the request expires and the retry says so", || {
+        let mut retry = bob.same_session();
+        async move { outcome(&retry.request("tools/call", delete_call(Some("expire-me"))).await) == "denied" }
+    })
+    .await;
+    let late = decide(&store, None, &approvers(), &alice(), &bob_key("expire-me"), true, None).await;
+    assert!(matches!(late, Err(DecisionRefused::Ledger(_))), "an expired request cannot be approved");
+    assert_eq!(fault.executions("delete_repo"), 0);
+}
+
+#[tokio::test]
+async fn the_caller_never_approves_its_own_call_nor_does_a_non_approver() {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let store = gateway.router.ledger().store.clone();
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let pending = bob.request("tools/call", delete_call(Some("mine"))).await;
+    assert_eq!(outcome(&pending), "awaiting_approval");
+    let bob_in_ops = Principal { name: "bob".into(), groups: vec!["ops".into()] };
+    let own = decide(&store, None, &approvers(), &bob_in_ops, &bob_key("mine"), true, None).await;
+    let refused = own.expect_err("bob may not approve his own call").to_string();
+    assert!(refused.contains("`bob` made this call") && refused.contains("another approver"), "{refused}");
+    let stranger = Principal { name: "mallory".into(), groups: Vec::new() };
+    let refused = decide(&store, None, &approvers(), &stranger, &bob_key("mine"), true, None).await;
+    assert!(matches!(refused, Err(DecisionRefused::NotAnApprover(_))));
+    let pending = bob.request("tools/call", delete_call(Some("mine"))).await;
+    assert_eq!(outcome(&pending), "awaiting_approval", "still undecided");
+    assert_eq!(fault.executions("delete_repo"), 0);
+}
+
+/// The whole operator's path on a durable ledger: a call awaits approval, its gateway is SIGKILLed, a new one
+/// starts on the same data directory; the caller cannot approve from the command line, an approver can, `calls
+/// show` tells who, when and why (with the arguments), and the agent's retry runs the call exactly once.
+#[tokio::test]
+async fn a_call_awaiting_approval_survives_a_sigkill_and_is_approved_from_the_command_line() {
+    let fault = fault_with_delete().await;
+    let dir = crate::cli::scratch_dir("approvals-sigkill");
+    let config = dir.join("switchyard.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = {:?}\n{}{}",
+        dir.join("data").display().to_string(),
+        approval_sections("wait = \"1s\""),
+        backend_toml("fault", &fault.url(), "")
+    );
+    std::fs::write(&config, text).expect("write the configuration");
+    let first = ChildGateway::spawn(&config, &dir.join("first.log")).await;
+    let mut bob = Agent::connected_as(first.mcp(), BOB_KEY).await;
+    let pending = bob.request("tools/call", delete_call(Some("kill-1"))).await;
+    assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
+    first.kill().await;
+
+    let second = ChildGateway::spawn(&config, &dir.join("second.log")).await;
+    let key = bob_key("kill-1").to_string();
+    let cli = |args: &[&str]| {
+        let mut command = crate::cli::switchyard();
+        command.arg("--config").arg(&config).arg("calls").args(args);
+        command
+    };
+    let own = crate::cli::run(&mut cli(&["approve", &key, "--as", "bob"])).await;
+    assert!(!own.status.success(), "bob approved his own call");
+    let said = String::from_utf8_lossy(&own.stderr).into_owned();
+    assert!(said.contains("`bob` made this call"), "{said}");
+    let nobody = crate::cli::run(&mut cli(&["approve", &key])).await;
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("--as NAME"), "approvers are configured");
+    let approved = crate::cli::run(&mut cli(&["approve", &key, "--as", "alice", "--note", "ticket 7"])).await;
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    let shown = crate::cli::stdout(&crate::cli::run(&mut cli(&["show", &key])).await);
+    for expected in ["approval: approved", "decided by: alice", "note: ticket 7", "\"repo\":\"r1\""] {
+        assert!(shown.contains(expected), "{expected} in {shown}");
+    }
+    let again = crate::cli::run(&mut cli(&["deny", &key, "--as", "alice"])).await;
+    assert!(String::from_utf8_lossy(&again.stderr).contains("approved already"), "decided once");
+
+    let mut retry = Agent::connected_as(second.mcp(), BOB_KEY).await;
+    for _ in 0..2 {
+        let answered = retry.request("tools/call", delete_call(Some("kill-1"))).await;
+        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+    }
+    assert_eq!(fault.executions("delete_repo"), 1);
+    second.terminate().await;
+}
