@@ -12,6 +12,7 @@
 //! `switchyard reload` reaches the running gateway by.
 
 mod access;
+mod approval_hook;
 pub mod approvals;
 mod backends;
 pub mod control;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use crate::backend::oauth::TOKEN_KEY_FILE_NAME;
 use crate::config::Config;
-use crate::router::{ApprovalGate, Approvers, Notifier, VaultFile};
+use crate::router::{Announce, ApprovalGate, Approvers, VaultFile};
+
+use super::approval_hook::Notifier;
 use crate::telemetry::Metrics;
 
 use super::GatewayError;
@@ -17,7 +19,7 @@ pub(super) fn gate(config: &Config, metrics: &Arc<Metrics>) -> Result<ApprovalGa
     let notifier = approvals
         .notify_url
         .clone()
-        .map(|url| Notifier::new(url, Arc::clone(metrics)))
+        .map(|url| Notifier::new(url, Arc::clone(metrics)).map(|notifier| Arc::new(notifier) as Arc<dyn Announce>))
         .transpose()
         .map_err(|error| GatewayError::Approvals(format!("the notify_url client: {error}")))?;
     Ok(ApprovalGate {

@@ -14,9 +14,8 @@
 //! - A request names one call: a retry under the key for another tool or other arguments is refused `-32602`.
 //! - Decisions ([`decide`]) are an approver's (`[approvals] approvers`; any operator when none is listed), never
 //!   the caller's own.
-//! - A new request is announced to `notify_url` off the call's path ([`notify`]).
-
-mod notify;
+//! - A new request is announced through the gate's [`Announce`] (the composition root's `notify_url` hook), which
+//!   must not block the call.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -36,7 +35,6 @@ use crate::ledger::{
 };
 use crate::mcp::{OUTCOME_META, Outcome, Relay, jsonrpc};
 use crate::telemetry::{Metrics, ToolOutcome};
-pub use notify::Notifier;
 
 /// How often a held request looks at the ledger for a decision.
 const POLL: Duration = Duration::from_millis(200);
@@ -53,8 +51,14 @@ pub struct ApprovalGate {
     /// Seals the arguments kept with a request.
     pub vault: VaultFile,
     /// Where new requests are announced.
-    pub notifier: Option<Notifier>,
+    pub notifier: Option<Arc<dyn Announce>>,
     pub metrics: Arc<Metrics>,
+}
+
+/// Tells someone that a new request awaits a decision (`notify_url`); returns at once.
+pub trait Announce: Send + Sync + std::fmt::Debug {
+    /// Announces `row`, whose tool agents know as `exposed`.
+    fn announce(&self, row: &ApprovalRow, exposed: &str);
 }
 
 /// The gateway's token key file, read when first needed (a gateway without approvals never creates it).

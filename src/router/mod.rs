@@ -55,7 +55,7 @@ use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 pub use approvals::{
-    ApprovalGate, Approvers, DecisionRefused, Notifier, VaultFile, arguments as approval_arguments, decide,
+    Announce, ApprovalGate, Approvers, DecisionRefused, VaultFile, arguments as approval_arguments, decide,
 };
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};

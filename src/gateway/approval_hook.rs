@@ -12,6 +12,7 @@ use reqwest::Url;
 use serde_json::{Value, json};
 
 use crate::ledger::ApprovalRow;
+use crate::router::Announce;
 use crate::telemetry::Metrics;
 
 /// How many times one announcement is tried.
@@ -27,17 +28,19 @@ pub struct Notifier {
     metrics: Arc<Metrics>,
 }
 
+impl Announce for Notifier {
+    /// Posts in a task of its own.
+    fn announce(&self, row: &ApprovalRow, exposed: &str) {
+        let body = body(row, exposed);
+        let notifier = self.clone();
+        tokio::spawn(async move { notifier.post(&body).await });
+    }
+}
+
 impl Notifier {
     pub fn new(url: Url, metrics: Arc<Metrics>) -> Result<Notifier, reqwest::Error> {
         let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
         Ok(Notifier { url, client, metrics })
-    }
-
-    /// Announces `row` (exposed to agents as `exposed`) in the background.
-    pub fn announce(&self, row: &ApprovalRow, exposed: &str) {
-        let body = body(row, exposed);
-        let notifier = self.clone();
-        tokio::spawn(async move { notifier.post(&body).await });
     }
 
     async fn post(&self, body: &Value) {
