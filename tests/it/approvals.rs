@@ -8,9 +8,11 @@ use switchyard::ledger::{ApprovalState, ClaimKey, LedgerStore};
 use switchyard::router::{Approvers, DecisionRefused, decide};
 
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::at_most_once::ledger_section;
 use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, TestGateway, backend_toml};
+use crate::support::postgres::PgSchema;
 
 /// bob's calls of `fault__delete_*` need an approval; alice (group `ops`) approves.
 pub fn approval_sections(approvals: &str) -> String {
@@ -231,4 +233,37 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_is_approved_from_the_co
     }
     assert_eq!(fault.executions("delete_repo"), 1);
     second.terminate().await;
+}
+
+/// Two replicas on one PostgreSQL ledger: a call approved on one is retried 20 times at once across both, and
+/// runs exactly once; every retry gets its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_retries_across_two_replicas_run_an_approved_call_once() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let fault = fault_with_delete().await;
+    let sections = format!("{}{}", ledger_section(&schema.url()), approval_sections("wait = \"1s\""));
+    let backends = backend_toml("fault", &fault.url(), "");
+    let replicas = [
+        TestGateway::start_with("", &sections, &backends).await,
+        TestGateway::start_with("", &sections, &backends).await,
+    ];
+    let mut bob = Agent::connected_as(replicas[0].mcp(), BOB_KEY).await;
+    let pending = bob.request("tools/call", delete_call(Some("pg-1"))).await;
+    assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
+    let other_store = &replicas[1].router.ledger().store;
+    decide(other_store, None, &approvers(), &alice(), &bob_key("pg-1"), true, None).await.expect("approve on B");
+
+    let mut agents = Vec::new();
+    for n in 0..20 {
+        agents.push(Agent::connected_as(replicas[n % 2].mcp(), BOB_KEY).await);
+    }
+    let retries: Vec<_> = agents
+        .into_iter()
+        .map(|mut agent| tokio::spawn(async move { agent.request("tools/call", delete_call(Some("pg-1"))).await }))
+        .collect();
+    for retry in retries {
+        let answered = retry.await.expect("a retry");
+        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+    }
+    assert_eq!(fault.executions("delete_repo"), 1);
 }
