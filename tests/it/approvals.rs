@@ -9,6 +9,7 @@ use switchyard::router::{Approvers, DecisionRefused, decide};
 
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::at_most_once::ledger_section;
+use crate::modern_front::ModernAgent;
 use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, TestGateway, backend_toml};
@@ -266,4 +267,76 @@ async fn twenty_concurrent_retries_across_two_replicas_run_an_approved_call_once
         assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
     }
     assert_eq!(fault.executions("delete_repo"), 1);
+}
+
+/// A 2026-07-28 agent (no session) gets the same behaviour: the pending answer is a complete result carrying the
+/// gateway's key, and the retry carrying that key runs the approved call once.
+#[tokio::test]
+async fn a_sessionless_agent_retries_with_the_minted_key() {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let bob = ModernAgent::as_principal(gateway.mcp(), BOB_KEY);
+    let pending = bob.send_with(json!(1), "tools/call", delete_call(None), |_| {}).await.body.expect("an answer");
+    assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
+    let key = pending["result"]["_meta"]["switchyard/idempotency-key"].as_str().expect("a minted key").to_owned();
+    let store = gateway.router.ledger().store.clone();
+    decide(&store, None, &approvers(), &alice(), &bob_key(&key), true, None).await.expect("approve");
+    for id in [1, 2] {
+        let answered = bob.send_with(json!(id), "tools/call", delete_call(Some(&key)), |_| {}).await.body;
+        let answered = answered.expect("an answer");
+        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+    }
+    assert_eq!(fault.executions("delete_repo"), 1);
+}
+
+/// Each new request is POSTed to `notify_url` (tool, backend, principal, arguments digest, the commands that
+/// decide it; never the arguments); a failing hook is retried and counted, and never holds the call up.
+#[tokio::test]
+async fn new_requests_are_announced_to_the_notify_url_and_failures_are_retried_and_counted() {
+    let (hook_url, mut posted) = hook_failing_first().await;
+    let fault = fault_with_delete().await;
+    let sections = approval_sections(&format!("wait = \"1s\"\nnotify_url = {hook_url:?}"));
+    let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let pending = bob.request("tools/call", delete_call(Some("hooked"))).await;
+    assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
+    let announced: Value = serde_json::from_str(&posted.recv().await.expect("an announcement")).expect("JSON");
+    assert_eq!(announced["key"], bob_key("hooked").as_str());
+    assert_eq!(
+        (announced["tool"].as_str(), announced["backend"].as_str()),
+        (Some("fault__delete_repo"), Some("fault"))
+    );
+    assert_eq!(announced["principal"], "bob");
+    assert_eq!(announced["arguments_sha256"].as_str().map(str::len), Some(64));
+    assert!(announced["approve_command"].as_str().unwrap_or_default().starts_with("switchyard calls approve"));
+    assert!(!announced.to_string().contains("r1"), "the arguments are not sent: {announced}");
+    let metrics = gateway.router.ledger().metrics.encode();
+    assert!(metrics.contains("switchyard_approval_notifications_failed_total 1"), "{metrics}");
+    assert!(metrics.contains("switchyard_approvals_total{decision=\"requested\"} 1"), "{metrics}");
+}
+
+/// A hook that answers 500 to its first POST and 200 to the next ones, handing each accepted body over.
+async fn hook_failing_first() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (sender, received) = tokio::sync::mpsc::unbounded_channel();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let (hits, sender) = (hits.clone(), sender.clone());
+            async move {
+                if hits.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                let _ = sender.send(body);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the hook");
+    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("the hook serves") });
+    (url, received)
 }
