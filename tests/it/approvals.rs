@@ -10,9 +10,11 @@ use switchyard::router::{Approvers, DecisionRefused, decide};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::at_most_once::ledger_section;
 use crate::modern_front::ModernAgent;
+use crate::real_clients::PythonAgent;
 use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, TestGateway, backend_toml};
+use crate::support::interop::python_interpreter;
 use crate::support::postgres::PgSchema;
 
 /// bob's calls of `fault__delete_*` need an approval; alice (group `ops`) approves.
@@ -339,4 +341,28 @@ async fn hook_failing_first() -> (String, tokio::sync::mpsc::UnboundedReceiver<S
     let url = format!("http://{}/hook", listener.local_addr().expect("address"));
     tokio::spawn(async move { axum::serve(listener, app).await.expect("the hook serves") });
     (url, received)
+}
+
+/// A real agent, the Python SDK's client, sending its calls with an `Idempotency-Key` header: its first call is
+/// answered as awaiting approval (an ordinary tool result with `isError`), and its retry runs the approved call.
+#[tokio::test]
+async fn a_python_sdk_agent_waits_for_approval_and_its_retry_runs_once() {
+    let Some(python) = python_interpreter() else { return };
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let headers = [format!("Authorization=Bearer {BOB_KEY}"), "Idempotency-Key=py-1".to_owned()];
+    let options = ["--header", &headers[0], "--header", &headers[1]];
+    let mut agent = PythonAgent::connect_with(&python, &gateway.mcp(), &options).await;
+    let call = format!("call fault__delete_repo {}", json!({"repo": "r1"}));
+    let pending = agent.command(&call).await;
+    assert_eq!(pending["isError"], true, "{pending}");
+    assert!(pending["texts"][0].as_str().unwrap_or_default().contains("awaiting approval"), "{pending}");
+    let store = gateway.router.ledger().store.clone();
+    decide(&store, None, &approvers(), &alice(), &bob_key("py-1"), true, None).await.expect("approve");
+    let ran = agent.command(&call).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(fault.executions("delete_repo"), 1);
+    agent.quit().await;
 }

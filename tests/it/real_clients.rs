@@ -170,7 +170,7 @@ impl PythonAgent {
         serde_json::from_str(&line).unwrap_or_else(|error| panic!("{what}: not JSON ({error}): {line}"))
     }
 
-    async fn command(&mut self, command: &str) -> Value {
+    pub(crate) async fn command(&mut self, command: &str) -> Value {
         let stdin = self.stdin.as_mut().expect("the agent is still running");
         stdin.write_all(format!("{command}\n").as_bytes()).await.expect("write a command to python_agent.py");
         stdin.flush().await.expect("flush python_agent.py's stdin");
