@@ -356,3 +356,71 @@ pub async fn decide(
 pub fn arguments(vault: &Vault, row: &ApprovalRow) -> Option<Value> {
     vault.open_value(&row.principal, row.key.as_str(), &row.sealed_args).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(state: ApprovalState, by: Option<&str>, note: Option<&str>) -> ApprovalRow {
+        let now = SystemTime::now();
+        ApprovalRow {
+            key: ClaimKey::idempotency("bob", "k"),
+            principal: "bob".into(),
+            backend: "pay".into(),
+            tool: "send".into(),
+            args_digest: "d".into(),
+            sealed_args: Vec::new(),
+            state,
+            requested_at: now,
+            expires_at: now + Duration::from_secs(60),
+            decided_by: by.map(str::to_owned),
+            decided_at: None,
+            note: note.map(str::to_owned),
+        }
+    }
+
+    fn key(text: &str) -> IdempotencyKey {
+        idempotency::from_header([text.as_bytes()]).expect("valid").expect("a key")
+    }
+
+    #[test]
+    fn a_minted_key_goes_into_the_calls_meta_which_must_be_an_object() {
+        let mut params = json!({"name": "t", "_meta": {"progressToken": 1}});
+        let minted = mint_key(&mut params).expect("minted");
+        assert!(minted.as_str().starts_with("approval-") && minted.as_str().len() == 41, "{minted:?}");
+        assert_eq!(params["_meta"][IDEMPOTENCY_META], minted.as_str());
+        assert_eq!(params["_meta"]["progressToken"], 1, "the agent's own `_meta` stays");
+        let mut bare = json!({"name": "t"});
+        assert!(mint_key(&mut bare).is_ok() && bare["_meta"][IDEMPOTENCY_META].is_string());
+        let refused = mint_key(&mut json!({"name": "t", "_meta": "x"})).expect_err("not an object");
+        assert!(refused.contains("must be an object") && refused.contains("did not run"), "{refused}");
+    }
+
+    #[test]
+    fn pending_and_denied_answers_say_what_happened_and_carry_the_key() {
+        let waiting = pending(&key("k"), &row(ApprovalState::AwaitingApproval, None, None));
+        assert_eq!(waiting["isError"], true);
+        assert_eq!(waiting["_meta"][OUTCOME_META], "awaiting_approval");
+        assert_eq!(waiting["_meta"][IDEMPOTENCY_META], "k");
+        assert_eq!(waiting["_meta"][CLAIM_META], "idem:3:bob:k");
+        let denied_row = row(ApprovalState::Denied, Some("alice"), Some("too much"));
+        let refused = denied(&key("k"), &denied_row, ApprovalState::Denied);
+        let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("denied by `alice`") && text.contains("Note: too much"), "{text}");
+        assert_eq!(refused["_meta"][OUTCOME_META], "denied");
+        let expired = denied(&key("k"), &row(ApprovalState::AwaitingApproval, None, None), ApprovalState::Expired);
+        assert!(expired["content"][0]["text"].as_str().unwrap_or_default().contains("expired"));
+    }
+
+    #[test]
+    fn approvers_are_listed_names_and_groups_or_anyone_when_none_are_listed() {
+        let principal = |name: &str, groups: &[&str]| Principal {
+            name: name.into(),
+            groups: groups.iter().map(|group| (*group).to_owned()).collect(),
+        };
+        let listed = Approvers::new(vec![Subject::Principal("alice".into()), Subject::Group("oncall".into())]);
+        assert!(listed.admits(&principal("alice", &[])) && listed.admits(&principal("olga", &["oncall"])));
+        assert!(!listed.admits(&principal("mallory", &["ops"])));
+        assert!(Approvers::default().admits(&principal("anyone", &[])));
+    }
+}

@@ -366,3 +366,31 @@ async fn a_python_sdk_agent_waits_for_approval_and_its_retry_runs_once() {
     assert_eq!(fault.executions("delete_repo"), 1);
     agent.quit().await;
 }
+
+/// An agent that sent a progress token hears that its call waits (on the request's event stream) before the
+/// decision, then gets the result on the same stream.
+#[tokio::test]
+async fn a_held_call_streams_progress_until_it_is_approved() {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections("wait = \"60s\""), &backend_toml("fault", &fault.url(), ""))
+            .await;
+    let bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let mut params = delete_call(Some("progress-1"));
+    params["_meta"]["progressToken"] = json!("p-1");
+    let message = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    let mut response = bob.post_streaming(&message).await;
+    let mut seen = String::new();
+    while !seen.contains("notifications/progress") {
+        let chunk = response.chunk().await.expect("the stream").expect("progress before the end");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("\"progressToken\":\"p-1\"") && seen.contains("waiting for an operator"), "{seen}");
+    let store = gateway.router.ledger().store.clone();
+    decide(&store, None, &approvers(), &alice(), &bob_key("progress-1"), true, None).await.expect("approve");
+    while let Some(chunk) = response.chunk().await.expect("the stream") {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("\"id\":9") && seen.contains("\"result\"") && !seen.contains("\"isError\":true"), "{seen}");
+    assert_eq!(fault.executions("delete_repo"), 1);
+}
