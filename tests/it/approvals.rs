@@ -53,6 +53,19 @@ fn delete_call(key: Option<&str>) -> Value {
     params
 }
 
+/// A fault backend with `delete_repo` and a gateway in front of it with [`approval_sections`]`(approvals)`.
+async fn started(approvals: &str) -> (FaultBackend, TestGateway) {
+    let fault = fault_with_delete().await;
+    let gateway =
+        TestGateway::start_with("", &approval_sections(approvals), &backend_toml("fault", &fault.url(), "")).await;
+    (fault, gateway)
+}
+
+/// Asserts that `reply` is the tool's own (successful) result.
+fn assert_ran(reply: &Value) {
+    assert!(reply["result"].is_object() && reply["result"]["isError"] != json!(true), "{reply}");
+}
+
 fn outcome(reply: &Value) -> &str {
     reply["result"]["_meta"]["switchyard/outcome"].as_str().unwrap_or_default()
 }
@@ -71,10 +84,7 @@ fn bob_key(key: &str) -> ClaimKey {
 
 #[tokio::test]
 async fn a_call_approved_within_the_wait_runs_once_and_answers() {
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"60s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"60s\"").await;
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     let held = tokio::spawn(async move { bob.request("tools/call", delete_call(Some("del-1"))).await });
     let store = gateway.router.ledger().store.clone();
@@ -83,7 +93,7 @@ async fn a_call_approved_within_the_wait_runs_once_and_answers() {
     let decided = decide(&store, None, &approvers(), &alice(), &bob_key("del-1"), true, Some("ok".into())).await;
     assert_eq!(decided.expect("alice approves").decided_by.as_deref(), Some("alice"));
     let reply = held.await.expect("the held call");
-    assert!(reply["result"].is_object() && reply["result"]["isError"] != json!(true), "{reply}");
+    assert_ran(&reply);
     assert_eq!(fault.executions("delete_repo"), 1);
     let mut retry = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     let again = retry.request("tools/call", delete_call(Some("del-1"))).await;
@@ -96,10 +106,7 @@ async fn a_call_approved_within_the_wait_runs_once_and_answers() {
 
 #[tokio::test]
 async fn a_pending_call_gets_a_key_and_its_retry_runs_once_approved() {
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"1s\"").await;
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     let pending = bob.request("tools/call", delete_call(None)).await;
     assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
@@ -114,7 +121,7 @@ async fn a_pending_call_gets_a_key_and_its_retry_runs_once_approved() {
     decide(&store, None, &approvers(), &alice(), &bob_key(&key), true, None).await.expect("approve");
     for _ in 0..3 {
         let answered = bob.request("tools/call", delete_call(Some(&key))).await;
-        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+        assert_ran(&answered);
     }
     assert_eq!(fault.executions("delete_repo"), 1);
     let other = bob
@@ -129,9 +136,7 @@ async fn a_pending_call_gets_a_key_and_its_retry_runs_once_approved() {
 
 #[tokio::test]
 async fn denied_and_expired_calls_never_run() {
-    let fault = fault_with_delete().await;
-    let sections = approval_sections("wait = \"1s\"\ntimeout = \"1s\"");
-    let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
+    let (fault, gateway) = started("wait = \"1s\"\ntimeout = \"1s\"").await;
     let store = gateway.router.ledger().store.clone();
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
 
@@ -166,10 +171,7 @@ async fn denied_and_expired_calls_never_run() {
 
 #[tokio::test]
 async fn the_caller_never_approves_its_own_call_nor_does_a_non_approver() {
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"1s\"").await;
     let store = gateway.router.ledger().store.clone();
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     let pending = bob.request("tools/call", delete_call(Some("mine"))).await;
@@ -232,7 +234,7 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_is_approved_from_the_co
     let mut retry = Agent::connected_as(second.mcp(), BOB_KEY).await;
     for _ in 0..2 {
         let answered = retry.request("tools/call", delete_call(Some("kill-1"))).await;
-        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+        assert_ran(&answered);
     }
     assert_eq!(fault.executions("delete_repo"), 1);
     second.terminate().await;
@@ -266,7 +268,7 @@ async fn twenty_concurrent_retries_across_two_replicas_run_an_approved_call_once
         .collect();
     for retry in retries {
         let answered = retry.await.expect("a retry");
-        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+        assert_ran(&answered);
     }
     assert_eq!(fault.executions("delete_repo"), 1);
 }
@@ -275,10 +277,7 @@ async fn twenty_concurrent_retries_across_two_replicas_run_an_approved_call_once
 /// gateway's key, and the retry carrying that key runs the approved call once.
 #[tokio::test]
 async fn a_sessionless_agent_retries_with_the_minted_key() {
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"1s\"").await;
     let bob = ModernAgent::as_principal(gateway.mcp(), BOB_KEY);
     let pending = bob.send_with(json!(1), "tools/call", delete_call(None), |_| {}).await.body.expect("an answer");
     assert_eq!(outcome(&pending), "awaiting_approval", "{pending}");
@@ -288,7 +287,7 @@ async fn a_sessionless_agent_retries_with_the_minted_key() {
     for id in [1, 2] {
         let answered = bob.send_with(json!(id), "tools/call", delete_call(Some(&key)), |_| {}).await.body;
         let answered = answered.expect("an answer");
-        assert!(answered["result"].is_object() && answered["result"]["isError"] != json!(true), "{answered}");
+        assert_ran(&answered);
     }
     assert_eq!(fault.executions("delete_repo"), 1);
 }
@@ -348,10 +347,7 @@ async fn hook_failing_first() -> (String, tokio::sync::mpsc::UnboundedReceiver<S
 #[tokio::test]
 async fn a_python_sdk_agent_waits_for_approval_and_its_retry_runs_once() {
     let Some(python) = python_interpreter() else { return };
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"1s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"1s\"").await;
     let headers = [format!("Authorization=Bearer {BOB_KEY}"), "Idempotency-Key=py-1".to_owned()];
     let options = ["--header", &headers[0], "--header", &headers[1]];
     let mut agent = PythonAgent::connect_with(&python, &gateway.mcp(), &options).await;
@@ -371,10 +367,7 @@ async fn a_python_sdk_agent_waits_for_approval_and_its_retry_runs_once() {
 /// decision, then gets the result on the same stream.
 #[tokio::test]
 async fn a_held_call_streams_progress_until_it_is_approved() {
-    let fault = fault_with_delete().await;
-    let gateway =
-        TestGateway::start_with("", &approval_sections("wait = \"60s\""), &backend_toml("fault", &fault.url(), ""))
-            .await;
+    let (fault, gateway) = started("wait = \"60s\"").await;
     let bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     let mut params = delete_call(Some("progress-1"));
     params["_meta"]["progressToken"] = json!("p-1");
