@@ -10,6 +10,9 @@
 //!   decided; expiry needs no writer.
 //! - The arguments are opaque sealed bytes here (sealing is the router's); the digest, names and times are plain
 //!   so an operator lists rows without the key.
+//! - Rows leave with the claims' retention ([`LedgerStore::purge_approvals`]): a decided row once decided before the
+//!   cutoff, an undecided one once expired before it. A retry after that finds the call's claim (and is answered
+//!   from it) or, if that is gone too, asks again.
 //! - The table is additive, like the backend tokens': created (`IF NOT EXISTS`) on every open, outside the
 //!   schema version.
 
@@ -163,6 +166,8 @@ pub(crate) struct ApprovalSql {
     pub(crate) decide: String,
     /// `$1` state (or NULL), `$2` limit; newest first.
     pub(crate) list: String,
+    /// `$1` cutoff: rows decided, or expired undecided, before it.
+    pub(crate) purge: String,
 }
 
 impl ApprovalSql {
@@ -181,6 +186,10 @@ impl ApprovalSql {
             list: render(format!(
                 "SELECT {COLUMNS} FROM {table} WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
                  ORDER BY requested_at DESC, key LIMIT $2"
+            )),
+            purge: render(format!(
+                "DELETE FROM {table} WHERE (decided_at IS NOT NULL AND decided_at < $1) \
+                 OR (state = 'awaiting_approval' AND expires_at < $1)"
             )),
         }
     }
@@ -288,6 +297,12 @@ impl LedgerStore {
         }
     }
 
+    /// Deletes the requests decided before `cutoff`, and the undecided ones that expired before it; returns how
+    /// many.
+    pub async fn purge_approvals(&self, cutoff: SystemTime) -> Result<u64, LedgerError> {
+        dispatch!(self.purge_approvals(to_millis(cutoff)))
+    }
+
     /// The requests in `state` as stored (all when `None`), newest first, at most `limit`.
     pub async fn approvals(&self, state: Option<ApprovalState>, limit: usize) -> Result<Vec<ApprovalRow>, LedgerError> {
         dispatch!(self.approvals(state, limit))
@@ -301,7 +316,7 @@ mod tests {
     #[test]
     fn sqlite_statements_take_numbered_question_marks() {
         let sql = ApprovalSql::new("t", Dialect::Sqlite);
-        for statement in [&sql.insert, &sql.select, &sql.decide, &sql.list] {
+        for statement in [&sql.insert, &sql.select, &sql.decide, &sql.list, &sql.purge] {
             assert!(!statement.contains('$') && statement.contains("?1"), "{statement}");
         }
         assert!(create_statement("t", Dialect::Postgres).contains("BYTEA"));

@@ -6,8 +6,9 @@
 //!   look dead.
 //! - Every instance expires every instance's overdue leases (whoever notices first; the statement is
 //!   idempotent), so a dead replica's claims become `unknown` even if it never comes back.
-//! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention, and
-//!   revocations whose session has expired (an expired session id is refused without them).
+//! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention,
+//!   approval requests decided (or expired undecided) before it, and revocations whose session has expired (an
+//!   expired session id is refused without them).
 //! - Errors are logged and the next round tries again; upkeep never stops the gateway.
 
 use std::time::{Duration, SystemTime};
@@ -54,6 +55,9 @@ pub async fn maintain(store: LedgerStore, settings: Maintenance) {
             let now_unix = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
             if let Err(error) = store.purge_revocations(now_unix).await {
                 tracing::warn!(%error, "ledger: cannot purge expired revocations");
+            }
+            if let Err(error) = store.purge_approvals(cutoff).await {
+                tracing::warn!(%error, "ledger: cannot purge old approval requests");
             }
         }
     }

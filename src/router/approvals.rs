@@ -115,7 +115,9 @@ impl ApprovalGate {
         let claim = ClaimKey::idempotency(&caller.principal.name, key.as_str());
         let arguments = params.get("arguments").unwrap_or(&Value::Null);
         let row = match self.request(store, caller, route, &claim, arguments).await {
-            Ok(row) => row,
+            Ok(Some(row)) => row,
+            // The call was claimed already (its request purged since): the claim answers it, or refuses it.
+            Ok(None) => return Gate::Run,
             Err(error) => return unavailable(&error),
         };
         if row.backend != *route.backend || row.tool != route.name || row.args_digest != canonical_digest(arguments) {
@@ -139,7 +141,8 @@ impl ApprovalGate {
         }
     }
 
-    /// The request under `claim`: the existing one, or a new one (announced).
+    /// The request under `claim`: the existing one, or a new one (announced); `None` when there is none but the
+    /// call's claim exists (approved and claimed earlier, its request purged since).
     async fn request(
         &self,
         store: &LedgerStore,
@@ -147,9 +150,12 @@ impl ApprovalGate {
         route: &Route,
         claim: &ClaimKey,
         arguments: &Value,
-    ) -> Result<ApprovalRow, LedgerError> {
+    ) -> Result<Option<ApprovalRow>, LedgerError> {
         if let Some(existing) = store.approval(claim).await? {
-            return Ok(existing);
+            return Ok(Some(existing));
+        }
+        if store.get(claim).await?.is_some() {
+            return Ok(None);
         }
         let principal = &caller.principal.name;
         let sealed = self.vault.get().map(|vault| vault.seal_value(principal, claim.as_str(), arguments));
@@ -179,9 +185,9 @@ impl ApprovalGate {
                 if let Some(notifier) = &self.notifier {
                     notifier.announce(&row, &route.exposed);
                 }
-                Ok(row)
+                Ok(Some(row))
             }
-            ApprovalRequest::Existing(row) => Ok(row),
+            ApprovalRequest::Existing(row) => Ok(Some(row)),
         }
     }
 

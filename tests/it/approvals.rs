@@ -99,6 +99,10 @@ async fn a_call_approved_within_the_wait_runs_once_and_answers() {
     let again = retry.request("tools/call", delete_call(Some("del-1"))).await;
     assert_eq!(again["result"]["_meta"]["switchyard/replayed"], true, "{again}");
     assert_eq!(fault.executions("delete_repo"), 1, "a retry is answered, not run");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    assert_eq!(store.purge_approvals(later).await.expect("purge"), 1);
+    let after_purge = retry.request("tools/call", delete_call(Some("del-1"))).await;
+    assert_eq!(after_purge["result"]["_meta"]["switchyard/replayed"], true, "the claim answers: {after_purge}");
     let mut alice_agent = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
     assert!(alice_agent.request("tools/call", delete_call(None)).await["result"].is_object());
     assert_eq!(fault.executions("delete_repo"), 2, "alice's policy needs no approval");

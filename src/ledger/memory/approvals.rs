@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 
 use super::super::approvals::{ApprovalRow, ApprovalState, Decision};
 use super::super::error::LedgerError;
-use super::super::types::ClaimKey;
+use super::super::types::{ClaimKey, from_millis};
 use super::MemoryStore;
 
 impl MemoryStore {
@@ -35,6 +35,17 @@ impl MemoryStore {
         row.decided_at = Some(decision.at);
         row.note = decision.note.clone();
         Ok(true)
+    }
+
+    pub(crate) async fn purge_approvals(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        let cutoff = from_millis(cutoff_ms);
+        let mut rows = self.inner.approvals.lock();
+        let before = rows.len();
+        rows.retain(|_, row| match row.decided_at {
+            Some(decided_at) => decided_at >= cutoff,
+            None => row.expires_at >= cutoff,
+        });
+        Ok((before - rows.len()) as u64)
     }
 
     pub(crate) async fn approvals(

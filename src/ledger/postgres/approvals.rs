@@ -43,6 +43,11 @@ impl PostgresStore {
             .await
     }
 
+    pub(crate) async fn purge_approvals(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        let sql = self.inner.approval_sql.purge.as_str();
+        self.inner.conn.run(|db| async move { Ok(db.client.execute(sql, &[&cutoff_ms]).await?) }).await
+    }
+
     pub(crate) async fn approvals(
         &self,
         state: Option<ApprovalState>,

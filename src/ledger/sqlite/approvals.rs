@@ -44,6 +44,13 @@ impl SqliteStore {
             .await
     }
 
+    pub(crate) async fn purge_approvals(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        self.inner
+            .worker
+            .run(move |db| Ok(db.conn.prepare_cached(&SQL.purge)?.execute(params![cutoff_ms])? as u64))
+            .await
+    }
+
     pub(crate) async fn approvals(
         &self,
         state: Option<ApprovalState>,

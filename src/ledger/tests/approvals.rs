@@ -106,6 +106,21 @@ pub(super) async fn approvals_are_seen_by_a_second_instance(h: &Harness) {
     assert_eq!(h.store.approval(&row.key).await.expect("get"), Some(decided));
 }
 
+pub(super) async fn old_decided_and_expired_requests_are_purged(h: &Harness) {
+    let now = SystemTime::now();
+    let expired = request("expired", now - 3 * HOUR, HOUR);
+    let waiting = request("waiting", now - 3 * HOUR, 10 * HOUR);
+    let decided = request("decided", now - 3 * HOUR, 10 * HOUR);
+    for row in [&expired, &waiting, &decided] {
+        h.store.request_approval(row.clone()).await.expect("request");
+    }
+    let old = Decision { at: now - 2 * HOUR, ..decision(true, "alice", None) };
+    h.store.decide_approval(&decided.key, &old).await.expect("decided two hours ago");
+    assert_eq!(h.store.purge_approvals(now - HOUR).await.expect("purge"), 2);
+    let left = h.store.approvals(None, 10).await.expect("list");
+    assert_eq!(left.iter().map(|row| row.key.clone()).collect::<Vec<_>>(), [waiting.key], "still awaiting");
+}
+
 pub(super) async fn malformed_requests_and_notes_are_refused(h: &Harness) {
     let mut decided = request("bad", SystemTime::now(), HOUR);
     decided.state = ApprovalState::Approved;

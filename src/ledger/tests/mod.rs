@@ -313,6 +313,7 @@ approvals_on_every_store!(
     an_undecided_request_expires_and_cannot_be_decided,
     approvals_are_listed_newest_first_by_state,
     approvals_are_seen_by_a_second_instance,
+    old_decided_and_expired_requests_are_purged,
     malformed_requests_and_notes_are_refused,
 );
 
