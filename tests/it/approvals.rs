@@ -391,3 +391,38 @@ async fn a_held_call_streams_progress_until_it_is_approved() {
     assert!(seen.contains("\"id\":9") && seen.contains("\"result\"") && !seen.contains("\"isError\":true"), "{seen}");
     assert_eq!(fault.executions("delete_repo"), 1);
 }
+
+/// The console lists the calls awaiting approval (digest, never the arguments) with the commands that decide
+/// them, and no longer once decided.
+#[tokio::test]
+async fn the_console_lists_the_calls_awaiting_approval() {
+    let fault = fault_with_delete().await;
+    let sections = format!("[auth]\nadmin_principals = [\"alice\"]\n{}", approval_sections("wait = \"1s\""));
+    let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    assert_eq!(outcome(&bob.request("tools/call", delete_call(Some("listed"))).await), "awaiting_approval");
+    let listed = console_approvals(&gateway.base).await;
+    let approvals = listed["approvals"].as_array().expect("a list");
+    assert_eq!(approvals.len(), 1, "{listed}");
+    let pending = &approvals[0];
+    assert_eq!((pending["key"].as_str(), pending["principal"].as_str()), (Some("idem:3:bob:listed"), Some("bob")));
+    assert_eq!((pending["backend"].as_str(), pending["tool"].as_str()), (Some("fault"), Some("delete_repo")));
+    assert!(pending["approve_command"].as_str().unwrap_or_default().starts_with("switchyard calls approve"));
+    assert!(!listed.to_string().contains("r1"), "no arguments: {listed}");
+    let store = gateway.router.ledger().store.clone();
+    decide(&store, None, &approvers(), &alice(), &bob_key("listed"), false, None).await.expect("deny");
+    let after = console_approvals(&gateway.base).await;
+    assert_eq!(after["approvals"], json!([]), "{after}");
+}
+
+/// `/admin/api/approvals` as alice (an administrator in that test) reads it.
+async fn console_approvals(base: &str) -> Value {
+    let response = reqwest::Client::new()
+        .get(format!("{base}/admin/api/approvals"))
+        .header("authorization", format!("Bearer {ALICE_KEY}"))
+        .send()
+        .await
+        .expect("the console answers");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    serde_json::from_str(&response.text().await.expect("a body")).expect("JSON")
+}

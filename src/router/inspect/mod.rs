@@ -6,6 +6,7 @@
 //! carry no arguments, results or credentials, only digests' absence: what an operator needs to see what ran.
 //! Latency comes from the ledger ([`latency`]), so every replica sharing a ledger shows the same numbers.
 
+mod approvals;
 mod calls;
 mod latency;
 
