@@ -208,7 +208,8 @@ pub fn applicable(running: &Config, file: Config) -> Config {
         max_backend_sessions: running.server.max_backend_sessions,
         ..file.server
     };
-    Config { server, ledger: running.ledger.clone(), telemetry: running.telemetry.clone(), ..file }
+    let (ledger, approvals, telemetry) = (running.ledger.clone(), running.approvals.clone(), running.telemetry.clone());
+    Config { server, ledger, approvals, telemetry, ..file }
 }
 
 #[cfg(test)]

@@ -165,3 +165,15 @@ fn every_reloadable_server_key_is_named() {
     assert_eq!(diff.server.len(), 13, "{:?}", diff.server);
     assert!(diff.restart_only.is_empty());
 }
+
+#[test]
+fn approvals_are_restart_only_and_approve_globs_reload_with_the_policies() {
+    let running = config("");
+    let file = config("[[policies]]\nprincipals = [\"bot\"]\napprove = [\"pay__*\"]\n[approvals]\nwait = \"5s\"\n");
+    let diff = ConfigDiff::between(&running, &file);
+    assert_eq!(diff.restart_only, ["approvals"]);
+    assert!(diff.policies, "approve globs are part of the policies");
+    let applied = applicable(&running, file);
+    assert_eq!(applied.approvals, running.approvals, "kept at the running values");
+    assert!(ConfigDiff::between(&running, &applied).restart_only.is_empty());
+}
