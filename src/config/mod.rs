@@ -25,6 +25,7 @@ mod fields;
 pub mod import;
 use crate::glob;
 mod ledger;
+mod limits;
 mod locate;
 mod oauth;
 mod policy;
@@ -46,6 +47,7 @@ pub use credential::{BackendCredential, CredentialSource};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};
+pub use limits::{LimitConfig, LimitedCalls, QuotaConfig, RateConfig, RepeatConfig};
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::ServerConfig;
@@ -58,6 +60,7 @@ use auth::RawAuth;
 use backend::RawBackend;
 use fields::{Fault, KeyPath, quoted};
 use ledger::RawLedger;
+use limits::RawLimit;
 use policy::RawPolicy;
 use serde::Deserialize;
 use server::RawServer;
@@ -75,6 +78,7 @@ struct RawConfig {
     /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
     auth: Option<RawAuth>,
     policies: Vec<RawPolicy>,
+    limits: Vec<RawLimit>,
     telemetry: RawTelemetry,
 }
 
@@ -95,6 +99,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// In file order.
     pub policies: Vec<PolicyConfig>,
+    /// In file order; labels are unique.
+    pub limits: Vec<LimitConfig>,
     pub telemetry: TelemetryConfig,
 }
 
@@ -145,6 +151,7 @@ impl Config {
             backends: Vec::new(),
             auth: AuthConfig::default(),
             policies: Vec::new(),
+            limits: Vec::new(),
             telemetry: TelemetryConfig::default(),
         }
     }
@@ -225,8 +232,15 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .enumerate()
         .map(|(index, policy)| policy::build(index, policy, &backends))
         .collect::<Result<Vec<_>, _>>()?;
+    let limits = raw
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(index, limit)| limits::build(index, limit, &backends))
+        .collect::<Result<Vec<_>, _>>()?;
+    limits::check_unique_labels(&limits)?;
     let telemetry = telemetry::build(&raw.telemetry)?;
-    Ok(Config { server, ledger, backends, auth, policies, telemetry })
+    Ok(Config { server, ledger, backends, auth, policies, limits, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

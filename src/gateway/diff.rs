@@ -29,6 +29,8 @@ pub struct ConfigDiff {
     /// Whether the order of the backends (which one keeps a colliding name) changed.
     pub reordered: bool,
     pub policies: bool,
+    /// Whether `[[limits]]` changed (the counters of each unchanged limit are kept).
+    pub limits: bool,
     /// Whether `[auth]` changed (API keys, JWT settings, anonymous agents).
     pub auth: bool,
     /// Reloadable `[server]` keys that changed, dotted.
@@ -39,9 +41,13 @@ pub struct ConfigDiff {
 
 impl ConfigDiff {
     pub fn between(running: &Config, file: &Config) -> ConfigDiff {
-        let Config { server, ledger, backends, auth, policies, telemetry } = file;
-        let mut diff =
-            ConfigDiff { auth: running.auth != *auth, policies: running.policies != *policies, ..Default::default() };
+        let Config { server, ledger, backends, auth, policies, limits, telemetry } = file;
+        let mut diff = ConfigDiff {
+            auth: running.auth != *auth,
+            policies: running.policies != *policies,
+            limits: running.limits != *limits,
+            ..Default::default()
+        };
         diff.compare_server(&running.server, server);
         diff.compare_ledger(&running.ledger, ledger);
         diff.compare_telemetry(&running.telemetry, telemetry);
@@ -51,11 +57,22 @@ impl ConfigDiff {
 
     /// Whether nothing the reload would apply changed (restart-only keys aside).
     pub fn is_empty(&self) -> bool {
-        let ConfigDiff { added, removed, replaced, re_exposed, reordered, policies, auth, server, restart_only: _ } =
-            self;
+        let ConfigDiff {
+            added,
+            removed,
+            replaced,
+            re_exposed,
+            reordered,
+            policies,
+            limits,
+            auth,
+            server,
+            restart_only: _,
+        } = self;
         [added, removed, replaced, re_exposed].iter().all(|names| names.is_empty())
             && !reordered
             && !policies
+            && !limits
             && !auth
             && server.is_empty()
     }
@@ -71,6 +88,7 @@ impl ConfigDiff {
             named("backends exposed differently (prefix or tool filters)", &self.re_exposed),
             flag("backend order changed", self.reordered),
             flag("policies changed", self.policies),
+            flag("limits changed", self.limits),
             flag("agent authentication changed", self.auth),
             (!self.server.is_empty()).then(|| format!("changed: {}", self.server.join(", "))),
         ]
