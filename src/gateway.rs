@@ -17,6 +17,7 @@ pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
 mod ledger_wait;
+mod limits;
 pub mod reload;
 pub mod testing;
 
@@ -51,6 +52,7 @@ use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
 use data_dir_lock::{DataDirLock, DataDirLockError};
+use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
@@ -217,7 +219,8 @@ impl Gateway {
                 (Arc::from(backend.name.as_str()), target)
             })
             .collect();
-        let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
+        let (policies, limits) = (policies(&config), limits(&config));
+        let routing = Routing { targets, policies, discovery_wait: config.server.discovery_wait, limits };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =

@@ -75,7 +75,7 @@ pub fn admins(config: &Config) -> Admins {
     Admins::new(config.auth.admin_principals.iter().map(subject).collect())
 }
 
-fn subject(subject: &PolicySubject) -> Subject {
+pub(super) fn subject(subject: &PolicySubject) -> Subject {
     match subject {
         PolicySubject::Anyone => Subject::Anyone,
         PolicySubject::Principal(name) => Subject::Principal(name.clone()),

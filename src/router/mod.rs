@@ -29,10 +29,12 @@ mod forward;
 pub(crate) mod idempotency;
 mod input_rounds;
 pub(crate) mod inspect;
+pub mod limits;
 mod outcome;
 mod readiness;
 pub mod request_state;
 mod starting;
+pub mod testing;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -58,8 +60,9 @@ pub use claims::{CallLedger, REPLAYED_META};
 use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
+use limits::{Held, Limits};
 use outcome::Report;
-pub use outcome::{CLAIM_META, OUTCOME_META, shut_down};
+pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
@@ -162,6 +165,8 @@ pub struct Routing {
     pub policies: Policies,
     /// How long a tool call of a backend still being discovered waits for it ([`starting`]).
     pub discovery_wait: Duration,
+    /// `[[limits]]`: what each principal may spend ([`limits`]); a reload carries the unchanged ones' counters.
+    pub limits: Limits,
 }
 
 impl Routing {
@@ -231,7 +236,8 @@ impl CallRouter {
     /// sessions are the backend client's to retire) and tells agents whose tools changed: every agent when the
     /// policies changed or `principals_changed` (who is who, and in which groups, decides what policies grant),
     /// else the viewers of each backend whose exposed tools changed.
-    pub fn reconfigure(&self, routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
+    pub fn reconfigure(&self, mut routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
+        routing.limits = std::mem::take(&mut routing.limits).carried_from(&self.routing.load().limits);
         let everywhere = principals_changed || self.routing.load().policies != routing.policies;
         let configured = |backend: &str| routing.targets.contains_key(backend);
         self.unauthorized.retain(configured);
@@ -375,6 +381,15 @@ impl CallRouter {
         let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
+        // A continued call was admitted by the limits when it started.
+        let limited = match state {
+            None => limits::admit_call(&routing.limits, caller, &route, params.get("arguments")),
+            Some(_) => Ok(Held::default()),
+        };
+        let mut allowance = match limited {
+            Ok(allowance) => allowance,
+            Err(refused) => return Ok(Found::Built(refused)),
+        };
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
@@ -386,7 +401,10 @@ impl CallRouter {
             }
         };
         let (key, round) = match admitted {
-            Admission::Run(key, round) => (key, round),
+            Admission::Run(key, round) => {
+                allowance.ran();
+                (key, round)
+            }
             Admission::Answered(outcome, answer) => {
                 caller.record.tool_outcome(outcome);
                 return answer.map(Found::Built);

@@ -1,0 +1,109 @@
+//! Tests of admitting requests against several limits: who is counted, all or nothing, permits, repeats, reloads.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::*;
+use crate::auth::{Principal, Subject};
+use crate::glob::Glob;
+
+fn spec(label: &str) -> LimitSpec {
+    LimitSpec {
+        label: label.into(),
+        principals: vec![Subject::Anyone],
+        calls: Calls::Tools(vec![Glob::new("*").unwrap()]),
+        rate: None,
+        quota: None,
+        concurrency: None,
+        repeat: None,
+    }
+}
+
+fn request<'a>(principal: &'a Principal, tool: &'a str) -> Request<'a> {
+    Request { principal, key: &principal.name, tool: Some((tool, "docs")) }
+}
+
+fn paused(specs: Vec<LimitSpec>) -> Limits {
+    let limits = Limits::new(specs);
+    limits.clock().pause_at(UNIX_EPOCH + Duration::from_secs(1_000_000));
+    limits
+}
+
+fn alice() -> Principal {
+    Principal { name: "alice".into(), groups: vec!["ops".into()] }
+}
+
+#[test]
+fn no_limit_admits_everything_and_holds_nothing() {
+    let held = Limits::default().admit(&request(&alice(), "docs__search"), None).expect("admitted");
+    assert!(held.taken.is_empty() && held.clock.is_none());
+}
+
+#[test]
+fn a_refusal_by_one_limit_gives_back_what_the_others_took() {
+    let quota = LimitSpec { quota: Some(Quota { calls: 2, period: Duration::from_secs(3_600) }), ..spec("q") };
+    let rate = LimitSpec { rate: Some(Rate { calls: 1, per: Duration::from_secs(1), burst: 1 }), ..spec("r") };
+    let limits = paused(vec![quota, rate]);
+    let alice = alice();
+    drop(limits.admit(&request(&alice, "a"), None).expect("first"));
+    let refusal = limits.admit(&request(&alice, "a"), None).expect_err("the rate refuses");
+    assert_eq!((&*refusal.label, refusal.violated, refusal.retry_after), ("r", Violated::Rate, 1));
+    assert!(refusal.to_string().contains("limit `r`, which allows 1 calls per 1s"), "{refusal}");
+    limits.clock().advance(Duration::from_secs(1));
+    limits.admit(&request(&alice, "a"), None).expect("the quota's second call was given back");
+}
+
+#[test]
+fn limits_count_only_their_principals_and_calls_each_on_its_own() {
+    let only_ops = LimitSpec {
+        principals: vec![Subject::Group("ops".into())],
+        calls: Calls::Backends(vec!["docs".into()]),
+        concurrency: Some(1),
+        ..spec("ops")
+    };
+    let limits = paused(vec![only_ops]);
+    let (alice, bob) = (alice(), Principal { name: "bob".into(), groups: vec!["ops".into()] });
+    let held = limits.admit(&request(&alice, "a"), None).expect("alice's one call");
+    limits.admit(&request(&alice, "b"), None).expect_err("alice's second at once");
+    let _bob = limits.admit(&request(&bob, "a"), None).expect("bob counts on his own");
+    let eve = Principal { name: "eve".into(), groups: vec![] };
+    let _eve = limits.admit(&request(&eve, "a"), None).expect("not in the group");
+    let _tools_list = limits.admit(&Request { tool: None, ..request(&alice, "a") }, None).expect("not a tool call");
+    drop(held);
+    limits.admit(&request(&alice, "b"), None).expect("the permit came back when the call ended");
+}
+
+#[test]
+fn the_loop_guard_counts_calls_that_ran_with_the_same_arguments() {
+    let repeat = LimitSpec { repeat: Some(Repeat { times: 2, window: Duration::from_secs(60) }), ..spec("loop") };
+    let limits = paused(vec![repeat]);
+    let alice = alice();
+    let same = json!({"q": 1, "page": 2});
+    limits.admit(&request(&alice, "a"), Some(&same)).expect("the first").ran();
+    for _ in 0..3 {
+        drop(limits.admit(&request(&alice, "a"), Some(&same)).expect("answered from the ledger: does not count"));
+    }
+    limits.admit(&request(&alice, "a"), Some(&same)).expect("the second").ran();
+    let reordered = json!({"page": 2, "q": 1});
+    let refusal = limits.admit(&request(&alice, "a"), Some(&reordered)).expect_err("the same arguments");
+    assert_eq!((refusal.violated, refusal.retry_after), (Violated::Repeat, 60));
+    limits.admit(&request(&alice, "a"), Some(&json!({"q": 2}))).expect("other arguments");
+    limits.admit(&request(&alice, "b"), Some(&same)).expect("another tool");
+}
+
+#[test]
+fn a_reload_keeps_the_counters_of_unchanged_limits_only() {
+    let rate =
+        |calls| LimitSpec { rate: Some(Rate { calls, per: Duration::from_secs(60), burst: calls }), ..spec("r") };
+    let kept = LimitSpec { quota: Some(Quota { calls: 1, period: Duration::from_secs(3_600) }), ..spec("q") };
+    let running = paused(vec![rate(1), kept.clone()]);
+    let alice = alice();
+    drop(running.admit(&request(&alice, "a"), None).expect("first"));
+    let reloaded = Limits::new(vec![rate(2), kept]).carried_from(&running);
+    assert!(Arc::ptr_eq(reloaded.clock(), running.clock()), "the clock is kept");
+    let refusal = reloaded.admit(&request(&alice, "a"), None).expect_err("the unchanged quota remembers");
+    assert_eq!(&*refusal.label, "q");
+    let rate_only = Limits::new(vec![rate(2)]).carried_from(&reloaded);
+    rate_only.admit(&request(&alice, "a"), None).expect("the changed rate starts afresh");
+}
