@@ -1,8 +1,9 @@
 //! `[[limits]]` through the running gateway, counted at the fault backend: a rate admits its burst then its rate,
 //! a daily quota resets at midnight UTC, concurrency admits two of ten parallel calls, the loop guard refuses the
 //! fourth identical call (replays from the ledger not counted), `methods = ["*"]` answers other requests with 429,
-//! and a reload applies a changed rate while an unchanged limit keeps its counters. Rates and windows run on the
-//! gateway's limit clock, stopped by the test, so nothing depends on scheduling.
+//! `/admin/api/limits` shows each principal's use, and a reload applies a changed rate while an unchanged limit
+//! keeps its counters. Rates and windows run on the gateway's limit clock, stopped by the test, so nothing depends
+//! on scheduling.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -69,6 +70,10 @@ async fn a_rate_admits_exactly_its_burst_then_its_rate() {
     let limited = "switchyard_tool_calls_total{backend=\"fault\",tool=\"fault__echo\",outcome=\"limited\"} 7";
     assert!(metrics.contains(limited), "{metrics}");
     assert!(metrics.contains("switchyard_limit_refusals_total{limit=\"search\"} 7"), "{metrics}");
+    let console = reqwest::get(format!("{}/admin/api/limits", gateway.base)).await.expect("the console answers");
+    let listed: Value = serde_json::from_str(&console.text().await.expect("a body")).expect("JSON");
+    let expected = json!([{"limit": "search", "principal": "anonymous@127.0.0.1", "tokens": 0, "burst": 5}]);
+    assert_eq!(listed["limits"], expected, "the console shows the bucket emptied");
 }
 
 #[tokio::test]

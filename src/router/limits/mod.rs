@@ -20,6 +20,7 @@ mod counters;
 mod gate;
 mod limit;
 mod refusal;
+mod usage;
 
 use std::sync::Arc;
 
@@ -31,6 +32,7 @@ pub use gate::{admit_call, admit_request};
 use limit::Limit;
 pub use limit::{Calls, LimitSpec, Quota, Rate, Repeat, Request};
 pub use refusal::{Refusal, Violated};
+pub use usage::LimitUse;
 
 use crate::ledger::canonical_digest;
 

@@ -107,3 +107,23 @@ fn a_reload_keeps_the_counters_of_unchanged_limits_only() {
     let rate_only = Limits::new(vec![rate(2)]).carried_from(&reloaded);
     rate_only.admit(&request(&alice, "a"), None).expect("the changed rate starts afresh");
 }
+
+#[test]
+fn usage_lists_each_busy_principal_of_each_limit() {
+    let both = LimitSpec {
+        rate: Some(Rate { calls: 5, per: Duration::from_secs(1), burst: 5 }),
+        quota: Some(Quota { calls: 10, period: Duration::from_secs(3_600) }),
+        concurrency: Some(2),
+        ..spec("both")
+    };
+    let limits = paused(vec![both]);
+    let alice = alice();
+    let _running = limits.admit(&request(&alice, "a"), None).expect("admitted");
+    drop(limits.admit(&request(&alice, "a"), None).expect("admitted"));
+    let rows = limits.usage();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!((row.limit.as_str(), row.principal.as_str()), ("both", "alice"));
+    assert_eq!((row.tokens, row.burst, row.used, row.quota), (Some(3), Some(5), Some(2), Some(10)));
+    assert_eq!((row.in_flight, row.concurrency), (Some(1), Some(2)));
+}
