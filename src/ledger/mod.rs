@@ -22,7 +22,7 @@
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
-//!   see `backend_tokens.rs`).
+//!   see `backend_tokens.rs`), and the limit counters replicas share ([`CounterRow`]; see `limit_counters.rs`).
 
 mod background;
 mod detach;
@@ -54,6 +54,7 @@ pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
 pub use instance::instance_id;
+pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -89,6 +90,7 @@ macro_rules! dispatch {
 
 // Declared after `dispatch!` so the modules can use it.
 mod backend_tokens;
+mod limit_counters;
 mod revocations;
 
 impl LedgerStore {

@@ -30,6 +30,7 @@ use crate::raw_json::RawJson;
 use super::backend_tokens::BackendTokenRow;
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::limit_counters::CounterRow;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, Resolution, Settlement, new_claim_id_bytes,
@@ -57,6 +58,8 @@ struct Inner {
     revocations: Mutex<HashMap<String, u64>>,
     /// Backend OAuth tokens by (backend, principal), in listing order.
     backend_tokens: Mutex<BTreeMap<(String, String), BackendTokenRow>>,
+    /// Limit counters by (limit, principal), in listing order.
+    limit_counters: Mutex<BTreeMap<(String, String), CounterRow>>,
 }
 
 /// Now, as the store keeps times.

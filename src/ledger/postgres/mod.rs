@@ -16,6 +16,7 @@
 mod backend_tokens;
 mod batch;
 mod conn;
+mod limit_counters;
 mod listen;
 mod ops;
 mod revocations;
@@ -34,6 +35,7 @@ use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::limit_counters::LimitCounterSql;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
@@ -57,6 +59,7 @@ struct Inner {
     pending: Arc<Pending>,
     revocation_sql: RevocationSql,
     backend_token_sql: BackendTokenSql,
+    limit_counter_sql: LimitCounterSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -89,6 +92,7 @@ impl PostgresStore {
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
         let (revocations, _) = broadcast::channel(FEED_CAPACITY);
         let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
+        let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -104,6 +108,7 @@ impl PostgresStore {
             pending,
             revocation_sql,
             backend_token_sql,
+            limit_counter_sql,
             revocations,
             _stop_listening: stop,
         };

@@ -15,6 +15,7 @@
 mod backend_tokens;
 mod batch;
 mod checkpoint;
+mod limit_counters;
 mod ops;
 mod revocations;
 mod worker;

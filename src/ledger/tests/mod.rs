@@ -295,6 +295,7 @@ on_every_store!(
     queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
+    limit_counters_are_replaced_only_when_unchanged,
 );
 
 behaviour_suite!(sqlite_linger in sqlite, linger:
