@@ -163,7 +163,8 @@ fn calls(entry: &KeyPath, raw: &RawLimit, backends: &[BackendConfig]) -> Result<
         }
         (true, None) => Ok(LimitedCalls::Every),
         (false, Some((_, calls))) => Ok(calls),
-        (false, None) => Ok(LimitedCalls::Tools(vec![Glob::new("*").expect("`*` is a glob")])),
+        // `*` is a valid glob, so this list holds it.
+        (false, None) => Ok(LimitedCalls::Tools(Glob::new("*").into_iter().collect())),
     }
 }
 
@@ -202,7 +203,7 @@ fn quota(entry: &KeyPath, raw: &RawLimit) -> Result<Option<QuotaConfig>, Fault> 
     let Some(calls) = raw.quota else {
         return refine_nothing(entry, "period", raw.period.is_some(), "quota");
     };
-    let calls = u64::try_from(count(&entry.key("quota"), Some(calls), "calls per period")?.unwrap_or(1)).unwrap_or(1);
+    let calls = u64::from(count(&entry.key("quota"), Some(calls), "calls per period")?.unwrap_or(1));
     let period = optional(&entry.key("period"), raw.period.as_deref(), parse_period)?.unwrap_or(DEFAULT_PERIOD);
     Ok(Some(QuotaConfig { calls, period }))
 }

@@ -81,7 +81,7 @@ pub enum FrontError {
     /// (`max_connections_per_principal`).
     TooManyRequests { max: usize },
     /// Request `id` (not a tool call) was refused by a `[[limits]]` entry with `methods = ["*"]`.
-    Limited { id: Value, refusal: LimitRefusal },
+    Limited { id: Value, refusal: Box<LimitRefusal> },
     /// The agent session already holds `max` standalone streams (`max_streams_per_session`).
     TooManyStreams { max: usize },
     /// The operator's console was asked by an authenticated caller that is not an administrator.

@@ -17,6 +17,6 @@ impl Front {
             return Ok(Held::default());
         }
         admit_request(&self.router.routing().limits, caller)
-            .map_err(|refusal| FrontError::Limited { id: caller.request_id.clone(), refusal })
+            .map_err(|refusal| FrontError::Limited { id: caller.request_id.clone(), refusal: Box::new(refusal) })
     }
 }

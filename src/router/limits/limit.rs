@@ -132,10 +132,7 @@ impl<T: Default> Swept<T> {
             self.entries.retain(|_, entry| keep(entry));
             self.next_sweep = (self.entries.len() * 2).max(FIRST_SWEEP);
         }
-        if !self.entries.contains_key(key) {
-            self.entries.insert(key.into(), T::default());
-        }
-        self.entries.get_mut(key).expect("inserted above")
+        self.entries.entry(key.into()).or_default()
     }
 }
 

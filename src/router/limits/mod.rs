@@ -111,11 +111,11 @@ fn take(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), 
     if let Some(rate) = spec.rate {
         entry.take_rate(rate.bucket(), now).map_err(|wait| refused(Violated::Rate, wait))?;
     }
-    if let (Some(quota), Some(period)) = (spec.quota, period) {
-        if let Err(wait) = entry.take_quota(quota.calls, period, now) {
-            spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
-            return Err(refused(Violated::Quota, wait));
-        }
+    if let (Some(quota), Some(period)) = (spec.quota, period)
+        && let Err(wait) = entry.take_quota(quota.calls, period, now)
+    {
+        spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
+        return Err(refused(Violated::Quota, wait));
     }
     if let Some(max) = spec.concurrency {
         if entry.in_flight >= max {
