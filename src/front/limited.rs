@@ -12,11 +12,12 @@ use crate::router::limits::{Held, admit_request};
 
 impl Front {
     /// Admits `caller`'s `method` request by the limits that count every request.
-    pub(super) fn admit_by_limits(&self, caller: &Caller, method: &Method) -> Result<Held, FrontError> {
+    pub(super) async fn admit_by_limits(&self, caller: &Caller, method: &Method) -> Result<Held, FrontError> {
         if *method == Method::ToolsCall {
             return Ok(Held::default());
         }
         admit_request(&self.router.routing().limits, caller)
+            .await
             .map_err(|refusal| FrontError::Limited { id: caller.request_id.clone(), refusal: Box::new(refusal) })
     }
 }

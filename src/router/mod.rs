@@ -211,7 +211,10 @@ pub struct CallRouter {
 }
 
 impl CallRouter {
-    pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, routing: Routing, ledger: CallLedger) -> Self {
+    pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, mut routing: Routing, ledger: CallLedger) -> Self {
+        if ledger.store.kind() == "postgres" {
+            routing.limits.share_in(ledger.store.clone());
+        }
         client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
         Self {
             catalog,
@@ -383,7 +386,7 @@ impl CallRouter {
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
         // A continued call was admitted by the limits when it started.
         let limited = match state {
-            None => limits::admit_call(&routing.limits, caller, &route, params.get("arguments")),
+            None => limits::admit_call(&routing.limits, caller, &route, params.get("arguments")).await,
             Some(_) => Ok(Held::default()),
         };
         let mut allowance = match limited {

@@ -1,9 +1,9 @@
 //! `[[limits]]` through the running gateway, counted at the fault backend: a rate admits its burst then its rate,
 //! a daily quota resets at midnight UTC, concurrency admits two of ten parallel calls, the loop guard refuses the
 //! fourth identical call (replays from the ledger not counted), `methods = ["*"]` answers other requests with 429,
-//! `/admin/api/limits` shows each principal's use, and a reload applies a changed rate while an unchanged limit
-//! keeps its counters. Rates and windows run on the gateway's limit clock, stopped by the test, so nothing depends
-//! on scheduling.
+//! `/admin/api/limits` shows each principal's use, two replicas on PostgreSQL share one rate (within the
+//! documented bound), and a reload applies a changed rate while an unchanged limit keeps its counters. Rates and
+//! windows run on the gateway's limit clock, stopped by the test, so nothing depends on scheduling.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -15,12 +15,13 @@ use tokio::sync::mpsc;
 use crate::support::assert::{eventually, outcome, text};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway, backend_toml};
+use crate::support::postgres::PgSchema;
 
 /// 2026-12-04T23:59:50Z: ten seconds before a UTC day ends.
 const BEFORE_MIDNIGHT: u64 = 20_791 * 86_400 - 10;
 
-async fn limited_gateway(fault: &FaultBackend, limits: &str) -> TestGateway {
-    let gateway = TestGateway::start_with("", limits, &backend_toml("fault", &fault.url(), "")).await;
+async fn limited_gateway(fault: &FaultBackend, sections: &str) -> TestGateway {
+    let gateway = TestGateway::start_with("", sections, &backend_toml("fault", &fault.url(), "")).await;
     gateway.wait_for_tool("fault__echo").await;
     pause_limit_clock(&gateway.router, UNIX_EPOCH + Duration::from_secs(BEFORE_MIDNIGHT));
     gateway
@@ -185,4 +186,44 @@ async fn a_reload_applies_a_changed_rate_and_keeps_the_counters_of_an_unchanged_
     assert_eq!(refused_of(&mut agent, 1, "rate").await, 0, "the new rate starts with a full bucket");
     assert_eq!(refused_of(&mut agent, 2, "kept").await, 1, "the unchanged quota of 4 kept its count of 3");
     assert_eq!(fault.executions("echo"), 4);
+}
+
+/// The documented bound on a fleet's rate over an interval W: `burst + rate·W + R·B`, with R replicas and a batch
+/// B of a quarter of the burst. The clocks are stopped here (W = 0).
+const FLEET_BOUND: usize = 20 + 2 * 5;
+
+#[tokio::test]
+async fn two_replicas_on_postgresql_share_one_rate_under_200_parallel_calls() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let fault = FaultBackend::start(Script::default()).await;
+    let sections = format!(
+        "[ledger]\nurl = {:?}\n[[limits]]\nname = \"fleet\"\nprincipals = [\"*\"]\nrate = \"20/s\"\n",
+        schema.url()
+    );
+    let replicas = [limited_gateway(&fault, &sections).await, limited_gateway(&fault, &sections).await];
+    let agents = [Agent::connected(replicas[0].mcp()).await, Agent::connected(replicas[1].mcp()).await];
+    let (answers, mut answered) = mpsc::unbounded_channel();
+    for n in 0..200 {
+        let (agent, answers) = (agents[n % 2].same_session(), answers.clone());
+        tokio::spawn(async move {
+            let message = json!({"jsonrpc": "2.0", "id": 1000 + n, "method": "tools/call",
+                "params": {"name": "fault__echo", "arguments": echo(n)}});
+            let _ = answers.send(agent.send(&message).await.body.expect("a JSON-RPC answer"));
+        });
+    }
+    let mut refused = 0;
+    for _ in 0..200 {
+        let answer = answered.recv().await.expect("an answer");
+        if answer["result"]["isError"] == true {
+            assert_refused(&answer, "fleet");
+            refused += 1;
+        }
+    }
+    let admitted = fault.executions("echo");
+    assert_eq!(admitted + refused, 200);
+    assert!(admitted <= FLEET_BOUND, "{admitted} admitted, more than the documented bound {FLEET_BOUND}");
+    assert_eq!(admitted, 20, "on stopped clocks the fleet spends exactly the shared burst");
+    let counters = replicas[0].router.ledger().store.limit_counters().await.expect("the shared counters");
+    assert_eq!(counters.len(), 1, "{counters:?}");
+    assert!(counters[0].limit.starts_with("fleet#") && counters[0].principal == "anonymous@127.0.0.1");
 }

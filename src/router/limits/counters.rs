@@ -24,6 +24,29 @@ pub struct Usage {
     pub window: u64,
     pub used: u64,
     pub in_flight: u32,
+    /// What this gateway leased from the shared counters (a PostgreSQL ledger; unused otherwise).
+    pub lease: Lease,
+}
+
+/// Tokens and quota calls taken from the shared counters in a batch, spent here without asking the store again.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub tokens: u64,
+    pub calls: u64,
+    /// The quota window `calls` belong to.
+    pub window: u64,
+    /// When what is left goes back to the shared counters (ns since the epoch).
+    pub until: u64,
+    /// Until when the shared bucket, or the shared quota, is known to be empty (ns since the epoch).
+    pub no_tokens_until: u64,
+    pub no_calls_until: u64,
+}
+
+impl Lease {
+    /// Whether it holds anything the shared counters should get back.
+    pub fn holds_some(&self) -> bool {
+        self.tokens > 0 || self.calls > 0
+    }
 }
 
 impl Usage {
@@ -76,7 +99,10 @@ impl Usage {
     /// Whether nothing here would change the next decision: the bucket full, the quota's window over, nothing in
     /// flight (such an entry can be forgotten).
     pub fn is_idle(&self, period: Option<u64>, now: u64) -> bool {
-        self.tat <= now && self.in_flight == 0 && period.is_none_or(|period| self.used_at(period, now) == 0)
+        self.tat <= now
+            && self.in_flight == 0
+            && !self.lease.holds_some()
+            && period.is_none_or(|period| self.used_at(period, now) == 0)
     }
 }
 

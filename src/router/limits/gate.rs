@@ -13,13 +13,18 @@ use crate::router::{Caller, outcome};
 use crate::telemetry::ToolOutcome;
 
 /// Admits `caller`'s call of `route`, or answers the refusal as the call's result.
-pub fn admit_call(limits: &Limits, caller: &Caller, route: &Route, arguments: Option<&Value>) -> Result<Held, Value> {
+pub async fn admit_call(
+    limits: &Limits,
+    caller: &Caller,
+    route: &Route,
+    arguments: Option<&Value>,
+) -> Result<Held, Value> {
     if limits.is_empty() {
         return Ok(Held::default());
     }
     let key = caller.fairness_key();
     let request = Request { principal: &caller.principal, key: &key, tool: Some((&route.exposed, &route.backend)) };
-    limits.admit(&request, arguments).map_err(|refusal| {
+    limits.admit(&request, arguments).await.map_err(|refusal| {
         counted(caller, &refusal);
         caller.record.tool_outcome(ToolOutcome::Limited);
         outcome::limited(&refusal.to_string(), refusal.retry_after)
@@ -27,13 +32,13 @@ pub fn admit_call(limits: &Limits, caller: &Caller, route: &Route, arguments: Op
 }
 
 /// Admits a request other than a tool call by the limits that count every request (`methods = ["*"]`).
-pub fn admit_request(limits: &Limits, caller: &Caller) -> Result<Held, Refusal> {
+pub async fn admit_request(limits: &Limits, caller: &Caller) -> Result<Held, Refusal> {
     if !limits.count_every_request() {
         return Ok(Held::default());
     }
     let key = caller.fairness_key();
     let request = Request { principal: &caller.principal, key: &key, tool: None };
-    limits.admit(&request, None).inspect_err(|refusal| counted(caller, refusal))
+    limits.admit(&request, None).await.inspect_err(|refusal| counted(caller, refusal))
 }
 
 fn counted(caller: &Caller, refusal: &Refusal) {

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use serde_json::Value;
 
 use super::clock::nanos;
 use super::counters::{Bucket, Repeats, Usage};
 use crate::auth::{Principal, Subject};
 use crate::glob::Glob;
+use crate::ledger::canonical_digest;
 
 /// A limit as the router runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,13 +85,18 @@ pub struct Request<'a> {
 #[derive(Debug)]
 pub struct Limit {
     pub spec: LimitSpec,
+    /// Its row key in the shared counters: the label and a digest of the spec, so a changed limit starts afresh
+    /// there too, and replicas with the same configuration share it.
+    pub shared_key: Box<str>,
     pub usage: Mutex<Swept<Usage>>,
     pub repeats: Mutex<Swept<Repeats>>,
 }
 
 impl Limit {
     pub fn new(spec: LimitSpec) -> Limit {
-        Limit { spec, usage: Mutex::default(), repeats: Mutex::default() }
+        let digest = canonical_digest(&Value::String(format!("{spec:?}")));
+        let shared_key = format!("{}#{}", spec.label, &digest[..16]).into();
+        Limit { spec, shared_key, usage: Mutex::default(), repeats: Mutex::default() }
     }
 
     /// Whether this limit counts `request`.

@@ -13,13 +13,15 @@
 //! - With no limit configured the call path pays one `is_empty` test ([`Limits::admit`]) and allocates nothing.
 //! - A reload builds new limits and carries over ([`Limits::carried_from`]) the clock and the counters of every
 //!   limit whose spec did not change; a changed limit starts afresh with the next call.
-//! - These counters hold per gateway; every store of the ledger is local to them.
+//! - With a PostgreSQL ledger, rates and quotas hold for the fleet: they lease batches from counters every
+//!   replica shares ([`shared`]); with SQLite or memory every counter is this gateway's.
 
 mod clock;
 mod counters;
 mod gate;
 mod limit;
 mod refusal;
+mod shared;
 mod usage;
 
 use std::sync::Arc;
@@ -34,18 +36,26 @@ pub use limit::{Calls, LimitSpec, Quota, Rate, Repeat, Request};
 pub use refusal::{Refusal, Violated};
 pub use usage::LimitUse;
 
-use crate::ledger::canonical_digest;
+use crate::ledger::{LedgerStore, canonical_digest};
 
 /// Every configured limit, with the clock they count in.
 #[derive(Debug, Default)]
 pub struct Limits {
     set: Vec<Arc<Limit>>,
     clock: Arc<LimitClock>,
+    /// The store whose counters replicas share (PostgreSQL), when there is one ([`shared`]).
+    shared: Option<LedgerStore>,
 }
 
 impl Limits {
     pub fn new(specs: Vec<LimitSpec>) -> Limits {
-        Limits { set: specs.into_iter().map(|spec| Arc::new(Limit::new(spec))).collect(), clock: Arc::default() }
+        let set = specs.into_iter().map(|spec| Arc::new(Limit::new(spec))).collect();
+        Limits { set, clock: Arc::default(), shared: None }
+    }
+
+    /// Counts rates and quotas against `store`'s shared counters, leased in batches ([`shared`]).
+    pub fn share_in(&mut self, store: LedgerStore) {
+        self.shared = Some(store);
     }
 
     /// These limits with `running`'s clock, and `running`'s counters for each limit whose spec is unchanged.
@@ -58,7 +68,7 @@ impl Limits {
                 same.map_or(limit, Arc::clone)
             })
             .collect();
-        Limits { set, clock: Arc::clone(&running.clock) }
+        Limits { set, clock: Arc::clone(&running.clock), shared: running.shared.clone() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -76,7 +86,7 @@ impl Limits {
 
     /// Takes what every limit counting `request` needs, or takes nothing and says which limit refused.
     /// `arguments` are the tool call's (their digest keys the repeat guard).
-    pub fn admit(&self, request: &Request<'_>, arguments: Option<&Value>) -> Result<Held, Refusal> {
+    pub async fn admit(&self, request: &Request<'_>, arguments: Option<&Value>) -> Result<Held, Refusal> {
         if self.set.is_empty() {
             return Ok(Held::default());
         }
@@ -84,7 +94,14 @@ impl Limits {
         let mut held = Held { taken: Vec::new(), repeats: Vec::new(), clock: Some(Arc::clone(&self.clock)) };
         let mut digest = None;
         for limit in self.set.iter().filter(|limit| limit.counts(request)) {
-            take(limit, request.key, now, &mut held).map_err(|refusal| held.refund(refusal))?;
+            let leased = match &self.shared {
+                Some(store) if limit.spec.rate.is_some() || limit.spec.quota.is_some() => {
+                    shared::take_leased(limit, store, request.key, now, &mut held).await
+                }
+                _ => None,
+            };
+            let taken = leased.unwrap_or_else(|| take(limit, request.key, now, &mut held));
+            taken.map_err(|refusal| held.refund(refusal))?;
             let (Some(repeat), Some((tool, _))) = (limit.spec.repeat, request.tool) else { continue };
             let digest = digest.get_or_insert_with(|| canonical_digest(arguments.unwrap_or(&Value::Null)));
             let key: Box<str> = format!("{}\0{tool}\0{digest}", request.key).into();
@@ -125,7 +142,7 @@ fn take(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), 
         }
         entry.in_flight += 1;
     }
-    held.taken.push((Arc::clone(limit), key.into()));
+    held.taken.push((Arc::clone(limit), key.into(), false));
     Ok(())
 }
 
@@ -133,7 +150,8 @@ fn take(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), 
 /// when the call ends) and the identical-call records it makes once it has run.
 #[derive(Debug, Default)]
 pub struct Held {
-    taken: Vec<(Arc<Limit>, Box<str>)>,
+    /// Each limit that counted the request, the principal's key, and whether it took from a lease.
+    taken: Vec<(Arc<Limit>, Box<str>, bool)>,
     repeats: Vec<(Arc<Limit>, Box<str>)>,
     clock: Option<Arc<LimitClock>>,
 }
@@ -151,11 +169,19 @@ impl Held {
     /// Gives back what was taken for a request `refusal` refused, and passes the refusal on.
     fn refund(&mut self, refusal: Refusal) -> Refusal {
         self.repeats.clear();
-        for (limit, key) in self.taken.drain(..) {
+        for (limit, key, leased) in self.taken.drain(..) {
             let mut usage = limit.usage.lock();
             let Some(entry) = usage.entries.get_mut(&key) else { continue };
-            limit.spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
-            limit.spec.quota.inspect(|_| entry.refund_quota());
+            match leased {
+                true => {
+                    entry.lease.tokens += u64::from(limit.spec.rate.is_some());
+                    entry.lease.calls += u64::from(limit.spec.quota.is_some());
+                }
+                false => {
+                    limit.spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
+                    limit.spec.quota.inspect(|_| entry.refund_quota());
+                }
+            }
             release(&limit, entry);
         }
         refusal
@@ -164,7 +190,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for (limit, key) in &self.taken {
+        for (limit, key, _) in &self.taken {
             if let Some(entry) = limit.usage.lock().entries.get_mut(key) {
                 release(limit, entry);
             }

@@ -34,28 +34,28 @@ fn alice() -> Principal {
     Principal { name: "alice".into(), groups: vec!["ops".into()] }
 }
 
-#[test]
-fn no_limit_admits_everything_and_holds_nothing() {
-    let held = Limits::default().admit(&request(&alice(), "docs__search"), None).expect("admitted");
+#[tokio::test]
+async fn no_limit_admits_everything_and_holds_nothing() {
+    let held = Limits::default().admit(&request(&alice(), "docs__search"), None).await.expect("admitted");
     assert!(held.taken.is_empty() && held.clock.is_none());
 }
 
-#[test]
-fn a_refusal_by_one_limit_gives_back_what_the_others_took() {
+#[tokio::test]
+async fn a_refusal_by_one_limit_gives_back_what_the_others_took() {
     let quota = LimitSpec { quota: Some(Quota { calls: 2, period: Duration::from_secs(3_600) }), ..spec("q") };
     let rate = LimitSpec { rate: Some(Rate { calls: 1, per: Duration::from_secs(1), burst: 1 }), ..spec("r") };
     let limits = paused(vec![quota, rate]);
     let alice = alice();
-    drop(limits.admit(&request(&alice, "a"), None).expect("first"));
-    let refusal = limits.admit(&request(&alice, "a"), None).expect_err("the rate refuses");
+    drop(limits.admit(&request(&alice, "a"), None).await.expect("first"));
+    let refusal = limits.admit(&request(&alice, "a"), None).await.expect_err("the rate refuses");
     assert_eq!((&*refusal.label, refusal.violated, refusal.retry_after), ("r", Violated::Rate, 1));
     assert!(refusal.to_string().contains("limit `r`, which allows 1 calls per 1s"), "{refusal}");
     limits.clock().advance(Duration::from_secs(1));
-    limits.admit(&request(&alice, "a"), None).expect("the quota's second call was given back");
+    limits.admit(&request(&alice, "a"), None).await.expect("the quota's second call was given back");
 }
 
-#[test]
-fn limits_count_only_their_principals_and_calls_each_on_its_own() {
+#[tokio::test]
+async fn limits_count_only_their_principals_and_calls_each_on_its_own() {
     let only_ops = LimitSpec {
         principals: vec![Subject::Group("ops".into())],
         calls: Calls::Backends(vec!["docs".into()]),
@@ -64,52 +64,53 @@ fn limits_count_only_their_principals_and_calls_each_on_its_own() {
     };
     let limits = paused(vec![only_ops]);
     let (alice, bob) = (alice(), Principal { name: "bob".into(), groups: vec!["ops".into()] });
-    let held = limits.admit(&request(&alice, "a"), None).expect("alice's one call");
-    limits.admit(&request(&alice, "b"), None).expect_err("alice's second at once");
-    let _bob = limits.admit(&request(&bob, "a"), None).expect("bob counts on his own");
+    let held = limits.admit(&request(&alice, "a"), None).await.expect("alice's one call");
+    limits.admit(&request(&alice, "b"), None).await.expect_err("alice's second at once");
+    let _bob = limits.admit(&request(&bob, "a"), None).await.expect("bob counts on his own");
     let eve = Principal { name: "eve".into(), groups: vec![] };
-    let _eve = limits.admit(&request(&eve, "a"), None).expect("not in the group");
-    let _tools_list = limits.admit(&Request { tool: None, ..request(&alice, "a") }, None).expect("not a tool call");
+    let _eve = limits.admit(&request(&eve, "a"), None).await.expect("not in the group");
+    let _tools_list =
+        limits.admit(&Request { tool: None, ..request(&alice, "a") }, None).await.expect("not a tool call");
     drop(held);
-    limits.admit(&request(&alice, "b"), None).expect("the permit came back when the call ended");
+    limits.admit(&request(&alice, "b"), None).await.expect("the permit came back when the call ended");
 }
 
-#[test]
-fn the_loop_guard_counts_calls_that_ran_with_the_same_arguments() {
+#[tokio::test]
+async fn the_loop_guard_counts_calls_that_ran_with_the_same_arguments() {
     let repeat = LimitSpec { repeat: Some(Repeat { times: 2, window: Duration::from_secs(60) }), ..spec("loop") };
     let limits = paused(vec![repeat]);
     let alice = alice();
     let same = json!({"q": 1, "page": 2});
-    limits.admit(&request(&alice, "a"), Some(&same)).expect("the first").ran();
+    limits.admit(&request(&alice, "a"), Some(&same)).await.expect("the first").ran();
     for _ in 0..3 {
-        drop(limits.admit(&request(&alice, "a"), Some(&same)).expect("answered from the ledger: does not count"));
+        drop(limits.admit(&request(&alice, "a"), Some(&same)).await.expect("answered from the ledger: does not count"));
     }
-    limits.admit(&request(&alice, "a"), Some(&same)).expect("the second").ran();
+    limits.admit(&request(&alice, "a"), Some(&same)).await.expect("the second").ran();
     let reordered = json!({"page": 2, "q": 1});
-    let refusal = limits.admit(&request(&alice, "a"), Some(&reordered)).expect_err("the same arguments");
+    let refusal = limits.admit(&request(&alice, "a"), Some(&reordered)).await.expect_err("the same arguments");
     assert_eq!((refusal.violated, refusal.retry_after), (Violated::Repeat, 60));
-    limits.admit(&request(&alice, "a"), Some(&json!({"q": 2}))).expect("other arguments");
-    limits.admit(&request(&alice, "b"), Some(&same)).expect("another tool");
+    limits.admit(&request(&alice, "a"), Some(&json!({"q": 2}))).await.expect("other arguments");
+    limits.admit(&request(&alice, "b"), Some(&same)).await.expect("another tool");
 }
 
-#[test]
-fn a_reload_keeps_the_counters_of_unchanged_limits_only() {
+#[tokio::test]
+async fn a_reload_keeps_the_counters_of_unchanged_limits_only() {
     let rate =
         |calls| LimitSpec { rate: Some(Rate { calls, per: Duration::from_secs(60), burst: calls }), ..spec("r") };
     let kept = LimitSpec { quota: Some(Quota { calls: 1, period: Duration::from_secs(3_600) }), ..spec("q") };
     let running = paused(vec![rate(1), kept.clone()]);
     let alice = alice();
-    drop(running.admit(&request(&alice, "a"), None).expect("first"));
+    drop(running.admit(&request(&alice, "a"), None).await.expect("first"));
     let reloaded = Limits::new(vec![rate(2), kept]).carried_from(&running);
     assert!(Arc::ptr_eq(reloaded.clock(), running.clock()), "the clock is kept");
-    let refusal = reloaded.admit(&request(&alice, "a"), None).expect_err("the unchanged quota remembers");
+    let refusal = reloaded.admit(&request(&alice, "a"), None).await.expect_err("the unchanged quota remembers");
     assert_eq!(&*refusal.label, "q");
     let rate_only = Limits::new(vec![rate(2)]).carried_from(&reloaded);
-    rate_only.admit(&request(&alice, "a"), None).expect("the changed rate starts afresh");
+    rate_only.admit(&request(&alice, "a"), None).await.expect("the changed rate starts afresh");
 }
 
-#[test]
-fn usage_lists_each_busy_principal_of_each_limit() {
+#[tokio::test]
+async fn usage_lists_each_busy_principal_of_each_limit() {
     let both = LimitSpec {
         rate: Some(Rate { calls: 5, per: Duration::from_secs(1), burst: 5 }),
         quota: Some(Quota { calls: 10, period: Duration::from_secs(3_600) }),
@@ -118,8 +119,8 @@ fn usage_lists_each_busy_principal_of_each_limit() {
     };
     let limits = paused(vec![both]);
     let alice = alice();
-    let _running = limits.admit(&request(&alice, "a"), None).expect("admitted");
-    drop(limits.admit(&request(&alice, "a"), None).expect("admitted"));
+    let _running = limits.admit(&request(&alice, "a"), None).await.expect("admitted");
+    drop(limits.admit(&request(&alice, "a"), None).await.expect("admitted"));
     let rows = limits.usage();
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
