@@ -52,7 +52,7 @@ use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
 use data_dir_lock::{DataDirLock, DataDirLockError};
-use limits::limits;
+pub use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;

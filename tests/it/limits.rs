@@ -1,7 +1,7 @@
 //! `[[limits]]` through the running gateway, counted at the fault backend: a rate admits its burst then its rate,
 //! a daily quota resets at midnight UTC, concurrency admits two of ten parallel calls, the loop guard refuses the
 //! fourth identical call (replays from the ledger not counted), `methods = ["*"]` answers other requests with 429,
-//! `/admin/api/limits` shows each principal's use, two replicas on PostgreSQL share one rate (within the
+//! `/admin/api/limits` and `switchyard limits` show each principal's use, two replicas on PostgreSQL share one rate (within the
 //! documented bound), and a reload applies a changed rate while an unchanged limit keeps its counters. Rates and
 //! windows run on the gateway's limit clock, stopped by the test, so nothing depends on scheduling.
 
@@ -226,4 +226,48 @@ async fn two_replicas_on_postgresql_share_one_rate_under_200_parallel_calls() {
     let counters = replicas[0].router.ledger().store.limit_counters().await.expect("the shared counters");
     assert_eq!(counters.len(), 1, "{counters:?}");
     assert!(counters[0].limit.starts_with("fleet#") && counters[0].principal == "anonymous@127.0.0.1");
+    let console = reqwest::get(format!("{}/admin/api/limits", replicas[1].base)).await.expect("the console answers");
+    let listed: Value = serde_json::from_str(&console.text().await.expect("a body")).expect("JSON");
+    let expected = json!([{"limit": "fleet", "principal": "anonymous@127.0.0.1", "tokens": 0, "burst": 20}]);
+    assert_eq!(listed["limits"], expected, "the console reads the fleet's counters");
+}
+
+/// Runs `switchyard limits` on the file `text` in `dir`; its exit status, standard output and standard error.
+async fn limits_command(dir: &ScratchDir, text: &str) -> (bool, String, String) {
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, text).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("limits")
+        .arg("--config")
+        .arg(&config)
+        .env_remove("SWITCHYARD_CONFIG")
+        .output()
+        .await
+        .expect("run switchyard limits");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
+#[tokio::test]
+async fn the_limits_command_prints_the_shared_counters_or_says_where_they_are() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let fault = FaultBackend::start(Script::default()).await;
+    let sections = format!(
+        "[ledger]\nurl = {:?}\n[[limits]]\nname = \"hourly\"\nprincipals = [\"*\"]\nrate = \"1/h\"\nburst = 2\n",
+        schema.url()
+    );
+    let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
+    gateway.wait_for_tool("fault__echo").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    assert_eq!(refused_of(&mut agent, 2, "hourly").await, 0);
+    let dir = ScratchDir::new("limits-command");
+    let data_dir = dir.path().join("data").display().to_string();
+    let file = format!("[server]\ndata_dir = {data_dir:?}\n{sections}");
+    let (ok, out, err) = limits_command(&dir, &file).await;
+    assert!(ok, "{err}");
+    let line = out.lines().find(|line| line.contains("hourly")).unwrap_or_else(|| panic!("no row: {out}"));
+    assert!(line.contains("anonymous@127.0.0.1") && line.contains("0/2"), "{out}");
+    let local = file.replace(&format!("url = {:?}", schema.url()), "url = \"memory\"");
+    let (ok, _, err) = limits_command(&dir, &local).await;
+    assert!(!ok && err.contains("each gateway counts its limits in its own memory"), "{err}");
 }

@@ -75,8 +75,9 @@ async fn unknown_calls(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri
     Ok(answer(json!({ "limit": limit, "calls": calls })))
 }
 
-async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Response {
-    answer(json!({ "limits": front.router.routing().limits.usage() }))
+async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {
+    let limits = front.router.routing().limits.usage().await.map_err(|error| FrontError::Inspect(error.into()))?;
+    Ok(answer(json!({ "limits": limits })))
 }
 
 async fn no_such_resource(_: AdminCaller) -> FrontError {

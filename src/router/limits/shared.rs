@@ -147,7 +147,7 @@ fn lease(limit: &Limit, shared: &mut Usage, now: u64) -> Lease {
     leased
 }
 
-fn from_row(row: CounterRow) -> Usage {
+pub fn from_row(row: CounterRow) -> Usage {
     let unsigned = |value: i64| u64::try_from(value).unwrap_or(0);
     Usage { tat: unsigned(row.tat), window: unsigned(row.window), used: unsigned(row.used), ..Usage::default() }
 }

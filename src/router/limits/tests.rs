@@ -121,7 +121,7 @@ async fn usage_lists_each_busy_principal_of_each_limit() {
     let alice = alice();
     let _running = limits.admit(&request(&alice, "a"), None).await.expect("admitted");
     drop(limits.admit(&request(&alice, "a"), None).await.expect("admitted"));
-    let rows = limits.usage();
+    let rows = limits.usage().await.expect("local counters");
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
     assert_eq!((row.limit.as_str(), row.principal.as_str()), ("both", "alice"));
