@@ -1,9 +1,10 @@
 //! `[[limits]]` through the running gateway, counted at the fault backend: a rate admits its burst then its rate,
 //! a daily quota resets at midnight UTC, concurrency admits two of ten parallel calls, the loop guard refuses the
 //! fourth identical call (replays from the ledger not counted), `methods = ["*"]` answers other requests with 429,
-//! `/admin/api/limits` and `switchyard limits` show each principal's use, two replicas on PostgreSQL share one rate (within the
-//! documented bound), and a reload applies a changed rate while an unchanged limit keeps its counters. Rates and
-//! windows run on the gateway's limit clock, stopped by the test, so nothing depends on scheduling.
+//! `/admin/api/limits` and `switchyard limits` show each principal's use, two replicas on PostgreSQL share one
+//! rate (within the documented bound), and a reload applies a changed rate while an unchanged limit keeps its
+//! counters. Rates and windows run on the gateway's limit clock, stopped by the test, so nothing depends on
+//! scheduling.
 
 use std::time::{Duration, UNIX_EPOCH};
 
