@@ -1,7 +1,7 @@
 //! The console page in headless Chromium: behind `[auth]` it asks for an administrator's key, and once given one
 //! it loads without a console error, an uncaught exception or a failed load (CSP violations included) other than
 //! the API's 401s before the key, shows the configured backends, a call made by the test, the unknown call with
-//! its resolve commands and the catalog, draws a latency chart per backend, and filters the calls from its form.
+//! its resolve commands, the catalog and a limit in use, draws a latency chart per backend, and filters the calls from its form.
 //! A screenshot goes to `target/tmp/console.png` (never into the repository).
 
 use std::time::Duration;
