@@ -46,6 +46,21 @@ async fn refused_of(agent: &mut Agent, calls: usize, limit: &str) -> usize {
     refused
 }
 
+/// Starts `calls` calls of `fault__echo` at once, each with other arguments, spread over `agents`' sessions; their
+/// answers, in the order they come.
+fn parallel_calls(agents: &[Agent], calls: usize) -> mpsc::UnboundedReceiver<Value> {
+    let (answers, answered) = mpsc::unbounded_channel();
+    for n in 0..calls {
+        let (agent, answers) = (agents[n % agents.len()].same_session(), answers.clone());
+        tokio::spawn(async move {
+            let message = json!({"jsonrpc": "2.0", "id": 5000 + n, "method": "tools/call",
+                "params": {"name": "fault__echo", "arguments": echo(n)}});
+            let _ = answers.send(agent.send(&message).await.body.expect("a JSON-RPC answer"));
+        });
+    }
+    answered
+}
+
 /// `answer` is a tool call a limit named `limit` refused: not sent, with when to retry.
 fn assert_refused(answer: &Value, limit: &str) -> u64 {
     assert_eq!(outcome(answer), Some("not_delivered"), "{answer}");
@@ -98,15 +113,7 @@ async fn concurrency_two_admits_two_of_ten_parallel_calls() {
     let fault = FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await;
     let gateway = limited_gateway(&fault, "[[limits]]\nprincipals = [\"*\"]\nconcurrency = 2\n").await;
     let agent = Agent::connected(gateway.mcp()).await;
-    let (answers, mut answered) = mpsc::unbounded_channel();
-    for n in 0..10 {
-        let (agent, answers) = (agent.same_session(), answers.clone());
-        tokio::spawn(async move {
-            let message = json!({"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call",
-                "params": {"name": "fault__echo", "arguments": echo(n)}});
-            let _ = answers.send(agent.send(&message).await.body.expect("a JSON-RPC answer"));
-        });
-    }
+    let mut answered = parallel_calls(std::slice::from_ref(&agent), 10);
     // The two admitted calls are held by the backend, so the first eight answers are the refusals.
     for _ in 0..8 {
         assert_refused(&answered.recv().await.expect("an answer"), "limits[0]");
@@ -203,15 +210,7 @@ async fn two_replicas_on_postgresql_share_one_rate_under_200_parallel_calls() {
     );
     let replicas = [limited_gateway(&fault, &sections).await, limited_gateway(&fault, &sections).await];
     let agents = [Agent::connected(replicas[0].mcp()).await, Agent::connected(replicas[1].mcp()).await];
-    let (answers, mut answered) = mpsc::unbounded_channel();
-    for n in 0..200 {
-        let (agent, answers) = (agents[n % 2].same_session(), answers.clone());
-        tokio::spawn(async move {
-            let message = json!({"jsonrpc": "2.0", "id": 1000 + n, "method": "tools/call",
-                "params": {"name": "fault__echo", "arguments": echo(n)}});
-            let _ = answers.send(agent.send(&message).await.body.expect("a JSON-RPC answer"));
-        });
-    }
+    let mut answered = parallel_calls(&agents, 200);
     let mut refused = 0;
     for _ in 0..200 {
         let answer = answered.recv().await.expect("an answer");
