@@ -128,3 +128,46 @@ async fn usage_lists_each_busy_principal_of_each_limit() {
     assert_eq!((row.tokens, row.burst, row.used, row.quota), (Some(3), Some(5), Some(2), Some(10)));
     assert_eq!((row.in_flight, row.concurrency), (Some(1), Some(2)));
 }
+
+/// Two gateways sharing one store's counters (the memory store stands in for PostgreSQL here).
+fn replicas(specs: &[LimitSpec]) -> [Limits; 2] {
+    let store = crate::ledger::LedgerStore::memory();
+    [0, 1].map(|_| {
+        let mut limits = paused(specs.to_vec());
+        limits.share_in(store.clone());
+        limits
+    })
+}
+
+#[tokio::test]
+async fn replicas_lease_from_one_bucket_and_return_what_they_did_not_spend() {
+    let rate = LimitSpec { rate: Some(Rate { calls: 8, per: Duration::from_secs(60), burst: 8 }), ..spec("fleet") };
+    let [a, b] = replicas(&[rate]);
+    let alice = alice();
+    let mut admitted = 0;
+    for _ in 0..10 {
+        for replica in [&a, &b] {
+            admitted += usize::from(replica.admit(&request(&alice, "t"), None).await.is_ok());
+        }
+    }
+    assert_eq!(admitted, 8, "the fleet spends the one shared burst");
+    let refusal = a.admit(&request(&alice, "t"), None).await.expect_err("empty");
+    assert_eq!((refusal.violated, refusal.retry_after), (Violated::Rate, 8), "a token every 7.5 s");
+
+    let [a, b] = replicas(&[LimitSpec {
+        rate: Some(Rate { calls: 4, per: Duration::from_secs(3_600), burst: 4 }),
+        ..spec("slow")
+    }]);
+    drop(a.admit(&request(&alice, "t"), None).await.expect("a leases its batch of one"));
+    for _ in 0..3 {
+        drop(b.admit(&request(&alice, "t"), None).await.expect("b takes the rest, one lease at a time"));
+    }
+    b.admit(&request(&alice, "t"), None).await.expect_err("the bucket is empty");
+    let quota = LimitSpec { quota: Some(Quota { calls: 300, period: Duration::from_secs(3_600) }), ..spec("q") };
+    let [a, b] = replicas(&[quota]);
+    drop(a.admit(&request(&alice, "t"), None).await.expect("a leases 3 calls and spends one"));
+    a.clock().advance(shared::LEASE_FOR);
+    drop(a.admit(&request(&alice, "t"), None).await.expect("the expired lease goes back, a new one comes"));
+    let used = b.usage().await.expect("the shared counters");
+    assert_eq!(used[0].used, Some(4), "the first call, then a fresh batch of three: the two left over came back");
+}
