@@ -15,6 +15,8 @@
 //! - A sessionless agent's `tools/call`, `prompts/get` or `resources/read` answered `input_required` by a backend
 //!   gets the gateway's sealed `requestState` ([`request_state`]), and its retry continues the same call, the same
 //!   ledger claim included ([`continuation`]).
+//! - `[[limits]]` are checked after the policy and before the ledger claim ([`limits`]): a refused call is not sent,
+//!   and with a PostgreSQL ledger rates and quotas count for every replica together.
 //! - A configuration reload replaces the backends' targets and the policies as one snapshot ([`Routing`],
 //!   [`CallRouter::reconfigure`]); each request works with the snapshot it took, so a running call finishes on
 //!   the backend it was routed to. Agents are told when the tools they see changed ([`ToolsChanged`]).
@@ -49,6 +51,7 @@ pub use crate::backend::mcp_client::Audience;
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
+use crate::ledger::LedgerStore;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
@@ -212,7 +215,7 @@ pub struct CallRouter {
 
 impl CallRouter {
     pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, mut routing: Routing, ledger: CallLedger) -> Self {
-        if ledger.store.kind() == "postgres" {
+        if matches!(ledger.store, LedgerStore::Postgres(_)) {
             routing.limits.share_in(ledger.store.clone());
         }
         client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
