@@ -48,7 +48,7 @@ pub async fn take_leased(
     now: u64,
     held: &mut Held,
 ) -> Option<Result<(), Refusal>> {
-    for _ in 0..2 {
+    for _ in 0..ATTEMPTS {
         let returned = match take_local(limit, key, now, held) {
             Local::Taken => return Some(Ok(())),
             Local::Refused(refusal) => return Some(Err(refusal)),
@@ -59,7 +59,9 @@ pub async fn take_leased(
             return None;
         }
     }
-    None
+    // Other calls of the principal kept spending each new lease first: the allowance is that busy, so wait.
+    let violated = if limit.spec.rate.is_some() { Violated::Rate } else { Violated::Quota };
+    Some(Err(Refusal::new(&limit.spec, violated, nanos(std::time::Duration::from_secs(1)))))
 }
 
 fn take_local(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Local {
