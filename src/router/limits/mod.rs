@@ -190,7 +190,8 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for (limit, key, _) in &self.taken {
+        // Only a concurrency permit is given back when a call ends.
+        for (limit, key, _) in self.taken.iter().filter(|(limit, ..)| limit.spec.concurrency.is_some()) {
             if let Some(entry) = limit.usage.lock().entries.get_mut(key) {
                 release(limit, entry);
             }
