@@ -57,8 +57,15 @@ impl Refusal {
     }
 }
 
+/// `duration` in its largest whole unit, as the configuration writes it (`1d`, `10m`, `90s`).
 fn seconds(duration: Duration) -> String {
-    format!("{}s", duration.as_secs())
+    let secs = duration.as_secs();
+    let unit =
+        [(86_400, "d"), (3_600, "h"), (60, "m")].into_iter().find(|(size, _)| secs > 0 && secs.is_multiple_of(*size));
+    match unit {
+        Some((size, name)) => format!("{}{name}", secs / size),
+        None => format!("{secs}s"),
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -80,5 +87,16 @@ impl fmt::Display for Refusal {
             f.write_str(" Repeating it unchanged will not give a different result; change the arguments or stop.")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_read_as_the_configuration_writes_them() {
+        let read = |secs| seconds(Duration::from_secs(secs));
+        assert_eq!([read(1), read(90), read(600), read(3_600), read(86_400 * 30)], ["1s", "90s", "10m", "1h", "30d"]);
     }
 }
