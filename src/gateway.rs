@@ -19,6 +19,7 @@ pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
 mod ledger_wait;
+mod limits;
 pub mod reload;
 pub mod testing;
 
@@ -53,6 +54,7 @@ use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
 use data_dir_lock::{DataDirLock, DataDirLockError};
+pub use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
@@ -221,7 +223,8 @@ impl Gateway {
                 (Arc::from(backend.name.as_str()), target)
             })
             .collect();
-        let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
+        let (policies, limits) = (policies(&config), limits(&config));
+        let routing = Routing { targets, policies, discovery_wait: config.server.discovery_wait, limits };
         let approval_gate = approvals::gate(&config, &ledger.metrics)?;
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         router.use_approvals(approval_gate);

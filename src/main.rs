@@ -71,6 +71,9 @@ enum Command {
         #[command(flatten)]
         filter: CallsFilter,
     },
+    /// Print each [[limits]] entry's current use per principal (from the counters replicas share in a
+    /// PostgreSQL ledger).
+    Limits,
     /// Make agent API keys.
     Keys {
         #[command(subcommand)]
@@ -176,6 +179,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
+        Command::Limits => cli::limits::run(config).await,
         Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
         Command::Auth { action: AuthAction::List { filter } } => cli::auth::list(filter, config).await,
         Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,

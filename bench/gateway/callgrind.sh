@@ -8,13 +8,17 @@
 # BASE calls and with CALLS calls. Per call = (Ir(CALLS) − Ir(BASE)) / (CALLS − BASE), so start-up, discovery and
 # the session's handshake cancel out.
 #
-# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] callgrind.sh
+# EXTRA: TOML tables added to the gateway's configuration before its backend, to price a feature, e.g. a
+# `[[limits]]` rate no call reaches: EXTRA=$'[[limits]]\nprincipals = ["*"]\nrate = "1000000/s"\n'.
+#
+# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] [EXTRA=…] callgrind.sh
 # Prints: callgrind BIN=… calls=… base=… ir_calls=… ir_base=… ir_per_call=…
 set -euo pipefail
 BIN="${BIN:?the release switchyard binary}"
 BACKEND_BIN="${BACKEND_BIN:?the release bench_backend binary}"
 CALLS="${CALLS:-2000}"
 BASE="${BASE:-200}"
+EXTRA="${EXTRA:-}"
 WORK="$(mktemp -d /tmp/sy-callgrind.XXXXXX)"
 PIDS=()
 cleanup() {
@@ -44,8 +48,8 @@ start() {
 measure() {
     local calls="$1" out="$WORK/callgrind.$1"
     mkdir -p "$WORK/data.$calls"
-    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "memory"\n[[backends]]\nname = "fast"\nurl = "%s"\n' \
-        "$WORK/data.$calls" "$BACKEND_URL" >"$WORK/gateway.$calls.toml"
+    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "memory"\n%s\n[[backends]]\nname = "fast"\nurl = "%s"\n' \
+        "$WORK/data.$calls" "$EXTRA" "$BACKEND_URL" >"$WORK/gateway.$calls.toml"
     start "gateway.$calls" valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$out" \
         "$BIN" serve --config "$WORK/gateway.$calls.toml" --listen 127.0.0.1:0
     local gateway_pid="$PID"

@@ -6,6 +6,7 @@ pub mod calls;
 pub mod import;
 pub mod init;
 pub mod keys;
+pub mod limits;
 pub mod reload;
 pub mod table;
 pub mod terminal;

@@ -26,6 +26,7 @@ mod fields;
 pub mod import;
 use crate::glob;
 mod ledger;
+mod limits;
 mod locate;
 mod oauth;
 mod policy;
@@ -48,6 +49,7 @@ pub use credential::{BackendCredential, CredentialSource};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};
+pub use limits::{LimitConfig, LimitedCalls, QuotaConfig, RateConfig, RepeatConfig};
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use policy::{PolicyConfig, PolicySubject};
 pub use server::ServerConfig;
@@ -61,6 +63,7 @@ use auth::RawAuth;
 use backend::RawBackend;
 use fields::{Fault, KeyPath, quoted};
 use ledger::RawLedger;
+use limits::RawLimit;
 use policy::RawPolicy;
 use serde::Deserialize;
 use server::RawServer;
@@ -79,6 +82,7 @@ struct RawConfig {
     auth: Option<RawAuth>,
     policies: Vec<RawPolicy>,
     approvals: RawApprovals,
+    limits: Vec<RawLimit>,
     telemetry: RawTelemetry,
 }
 
@@ -100,6 +104,8 @@ pub struct Config {
     /// In file order.
     pub policies: Vec<PolicyConfig>,
     pub approvals: ApprovalsConfig,
+    /// In file order; labels are unique.
+    pub limits: Vec<LimitConfig>,
     pub telemetry: TelemetryConfig,
 }
 
@@ -151,6 +157,7 @@ impl Config {
             auth: AuthConfig::default(),
             policies: Vec::new(),
             approvals: ApprovalsConfig::default(),
+            limits: Vec::new(),
             telemetry: TelemetryConfig::default(),
         }
     }
@@ -232,8 +239,15 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .map(|(index, policy)| policy::build(index, policy, &backends))
         .collect::<Result<Vec<_>, _>>()?;
     let approvals = approvals::build(&raw.approvals)?;
+    let limits = raw
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(index, limit)| limits::build(index, limit, &backends))
+        .collect::<Result<Vec<_>, _>>()?;
+    limits::check_unique_labels(&limits)?;
     let telemetry = telemetry::build(&raw.telemetry)?;
-    Ok(Config { server, ledger, backends, auth, policies, approvals, telemetry })
+    Ok(Config { server, ledger, backends, auth, policies, approvals, limits, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

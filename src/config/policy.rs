@@ -90,13 +90,13 @@ pub(super) fn parse_subject(text: &str) -> Result<PolicySubject, Expected> {
     subject.map_err(|_| SUBJECT_EXPECTED.into())
 }
 
-fn parse_name_glob(text: &str) -> Result<Glob, Expected> {
+pub(super) fn parse_name_glob(text: &str) -> Result<Glob, Expected> {
     Glob::new(text).map_err(|_| {
         "a non-empty glob over exposed tool and prompt names (`*` matches any run of characters, `?` one)".into()
     })
 }
 
-fn parse_backend_ref(text: &str, backends: &[BackendConfig]) -> Result<String, Expected> {
+pub(super) fn parse_backend_ref(text: &str, backends: &[BackendConfig]) -> Result<String, Expected> {
     if text == "*" || backends.iter().any(|backend| backend.name == text) {
         return Ok(text.to_owned());
     }

@@ -4,8 +4,8 @@
 //!
 //! Owns: [`FrontError`] and its one `match` deciding, per case, the HTTP status, the JSON-RPC code, the id, the
 //! message the agent reads and any extra header (`Connection: close` after an unread body, `Retry-After` when the
-//! revocation list is full or the ledger is not open yet, `WWW-Authenticate` when credentials are refused — with
-//! `auth::AuthError`'s status: 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors
+//! revocation list is full, the ledger is not open yet or a limit refused the request, `WWW-Authenticate` when
+//! credentials are refused — with `auth::AuthError`'s status: 401, 403 `insufficient_scope`, 400 `invalid_request`). Handlers and extractors
 //! return a `FrontError`; none builds an error answer itself.
 //! The operator's console API (`/admin/api/…`) answers its refusals from the same table, in the same shape.
 //!
@@ -34,6 +34,7 @@ use crate::auth::AuthError;
 use crate::mcp::{MODERN_PROTOCOL_VERSIONS, jsonrpc};
 use crate::router::idempotency::KeyRefusal;
 use crate::router::inspect::InspectError;
+use crate::router::limits::Refusal as LimitRefusal;
 
 /// Why the front refused a request.
 #[derive(Debug)]
@@ -79,6 +80,8 @@ pub enum FrontError {
     /// The principal already has `max` requests or streams of the MCP endpoint in flight
     /// (`max_connections_per_principal`).
     TooManyRequests { max: usize },
+    /// Request `id` (not a tool call) was refused by a `[[limits]]` entry with `methods = ["*"]`.
+    Limited { id: Value, refusal: Box<LimitRefusal> },
     /// The agent session already holds `max` standalone streams (`max_streams_per_session`).
     TooManyStreams { max: usize },
     /// The operator's console was asked by an authenticated caller that is not an administrator.
@@ -277,6 +280,11 @@ impl FrontError {
                      (max_connections_per_principal = {max}); close one, or wait for one to finish"
                 ),
             ),
+            E::Limited { id, refusal } => Answer {
+                id: Some(id),
+                header: Some((header::RETRY_AFTER, HeaderValue::from(refusal.retry_after))),
+                ..Answer::new(StatusCode::TOO_MANY_REQUESTS, jsonrpc::INVALID_REQUEST, refusal.to_string())
+            },
             E::TooManyStreams { max } => Answer::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 jsonrpc::INVALID_REQUEST,

@@ -39,6 +39,7 @@ mod error;
 pub mod guard;
 mod http;
 mod initialize;
+mod limited;
 pub mod listener;
 pub mod metrics;
 pub mod modern;

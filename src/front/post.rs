@@ -159,6 +159,7 @@ impl Front {
         };
         let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers, audience };
         let caller = requester.caller(&id, CallerScope::Session(session_key))?;
+        let _allowance = self.admit_by_limits(&caller, &method).await?;
         let cancellable = self.cancels.register(&caller.request_scope, &id);
         let streaming = relays(&method) && accepts_event_stream(headers);
         let (sink, messages) = match streaming {

@@ -29,6 +29,8 @@ pub struct ConfigDiff {
     /// Whether the order of the backends (which one keeps a colliding name) changed.
     pub reordered: bool,
     pub policies: bool,
+    /// Whether `[[limits]]` changed (the counters of each unchanged limit are kept).
+    pub limits: bool,
     /// Whether `[auth]` changed (API keys, JWT settings, anonymous agents).
     pub auth: bool,
     /// Reloadable `[server]` keys that changed, dotted.
@@ -39,9 +41,13 @@ pub struct ConfigDiff {
 
 impl ConfigDiff {
     pub fn between(running: &Config, file: &Config) -> ConfigDiff {
-        let Config { server, ledger, backends, auth, policies, approvals, telemetry } = file;
-        let mut diff =
-            ConfigDiff { auth: running.auth != *auth, policies: running.policies != *policies, ..Default::default() };
+        let Config { server, ledger, backends, auth, policies, approvals, limits, telemetry } = file;
+        let mut diff = ConfigDiff {
+            auth: running.auth != *auth,
+            policies: running.policies != *policies,
+            limits: running.limits != *limits,
+            ..Default::default()
+        };
         if running.approvals != *approvals {
             diff.restart_only.push("approvals");
         }
@@ -54,11 +60,22 @@ impl ConfigDiff {
 
     /// Whether nothing the reload would apply changed (restart-only keys aside).
     pub fn is_empty(&self) -> bool {
-        let ConfigDiff { added, removed, replaced, re_exposed, reordered, policies, auth, server, restart_only: _ } =
-            self;
+        let ConfigDiff {
+            added,
+            removed,
+            replaced,
+            re_exposed,
+            reordered,
+            policies,
+            limits,
+            auth,
+            server,
+            restart_only: _,
+        } = self;
         [added, removed, replaced, re_exposed].iter().all(|names| names.is_empty())
             && !reordered
             && !policies
+            && !limits
             && !auth
             && server.is_empty()
     }
@@ -74,6 +91,7 @@ impl ConfigDiff {
             named("backends exposed differently (prefix or tool filters)", &self.re_exposed),
             flag("backend order changed", self.reordered),
             flag("policies changed", self.policies),
+            flag("limits changed", self.limits),
             flag("agent authentication changed", self.auth),
             (!self.server.is_empty()).then(|| format!("changed: {}", self.server.join(", "))),
         ]

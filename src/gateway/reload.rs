@@ -26,7 +26,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::diff::{ConfigDiff, applicable};
-use super::{agent_auth, authenticator, backends, callback, connection_limits, front_settings, oauth, policies};
+use super::{
+    agent_auth, authenticator, backends, callback, connection_limits, front_settings, limits, oauth, policies,
+};
 use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;
@@ -277,7 +279,12 @@ impl Live {
             .collect();
         let specs = next.backends.iter().map(backends::catalog_spec).collect();
         self.router.reconfigure(
-            Routing { targets, policies: policies(&next), discovery_wait: next.server.discovery_wait },
+            Routing {
+                targets,
+                policies: policies(&next),
+                discovery_wait: next.server.discovery_wait,
+                limits: limits(&next),
+            },
             specs,
             diff.auth,
         );

@@ -22,8 +22,9 @@
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
-//!   see `backend_tokens.rs`), and the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
-//!   the call's claim key; see `approvals.rs`).
+//!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
+//!   the call's claim key; see `approvals.rs`), and the limit counters replicas share ([`CounterRow`]; see
+//!   `limit_counters.rs`).
 
 mod background;
 mod detach;
@@ -56,6 +57,7 @@ pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub use digest::canonical_digest;
 pub use error::LedgerError;
 pub use instance::instance_id;
+pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -92,6 +94,7 @@ macro_rules! dispatch {
 // Declared after `dispatch!` so the modules can use it.
 mod approvals;
 mod backend_tokens;
+mod limit_counters;
 mod revocations;
 
 impl LedgerStore {

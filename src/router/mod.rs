@@ -15,6 +15,8 @@
 //! - A sessionless agent's `tools/call`, `prompts/get` or `resources/read` answered `input_required` by a backend
 //!   gets the gateway's sealed `requestState` ([`request_state`]), and its retry continues the same call, the same
 //!   ledger claim included ([`continuation`]).
+//! - `[[limits]]` are checked after the policy and before the ledger claim ([`limits`]): a refused call is not sent,
+//!   and with a PostgreSQL ledger rates and quotas count for every replica together.
 //! - A configuration reload replaces the backends' targets and the policies as one snapshot ([`Routing`],
 //!   [`CallRouter::reconfigure`]); each request works with the snapshot it took, so a running call finishes on
 //!   the backend it was routed to. Agents are told when the tools they see changed ([`ToolsChanged`]).
@@ -30,10 +32,12 @@ mod forward;
 pub(crate) mod idempotency;
 mod input_rounds;
 pub(crate) mod inspect;
+pub mod limits;
 mod outcome;
 mod readiness;
 pub mod request_state;
 mod starting;
+pub mod testing;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -48,6 +52,7 @@ pub use crate::backend::mcp_client::Audience;
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
+use crate::ledger::LedgerStore;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
@@ -62,8 +67,9 @@ pub use claims::{CallLedger, REPLAYED_META};
 use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};
+use limits::{Held, Limits};
 use outcome::Report;
-pub use outcome::{CLAIM_META, OUTCOME_META, shut_down};
+pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
@@ -166,6 +172,8 @@ pub struct Routing {
     pub policies: Policies,
     /// How long a tool call of a backend still being discovered waits for it ([`starting`]).
     pub discovery_wait: Duration,
+    /// `[[limits]]`: what each principal may spend ([`limits`]); a reload carries the unchanged ones' counters.
+    pub limits: Limits,
 }
 
 impl Routing {
@@ -212,7 +220,10 @@ pub struct CallRouter {
 }
 
 impl CallRouter {
-    pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, routing: Routing, ledger: CallLedger) -> Self {
+    pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, mut routing: Routing, ledger: CallLedger) -> Self {
+        if matches!(ledger.store, LedgerStore::Postgres(_)) {
+            routing.limits.share_in(ledger.store.clone());
+        }
         client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
         Self {
             catalog,
@@ -243,7 +254,8 @@ impl CallRouter {
     /// sessions are the backend client's to retire) and tells agents whose tools changed: every agent when the
     /// policies changed or `principals_changed` (who is who, and in which groups, decides what policies grant),
     /// else the viewers of each backend whose exposed tools changed.
-    pub fn reconfigure(&self, routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
+    pub fn reconfigure(&self, mut routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
+        routing.limits = std::mem::take(&mut routing.limits).carried_from(&self.routing.load().limits);
         let everywhere = principals_changed || self.routing.load().policies != routing.policies;
         let configured = |backend: &str| routing.targets.contains_key(backend);
         self.unauthorized.retain(configured);
@@ -396,6 +408,15 @@ impl CallRouter {
             caller.record.tool_outcome(outcome);
             return answer.map(Found::Built);
         }
+        // A continued call was admitted by the limits when it started.
+        let limited = match state {
+            None => limits::admit_call(&routing.limits, caller, &route, params.get("arguments")).await,
+            Some(_) => Ok(Held::default()),
+        };
+        let mut allowance = match limited {
+            Ok(allowance) => allowance,
+            Err(refused) => return Ok(Found::Built(refused)),
+        };
         let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
@@ -407,7 +428,10 @@ impl CallRouter {
             }
         };
         let (key, round) = match admitted {
-            Admission::Run(key, round) => (key, round),
+            Admission::Run(key, round) => {
+                allowance.ran();
+                (key, round)
+            }
             Admission::Answered(outcome, answer) => {
                 caller.record.tool_outcome(outcome);
                 return answer.map(Found::Built);

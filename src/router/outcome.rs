@@ -13,6 +13,8 @@ pub use crate::mcp::OUTCOME_META;
 use crate::mcp::Outcome;
 
 pub const CLAIM_META: &str = "switchyard/claim";
+/// Whole seconds after which a call a limit refused may succeed.
+pub const RETRY_AFTER_META: &str = "switchyard/retry-after";
 
 /// Which backend a failure is reported of, and to whom: what its sentence needs besides the error.
 #[derive(Clone, Copy)]
@@ -70,6 +72,13 @@ pub fn ledger_unavailable(error: &LedgerError) -> Value {
         "The gateway could not record the call in its ledger ({error}); the call did not run; it is safe to retry once the ledger is back."
     );
     error_result(Outcome::NotDelivered, &sentence, None, Answer::ThisCall)
+}
+
+/// A `[[limits]]` entry refused the call (`sentence` says which, and when to retry): it was not sent.
+pub fn limited(sentence: &str, retry_after: u64) -> Value {
+    let mut result = error_result(Outcome::NotDelivered, sentence, None, Answer::ThisCall);
+    result["_meta"][RETRY_AFTER_META] = retry_after.into();
+    result
 }
 
 /// A duplicate found the first call still running past its own deadline.

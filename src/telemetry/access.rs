@@ -106,6 +106,13 @@ impl RequestRecord {
         }
     }
 
+    /// The request was refused by the limit labelled `limit` (`switchyard_limit_refusals_total`).
+    pub fn limit_refused(&self, limit: &Arc<str>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.limit_refused(limit);
+        }
+    }
+
     /// The JSON-RPC response the agent is sent.
     pub fn answered(&self, response: &Value) {
         self.fields.lock().error = ErrorType::of_response(response);

@@ -136,6 +136,8 @@ pub enum ToolOutcome {
     Replayed,
     /// Refused before anything was claimed or sent: by policy, or an invalid or reused idempotency key.
     Denied,
+    /// Refused by a `[[limits]]` entry before anything was claimed or sent.
+    Limited,
 }
 
 impl ToolOutcome {
@@ -148,6 +150,7 @@ impl ToolOutcome {
             ToolOutcome::Unknown => "unknown",
             ToolOutcome::Replayed => "replayed",
             ToolOutcome::Denied => "denied",
+            ToolOutcome::Limited => "limited",
         }
     }
 }

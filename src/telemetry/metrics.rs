@@ -45,6 +45,7 @@ pub mod names {
     pub const AGENT_SESSIONS_DELETED: &str = "switchyard_agent_sessions_deleted_total";
     pub const RELAYED_REQUESTS: &str = "switchyard_relayed_requests_total";
     pub const AUTH_FAILURES: &str = "switchyard_auth_failures_total";
+    pub const LIMIT_REFUSALS: &str = "switchyard_limit_refusals_total";
     pub const TRACE_SPANS_EXPORTED: &str = "switchyard_trace_spans_exported_total";
     pub const TRACE_SPANS_DROPPED: &str = "switchyard_trace_spans_dropped_total";
     pub const TRACE_EXPORT_FAILURES: &str = "switchyard_trace_export_failures_total";
@@ -108,6 +109,11 @@ struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -139,6 +145,7 @@ pub struct Metrics {
     sessions_deleted: Counter,
     relayed_requests: Family<MethodLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
+    limit_refusals: Family<LimitLabels, Counter>,
     trace_counts: Counts,
     approvals: Family<DecisionLabels, Counter>,
     approval_notify_failures: Counter,
@@ -210,6 +217,7 @@ impl Metrics {
             sessions_deleted: Counter::default(),
             relayed_requests: Family::default(),
             auth_failures: Family::default(),
+            limit_refusals: Family::default(),
             trace_counts,
             approvals: Family::default(),
             approval_notify_failures: Counter::default(),
@@ -260,6 +268,8 @@ impl Metrics {
         registry.register(counter(names::RELAYED_REQUESTS), relayed, self.relayed_requests.clone());
         let refused = "Requests refused for their credentials, by reason";
         registry.register(counter(names::AUTH_FAILURES), refused, self.auth_failures.clone());
+        let limited = "Requests refused by a [[limits]] entry, by limit (its name, or limits[INDEX])";
+        registry.register(counter(names::LIMIT_REFUSALS), limited, self.limit_refusals.clone());
         let exported = "Spans the trace exporter delivered to the collector";
         registry.register(counter(names::TRACE_SPANS_EXPORTED), exported, self.trace_counts.exported.clone());
         let dropped = "Spans the trace exporter dropped, by reason (queue_full, export_failed)";
@@ -345,6 +355,11 @@ impl Metrics {
         if self.backend_series.lock().note(backend, &labels, |series| &mut series.tool_calls) {
             self.tool_calls.get_or_create(&labels).inc();
         }
+    }
+
+    /// A request the limit labelled `limit` refused (labels come from the configuration: bounded).
+    pub fn limit_refused(&self, limit: &Arc<str>) {
+        self.limit_refusals.get_or_create(&LimitLabels { limit: Arc::clone(limit) }).inc();
     }
 
     pub fn count_claims(&self, state: ClaimWrite, claims: u64) {

@@ -27,6 +27,7 @@ mod health;
 mod input_rounds;
 mod layering;
 mod legacy_sse;
+mod limits;
 mod modern_backend;
 mod modern_front;
 mod oauth_browser;

@@ -5,7 +5,8 @@
 //! ledger's calls, filtered by `backend`, `tool`, `outcome`, `principal`, at most `limit`),
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
 //! what each does), `/admin/api/approvals` (calls awaiting approval, with the `switchyard calls approve` and
-//! `deny` commands), and the page's static files ([`ui`]).
+//! `deny` commands), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), and the page's static
+//! files ([`ui`]).
 //!
 //! Rules: every API answer passes [`access::AdminCaller`] first (header checks, then an administrator's
 //! credential, or this machine where `[auth]` allows it); the page itself holds no data and is served to anyone,
@@ -45,6 +46,7 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api/calls", get(calls))
         .route("/admin/api/calls/unknown", get(unknown_calls))
         .route("/admin/api/approvals", get(pending_approvals))
+        .route("/admin/api/limits", get(limits))
         .route("/admin/api", get(no_such_resource))
         .route("/admin/api/", get(no_such_resource))
         .route("/admin/api/{*rest}", get(no_such_resource))
@@ -79,6 +81,11 @@ async fn pending_approvals(_: AdminCaller, State(front): State<Arc<Front>>, uri:
     let limit = query::limit_query(uri.query())?;
     let approvals = front.router.pending_approvals(limit).await.map_err(FrontError::Inspect)?;
     Ok(answer(json!({ "limit": limit, "approvals": approvals })))
+}
+
+async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {
+    let limits = front.router.routing().limits.usage().await.map_err(|error| FrontError::Inspect(error.into()))?;
+    Ok(answer(json!({ "limits": limits })))
 }
 
 async fn no_such_resource(_: AdminCaller) -> FrontError {

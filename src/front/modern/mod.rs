@@ -147,6 +147,7 @@ impl Front {
             return Ok(http::json(StatusCode::OK, &reply));
         }
         let caller = post.requester.caller(&id, CallerScope::Sessionless)?;
+        let _allowance = self.admit_by_limits(&caller, &method).await?;
         if method == Method::SubscriptionsListen {
             return self.listen(caller, post.backend, &params).await;
         }

@@ -298,6 +298,28 @@
     $("withheld").replaceChildren(...(withheld.length ? [el("h3", {}, "Withheld"), el("ul", {}, ...withheld)] : []));
   }
 
+  // --- limits ---------------------------------------------------------------------------------------------------
+
+  /** `used/of`, or a dash when the limit has no such part. */
+  function share(used, of) {
+    return of === undefined ? "—" : `${used}/${of}`;
+  }
+
+  function renderLimits(limits) {
+    const rows = limits.map((use) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, use.limit),
+        el("td", {}, use.principal),
+        el("td", { class: "number" }, share(use.tokens, use.burst)),
+        el("td", { class: "number" }, share(use.used, use.quota)),
+        el("td", { class: "number" }, share(use.in_flight, use.concurrency)),
+      ),
+    );
+    fill($("limits").tBodies[0], rows, 5, "no limit is in use");
+  }
+
   // --- refresh --------------------------------------------------------------------------------------------------
 
   function showProblem(text) {
@@ -313,16 +335,18 @@
     }
     running = true;
     try {
-      const [backends, unknown, calls, catalog] = await Promise.all([
+      const [backends, unknown, calls, catalog, limits] = await Promise.all([
         get("backends"),
         get("calls/unknown"),
         get(callQuery()),
         get("catalog"),
+        get("limits"),
       ]);
       renderBackends(backends.backends);
       renderUnknown(unknown.calls);
       renderCalls(calls.calls);
       renderCatalog(catalog);
+      renderLimits(limits.limits);
       showProblem("");
       $("credential").hidden = true;
       $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;

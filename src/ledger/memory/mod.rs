@@ -32,6 +32,7 @@ use super::approvals::ApprovalRow;
 use super::backend_tokens::BackendTokenRow;
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::limit_counters::CounterRow;
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, Resolution, Settlement, new_claim_id_bytes,
@@ -61,6 +62,8 @@ struct Inner {
     backend_tokens: Mutex<BTreeMap<(String, String), BackendTokenRow>>,
     /// Approval requests by claim key.
     approvals: Mutex<HashMap<ClaimKey, ApprovalRow>>,
+    /// Limit counters by (limit, principal), in listing order.
+    limit_counters: Mutex<BTreeMap<(String, String), CounterRow>>,
 }
 
 /// Now, as the store keeps times.

@@ -1,9 +1,10 @@
-//! The memory store's side tables: the revocation log and the backend OAuth tokens, each a plain map behind a
-//! lock of its own. Both stay small (deleted sessions until their expiry, one token per principal and backend),
+//! The memory store's side tables: the revocation log, the backend OAuth tokens and the limit counters, each a
+//! plain map behind a lock of its own. All stay small (deleted sessions until their expiry, one token per principal and backend),
 //! so unlike the claims they need no care against whole-map work.
 
 use super::super::backend_tokens::{BackendTokenRow, TokenFilter};
 use super::super::error::LedgerError;
+use super::super::limit_counters::{CounterRow, LimitCounter};
 use super::super::revocations::Revocation;
 use super::MemoryStore;
 
@@ -44,6 +45,36 @@ impl MemoryStore {
         let before = rows.len();
         rows.retain(|_, row| !matches(filter, row));
         Ok((before - rows.len()) as u64)
+    }
+
+    pub(crate) async fn limit_counter(&self, limit: &str, principal: &str) -> Result<Option<CounterRow>, LedgerError> {
+        Ok(self.inner.limit_counters.lock().get(&(limit.to_owned(), principal.to_owned())).copied())
+    }
+
+    pub(crate) async fn swap_limit_counter(
+        &self,
+        limit: &str,
+        principal: &str,
+        read: Option<CounterRow>,
+        new: CounterRow,
+    ) -> Result<bool, LedgerError> {
+        let mut rows = self.inner.limit_counters.lock();
+        let key = (limit.to_owned(), principal.to_owned());
+        let swapped = rows.get(&key).copied() == read;
+        if swapped {
+            rows.insert(key, new);
+        }
+        Ok(swapped)
+    }
+
+    pub(crate) async fn limit_counters(&self) -> Result<Vec<LimitCounter>, LedgerError> {
+        let rows = self.inner.limit_counters.lock();
+        let counter = |((limit, principal), row): (&(String, String), &CounterRow)| LimitCounter {
+            limit: limit.clone(),
+            principal: principal.clone(),
+            row: *row,
+        };
+        Ok(rows.iter().map(counter).collect())
     }
 }
 

@@ -17,6 +17,7 @@ mod approvals;
 mod backend_tokens;
 mod batch;
 mod conn;
+mod limit_counters;
 mod listen;
 mod ops;
 mod revocations;
@@ -36,6 +37,7 @@ use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::limit_counters::LimitCounterSql;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
@@ -60,6 +62,7 @@ struct Inner {
     revocation_sql: RevocationSql,
     backend_token_sql: BackendTokenSql,
     approval_sql: ApprovalSql,
+    limit_counter_sql: LimitCounterSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -93,6 +96,7 @@ impl PostgresStore {
         let (revocations, _) = broadcast::channel(FEED_CAPACITY);
         let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
         let approval_sql = ApprovalSql::new(&names.approvals, Dialect::Postgres);
+        let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -109,6 +113,7 @@ impl PostgresStore {
             revocation_sql,
             backend_token_sql,
             approval_sql,
+            limit_counter_sql,
             revocations,
             _stop_listening: stop,
         };

@@ -16,6 +16,7 @@ use super::conn::Failure;
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
+use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
@@ -38,6 +39,8 @@ pub(super) struct Names {
     pub(super) backend_tokens: String,
     /// The approval requests' table.
     pub(super) approvals: String,
+    /// The shared limit counters' table.
+    pub(super) limit_counters: String,
 }
 
 impl Names {
@@ -55,6 +58,7 @@ impl Names {
                 .map_or_else(|| "switchyard_revoked".to_owned(), |schema| format!("switchyard_revoked_{schema}")),
             backend_tokens: qualify(BACKEND_TOKENS_TABLE),
             approvals: qualify(APPROVALS_TABLE),
+            limit_counters: qualify(LIMIT_COUNTERS_TABLE),
         }
     }
 }
@@ -89,6 +93,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     }
     tx.batch_execute(&backend_tokens::create_statement(&names.backend_tokens, Dialect::Postgres)).await?;
     tx.batch_execute(&approvals::create_statement(&names.approvals, Dialect::Postgres)).await?;
+    tx.batch_execute(&limit_counters::create_statement(&names.limit_counters)).await?;
     tx.commit().await?;
     Ok(())
 }

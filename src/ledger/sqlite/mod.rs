@@ -16,6 +16,7 @@ mod approvals;
 mod backend_tokens;
 mod batch;
 mod checkpoint;
+mod limit_counters;
 mod ops;
 mod revocations;
 mod worker;

@@ -14,8 +14,8 @@ pub(super) use super::completion::{
     queued_settles_are_applied_before_orphaning,
 };
 use crate::ledger::{
-    BackendTokenRow, CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerError, LedgerStore,
-    ListFilter, NewClaim, OPERATOR, Resolution, Revocation, TokenFilter, WaitOutcome, canonical_digest,
+    BackendTokenRow, CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, CounterRow, LedgerError,
+    LedgerStore, ListFilter, NewClaim, OPERATOR, Resolution, Revocation, TokenFilter, WaitOutcome, canonical_digest,
 };
 
 pub(super) fn key(name: &str) -> ClaimKey {
@@ -521,4 +521,22 @@ pub(super) async fn backend_tokens_are_seen_by_a_second_instance(h: &Harness) {
     h.store.put_backend_token(&token_row("alice", "docs", b"sealed")).await.expect("put");
     let second = h.second().await;
     assert_eq!(second.backend_token("alice", "docs").await.expect("get"), Some(token_row("alice", "docs", b"sealed")));
+}
+
+pub(super) async fn limit_counters_are_replaced_only_when_unchanged(h: &Harness) {
+    let store = &h.store;
+    let first = CounterRow { tat: 5, window: 1, used: 2 };
+    assert_eq!(store.limit_counter("rate#1", "alice").await.expect("get"), None);
+    assert!(store.swap_limit_counter("rate#1", "alice", None, first).await.expect("insert"));
+    assert!(!store.swap_limit_counter("rate#1", "alice", None, first).await.expect("insert"), "the row exists");
+    let second = CounterRow { used: 3, ..first };
+    assert!(store.swap_limit_counter("rate#1", "alice", Some(first), second).await.expect("swap"));
+    assert!(!store.swap_limit_counter("rate#1", "alice", Some(first), first).await.expect("swap"), "a stale read");
+    assert_eq!(store.limit_counter("rate#1", "alice").await.expect("get"), Some(second));
+    assert!(store.swap_limit_counter("rate#1", "anonymous@::1", None, first).await.expect("insert"));
+    let second_instance = h.second().await;
+    let listed = second_instance.limit_counters().await.expect("list");
+    let keys: Vec<(&str, &str, CounterRow)> =
+        listed.iter().map(|counter| (counter.limit.as_str(), counter.principal.as_str(), counter.row)).collect();
+    assert_eq!(keys, [("rate#1", "alice", second), ("rate#1", "anonymous@::1", first)], "shared, in order");
 }

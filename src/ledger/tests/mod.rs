@@ -296,6 +296,7 @@ on_every_store!(
     queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
+    limit_counters_are_replaced_only_when_unchanged,
 );
 
 /// Runs every approval case against each store.

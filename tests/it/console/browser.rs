@@ -1,7 +1,7 @@
 //! The console page in headless Chromium: behind `[auth]` it asks for an administrator's key, and once given one
 //! it loads without a console error, an uncaught exception or a failed load (CSP violations included) other than
 //! the API's 401s before the key, shows the configured backends, a call made by the test, the unknown call with
-//! its resolve commands and the catalog, draws a latency chart per backend, and filters the calls from its form.
+//! its resolve commands, the catalog and a limit in use, draws a latency chart per backend, and filters the calls from its form.
 //! A screenshot goes to `target/tmp/console.png` (never into the repository).
 
 use std::time::Duration;
@@ -40,6 +40,7 @@ const SNAPSHOT: &str = r##"(() => {
     calls: rows("#calls tbody tr[data-key]"),
     unknown: [...document.querySelectorAll("#unknown .unknown-call")].map((card) => card.textContent),
     catalog: rows("#catalog tbody tr").map((cells) => cells[0]),
+    limits: rows("#limits tbody tr"),
     charts,
   };
 })()"##;
@@ -55,7 +56,9 @@ async fn the_page_shows_backends_calls_and_charts_without_console_errors() {
     let lost = FaultBackend::start(Script { drop_after_call: true, ..Script::default() }).await;
     let backends = backend_toml("demo", &demo_url, "") + &backend_toml("fault", &lost.url(), "") + &down_toml("down");
     // Agents stay anonymous; the console is the administrators'.
-    let gateway = TestGateway::start_with("", &auth_section_with("anonymous = true"), &backends).await;
+    let limit = "[[limits]]\nname = \"demo-rate\"\nprincipals = [\"*\"]\ntools = [\"demo__*\"]\nrate = \"10/h\"\n";
+    let sections = auth_section_with("anonymous = true") + limit;
+    let gateway = TestGateway::start_with("", &sections, &backends).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
     agent.call_tool("demo__sleep", json!({"ms": 30})).await;
     agent.call_tool("demo__echo", json!({"text": "seen in the browser"})).await;
@@ -95,6 +98,8 @@ async fn the_page_shows_backends_calls_and_charts_without_console_errors() {
 
     let catalog: Vec<String> = serde_json::from_value(page["catalog"].clone()).unwrap();
     assert!(catalog.contains(&"demo__echo".to_owned()) && catalog.contains(&"fault__echo".to_owned()), "{catalog:?}");
+    // Two demo calls of a bucket of ten that refills one token every six minutes.
+    assert_eq!(rows(&page, "limits"), [["demo-rate", "anonymous@127.0.0.1", "8/10", "—", "—"]]);
 
     let charts = page["charts"].as_array().expect("charts");
     let chart = |name: &str| charts.iter().find(|chart| chart["backend"] == name).expect("a chart per backend").clone();
