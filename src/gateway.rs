@@ -45,7 +45,7 @@ use crate::front::shares::Shares;
 use crate::front::{self, ConsoleAccess, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
-use crate::router::{CallLedger, CallRouter, Routing, discovery};
+use crate::router::{CallLedger, CallRouter, Routing, discovery, pins};
 use crate::swap::Swap;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
@@ -58,8 +58,6 @@ mod revocation_log;
 mod telemetry;
 pub mod token_store;
 
-/// How often a discovered backend's tool list is refreshed.
-pub const CATALOG_TTL: Duration = Duration::from_secs(300);
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
 /// How much longer than its steps stopping the stdio processes at shutdown may take.
@@ -217,7 +215,8 @@ impl Gateway {
                 (Arc::from(backend.name.as_str()), target)
             })
             .collect();
-        let routing = Routing { targets, policies: policies(&config), discovery_wait: config.server.discovery_wait };
+        let (policies, discovery_wait) = (policies(&config), config.server.discovery_wait);
+        let routing = Routing { targets, policies, discovery_wait, pins: backends::pin_rules(&config) };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =
@@ -393,9 +392,10 @@ impl Gateway {
     /// Starts discovery (one task per backend, returned so reloads can stop and start them), the delivery of
     /// backends' messages to agents' streams, and ledger upkeep.
     fn start_background(&mut self, front: &Arc<Front>) -> Discovery {
-        let mut discovery = Discovery::new(&self.router, CATALOG_TTL);
+        let mut discovery = Discovery::new(&self.router);
         self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
+        self.tasks.push(pins::watch(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger();
         let upkeep =

@@ -22,7 +22,7 @@
 //!   directory), so that [`LedgerStore::orphan`] finds the claims a crashed run left behind.
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
-//!   see `backend_tokens.rs`).
+//!   see `backend_tokens.rs`), and the pinned tool definitions ([`PinRow`]; see `pins.rs`).
 
 mod background;
 mod detach;
@@ -51,11 +51,12 @@ use crate::raw_json::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
-pub use digest::canonical_digest;
+pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
 pub use instance::instance_id;
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
+pub use pins::{PinKey, PinOffer, PinRow, PinState};
 pub use postgres::PostgresStore;
 pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
@@ -89,6 +90,7 @@ macro_rules! dispatch {
 
 // Declared after `dispatch!` so the modules can use it.
 mod backend_tokens;
+mod pins;
 mod revocations;
 
 impl LedgerStore {

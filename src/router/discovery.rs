@@ -36,7 +36,8 @@ impl CallRouter {
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
                 self.unauthorized.mark(backend, false);
-                let changed = self.catalog.update(backend, Ok(listing));
+                let quarantine_changed = self.judge_pins(backend, &listing).await;
+                let changed = self.catalog.update(backend, Ok(listing)) || quarantine_changed;
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
                     let _ = self.tool_changes.send(ToolsChanged::Backend(Arc::from(backend)));

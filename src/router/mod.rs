@@ -30,6 +30,7 @@ pub(crate) mod idempotency;
 mod input_rounds;
 pub(crate) mod inspect;
 mod outcome;
+pub mod pins;
 mod readiness;
 pub mod request_state;
 mod starting;
@@ -162,6 +163,8 @@ pub struct Routing {
     pub policies: Policies,
     /// How long a tool call of a backend still being discovered waits for it ([`starting`]).
     pub discovery_wait: Duration,
+    /// Each backend's pinning rules ([`pins`]); a backend without is not pinned.
+    pub pins: HashMap<Arc<str>, pins::PinRules>,
 }
 
 impl Routing {
@@ -360,7 +363,11 @@ impl CallRouter {
             }
             Resolved::Unknown => {
                 caller.record.unknown_tool();
-                return Err(unknown());
+                let held = self.catalog.quarantined_tool(view, &name);
+                return Err(match held.filter(|route| usable(&grants, caller, "tool", route, Grants::tool)) {
+                    Some(route) => pins::refusal(&name, &route),
+                    None => unknown(),
+                });
             }
         };
         caller.record.tool(&route.backend, &route.exposed);

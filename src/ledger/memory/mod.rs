@@ -12,6 +12,7 @@
 //! - Records are compact and share their names ([`record`]); what the store hands out are copies.
 
 mod claims;
+mod pins;
 mod record;
 mod side;
 mod table;
@@ -57,6 +58,8 @@ struct Inner {
     revocations: Mutex<HashMap<String, u64>>,
     /// Backend OAuth tokens by (backend, principal), in listing order.
     backend_tokens: Mutex<BTreeMap<(String, String), BackendTokenRow>>,
+    /// Pinned definitions (see `pins.rs`).
+    pins: Mutex<pins::Pins>,
 }
 
 /// Now, as the store keeps times.

@@ -14,6 +14,7 @@
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
 mod backend_tokens;
+mod pins;
 mod batch;
 mod conn;
 mod listen;
@@ -30,6 +31,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::raw_json::RawJson;
 
 use super::backend_tokens::BackendTokenSql;
+use super::pins::PinSql;
 use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
@@ -57,6 +59,7 @@ struct Inner {
     pending: Arc<Pending>,
     revocation_sql: RevocationSql,
     backend_token_sql: BackendTokenSql,
+    pin_sql: PinSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -89,6 +92,7 @@ impl PostgresStore {
         let revocation_sql = RevocationSql::new(&names.revocations, Dialect::Postgres, &names.revoked_channel);
         let (revocations, _) = broadcast::channel(FEED_CAPACITY);
         let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
+        let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -104,6 +108,7 @@ impl PostgresStore {
             pending,
             revocation_sql,
             backend_token_sql,
+            pin_sql,
             revocations,
             _stop_listening: stop,
         };

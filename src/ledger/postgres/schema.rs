@@ -14,6 +14,7 @@ use tokio_postgres::Client;
 
 use super::conn::Failure;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
+use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
@@ -35,6 +36,8 @@ pub(super) struct Names {
     pub(super) revoked_channel: String,
     /// The backend OAuth tokens' table.
     pub(super) backend_tokens: String,
+    /// The pinned definitions' table.
+    pub(super) pins: String,
 }
 
 impl Names {
@@ -51,6 +54,7 @@ impl Names {
             revoked_channel: schema
                 .map_or_else(|| "switchyard_revoked".to_owned(), |schema| format!("switchyard_revoked_{schema}")),
             backend_tokens: qualify(BACKEND_TOKENS_TABLE),
+            pins: qualify(PINS_TABLE),
         }
     }
 }
@@ -84,6 +88,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
         tx.batch_execute(&statement).await?;
     }
     tx.batch_execute(&backend_tokens::create_statement(&names.backend_tokens, Dialect::Postgres)).await?;
+    tx.batch_execute(&pins::create_statement(&names.pins)).await?;
     tx.commit().await?;
     Ok(())
 }

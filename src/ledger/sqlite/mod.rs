@@ -13,6 +13,7 @@
 //!   sleeps without a timer otherwise), and reads only the watched keys.
 
 mod backend_tokens;
+mod pins;
 mod batch;
 mod checkpoint;
 mod ops;

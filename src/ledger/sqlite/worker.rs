@@ -30,6 +30,7 @@ use tokio::sync::oneshot;
 use super::batch::{Job, Ran, Reply, Served, Writes, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
+use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::background::{Nudger, Parked, Parking};
 use crate::ledger::error::LedgerError;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
@@ -255,6 +256,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
         tx.execute_batch(&statement)?;
     }
     tx.execute_batch(&backend_tokens::create_statement(BACKEND_TOKENS_TABLE, Dialect::Sqlite))?;
+    tx.execute_batch(&pins::create_statement(PINS_TABLE))?;
     tx.commit()?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`]) run against every store, the lingering
-//! completions of the SQL stores ([`linger`]), plus what only one store can show ([`stores`]).
+//! completions of the SQL stores ([`linger`]), the pin rules ([`pins`]), plus what only one store can show ([`stores`]).
 //!
 //! Rules:
 //! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
@@ -11,6 +11,7 @@
 mod behaviour;
 mod completion;
 mod linger;
+mod pins;
 mod stores;
 
 use std::path::PathBuf;
@@ -295,6 +296,20 @@ on_every_store!(
     queued_settles_are_applied_before_orphaning,
     backend_tokens_are_put_replaced_listed_and_deleted,
     backend_tokens_are_seen_by_a_second_instance,
+);
+
+macro_rules! pins_on_every_store {
+    ($($case:ident),* $(,)?) => {
+        behaviour_suite!(memory_pins in memory, pins: $($case),*);
+        behaviour_suite!(sqlite_pins in sqlite, pins: $($case),*);
+        behaviour_suite!(postgres_pins in postgres, pins: $($case),*);
+    };
+}
+
+pins_on_every_store!(
+    pins_are_trusted_once_then_offers_quarantine_until_approved,
+    warn_offers_keep_serving_and_the_pinned_definition_withdraws_an_offer,
+    pins_are_seen_by_a_second_instance,
 );
 
 behaviour_suite!(sqlite_linger in sqlite, linger:
