@@ -5,6 +5,7 @@ pub mod calls;
 pub mod import;
 pub mod init;
 pub mod keys;
+pub mod pins;
 pub mod reload;
 pub mod table;
 pub mod terminal;
