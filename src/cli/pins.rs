@@ -70,7 +70,9 @@ pub async fn run(action: ToolsAction, config: Option<std::path::PathBuf>) -> any
         }
         ToolsAction::Reject { item } => {
             let row = find(&store, &item).await?;
-            let Some(offered) = &row.offered_digest else { bail!("{} has no offered definition to reject", label(&row)) };
+            let Some(offered) = &row.offered_digest else {
+                bail!("{} has no offered definition to reject", label(&row))
+            };
             if !store.reject_pin(&row.key, offered).await? {
                 bail!("{}: the backend offered another definition meanwhile; look at `tools diff` again", label(&row));
             }

@@ -151,19 +151,8 @@ pub(crate) fn create_statement(table: &str) -> String {
 }
 
 /// A row's columns as the stores read them back, in [`PinSql::select`]'s order.
-pub(crate) type StoredPin = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<String>,
-    Option<i64>,
-);
+pub(crate) type StoredPin =
+    (String, String, String, String, String, String, Option<String>, Option<String>, i64, Option<String>, Option<i64>);
 
 impl PinRow {
     /// A row read back, refused as corrupt when it cannot have been written here.
@@ -242,6 +231,9 @@ mod tests {
         };
         assert!(matches!(PinRow::from_stored(stored("lost", 1)), Err(LedgerError::Corrupt { .. })));
         assert!(matches!(PinRow::from_stored(stored("pinned", -1)), Err(LedgerError::Corrupt { .. })));
-        assert_eq!(PinRow::from_stored(stored("quarantined", 3)).map(|row| row.state).ok(), Some(PinState::Quarantined));
+        assert_eq!(
+            PinRow::from_stored(stored("quarantined", 3)).map(|row| row.state).ok(),
+            Some(PinState::Quarantined)
+        );
     }
 }

@@ -26,8 +26,8 @@ use tokio::task::JoinHandle;
 use super::{CallRouter, RpcFailure, ToolsChanged};
 use crate::catalog::screen::screen;
 use crate::catalog::{Listing, Quarantined, Route};
-use crate::ledger::{LedgerError, PinOffer, PinRow, PinState, canonical_digest, canonical_json};
 use crate::ledger::PinKey;
+use crate::ledger::{LedgerError, PinOffer, PinRow, PinState, canonical_digest, canonical_json};
 use crate::mcp::jsonrpc;
 use crate::telemetry::LogThrottle;
 
@@ -106,7 +106,8 @@ impl CallRouter {
         let first = pins.is_empty();
         let known: HashMap<(&str, &str), &PinRow> =
             pins.iter().map(|row| ((row.key.kind.as_str(), row.key.name.as_str()), row)).collect();
-        let items = listing.tools.iter().map(|tool| ("tool", tool)).chain(listing.prompts.iter().map(|p| ("prompt", p)));
+        let items =
+            listing.tools.iter().map(|tool| ("tool", tool)).chain(listing.prompts.iter().map(|p| ("prompt", p)));
         let mut changes = 0;
         for (kind, definition) in items {
             let Some(name) = definition.get("name").and_then(Value::as_str) else { continue };
@@ -240,7 +241,8 @@ mod tests {
         let tool = json!({"name": "t", "description": "d", "_meta": {"x": 1}, "icons": [], "inputSchema": {}});
         let same = json!({"inputSchema": {}, "description": "d", "name": "t", "_meta": {"x": 2}});
         assert_eq!(canonical_digest(&pinned_fields(&tool)), canonical_digest(&pinned_fields(&same)));
-        let changed = json!({"name": "t", "description": "d", "inputSchema": {}, "annotations": {"readOnlyHint": false}});
+        let changed =
+            json!({"name": "t", "description": "d", "inputSchema": {}, "annotations": {"readOnlyHint": false}});
         assert_ne!(canonical_digest(&pinned_fields(&tool)), canonical_digest(&pinned_fields(&changed)));
     }
 }

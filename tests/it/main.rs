@@ -29,6 +29,7 @@ mod legacy_sse;
 mod modern_backend;
 mod modern_front;
 mod oauth_browser;
+mod pins;
 mod policies;
 mod principals;
 mod real_clients;

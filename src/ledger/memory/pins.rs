@@ -54,7 +54,13 @@ impl MemoryStore {
         }))
     }
 
-    pub(crate) async fn approve_pin(&self, key: &PinKey, offered: &str, by: &str, at: u64) -> Result<bool, LedgerError> {
+    pub(crate) async fn approve_pin(
+        &self,
+        key: &PinKey,
+        offered: &str,
+        by: &str,
+        at: u64,
+    ) -> Result<bool, LedgerError> {
         Ok(self.inner.pins.lock().update(key, |row| {
             if row.offered_digest.as_deref() != Some(offered) {
                 return false;

@@ -14,11 +14,11 @@
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
 mod backend_tokens;
-mod pins;
 mod batch;
 mod conn;
 mod listen;
 mod ops;
+mod pins;
 mod revocations;
 mod rows;
 mod schema;
@@ -31,11 +31,11 @@ use tokio::sync::{broadcast, oneshot};
 use crate::raw_json::RawJson;
 
 use super::backend_tokens::BackendTokenSql;
-use super::pins::PinSql;
 use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::pins::PinSql;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};

@@ -17,17 +17,8 @@ impl PostgresStore {
     pub(crate) async fn trust_pin(&self, row: &PinRow) -> Result<bool, LedgerError> {
         let PinKey { backend, kind, name } = &row.key;
         let (state, first_seen) = (row.state.as_str(), stored_time(row.first_seen));
-        let values: [&(dyn ToSql + Sync); 9] = [
-            backend,
-            kind,
-            name,
-            &row.digest,
-            &row.definition,
-            &state,
-            &row.offered_digest,
-            &row.offered,
-            &first_seen,
-        ];
+        let values: [&(dyn ToSql + Sync); 9] =
+            [backend, kind, name, &row.digest, &row.definition, &state, &row.offered_digest, &row.offered, &first_seen];
         self.execute_pin(&self.inner.pin_sql.trust, &values).await
     }
 
@@ -38,7 +29,13 @@ impl PostgresStore {
         self.execute_pin(&self.inner.pin_sql.offer, &values).await
     }
 
-    pub(crate) async fn approve_pin(&self, key: &PinKey, offered: &str, by: &str, at: u64) -> Result<bool, LedgerError> {
+    pub(crate) async fn approve_pin(
+        &self,
+        key: &PinKey,
+        offered: &str,
+        by: &str,
+        at: u64,
+    ) -> Result<bool, LedgerError> {
         let at = stored_time(at);
         let values: [&(dyn ToSql + Sync); 6] = [&key.backend, &key.kind, &key.name, &offered, &by, &at];
         self.execute_pin(&self.inner.pin_sql.approve, &values).await

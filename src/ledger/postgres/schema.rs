@@ -14,8 +14,8 @@ use tokio_postgres::Client;
 
 use super::conn::Failure;
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
-use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::error::LedgerError;
+use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 

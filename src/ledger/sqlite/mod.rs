@@ -13,10 +13,10 @@
 //!   sleeps without a timer otherwise), and reads only the watched keys.
 
 mod backend_tokens;
-mod pins;
 mod batch;
 mod checkpoint;
 mod ops;
+mod pins;
 mod revocations;
 mod worker;
 

@@ -42,14 +42,19 @@ impl SqliteStore {
             .worker
             .run(move |db| {
                 let PinKey { backend, kind, name } = &offer.key;
-                let values =
-                    params![backend, kind, name, offer.digest, offer.definition, i64::from(offer.quarantine)];
+                let values = params![backend, kind, name, offer.digest, offer.definition, i64::from(offer.quarantine)];
                 Ok(db.conn.prepare_cached(&SQL.offer)?.execute(values)? > 0)
             })
             .await
     }
 
-    pub(crate) async fn approve_pin(&self, key: &PinKey, offered: &str, by: &str, at: u64) -> Result<bool, LedgerError> {
+    pub(crate) async fn approve_pin(
+        &self,
+        key: &PinKey,
+        offered: &str,
+        by: &str,
+        at: u64,
+    ) -> Result<bool, LedgerError> {
         let (key, offered, by) = (key.clone(), offered.to_owned(), by.to_owned());
         self.inner
             .worker

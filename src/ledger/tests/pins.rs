@@ -53,7 +53,10 @@ pub(super) async fn pins_are_trusted_once_then_offers_quarantine_until_approved(
     assert!(!store.approve_pin(&key("search"), "c", "op", 200).await.expect("approve"), "not the offer seen");
     assert!(store.approve_pin(&key("search"), "b", "op", 200).await.expect("approve"));
     let approved = row(store, "search").await;
-    assert_eq!((approved.state, approved.digest.as_str(), approved.definition.as_str()), (PinState::Pinned, "b", "{\"d\":\"b\"}"));
+    assert_eq!(
+        (approved.state, approved.digest.as_str(), approved.definition.as_str()),
+        (PinState::Pinned, "b", "{\"d\":\"b\"}")
+    );
     assert_eq!((approved.approved_by.as_deref(), approved.approved_at), (Some("op"), Some(200)));
     assert_eq!((approved.offered_digest, approved.offered), (None, None));
     assert!(!store.approve_pin(&key("search"), "b", "op", 201).await.expect("twice"), "nothing offered any more");
