@@ -9,9 +9,10 @@
 //!   `"warn"` serves it; both log it and count it (`switchyard_tool_definition_changes_total`). The pinned
 //!   definition coming back withdraws the offer. `pin = "off"` neither records nor quarantines.
 //! - What is quarantined is read back from the ledger, never decided locally, so every replica sharing the store
-//!   serves the same tools: each instance polls the pins' revision ([`watch`], every [`POLL`]) off the call path
-//!   and tells agents whose tools changed (`notifications/tools/list_changed`) when an approval or a
-//!   quarantine made elsewhere changes what they see.
+//!   serves the same tools: each instance polls the pins' revision ([`watch`], every [`POLL`]) off the call path,
+//!   rediscovers a backend whose quarantine an approval or another replica changed (so it serves the approved
+//!   definition, not the one it listed before), and tells agents whose tools changed
+//!   (`notifications/tools/list_changed`).
 //! - A ledger failure keeps the quarantine in force as it was and is logged (throttled).
 //! - The call path pays nothing: only a name that fails to resolve is looked up among the quarantined
 //!   ([`refusal`]), and the refusal is a `-32602` that names the tool and the operator's commands.
@@ -196,11 +197,16 @@ impl CallRouter {
         self.catalog.quarantine(backend, quarantined)
     }
 
-    /// Applies every backend's quarantine again and tells agents whose tools changed.
+    /// Applies every backend's quarantine again; a backend whose quarantine changed is rediscovered (what another
+    /// replica or an operator decided was about definitions this instance may not have listed yet) and agents
+    /// whose tools changed are told.
     async fn reapply_quarantines(&self) {
         let backends: Vec<Arc<str>> = self.routing.load().targets.keys().cloned().collect();
         for backend in backends {
             if self.apply_quarantine(&backend).await {
+                if let Err(error) = self.discover(&backend).await {
+                    tracing::warn!(%backend, %error, "rediscovery after a change of pins failed");
+                }
                 // Nobody listening (no agent stream open) is fine.
                 let _ = self.tool_changes.send(ToolsChanged::Backend(backend));
             }

@@ -4,7 +4,8 @@
 //! percentiles and samples), `/admin/api/catalog` (exposed tools, withheld names), `/admin/api/calls` (the
 //! ledger's calls, filtered by `backend`, `tool`, `outcome`, `principal`, at most `limit`),
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
-//! what each does), and the page's static files ([`ui`]).
+//! what each does), `/admin/api/pins` (pinned tool definitions; for a changed one both definitions and the
+//! commands that approve or reject it), and the page's static files ([`ui`]).
 //!
 //! Rules: every API answer passes [`access::AdminCaller`] first (header checks, then an administrator's
 //! credential, or this machine where `[auth]` allows it); the page itself holds no data and is served to anyone,
@@ -43,6 +44,7 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api/catalog", get(catalog))
         .route("/admin/api/calls", get(calls))
         .route("/admin/api/calls/unknown", get(unknown_calls))
+        .route("/admin/api/pins", get(pins))
         .route("/admin/api", get(no_such_resource))
         .route("/admin/api/", get(no_such_resource))
         .route("/admin/api/{*rest}", get(no_such_resource))
@@ -71,6 +73,11 @@ async fn unknown_calls(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri
     let limit = query::limit_query(uri.query())?;
     let calls = front.router.unknown_calls(limit).await.map_err(FrontError::Inspect)?;
     Ok(answer(json!({ "limit": limit, "calls": calls })))
+}
+
+async fn pins(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {
+    let pins = front.router.pin_views().await.map_err(FrontError::Inspect)?;
+    Ok(answer(json!({ "pins": pins })))
 }
 
 async fn no_such_resource(_: AdminCaller) -> FrontError {
