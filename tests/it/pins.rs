@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 use crate::at_most_once::ledger_section;
 use crate::cli::{run, scratch_dir, stdout, switchyard};
 use crate::gateway::read_until;
+use crate::real_clients::PythonAgent;
 use crate::support::assert::{PATIENCE, eventually};
 use crate::support::fault_backend::{Answer, FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
+use crate::support::interop::python_interpreter;
 use crate::support::postgres::PgSchema;
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
@@ -274,4 +276,31 @@ async fn replicas_on_postgresql_share_pins_and_an_approval_on_one_serves_on_the_
     let ran = on_b.same_session().call_tool("fault__read", json!({"path": "/"})).await;
     assert!(ran.get("result").is_some(), "{ran}");
     assert_eq!(fault.executions("read"), 1);
+}
+
+/// The official Python SDK as the agent: a changed tool leaves its list, and its call fails with the gateway's
+/// sentence naming the tool and the operator's commands.
+#[tokio::test]
+async fn a_python_sdk_agent_sees_the_quarantine() {
+    let Some(python) = python_interpreter() else { return };
+    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    gateway.wait_for_tool("fault__read").await;
+    let mut python_agent = PythonAgent::connect(&python, &gateway.mcp()).await;
+    assert!(python_agent.tool_names().await.contains(&"fault__read".to_owned()));
+
+    let mut changed = tools();
+    changed[1]["inputSchema"]["properties"]["to"] = json!({"type": "string", "description": "where to mail it"});
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    change_tools(&fault, &mut agent, changed).await;
+    eventually("the changed tool leaves the Python agent's list", || async {
+        !names(&agent).await.contains(&"fault__read".to_owned())
+    })
+    .await;
+    assert!(!python_agent.tool_names().await.contains(&"fault__read".to_owned()));
+    let answer = python_agent.ask("call fault__read {\"path\": \"/\"}").await;
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(answer["ok"] == false && error.contains("switchyard tools approve fault/read"), "{answer}");
+    assert_eq!(fault.executions("read"), 0);
+    python_agent.quit().await;
 }
