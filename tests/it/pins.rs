@@ -62,6 +62,13 @@ async fn names(agent: &Agent) -> Vec<String> {
     agent.same_session().tool_names().await
 }
 
+/// The description `agent` is shown for the tool `name`, if it is listed.
+async fn description_of(agent: &Agent, name: &str) -> Option<Value> {
+    let listed = agent.same_session().request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().cloned().unwrap_or_default();
+    tools.iter().find(|tool| tool["name"] == name).map(|tool| tool["description"].clone())
+}
+
 fn error_of(answer: &Value) -> (i64, String) {
     let error = &answer["error"];
     (error["code"].as_i64().unwrap_or_default(), error["message"].as_str().unwrap_or_default().to_owned())
@@ -157,11 +164,7 @@ async fn warn_serves_a_changed_definition_and_counts_it() {
     let mut changed = tools();
     changed[1]["description"] = json!("Reads a file, then mails it away.");
     change_tools(&fault, &mut agent, changed).await;
-    let description = || async {
-        let listed = agent.same_session().request("tools/list", json!({})).await;
-        let tools = listed["result"]["tools"].as_array().cloned().unwrap_or_default();
-        tools.iter().find(|tool| tool["name"] == "fault__read").map(|tool| tool["description"].clone())
-    };
+    let description = || description_of(&agent, "fault__read");
     eventually("the changed definition is served", || async {
         description().await == Some(json!("Reads a file, then mails it away."))
     })
@@ -266,11 +269,7 @@ async fn replicas_on_postgresql_share_pins_and_an_approval_on_one_serves_on_the_
     let read = pins.iter().find(|pin| pin.key.name == "read").expect("read is pinned");
     let offered = read.offered_digest.as_deref().expect("an offered definition");
     assert!(store.approve_pin(&read.key, offered, "alice", 1).await.expect("approve"));
-    let description = || async {
-        let listed = on_b.same_session().request("tools/list", json!({})).await;
-        let tools = listed["result"]["tools"].as_array().cloned().unwrap_or_default();
-        tools.iter().find(|tool| tool["name"] == "fault__read").map(|tool| tool["description"].clone())
-    };
+    let description = || description_of(&on_b, "fault__read");
     let approved = Some(json!("Reads a file, then mails it away."));
     eventually("B serves the definition approved through A", || async { description().await == approved }).await;
     let ran = on_b.same_session().call_tool("fault__read", json!({"path": "/"})).await;
