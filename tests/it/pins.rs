@@ -12,6 +12,7 @@ use crate::cli::{run, scratch_dir, stdout, switchyard};
 use crate::gateway::read_until;
 use crate::real_clients::PythonAgent;
 use crate::support::assert::{PATIENCE, eventually};
+use crate::support::chromium::{Browser, chromium};
 use crate::support::fault_backend::{Answer, FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
 use crate::support::interop::python_interpreter;
@@ -302,4 +303,49 @@ async fn a_python_sdk_agent_sees_the_quarantine() {
     assert!(answer["ok"] == false && error.contains("switchyard tools approve fault/read"), "{answer}");
     assert_eq!(fault.executions("read"), 0);
     python_agent.quit().await;
+}
+
+/// The quarantined cards of the console page, read from its DOM once it is ready.
+const QUARANTINED: &str = r##"(() => {
+  if (!document.body || document.body.dataset.state !== "ready") return { state: null };
+  const cards = [...document.querySelectorAll("#quarantined .quarantined")].map((card) => ({
+    name: card.dataset.name,
+    definitions: [...card.querySelectorAll("pre")].map((pre) => pre.textContent),
+    text: card.textContent,
+  }));
+  return { state: "ready", cards };
+})()"##;
+
+/// The console in headless Chromium shows a quarantined tool with both definitions and the commands that decide.
+#[tokio::test]
+async fn the_console_shows_a_quarantined_tool_with_both_definitions() {
+    let Some(binary) = chromium() else { return };
+    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    gateway.wait_for_tool("fault__read").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let mut changed = tools();
+    changed[1]["description"] = json!("Deletes a file.");
+    change_tools(&fault, &mut agent, changed).await;
+    eventually("the changed tool is quarantined", || async {
+        !names(&agent).await.contains(&"fault__read".to_owned())
+    })
+    .await;
+
+    let mut browser = Browser::launch(&binary).await;
+    browser.navigate(&format!("{}/ui/", gateway.base)).await;
+    let shown = |page: &Value| page["cards"].as_array().is_some_and(|cards| !cards.is_empty());
+    let page = browser.wait_for(QUARANTINED, PATIENCE, shown).await;
+    let card = &page["cards"][0];
+    assert_eq!(card["name"], "fault/read", "{page}");
+    let pinned = card["definitions"][0].as_str().unwrap_or_default();
+    let offered = card["definitions"][1].as_str().unwrap_or_default();
+    assert!(pinned.contains("Reads a file.") && offered.contains("Deletes a file."), "{page}");
+    let text = card["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("switchyard tools approve fault/read") && text.contains("switchyard tools reject fault/read"),
+        "{page}"
+    );
+    browser.evaluate("true").await;
+    assert!(browser.problems().is_empty(), "the page logged problems: {:#?}", browser.problems());
 }
