@@ -36,7 +36,13 @@ impl CallRouter {
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
                 self.unauthorized.mark(backend, false);
-                let quarantine_changed = self.judge_pins(backend, &listing).await;
+                let quarantine_changed = match self.judge_pins(backend, &listing).await {
+                    Ok(changed) => changed,
+                    Err(text) => {
+                        self.catalog.update(backend, Err(text.clone()));
+                        return Err(text);
+                    }
+                };
                 let changed = self.catalog.update(backend, Ok(listing)) || quarantine_changed;
                 if changed {
                     // Nobody listening (no agent stream open) is fine.

@@ -13,7 +13,9 @@
 //!   rediscovers a backend whose quarantine an approval or another replica changed (so it serves the approved
 //!   definition, not the one it listed before), and tells agents whose tools changed
 //!   (`notifications/tools/list_changed`).
-//! - A ledger failure keeps the quarantine in force as it was and is logged (throttled).
+//! - Fail closed: a discovery whose definitions cannot be checked against the ledger fails (the backend keeps its
+//!   last good listing and is retried), and a failed poll keeps the quarantine in force as it was (logged,
+//!   throttled).
 //! - The call path pays nothing: only a name that fails to resolve is looked up among the quarantined
 //!   ([`refusal`]), and the refusal is a `-32602` that names the tool and the operator's commands.
 
@@ -90,15 +92,15 @@ fn unix_now() -> u64 {
 impl CallRouter {
     /// Records `listing`'s definitions against `backend`'s pins and applies its quarantine (before the listing
     /// itself is recorded, so a changed definition is never served in between). Returns whether the tools agents
-    /// see of it changed.
-    pub(super) async fn judge_pins(&self, backend: &str, listing: &Listing) -> bool {
+    /// see of it changed, or, when the pins cannot be read or written, why the listing must not be served (the
+    /// discovery then fails and the last good listing stays).
+    pub(super) async fn judge_pins(&self, backend: &str, listing: &Listing) -> Result<bool, String> {
         let rules = self.routing.load().pins.get(backend).copied();
-        if let Some(rules) = rules.filter(|rules| rules.mode != PinMode::Off)
-            && let Err(error) = self.record_pins(backend, &rules, listing).await
-        {
-            log_ledger_failure(backend, &error);
+        if let Some(rules) = rules.filter(|rules| rules.mode != PinMode::Off) {
+            let recorded = self.record_pins(backend, &rules, listing).await;
+            recorded.map_err(|error| format!("the tool definitions of `{backend}` cannot be checked: {error}"))?;
         }
-        self.apply_quarantine(backend).await
+        Ok(self.apply_quarantine(backend).await)
     }
 
     async fn record_pins(&self, backend: &str, rules: &PinRules, listing: &Listing) -> Result<(), LedgerError> {

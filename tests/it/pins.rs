@@ -349,3 +349,31 @@ async fn the_console_shows_a_quarantined_tool_with_both_definitions() {
     browser.evaluate("true").await;
     assert!(browser.problems().is_empty(), "the page logged problems: {:#?}", browser.problems());
 }
+
+/// The operator's commands refuse what they cannot do, saying why.
+#[tokio::test]
+async fn operator_commands_refuse_bad_items_naming_them() {
+    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
+    gateway.wait_for_tool("fault__read").await;
+    let config = operator_config(&gateway, "pins-refusals");
+    let refusals = [
+        (vec!["diff", "read"], "expected BACKEND/TOOL"),
+        (vec!["approve", "fault/nothing"], "no pinned tool or prompt `fault/nothing`"),
+        (vec!["approve", "fault/read"], "has no offered definition to approve"),
+        (vec!["reject", "fault/read"], "has no offered definition to reject"),
+        (vec!["approve", "--backend", "fault", "--all"], "no offered definition waiting"),
+    ];
+    for (args, expected) in refusals {
+        let output = run(switchyard().arg("tools").args(&args).arg("--config").arg(&config)).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let diff = stdout(&operator(&config, &["diff", "fault/read"]).await);
+    assert!(diff.contains("nothing offered"), "{diff}");
+    let missing = scratch_dir("pins-no-ledger").join("switchyard.toml");
+    let empty = scratch_dir("pins-no-ledger-data");
+    std::fs::write(&missing, format!("[server]\ndata_dir = {:?}\n", empty.display().to_string())).unwrap();
+    let output = run(switchyard().args(["tools", "pins", "--config"]).arg(&missing)).await;
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no ledger at"), "a missing ledger is an error");
+}
