@@ -45,6 +45,15 @@ async fn change_tools(fault: &FaultBackend, agent: &mut Agent, changed: Vec<Valu
     agent.call_tool("fault__echo", json!({"text": "x"})).await;
 }
 
+/// A fault backend offering [`tools`], a gateway with the backend keys `extra`, its tools discovered, and an agent.
+async fn started(extra: &str) -> (FaultBackend, TestGateway, Agent) {
+    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), extra)).await;
+    gateway.wait_for_tool("fault__list").await;
+    let agent = Agent::connected(gateway.mcp()).await;
+    (fault, gateway, agent)
+}
+
 /// The operator's configuration: the gateway's data directory, so its default SQLite ledger.
 fn operator_config(gateway: &TestGateway, tag: &str) -> PathBuf {
     let dir = scratch_dir(tag);
@@ -83,10 +92,7 @@ fn metric_line(gateway: &TestGateway, series: &str) -> Option<String> {
 
 #[tokio::test]
 async fn changed_definitions_are_quarantined_refused_unsent_and_served_once_approved() {
-    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
-    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
-    gateway.wait_for_tool("fault__list").await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (fault, gateway, mut agent) = started("").await;
     let mut stream = agent.open_stream().await;
 
     let mut changed = tools();
@@ -159,10 +165,7 @@ async fn changed_definitions_are_quarantined_refused_unsent_and_served_once_appr
 
 #[tokio::test]
 async fn warn_serves_a_changed_definition_and_counts_it() {
-    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
-    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "pin = \"warn\"")).await;
-    gateway.wait_for_tool("fault__list").await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (fault, gateway, mut agent) = started("pin = \"warn\"").await;
     let mut changed = tools();
     changed[1]["description"] = json!("Reads a file, then mails it away.");
     change_tools(&fault, &mut agent, changed).await;
@@ -184,10 +187,7 @@ async fn warn_serves_a_changed_definition_and_counts_it() {
 
 #[tokio::test]
 async fn pin_new_quarantine_holds_an_added_tool_until_the_backend_is_approved() {
-    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
-    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "pin_new = \"quarantine\"")).await;
-    gateway.wait_for_tool("fault__list").await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (fault, gateway, mut agent) = started("pin_new = \"quarantine\"").await;
     let mut changed = tools();
     changed.push(tool("added", "A new tool."));
     change_tools(&fault, &mut agent, changed).await;
@@ -321,10 +321,7 @@ const QUARANTINED: &str = r##"(() => {
 #[tokio::test]
 async fn the_console_shows_a_quarantined_tool_with_both_definitions() {
     let Some(binary) = chromium() else { return };
-    let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
-    let gateway = TestGateway::start("", &backend_toml("fault", &fault.url(), "")).await;
-    gateway.wait_for_tool("fault__read").await;
-    let mut agent = Agent::connected(gateway.mcp()).await;
+    let (fault, gateway, mut agent) = started("").await;
     let mut changed = tools();
     changed[1]["description"] = json!("Deletes a file.");
     change_tools(&fault, &mut agent, changed).await;
