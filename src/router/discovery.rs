@@ -36,7 +36,9 @@ impl CallRouter {
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
                 self.unauthorized.mark(backend, false);
-                let quarantine_changed = match self.judge_pins(backend, &listing).await {
+                // Boxed: `discover` is awaited inside `tools/list` (after an agent's authorization), so whatever
+                // its future holds inline makes every request's future larger and every move of it dearer.
+                let quarantine_changed = match Box::pin(self.judge_pins(backend, &listing)).await {
                     Ok(changed) => changed,
                     Err(text) => {
                         self.catalog.update(backend, Err(text.clone()));
