@@ -35,7 +35,6 @@ impl CallRouter {
         };
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
-                self.unauthorized.mark(backend, false);
                 // Boxed: `discover` is awaited inside `tools/list` (after an agent's authorization), so whatever
                 // its future holds inline makes every request's future larger and every move of it dearer.
                 let quarantine_changed = match Box::pin(self.judge_pins(backend, &listing)).await {
@@ -45,6 +44,9 @@ impl CallRouter {
                         return Err(text);
                     }
                 };
+                // Marked authorized only with the listing recorded (no await between): a `tools/list` that finds
+                // the backend authorized must find its tools too.
+                self.unauthorized.mark(backend, false);
                 let changed = self.catalog.update(backend, Ok(listing)) || quarantine_changed;
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
