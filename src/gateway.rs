@@ -48,7 +48,7 @@ use crate::front::shares::Shares;
 use crate::front::{self, ConsoleAccess, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
-use crate::router::{CallLedger, CallRouter, Routing, discovery};
+use crate::router::{CallLedger, CallRouter, Routing, discovery, pins};
 use crate::swap::Swap;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
@@ -62,8 +62,6 @@ mod revocation_log;
 mod telemetry;
 pub mod token_store;
 
-/// How often a discovered backend's tool list is refreshed.
-pub const CATALOG_TTL: Duration = Duration::from_secs(300);
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
 /// How much longer than its steps stopping the stdio processes at shutdown may take.
@@ -224,7 +222,8 @@ impl Gateway {
             })
             .collect();
         let (policies, limits) = (policies(&config), limits(&config));
-        let routing = Routing { targets, policies, discovery_wait: config.server.discovery_wait, limits };
+        let (discovery_wait, pins) = (config.server.discovery_wait, backends::pin_rules(&config));
+        let routing = Routing { targets, policies, discovery_wait, limits, pins };
         let approval_gate = approvals::gate(&config, &ledger.metrics)?;
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         router.use_approvals(approval_gate);
@@ -402,9 +401,10 @@ impl Gateway {
     /// Starts discovery (one task per backend, returned so reloads can stop and start them), the delivery of
     /// backends' messages to agents' streams, and ledger upkeep.
     fn start_background(&mut self, front: &Arc<Front>) -> Discovery {
-        let mut discovery = Discovery::new(&self.router, CATALOG_TTL);
+        let mut discovery = Discovery::new(&self.router);
         self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
+        self.tasks.push(pins::watch(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger();
         let upkeep =

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use switchyard::catalog::BackendStatus;
+use switchyard::catalog::screen::screen;
 use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
 use switchyard::gateway::reload::{ConfigSource, Reloader};
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 mod cli;
 
 use cli::calls::{CallsAction, CallsFilter};
+use cli::pins::ToolsAction;
 use cli::table::print_table;
 use cli::terminal::escaped;
 
@@ -59,8 +61,12 @@ enum Command {
     },
     /// Validate the configuration, discover the backends, and print the routing table.
     Check,
-    /// Discover the backends and print the tools agents will see.
-    Tools,
+    /// Discover the backends and print the tools agents will see; or list, compare, approve or reject pinned
+    /// tool definitions in the ledger.
+    Tools {
+        #[command(subcommand)]
+        action: Option<ToolsAction>,
+    },
     /// Make the running gateway re-read its configuration file (as SIGHUP does) and print what changed; a file
     /// it refuses is reported with the error `check` prints (exit status 1) and changes nothing.
     Reload,
@@ -174,7 +180,8 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
     match command {
         Command::Serve { listen, log_format } => serve(config, listen, log_format).await,
         Command::Check => check(config).await,
-        Command::Tools => tools(config).await,
+        Command::Tools { action: None } => tools(config).await,
+        Command::Tools { action: Some(action) } => cli::pins::run(action, config).await,
         Command::Reload => cli::reload::run(config).await,
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
@@ -386,8 +393,30 @@ async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             escaped(&withheld.reason)
         );
     }
+    // Findings are for the operator to judge (`screen` decides what they do); they leave the exit status alone.
+    for finding in screening_findings(&gateway) {
+        println!("{finding}");
+    }
     gateway.stop_processes().await;
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// What screening finds in the definitions of every tool discovered (served or quarantined), one line each.
+fn screening_findings(gateway: &Gateway) -> Vec<String> {
+    let catalog = gateway.router.catalog();
+    let mut routes = catalog.routes();
+    routes.extend(catalog.quarantined_tools());
+    let mut lines = Vec::new();
+    for route in routes {
+        let Some(backend) = gateway.config.backends.iter().find(|backend| *backend.name == *route.backend) else {
+            continue;
+        };
+        for finding in screen(&route.bare, backend.pins.max_description) {
+            let (name, finding) = (escaped(&route.name), escaped(&finding.0));
+            lines.push(format!("suspicious: tool `{name}` of backend `{}`: {finding}", route.backend));
+        }
+    }
+    lines
 }
 
 /// Each backend's failure once, in the sentence that names the backend, its URL or command, and the cause: a failed

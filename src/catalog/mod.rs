@@ -9,11 +9,15 @@
 //! listing is replaced as a whole when it is rediscovered, and a backend that failed keeps its last good one.
 //! A configuration reload replaces the backends' specs ([`Catalog::reconfigure`]): a backend still configured
 //! keeps its listing, seen through its new prefix and filters; readers see the old catalog or the new, never a mix.
+//! Items the pinning rules quarantine are left out of listings and resolutions ([`quarantine`]); definitions are
+//! screened for what is addressed to the model ([`screen`]).
 //!
 //! Must not know: how listings are discovered or requests routed (the router does that), agents, HTTP.
 
 mod named;
 mod names;
+mod quarantine;
+pub mod screen;
 mod starting;
 mod template;
 
@@ -26,6 +30,7 @@ use serde_json::Value;
 use crate::swap::Swap;
 use named::Named;
 pub use names::is_valid_tool_name;
+pub use quarantine::Quarantined;
 pub use template::UriTemplate;
 
 /// Which items a request sees: all backends' (prefixed) or one backend's (bare names).
@@ -123,6 +128,8 @@ struct Snapshot {
     /// Resource templates in configuration order.
     templates: Vec<(Arc<str>, UriTemplate)>,
     withheld: Vec<Withheld>,
+    /// Quarantined tools, findable only to say why a call is refused ([`quarantine`]).
+    held: Named,
 }
 
 /// Each backend's discovery status and last good listing.
@@ -133,6 +140,8 @@ type Discovered = HashMap<Arc<str>, (BackendStatus, Arc<Listing>)>;
 struct State {
     specs: Vec<BackendSpec>,
     discovered: Discovered,
+    /// Each backend's quarantined tools and prompts ([`quarantine`]).
+    quarantined: HashMap<Arc<str>, Quarantined>,
 }
 
 pub struct Catalog {
@@ -148,7 +157,8 @@ impl Catalog {
         let discovered =
             specs.iter().map(|spec| (spec.name.clone(), (BackendStatus::Pending, Arc::default()))).collect();
         let changed = tokio::sync::watch::Sender::new(0);
-        Self { state: RwLock::new(State { specs, discovered }), snapshot: Swap::default(), changed }
+        let quarantined = HashMap::new();
+        Self { state: RwLock::new(State { specs, discovered, quarantined }), snapshot: Swap::default(), changed }
     }
 
     /// The configured backends, in configuration order.
@@ -202,6 +212,7 @@ impl Catalog {
         let added: Vec<Arc<str>> =
             specs.iter().map(|spec| spec.name.clone()).filter(|name| !names.contains(name)).collect();
         names.extend(added);
+        state.quarantined.retain(|name, _| specs.iter().any(|spec| spec.name == *name));
         state.specs = specs;
         let (before, after) = (self.snapshot.load(), Arc::new(build(&state)));
         self.snapshot.store(Arc::clone(&after));
@@ -312,10 +323,17 @@ fn build(state: &State) -> Snapshot {
     let mut snapshot = Snapshot::default();
     for spec in &state.specs {
         let Some((_, listing)) = state.discovered.get(&spec.name) else { continue };
+        let quarantined = state.quarantined.get(&spec.name);
+        let held = |kind, item: &Value| {
+            quarantined.is_some_and(|held| name_of(item).is_some_and(|name| held.contains(&(kind, name.to_owned()))))
+        };
         for tool in listing.tools.iter().filter(|tool| name_of(tool).is_none_or(|name| (spec.exposes)(name))) {
-            snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld);
+            match held("tool", tool) {
+                true => snapshot.held.add(spec, tool, "tool", &mut Vec::new()),
+                false => snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld),
+            }
         }
-        for prompt in &listing.prompts {
+        for prompt in listing.prompts.iter().filter(|prompt| !held("prompt", prompt)) {
             snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
         }
         for template in listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str()) {

@@ -184,3 +184,24 @@ fn a_name_under_a_pending_backends_prefix_is_starting_until_its_discovery_ends()
     assert!(changes.has_changed().unwrap());
     assert_eq!(catalog.starting_owner(View::Backend("web"), "missing"), None);
 }
+
+#[test]
+fn quarantined_items_leave_listings_and_resolution_and_take_no_name() {
+    let catalog = Catalog::new(vec![spec("a", ""), spec("b", "")]);
+    catalog
+        .update("a", Ok(Listing { prompts: vec![tool("brief")], ..Listing::tools(vec![tool("echo"), tool("read")]) }));
+    catalog.update("b", Ok(Listing::tools(vec![tool("echo")])));
+    assert_eq!(&*catalog.resolve(View::All, "echo").unwrap().backend, "a");
+    let held: Quarantined = [("tool", "echo".to_owned()), ("prompt", "brief".to_owned())].into();
+    assert!(catalog.quarantine("a", held.clone()), "what agents see of `a` changed");
+    assert!(!catalog.quarantine("a", held), "the same quarantine again changes nothing");
+    assert_eq!(names(&catalog.tools(View::All)), ["read", "echo"]);
+    assert_eq!(&*catalog.resolve(View::All, "echo").unwrap().backend, "b", "a quarantined tool takes no name");
+    assert!(catalog.resolve(View::Backend("a"), "echo").is_none());
+    assert!(catalog.prompts(View::All).is_empty());
+    let found = catalog.quarantined_tool(View::Backend("a"), "echo").expect("findable to say why");
+    assert_eq!((&*found.backend, found.name.as_str()), ("a", "echo"));
+    assert!(catalog.quarantine("a", Quarantined::new()), "lifting it serves the tool again");
+    assert!(catalog.quarantined_tool(View::Backend("a"), "echo").is_none());
+    assert!(!catalog.quarantine("nobody", Quarantined::new()));
+}

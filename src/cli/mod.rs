@@ -7,6 +7,7 @@ pub mod import;
 pub mod init;
 pub mod keys;
 pub mod limits;
+pub mod pins;
 pub mod reload;
 pub mod table;
 pub mod terminal;

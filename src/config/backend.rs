@@ -26,8 +26,9 @@ use serde::Deserialize;
 use super::credential::{self, BackendCredential, RawCredential};
 use super::fields::{Fault, KeyPath, list, optional, quoted, required};
 use super::oauth::{self, OAuthConfig, RawOAuth};
+use super::pins::{self, PinConfig, PinKeys, PinMode, PinNew, ScreenMode};
 use super::stdio::{self, RawEnvValue, StdioConfig, StdioKeys, StdioSessions};
-use super::values::{Expected, duration_text, parse_header_name, parse_positive_duration};
+use super::values::{Expected, SizeInput, duration_text, parse_header_name, parse_positive_duration};
 use crate::glob::Glob;
 
 pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -94,6 +95,8 @@ pub struct BackendConfig {
     pub credential: Option<BackendCredential>,
     /// `[backends.oauth]`: the gateway obtains the backend's tokens as an OAuth client.
     pub oauth: Option<OAuthConfig>,
+    /// `pin`, `pin_new`, `screen`, `refresh`, `max_description`.
+    pub pins: PinConfig,
 }
 
 impl BackendConfig {
@@ -148,6 +151,12 @@ pub(super) struct RawBackend {
     #[serde(deserialize_with = "duration_text")]
     idle_timeout: Option<String>,
     max_processes: Option<i64>,
+    pin: Option<PinMode>,
+    pin_new: Option<PinNew>,
+    screen: Option<ScreenMode>,
+    #[serde(deserialize_with = "duration_text")]
+    refresh: Option<String>,
+    max_description: Option<SizeInput>,
 }
 
 impl RawBackend {
@@ -160,6 +169,16 @@ impl RawBackend {
             sessions: self.sessions,
             idle_timeout: self.idle_timeout.as_deref(),
             max_processes: self.max_processes,
+        }
+    }
+
+    fn pin_keys(&self) -> PinKeys<'_> {
+        PinKeys {
+            pin: self.pin,
+            pin_new: self.pin_new,
+            screen: self.screen,
+            refresh: self.refresh.as_deref(),
+            max_description: self.max_description.as_ref(),
         }
     }
 }
@@ -207,6 +226,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
     if oauth.is_some() {
         oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
     }
+    let pins = pins::build(&entry, &raw.pin_keys())?;
     Ok(BackendConfig {
         name,
         endpoint,
@@ -220,6 +240,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         headers,
         credential,
         oauth,
+        pins,
     })
 }
 

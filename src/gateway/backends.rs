@@ -1,7 +1,8 @@
 //! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
 //! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
-//! SSE backend). Types only; used at start and by every reload, so both build backends the same way.
+//! SSE backend), and the router's pinning rules. Types only; used at start and by every reload, so both build backends the same way.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::legacy_sse::LegacySseBackend;
@@ -9,7 +10,11 @@ use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBindi
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::BackendSpec;
-use crate::config::{BackendConfig, Endpoint, OAuthGrant, ProtocolEra, StdioConfig, StdioSessions, Transport};
+use crate::config::{
+    BackendConfig, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig, StdioSessions,
+    Transport,
+};
+use crate::router::pins::{self, PinRules};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     let filter = backend.tools.clone();
@@ -19,6 +24,21 @@ pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
         exposes: Box::new(move |tool| filter.exposes(tool)),
         resource_prefix: backend.resource_prefix.clone(),
     }
+}
+
+/// Each backend's pinning rules (`pin`, `pin_new`, `screen`, `max_description`).
+pub(super) fn pin_rules(config: &Config) -> HashMap<Arc<str>, PinRules> {
+    let rules = |backend: &BackendConfig| PinRules {
+        mode: match backend.pins.pin {
+            PinMode::Strict => pins::PinMode::Strict,
+            PinMode::Warn => pins::PinMode::Warn,
+            PinMode::Off => pins::PinMode::Off,
+        },
+        quarantine_new: backend.pins.pin_new == PinNew::Quarantine,
+        quarantine_flagged: backend.pins.screen == ScreenMode::Quarantine,
+        max_description: backend.pins.max_description,
+    };
+    config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), rules(backend))).collect()
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,

@@ -112,19 +112,18 @@ pub(super) fn channel() -> (Reloader, Requests) {
 /// The discovery task of each configured backend; dropping it ends them all.
 pub(super) struct Discovery {
     router: Arc<CallRouter>,
-    ttl: Duration,
     tasks: HashMap<String, JoinHandle<()>>,
 }
 
 impl Discovery {
-    pub(super) fn new(router: &Arc<CallRouter>, ttl: Duration) -> Self {
-        Self { router: Arc::clone(router), ttl, tasks: HashMap::new() }
+    pub(super) fn new(router: &Arc<CallRouter>) -> Self {
+        Self { router: Arc::clone(router), tasks: HashMap::new() }
     }
 
     /// Starts (or restarts) discovering `backend` and watching its health.
     pub(super) fn start(&mut self, backend: &BackendConfig) {
         self.stop(&backend.name);
-        let task = discovery::spawn(&self.router, &backend.name, self.ttl, backend.health_interval);
+        let task = discovery::spawn(&self.router, &backend.name, backend.pins.refresh, backend.health_interval);
         self.tasks.insert(backend.name.clone(), task);
     }
 
@@ -284,6 +283,7 @@ impl Live {
                 policies: policies(&next),
                 discovery_wait: next.server.discovery_wait,
                 limits: limits(&next),
+                pins: backends::pin_rules(&next),
             },
             specs,
             diff.auth,

@@ -20,6 +20,14 @@ pub fn canonical_digest(value: &Value) -> String {
     hex(&sink.0.finalize())
 }
 
+/// `value`'s canonical JSON text (what [`canonical_digest`] hashes), for storing a definition to compare later.
+pub fn canonical_json(value: &Value) -> String {
+    let mut text = Vec::new();
+    // Writing into a Vec cannot fail, nor can serializing a `Value`.
+    let _ = write_canonical(&mut text, value);
+    String::from_utf8(text).unwrap_or_default()
+}
+
 /// Hex SHA-256 of raw bytes.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))

@@ -23,8 +23,8 @@
 //! - The store also keeps the revocation log of deleted agent sessions ([`Revocation`]; see `revocations.rs`),
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
 //!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
-//!   the call's claim key; see `approvals.rs`), and the limit counters replicas share ([`CounterRow`]; see
-//!   `limit_counters.rs`).
+//!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
+//!   `limit_counters.rs`), and the pinned tool definitions ([`PinRow`]; see `pins.rs`).
 
 mod background;
 mod detach;
@@ -54,12 +54,13 @@ use crate::raw_json::RawJson;
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
 pub use approvals::{ApprovalRequest, ApprovalRow, ApprovalState, Decision, MAX_NOTE};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
-pub use digest::canonical_digest;
+pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
 pub use instance::instance_id;
 pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
+pub use pins::{PinKey, PinOffer, PinRow, PinState};
 pub use postgres::PostgresStore;
 pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
@@ -95,6 +96,7 @@ macro_rules! dispatch {
 mod approvals;
 mod backend_tokens;
 mod limit_counters;
+mod pins;
 mod revocations;
 
 impl LedgerStore {

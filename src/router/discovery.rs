@@ -35,8 +35,19 @@ impl CallRouter {
         };
         match self.list_everything(backend, &target).await {
             Ok(listing) => {
+                // Boxed: `discover` is awaited inside `tools/list` (after an agent's authorization), so whatever
+                // its future holds inline makes every request's future larger and every move of it dearer.
+                let quarantine_changed = match Box::pin(self.judge_pins(backend, &listing)).await {
+                    Ok(changed) => changed,
+                    Err(text) => {
+                        self.catalog.update(backend, Err(text.clone()));
+                        return Err(text);
+                    }
+                };
+                // Marked authorized only with the listing recorded (no await between): a `tools/list` that finds
+                // the backend authorized must find its tools too.
                 self.unauthorized.mark(backend, false);
-                let changed = self.catalog.update(backend, Ok(listing));
+                let changed = self.catalog.update(backend, Ok(listing)) || quarantine_changed;
                 if changed {
                     // Nobody listening (no agent stream open) is fine.
                     let _ = self.tool_changes.send(ToolsChanged::Backend(Arc::from(backend)));

@@ -34,6 +34,7 @@ mod input_rounds;
 pub(crate) mod inspect;
 pub mod limits;
 mod outcome;
+pub mod pins;
 mod readiness;
 pub mod request_state;
 mod starting;
@@ -174,6 +175,8 @@ pub struct Routing {
     pub discovery_wait: Duration,
     /// `[[limits]]`: what each principal may spend ([`limits`]); a reload carries the unchanged ones' counters.
     pub limits: Limits,
+    /// Each backend's pinning rules ([`pins`]); a backend without is not pinned.
+    pub pins: HashMap<Arc<str>, pins::PinRules>,
 }
 
 impl Routing {
@@ -384,7 +387,11 @@ impl CallRouter {
             }
             Resolved::Unknown => {
                 caller.record.unknown_tool();
-                return Err(unknown());
+                let held = self.catalog.quarantined_tool(view, &name);
+                return Err(match held.filter(|route| usable(&grants, caller, "tool", route, Grants::tool)) {
+                    Some(route) => pins::refusal(&name, &route),
+                    None => unknown(),
+                });
             }
         };
         caller.record.tool(&route.backend, &route.exposed);

@@ -28,6 +28,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
+use super::pins::PinMetrics;
 use super::trace::Counts;
 
 /// The exported names (counters carry the `_total` the exposition adds to their registered name).
@@ -149,6 +150,8 @@ pub struct Metrics {
     trace_counts: Counts,
     approvals: Family<DecisionLabels, Counter>,
     approval_notify_failures: Counter,
+    /// `switchyard_tool_pins` and `switchyard_tool_definition_changes_total` (`pins.rs`).
+    pins: PinMetrics,
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
@@ -221,6 +224,7 @@ impl Metrics {
             trace_counts,
             approvals: Family::default(),
             approval_notify_failures: Counter::default(),
+            pins: PinMetrics::default(),
             backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
@@ -276,6 +280,7 @@ impl Metrics {
         registry.register(counter(names::TRACE_SPANS_DROPPED), dropped, spans_dropped);
         let failed = "Trace export requests the collector refused or did not answer in time";
         registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
+        self.pins.register(registry);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -391,6 +396,7 @@ impl Metrics {
             family.remove(&labels);
         }
         self.discovery_failures.remove(&labels);
+        self.pins.forget(&labels.backend);
         let mut series = self.backend_series.lock();
         series.removed.insert(labels.backend);
         drop_series(&self.client_duration, &mut series.client_duration, |labels| &*labels.backend == backend);
@@ -405,6 +411,16 @@ impl Metrics {
         if !up {
             self.backend_series.lock().removed.remove(backend);
         }
+    }
+
+    /// How many of `backend`'s pinned tools and prompts are served and how many quarantined.
+    pub fn tool_pins(&self, backend: &str, pinned: usize, quarantined: usize) {
+        self.pins.set(self.names.get(backend), pinned, quarantined);
+    }
+
+    /// `changes` definitions of `backend` changed after they were pinned.
+    pub fn definitions_changed(&self, backend: &str, changes: u64) {
+        self.pins.changed(self.names.get(backend), changes);
     }
 
     /// One failed discovery of `backend`.

@@ -14,6 +14,7 @@ mod access_line;
 pub(crate) mod labels;
 pub mod logs;
 pub(crate) mod metrics;
+mod pins;
 mod throttle;
 pub(crate) mod trace;
 

@@ -31,6 +31,7 @@ mod limits;
 mod modern_backend;
 mod modern_front;
 mod oauth_browser;
+mod pins;
 mod policies;
 mod principals;
 mod real_clients;

@@ -116,7 +116,7 @@ pub(crate) struct PythonAgent {
 
 impl PythonAgent {
     /// Starts the agent against `url` and waits for its handshake.
-    async fn connect(python: &Path, url: &str) -> PythonAgent {
+    pub(crate) async fn connect(python: &Path, url: &str) -> PythonAgent {
         PythonAgent::connect_with(python, url, &[]).await
     }
 
@@ -171,12 +171,17 @@ impl PythonAgent {
     }
 
     pub(crate) async fn command(&mut self, command: &str) -> Value {
+        let answer = self.ask(command).await;
+        assert_eq!(answer["ok"], true, "{command}: {answer}\n{}", self.stderr());
+        answer
+    }
+
+    /// Sends one command and returns the agent's answer, whether it succeeded or not.
+    pub(crate) async fn ask(&mut self, command: &str) -> Value {
         let stdin = self.stdin.as_mut().expect("the agent is still running");
         stdin.write_all(format!("{command}\n").as_bytes()).await.expect("write a command to python_agent.py");
         stdin.flush().await.expect("flush python_agent.py's stdin");
-        let answer = self.answer(command).await;
-        assert_eq!(answer["ok"], true, "{command}: {answer}\n{}", self.stderr());
-        answer
+        self.answer(command).await
     }
 
     pub(crate) async fn tool_names(&mut self) -> Vec<String> {

@@ -5,8 +5,9 @@
 //! ledger's calls, filtered by `backend`, `tool`, `outcome`, `principal`, at most `limit`),
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
 //! what each does), `/admin/api/approvals` (calls awaiting approval, with the `switchyard calls approve` and
-//! `deny` commands), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), and the page's static
-//! files ([`ui`]).
+//! `deny` commands), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), `/admin/api/pins`
+//! (pinned tool definitions; for a changed one both definitions and the commands that approve or reject it), and
+//! the page's static files ([`ui`]).
 //!
 //! Rules: every API answer passes [`access::AdminCaller`] first (header checks, then an administrator's
 //! credential, or this machine where `[auth]` allows it); the page itself holds no data and is served to anyone,
@@ -47,6 +48,7 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api/calls/unknown", get(unknown_calls))
         .route("/admin/api/approvals", get(pending_approvals))
         .route("/admin/api/limits", get(limits))
+        .route("/admin/api/pins", get(pins))
         .route("/admin/api", get(no_such_resource))
         .route("/admin/api/", get(no_such_resource))
         .route("/admin/api/{*rest}", get(no_such_resource))
@@ -86,6 +88,11 @@ async fn pending_approvals(_: AdminCaller, State(front): State<Arc<Front>>, uri:
 async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {
     let limits = front.router.routing().limits.usage().await.map_err(|error| FrontError::Inspect(error.into()))?;
     Ok(answer(json!({ "limits": limits })))
+}
+
+async fn pins(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {
+    let pins = front.router.pin_views().await.map_err(FrontError::Inspect)?;
+    Ok(answer(json!({ "pins": pins })))
 }
 
 async fn no_such_resource(_: AdminCaller) -> FrontError {

@@ -278,6 +278,36 @@
     $("unknown").replaceChildren(...cards);
   }
 
+  // --- quarantined tools -------------------------------------------------------------------------------------
+
+  function renderQuarantined(pins) {
+    const held = pins.filter((pin) => pin.state === "quarantined");
+    if (!held.length) {
+      $("quarantined").replaceChildren(el("p", { class: "muted" }, "None: every pinned tool is served."));
+      return;
+    }
+    const json = (value) => el("pre", {}, value === null ? "(nothing pinned: new)" : JSON.stringify(value, null, 2));
+    const cards = held.map((pin) =>
+      el(
+        "div",
+        { class: "unknown-call quarantined", "data-name": `${pin.backend}/${pin.name}` },
+        el("p", {}, el("strong", {}, pin.name), ` (${pin.kind}) of ${pin.backend}`),
+        pin.offered
+          ? el(
+              "div",
+              { class: "diff" },
+              el("div", {}, el("p", { class: "muted" }, "pinned"), json(pin.offered.pinned)),
+              el("div", {}, el("p", { class: "muted" }, "offered"), json(pin.offered.offered)),
+            )
+          : null,
+        pin.offered
+          ? el("ul", {}, el("li", {}, el("code", {}, pin.offered.approve)), el("li", {}, el("code", {}, pin.offered.reject)))
+          : null,
+      ),
+    );
+    $("quarantined").replaceChildren(...cards);
+  }
+
   // --- catalog --------------------------------------------------------------------------------------------------
 
   function renderCatalog(catalog) {
@@ -335,13 +365,15 @@
     }
     running = true;
     try {
-      const [backends, unknown, calls, catalog, limits] = await Promise.all([
+      const [backends, unknown, calls, catalog, limits, pins] = await Promise.all([
         get("backends"),
         get("calls/unknown"),
         get(callQuery()),
         get("catalog"),
         get("limits"),
+        get("pins"),
       ]);
+      renderQuarantined(pins.pins);
       renderBackends(backends.backends);
       renderUnknown(unknown.calls);
       renderCalls(calls.calls);

@@ -13,6 +13,7 @@
 
 mod approvals;
 mod claims;
+mod pins;
 mod record;
 mod side;
 mod table;
@@ -64,6 +65,8 @@ struct Inner {
     approvals: Mutex<HashMap<ClaimKey, ApprovalRow>>,
     /// Limit counters by (limit, principal), in listing order.
     limit_counters: Mutex<BTreeMap<(String, String), CounterRow>>,
+    /// Pinned definitions (see `pins.rs`).
+    pins: Mutex<pins::Pins>,
 }
 
 /// Now, as the store keeps times.

@@ -20,6 +20,7 @@ mod conn;
 mod limit_counters;
 mod listen;
 mod ops;
+mod pins;
 mod revocations;
 mod rows;
 mod schema;
@@ -38,6 +39,7 @@ use super::detach::{Abandon, Delivery, detached, spawn_release};
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::limit_counters::LimitCounterSql;
+use super::pins::PinSql;
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
@@ -63,6 +65,7 @@ struct Inner {
     backend_token_sql: BackendTokenSql,
     approval_sql: ApprovalSql,
     limit_counter_sql: LimitCounterSql,
+    pin_sql: PinSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -97,6 +100,7 @@ impl PostgresStore {
         let backend_token_sql = BackendTokenSql::new(&names.backend_tokens, Dialect::Postgres);
         let approval_sql = ApprovalSql::new(&names.approvals, Dialect::Postgres);
         let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
+        let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -114,6 +118,7 @@ impl PostgresStore {
             backend_token_sql,
             approval_sql,
             limit_counter_sql,
+            pin_sql,
             revocations,
             _stop_listening: stop,
         };

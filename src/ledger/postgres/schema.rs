@@ -17,6 +17,7 @@ use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
 use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
+use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
@@ -41,6 +42,8 @@ pub(super) struct Names {
     pub(super) approvals: String,
     /// The shared limit counters' table.
     pub(super) limit_counters: String,
+    /// The pinned definitions' table.
+    pub(super) pins: String,
 }
 
 impl Names {
@@ -59,6 +62,7 @@ impl Names {
             backend_tokens: qualify(BACKEND_TOKENS_TABLE),
             approvals: qualify(APPROVALS_TABLE),
             limit_counters: qualify(LIMIT_COUNTERS_TABLE),
+            pins: qualify(PINS_TABLE),
         }
     }
 }
@@ -94,6 +98,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&backend_tokens::create_statement(&names.backend_tokens, Dialect::Postgres)).await?;
     tx.batch_execute(&approvals::create_statement(&names.approvals, Dialect::Postgres)).await?;
     tx.batch_execute(&limit_counters::create_statement(&names.limit_counters)).await?;
+    tx.batch_execute(&pins::create_statement(&names.pins)).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -18,6 +18,7 @@ mod batch;
 mod checkpoint;
 mod limit_counters;
 mod ops;
+mod pins;
 mod revocations;
 mod worker;
 

@@ -34,6 +34,7 @@ use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::background::{Nudger, Parked, Parking};
 use crate::ledger::error::LedgerError;
 use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
+use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
 use crate::ledger::stats::{WriterCounters, WriterStats};
@@ -259,6 +260,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     tx.execute_batch(&backend_tokens::create_statement(BACKEND_TOKENS_TABLE, Dialect::Sqlite))?;
     tx.execute_batch(&approvals::create_statement(APPROVALS_TABLE, Dialect::Sqlite))?;
     tx.execute_batch(&limit_counters::create_statement(LIMIT_COUNTERS_TABLE))?;
+    tx.execute_batch(&pins::create_statement(PINS_TABLE))?;
     tx.commit()?;
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`], [`approvals`]) run against every store, the lingering
-//! completions of the SQL stores ([`linger`]), plus what only one store can show ([`stores`]).
+//! The ledger's tests: one behaviour suite ([`behaviour`], [`completion`], [`approvals`], [`pins`]) run against
+//! every store, the lingering completions of the SQL stores ([`linger`]), plus what only one store can show
+//! ([`stores`]).
 //!
 //! Rules:
 //! - Each test gets a store of its own: a fresh map, a fresh SQLite file in its own temporary directory, or a
@@ -12,6 +13,7 @@ mod approvals;
 mod behaviour;
 mod completion;
 mod linger;
+mod pins;
 mod stores;
 
 use std::path::PathBuf;
@@ -316,6 +318,20 @@ approvals_on_every_store!(
     approvals_are_seen_by_a_second_instance,
     old_decided_and_expired_requests_are_purged,
     malformed_requests_and_notes_are_refused,
+);
+
+macro_rules! pins_on_every_store {
+    ($($case:ident),* $(,)?) => {
+        behaviour_suite!(memory_pins in memory, pins: $($case),*);
+        behaviour_suite!(sqlite_pins in sqlite, pins: $($case),*);
+        behaviour_suite!(postgres_pins in postgres, pins: $($case),*);
+    };
+}
+
+pins_on_every_store!(
+    pins_are_trusted_once_then_offers_quarantine_until_approved,
+    warn_offers_keep_serving_and_the_pinned_definition_withdraws_an_offer,
+    pins_are_seen_by_a_second_instance,
 );
 
 behaviour_suite!(sqlite_linger in sqlite, linger:
