@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use switchyard::config::Config;
-use switchyard::ledger::{ClaimKey, ClaimRecord, ClaimState, ListFilter, Resolution};
+use switchyard::ledger::{ApprovalState, ClaimKey, ClaimRecord, ClaimState, LedgerStore, ListFilter, Resolution};
 
 use clap::Subcommand;
 
@@ -21,7 +21,8 @@ use super::terminal::{escaped, shell_word};
 
 #[derive(clap::Args)]
 pub struct CallsFilter {
-    /// Only calls in this state: in_flight, completed or unknown.
+    /// Only calls in this state: in_flight, completed, unknown, or awaiting_approval (the approval requests
+    /// nobody has decided yet).
     #[arg(long)]
     pub state: Option<String>,
     /// Only calls made by this principal (an API key's `principal`; a JWT's `principal_prefix` and claim).
@@ -112,11 +113,14 @@ pub async fn run(
 
 async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
-    let state = filter.state.as_deref().map(parse_state).transpose()?;
     let since = match filter.since.as_deref() {
         Some(text) => Some(SystemTime::now() - switchyard::config::parse_duration(text).map_err(anyhow::Error::msg)?),
         None => None,
     };
+    if filter.state.as_deref() == Some(ApprovalState::AwaitingApproval.as_str()) {
+        return list_awaiting(&store, &filter, since).await;
+    }
+    let state = filter.state.as_deref().map(parse_state).transpose()?;
     let query = ListFilter {
         state,
         principal: filter.principal,
@@ -127,6 +131,32 @@ async fn list(filter: CallsFilter, config: Option<PathBuf>) -> anyhow::Result<Ex
     };
     let rows = store.list(&query).await?.iter().map(row).collect();
     print_table(["STARTED (UTC)", "STATE", "PRINCIPAL", "BACKEND", "TOOL", "KEY"], rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The approval requests still awaiting a decision, newest first, with the same filters as the calls.
+async fn list_awaiting(
+    store: &LedgerStore,
+    filter: &CallsFilter,
+    since: Option<SystemTime>,
+) -> anyhow::Result<ExitCode> {
+    let now = SystemTime::now();
+    let limit = filter.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    let wanted = |wanted: &Option<String>, value: &str| wanted.as_deref().is_none_or(|wanted| wanted == value);
+    let rows = store
+        .approvals(Some(ApprovalState::AwaitingApproval), limit)
+        .await?
+        .into_iter()
+        .filter(|row| row.state_at(now) == ApprovalState::AwaitingApproval)
+        .filter(|row| since.is_none_or(|since| row.requested_at >= since))
+        .filter(|row| wanted(&filter.principal, &row.principal))
+        .filter(|row| wanted(&filter.backend, &row.backend) && wanted(&filter.tool, &row.tool))
+        .map(|row| {
+            let key = shell_word(row.key.as_str()).into_owned();
+            [timestamp(row.requested_at), timestamp(row.expires_at), row.principal, row.backend, row.tool, key]
+        })
+        .collect();
+    print_table(["REQUESTED (UTC)", "EXPIRES (UTC)", "PRINCIPAL", "BACKEND", "TOOL", "KEY"], rows);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -183,7 +213,8 @@ fn filters_anything(filter: &CallsFilter) -> bool {
 }
 
 fn parse_state(text: &str) -> anyhow::Result<ClaimState> {
-    ClaimState::parse(text).with_context(|| format!("--state `{text}`: expected in_flight, completed or unknown"))
+    ClaimState::parse(text)
+        .with_context(|| format!("--state `{text}`: expected in_flight, completed, unknown or awaiting_approval"))
 }
 
 fn row(record: &ClaimRecord) -> [String; 6] {

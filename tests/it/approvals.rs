@@ -220,6 +220,9 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_is_approved_from_the_co
         command.arg("--config").arg(&config).arg("calls").args(args);
         command
     };
+    let waiting = crate::cli::stdout(&crate::cli::run(&mut cli(&["--state", "awaiting_approval"])).await);
+    let line = waiting.lines().find(|line| line.ends_with(&key)).unwrap_or_else(|| panic!("{key} in {waiting}"));
+    assert!(line.contains("bob") && line.contains("delete_repo"), "{line}");
     let own = crate::cli::run(&mut cli(&["approve", &key, "--as", "bob"])).await;
     assert!(!own.status.success(), "bob approved his own call");
     let said = String::from_utf8_lossy(&own.stderr).into_owned();
@@ -232,6 +235,8 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_is_approved_from_the_co
     for expected in ["approval: approved", "decided by: alice", "note: ticket 7", "\"repo\":\"r1\""] {
         assert!(shown.contains(expected), "{expected} in {shown}");
     }
+    let waiting = crate::cli::stdout(&crate::cli::run(&mut cli(&["--state", "awaiting_approval"])).await);
+    assert!(!waiting.contains(&key), "a decided request is no longer listed: {waiting}");
     let again = crate::cli::run(&mut cli(&["deny", &key, "--as", "alice"])).await;
     assert!(String::from_utf8_lossy(&again.stderr).contains("approved already"), "decided once");
 

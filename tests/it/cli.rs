@@ -205,7 +205,9 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
 
     let bad = run(switchyard().args(["calls", "--state", "lost", "--config"]).arg(&config)).await;
     assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected in_flight, completed or unknown"));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("expected in_flight, completed, unknown or awaiting_approval")
+    );
     gateway.kill().await;
 }
 
