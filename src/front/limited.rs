@@ -13,10 +13,12 @@ use crate::router::limits::{Held, admit_request};
 impl Front {
     /// Admits `caller`'s `method` request by the limits that count every request.
     pub(super) async fn admit_by_limits(&self, caller: &Caller, method: &Method) -> Result<Held, FrontError> {
-        if *method == Method::ToolsCall {
+        let routing = self.router.routing();
+        // Boxed and only entered when configured, so an unlimited request's future stays small.
+        if *method == Method::ToolsCall || !routing.limits.count_every_request() {
             return Ok(Held::default());
         }
-        admit_request(&self.router.routing().limits, caller)
+        Box::pin(admit_request(&routing.limits, caller))
             .await
             .map_err(|refusal| FrontError::Limited { id: caller.request_id.clone(), refusal: Box::new(refusal) })
     }

@@ -410,15 +410,18 @@ impl CallRouter {
         if state.is_none()
             && grants.needs_approval(&route.exposed)
             && let approvals::Gate::Answered(outcome, answer) =
-                self.hold_for_approval(caller, &route, &mut params, relay).await
+                Box::pin(self.hold_for_approval(caller, &route, &mut params, relay)).await
         {
             caller.record.tool_outcome(outcome);
             return answer.map(Found::Built);
         }
-        // A continued call was admitted by the limits when it started.
+        // A continued call was admitted by the limits when it started. The gates above and here are boxed, and
+        // only entered when configured: inline, their futures would grow every call's and cost a copy per move.
         let limited = match state {
-            None => limits::admit_call(&routing.limits, caller, &route, params.get("arguments")).await,
-            Some(_) => Ok(Held::default()),
+            None if !routing.limits.is_empty() => {
+                Box::pin(limits::admit_call(&routing.limits, caller, &route, params.get("arguments"))).await
+            }
+            _ => Ok(Held::default()),
         };
         let mut allowance = match limited {
             Ok(allowance) => allowance,

@@ -2,7 +2,8 @@
 //! tool result (`isError`, `_meta["switchyard/outcome"] = "not_delivered"`, `_meta["switchyard/retry-after"]`),
 //! counted as `limited`; any other request the [`Refusal`] itself, which the front answers with HTTP 429.
 //!
-//! Rules: with no limit configured nothing is computed (not even the principal's key); every refusal is counted
+//! Rules: callers enter only when a limit counts the request ([`Limits::is_empty`], [`Limits::count_every_request`]),
+//! so an unlimited one computes nothing (not even the principal's key); every refusal is counted
 //! in `switchyard_limit_refusals_total` by the limit's label and logged with the principal.
 
 use serde_json::Value;
@@ -19,9 +20,6 @@ pub async fn admit_call(
     route: &Route,
     arguments: Option<&Value>,
 ) -> Result<Held, Value> {
-    if limits.is_empty() {
-        return Ok(Held::default());
-    }
     let key = caller.fairness_key();
     let request = Request { principal: &caller.principal, key: &key, tool: Some((&route.exposed, &route.backend)) };
     limits.admit(&request, arguments).await.map_err(|refusal| {
@@ -33,9 +31,6 @@ pub async fn admit_call(
 
 /// Admits a request other than a tool call by the limits that count every request (`methods = ["*"]`).
 pub async fn admit_request(limits: &Limits, caller: &Caller) -> Result<Held, Refusal> {
-    if !limits.count_every_request() {
-        return Ok(Held::default());
-    }
     let key = caller.fairness_key();
     let request = Request { principal: &caller.principal, key: &key, tool: None };
     limits.admit(&request, None).await.inspect_err(|refusal| counted(caller, refusal))

@@ -95,8 +95,9 @@ impl Limits {
         let mut digest = None;
         for limit in self.set.iter().filter(|limit| limit.counts(request)) {
             let leased = match &self.shared {
+                // Boxed: the lease's database future is large, and inline it would be copied with every call's.
                 Some(store) if limit.spec.rate.is_some() || limit.spec.quota.is_some() => {
-                    shared::take_leased(limit, store, request.key, now, &mut held).await
+                    Box::pin(shared::take_leased(limit, store, request.key, now, &mut held)).await
                 }
                 _ => None,
             };
