@@ -19,9 +19,9 @@ pub(crate) const CLAIMS_TABLE: &str = "switchyard_claims";
 /// The schema version this build creates and understands.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
 
-/// The most claims one purge statement deletes: a few milliseconds of the writer's time, so calls queued behind
-/// a slice wait no longer than that.
-pub(crate) const PURGE_SLICE: u64 = 500;
+/// The most claims one purge statement deletes: about a millisecond of the SQLite writer's time, so calls queued
+/// behind a slice wait no longer than that (BENCHMARKS.md, *The SQLite retention purge under calls*).
+pub(crate) const PURGE_SLICE: u64 = 128;
 
 /// Purges in slices: runs `slice` (one statement deleting at most [`PURGE_SLICE`] claims, returning how many) until
 /// one deletes fewer, yielding in between so the writes queued meanwhile go first. Returns the total.
