@@ -67,21 +67,6 @@ fn select(
     values: impl rusqlite::Params,
 ) -> Result<Vec<ApprovalRow>, LedgerError> {
     let mut statement = db.conn.prepare_cached(sql)?;
-    let rows = statement.query_map(values, |row| {
-        Ok((
-            row.get(0)?,
-            row.get(1)?,
-            row.get(2)?,
-            row.get(3)?,
-            row.get(4)?,
-            row.get(5)?,
-            row.get(6)?,
-            row.get(7)?,
-            row.get(8)?,
-            row.get(9)?,
-            row.get(10)?,
-            row.get(11)?,
-        ))
-    })?;
+    let rows = statement.query_map(values, |row| row.try_into())?;
     rows.map(|row| from_columns(row?)).collect()
 }

@@ -82,21 +82,7 @@ impl SqliteStore {
             .worker
             .run(move |db| {
                 let mut statement = db.conn.prepare_cached(&SQL.select)?;
-                let rows = statement.query_map(params![backend], |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                        row.get(5)?,
-                        row.get(6)?,
-                        row.get(7)?,
-                        row.get(8)?,
-                        row.get(9)?,
-                        row.get(10)?,
-                    ))
-                })?;
+                let rows = statement.query_map(params![backend], |row| row.try_into())?;
                 rows.map(|row| PinRow::from_stored(row?)).collect()
             })
             .await
