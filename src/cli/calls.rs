@@ -140,14 +140,12 @@ async fn list_awaiting(
     filter: &CallsFilter,
     since: Option<SystemTime>,
 ) -> anyhow::Result<ExitCode> {
-    let now = SystemTime::now();
     let limit = filter.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let wanted = |wanted: &Option<String>, value: &str| wanted.as_deref().is_none_or(|wanted| wanted == value);
     let rows = store
-        .approvals(Some(ApprovalState::AwaitingApproval), limit)
+        .awaiting_approvals(limit)
         .await?
         .into_iter()
-        .filter(|row| row.state_at(now) == ApprovalState::AwaitingApproval)
         .filter(|row| since.is_none_or(|since| row.requested_at >= since))
         .filter(|row| wanted(&filter.principal, &row.principal))
         .filter(|row| wanted(&filter.backend, &row.backend) && wanted(&filter.tool, &row.tool))

@@ -12,7 +12,7 @@ use reqwest::Url;
 use serde_json::{Value, json};
 
 use crate::ledger::ApprovalRow;
-use crate::router::Announce;
+use crate::router::{Announce, decision_commands};
 use crate::telemetry::Metrics;
 
 /// How many times one announcement is tried.
@@ -65,15 +65,15 @@ impl Notifier {
 }
 
 fn body(row: &ApprovalRow, exposed: &str) -> Value {
-    let key = row.key.as_str();
+    let [approve, deny] = decision_commands(&row.key);
     json!({
-        "key": key,
+        "key": row.key.as_str(),
         "tool": exposed,
         "backend": row.backend,
         "backend_tool": row.tool,
         "principal": row.principal,
         "arguments_sha256": row.args_digest,
-        "approve_command": format!("switchyard calls approve '{key}'"),
-        "deny_command": format!("switchyard calls deny '{key}'"),
+        "approve_command": approve,
+        "deny_command": deny,
     })
 }

@@ -307,6 +307,15 @@ impl LedgerStore {
     pub async fn approvals(&self, state: Option<ApprovalState>, limit: usize) -> Result<Vec<ApprovalRow>, LedgerError> {
         dispatch!(self.approvals(state, limit))
     }
+
+    /// The requests still awaiting a decision now (stored as awaiting and not expired), newest first, at most
+    /// `limit`: those an approver can still decide.
+    pub async fn awaiting_approvals(&self, limit: usize) -> Result<Vec<ApprovalRow>, LedgerError> {
+        let now = SystemTime::now();
+        let mut rows = self.approvals(Some(ApprovalState::AwaitingApproval), limit).await?;
+        rows.retain(|row| row.state_at(now) == ApprovalState::AwaitingApproval);
+        Ok(rows)
+    }
 }
 
 #[cfg(test)]

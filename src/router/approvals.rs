@@ -31,7 +31,7 @@ use crate::auth::{Principal, Subject};
 use crate::backend::oauth::Vault;
 use crate::catalog::Route;
 use crate::ledger::{
-    ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest,
+    ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest, hex,
 };
 use crate::mcp::{OUTCOME_META, Outcome, Relay, jsonrpc};
 use crate::telemetry::{Metrics, ToolOutcome};
@@ -245,8 +245,9 @@ fn mint_key(params: &mut Value) -> Result<IdempotencyKey, String> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+/// The commands that approve and deny the call under `key`, as announcements and the console show them.
+pub fn decision_commands(key: &ClaimKey) -> [String; 2] {
+    ["approve", "deny"].map(|verb| format!("switchyard calls {verb} '{}'", key.as_str()))
 }
 
 fn invalid(text: String) -> RpcFailure {

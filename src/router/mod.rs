@@ -62,6 +62,7 @@ use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 pub use approvals::{
     Announce, ApprovalGate, Approvers, DecisionRefused, VaultFile, arguments as approval_arguments, decide,
+    decision_commands,
 };
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
@@ -477,7 +478,7 @@ impl CallRouter {
         relay: &Relay,
     ) -> approvals::Gate {
         match self.approvals.get() {
-            Some(gate) => Box::pin(gate.admit(&self.ledger.store, caller, route, params, relay)).await,
+            Some(gate) => gate.admit(&self.ledger.store, caller, route, params, relay).await,
             None => approvals::Gate::Answered(
                 ToolOutcome::Denied,
                 Err(RpcFailure::new(

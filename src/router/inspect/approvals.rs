@@ -5,13 +5,11 @@
 //! whether its caller is an approver; `switchyard calls show KEY` prints them to whoever holds the token key).
 //! Expired requests are left out: nobody can decide them any more.
 
-use std::time::SystemTime;
-
 use serde::Serialize;
 
-use super::super::CallRouter;
+use super::super::{CallRouter, decision_commands};
 use super::calls::{InspectError, MAX_CALLS, unix_ms};
-use crate::ledger::{ApprovalRow, ApprovalState};
+use crate::ledger::ApprovalRow;
 
 /// One call awaiting approval, as the console shows it.
 #[derive(Debug, Serialize)]
@@ -32,23 +30,22 @@ pub struct PendingApproval {
 impl CallRouter {
     /// The calls awaiting approval now, newest first, at most `limit` (capped at [`MAX_CALLS`]).
     pub async fn pending_approvals(&self, limit: usize) -> Result<Vec<PendingApproval>, InspectError> {
-        let rows = self.ledger.store.approvals(Some(ApprovalState::AwaitingApproval), limit.min(MAX_CALLS)).await?;
-        let now = SystemTime::now();
-        Ok(rows.iter().filter(|row| row.state_at(now) == ApprovalState::AwaitingApproval).map(view).collect())
+        let rows = self.ledger.store.awaiting_approvals(limit.min(MAX_CALLS)).await?;
+        Ok(rows.iter().map(view).collect())
     }
 }
 
 fn view(row: &ApprovalRow) -> PendingApproval {
-    let key = row.key.as_str();
+    let [approve, deny] = decision_commands(&row.key);
     PendingApproval {
-        key: key.to_owned(),
+        key: row.key.as_str().to_owned(),
         principal: row.principal.clone(),
         backend: row.backend.clone(),
         tool: row.tool.clone(),
         arguments_sha256: row.args_digest.clone(),
         requested_ms: unix_ms(row.requested_at),
         expires_ms: unix_ms(row.expires_at),
-        approve_command: format!("switchyard calls approve '{key}' --note TEXT"),
-        deny_command: format!("switchyard calls deny '{key}' --note TEXT"),
+        approve_command: format!("{approve} --note TEXT"),
+        deny_command: format!("{deny} --note TEXT"),
     }
 }
