@@ -61,8 +61,8 @@ use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 pub use approvals::{
-    Announce, ApprovalGate, Approvers, DecisionRefused, VaultFile, arguments as approval_arguments, decide,
-    decision_commands,
+    Announce, ApprovalGate, Approvers, DecisionRefused, DecisionRequest, RefusalKind, VaultFile,
+    arguments as approval_arguments, decide, decision_commands,
 };
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
