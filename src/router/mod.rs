@@ -390,7 +390,7 @@ impl CallRouter {
                 caller.record.unknown_tool();
                 let held = self.catalog.quarantined_tool(view, &name);
                 return Err(match held.filter(|route| usable(&grants, caller, "tool", route, Grants::tool)) {
-                    Some(route) => pins::refusal(&name, &route),
+                    Some(route) => pins::refusal("tool", &name, &route),
                     None => unknown(),
                 });
             }
