@@ -406,6 +406,7 @@ impl Gateway {
         self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
         self.tasks.push(pins::watch(&self.router));
+        self.tasks.push(crate::router::limits::renew(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger();
         let upkeep =
