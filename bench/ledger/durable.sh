@@ -19,7 +19,8 @@
 # server, nor its WAL writer) is measured during its rows and reported as a share of the machine; with NICE
 # those backends run at NICE too (PG_NICE). Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET (1; 0 skips it), IDLE (5 s
 # of idle CPU per gateway; 0 skips it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways
-# run at NICE too; 0 leaves them at their own), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
+# run at NICE too; 0 leaves them at their own), EXTRA (TOML appended to every gateway's configuration, `\n` for a
+# line break: e.g. a [[limits]] table), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
 # Traffic stays on 127.0.0.1; everything started is stopped at exit and the PostgreSQL schemas are dropped.
 set -euo pipefail
 
@@ -59,8 +60,8 @@ ledger_url() {
 # start_gateway NAME LEDGER_URL → sets GW_URL GW_PID (the gateway logs its ledger's writer counts at shutdown)
 start_gateway() {
     mkdir -p "$WORK/$1"
-    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "%s"\n[[backends]]\nname = "fast"\nurl = "%s"\n' \
-        "$WORK/$1" "$2" "$DIRECT_URL" >"$WORK/$1.toml"
+    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "%s"\n[[backends]]\nname = "fast"\nurl = "%s"\n%b' \
+        "$WORK/$1" "$2" "$DIRECT_URL" "${EXTRA:-}" >"$WORK/$1.toml"
     # shellcheck disable=SC2086 # GATEWAY_ENV is a list of NAME=VALUE words
     start "$1" "${PRIO[@]}" env SWITCHYARD_LOG="switchyard=info,switchyard::ledger=debug" \
         ${GATEWAY_ENV:-} "$BIN" serve --config "$WORK/$1.toml" --listen 127.0.0.1:0
