@@ -37,6 +37,24 @@ impl Named {
         }
     }
 
+    /// Every route in the order it was added (exposed or not), the search index's documents.
+    pub(super) fn routes(&self) -> &[Arc<Route>] {
+        &self.routes
+    }
+
+    /// The definition of the route at `index` as `view` shows it, when it shows it and `usable` accepts its
+    /// exposed name ([`Named::list`]'s rule, for one route).
+    pub(super) fn shown(&self, view: View<'_>, index: usize, usable: impl Fn(&str) -> bool) -> Option<&Value> {
+        let route = self.routes.get(index)?;
+        let definition = match view {
+            View::All => self.is_exposed(route).then_some(&route.definition),
+            View::Backend(backend) => {
+                (&*route.backend == backend && is_valid_tool_name(&route.name)).then_some(&route.bare)
+            }
+        };
+        definition.filter(|_| usable(&route.exposed))
+    }
+
     pub(super) fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
         let index = match view {
             View::All => self.by_exposed.get(name),
