@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::agent_auth::{BOB_KEY, api_keys};
+use crate::cli::{run, scratch_dir, stdout, switchyard};
 use crate::real_clients::PythonAgent;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
@@ -205,4 +206,30 @@ async fn full_mode_has_no_gateway_tools() {
     assert_eq!(names, ["fault__echo", "fault__create_issue", "fault__get_forecast", "fault__delete_repo"]);
     let called = agent.call_tool(SEARCH, json!({"query": "echo"})).await;
     assert!(called["error"]["message"].as_str().is_some_and(|text| text.contains("unknown tool")), "{called}");
+}
+
+#[tokio::test]
+async fn the_command_line_ranks_as_the_gateway_does_with_a_principals_policies() {
+    let demo = crate::real_clients::Demo::start().await;
+    let dir = scratch_dir("tool-search");
+    let config = dir.join("switchyard.toml");
+    let text = format!(
+        "[server]\ndata_dir = {:?}\n{}[[policies]]\nprincipals = [\"bob\"]\nallow = [\"*\"]\ndeny = [\"demo__add\"]\n{}",
+        dir.join("data").display().to_string(),
+        api_keys(),
+        backend_toml("demo", &demo.url(), "")
+    );
+    std::fs::write(&config, text).expect("write the configuration");
+    let search = |principal: Option<&str>| {
+        let mut command = switchyard();
+        command.args(["tools", "search", "sum of two numbers", "--config"]).arg(&config);
+        command.args(principal.map(|name| ["--principal", name]).into_iter().flatten());
+        command
+    };
+    let everyone = run(&mut search(None)).await;
+    assert!(everyone.status.success(), "{everyone:?}");
+    let first = stdout(&everyone).lines().nth(1).map(str::to_owned).unwrap_or_default();
+    assert!(first.starts_with("1") && first.contains("demo__add"), "the best match first:\n{}", stdout(&everyone));
+    let bob = run(&mut search(Some("bob"))).await;
+    assert!(!stdout(&bob).contains("demo__add"), "bob's policy denies it:\n{}", stdout(&bob));
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{CallRouter, Caller, Found, RpcFailure, ToolsChanged, View};
-use crate::auth::Grants;
+use crate::auth::{Grants, Principal};
 use crate::glob::Glob;
 use crate::mcp::{Relay, SessionHolder};
 pub(super) use expansion::Expansions;
@@ -134,15 +134,23 @@ impl CallRouter {
         }
     }
 
+    /// At most `limit` tool definitions of `view` best matching `query`, among those `principal`'s policies let
+    /// it use (`None`: every tool, for the operator's `switchyard tools search`).
+    pub fn find_tools(&self, principal: Option<&Principal>, view: View<'_>, query: &str, limit: usize) -> Vec<Value> {
+        let routing = self.routing.load();
+        let Some(principal) = principal else { return self.catalog.search_tools(view, query, limit, |_| true) };
+        let grants = routing.policies.for_principal(principal);
+        self.catalog.search_tools(view, query, limit, |name| grants.tool(name))
+    }
+
     fn search_tools(&self, caller: &Caller, view: View<'_>, params: &Value) -> Value {
         let (query, limit) = match search_arguments(params.get("arguments")) {
             Ok(arguments) => arguments,
             Err(refused) => return answer::refused(&refused),
         };
-        let routing = self.routing.load();
-        let grants = routing.grants(caller);
-        let hits = self.catalog.search_tools(view, query, limit, |name| grants.tool(name));
+        let hits = self.find_tools(Some(&caller.principal), view, query, limit);
         self.ledger.metrics.count_tool_search(!hits.is_empty());
+        let routing = self.routing.load();
         let modes = &routing.catalog;
         if modes.expand && matches!(caller.session, SessionHolder::Agent(_)) {
             let names = hits.iter().filter_map(|hit| hit.get("name")?.as_str());
