@@ -42,31 +42,48 @@ struct Weights {
 
 /// An inverted index over a list of routes, by position in that list.
 pub(super) struct Index {
-    /// Each stem's documents, in document order, with the stem's weighted frequency in each.
-    postings: HashMap<String, Vec<(u32, f32)>>,
+    /// Each stem's number: its place in `postings`.
+    terms: HashMap<String, u32>,
+    /// Each term's documents, in document order, with the term's weighted frequency in each.
+    postings: Vec<Vec<(u32, f32)>>,
     /// Each document's weighted length.
     lengths: Vec<f32>,
 }
 
 impl Index {
     pub(super) fn build(routes: &[Arc<Route>]) -> Index {
-        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
-        let mut lengths = Vec::with_capacity(routes.len());
+        let mut index =
+            Index { terms: HashMap::new(), postings: Vec::new(), lengths: Vec::with_capacity(routes.len()) };
+        // One document's (term, weight) occurrences, reused from one document to the next.
+        let mut occurrences: Vec<(u32, f32)> = Vec::new();
         for (document, route) in (0u32..).zip(routes) {
-            let mut frequencies: HashMap<String, f32> = HashMap::new();
             let mut length = 0.0;
             each_field(route, |weight, text| {
                 words::each_stem(text, |stem| {
-                    *frequencies.entry(stem).or_default() += weight;
+                    occurrences.push((index.term(stem), weight));
                     length += weight;
                 });
             });
-            for (stem, frequency) in frequencies {
-                postings.entry(stem).or_default().push((document, frequency));
+            occurrences.sort_unstable_by_key(|(term, _)| *term);
+            for run in occurrences.chunk_by(|a, b| a.0 == b.0) {
+                let frequency = run.iter().map(|(_, weight)| weight).sum();
+                index.postings[run[0].0 as usize].push((document, frequency));
             }
-            lengths.push(length);
+            occurrences.clear();
+            index.lengths.push(length);
         }
-        Index { postings, lengths }
+        index
+    }
+
+    /// The number of `stem`, given it now if it has none.
+    fn term(&mut self, stem: &str) -> u32 {
+        if let Some(&term) = self.terms.get(stem) {
+            return term;
+        }
+        let term = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+        self.terms.insert(stem.to_owned(), term);
+        self.postings.push(Vec::new());
+        term
     }
 
     /// The positions of at most `limit` documents `candidate` accepts, best first, ranked by BM25 against
@@ -79,12 +96,13 @@ impl Index {
         }
         let total: f32 = self.lengths.iter().zip(&accepted).filter(|(_, accepted)| **accepted).map(|(l, _)| l).sum();
         let average = (total / count as f32).max(f32::EPSILON);
-        let mut terms = words::stems(query);
+        let mut terms: Vec<u32> =
+            words::stems(query).iter().filter_map(|stem| self.terms.get(stem.as_str()).copied()).collect();
         terms.sort_unstable();
         terms.dedup();
         let mut scores: HashMap<u32, f32> = HashMap::new();
-        for term in &terms {
-            let Some(postings) = self.postings.get(term) else { continue };
+        for term in terms {
+            let postings = &self.postings[term as usize];
             let shown: Vec<&(u32, f32)> =
                 postings.iter().filter(|(document, _)| accepted[*document as usize]).collect();
             let frequency = shown.len() as f32;

@@ -6,7 +6,7 @@
 //! stripping maps inflections of one word to one stem (`issues`, `issue` → `issu`; `listing`, `listed`, `lists` →
 //! `list`). Query and documents go through the same function, so a stem only has to be consistent, not a word.
 
-/// Words too common in tool descriptions and requests to tell tools apart.
+/// Words too common in tool descriptions and requests to tell tools apart, sorted (for a binary search).
 const STOP_WORDS: &[&str] = &[
     "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "by", "can", "do", "for", "from", "how", "i",
     "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "should", "so", "some",
@@ -14,51 +14,57 @@ const STOP_WORDS: &[&str] = &[
     "when", "which", "who", "will", "with", "you", "your",
 ];
 
-/// Calls `emit` with each stem of `text`, in order.
-pub(crate) fn each_stem(text: &str, mut emit: impl FnMut(String)) {
+/// Calls `emit` with each stem of `text`, in order. Allocates one buffer per call, whatever the text's length.
+pub(crate) fn each_stem(text: &str, mut emit: impl FnMut(&str)) {
+    let mut lowered = String::new();
     for run in text.split(|c: char| !c.is_alphanumeric()).filter(|run| !run.is_empty()) {
-        for word in case_words(run) {
-            let word = word.to_lowercase();
-            if !STOP_WORDS.contains(&word.as_str()) {
-                emit(stem(&word));
+        each_case_word(run, |word| {
+            lowered.clear();
+            if word.is_ascii() {
+                lowered.push_str(word);
+                lowered.make_ascii_lowercase();
+            } else {
+                lowered.extend(word.chars().flat_map(char::to_lowercase));
             }
-        }
+            if STOP_WORDS.binary_search(&lowered.as_str()).is_err() {
+                emit(stem(&lowered));
+            }
+        });
     }
 }
 
 /// The stems of `text`, in order.
 pub(crate) fn stems(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    each_stem(text, |stem| out.push(stem));
+    each_stem(text, |stem| out.push(stem.to_owned()));
     out
 }
 
 /// Splits one alphanumeric run at case changes: before an uppercase letter that follows a lowercase letter or
 /// digit, and before the last capital of an acronym followed by lowercase (`HTMLPage` → `HTML`, `Page`).
-fn case_words(run: &str) -> Vec<&str> {
-    let chars: Vec<(usize, char)> = run.char_indices().collect();
-    let mut words = Vec::new();
+fn each_case_word(run: &str, mut word: impl FnMut(&str)) {
     let mut start = 0;
-    for window in 1..chars.len() {
-        let (at, current) = chars[window];
-        let previous = chars[window - 1].1;
-        let next_is_lower = chars.get(window + 1).is_some_and(|(_, next)| next.is_lowercase());
-        let boundary = current.is_uppercase()
-            && (previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower));
-        if boundary {
-            words.push(&run[start..at]);
-            start = at;
+    let mut previous: Option<char> = None;
+    let mut chars = run.char_indices().peekable();
+    while let Some((at, current)) = chars.next() {
+        if let Some(previous) = previous {
+            let next_is_lower = chars.peek().is_some_and(|(_, next)| next.is_lowercase());
+            let acronym_ends = previous.is_uppercase() && next_is_lower;
+            if current.is_uppercase() && (previous.is_lowercase() || previous.is_numeric() || acronym_ends) {
+                word(&run[start..at]);
+                start = at;
+            }
         }
+        previous = Some(current);
     }
-    words.push(&run[start..]);
-    words
+    word(&run[start..]);
 }
 
-/// A light stemmer for English: plural and verb endings, then a final `e` or doubled consonant, with at least
-/// three letters kept.
-fn stem(word: &str) -> String {
+/// A light stemmer for English: plural and verb endings, then a final `y`, `e` or doubled consonant, with at
+/// least three letters kept. A stem is always a prefix of its word.
+fn stem(word: &str) -> &str {
     if word.len() <= 3 || !word.is_ascii() {
-        return word.to_owned();
+        return word;
     }
     let mut stem = plural(word);
     if stem.len() > 4 && stem.ends_with('y') {
@@ -72,8 +78,8 @@ fn stem(word: &str) -> String {
         }
     }
     match stem.strip_suffix('e') {
-        Some(rest) if rest.len() >= 3 => rest.to_owned(),
-        _ => stem.to_owned(),
+        Some(rest) if rest.len() >= 3 => rest,
+        _ => stem,
     }
 }
 
@@ -133,6 +139,11 @@ mod tests {
         }
         assert_eq!(stems("pull"), ["pull"], "a double l stays");
         assert_eq!(stems("status"), ["status"], "a word ending in -us is not a plural");
+    }
+
+    #[test]
+    fn the_stop_words_are_sorted_for_their_binary_search() {
+        assert!(STOP_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::{CALL_TOOL, DEFAULT_LIMIT, MAX_LIMIT, SEARCH_TOOL};
 const TEXT_DESCRIPTION: usize = 300;
 
 /// The definitions of `switchyard__search_tools` and `switchyard__call_tool`.
-pub(super) fn gateway_tools() -> Vec<Value> {
+pub fn gateway_tools() -> Vec<Value> {
     let hit = json!({
         "type": "object",
         "properties": {

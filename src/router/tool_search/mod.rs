@@ -26,6 +26,7 @@ use super::{CallRouter, Caller, Found, RpcFailure, ToolsChanged, View};
 use crate::auth::{Grants, Principal};
 use crate::glob::Glob;
 use crate::mcp::{Relay, SessionHolder};
+pub use answer::gateway_tools;
 pub(super) use expansion::Expansions;
 
 /// The gateway's two tools' names.
