@@ -5,8 +5,8 @@
 //! Rules:
 //! - A search ranks only what the caller's policies let it use in the view, quarantined tools never included
 //!   (the catalog's index filters before ranking), so it neither shows nor counts a tool the caller may not call.
-//! - `switchyard__call_tool` hands the named tool and its arguments, with the outer call's `_meta` (idempotency
-//!   key, progress token), to [`CallRouter::call_tool`], the one path of every direct call: policy (a refused
+//! - `switchyard__call_tool` hands the named tool and its arguments, with the rest of the outer call's params
+//!   (`_meta`: idempotency key, progress token; a sessionless agent's `requestState`), to [`CallRouter::call_tool`], the one path of every direct call: policy (a refused
 //!   name reads as unknown), pins, limits, approvals, the ledger and outcome metadata apply as they would to the
 //!   same call made directly, and the inner tool's result is the answer.
 //! - The gateway tools exist only in a view in search mode; elsewhere their names are ordinary (unknown) names,
@@ -197,8 +197,10 @@ fn search_arguments(arguments: Option<&Value>) -> Result<(&str, usize), String> 
     Ok((query, usize::try_from(limit).unwrap_or(1)))
 }
 
-/// The `tools/call` params of the call `switchyard__call_tool` names: its `name` and `arguments`, with the outer
-/// call's `_meta` (whose idempotency key and progress token thus cover the inner call); or the refusal.
+/// The `tools/call` params of the call `switchyard__call_tool` names: the outer params with its `name` and
+/// `arguments` in place of the outer ones, so everything else the outer call carries — `_meta` (idempotency key,
+/// progress token), a sessionless agent's `requestState` and `inputResponses` — covers the inner call; or the
+/// refusal.
 fn inner_call(mut params: Value) -> Result<Value, Value> {
     let mut arguments = match params.get_mut("arguments").map(Value::take) {
         Some(Value::Object(arguments)) => arguments,
@@ -214,11 +216,12 @@ fn inner_call(mut params: Value) -> Result<Value, Value> {
         Some(Value::Object(inner)) => Value::Object(inner),
         Some(_) => return Err(answer::refused(&format!("{CALL_TOOL}: `arguments` must be an object"))),
     };
-    let mut inner = json!({"name": name, "arguments": inner_arguments});
-    if let Some(meta) = params.get_mut("_meta").map(Value::take) {
-        inner["_meta"] = meta;
-    }
-    Ok(inner)
+    let Some(inner) = params.as_object_mut() else {
+        return Err(answer::refused("tools/call params must be an object"));
+    };
+    inner.insert("name".into(), Value::String(name));
+    inner.insert("arguments".into(), inner_arguments);
+    Ok(params)
 }
 
 #[cfg(test)]
@@ -253,12 +256,12 @@ mod tests {
     #[test]
     fn the_inner_call_keeps_the_outer_meta_and_needs_a_name() {
         let outer = json!({"name": CALL_TOOL, "arguments": {"name": "demo__echo", "arguments": {"text": "hi"}},
-                           "_meta": {"switchyard/idempotency-key": "k", "progressToken": 7}});
+                           "_meta": {"switchyard/idempotency-key": "k", "progressToken": 7}, "requestState": "s"});
         let inner = inner_call(outer).expect("valid");
         assert_eq!(
             inner,
             json!({"name": "demo__echo", "arguments": {"text": "hi"},
-                   "_meta": {"switchyard/idempotency-key": "k", "progressToken": 7}})
+                   "_meta": {"switchyard/idempotency-key": "k", "progressToken": 7}, "requestState": "s"})
         );
         assert_eq!(inner_call(json!({"arguments": {"name": "x"}})).expect("valid")["arguments"], json!({}));
         for bad in [json!({}), json!({"arguments": {"name": 3}}), json!({"arguments": {"name": "x", "arguments": [1]}})]
