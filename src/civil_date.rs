@@ -16,9 +16,38 @@ pub fn civil_date(days: u64) -> (u64, u32, u32) {
     (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
 }
 
+/// The day since 1970-01-01 of a proleptic Gregorian date; `None` for a date that does not exist or precedes the
+/// epoch.
+pub fn days_from_civil(year: u64, month: u32, day: u32) -> Option<u64> {
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let lengths = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let length = *lengths.get(usize::try_from(month).ok()?.checked_sub(1)?)?;
+    if year < 1970 || day == 0 || day > length {
+        return None;
+    }
+    let (year, month, day) = (year - u64::from(month <= 2), u64::from(month), u64::from(day));
+    let era = year / 400;
+    let year_of_era = year % 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    Some(era * 146_097 + day_of_era - 719_468)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::civil_date;
+    use super::{civil_date, days_from_civil};
+
+    #[test]
+    fn dates_become_days_and_back() {
+        for days in [0, 11_016, 19_782, 19_783, 20_788, 20_878] {
+            let (year, month, day) = civil_date(days);
+            assert_eq!(days_from_civil(year, month, day), Some(days), "{year}-{month}-{day}");
+        }
+        assert_eq!(days_from_civil(2027, 2, 29), None, "not a leap year");
+        assert_eq!(days_from_civil(2028, 2, 29).map(civil_date), Some((2028, 2, 29)));
+        assert_eq!(days_from_civil(2027, 13, 1), None);
+        assert_eq!(days_from_civil(1969, 12, 31), None);
+    }
 
     #[test]
     fn days_become_dates_across_leap_years() {

@@ -225,9 +225,7 @@ impl Gateway {
         let (discovery_wait, pins) = (config.server.discovery_wait, backends::pin_rules(&config));
         let catalog_modes = backends::catalog_modes(&config);
         let routing = Routing { targets, policies, discovery_wait, limits, pins, catalog: catalog_modes };
-        let approval_gate = approvals::gate(&config, &ledger.metrics)?;
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
-        router.use_approvals(approval_gate);
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =
             Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener, _data_dir: None };
@@ -376,6 +374,8 @@ impl Gateway {
         let authorization = callback(self.oauth.as_ref(), &self.router);
         let secret = SessionSecret::load_or_create(&self.config.server.session_secret_path())?;
         self.router.use_state_key(&secret.request_state_key());
+        let tickets = secret.console_tickets();
+        self.router.use_approvals(approvals::gate(&self.config, self.metrics(), tickets.clone())?);
         let log = Arc::new(revocation_log::LedgerLog(self.router.ledger().store.clone()));
         let server = &self.config.server;
         let bounds = Bounds { total: server.max_revocations, per_owner: server.revocations_per_owner() };
@@ -383,6 +383,7 @@ impl Gateway {
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
         Ok(Arc::new(Front {
             settings: Swap::new(front_settings(&self.config, auth, authorization)),
+            tickets,
             sealer: Sealer::new(secret, self.config.server.session_ttl),
             revocations,
             router: Arc::clone(&self.router),
@@ -406,6 +407,7 @@ impl Gateway {
         self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
         self.tasks.push(pins::watch(&self.router));
+        self.tasks.push(crate::router::limits::renew(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         let ledger = self.router.ledger();
         let upkeep =
@@ -489,6 +491,7 @@ fn front_settings(
         auth,
         admins: admins(config),
         console: console_access(config),
+        approvers: approvals::approvers(config),
         shares: Shares {
             per_principal: config.server.connections_per_principal(),
             streams_per_session: config.server.max_streams_per_session,

@@ -80,7 +80,7 @@ enum Command {
     /// Print each [[limits]] entry's current use per principal (from the counters replicas share in a
     /// PostgreSQL ledger).
     Limits,
-    /// Make agent API keys.
+    /// Make, list and revoke agent API keys.
     Keys {
         #[command(subcommand)]
         action: KeysAction,
@@ -124,6 +124,17 @@ enum KeysAction {
         /// A group of the principal (repeat for several).
         #[arg(long = "group")]
         groups: Vec<String>,
+    },
+    /// List the configured API keys: principal, groups, digest prefix, expiry.
+    List,
+    /// Remove API keys from the configuration file (comments and the rest kept), then reload the running gateway.
+    Revoke {
+        /// Every key of this principal.
+        #[arg(long, conflicts_with = "sha256", required_unless_present = "sha256")]
+        principal: Option<String>,
+        /// The one key whose SHA-256 digest starts with this (at least 8 hex digits).
+        #[arg(long)]
+        sha256: Option<String>,
     },
 }
 
@@ -191,6 +202,10 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
         Command::Limits => cli::limits::run(config).await,
         Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
+        Command::Keys { action: KeysAction::List } => cli::keys::list(config.as_deref()),
+        Command::Keys { action: KeysAction::Revoke { principal, sha256 } } => {
+            cli::keys::revoke(cli::keys::Revoke::of(principal, sha256), config.as_deref()).await
+        }
         Command::Auth { action: AuthAction::List { filter } } => cli::auth::list(filter, config).await,
         Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,
         Command::Init => cli::init::run(config.as_deref()),
@@ -288,7 +303,12 @@ fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
     let url = format!("http://{address}/mcp");
     let backends: Vec<&str> = gateway.config.backends.iter().map(|b| b.name.as_str()).collect();
     println!("Switchyard is serving MCP at {url}  (backends: {})", backends.join(", "));
-    println!("  Claude Code:    claude mcp add --transport http switchyard {url}");
+    // Agents authenticate once `[auth]` has keys: the suggested line must carry the header, or it fails with 401.
+    let header = match gateway.config.auth.api_keys.is_empty() {
+        true => String::new(),
+        false => " --header \"Authorization: Bearer $SWITCHYARD_API_KEY\"  (a key of [[auth.api_keys]]; `switchyard keys new` makes one)".to_owned(),
+    };
+    println!("  Claude Code:    claude mcp add --transport http switchyard {url}{header}");
     println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
     println!("  One backend:    {url}/<backend>  (bare tool names)");
     println!("  Metrics:        http://{metrics}/metrics  (Prometheus)");

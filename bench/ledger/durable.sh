@@ -15,9 +15,11 @@
 # warmed up; rounds interleave direct, memory, SQLite, PostgreSQL; the table shows medians across rounds. When a
 # shape's gateways stop, their ledgers log what their writers did (`ledger writers: …`, debug level): batches, jobs
 # per batch, the wait of a call's claim for its batch, the batch's time and its commit's, batch sizes. The
-# PostgreSQL server's CPU (all `postgres` processes) is measured during its rows and reported as a share of the
-# machine. Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET (1; 0 skips it), IDLE (5 s
-# of idle CPU per gateway; 0 skips it), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
+# PostgreSQL server's CPU (the backends serving the gateway, found by its client ports: not other users of the
+# server, nor its WAL writer) is measured during its rows and reported as a share of the machine; with NICE
+# those backends run at NICE too (PG_NICE). Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET (1; 0 skips it), IDLE (5 s
+# of idle CPU per gateway; 0 skips it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways
+# run at NICE too; 0 leaves them at their own), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
 # Traffic stays on 127.0.0.1; everything started is stopped at exit and the PostgreSQL schemas are dropped.
 set -euo pipefail
 
@@ -84,9 +86,34 @@ open_sessions() {
 # writers_line LOG LABEL → the last `ledger writers:` line of a gateway's log (access lines included), labelled
 writers_line() { { grep -a "ledger writers: " "$1" || true; } | tail -1 | sed -n "s/.*ledger writers: \(.*\)/writers $2 \1/p"; }
 
-pg_ticks() {  # CPU ticks of every process named postgres
+# pg_backends GW_PID... → the PostgreSQL server processes serving those gateways (found by their client ports);
+# other users of the same server are neither counted nor touched.
+pg_backends() {
+    local ports gw
+    for gw in "$@"; do
+        ports="${ports:+$ports,}$(ss -Htnp state established '( dport = :5432 )' | grep "pid=$gw," \
+            | awk '{ n = split($3, a, ":"); printf "%s%s", sep, a[n]; sep = "," }')"
+    done
+    ports="$(echo "${ports:-}" | sed 's/,,*/,/g; s/^,//; s/,$//')"
+    [[ -n "$ports" ]] || return 0
+    psql "$PG_URL" -Atc "SELECT pid FROM pg_stat_activity WHERE client_port IN ($ports)"
+}
+
+# With NICE, the server processes serving a gateway get the benchmark's priority too: left at 0 while wrk, the
+# backend and the gateways run at NICE, they have a tenth of their weight on a busy machine and the PostgreSQL
+# rows measure their starvation, not the ledger. They end with the gateway's connections. PG_NICE=0: left alone.
+prioritize_pg_backends() {
+    local pid
+    [[ -n "${NICE:-}" && "${PG_NICE:-1}" == 1 ]] || return 0
+    for pid in $(pg_backends "$@"); do
+        echo "$NICE" >"/proc/$pid/autogroup" 2>/dev/null || true
+        renice -n "$NICE" -p "$pid" >/dev/null 2>&1 || true
+    done
+}
+
+pg_ticks() {  # CPU ticks of the server processes serving the gateways GW_PID...
     local total=0 pid
-    for pid in $(pgrep -x postgres || true); do total=$((total + $(cpu_ticks "$pid"))); done
+    for pid in $(pg_backends "$@"); do total=$((total + $(cpu_ticks "$pid"))); done
     echo "$total"
 }
 
@@ -96,9 +123,9 @@ measure() {
     local shape="$1" row="$2" url="$3" sessions="$4" tool="$5" pid="$6" t c line pg0 pg1 cpu0
     read -r t c <<<"$(shape_wrk "$shape")"
     GW_PID="$pid" GW_URL="$url"
-    pg0="$(pg_ticks)"
+    pg0="$(pg_ticks "$pid")"
     line="$(run_wrk "$shape-$row-$RANDOM" "$url" "$sessions" "$tool" "$t" "$c" "$DURATION")"
-    pg1="$(pg_ticks)"
+    pg1="$(pg_ticks "$pid")"
     echo "shape=$shape row=$row $line pg_ticks=$((pg1 - pg0))" >>"$RESULTS"
     echo "  $shape $row: $(field "$line" requests) calls, p50 $(field "$line" p50_us) µs" >&2
 }
@@ -127,6 +154,7 @@ for shape in $SHAPES; do
         GW_PID="${PID[$row]}" GW_URL="${URL[$row]}"
         run_wrk "warm-$shape-$row" "${URL[$row]}" "${SESS[$row]}" "$tool" "$t" "$c" "$WARMUP" >/dev/null
     done
+    prioritize_pg_backends "${PID[postgres]}"
     for round in $(seq 1 "$ROUNDS"); do
         for row in direct memory sqlite postgres; do
             tool=fast__echo; [[ $row == direct ]] && tool=echo
@@ -153,16 +181,17 @@ if [[ "$FLEET" == 1 ]]; then
     A_SESS="$(open_sessions "$A_URL" fast__echo 1)"; B_SESS="$(open_sessions "$B_URL" fast__echo 1)"
     GW_PID="$A_PID" GW_URL="$A_URL"; run_wrk warm-fleet-a "$A_URL" "$A_SESS" fast__echo 2 64 "$WARMUP" >/dev/null
     GW_PID="$B_PID" GW_URL="$B_URL"; run_wrk warm-fleet-b "$B_URL" "$B_SESS" fast__echo 2 64 "$WARMUP" >/dev/null
+    prioritize_pg_backends "$A_PID" "$B_PID"
     for round in $(seq 1 "$ROUNDS"); do
         measure fleet one "$A_URL" "$A_SESS" fast__echo "$A_PID"
-        pg0="$(pg_ticks)"; a0="$(cpu_ticks "$A_PID")"; b0="$(cpu_ticks "$B_PID")"
+        pg0="$(pg_ticks "$A_PID" "$B_PID")"; a0="$(cpu_ticks "$A_PID")"; b0="$(cpu_ticks "$B_PID")"
         GW_PID="$A_PID" GW_URL="$A_URL"
         run_wrk "fleet-a-$round" "$A_URL" "$A_SESS" fast__echo 1 32 "$DURATION" >"$WORK/fleet-a" &
         fleet_a=$!
         GW_PID="$B_PID" GW_URL="$B_URL"
         run_wrk "fleet-b-$round" "$B_URL" "$B_SESS" fast__echo 1 32 "$DURATION" >"$WORK/fleet-b"
         wait "$fleet_a"
-        pg1="$(pg_ticks)"; a1="$(cpu_ticks "$A_PID")"; b1="$(cpu_ticks "$B_PID")"
+        pg1="$(pg_ticks "$A_PID" "$B_PID")"; a1="$(cpu_ticks "$A_PID")"; b1="$(cpu_ticks "$B_PID")"
         la="$(cat "$WORK/fleet-a")"; lb="$(cat "$WORK/fleet-b")"
         echo "shape=fleet row=two requests=$(( $(field "$la" requests) + $(field "$lb" requests) )) duration_us=$(field "$lb" duration_us) p50_us=$(field "$lb" p50_us) gw_cpu_ticks=$(( a1 - a0 + b1 - b0 )) machine_total_ticks=$(field "$lb" machine_total_ticks) pg_ticks=$((pg1 - pg0))" >>"$RESULTS"
         echo "  fleet two: $(( $(field "$la" requests) + $(field "$lb" requests) )) calls" >&2

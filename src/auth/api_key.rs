@@ -4,13 +4,14 @@
 //! Rules: a presented key is hashed and compared with every configured digest in constant time (no early exit,
 //! no short-circuit on the first differing byte), so response timing says nothing about how close a guess
 //! was; keys are generated from the operating system's random source (32 bytes), base64url-encoded behind the
-//! `sy_` prefix (so a leaked key is recognisable, and never shaped like a JWT).
+//! `sy_` prefix (so a leaked key is recognisable, and never shaped like a JWT). A key with an expiry
+//! (`[[auth.api_keys]] expires`) is refused from that second on, with its own reason (`expired_key`).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-use super::Principal;
+use super::{AuthError, Principal};
 
 /// Bytes of entropy in a generated key.
 pub const API_KEY_BYTES: usize = 32;
@@ -23,6 +24,8 @@ pub struct ApiKey {
     pub principal: String,
     pub digest: [u8; 32],
     pub groups: Vec<String>,
+    /// The Unix second from which the key is refused, if it expires.
+    pub expires: Option<u64>,
 }
 
 /// The configured keys.
@@ -38,8 +41,8 @@ impl ApiKeys {
         self.0.is_empty()
     }
 
-    /// The principal presenting `key`, if it is configured.
-    pub(super) fn principal(&self, key: &str) -> Option<Principal> {
+    /// The principal presenting `key` at `now_unix`: refused when the key is not configured or has expired.
+    pub(super) fn principal(&self, key: &str, now_unix: u64) -> Result<Principal, AuthError> {
         let digest = api_key_digest(key);
         let mut found = None;
         for candidate in &self.0 {
@@ -47,7 +50,11 @@ impl ApiKeys {
                 found = Some(candidate);
             }
         }
-        found.map(|key| Principal { name: key.principal.clone(), groups: key.groups.clone() })
+        let key = found.ok_or(AuthError::UnknownKey)?;
+        if key.expires.is_some_and(|expires| now_unix >= expires) {
+            return Err(AuthError::ExpiredKey);
+        }
+        Ok(Principal { name: key.principal.clone(), groups: key.groups.clone() })
     }
 }
 
@@ -78,25 +85,38 @@ pub fn hex(digest: &[u8; 32]) -> String {
 mod tests {
     use super::*;
 
+    const NOW: u64 = 1_800_000_000;
+
     fn keys() -> ApiKeys {
-        ApiKeys::new(vec![
-            ApiKey { principal: "alice".into(), digest: api_key_digest("sy_alice"), groups: vec!["ops".into()] },
-            ApiKey { principal: "bob".into(), digest: api_key_digest("sy_bob"), groups: vec![] },
-        ])
+        let key = |principal: &str, groups: &[&str], expires| ApiKey {
+            principal: principal.into(),
+            digest: api_key_digest(&format!("sy_{principal}")),
+            groups: groups.iter().map(|group| (*group).to_owned()).collect(),
+            expires,
+        };
+        ApiKeys::new(vec![key("alice", &["ops"], None), key("bob", &[], None), key("carol", &[], Some(NOW))])
     }
 
     #[test]
     fn a_configured_key_names_its_principal_and_groups() {
-        let alice = keys().principal("sy_alice").expect("known key");
+        let alice = keys().principal("sy_alice", NOW).expect("known key");
         assert_eq!((alice.name.as_str(), alice.groups.as_slice()), ("alice", ["ops".to_owned()].as_slice()));
-        assert_eq!(keys().principal("sy_bob").map(|p| p.name), Some("bob".to_owned()));
+        assert_eq!(keys().principal("sy_bob", NOW).map(|p| p.name), Ok("bob".to_owned()));
     }
 
     #[test]
     fn unknown_keys_name_nobody() {
-        assert_eq!(keys().principal("sy_alicf"), None);
-        assert_eq!(keys().principal(""), None);
-        assert_eq!(keys().principal(&hex(&api_key_digest("sy_alice"))), None, "the digest is not the key");
+        assert_eq!(keys().principal("sy_alicf", NOW), Err(AuthError::UnknownKey));
+        assert_eq!(keys().principal("", NOW), Err(AuthError::UnknownKey));
+        let digest = hex(&api_key_digest("sy_alice"));
+        assert_eq!(keys().principal(&digest, NOW), Err(AuthError::UnknownKey), "the digest is not the key");
+    }
+
+    #[test]
+    fn an_expired_key_is_refused_from_its_expiry_on() {
+        assert_eq!(keys().principal("sy_carol", NOW - 1).map(|p| p.name), Ok("carol".to_owned()));
+        assert_eq!(keys().principal("sy_carol", NOW), Err(AuthError::ExpiredKey));
+        assert_eq!(AuthError::ExpiredKey.reason(), "expired_key");
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub enum AuthError {
     TooLarge,
     #[error("the API key is not known to this gateway")]
     UnknownKey,
+    #[error("the API key has expired; ask the gateway's operator for a new one")]
+    ExpiredKey,
     #[error("the token is not a valid JWT: {0}")]
     InvalidToken(String),
     #[error("the token has expired")]
@@ -59,6 +61,7 @@ impl AuthError {
             Self::Malformed(_) => "malformed",
             Self::TooLarge => "too_large",
             Self::UnknownKey => "unknown_key",
+            Self::ExpiredKey => "expired_key",
             Self::InvalidToken(_) => "invalid_token",
             Self::Expired => "expired",
             Self::NotYetValid => "not_yet_valid",

@@ -123,7 +123,7 @@ impl Authenticator {
         };
         match &self.jwt {
             Some(jwt) if token.split('.').count() == 3 => jwt.principal(endpoint, token).await,
-            _ => self.api_keys.principal(token).ok_or(AuthError::UnknownKey),
+            _ => self.api_keys.principal(token, unix_now()),
         }
     }
 
@@ -153,3 +153,7 @@ impl Authenticator {
 
 #[cfg(test)]
 mod tests;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
+}

@@ -7,7 +7,12 @@ use super::test_tokens::{AUDIENCE, ISSUER, claims, jwks, mint};
 use super::*;
 
 fn key(principal: &str, key: &str) -> ApiKey {
-    ApiKey { principal: principal.to_owned(), digest: api_key_digest(key), groups: vec!["ops".to_owned()] }
+    ApiKey {
+        principal: principal.to_owned(),
+        digest: api_key_digest(key),
+        groups: vec!["ops".to_owned()],
+        expires: None,
+    }
 }
 
 fn keys_only(anonymous: bool) -> AuthSettings {

@@ -131,6 +131,8 @@ struct Snapshot {
     withheld: Vec<Withheld>,
     /// Quarantined tools, findable only to say why a call is refused ([`quarantine`]).
     held: Named,
+    /// Quarantined prompts, likewise.
+    held_prompts: Named,
     /// The search index of `tools`, built on the first search of this snapshot ([`search`]).
     index: OnceLock<search::Index>,
 }
@@ -346,8 +348,11 @@ fn build(state: &State) -> Snapshot {
                 false => snapshot.tools.add(spec, tool, "tool", &mut snapshot.withheld),
             }
         }
-        for prompt in listing.prompts.iter().filter(|prompt| !held("prompt", prompt)) {
-            snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld);
+        for prompt in &listing.prompts {
+            match held("prompt", prompt) {
+                true => snapshot.held_prompts.add(spec, prompt, "prompt", &mut Vec::new()),
+                false => snapshot.prompts.add(spec, prompt, "prompt", &mut snapshot.withheld),
+            }
         }
         for template in listing.templates.iter().filter_map(|t| t.get("uriTemplate")?.as_str()) {
             snapshot.add_template(spec, template);

@@ -37,6 +37,11 @@ impl Catalog {
         self.snapshot.load().held.resolve(view, name)
     }
 
+    /// The route of a quarantined prompt by the name the view would show it under.
+    pub fn quarantined_prompt(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
+        self.snapshot.load().held_prompts.resolve(view, name)
+    }
+
     /// Every quarantined tool's route (by its name at `/mcp`), for the console and `switchyard check`.
     pub fn quarantined_tools(&self) -> Vec<Arc<Route>> {
         self.snapshot.load().held.exposed()

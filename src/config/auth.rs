@@ -112,6 +112,8 @@ pub struct ApiKeyConfig {
     /// SHA-256 of the key as the agent sends it after `Bearer `.
     pub sha256: [u8; 32],
     pub groups: Vec<String>,
+    /// `expires`: the Unix second from which the key is refused.
+    pub expires: Option<u64>,
 }
 
 /// The validated `[auth.jwt]` section.
@@ -163,6 +165,7 @@ pub(super) struct RawApiKey {
     principal: Option<String>,
     sha256: Option<String>,
     groups: Vec<String>,
+    expires: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -216,7 +219,60 @@ fn build_api_key(entry: &KeyPath, raw: &RawApiKey) -> Result<ApiKeyConfig, Fault
         principal: required(&entry.key("principal"), raw.principal.as_deref(), parse_principal, PRINCIPAL_EXPECTED)?,
         sha256: required(&entry.key("sha256"), raw.sha256.as_deref(), parse_sha256, SHA256_EXPECTED)?,
         groups: list(&entry.key("groups"), &raw.groups, parse_principal)?,
+        expires: raw
+            .expires
+            .as_deref()
+            .map(|text| {
+                let key = entry.key("expires");
+                parse_timestamp(text).ok_or_else(|| Fault::invalid(&key, Some(quoted(text)), TIMESTAMP_EXPECTED.into()))
+            })
+            .transpose()?,
     })
+}
+
+const TIMESTAMP_EXPECTED: &str = "an RFC 3339 time such as \"2027-03-01T00:00:00Z\" (UTC `Z` or an offset `+01:00`)";
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` as a Unix second (a fraction is dropped).
+fn parse_timestamp(text: &str) -> Option<u64> {
+    let number = |range: std::ops::Range<usize>| -> Option<u64> {
+        let digits = text.get(range)?;
+        digits.bytes().all(|byte| byte.is_ascii_digit()).then(|| digits.parse().ok())?
+    };
+    let bytes = text.as_bytes();
+    let separators = [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')];
+    if bytes.len() < 20 || !separators.iter().all(|(at, byte)| bytes[*at] == *byte) || !matches!(bytes[10], b'T' | b't')
+    {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        rest = &fraction[digits..];
+        if digits == 0 {
+            return None;
+        }
+    }
+    let offset: i64 = match rest.as_bytes() {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let hours = i64::from((h1 - b'0') * 10 + (h2 - b'0'));
+            let minutes = i64::from((m1 - b'0') * 10 + (m2 - b'0'));
+            let all_digits = [h1, h2, m1, m2].iter().all(|byte| byte.is_ascii_digit());
+            if !all_digits || hours > 23 || minutes > 59 {
+                return None;
+            }
+            if *sign == b'+' { -(hours * 3600 + minutes * 60) } else { hours * 3600 + minutes * 60 }
+        }
+        _ => return None,
+    };
+    let days = crate::civil_date::days_from_civil(year, u32::try_from(month).ok()?, u32::try_from(day).ok()?)?;
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let local = i64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()?;
+    u64::try_from(local + offset).ok()
 }
 
 fn check_unique_digests(keys: &KeyPath, api_keys: &[ApiKeyConfig]) -> Result<(), Fault> {

@@ -27,6 +27,7 @@ fn the_example_documents_every_auth_key() {
     let config = super::super::tests::parse_example();
     assert_eq!(config.auth.anonymous, AnonymousAgents::Refused);
     assert_eq!(config.auth.api_keys[0].groups, ["automation"]);
+    assert_eq!(config.auth.api_keys[0].expires, Some(1_893_456_000), "2030-01-01T00:00:00Z");
     assert_eq!(config.auth.admin_principals, [PolicySubject::Principal("sso:alice@example.com".into())]);
     let jwt = config.auth.jwt.as_ref().expect("jwt");
     assert_eq!(jwt.principal_prefix, "sso:");
@@ -74,6 +75,20 @@ fn every_auth_key_is_read() {
     assert_eq!(jwt.required_scopes, ["mcp:tools"]);
     assert_eq!(jwt.authorization_servers, ["https://as.example.com"]);
     assert_eq!(jwt.leeway, Duration::from_secs(5));
+}
+
+#[test]
+fn a_key_expires_at_an_rfc_3339_time() {
+    let key = |expires: &str| {
+        format!("[auth]\n[[auth.api_keys]]\nprincipal = \"a\"\nsha256 = \"{DIGEST}\"\nexpires = \"{expires}\"\n")
+    };
+    let expiry = |expires: &str| parse(&key(expires)).expect("valid").auth.api_keys[0].expires;
+    assert_eq!(expiry("2027-03-01T00:00:00Z"), Some(1_803_859_200));
+    assert_eq!(expiry("2027-03-01T01:30:00+01:30"), Some(1_803_859_200), "an offset is east of UTC");
+    assert_eq!(expiry("2027-02-28T22:00:00.999-02:00"), Some(1_803_859_200), "a fraction is dropped");
+    for bad in ["2027-03-01", "2027-02-29T00:00:00Z", "2027-03-01T24:00:00Z", "2027-03-01T00:00:00", "tomorrow"] {
+        error_naming(&key(bad), "auth.api_keys[0].expires");
+    }
 }
 
 #[test]

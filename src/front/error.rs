@@ -35,6 +35,7 @@ use crate::mcp::{MODERN_PROTOCOL_VERSIONS, jsonrpc};
 use crate::router::idempotency::KeyRefusal;
 use crate::router::inspect::InspectError;
 use crate::router::limits::Refusal as LimitRefusal;
+use crate::router::{DecisionRefused, RefusalKind};
 
 /// Why the front refused a request.
 #[derive(Debug)]
@@ -86,6 +87,19 @@ pub enum FrontError {
     TooManyStreams { max: usize },
     /// The operator's console was asked by an authenticated caller that is not an administrator.
     NotAdmin,
+    /// The approvals page was asked by an authenticated caller that is neither an approver nor an administrator,
+    /// or a decision by a reader who may not decide.
+    NotApprover,
+    /// A decision came without a valid form token (`x-csrf-token`) of its decider.
+    NoFormToken,
+    /// A decision's body is not `{key, decision, note}` with a valid key and decision.
+    BadDecision(String),
+    /// The router refused the decision (not an approver, the caller's own call, not awaiting, the ledger).
+    Decision(DecisionRefused),
+    /// An approval link's ticket is not this gateway's, or its request is gone.
+    BadLinkTicket,
+    /// An approval link whose request was decided (`by`) or expired: it served once.
+    LinkUsed { state: &'static str, by: Option<String> },
     /// A query parameter of the console API is unknown, repeated or out of range.
     BadAdminQuery { parameter: String, expected: String },
     /// The console API has no such resource.
@@ -108,6 +122,26 @@ pub enum FrontError {
     /// The gateway is still waiting for its call ledger (a `store` it cannot reach yet) and serves nothing; the
     /// next attempt is in `retry_after` seconds.
     LedgerNotOpen { store: &'static str, retry_after: u64 },
+}
+
+/// The answer to a decision the router refused.
+fn decision_refused(refused: DecisionRefused) -> Answer {
+    let status = match refused.kind() {
+        RefusalKind::NotAllowed => StatusCode::FORBIDDEN,
+        RefusalKind::NoSuchRequest => StatusCode::NOT_FOUND,
+        RefusalKind::AlreadyDecided => StatusCode::CONFLICT,
+        RefusalKind::Invalid => StatusCode::BAD_REQUEST,
+        RefusalKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let code =
+        if status == StatusCode::SERVICE_UNAVAILABLE { jsonrpc::INTERNAL_ERROR } else { jsonrpc::INVALID_PARAMS };
+    Answer::new(status, code, refused.to_string())
+}
+
+impl From<DecisionRefused> for FrontError {
+    fn from(refused: DecisionRefused) -> FrontError {
+        FrontError::Decision(refused)
+    }
 }
 
 /// What the agent is sent for one [`FrontError`].
@@ -300,6 +334,39 @@ impl FrontError {
                  `admin`)"
                     .into(),
             ),
+            E::NotApprover => Answer::new(
+                StatusCode::FORBIDDEN,
+                jsonrpc::INVALID_REQUEST,
+                "the approvals page is for approvers (`[approvals] approvers`) and administrators, and only \
+                 approvers decide"
+                    .into(),
+            ),
+            E::NoFormToken => Answer::new(
+                StatusCode::FORBIDDEN,
+                jsonrpc::INVALID_REQUEST,
+                "the decision lacks a valid form token (header `x-csrf-token`, given with the list of approvals to \
+                 its reader, for 12 hours); read the list again and resend"
+                    .into(),
+            ),
+            E::BadDecision(why) => Answer::new(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_PARAMS,
+                format!("a decision is {{\"key\": KEY, \"decision\": \"approve\" | \"deny\", \"note\": TEXT}}: {why}"),
+            ),
+            E::Decision(refused) => decision_refused(refused),
+            E::BadLinkTicket => Answer::new(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_PARAMS,
+                "this approval link is not valid here, or its request is gone".into(),
+            ),
+            E::LinkUsed { state, by } => Answer::new(
+                StatusCode::GONE,
+                jsonrpc::INVALID_REQUEST,
+                match by {
+                    Some(by) => format!("this approval link was used: the call was {state} by `{by}`"),
+                    None => format!("this approval link no longer serves: the request is {state}"),
+                },
+            ),
             E::BadAdminQuery { parameter, expected } => Answer::new(
                 StatusCode::BAD_REQUEST,
                 jsonrpc::INVALID_PARAMS,
@@ -308,8 +375,8 @@ impl FrontError {
             E::NoSuchAdminResource => Answer::new(
                 StatusCode::NOT_FOUND,
                 jsonrpc::INVALID_REQUEST,
-                "no such console resource; there are /admin/api/backends, /admin/api/catalog, /admin/api/calls and \
-                 /admin/api/calls/unknown"
+                "no such console resource; there are /admin/api/backends, /admin/api/catalog, /admin/api/calls, \
+                 /admin/api/calls/unknown, /admin/api/approvals, /admin/api/limits and /admin/api/pins"
                     .into(),
             ),
             E::Inspect(InspectError::UnknownOutcome(outcome)) => Answer::new(

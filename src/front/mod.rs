@@ -73,11 +73,11 @@ use serde::Serialize;
 
 use crate::auth::{Admins, Authenticator};
 use crate::mcp::{SessionHolder, SessionMessage};
-use crate::router::{CallRouter, Health, Readiness};
+use crate::router::{Approvers, CallRouter, Health, Readiness};
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
 use crate::telemetry::trace::Tracer;
-pub use admin::ConsoleAccess;
+pub use admin::{ConsoleAccess, ConsoleTickets};
 use admit::{Admitted, InSession, Scope};
 use error::FrontError;
 use guard::Admission;
@@ -93,6 +93,8 @@ pub struct Settings {
     pub admins: Admins,
     /// Whether callers on this machine may read it without an administrator's credential.
     pub console: ConsoleAccess,
+    /// Who may decide the calls awaiting approval (`[approvals] approvers`).
+    pub approvers: Approvers,
     /// How much of the front one principal, and one agent session, may hold.
     pub shares: shares::Shares,
     pub max_body: usize,
@@ -107,6 +109,8 @@ pub struct Front {
     /// Read once per request; replaced whole by a reload.
     pub settings: Swap<Settings>,
     pub sealer: Sealer,
+    /// The approvals page's form tokens and link tickets.
+    pub tickets: ConsoleTickets,
     pub revocations: Arc<Revocations>,
     pub router: Arc<CallRouter>,
     /// The standalone `GET` streams open on this replica.

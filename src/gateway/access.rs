@@ -22,7 +22,12 @@ pub fn auth_settings(config: &Config) -> AuthSettings {
             .auth
             .api_keys
             .iter()
-            .map(|key| ApiKey { principal: key.principal.clone(), digest: key.sha256, groups: key.groups.clone() })
+            .map(|key| ApiKey {
+                principal: key.principal.clone(),
+                digest: key.sha256,
+                groups: key.groups.clone(),
+                expires: key.expires,
+            })
             .collect(),
         jwt: config.auth.jwt.as_ref().map(|jwt| jwt_settings(jwt, &public_url)),
         public_url,

@@ -2,7 +2,8 @@
 //! paging tool) by a task of its own, so the call never waits for the hook.
 //!
 //! Rules: the body names the tool (exposed and backend names), the backend, the principal, the arguments'
-//! digest (never the arguments), the key and the commands that decide it; a failing hook (no answer, or not a
+//! digest (never the arguments), the key, the commands that decide it and `page_url`: the console's approvals
+//! page opened on this request by a signed link ticket (`front::ConsoleTickets`); a failing hook (no answer, or not a
 //! 2xx status) is retried [`ATTEMPTS`] times with a doubling pause, then logged and counted as given up.
 
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use std::time::Duration;
 use reqwest::Url;
 use serde_json::{Value, json};
 
-use crate::ledger::ApprovalRow;
+use crate::front::ConsoleTickets;
+use crate::ledger::{ApprovalRow, ClaimKey};
 use crate::router::{Announce, decision_commands};
 use crate::telemetry::Metrics;
 
@@ -26,21 +28,38 @@ pub struct Notifier {
     url: Url,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
+    pages: Arc<PageLinks>,
+}
+
+/// Makes the `page_url` of an announcement.
+#[derive(Debug)]
+pub struct PageLinks {
+    /// The gateway's URL as agents and operators reach it (`[server] public_url`).
+    pub public_url: String,
+    pub tickets: ConsoleTickets,
+}
+
+impl PageLinks {
+    /// The approvals page opened on the request under `key`.
+    fn page_url(&self, key: &ClaimKey) -> String {
+        let ticket = self.tickets.link_ticket(key.as_str());
+        format!("{}/ui/#approval={ticket}", self.public_url.trim_end_matches('/'))
+    }
 }
 
 impl Announce for Notifier {
     /// Posts in a task of its own.
     fn announce(&self, row: &ApprovalRow, exposed: &str) {
-        let body = body(row, exposed);
+        let body = body(row, exposed, self.pages.page_url(&row.key));
         let notifier = self.clone();
         tokio::spawn(async move { notifier.post(&body).await });
     }
 }
 
 impl Notifier {
-    pub fn new(url: Url, metrics: Arc<Metrics>) -> Result<Notifier, reqwest::Error> {
+    pub fn new(url: Url, metrics: Arc<Metrics>, pages: PageLinks) -> Result<Notifier, reqwest::Error> {
         let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
-        Ok(Notifier { url, client, metrics })
+        Ok(Notifier { url, client, metrics, pages: Arc::new(pages) })
     }
 
     async fn post(&self, body: &Value) {
@@ -64,7 +83,7 @@ impl Notifier {
     }
 }
 
-fn body(row: &ApprovalRow, exposed: &str) -> Value {
+fn body(row: &ApprovalRow, exposed: &str, page_url: String) -> Value {
     let [approve, deny] = decision_commands(&row.key);
     json!({
         "key": row.key.as_str(),
@@ -75,5 +94,6 @@ fn body(row: &ApprovalRow, exposed: &str) -> Value {
         "arguments_sha256": row.args_digest,
         "approve_command": approve,
         "deny_command": deny,
+        "page_url": page_url,
     })
 }

@@ -6,20 +6,28 @@ use std::sync::Arc;
 
 use crate::backend::oauth::TOKEN_KEY_FILE_NAME;
 use crate::config::Config;
+use crate::front::ConsoleTickets;
 use crate::router::{Announce, ApprovalGate, Approvers, VaultFile};
 
-use super::approval_hook::Notifier;
+use super::approval_hook::{Notifier, PageLinks};
 use crate::telemetry::Metrics;
 
 use super::GatewayError;
 
-/// The router's approval gate.
-pub(super) fn gate(config: &Config, metrics: &Arc<Metrics>) -> Result<ApprovalGate, GatewayError> {
+/// The router's approval gate; its announcements link to the approvals page with `tickets`.
+pub(super) fn gate(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+    tickets: ConsoleTickets,
+) -> Result<ApprovalGate, GatewayError> {
     let approvals = &config.approvals;
     let notifier = approvals
         .notify_url
         .clone()
-        .map(|url| Notifier::new(url, Arc::clone(metrics)).map(|notifier| Arc::new(notifier) as Arc<dyn Announce>))
+        .map(|url| {
+            let pages = PageLinks { public_url: config.server.public_url(), tickets: tickets.clone() };
+            Notifier::new(url, Arc::clone(metrics), pages).map(|notifier| Arc::new(notifier) as Arc<dyn Announce>)
+        })
         .transpose()
         .map_err(|error| GatewayError::Approvals(format!("the notify_url client: {error}")))?;
     Ok(ApprovalGate {

@@ -319,7 +319,17 @@ impl Approvers {
 
     /// Whether `principal` is an approver.
     pub fn admits(&self, principal: &Principal) -> bool {
-        self.0.is_empty() || self.0.iter().any(|subject| subject.matches(principal))
+        self.is_open() || self.lists(principal)
+    }
+
+    /// Whether no approver is listed, so that whoever reaches the ledger or the console decides.
+    pub fn is_open(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `principal` is listed, by name or group.
+    pub fn lists(&self, principal: &Principal) -> bool {
+        self.0.iter().any(|subject| subject.matches(principal))
     }
 }
 
@@ -357,6 +367,58 @@ pub async fn decide(
         metrics.count_approval(decided.state.as_str());
     }
     Ok(decided)
+}
+
+/// How a refused decision is answered (for the front's error table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// Not an approver, or the call's own principal.
+    NotAllowed,
+    /// No request under that key.
+    NoSuchRequest,
+    /// Decided already, or expired.
+    AlreadyDecided,
+    /// A malformed key or an overlong note.
+    Invalid,
+    /// The ledger cannot be reached.
+    Unavailable,
+}
+
+impl DecisionRefused {
+    pub fn kind(&self) -> RefusalKind {
+        match self {
+            DecisionRefused::NotAnApprover(_) | DecisionRefused::OwnCall(_) => RefusalKind::NotAllowed,
+            DecisionRefused::Ledger(LedgerError::NotFound { .. }) => RefusalKind::NoSuchRequest,
+            DecisionRefused::Ledger(LedgerError::AlreadyDecided { .. }) => RefusalKind::AlreadyDecided,
+            DecisionRefused::Ledger(LedgerError::InvalidApproval { .. } | LedgerError::InvalidKey { .. }) => {
+                RefusalKind::Invalid
+            }
+            DecisionRefused::Ledger(_) => RefusalKind::Unavailable,
+        }
+    }
+}
+
+/// A decision made elsewhere than the command line (the console).
+#[derive(Debug)]
+pub struct DecisionRequest<'a> {
+    pub decider: &'a Principal,
+    /// The claim key, as text.
+    pub key: &'a str,
+    pub approve: bool,
+    pub note: Option<String>,
+}
+
+impl super::CallRouter {
+    /// Records a decision on the call under its key ([`decide`]), counted in this gateway's metrics.
+    pub async fn decide_call(
+        &self,
+        approvers: &Approvers,
+        request: DecisionRequest<'_>,
+    ) -> Result<ApprovalRow, DecisionRefused> {
+        let key = ClaimKey::parse(request.key)?;
+        let (store, metrics) = (&self.ledger.store, Some(&*self.ledger.metrics));
+        decide(store, metrics, approvers, request.decider, &key, request.approve, request.note).await
+    }
 }
 
 /// The arguments of `row`, opened with the gateway's token key.

@@ -131,10 +131,11 @@ impl CallRouter {
             .resolve_prompt(view, &name)
             .filter(|route| usable(&grants, caller, "prompt", route, Grants::prompt));
         let Some(route) = route else {
-            return Err(RpcFailure::new(
-                jsonrpc::INVALID_PARAMS,
-                format!("unknown prompt `{name}`; call prompts/list"),
-            ));
+            let held = self.catalog.quarantined_prompt(view, &name);
+            return Err(match held.filter(|route| usable(&grants, caller, "prompt", route, Grants::prompt)) {
+                Some(route) => super::pins::refusal("prompt", &name, &route),
+                None => RpcFailure::new(jsonrpc::INVALID_PARAMS, format!("unknown prompt `{name}`; call prompts/list")),
+            });
         };
         let call = CallIdentity::of(caller, &route.backend, method::PROMPTS_GET, &name, params.get("arguments"));
         self.continued(&call, &mut params)?;

@@ -62,8 +62,8 @@ use crate::raw_json::RawJson;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 pub use approvals::{
-    Announce, ApprovalGate, Approvers, DecisionRefused, VaultFile, arguments as approval_arguments, decide,
-    decision_commands,
+    Announce, ApprovalGate, Approvers, DecisionRefused, DecisionRequest, RefusalKind, VaultFile,
+    arguments as approval_arguments, decide, decision_commands,
 };
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
@@ -419,7 +419,7 @@ impl CallRouter {
                 caller.record.unknown_tool();
                 let held = self.catalog.quarantined_tool(view, &name);
                 return Err(match held.filter(|route| usable(&grants, caller, "tool", route, Grants::tool)) {
-                    Some(route) => pins::refusal(&name, &route),
+                    Some(route) => pins::refusal("tool", &name, &route),
                     None => unknown(),
                 });
             }

@@ -5,8 +5,9 @@
 //! Rules (docs/governance.md, *Pinned tool definitions*):
 //! - The first discovery of a backend with no pins trusts every item (a flagged one is held when
 //!   `screen = "quarantine"`); later, a new item is trusted unless `pin_new = "quarantine"` or it is flagged.
-//! - A definition that differs from its pin is recorded as offered: `pin = "strict"` quarantines the item,
-//!   `"warn"` serves it; both log it and count it (`switchyard_tool_definition_changes_total`). The pinned
+//! - A definition that differs from its pin is recorded as offered and screened again: `pin = "strict"`
+//!   quarantines the item, and so does `"warn"` when it is flagged and `screen = "quarantine"`; otherwise `"warn"`
+//!   serves it. Both log it and count it (`switchyard_tool_definition_changes_total`). The pinned
 //!   definition coming back withdraws the offer. `pin = "off"` neither records nor quarantines.
 //! - What is quarantined is read back from the ledger, never decided locally, so every replica sharing the store
 //!   serves the same tools: each instance polls the pins' revision ([`watch`], every [`POLL`]) off the call path,
@@ -67,12 +68,12 @@ pub fn pinned_fields(definition: &Value) -> Value {
     Value::Object(pinned.collect::<Map<_, _>>())
 }
 
-/// The `-32602` answer to a call of a quarantined tool.
-pub fn refusal(name: &str, route: &Route) -> RpcFailure {
+/// The `-32602` answer to a call of a quarantined tool or (`kind` = "prompt") a get of a quarantined prompt.
+pub fn refusal(kind: &str, name: &str, route: &Route) -> RpcFailure {
     let item = format!("{}/{}", route.backend, route.name);
     let text = format!(
-        "tool `{name}` changed since an operator approved it (or is new); an operator must approve the change \
-         (`switchyard tools diff {item}`, then `switchyard tools approve {item}`) before it can be called"
+        "{kind} `{name}` changed since an operator approved it (or is new); an operator must approve the change \
+         (`switchyard tools diff {item}`, then `switchyard tools approve {item}`) before it can be used"
     );
     RpcFailure::new(jsonrpc::INVALID_PARAMS, text)
 }
@@ -122,7 +123,8 @@ impl CallRouter {
                 Some(row) if row.digest == digest && row.offered_digest.is_none() => {}
                 Some(row) if row.offered_digest.as_deref() == Some(digest.as_str()) => {}
                 Some(row) => {
-                    let quarantine = rules.mode == PinMode::Strict;
+                    let flagged = flag(&key, rules, definition);
+                    let quarantine = rules.mode == PinMode::Strict || (flagged && rules.quarantine_flagged);
                     let offer = PinOffer { key, digest, definition: canonical_json(&fields), quarantine };
                     if store.offer_pin(&offer).await? && row.digest != offer.digest {
                         changes += 1;
@@ -149,11 +151,7 @@ impl CallRouter {
         digest: String,
         first: bool,
     ) -> Result<(), LedgerError> {
-        let findings = screen(definition, rules.max_description);
-        for finding in &findings {
-            tracing::warn!(backend = %key.backend, kind = %key.kind, name = %key.name, %finding, "suspicious definition");
-        }
-        let hold = (!findings.is_empty() && rules.quarantine_flagged) || (!first && rules.quarantine_new);
+        let hold = (flag(key, rules, definition) && rules.quarantine_flagged) || (!first && rules.quarantine_new);
         let text = canonical_json(fields);
         let (digest, definition, state, offered_digest, offered) = match hold {
             true => (String::new(), String::new(), PinState::Quarantined, Some(digest), Some(text)),
@@ -175,7 +173,18 @@ impl CallRouter {
         }
         Ok(())
     }
+}
 
+/// Screens `definition` (logging each finding); whether it was flagged.
+fn flag(key: &PinKey, rules: &PinRules, definition: &Value) -> bool {
+    let findings = screen(definition, rules.max_description);
+    for finding in &findings {
+        tracing::warn!(backend = %key.backend, kind = %key.kind, name = %key.name, %finding, "suspicious definition");
+    }
+    !findings.is_empty()
+}
+
+impl CallRouter {
     /// Reads `backend`'s pins and hands its quarantined items to the catalog (none when `pin = "off"`); counts
     /// them. Returns whether the tools agents see of it changed.
     async fn apply_quarantine(&self, backend: &str) -> bool {

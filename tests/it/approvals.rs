@@ -2,6 +2,8 @@
 //! when approved (within the agent's wait, or later and fetched by a retry with the key the gateway handed out),
 //! and never when denied or expired; the caller never approves its own call.
 
+mod console;
+
 use serde_json::{Value, json};
 use switchyard::auth::Principal;
 use switchyard::ledger::{ApprovalState, ClaimKey, LedgerStore};
@@ -397,12 +399,12 @@ async fn a_held_call_streams_progress_until_it_is_approved() {
     assert_eq!(fault.executions("delete_repo"), 1);
 }
 
-/// The console lists the calls awaiting approval (digest, never the arguments) with the commands that decide
-/// them, and no longer once decided.
+/// The console lists the calls awaiting approval with the commands that decide them, and no longer once decided;
+/// an administrator who is not an approver (bob) reads the digest, never the arguments, and gets no form token.
 #[tokio::test]
 async fn the_console_lists_the_calls_awaiting_approval() {
     let fault = fault_with_delete().await;
-    let sections = format!("[auth]\nadmin_principals = [\"alice\"]\n{}", approval_sections("wait = \"1s\""));
+    let sections = format!("[auth]\nadmin_principals = [\"bob\"]\n{}", approval_sections("wait = \"1s\""));
     let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
     let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
     assert_eq!(outcome(&bob.request("tools/call", delete_call(Some("listed"))).await), "awaiting_approval");
@@ -414,17 +416,18 @@ async fn the_console_lists_the_calls_awaiting_approval() {
     assert_eq!((pending["backend"].as_str(), pending["tool"].as_str()), (Some("fault"), Some("delete_repo")));
     assert!(pending["approve_command"].as_str().unwrap_or_default().starts_with("switchyard calls approve"));
     assert!(!listed.to_string().contains("r1"), "no arguments: {listed}");
+    assert!(listed.get("form_token").is_none(), "bob does not decide: {listed}");
     let store = gateway.router.ledger().store.clone();
     decide(&store, None, &approvers(), &alice(), &bob_key("listed"), false, None).await.expect("deny");
     let after = console_approvals(&gateway.base).await;
     assert_eq!(after["approvals"], json!([]), "{after}");
 }
 
-/// `/admin/api/approvals` as alice (an administrator in that test) reads it.
+/// `/admin/api/approvals` as bob (an administrator in that test) reads it.
 async fn console_approvals(base: &str) -> Value {
     let response = reqwest::Client::new()
         .get(format!("{base}/admin/api/approvals"))
-        .header("authorization", format!("Bearer {ALICE_KEY}"))
+        .header("authorization", format!("Bearer {BOB_KEY}"))
         .send()
         .await
         .expect("the console answers");

@@ -232,6 +232,38 @@ async fn two_replicas_on_postgresql_share_one_rate_under_200_parallel_calls() {
     assert_eq!(listed["limits"], expected, "the console reads the fleet's counters");
 }
 
+/// Two replicas on one PostgreSQL ledger share `concurrency = 2`: of ten parallel calls spread over both, two
+/// reach the backend (held there) and eight are refused; once they end, the permits a replica leased go back
+/// to the fleet and the other replica's next call runs.
+#[tokio::test]
+async fn two_replicas_on_postgresql_share_one_concurrency_limit() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let fault = FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await;
+    let sections = format!(
+        "[ledger]\nurl = {:?}\n[[limits]]\nname = \"pair\"\nprincipals = [\"*\"]\nconcurrency = 2\n",
+        schema.url()
+    );
+    let replicas = [limited_gateway(&fault, &sections).await, limited_gateway(&fault, &sections).await];
+    let agents = [Agent::connected(replicas[0].mcp()).await, Agent::connected(replicas[1].mcp()).await];
+    let mut answered = parallel_calls(&agents, 10);
+    for _ in 0..8 {
+        assert_refused(&answered.recv().await.expect("an answer"), "pair");
+    }
+    eventually("two calls reach the backend", || async { fault.executions("echo") == 2 }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fault.executions("echo"), 2, "no third call runs anywhere in the fleet");
+    fault.release_calls();
+    for _ in 0..2 {
+        assert_eq!(answered.recv().await.expect("an answer")["result"]["isError"], Value::Null);
+    }
+    for agent in &agents {
+        eventually("the permits came back to the fleet", || async {
+            agent.same_session().call_tool("fault__echo", echo(20)).await["result"]["isError"] == Value::Null
+        })
+        .await;
+    }
+}
+
 /// Runs `switchyard limits` on the file `text` in `dir`; its exit status, standard output and standard error.
 async fn limits_command(dir: &ScratchDir, text: &str) -> (bool, String, String) {
     let config = dir.path().join("switchyard.toml");

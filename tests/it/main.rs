@@ -25,6 +25,7 @@ mod gateway;
 mod gateway_oauth;
 mod health;
 mod input_rounds;
+mod keys;
 mod layering;
 mod legacy_sse;
 mod limits;

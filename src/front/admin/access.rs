@@ -29,7 +29,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use super::super::error::FrontError;
 use super::super::guard::is_loopback_host;
 use super::super::{Front, Settings};
-use crate::auth::{Admins, AuthError, Endpoint, Principal};
+use crate::auth::{AuthError, Endpoint, Principal};
 use crate::router::Audience;
 
 /// Headers a reverse proxy adds; their presence means the peer address is the proxy's, not the caller's.
@@ -65,23 +65,57 @@ pub(crate) async fn admits(
     peer: Option<SocketAddr>,
     headers: &HeaderMap,
 ) -> Result<(), FrontError> {
-    if exempt(&settings.console, peer.map(|peer| peer.ip()), headers) {
-        return Ok(());
-    }
-    let authorization = headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
-    let refused = |error: AuthError| {
-        let challenge = settings.auth.challenge(Endpoint::Root, &error);
-        FrontError::Unauthenticated { error, challenge }
-    };
-    let principal = settings.auth.authenticate(Endpoint::Root, authorization).await.map_err(refused)?;
-    match judge(&principal, settings.auth.has_credentials(), &settings.admins) {
-        Verdict::Admitted => Ok(()),
-        Verdict::NeedsCredential => Err(refused(AuthError::Missing)),
-        Verdict::Refused => {
-            tracing::warn!(principal = %principal.name, "refused the operator's console to a non-administrator");
-            Err(FrontError::NotAdmin)
+    match identify(settings, peer, headers).await? {
+        Identity::ThisMachine => Ok(()),
+        Identity::Authenticated(principal) => {
+            judge_or_refuse(settings, &principal, settings.admins.admits(&principal), FrontError::NotAdmin)
         }
     }
+}
+
+/// Who a console request comes from, by the console's rule (see the module rules).
+pub(crate) enum Identity {
+    /// A caller on this machine that the rule lets in without judging a credential.
+    ThisMachine,
+    /// The principal of the credential the request carried (`anonymous` when it carried none).
+    Authenticated(Principal),
+}
+
+/// The caller of a request whose header checks passed; 401 when the credential it sent is refused.
+pub(crate) async fn identify(
+    settings: &Settings,
+    peer: Option<SocketAddr>,
+    headers: &HeaderMap,
+) -> Result<Identity, FrontError> {
+    if exempt(&settings.console, peer.map(|peer| peer.ip()), headers) {
+        return Ok(Identity::ThisMachine);
+    }
+    let authorization = headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
+    let principal = settings.auth.authenticate(Endpoint::Root, authorization).await;
+    principal.map(Identity::Authenticated).map_err(|error| unauthenticated(settings, error))
+}
+
+/// Lets `principal` in when `admitted`; otherwise asks `anonymous` for a credential (401) when credentials exist,
+/// and refuses everyone else with `refusal` (403).
+pub(crate) fn judge_or_refuse(
+    settings: &Settings,
+    principal: &Principal,
+    admitted: bool,
+    refusal: FrontError,
+) -> Result<(), FrontError> {
+    match judge(principal, settings.auth.has_credentials(), admitted) {
+        Verdict::Admitted => Ok(()),
+        Verdict::NeedsCredential => Err(unauthenticated(settings, AuthError::Missing)),
+        Verdict::Refused => {
+            tracing::warn!(principal = %principal.name, "refused a console request");
+            Err(refusal)
+        }
+    }
+}
+
+fn unauthenticated(settings: &Settings, error: AuthError) -> FrontError {
+    let challenge = settings.auth.challenge(Endpoint::Root, &error);
+    FrontError::Unauthenticated { error, challenge }
 }
 
 /// Who reads the error texts of a request whose `principal` is authenticated: an operator when [`admits`] would
@@ -126,8 +160,8 @@ enum Verdict {
     Refused,
 }
 
-fn judge(principal: &Principal, credentials_exist: bool, admins: &Admins) -> Verdict {
-    if admins.admits(principal) {
+fn judge(principal: &Principal, credentials_exist: bool, admitted: bool) -> Verdict {
+    if admitted {
         Verdict::Admitted
     } else if principal.name == Principal::ANONYMOUS && credentials_exist {
         Verdict::NeedsCredential
@@ -139,7 +173,7 @@ fn judge(principal: &Principal, credentials_exist: bool, admins: &Admins) -> Ver
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Subject;
+    use crate::auth::{Admins, Subject};
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         pairs
@@ -177,10 +211,12 @@ mod tests {
             name: name.into(),
             groups: groups.iter().map(|group| (*group).to_owned()).collect(),
         };
-        assert_eq!(judge(&named("alice", &[]), true, &admins), Verdict::Admitted);
-        assert_eq!(judge(&named("carol", &["admin"]), true, &admins), Verdict::Admitted);
-        assert_eq!(judge(&named("bob", &["ops"]), true, &admins), Verdict::Refused);
-        assert_eq!(judge(&Principal::anonymous(), true, &admins), Verdict::NeedsCredential);
-        assert_eq!(judge(&Principal::anonymous(), false, &admins), Verdict::Refused, "no credential could help");
+        let judged =
+            |principal: &Principal, credentials_exist| judge(principal, credentials_exist, admins.admits(principal));
+        assert_eq!(judged(&named("alice", &[]), true), Verdict::Admitted);
+        assert_eq!(judged(&named("carol", &["admin"]), true), Verdict::Admitted);
+        assert_eq!(judged(&named("bob", &["ops"]), true), Verdict::Refused);
+        assert_eq!(judged(&Principal::anonymous(), true), Verdict::NeedsCredential);
+        assert_eq!(judged(&Principal::anonymous(), false), Verdict::Refused, "no credential could help");
     }
 }

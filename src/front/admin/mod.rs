@@ -1,11 +1,11 @@
-//! The operator's console: a read-only JSON API under `/admin/api/` and the page at `/ui/` that shows it.
+//! The operator's console: a JSON API under `/admin/api/` and the page at `/ui/` that shows it.
 //!
 //! Owns: the routes `GET /admin/api/backends` (health, transport, tools, live sessions and processes, latency
 //! percentiles and samples), `/admin/api/catalog` (exposed tools, withheld names), `/admin/api/calls` (the
 //! ledger's calls, filtered by `backend`, `tool`, `outcome`, `principal`, at most `limit`),
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
 //! what each does), `/admin/api/approvals` (calls awaiting approval, with the `switchyard calls approve` and
-//! `deny` commands), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), `/admin/api/pins`
+//! `deny` commands; deciding them is [`approvals`]'), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), `/admin/api/pins`
 //! (pinned tool definitions; for a changed one both definitions and the commands that approve or reject it), and
 //! the page's static files ([`ui`]).
 //!
@@ -13,16 +13,19 @@
 //! credential, or this machine where `[auth]` allows it); the page itself holds no data and is served to anyone,
 //! so an administrator can load it and give it a credential, which its script sends as `Authorization: Bearer`
 //! to the API (kept in the tab's `sessionStorage`; the API never reads cookies, so no other page can make a
-//! browser send it). Nothing here writes: the API has only `GET`s, and the data comes from the router's
-//! read-only views (`router::inspect`). Every API answer, refusals (the error table's) included, is `no-store`
+//! browser send it). One thing writes: an approver's decision on a call awaiting approval ([`approvals`], with a
+//! form token); everything else is a `GET` of the router's read-only views (`router::inspect`). Every API answer, refusals (the error table's) included, is `no-store`
 //! and `nosniff`.
 
 mod access;
+mod approvals;
 mod query;
+mod tickets;
 mod ui;
 
 pub use access::ConsoleAccess;
 pub(super) use access::{admits, audience, exempt};
+pub use tickets::ConsoleTickets;
 
 use std::sync::Arc;
 
@@ -31,7 +34,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::Front;
@@ -46,7 +49,9 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api/catalog", get(catalog))
         .route("/admin/api/calls", get(calls))
         .route("/admin/api/calls/unknown", get(unknown_calls))
-        .route("/admin/api/approvals", get(pending_approvals))
+        .route("/admin/api/approvals", get(approvals::pending))
+        .route("/admin/api/approvals/decisions", post(approvals::decide))
+        .route("/admin/api/approvals/link", get(approvals::link))
         .route("/admin/api/limits", get(limits))
         .route("/admin/api/pins", get(pins))
         .route("/admin/api", get(no_such_resource))
@@ -77,12 +82,6 @@ async fn unknown_calls(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri
     let limit = query::limit_query(uri.query())?;
     let calls = front.router.unknown_calls(limit).await.map_err(FrontError::Inspect)?;
     Ok(answer(json!({ "limit": limit, "calls": calls })))
-}
-
-async fn pending_approvals(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri) -> Result<Response, FrontError> {
-    let limit = query::limit_query(uri.query())?;
-    let approvals = front.router.pending_approvals(limit).await.map_err(FrontError::Inspect)?;
-    Ok(answer(json!({ "limit": limit, "approvals": approvals })))
 }
 
 async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {

@@ -1,5 +1,5 @@
 //! The query strings of the console API: `?backend=&tool=&outcome=&principal=&limit=` for calls, `?limit=` for
-//! unknown calls.
+//! unknown calls and approvals, `?ticket=` for an approval link.
 //!
 //! Rules: a parameter the endpoint does not know, or one given twice, is refused (a typo must not silently
 //! widen the list); an empty value means "any" (a form's empty field); `limit` is a whole number from 1 to
@@ -28,6 +28,13 @@ pub(super) fn call_query(query: Option<&str>) -> Result<CallQuery, FrontError> {
 pub(super) fn limit_query(query: Option<&str>) -> Result<usize, FrontError> {
     let found = parameters(query, &["limit"])?;
     found.into_iter().find_map(|(_, value)| value).map_or(Ok(DEFAULT_CALLS), |text| limit(&text))
+}
+
+/// `/admin/api/approvals/link`'s query: its ticket (required).
+pub(super) fn ticket_query(query: Option<&str>) -> Result<String, FrontError> {
+    let found = parameters(query, &["ticket"])?;
+    let ticket = found.into_iter().find_map(|(_, value)| value);
+    ticket.ok_or_else(|| FrontError::BadAdminQuery { parameter: "ticket".into(), expected: "the link's ticket".into() })
 }
 
 /// Each of `known` with its value (`None` when absent or empty); refuses unknown and repeated parameters.
@@ -100,5 +107,7 @@ mod tests {
             assert!(expected.contains("from 1 to 1000") && expected.contains(bad), "{expected}");
         }
         assert_eq!(refusal(limit_query(Some("backend=x"))).0, "backend");
+        assert_eq!(refusal(ticket_query(None)), ("ticket".into(), "the link's ticket".into()));
+        assert_eq!(ticket_query(Some("ticket=a.b")).expect("given"), "a.b");
     }
 }

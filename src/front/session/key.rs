@@ -43,6 +43,11 @@ impl SessionSecret {
         crate::router::request_state::StateKey::derived_from(&self.0)
     }
 
+    /// The keys of the console's approval form tokens and link tickets, derived from this one.
+    pub fn console_tickets(&self) -> crate::front::ConsoleTickets {
+        crate::front::ConsoleTickets::new(&self.0)
+    }
+
     /// The raw key, for the sealer's MAC.
     pub(super) fn bytes(&self) -> &[u8; SECRET_LEN] {
         &self.0

@@ -1,4 +1,5 @@
-// The operator's console: reads the read-only console API (../admin/api/…) and shows it. No library, no build
+// The operator's console: reads the console API (../admin/api/…) and shows it; its one write is an approver's
+// decision on a call awaiting approval, sent with the form token the list of approvals gave. No library, no build
 // step. Everything the API returns is put into the page as text (textContent), never as HTML, so a tool name or
 // an error message cannot inject markup. The body's data-state says where the page is: loading, ready,
 // needs-credential or error (the browser test waits for "ready").
@@ -22,10 +23,16 @@
   }
 
   /** GETs one API resource; a refusal becomes an ApiError carrying the API's own message. */
-  async function get(path) {
-    const headers = { Accept: "application/json" };
+  function get(path) {
+    return request(path, {});
+  }
+
+  /** Sends one API request (`init` as fetch's, plus the credential); a refusal becomes an ApiError. */
+  async function request(path, init) {
+    const headers = { Accept: "application/json", ...(init.headers || {}) };
     if (token) headers.Authorization = `Bearer ${token}`;
-    const response = await fetch(new URL(`../admin/api/${path}`, document.baseURI), { headers, cache: "no-store" });
+    const url = new URL(`../admin/api/${path}`, document.baseURI);
+    const response = await fetch(url, { ...init, headers, cache: "no-store" });
     let body = null;
     try {
       body = await response.json();
@@ -278,6 +285,81 @@
     $("unknown").replaceChildren(...cards);
   }
 
+  // --- approvals ----------------------------------------------------------------------------------------------
+
+  let formToken = null;
+  /** The key of the request an announcement's link opened the page on, once the link is read. */
+  let linkedKey = null;
+
+  function renderApprovals(answer) {
+    formToken = answer.form_token || null;
+    const decides = Boolean(formToken);
+    if (!answer.approvals.length) {
+      $("approvals").replaceChildren(el("p", { class: "muted" }, "None: no call waits for a decision."));
+      return;
+    }
+    const cards = answer.approvals.map((approval) => approvalCard(approval, decides));
+    $("approvals").replaceChildren(...cards);
+    const linked = cards.find((card) => card.dataset.key === linkedKey);
+    if (linked) linked.classList.add("linked");
+  }
+
+  function approvalCard(approval, decides) {
+    const card = el(
+      "div",
+      { class: "unknown-call approval", "data-key": approval.key },
+      el("p", {}, el("strong", {}, approval.tool), ` on ${approval.backend} by ${approval.principal}`),
+      el("p", { class: "muted" }, `asked ${when(approval.requested_ms)}, expires ${when(approval.expires_ms)}`),
+      el("p", {}, "Key: ", el("code", {}, approval.key)),
+      "arguments" in approval
+        ? el("pre", { class: "arguments" }, JSON.stringify(approval.arguments, null, 2))
+        : el("p", { class: "muted" }, `Arguments: SHA-256 ${approval.arguments_sha256}`),
+    );
+    if (!decides) {
+      card.append(el("ul", {}, el("li", {}, el("code", {}, approval.approve_command)), el("li", {}, el("code", {}, approval.deny_command))));
+      return card;
+    }
+    const note = el("input", { class: "note", placeholder: "note (optional)", maxlength: "4096" });
+    const button = (decision, label) => {
+      const node = el("button", { type: "button", class: `decide ${decision}` }, label);
+      node.addEventListener("click", () => decide(card, approval.key, decision, note.value));
+      return node;
+    };
+    card.append(el("p", { class: "decision" }, note, button("approve", "Approve"), button("deny", "Deny")));
+    return card;
+  }
+
+  /** Sends an approver's decision; the list is read again whatever the answer. */
+  async function decide(card, key, decision, note) {
+    card.querySelectorAll("button").forEach((node) => (node.disabled = true));
+    try {
+      const body = JSON.stringify({ key, decision, note: note || null });
+      const headers = { "Content-Type": "application/json", "x-csrf-token": formToken || "" };
+      const decided = await request("approvals/decisions", { method: "POST", headers, body });
+      $("decided").prepend(el("li", {}, `${decided.key}: ${decided.state} by ${decided.decided_by}`));
+    } catch (error) {
+      $("decided").prepend(el("li", { class: "refused" }, `${key}: not recorded: ${error.message}`));
+    }
+    refresh();
+  }
+
+  /** Reads the request the page's link names (`#approval=TICKET`), which needs no credential. */
+  async function readLink() {
+    const ticket = new URLSearchParams(location.hash.slice(1)).get("approval");
+    if (!ticket) return;
+    const panel = $("link");
+    panel.hidden = false;
+    try {
+      const { approval } = await get(`approvals/link?ticket=${encodeURIComponent(ticket)}`);
+      linkedKey = approval.key;
+      panel.replaceChildren(
+        el("p", {}, "This link asks for a decision on ", el("strong", {}, approval.tool), ` of ${approval.backend}, called by ${approval.principal}; it is marked below.`),
+      );
+    } catch (error) {
+      panel.replaceChildren(el("p", {}, error.message));
+    }
+  }
+
   // --- quarantined tools -------------------------------------------------------------------------------------
 
   function renderQuarantined(pins) {
@@ -365,21 +447,8 @@
     }
     running = true;
     try {
-      const [backends, unknown, calls, catalog, limits, pins] = await Promise.all([
-        get("backends"),
-        get("calls/unknown"),
-        get(callQuery()),
-        get("catalog"),
-        get("limits"),
-        get("pins"),
-      ]);
-      renderQuarantined(pins.pins);
-      renderBackends(backends.backends);
-      renderUnknown(unknown.calls);
-      renderCalls(calls.calls);
-      renderCatalog(catalog);
-      renderLimits(limits.limits);
-      showProblem("");
+      renderApprovals(await get("approvals"));
+      await refreshAdministrators();
       $("credential").hidden = true;
       $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
       document.body.dataset.state = "ready";
@@ -398,6 +467,33 @@
         refresh();
       }
     }
+  }
+
+  /** The administrators' sections; an approver who is not one reads the approvals only. */
+  async function refreshAdministrators() {
+    let answers;
+    try {
+      answers = await Promise.all([
+        get("backends"),
+        get("calls/unknown"),
+        get(callQuery()),
+        get("catalog"),
+        get("limits"),
+        get("pins"),
+      ]);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 403)) throw error;
+      showProblem("You read the calls awaiting approval only: the other sections are for administrators.");
+      return;
+    }
+    const [backends, unknown, calls, catalog, limits, pins] = answers;
+    renderQuarantined(pins.pins);
+    renderBackends(backends.backends);
+    renderUnknown(unknown.calls);
+    renderCalls(calls.calls);
+    renderCatalog(catalog);
+    renderLimits(limits.limits);
+    showProblem("");
   }
 
   function schedule() {
@@ -419,7 +515,7 @@
       else sessionStorage.removeItem(TOKEN_KEY);
       refresh();
     });
-    refresh();
+    readLink().finally(refresh);
     schedule();
   });
 })();

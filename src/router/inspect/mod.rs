@@ -20,6 +20,7 @@ use serde::Serialize;
 use super::CallRouter;
 use super::readiness::HealthReport;
 use crate::catalog::{BackendState, BackendStatus};
+pub use approvals::LinkedApproval;
 pub use calls::{CallQuery, DEFAULT_CALLS, InspectError, MAX_CALLS};
 pub use latency::Latency;
 

@@ -26,6 +26,8 @@ pub struct Usage {
     pub in_flight: u32,
     /// What this gateway leased from the shared counters (a PostgreSQL ledger; unused otherwise).
     pub lease: Lease,
+    /// The concurrency permits this gateway leased from the shared counters (likewise).
+    pub permits: super::permits::Permits,
 }
 
 /// Tokens and quota calls taken from the shared counters in a batch, spent here without asking the store again.
@@ -102,6 +104,7 @@ impl Usage {
         self.tat <= now
             && self.in_flight == 0
             && !self.lease.holds_some()
+            && self.permits.lease == 0
             && period.is_none_or(|period| self.used_at(period, now) == 0)
     }
 }

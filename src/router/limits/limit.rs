@@ -90,13 +90,16 @@ pub struct Limit {
     pub shared_key: Box<str>,
     pub usage: Mutex<Swept<Usage>>,
     pub repeats: Mutex<Swept<Repeats>>,
+    /// Held while this gateway changes a lease of shared permits, so each change replaces the one stored.
+    pub permits: tokio::sync::Mutex<()>,
 }
 
 impl Limit {
     pub fn new(spec: LimitSpec) -> Limit {
         let digest = canonical_digest(&Value::String(format!("{spec:?}")));
         let shared_key = format!("{}#{}", spec.label, &digest[..16]).into();
-        Limit { spec, shared_key, usage: Mutex::default(), repeats: Mutex::default() }
+        let permits = tokio::sync::Mutex::new(());
+        Limit { spec, shared_key, usage: Mutex::default(), repeats: Mutex::default(), permits }
     }
 
     /// Whether this limit counts `request`.

@@ -13,13 +13,14 @@
 //! - With no limit configured the call path pays one `is_empty` test ([`Limits::admit`]) and allocates nothing.
 //! - A reload builds new limits and carries over ([`Limits::carried_from`]) the clock and the counters of every
 //!   limit whose spec did not change; a changed limit starts afresh with the next call.
-//! - With a PostgreSQL ledger, rates and quotas hold for the fleet: they lease batches from counters every
-//!   replica shares ([`shared`]); with SQLite or memory every counter is this gateway's.
+//! - With a PostgreSQL ledger, rates, quotas and concurrency hold for the fleet: they lease batches from counters
+//!   every replica shares ([`shared`], [`permits`]); with SQLite or memory every counter is this gateway's.
 
 mod clock;
 mod counters;
 mod gate;
 mod limit;
+mod permits;
 mod refusal;
 mod shared;
 mod usage;
@@ -33,6 +34,7 @@ use counters::Usage;
 pub use gate::{admit_call, admit_request};
 use limit::Limit;
 pub use limit::{Calls, LimitSpec, Quota, Rate, Repeat, Request};
+pub use permits::{RENEW_EVERY, renew};
 pub use refusal::{Refusal, Violated};
 pub use usage::LimitUse;
 
@@ -94,14 +96,11 @@ impl Limits {
         let mut held = Held { taken: Vec::new(), repeats: Vec::new(), clock: Some(Arc::clone(&self.clock)) };
         let mut digest = None;
         for limit in self.set.iter().filter(|limit| limit.counts(request)) {
-            let leased = match &self.shared {
+            let taken = match &self.shared {
                 // Boxed: the lease's database future is large, and inline it would be copied with every call's.
-                Some(store) if limit.spec.rate.is_some() || limit.spec.quota.is_some() => {
-                    Box::pin(shared::take_leased(limit, store, request.key, now, &mut held)).await
-                }
-                _ => None,
+                Some(store) => Box::pin(take_shared(limit, store, request.key, now, &mut held)).await,
+                None => take(limit, request.key, now, &mut held),
             };
-            let taken = leased.unwrap_or_else(|| take(limit, request.key, now, &mut held));
             taken.map_err(|refusal| held.refund(refusal))?;
             let (Some(repeat), Some((tool, _))) = (limit.spec.repeat, request.tool) else { continue };
             let digest = digest.get_or_insert_with(|| canonical_digest(arguments.unwrap_or(&Value::Null)));
@@ -119,8 +118,39 @@ impl Limits {
     }
 }
 
+/// Takes `limit`'s rate token and quota call for `key` from the leases of the shared counters, then its permit
+/// ([`permits`]); a part whose store fails counts here instead.
+async fn take_shared(
+    limit: &Arc<Limit>,
+    store: &LedgerStore,
+    key: &str,
+    now: u64,
+    held: &mut Held,
+) -> Result<(), Refusal> {
+    let spec = &limit.spec;
+    if spec.rate.is_some() || spec.quota.is_some() {
+        let leased = shared::take_leased(limit, store, key, now, held).await;
+        leased.unwrap_or_else(|| take_counts(limit, key, now, held))?;
+    }
+    if spec.concurrency.is_some() {
+        let permit = permits::take(limit, store, key, now, held).await;
+        permit.unwrap_or_else(|| take_permit(limit, key, now, held))?;
+    }
+    Ok(())
+}
+
 /// Takes `limit`'s rate token, quota call and permit for `key`, all or none.
 fn take(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), Refusal> {
+    take_counts(limit, key, now, held)?;
+    take_permit(limit, key, now, held).map_err(|refusal| held.refund(refusal))
+}
+
+/// Takes `limit`'s rate token and quota call for `key` from this gateway's counters, both or none.
+fn take_counts(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), Refusal> {
+    let spec = &limit.spec;
+    if spec.rate.is_none() && spec.quota.is_none() {
+        return Ok(());
+    }
     let spec = &limit.spec;
     let period = limit.period();
     let mut usage = limit.usage.lock();
@@ -135,24 +165,49 @@ fn take(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), 
         spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
         return Err(refused(Violated::Quota, wait));
     }
-    if let Some(max) = spec.concurrency {
-        if entry.in_flight >= max {
-            spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
-            spec.quota.inspect(|_| entry.refund_quota());
-            return Err(refused(Violated::Concurrency, 0));
-        }
-        entry.in_flight += 1;
-    }
-    held.taken.push((Arc::clone(limit), key.into(), false));
+    held.taken.push(Took { limit: Arc::clone(limit), key: key.into(), counted: Some(Counted::Here), permit: false });
     Ok(())
+}
+
+/// Takes `limit`'s concurrency permit for `key` from this gateway's calls in flight.
+fn take_permit(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Result<(), Refusal> {
+    let Some(max) = limit.spec.concurrency else { return Ok(()) };
+    let period = limit.period();
+    let mut usage = limit.usage.lock();
+    let entry = usage.entry(key, |usage| !usage.is_idle(period, now));
+    if entry.in_flight >= max {
+        return Err(Refusal::new(&limit.spec, Violated::Concurrency, 0));
+    }
+    entry.in_flight += 1;
+    held.taken.push(Took { limit: Arc::clone(limit), key: key.into(), counted: None, permit: true });
+    Ok(())
+}
+
+/// What a request took of one limit, for one principal's key.
+#[derive(Debug)]
+struct Took {
+    limit: Arc<Limit>,
+    key: Box<str>,
+    /// Where its rate token and quota call came from, if it took any.
+    counted: Option<Counted>,
+    /// Whether it holds a concurrency permit (given back when the call ends).
+    permit: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// This gateway's counters.
+    Here,
+    /// A lease of the shared counters.
+    Leased,
 }
 
 /// What a request admitted by the limits holds: its concurrency permits (given back when it is dropped, that is
 /// when the call ends) and the identical-call records it makes once it has run.
 #[derive(Debug, Default)]
 pub struct Held {
-    /// Each limit that counted the request, the principal's key, and whether it took from a lease.
-    taken: Vec<(Arc<Limit>, Box<str>, bool)>,
+    /// What each limit that counted the request took.
+    taken: Vec<Took>,
     repeats: Vec<(Arc<Limit>, Box<str>)>,
     clock: Option<Arc<LimitClock>>,
 }
@@ -170,20 +225,21 @@ impl Held {
     /// Gives back what was taken for a request `refusal` refused, and passes the refusal on.
     fn refund(&mut self, refusal: Refusal) -> Refusal {
         self.repeats.clear();
-        for (limit, key, leased) in self.taken.drain(..) {
-            let mut usage = limit.usage.lock();
-            let Some(entry) = usage.entries.get_mut(&key) else { continue };
-            match leased {
-                true => {
-                    entry.lease.tokens += u64::from(limit.spec.rate.is_some());
-                    entry.lease.calls += u64::from(limit.spec.quota.is_some());
+        for took in self.taken.drain(..) {
+            let (spec, mut usage) = (&took.limit.spec, took.limit.usage.lock());
+            let Some(entry) = usage.entries.get_mut(&took.key) else { continue };
+            match took.counted {
+                Some(Counted::Leased) => {
+                    entry.lease.tokens += u64::from(spec.rate.is_some());
+                    entry.lease.calls += u64::from(spec.quota.is_some());
                 }
-                false => {
-                    limit.spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
-                    limit.spec.quota.inspect(|_| entry.refund_quota());
+                Some(Counted::Here) => {
+                    spec.rate.inspect(|rate| entry.refund_rate(rate.bucket()));
+                    spec.quota.inspect(|_| entry.refund_quota());
                 }
+                None => {}
             }
-            release(&limit, entry);
+            release(&took, entry);
         }
         refusal
     }
@@ -192,16 +248,16 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         // Only a concurrency permit is given back when a call ends.
-        for (limit, key, _) in self.taken.iter().filter(|(limit, ..)| limit.spec.concurrency.is_some()) {
-            if let Some(entry) = limit.usage.lock().entries.get_mut(key) {
-                release(limit, entry);
+        for took in self.taken.iter().filter(|took| took.permit) {
+            if let Some(entry) = took.limit.usage.lock().entries.get_mut(&took.key) {
+                release(took, entry);
             }
         }
     }
 }
 
-fn release(limit: &Limit, usage: &mut Usage) {
-    if limit.spec.concurrency.is_some() {
+fn release(took: &Took, usage: &mut Usage) {
+    if took.permit {
         usage.in_flight = usage.in_flight.saturating_sub(1);
     }
 }

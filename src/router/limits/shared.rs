@@ -12,18 +12,17 @@
 //!   window and dropped with it, so a quota is never exceeded.
 //! - A refused lease (the shared bucket or quota is empty) is remembered until the wait it reported, so refusals
 //!   do not reach the store either.
-//! - Concurrency and the repeat guard stay per gateway (a permit is held for milliseconds; a lease of permits
-//!   would cost a write per call).
+//! - Concurrency permits are leased by [`super::permits`]; the repeat guard stays per gateway.
 //! - If the store cannot be read or written, the limit counts per gateway until it can (logged): the calls need
 //!   the same store for their claims, so nothing runs unrecorded either way.
 
 use std::sync::Arc;
 
-use super::Held;
 use super::clock::nanos;
 use super::counters::{Lease, Usage};
 use super::limit::Limit;
 use super::refusal::{Refusal, Violated};
+use super::{Counted, Held, Took};
 use crate::ledger::{CounterRow, LedgerError, LedgerStore};
 
 /// How long a gateway may keep leased tokens before it returns what is left.
@@ -39,7 +38,7 @@ enum Local {
     Empty(Lease),
 }
 
-/// Takes `limit`'s token, quota call and permit for `key` from the lease, refilling it from `store` when needed.
+/// Takes `limit`'s token and quota call for `key` from the lease, refilling it from `store` when needed.
 /// `None`: the store failed, and the caller counts this limit per gateway.
 pub async fn take_leased(
     limit: &Arc<Limit>,
@@ -74,13 +73,14 @@ fn take_local(limit: &Arc<Limit>, key: &str, now: u64, held: &mut Held) -> Local
     let has_token = spec.rate.is_none() || lease.tokens > 0;
     let has_call = window.is_none_or(|window| lease.calls > 0 && lease.window == window);
     if !expired && has_token && has_call {
-        if spec.concurrency.is_some_and(|max| entry.in_flight >= max) {
-            return Local::Refused(Refusal::new(spec, Violated::Concurrency, 0));
-        }
         lease.tokens = lease.tokens.saturating_sub(u64::from(spec.rate.is_some()));
         lease.calls = lease.calls.saturating_sub(u64::from(window.is_some()));
-        entry.in_flight += u32::from(spec.concurrency.is_some());
-        held.taken.push((Arc::clone(limit), key.into(), true));
+        held.taken.push(Took {
+            limit: Arc::clone(limit),
+            key: key.into(),
+            counted: Some(Counted::Leased),
+            permit: false,
+        });
         return Local::Taken;
     }
     if !has_token && lease.no_tokens_until > now {
