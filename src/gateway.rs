@@ -223,7 +223,8 @@ impl Gateway {
             .collect();
         let (policies, limits) = (policies(&config), limits(&config));
         let (discovery_wait, pins) = (config.server.discovery_wait, backends::pin_rules(&config));
-        let routing = Routing { targets, policies, discovery_wait, limits, pins };
+        let catalog_modes = backends::catalog_modes(&config);
+        let routing = Routing { targets, policies, discovery_wait, limits, pins, catalog: catalog_modes };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =

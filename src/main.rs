@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 
 mod cli;
 
+use cli::ToolsAction;
 use cli::calls::{CallsAction, CallsFilter};
-use cli::pins::ToolsAction;
-use cli::table::print_table;
+use cli::table::{first_line, print_table};
 use cli::terminal::escaped;
 
 // glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
@@ -61,8 +61,8 @@ enum Command {
     },
     /// Validate the configuration, discover the backends, and print the routing table.
     Check,
-    /// Discover the backends and print the tools agents will see; or list, compare, approve or reject pinned
-    /// tool definitions in the ledger.
+    /// Discover the backends and print the tools agents will see; search them as an agent's
+    /// `switchyard__search_tools` would; or list, compare, approve or reject pinned tool definitions in the ledger.
     Tools {
         #[command(subcommand)]
         action: Option<ToolsAction>,
@@ -192,7 +192,10 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Serve { listen, log_format } => serve(config, listen, log_format).await,
         Command::Check => check(config).await,
         Command::Tools { action: None } => tools(config).await,
-        Command::Tools { action: Some(action) } => cli::pins::run(action, config).await,
+        Command::Tools { action: Some(ToolsAction::Search { query, principal, limit }) } => {
+            search_tools(config, &query, principal.as_deref(), usize::from(limit)).await
+        }
+        Command::Tools { action: Some(ToolsAction::Pins(action)) } => cli::pins::run(action, config).await,
         Command::Reload => cli::reload::run(config).await,
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
@@ -480,6 +483,22 @@ async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn search_tools(
+    config: Option<PathBuf>,
+    query: &str,
+    principal: Option<&str>,
+    limit: usize,
+) -> anyhow::Result<ExitCode> {
+    let gateway = load_for_discovery(config).await?;
+    gateway.discover_once().await;
+    let found = cli::search::print(&gateway.router, &gateway.config, query, principal, limit);
+    for failure in backend_failures(&gateway) {
+        eprintln!("{failure}");
+    }
+    gateway.stop_processes().await;
+    Ok(found)
+}
+
 async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
     let (address, server) =
         switchyard::demo::spawn(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
@@ -492,11 +511,6 @@ async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {
 async fn demo_server_stdio() -> anyhow::Result<ExitCode> {
     switchyard::demo::stdio::serve(tokio::io::stdin(), tokio::io::stdout()).await.context("demo server over stdio")?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn first_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() <= max { line.to_owned() } else { line.chars().take(max - 1).chain(['…']).collect() }
 }
 
 #[cfg(test)]

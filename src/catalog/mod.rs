@@ -18,11 +18,12 @@ mod named;
 mod names;
 mod quarantine;
 pub mod screen;
+mod search;
 mod starting;
 mod template;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 use serde_json::Value;
@@ -132,6 +133,8 @@ struct Snapshot {
     held: Named,
     /// Quarantined prompts, likewise.
     held_prompts: Named,
+    /// The search index of `tools`, built on the first search of this snapshot ([`search`]).
+    index: OnceLock<search::Index>,
 }
 
 /// Each backend's discovery status and last good listing.
@@ -239,6 +242,16 @@ impl Catalog {
     #[cfg(test)]
     pub fn prompts(&self, view: View<'_>) -> Vec<Value> {
         self.usable_prompts(view, |_| true)
+    }
+
+    /// At most `limit` tool definitions the view shows and `usable` accepts (by exposed name), best match for
+    /// `query` first ([`search`]); what `usable` refuses takes no part in the ranking.
+    pub fn search_tools(&self, view: View<'_>, query: &str, limit: usize, usable: impl Fn(&str) -> bool) -> Vec<Value> {
+        let snapshot = self.snapshot.load();
+        let index = snapshot.index.get_or_init(|| search::Index::build(snapshot.tools.routes()));
+        let shown = |position: usize| snapshot.tools.shown(view, position, &usable).is_some();
+        let found = index.search(query, limit, shown);
+        found.into_iter().filter_map(|position| snapshot.tools.shown(view, position, &usable).cloned()).collect()
     }
 
     /// The prompt definitions a view shows whose exposed name `usable` accepts.

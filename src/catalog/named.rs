@@ -15,6 +15,8 @@ pub(super) struct Named {
     by_exposed: HashMap<String, usize>,
     /// Index into `routes` by (backend, bare name) for `/mcp/{backend}`.
     by_bare: HashMap<(Arc<str>, String), usize>,
+    /// Whether each of `routes` is exposed at `/mcp` (decided when it is added: the first owner of a name keeps it).
+    exposed: Vec<bool>,
 }
 
 impl Named {
@@ -24,7 +26,7 @@ impl Named {
         match view {
             View::All => self
                 .exposed()
-                .iter()
+                .into_iter()
                 .filter(|route| usable(&route.exposed))
                 .map(|route| route.definition.clone())
                 .collect(),
@@ -37,6 +39,24 @@ impl Named {
         }
     }
 
+    /// Every route in the order it was added (exposed or not), the search index's documents.
+    pub(super) fn routes(&self) -> &[Arc<Route>] {
+        &self.routes
+    }
+
+    /// The definition of the route at `index` as `view` shows it, when it shows it and `usable` accepts its
+    /// exposed name ([`Named::list`]'s rule, for one route).
+    pub(super) fn shown(&self, view: View<'_>, index: usize, usable: impl Fn(&str) -> bool) -> Option<&Value> {
+        let route = self.routes.get(index)?;
+        let definition = match view {
+            View::All => self.exposed[index].then_some(&route.definition),
+            View::Backend(backend) => {
+                (&*route.backend == backend && is_valid_tool_name(&route.name)).then_some(&route.bare)
+            }
+        };
+        definition.filter(|_| usable(&route.exposed))
+    }
+
     pub(super) fn resolve(&self, view: View<'_>, name: &str) -> Option<Arc<Route>> {
         let index = match view {
             View::All => self.by_exposed.get(name),
@@ -46,11 +66,12 @@ impl Named {
     }
 
     pub(super) fn exposed(&self) -> Vec<Arc<Route>> {
-        self.routes.iter().filter(|route| self.is_exposed(route)).cloned().collect()
-    }
-
-    fn is_exposed(&self, route: &Route) -> bool {
-        self.by_exposed.get(&route.exposed).is_some_and(|&index| std::ptr::eq(&*self.routes[index], route))
+        self.routes
+            .iter()
+            .zip(&self.exposed)
+            .filter(|(_, exposed)| **exposed)
+            .map(|(route, _)| Arc::clone(route))
+            .collect()
     }
 
     pub(super) fn add(&mut self, spec: &BackendSpec, bare: &Value, kind: &'static str, withheld: &mut Vec<Withheld>) {
@@ -76,13 +97,18 @@ impl Named {
         if is_valid_tool_name(name) {
             self.by_bare.entry((spec.name.clone(), name.to_owned())).or_insert(index);
         }
-        match self.exposure_problem(&route) {
-            Some(reason) => withhold(name, reason),
+        let exposed = match self.exposure_problem(&route) {
+            Some(reason) => {
+                withhold(name, reason);
+                false
+            }
             None => {
                 self.by_exposed.insert(route.exposed.clone(), index);
+                true
             }
-        }
+        };
         self.routes.push(route);
+        self.exposed.push(exposed);
     }
 
     fn exposure_problem(&self, route: &Route) -> Option<String> {

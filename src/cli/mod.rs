@@ -9,14 +9,33 @@ pub mod keys;
 pub mod limits;
 pub mod pins;
 pub mod reload;
+pub mod search;
 pub mod table;
 pub mod terminal;
 
 use std::path::PathBuf;
 
 use anyhow::bail;
+use clap::Subcommand;
 use switchyard::config::Config;
 use switchyard::ledger::{LedgerStore, LedgerUrl};
+
+/// `switchyard tools …`: searching the discovered tools, or deciding pinned definitions in the ledger.
+#[derive(Subcommand)]
+pub enum ToolsAction {
+    /// Discover the backends and rank their tools for QUERY as an agent's `switchyard__search_tools` would.
+    Search {
+        query: String,
+        /// Only the tools this principal's policies let it use (with the groups of its API keys).
+        #[arg(long)]
+        principal: Option<String>,
+        /// How many tools to print (1–100).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=100))]
+        limit: u16,
+    },
+    #[command(flatten)]
+    Pins(pins::PinsAction),
+}
 
 /// The ledger of the configuration (`--config`, else `SWITCHYARD_CONFIG`'s file, else `./switchyard.toml`, else the
 /// defaults), for the commands that read it or settle a call in it. Only `[server]` and `[ledger]` are read (no

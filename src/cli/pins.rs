@@ -20,7 +20,7 @@ use super::table::print_table;
 use super::terminal::escaped;
 
 #[derive(Subcommand)]
-pub enum ToolsAction {
+pub enum PinsAction {
     /// List the pinned definitions: state, digest, first seen, approved by.
     Pins {
         /// Only this backend's.
@@ -50,16 +50,16 @@ pub enum ToolsAction {
     Reject { item: String },
 }
 
-pub async fn run(action: ToolsAction, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+pub async fn run(action: PinsAction, config: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     match action {
-        ToolsAction::Pins { backend, quarantined } => list(&store, backend.as_deref(), quarantined).await,
-        ToolsAction::Diff { item } => diff(&find(&store, &item).await?),
-        ToolsAction::Approve { item: Some(item), by, .. } => {
+        PinsAction::Pins { backend, quarantined } => list(&store, backend.as_deref(), quarantined).await,
+        PinsAction::Diff { item } => diff(&find(&store, &item).await?),
+        PinsAction::Approve { item: Some(item), by, .. } => {
             let row = find(&store, &item).await?;
             approve(&store, &[row], &approver(by)).await
         }
-        ToolsAction::Approve { backend, by, .. } => {
+        PinsAction::Approve { backend, by, .. } => {
             let backend = backend.context("--all needs --backend")?;
             let offered: Vec<PinRow> =
                 store.pins(Some(&backend)).await?.into_iter().filter(|row| row.offered_digest.is_some()).collect();
@@ -68,7 +68,7 @@ pub async fn run(action: ToolsAction, config: Option<std::path::PathBuf>) -> any
             }
             approve(&store, &offered, &approver(by)).await
         }
-        ToolsAction::Reject { item } => {
+        PinsAction::Reject { item } => {
             let row = find(&store, &item).await?;
             let Some(offered) = &row.offered_digest else {
                 bail!("{} has no offered definition to reject", label(&row))

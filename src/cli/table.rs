@@ -4,6 +4,12 @@
 
 use super::terminal::escaped;
 
+/// The first line of `text`, cut to `max` characters (the last one an ellipsis when cut).
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= max { line.to_owned() } else { line.chars().take(max - 1).chain(['…']).collect() }
+}
+
 pub fn print_table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) {
     print!("{}", render_table(header, rows));
 }

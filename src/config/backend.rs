@@ -23,6 +23,7 @@ use http::{HeaderMap, HeaderValue};
 use reqwest::Url;
 use serde::Deserialize;
 
+use super::catalog::CatalogMode;
 use super::credential::{self, BackendCredential, RawCredential};
 use super::fields::{Fault, KeyPath, list, optional, quoted, required};
 use super::oauth::{self, OAuthConfig, RawOAuth};
@@ -97,6 +98,8 @@ pub struct BackendConfig {
     pub oauth: Option<OAuthConfig>,
     /// `pin`, `pin_new`, `screen`, `refresh`, `max_description`.
     pub pins: PinConfig,
+    /// `catalog_mode`: how `/mcp/<backend>` offers its tools (`None`: as `[catalog] mode` says).
+    pub catalog_mode: Option<CatalogMode>,
 }
 
 impl BackendConfig {
@@ -157,6 +160,7 @@ pub(super) struct RawBackend {
     #[serde(deserialize_with = "duration_text")]
     refresh: Option<String>,
     max_description: Option<SizeInput>,
+    catalog_mode: Option<CatalogMode>,
 }
 
 impl RawBackend {
@@ -241,6 +245,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         credential,
         oauth,
         pins,
+        catalog_mode: raw.catalog_mode,
     })
 }
 

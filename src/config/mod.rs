@@ -18,6 +18,7 @@ mod anchor;
 mod approvals;
 mod auth;
 mod backend;
+mod catalog;
 mod credential;
 mod de;
 mod error;
@@ -46,6 +47,7 @@ pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_
 pub(crate) use auth::ANONYMOUS;
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
 pub use backend::{BackendConfig, Endpoint, ProtocolEra, ToolFilter, Transport};
+pub use catalog::{CatalogConfig, CatalogMode, DEFAULT_EXPAND_MAX};
 pub use credential::{BackendCredential, CredentialSource};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
@@ -63,6 +65,7 @@ pub use traces::{SamplerKind, TracesConfig, TracesSampler};
 use approvals::RawApprovals;
 use auth::RawAuth;
 use backend::RawBackend;
+use catalog::RawCatalog;
 use fields::{Fault, KeyPath, quoted};
 use ledger::RawLedger;
 use limits::RawLimit;
@@ -80,6 +83,7 @@ struct RawConfig {
     server: RawServer,
     ledger: RawLedger,
     backends: Vec<RawBackend>,
+    catalog: RawCatalog,
     /// `None` when the file has no `[auth]` section (the loopback-only anonymous default).
     auth: Option<RawAuth>,
     policies: Vec<RawPolicy>,
@@ -102,6 +106,8 @@ pub struct Config {
     pub ledger: LedgerConfig,
     /// In file order; names are unique.
     pub backends: Vec<BackendConfig>,
+    /// How tools are offered: every definition, or search ([`CatalogConfig`]).
+    pub catalog: CatalogConfig,
     pub auth: AuthConfig,
     /// In file order.
     pub policies: Vec<PolicyConfig>,
@@ -156,6 +162,7 @@ impl Config {
             server: ServerConfig::default(),
             ledger: LedgerConfig::default(),
             backends: Vec::new(),
+            catalog: CatalogConfig::default(),
             auth: AuthConfig::default(),
             policies: Vec::new(),
             approvals: ApprovalsConfig::default(),
@@ -232,6 +239,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .map(|(index, backend)| backend::build(index, backend, env))
         .collect::<Result<Vec<_>, _>>()?;
     check_unique_names(&backends)?;
+    let catalog = catalog::build(&raw.catalog)?;
     let auth = auth::build(raw.auth.as_ref())?;
     auth::check_per_principal_backends(&auth, &backends)?;
     let policies = raw
@@ -249,7 +257,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .collect::<Result<Vec<_>, _>>()?;
     limits::check_unique_labels(&limits)?;
     let telemetry = telemetry::build(&raw.telemetry)?;
-    Ok(Config { server, ledger, backends, auth, policies, approvals, limits, telemetry })
+    Ok(Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

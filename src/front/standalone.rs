@@ -126,7 +126,7 @@ async fn feed(
     loop {
         let sent = tokio::select! {
             change = changes.recv() => match change {
-                Ok(changed) if !changed.shows_in(backend.as_deref().map_or(View::All, View::Backend)) => Ok(()),
+                Ok(changed) if !changed.shows_to(backend.as_deref().map_or(View::All, View::Backend), &registration.session) => Ok(()),
                 // A lagging receiver missed changes: telling the agent once more is harmless.
                 Ok(_) | Err(RecvError::Lagged(_)) if registration.is_oldest() => out.message(&list_changed),
                 Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),

@@ -1,6 +1,6 @@
 //! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
 //! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
-//! SSE backend), and the router's pinning rules. Types only; used at start and by every reload, so both build backends the same way.
+//! SSE backend), the router's pinning rules and catalog modes. Types only; used at start and by every reload, so both build backends the same way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,9 +11,10 @@ use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::BackendSpec;
 use crate::config::{
-    BackendConfig, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig, StdioSessions,
-    Transport,
+    BackendConfig, CatalogMode, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig,
+    StdioSessions, Transport,
 };
+use crate::router::CatalogModes;
 use crate::router::pins::{self, PinRules};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
@@ -39,6 +40,24 @@ pub(super) fn pin_rules(config: &Config) -> HashMap<Arc<str>, PinRules> {
         max_description: backend.pins.max_description,
     };
     config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), rules(backend))).collect()
+}
+
+/// How each view offers its tools: `[catalog]` for `/mcp`, and each backend's `catalog_mode` (or `[catalog] mode`)
+/// for `/mcp/<backend>`.
+pub(super) fn catalog_modes(config: &Config) -> CatalogModes {
+    let search = |mode: CatalogMode| mode == CatalogMode::Search;
+    let catalog = &config.catalog;
+    let backends = config
+        .backends
+        .iter()
+        .filter_map(|backend| Some((backend.name.as_str().into(), search(backend.catalog_mode?))));
+    CatalogModes {
+        search: search(catalog.mode),
+        backends: backends.collect(),
+        always: catalog.always.clone(),
+        expand: catalog.expand,
+        expand_max: catalog.expand_max,
+    }
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,

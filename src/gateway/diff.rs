@@ -4,7 +4,7 @@
 //! Rules:
 //! - A backend is added, removed, *replaced* (anything about how it is reached changed: URL, transport, command,
 //!   environment, headers, credential, OAuth, timeout, process settings — new sessions, rediscovered) or
-//!   *re-exposed* (only `prefix`, `resource_prefix` or `tools` changed — sessions and listing kept).
+//!   *re-exposed* (only `prefix`, `resource_prefix`, `tools` or `catalog_mode` changed — sessions and listing kept).
 //! - Keys the running gateway cannot change are *restart-only*: `server.listen` (the bound socket),
 //!   `server.data_dir` and `server.session_secret_file` (the files it opened), `server.session_ttl` and
 //!   `server.max_revocations` (a deleted session's revocation lasts its session's lifetime: a longer lifetime
@@ -33,6 +33,8 @@ pub struct ConfigDiff {
     pub limits: bool,
     /// Whether `[auth]` changed (API keys, JWT settings, anonymous agents).
     pub auth: bool,
+    /// Whether `[catalog]` changed (how tools are offered: every definition or search).
+    pub catalog: bool,
     /// Reloadable `[server]` keys that changed, dotted.
     pub server: Vec<&'static str>,
     /// Keys that changed but need a restart, dotted.
@@ -41,9 +43,10 @@ pub struct ConfigDiff {
 
 impl ConfigDiff {
     pub fn between(running: &Config, file: &Config) -> ConfigDiff {
-        let Config { server, ledger, backends, auth, policies, approvals, limits, telemetry } = file;
+        let Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry } = file;
         let mut diff = ConfigDiff {
             auth: running.auth != *auth,
+            catalog: running.catalog != *catalog,
             policies: running.policies != *policies,
             limits: running.limits != *limits,
             ..Default::default()
@@ -69,6 +72,7 @@ impl ConfigDiff {
             policies,
             limits,
             auth,
+            catalog,
             server,
             restart_only: _,
         } = self;
@@ -77,6 +81,7 @@ impl ConfigDiff {
             && !policies
             && !limits
             && !auth
+            && !catalog
             && server.is_empty()
     }
 
@@ -93,6 +98,7 @@ impl ConfigDiff {
             flag("policies changed", self.policies),
             flag("limits changed", self.limits),
             flag("agent authentication changed", self.auth),
+            flag("catalog mode changed", self.catalog),
             (!self.server.is_empty()).then(|| format!("changed: {}", self.server.join(", "))),
         ]
         .into_iter()
@@ -208,6 +214,7 @@ fn reached_alike(old: &BackendConfig, new: &BackendConfig) -> bool {
         prefix: new.prefix.clone(),
         resource_prefix: new.resource_prefix.clone(),
         tools: new.tools.clone(),
+        catalog_mode: new.catalog_mode,
         ..old.clone()
     };
     exposed_alike == *new

@@ -124,7 +124,7 @@ impl CallRouter {
             .filter(|backend| self.catalog.prefix(backend).is_some_and(|prefix| grants.some_name_under(&prefix)))
             .collect();
         let needed = self.probe_all(caller, unauthorized).await;
-        let mut answer = json!({ "tools": self.catalog.usable_tools(view, |name| grants.tool(name)) });
+        let mut answer = json!({ "tools": self.listed_tools(caller, view, &grants) });
         if needed.is_empty() {
             return Ok(answer);
         }

@@ -39,6 +39,7 @@ mod readiness;
 pub mod request_state;
 mod starting;
 pub mod testing;
+pub mod tool_search;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -75,6 +76,8 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
+pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
+use tool_search::{Expansions, GatewayTool};
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -178,6 +181,8 @@ pub struct Routing {
     pub limits: Limits,
     /// Each backend's pinning rules ([`pins`]); a backend without is not pinned.
     pub pins: HashMap<Arc<str>, pins::PinRules>,
+    /// How each view offers its tools: every definition, or search ([`tool_search`]).
+    pub catalog: CatalogModes,
 }
 
 impl Routing {
@@ -187,20 +192,30 @@ impl Routing {
     }
 }
 
-/// Whose tool lists changed: the agents viewing one backend (at `/mcp` or `/mcp/<backend>`), or every agent
-/// (the policies changed).
+/// Whose tool lists changed: the agents viewing one backend (at `/mcp` or `/mcp/<backend>`), every agent (the
+/// policies changed), or one agent session (a search added tools to its list, [`tool_search`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolsChanged {
     Backend(Arc<str>),
     Everywhere,
+    Session(SessionHolder),
 }
 
 impl ToolsChanged {
-    /// Whether an agent with this view sees the change.
+    /// Whether an agent with this view sees the change (a session's own change is [`ToolsChanged::shows_to`]'s).
     pub fn shows_in(&self, view: View<'_>) -> bool {
         match self {
             ToolsChanged::Backend(backend) => view.shows(backend),
             ToolsChanged::Everywhere => true,
+            ToolsChanged::Session(_) => false,
+        }
+    }
+
+    /// Whether the agent session keyed `session`, with this view, sees the change.
+    pub fn shows_to(&self, view: View<'_>, session: &str) -> bool {
+        match self {
+            ToolsChanged::Session(SessionHolder::Agent(key)) => **key == *session,
+            _ => self.shows_in(view),
         }
     }
 }
@@ -221,6 +236,8 @@ pub struct CallRouter {
     waiting: Arc<Waiting>,
     /// Holds the calls policies say need an approval (set once by the composition root).
     approvals: std::sync::OnceLock<ApprovalGate>,
+    /// The tools searches added to each agent session's list ([`tool_search`]).
+    expansions: Expansions,
 }
 
 impl CallRouter {
@@ -240,6 +257,7 @@ impl CallRouter {
             states: Swap::new(StateSealer::new(&StateKey::random())),
             waiting: Arc::default(),
             approvals: std::sync::OnceLock::new(),
+            expansions: Expansions::default(),
         }
     }
 
@@ -260,7 +278,9 @@ impl CallRouter {
     /// else the viewers of each backend whose exposed tools changed.
     pub fn reconfigure(&self, mut routing: Routing, specs: Vec<BackendSpec>, principals_changed: bool) {
         routing.limits = std::mem::take(&mut routing.limits).carried_from(&self.routing.load().limits);
-        let everywhere = principals_changed || self.routing.load().policies != routing.policies;
+        let running = self.routing.load();
+        let everywhere =
+            principals_changed || running.policies != routing.policies || running.catalog != routing.catalog;
         let configured = |backend: &str| routing.targets.contains_key(backend);
         self.unauthorized.retain(configured);
         self.resource_owners.retain(configured);
@@ -326,7 +346,9 @@ impl CallRouter {
 
     /// Ends an agent session's backend sessions.
     pub fn forget_session(&self, session: &str) {
-        self.client.forget_agent_session(&SessionHolder::agent(session));
+        let holder = SessionHolder::agent(session);
+        self.expansions.forget(&holder);
+        self.client.forget_agent_session(&holder);
     }
 
     /// Serves one request of an agent; the backend's progress and log notifications about it go to `relay`.
@@ -339,9 +361,16 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
-            Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
+            Method::ToolsCall => match GatewayTool::named(&params) {
+                // Boxed: inline, its future would grow every call's.
+                Some(tool) => return Box::pin(self.gateway_tool(caller, view, tool, params, relay)).await,
+                None => return self.call_tool(caller, view, params, relay).await,
+            },
             Method::Ping => Ok(json!({})),
-            Method::ToolsList => self.list_tools(caller, view, relay).await,
+            Method::ToolsList => {
+                let listed = self.list_tools(caller, view, relay).await;
+                listed.inspect(|answer| self.ledger.metrics.tools_list_bytes(tool_search::json_size(answer)))
+            }
             Method::PromptsList => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);

@@ -27,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::catalog::CatalogMetrics;
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
 use super::pins::PinMetrics;
 use super::trace::Counts;
@@ -152,6 +153,8 @@ pub struct Metrics {
     approval_notify_failures: Counter,
     /// `switchyard_tool_pins` and `switchyard_tool_definition_changes_total` (`pins.rs`).
     pins: PinMetrics,
+    /// `switchyard_tool_searches_total` and `switchyard_tools_list_bytes` (`catalog.rs`).
+    catalog: CatalogMetrics,
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
@@ -225,6 +228,7 @@ impl Metrics {
             approvals: Family::default(),
             approval_notify_failures: Counter::default(),
             pins: PinMetrics::default(),
+            catalog: CatalogMetrics::default(),
             backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
@@ -281,6 +285,7 @@ impl Metrics {
         let failed = "Trace export requests the collector refused or did not answer in time";
         registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
         self.pins.register(registry);
+        self.catalog.register(registry);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -380,6 +385,16 @@ impl Metrics {
     /// Counts a failed attempt to announce an approval request.
     pub fn count_approval_notification_failure(&self) {
         self.approval_notify_failures.inc();
+    }
+
+    /// Counts a search of `switchyard__search_tools`; `found`: it found some tool.
+    pub fn count_tool_search(&self, found: bool) {
+        self.catalog.searched(found);
+    }
+
+    /// Observes the size of one `tools/list` answer.
+    pub fn tools_list_bytes(&self, bytes: usize) {
+        self.catalog.listed(bytes);
     }
 
     /// Counts a tool call waiting on the ledger until the guard is dropped.

@@ -11,6 +11,7 @@
 
 pub(crate) mod access;
 mod access_line;
+mod catalog;
 pub(crate) mod labels;
 pub mod logs;
 pub(crate) mod metrics;

@@ -6,14 +6,17 @@ drives it can change the world (restart a backend) between two commands of one M
 
 * ``list``: ``tools/list`` (every page);
 * ``call NAME JSON``: ``tools/call`` of tool NAME with the JSON object as its arguments;
+* ``callmeta NAME JSON``: the same, JSON being ``{"arguments": {...}, "_meta": {...}}`` (a request ``_meta``);
+* ``changes``: how many ``notifications/tools/list_changed`` the session received so far;
 * ``quit`` (or end of stdin): closes the session (the SDK sends ``DELETE``) and exits.
 
 Every outcome is one JSON object on one stdout line, in order:
 
 * after connecting: ``{"ok": true, "initialized": {"protocolVersion": ..., "serverName": ..., "tools": bool}}``;
 * ``list``: ``{"ok": true, "tools": [name, ...]}``;
-* ``call``: ``{"ok": true, "isError": bool, "texts": [text of each text block, ...], "structured": ...}``
-  (``structured`` is the result's ``structuredContent``, or null);
+* ``call``: ``{"ok": true, "isError": bool, "texts": [text of each text block, ...], "structured": ...,
+  "meta": ...}`` (``structured`` is the result's ``structuredContent``, ``meta`` its ``_meta``, or null);
+* ``changes``: ``{"ok": true, "toolsListChanged": count}``;
 * any failure (a JSON-RPC error, a transport error, a bad command): ``{"ok": false, "error": "..."}``.
   A failure to connect or initialize is printed the same way, and the script exits with status 1.
 
@@ -125,12 +128,35 @@ async def list_tools(session: ClientSession) -> dict[str, Any]:
             return {"ok": True, "tools": names}
 
 
-async def call_tool(session: ClientSession, rest: str) -> dict[str, Any]:
+async def call_tool(session: ClientSession, rest: str, with_meta: bool = False) -> dict[str, Any]:
     name, _, arguments = rest.partition(" ")
     parsed = json.loads(arguments) if arguments.strip() else {}
-    result = await session.call_tool(name, parsed)
+    if with_meta:
+        result = await session.call_tool(name, parsed.get("arguments", {}), meta=parsed.get("_meta"))
+    else:
+        result = await session.call_tool(name, parsed)
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-    return {"ok": True, "isError": bool(result.is_error), "texts": texts, "structured": result.structured_content}
+    return {
+        "ok": True,
+        "isError": bool(result.is_error),
+        "texts": texts,
+        "structured": result.structured_content,
+        "meta": result.meta,
+    }
+
+
+class Notifications:
+    """Counts the server notifications the session surfaces that a test asks about."""
+
+    def __init__(self) -> None:
+        self.tools_list_changed = 0
+
+    async def handle(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.tools_list_changed += 1
+
+
+NOTIFICATIONS = Notifications()
 
 
 async def run(session: ClientSession) -> None:
@@ -146,6 +172,10 @@ async def run(session: ClientSession) -> None:
                 answer = await list_tools(session)
             elif command == "call":
                 answer = await call_tool(session, rest)
+            elif command == "callmeta":
+                answer = await call_tool(session, rest, with_meta=True)
+            elif command == "changes":
+                answer = {"ok": True, "toolsListChanged": NOTIFICATIONS.tools_list_changed}
             else:
                 answer = {"ok": False, "error": f"unknown command {command!r}"}
         except Exception as error:  # every failure is reported to the test, which decides
@@ -160,7 +190,7 @@ async def main(url: str, headers: dict[str, str], oauth: bool) -> int:
             create_mcp_http_client(headers=headers, auth=auth) as http,
             streamable_http_client(url, http_client=http) as (read, write),
         ):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=NOTIFICATIONS.handle) as session:
                 try:
                     result = await session.initialize()
                 except Exception as error:

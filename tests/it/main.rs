@@ -46,5 +46,6 @@ mod stdio;
 mod stdio_processes;
 mod support;
 mod telemetry;
+mod tool_search;
 mod traces;
 mod transports_e2e;
