@@ -80,10 +80,10 @@ buildah config \
     --env SWITCHYARD_CONFIG=/etc/switchyard/switchyard.toml \
     --workingdir /var/lib/switchyard \
     --volume /var/lib/switchyard \
-    --port 8808 \
+    --port 8808/tcp \
     --entrypoint '["/usr/local/bin/switchyard"]' \
     --cmd 'serve --listen 0.0.0.0:8808' \
-    --healthcheck 'CMD ["/usr/local/bin/switchyard", "healthcheck"]' \
+    --healthcheck 'CMD /usr/local/bin/switchyard healthcheck' \
     --healthcheck-interval 10s --healthcheck-timeout 6s --healthcheck-start-period 10s --healthcheck-retries 3 \
     --label org.opencontainers.image.title=switchyard \
     --label "org.opencontainers.image.description=An MCP gateway: one Streamable HTTP endpoint in front of many MCP servers" \
