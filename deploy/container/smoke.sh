@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The container's smoke test, as CI runs it: builds the image with build.sh from a local binary, runs it with
-# podman, waits for /healthz, runs the image's own health check command, calls the demo backend's `echo` tool
-# through /mcp (initialize, notifications/initialized, tools/call) and checks the answer, then stops and removes
-# the container and the image.
+# The container's smoke test, as CI runs it: builds the image with build.sh from a local binary, checks that it
+# is configured as deploy/container/Dockerfile says (same_image.py), runs it with podman, waits for /healthz,
+# runs the image's own health check command, calls the demo backend's `echo` tool through /mcp (initialize,
+# notifications/initialized, tools/call) and checks the answer, then stops and removes the container and the
+# image.
 #
 #   deploy/container/smoke.sh [BINARY]      (default target/release/switchyard)
 #
@@ -15,6 +16,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BINARY="${1:-$ROOT/target/release/switchyard}"
 IMAGE="localhost/switchyard:smoke-$$"
 NAME="switchyard-smoke-$$"
+# A Python with the `dockerfile` package (deploy/requirements.txt; scripts/test installs it there).
+DEPLOY_PYTHON="${DEPLOY_PYTHON:-$ROOT/target/deploy-venv/bin/python}"
 
 fail() {
     printf 'smoke.sh: FAILED: %s\n' "$*" >&2
@@ -27,6 +30,7 @@ fail() {
 for tool in buildah podman runc curl python3; do
     command -v "$tool" >/dev/null 2>&1 || fail "'$tool' is not installed"
 done
+[[ -x "$DEPLOY_PYTHON" ]] || fail "no $DEPLOY_PYTHON (pip install -r deploy/requirements.txt into target/deploy-venv)"
 
 CONTAINERS_CONF="$(mktemp "${TMPDIR:-/tmp}/switchyard-containers.XXXXXX.conf")"
 printf '[containers]\ndefault_ulimits = []\n' >"$CONTAINERS_CONF"
@@ -41,10 +45,9 @@ trap cleanup EXIT
 
 "$ROOT/deploy/container/build.sh" "$BINARY" "$IMAGE" || fail "build.sh"
 
-# The image says how it is run: user, volume, port, health check.
-config="$(podman image inspect "$IMAGE" --format '{{.Config.User}} {{json .Config.Volumes}} {{json .Config.ExposedPorts}} {{json .Config.Healthcheck.Test}}')"
-expected='10001:10001 {"/var/lib/switchyard":{}} {"8808/tcp":{}} ["CMD","/usr/local/bin/switchyard","healthcheck"]'
-[[ "$config" == "$expected" ]] || fail "image configuration: got '$config', want '$expected'"
+# The image is configured as the Dockerfile's (user, volume, port, health check, entrypoint, ...).
+podman image inspect "$IMAGE" | "$DEPLOY_PYTHON" "$ROOT/deploy/container/same_image.py" "$ROOT/deploy/container/Dockerfile" ||
+    fail "the image differs from deploy/container/Dockerfile"
 
 PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 BASE="http://127.0.0.1:$PORT"

@@ -6,7 +6,7 @@
 #   deploy/kubernetes/check.sh
 #
 # Finds kubectl and kubernetes-validate in target/deploy-venv (scripts/test installs them there from
-# deploy/kubernetes/requirements.txt), else on PATH. Renders a copy of deploy/kubernetes holding a throwaway
+# deploy/requirements.txt), else on PATH. Renders a copy of deploy/kubernetes holding a throwaway
 # session key and ledger URL, so the real files (which git ignores) are neither needed nor touched.
 set -euo pipefail
 
@@ -25,7 +25,7 @@ tool() {
     elif command -v "$1" >/dev/null 2>&1; then
         command -v "$1"
     else
-        fail "'$1' is not installed (pip install -r deploy/kubernetes/requirements.txt into $VENV)"
+        fail "'$1' is not installed (pip install -r deploy/requirements.txt into $VENV)"
     fi
 }
 KUBECTL="$(tool kubectl)"
@@ -37,8 +37,9 @@ cp -r "$ROOT/deploy/kubernetes" "$WORK/"
 head -c 32 /dev/urandom >"$WORK/kubernetes/base/session.key"
 printf 'url=postgres://switchyard:secret@postgres:5432/switchyard\n' >"$WORK/kubernetes/overlays/postgres/ledger.env"
 
+cd "$WORK/kubernetes"
 for dir in base overlays/*; do
-    [[ -f "$WORK/kubernetes/$dir/kustomization.yaml" ]] || continue
+    [[ -f "$dir/kustomization.yaml" ]] || fail "deploy/kubernetes/$dir has no kustomization.yaml"
     rendered="$WORK/$(tr / - <<<"$dir").yaml"
     "$KUBECTL" kustomize "$WORK/kubernetes/$dir" >"$rendered" || fail "kubectl kustomize deploy/kubernetes/$dir"
     for kind in ConfigMap Secret Service Deployment PodDisruptionBudget; do
