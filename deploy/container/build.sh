@@ -49,6 +49,10 @@ place() {
 }
 
 place "$BINARY" /usr/local/bin/switchyard
+# The release profile's line tables (debug = 1) are most of the binary; symbols stay, for backtraces.
+if command -v strip >/dev/null 2>&1; then
+    strip --strip-debug "$ROOTFS/usr/local/bin/switchyard"
+fi
 # `ldd` prints "name => /path (address)" for a library and "/path (address)" for the loader; a binary built
 # statically has neither, and needs none.
 libraries="$(ldd "$BINARY" 2>/dev/null | grep -oE '/[^ ]+' || true)"
