@@ -1,6 +1,6 @@
 //! The `switchyard` command line: `serve`, `check`, `tools`, `reload`, `calls`, `keys`, `auth`, `init`, `import`,
-//! `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`). This is the binary's
-//! edge: errors become `anyhow` reports and exit codes here, nowhere else.
+//! `healthcheck`, `demo-server`. `serve` reloads its configuration file on `SIGHUP` (and on `switchyard reload`).
+//! This is the binary's edge: errors become `anyhow` reports and exit codes here, nowhere else.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -103,6 +103,13 @@ enum Command {
         /// ./switchyard.toml; created if missing) instead of printing them.
         #[arg(long)]
         write: bool,
+    },
+    /// Ask a gateway's /healthz whether it serves (for container health checks): exit status 0 on 200 OK, else 1
+    /// with the reason.
+    Healthcheck {
+        /// The URL to ask.
+        #[arg(long, default_value = cli::healthcheck::DEFAULT_URL)]
+        url: String,
     },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
@@ -210,6 +217,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,
         Command::Init => cli::init::run(config.as_deref()),
         Command::Import { file, write } => cli::import::run(&file, write, config.as_deref()),
+        Command::Healthcheck { url } => cli::healthcheck::run(&url).await,
     }
 }
 

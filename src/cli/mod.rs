@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod auth;
 pub mod calls;
+pub mod healthcheck;
 pub mod import;
 pub mod init;
 pub mod keys;

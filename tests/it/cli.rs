@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Agent, ChildGateway};
+use crate::support::gateway::{Agent, ChildGateway, TestGateway};
 
 /// The binary, with no configuration file named by the test's own environment.
 pub(crate) fn switchyard() -> Command {
@@ -520,4 +520,23 @@ async fn read_only_commands_need_no_backend_secret_and_never_create_a_ledger() {
     let memory = write_config(&dir, "[ledger]\nurl = \"memory\"\n");
     let refused = run(switchyard().arg("calls").arg("--config").arg(&memory)).await;
     assert!(String::from_utf8_lossy(&refused.stderr).contains("ledger is `memory`"), "{refused:?}");
+}
+
+#[tokio::test]
+async fn healthcheck_passes_on_a_serving_gateway_and_says_why_it_fails_otherwise() {
+    let gateway = TestGateway::start("", "").await;
+    let healthy = run(switchyard().args(["healthcheck", "--url", &format!("{}/healthz", gateway.base)])).await;
+    assert!(healthy.status.success(), "{}", String::from_utf8_lossy(&healthy.stderr));
+
+    let missing = format!("{}/no-such-page", gateway.base);
+    let refused = run(switchyard().args(["healthcheck", "--url", &missing])).await;
+    assert_eq!(refused.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(error.contains("answered 404 Not Found, not 200 OK"), "{error}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let silent = run(switchyard().args(["healthcheck", "--url", &format!("http://{closed}/healthz")])).await;
+    assert_eq!(silent.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&silent.stderr);
+    assert!(error.contains(&format!("no answer from http://{closed}/healthz")), "{error}");
 }

@@ -1,4 +1,5 @@
-//! `deploy/`: the Prometheus scrape configuration and the Grafana dashboard are valid, every
+//! `deploy/`: the configurations the container image and the Kubernetes base ship load and may serve on every
+//! address with their demo backend; the Prometheus scrape configuration and the Grafana dashboard are valid, every
 //! metric family the issue defines has a panel, and what the dashboard's queries name — metrics, labels, outcome
 //! values — is really there in a live scrape: a gateway that served one tool call of each outcome, scraped at the
 //! path `deploy/prometheus.yml` scrapes.
@@ -22,6 +23,20 @@ const FAMILIES: [&str; 3] =
 fn deploy_file(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[test]
+fn the_packaged_configurations_serve_the_demo_backend_on_every_address() {
+    for name in ["container/switchyard.toml", "kubernetes/base/switchyard.toml"] {
+        // The file names the binary where the image puts it; here it is where cargo built it.
+        let text = deploy_file(name).replace("/usr/local/bin/switchyard", env!("CARGO_BIN_EXE_switchyard"));
+        let config = switchyard::config::Config::from_toml_str(&text, name, [("PATH", "/usr/bin")])
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert!(config.server.listen.ip().is_unspecified(), "{name}: {}", config.server.listen);
+        config.check_serving().unwrap_or_else(|error| panic!("{name}: {error}"));
+        let [demo] = config.backends.as_slice() else { panic!("{name}: one backend") };
+        assert_eq!(demo.name.as_str(), "demo", "{name}");
+    }
 }
 
 #[test]
