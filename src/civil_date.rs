@@ -16,9 +16,25 @@ pub fn civil_date(days: u64) -> (u64, u32, u32) {
     (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (ISO 8601, UTC) of `millis` since the Unix epoch (earlier times read as the epoch).
+pub fn iso8601_millis(millis: i64) -> String {
+    let millis = u64::try_from(millis).unwrap_or_default();
+    let seconds = millis / 1000;
+    let (year, month, day) = civil_date(seconds / 86_400);
+    let rest = seconds % 86_400;
+    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{:03}Z", millis % 1000)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::civil_date;
+    use super::{civil_date, iso8601_millis};
+
+    #[test]
+    fn iso8601_times_are_utc_with_milliseconds() {
+        assert_eq!(iso8601_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601_millis(-5), "1970-01-01T00:00:00.000Z");
+    }
 
     #[test]
     fn days_become_dates_across_leap_years() {

@@ -65,6 +65,19 @@ pub enum ProtocolEra {
     Legacy,
 }
 
+/// Who runs a backend's tool calls as tasks (MCP tasks; docs/tasks.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// The gateway: any tool may run as a task, whatever the backend implements.
+    #[default]
+    Gateway,
+    /// The backend's own tasks, relayed (not available in this version: refused with a clear error).
+    Passthrough,
+    /// No tasks: the tools are offered without task support.
+    Off,
+}
+
 /// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
@@ -97,6 +110,8 @@ pub struct BackendConfig {
     pub oauth: Option<OAuthConfig>,
     /// `pin`, `pin_new`, `screen`, `refresh`, `max_description`.
     pub pins: PinConfig,
+    /// `tasks`: who runs its tool calls as tasks.
+    pub tasks: TaskMode,
 }
 
 impl BackendConfig {
@@ -157,6 +172,7 @@ pub(super) struct RawBackend {
     #[serde(deserialize_with = "duration_text")]
     refresh: Option<String>,
     max_description: Option<SizeInput>,
+    tasks: TaskMode,
 }
 
 impl RawBackend {
@@ -227,6 +243,15 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
     }
     let pins = pins::build(&entry, &raw.pin_keys())?;
+    if raw.tasks == TaskMode::Passthrough {
+        return Err(Fault::invalid(
+            &entry.key("tasks"),
+            Some(quoted("passthrough")),
+            "\"gateway\" or \"off\": this version runs every task in the gateway (passthrough of a backend's own tasks \
+             is not available yet)"
+                .into(),
+        ));
+    }
     Ok(BackendConfig {
         name,
         endpoint,
@@ -241,6 +266,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         credential,
         oauth,
         pins,
+        tasks: raw.tasks,
     })
 }
 

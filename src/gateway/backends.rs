@@ -1,8 +1,8 @@
 //! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
 //! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
-//! SSE backend), and the router's pinning rules. Types only; used at start and by every reload, so both build backends the same way.
+//! SSE backend), and the router's pinning rules and task backends. Types only; used at start and by every reload, so both build backends the same way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::backend::legacy_sse::LegacySseBackend;
@@ -12,7 +12,7 @@ use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, Stdio
 use crate::catalog::BackendSpec;
 use crate::config::{
     BackendConfig, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig, StdioSessions,
-    Transport,
+    TaskMode, Transport,
 };
 use crate::router::pins::{self, PinRules};
 
@@ -39,6 +39,12 @@ pub(super) fn pin_rules(config: &Config) -> HashMap<Arc<str>, PinRules> {
         max_description: backend.pins.max_description,
     };
     config.backends.iter().map(|backend| (Arc::from(backend.name.as_str()), rules(backend))).collect()
+}
+
+/// The backends whose tools the gateway runs as tasks (`tasks = "gateway"`).
+pub(super) fn task_backends(config: &Config) -> HashSet<Arc<str>> {
+    let gateway = |backend: &&BackendConfig| backend.tasks == TaskMode::Gateway;
+    config.backends.iter().filter(gateway).map(|backend| Arc::from(backend.name.as_str())).collect()
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,

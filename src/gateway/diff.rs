@@ -208,6 +208,7 @@ fn reached_alike(old: &BackendConfig, new: &BackendConfig) -> bool {
         prefix: new.prefix.clone(),
         resource_prefix: new.resource_prefix.clone(),
         tools: new.tools.clone(),
+        tasks: new.tasks,
         ..old.clone()
     };
     exposed_alike == *new

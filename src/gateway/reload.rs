@@ -284,6 +284,7 @@ impl Live {
                 discovery_wait: next.server.discovery_wait,
                 limits: limits(&next),
                 pins: backends::pin_rules(&next),
+                tasks: backends::task_backends(&next),
             },
             specs,
             diff.auth,

@@ -38,9 +38,10 @@ pub mod pins;
 mod readiness;
 pub mod request_state;
 mod starting;
+mod tasks;
 pub mod testing;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,7 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
+pub use tasks::{RELATED_TASK_META, fail_orphaned_tasks};
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -178,6 +180,8 @@ pub struct Routing {
     pub limits: Limits,
     /// Each backend's pinning rules ([`pins`]); a backend without is not pinned.
     pub pins: HashMap<Arc<str>, pins::PinRules>,
+    /// The backends whose tools the gateway runs as tasks when asked ([`tasks`]).
+    pub tasks: HashSet<Arc<str>>,
 }
 
 impl Routing {
@@ -221,6 +225,8 @@ pub struct CallRouter {
     waiting: Arc<Waiting>,
     /// Holds the calls policies say need an approval (set once by the composition root).
     approvals: std::sync::OnceLock<ApprovalGate>,
+    /// The tool calls this instance runs as tasks.
+    tasks: tasks::Tasks,
 }
 
 impl CallRouter {
@@ -240,6 +246,7 @@ impl CallRouter {
             states: Swap::new(StateSealer::new(&StateKey::random())),
             waiting: Arc::default(),
             approvals: std::sync::OnceLock::new(),
+            tasks: tasks::Tasks::default(),
         }
     }
 
@@ -331,7 +338,7 @@ impl CallRouter {
 
     /// Serves one request of an agent; the backend's progress and log notifications about it go to `relay`.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         caller: &Caller,
         view: View<'_>,
         method: &Method,
@@ -339,9 +346,19 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
+            Method::ToolsCall if tasks::requested(&params) => {
+                return self.start_task(caller, view, params, relay).await;
+            }
             Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
+            Method::TasksGet => self.get_task(caller, &params).await,
+            Method::TasksResult => self.task_result(caller, &params).await,
+            Method::TasksList => self.list_tasks(caller, &params).await,
+            Method::TasksCancel => self.cancel_task(caller, &params).await,
             Method::Ping => Ok(json!({})),
-            Method::ToolsList => self.list_tools(caller, view, relay).await,
+            Method::ToolsList => self.list_tools(caller, view, relay).await.map(|mut listed| {
+                self.offer_tasks(view, &mut listed);
+                listed
+            }),
             Method::PromptsList => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);

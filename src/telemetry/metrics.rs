@@ -29,6 +29,7 @@ use prometheus_client::registry::Registry;
 
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
 use super::pins::PinMetrics;
+use super::tasks::TaskMetrics;
 use super::trace::Counts;
 
 /// The exported names (counters carry the `_total` the exposition adds to their registered name).
@@ -152,6 +153,8 @@ pub struct Metrics {
     approval_notify_failures: Counter,
     /// `switchyard_tool_pins` and `switchyard_tool_definition_changes_total` (`pins.rs`).
     pins: PinMetrics,
+    /// `switchyard_tasks` and `switchyard_tasks_created_total` (`tasks.rs`).
+    tasks: TaskMetrics,
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
@@ -225,6 +228,7 @@ impl Metrics {
             approvals: Family::default(),
             approval_notify_failures: Counter::default(),
             pins: PinMetrics::default(),
+            tasks: TaskMetrics::default(),
             backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
@@ -281,6 +285,7 @@ impl Metrics {
         let failed = "Trace export requests the collector refused or did not answer in time";
         registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
         self.pins.register(registry);
+        self.tasks.register(registry);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -370,6 +375,16 @@ impl Metrics {
     pub fn count_claims(&self, state: ClaimWrite, claims: u64) {
         let index = ClaimWrite::ALL.iter().position(|known| *known == state).unwrap_or_default();
         self.ledger_claims[index].inc_by(claims);
+    }
+
+    /// Counts a task created (and running here).
+    pub fn task_created(&self) {
+        self.tasks.created();
+    }
+
+    /// Counts a task ended `state`: one this instance ran (`ran`), or one it cancelled for another.
+    pub fn task_ended(&self, state: &str, ran: bool) {
+        self.tasks.ended(state, ran);
     }
 
     /// Counts an approval request created (`requested`) or decided (`approved`, `denied`).

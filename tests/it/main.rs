@@ -44,6 +44,7 @@ mod slow_clients;
 mod stdio;
 mod stdio_processes;
 mod support;
+mod tasks;
 mod telemetry;
 mod traces;
 mod transports_e2e;

@@ -1,0 +1,204 @@
+//! Gateway tasks through the gateway, for a 2025-11-25 agent (raw requests; docs/tasks.md): any tool of the fault
+//! backend — which knows nothing of tasks — runs as a task; the task is the call's ledger claim made visible, so
+//! it is answered at once, run once, settled once (a failure with its at-most-once outcome), cancelled for real,
+//! kept in the ledger across a restart, shared by replicas, and only its principal's.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::support::assert::eventually;
+use crate::support::fault_backend::{FaultBackend, Script};
+use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway, backend_toml};
+use crate::support::postgres::PgSchema;
+
+const TOOL: &str = "fault__echo";
+const RAN: &str = "echo";
+const RELATED: &str = "io.modelcontextprotocol/related-task";
+
+async fn gateway(backend: &FaultBackend, sections: &str) -> TestGateway {
+    let gateway = TestGateway::start_with("", sections, &backend_toml("fault", &backend.url(), "")).await;
+    gateway.wait_for_tool(TOOL).await;
+    gateway
+}
+
+/// Starts `TOOL` as a task; returns the `Task` of the answer.
+async fn create(agent: &mut Agent, text: &str) -> Value {
+    let params = json!({"name": TOOL, "arguments": {"text": text}, "task": {"ttl": 60_000}});
+    let answer = agent.request("tools/call", params).await;
+    answer["result"]["task"].clone()
+}
+
+async fn get(agent: &mut Agent, task: &Value) -> Value {
+    agent.request("tasks/get", json!({"taskId": task["taskId"]})).await
+}
+
+async fn status(agent: &mut Agent, task: &Value) -> String {
+    get(agent, task).await["result"]["status"].as_str().unwrap_or("(none)").to_owned()
+}
+
+#[tokio::test]
+async fn a_slow_tool_runs_as_a_task_created_at_once_polled_and_fetched() {
+    let backend = FaultBackend::start(Script { call_delay: Some(Duration::from_secs(5)), ..Script::default() }).await;
+    let gateway = gateway(&backend, "").await;
+    let mut agent = Agent::new(gateway.mcp());
+    let initialized = agent.initialize("2025-11-25").await.body.expect("a body");
+    let declared = &initialized["result"]["capabilities"]["tasks"];
+    assert_eq!(declared["requests"]["tools"]["call"], json!({}), "{initialized}");
+    let listed = agent.request("tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["execution"]["taskSupport"], "optional", "{listed}");
+
+    let started = Instant::now();
+    let task = create(&mut agent, "slow").await;
+    assert!(started.elapsed() < Duration::from_secs(4), "answered before the tool ends");
+    assert_eq!(task["status"], "working", "{task}");
+    assert_eq!((task["ttl"].as_i64(), task["pollInterval"].as_i64()), (Some(60_000), Some(1_000)));
+    let id = task["taskId"].as_str().expect("an id");
+    assert!(id.len() >= 32 && task["createdAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{task}");
+    assert_eq!(status(&mut agent, &task).await, "working");
+    let listed = agent.request("tasks/list", json!({})).await;
+    assert_eq!(listed["result"]["tasks"][0]["taskId"], task["taskId"], "{listed}");
+
+    let result = agent.request("tasks/result", json!({"taskId": id})).await;
+    assert!(started.elapsed() >= Duration::from_secs(5), "tasks/result waits for the call");
+    assert_eq!(result["result"]["content"][0]["text"], "slow", "{result}");
+    assert_eq!(result["result"]["_meta"][RELATED]["taskId"], id);
+    assert_eq!(status(&mut agent, &task).await, "completed");
+    assert_eq!(backend.executions(RAN), 1);
+}
+
+#[tokio::test]
+async fn a_task_cancelled_while_running_is_cancelled_at_the_backend_and_stays_cancelled() {
+    let backend = FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await;
+    let gateway = gateway(&backend, "").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let task = create(&mut agent, "long").await;
+    eventually("the backend runs the call", || async { backend.executions(RAN) == 1 }).await;
+
+    let cancelled = agent.request("tasks/cancel", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    eventually("the backend is told", || async { backend.rpc_count("notifications/cancelled") == 1 }).await;
+    let result = agent.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    assert_eq!(result["result"]["_meta"]["switchyard/outcome"], "unknown", "it may have partly run");
+    backend.release_calls();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(&mut agent, &task).await, "cancelled", "a terminal task never changes");
+    let again = agent.request("tasks/cancel", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert_eq!(backend.executions(RAN), 1);
+}
+
+#[tokio::test]
+async fn a_failing_tool_and_a_dying_backend_fail_their_tasks_and_are_not_rerun() {
+    let backend = FaultBackend::start(Script { tool_is_error: true, ..Script::default() }).await;
+    let gateway = gateway(&backend, "").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let task = create(&mut agent, "bad").await;
+    let result = agent.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(result["result"]["isError"], true, "the tool's own error, verbatim: {result}");
+    assert_eq!(status(&mut agent, &task).await, "failed");
+
+    backend.update(|script| script.drop_after_call = true);
+    let task = create(&mut agent, "lost").await;
+    let result = agent.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(result["result"]["_meta"]["switchyard/outcome"], "unknown", "{result}");
+    let got = get(&mut agent, &task).await;
+    assert_eq!(
+        (&got["result"]["status"], &got["result"]["_meta"]["switchyard/outcome"]),
+        (&json!("failed"), &json!("unknown"))
+    );
+    assert_eq!(backend.executions(RAN), 2, "each call ran once, none again");
+}
+
+#[tokio::test]
+async fn another_principals_task_is_unknown_and_an_idempotency_key_names_one_task() {
+    let backend = FaultBackend::start(Script::default()).await;
+    let gateway = gateway(&backend, &format!("[auth]\n{}", api_keys())).await;
+    let mut alice = Agent::connected_as(gateway.mcp(), ALICE_KEY).await;
+    let mut bob = Agent::connected_as(gateway.mcp(), BOB_KEY).await;
+    let task = create(&mut alice, "mine").await;
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let refused = bob.request(method, json!({"taskId": task["taskId"]})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+    }
+    assert_eq!(bob.request("tasks/list", json!({})).await["result"]["tasks"], json!([]));
+    let unknown = alice.request("tasks/get", json!({"taskId": "nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32602);
+
+    let keyed = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": TOOL, "arguments": {"text": "once"}, "task": {}}})
+    };
+    let headers = [("idempotency-key", "export-1")];
+    let first = alice.post_raw(keyed(100).to_string().into_bytes(), &headers).await.body.expect("a body");
+    let second = alice.post_raw(keyed(101).to_string().into_bytes(), &headers).await.body.expect("a body");
+    assert_eq!(first["result"]["task"]["taskId"], second["result"]["task"]["taskId"], "{second}");
+    eventually("the keyed call ran", || async { backend.executions(RAN) == 2 }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(backend.executions(RAN), 2, "one run for the key");
+}
+
+/// The real binary on SQLite: a settled task's result is fetched after a restart, and a task whose call was
+/// running when the gateway was killed is failed, `unknown`, and not run again.
+#[tokio::test]
+async fn tasks_outlive_a_restart_on_sqlite() {
+    let backend = FaultBackend::start(Script::default()).await;
+    let dir = ScratchDir::new("tasks-restart");
+    let text = format!(
+        "[server]\ndata_dir = {:?}\nsession_secret_file = {:?}\n\n{}",
+        dir.path().join("data").display().to_string(),
+        dir.path().join("secret").display().to_string(),
+        backend_toml("fault", &backend.url(), ""),
+    );
+    let (config, log) = (dir.path().join("gateway.toml"), dir.path().join("gateway.log"));
+    std::fs::write(&config, text).expect("write the configuration");
+
+    let gateway = ChildGateway::spawn(&config, &log).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let done = create(&mut agent, "kept").await;
+    let mut settled = String::new();
+    for _ in 0..100 {
+        settled = status(&mut agent, &done).await;
+        if settled != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(settled, "completed");
+    backend.update(|script| script.hold_calls = true);
+    let cut = create(&mut agent, "cut").await;
+    eventually("the backend runs the call", || async { backend.executions(RAN) == 2 }).await;
+    gateway.kill().await;
+
+    let gateway = ChildGateway::spawn(&config, &log).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let result = agent.request("tasks/result", json!({"taskId": done["taskId"]})).await;
+    assert_eq!(result["result"]["content"][0]["text"], "kept", "{result}");
+    let orphan = get(&mut agent, &cut).await;
+    assert_eq!(orphan["result"]["status"], "failed", "{orphan}");
+    assert_eq!(orphan["result"]["_meta"]["switchyard/outcome"], "unknown");
+    let answer = agent.request("tasks/result", json!({"taskId": cut["taskId"]})).await;
+    assert_eq!(answer["error"]["data"]["switchyard/outcome"], "unknown", "{answer}");
+    backend.release_calls();
+    assert_eq!(backend.executions(RAN), 2, "not rerun");
+    gateway.terminate().await;
+}
+
+/// Two replicas on one PostgreSQL schema: a task created through one is read and fetched through the other.
+#[tokio::test]
+async fn a_task_created_on_one_replica_is_fetched_on_the_other() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let backend =
+        FaultBackend::start(Script { call_delay: Some(Duration::from_millis(500)), ..Script::default() }).await;
+    let section = format!("[ledger]\nurl = {:?}\n", schema.url());
+    let (first, second) = (gateway(&backend, &section).await, gateway(&backend, &section).await);
+    let mut on_first = Agent::connected(first.mcp()).await;
+    let mut on_second = Agent::connected(second.mcp()).await;
+    let task = create(&mut on_first, "shared").await;
+    assert_eq!(status(&mut on_second, &task).await, "working");
+    let result = on_second.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(result["result"]["content"][0]["text"], "shared", "{result}");
+    assert_eq!(backend.executions(RAN), 1);
+}
