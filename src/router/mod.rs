@@ -76,7 +76,7 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
-pub use tasks::{RELATED_TASK_META, fail_orphaned_tasks};
+pub use tasks::{RELATED_TASK_META, TASKS_EXTENSION, fail_orphaned_tasks};
 
 /// Who is asking, and the identity of the request.
 #[derive(Debug, Clone)]
@@ -346,14 +346,15 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
-            Method::ToolsCall if tasks::requested(&params) => {
+            Method::ToolsCall if tasks::wanted(caller, &params, relay) => {
                 return self.start_task(caller, view, params, relay).await;
             }
             Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
-            Method::TasksGet => self.get_task(caller, &params).await,
+            Method::TasksGet => self.get_task(caller, &params, relay).await,
             Method::TasksResult => self.task_result(caller, &params).await,
             Method::TasksList => self.list_tasks(caller, &params).await,
-            Method::TasksCancel => self.cancel_task(caller, &params).await,
+            Method::TasksCancel => self.cancel_task(caller, &params, relay).await,
+            Method::TasksUpdate => self.update_task(caller, &params, relay).await,
             Method::Ping => Ok(json!({})),
             Method::ToolsList => self.list_tools(caller, view, relay).await.map(|mut listed| {
                 self.offer_tasks(view, &mut listed);
@@ -417,6 +418,7 @@ impl CallRouter {
             caller.record.tool_outcome(ToolOutcome::Denied);
             return Err(unknown());
         }
+        tasks::refuse_untasked(caller, &route.definition, relay)?;
         let Some(target) = routing.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };

@@ -17,11 +17,14 @@
 //! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
 //! - Nothing here runs for an ordinary call but one map lookup (`params.task`).
 
+mod extension;
 mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -30,14 +33,18 @@ use tokio::sync::Notify;
 use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
 use crate::ledger::{LedgerStore, TaskFilter, TaskRow};
+use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
 use crate::mcp::{Relay, jsonrpc};
 use crate::telemetry::RequestRecord;
+pub use extension::TASKS_EXTENSION;
 pub use wire::RELATED_TASK_META;
 
 /// The ttl of a task that did not ask for one.
 const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 /// How often agents are asked to poll, and how often `tasks/result` reads a task another instance runs.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a 2026-07-28 agent's call may take to be answered with its result rather than a task.
+const INLINE_WINDOW: Duration = Duration::from_millis(500);
 /// Tasks per `tasks/list` page.
 const PAGE: u32 = 50;
 
@@ -58,9 +65,21 @@ impl Default for Tasks {
     }
 }
 
-/// Whether a `tools/call`'s params ask for a task.
-pub(super) fn requested(params: &Value) -> bool {
-    params.get("task").is_some()
+/// Whether a `tools/call` may run as a task: asked for with `task` (2025-11-25), or for a 2026-07-28 agent, one
+/// whose request declares the extension (the gateway then decides).
+pub(super) fn wanted(caller: &Caller, params: &Value, relay: &Relay) -> bool {
+    match caller.sessionless {
+        false => params.get("task").is_some(),
+        true => extension::declared(relay.capabilities()),
+    }
+}
+
+/// A 2026-07-28 call of a tool whose backend requires tasks, from a request that did not declare the extension.
+pub(super) fn refuse_untasked(caller: &Caller, definition: &Value, relay: &Relay) -> Result<(), RpcFailure> {
+    match caller.sessionless && extension::required(definition) && !extension::declared(relay.capabilities()) {
+        true => Err(extension::missing("this tool")),
+        false => Ok(()),
+    }
 }
 
 fn now_ms() -> i64 {
@@ -126,8 +145,10 @@ impl CallRouter {
         }
     }
 
-    /// A task-augmented `tools/call`: the task, its call started in the background. A tool the caller cannot
-    /// use is answered as a plain call of it is.
+    /// A `tools/call` run as a task: the task, its call started in the background (2025-11-25: when asked with
+    /// `task`). For a 2026-07-28 agent that declared the extension (server-directed creation), a call that ends
+    /// within [`INLINE_WINDOW`] is answered with its result instead. A tool the caller cannot use is answered as a
+    /// plain call of it is.
     pub(super) async fn start_task(
         self: &Arc<Self>,
         caller: &Caller,
@@ -135,8 +156,10 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
-        let Some(asked) = wire::Asked::take(&mut params)? else {
-            return self.call_tool(caller, view, params, relay).await;
+        let asked = match caller.sessionless {
+            // The 2025-11-25 `task` hint means nothing to this era: the gateway decides.
+            true => wire::Asked::take(&mut params).ok().flatten().unwrap_or_default(),
+            false => wire::Asked::take(&mut params)?.unwrap_or_default(),
         };
         let routing = self.routing.load();
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -173,7 +196,30 @@ impl CallRouter {
             self.run_task(caller, backend, params, relay, &row.id);
             self.ledger.metrics.task_created();
         }
-        Ok(Found::Built(wire::created(&stored)))
+        if !caller.sessionless {
+            return Ok(Found::Built(wire::created(&stored)));
+        }
+        let now = self.wait_terminal(&stored.id, &principal, Some(Instant::now() + INLINE_WINDOW)).await?;
+        match now.is_terminal() {
+            true => wire::call_answer(&now).map(Found::Built),
+            false => Ok(Found::Built(extension::created(&now))),
+        }
+    }
+
+    /// The task `id` of `principal` once terminal, or as it is at `until`.
+    async fn wait_terminal(&self, id: &str, principal: &str, until: Option<Instant>) -> Result<TaskRow, RpcFailure> {
+        loop {
+            // Subscribed before reading, so a task ending in between still wakes the wait.
+            let ended = self.tasks.ended.notified();
+            let row = self.owned_task(id, principal).await?;
+            let wait = match until {
+                _ if row.is_terminal() => return Ok(row),
+                None => POLL_INTERVAL,
+                Some(until) if until <= Instant::now() => return Ok(row),
+                Some(until) => POLL_INTERVAL.min(until - Instant::now()),
+            };
+            let _ = tokio::time::timeout(wait, ended).await;
+        }
     }
 
     /// Runs the task's call in the background, as an ordinary call of the same caller, and ends the task with
@@ -183,7 +229,7 @@ impl CallRouter {
         self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&cancel));
         // The agent's request ends now; the call reports to no access line of its own.
         let caller = Caller { record: RequestRecord::unrecorded(), ..caller.clone() };
-        let relay = Relay::new(relay.capabilities().clone(), None).cancellable(cancel);
+        let relay = relay.detached().cancellable(cancel);
         let (router, id) = (Arc::clone(self), id.to_owned());
         tokio::spawn(async move {
             let view = backend.as_deref().map_or(View::All, View::Backend);
@@ -203,30 +249,55 @@ impl CallRouter {
         });
     }
 
-    /// The caller's task `params.taskId`, unexpired.
-    async fn owned_task(&self, caller: &Caller, params: &Value) -> Result<TaskRow, RpcFailure> {
-        let id = wire::task_id(params)?;
+    /// The task `id` of `principal`, unexpired.
+    async fn owned_task(&self, id: &str, principal: &str) -> Result<TaskRow, RpcFailure> {
         let row = self.ledger.store.task(id).await.map_err(unavailable)?;
-        row.filter(|row| row.principal == caller.fairness_key() && row.created_ms + row.ttl_ms >= now_ms())
+        row.filter(|row| row.principal == principal && row.created_ms + row.ttl_ms >= now_ms())
             .ok_or_else(|| wire::unknown_task(id))
     }
 
-    /// `tasks/get`.
-    pub(super) async fn get_task(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
-        Ok(wire::task(&self.owned_task(caller, params).await?))
+    /// The caller's task `params.taskId`, and whether the caller reads it as the 2026-07-28 extension does. A
+    /// sessionless request that did not declare the extension is refused (`-32021`).
+    async fn asked_task(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<(TaskRow, bool), RpcFailure> {
+        if caller.sessionless && !extension::declared(relay.capabilities()) {
+            return Err(extension::missing(method));
+        }
+        let row = self.owned_task(wire::task_id(params)?, &caller.fairness_key()).await?;
+        Ok((row, caller.sessionless))
     }
 
-    /// `tasks/result`: waits until the task is terminal, then answers what its call answered.
-    pub(super) async fn task_result(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
-        loop {
-            // Subscribed before reading, so a task ending in between still wakes the wait.
-            let ended = self.tasks.ended.notified();
-            let row = self.owned_task(caller, params).await?;
-            if row.is_terminal() {
-                return wire::stored_answer(&row);
-            }
-            let _ = tokio::time::timeout(POLL_INTERVAL, ended).await;
+    /// `tasks/get`.
+    pub(super) async fn get_task(&self, caller: &Caller, params: &Value, relay: &Relay) -> Result<Value, RpcFailure> {
+        match self.asked_task(caller, TASKS_GET, params, relay).await? {
+            (row, true) => Ok(extension::detailed(&row)),
+            (row, false) => Ok(wire::task(&row)),
         }
+    }
+
+    /// `tasks/result` (2025-11-25): waits until the task is terminal, then answers what its call answered.
+    pub(super) async fn task_result(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
+        let row = self.wait_terminal(wire::task_id(params)?, &caller.fairness_key(), None).await?;
+        wire::stored_answer(&row)
+    }
+
+    /// `tasks/update` (2026-07-28): input for a task waiting for it. Gateway tasks never wait for input (a
+    /// backend's `input_required` ends the call), so a known task's update is acknowledged and changes nothing.
+    pub(super) async fn update_task(
+        &self,
+        caller: &Caller,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        if !caller.sessionless {
+            return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, "tasks/update is a 2026-07-28 method"));
+        }
+        self.asked_task(caller, TASKS_UPDATE, params, relay).await.map(|_| json!({}))
     }
 
     /// `tasks/list`: the caller's own tasks, oldest first, a page at a time.
@@ -249,22 +320,32 @@ impl CallRouter {
     }
 
     /// `tasks/cancel`: the task ends `cancelled` (durably) before the answer; the backend is told when this
-    /// instance runs the call.
-    pub(super) async fn cancel_task(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
-        let row = self.owned_task(caller, params).await?;
-        let terminal = |row: &TaskRow| wire::invalid(&format!("task `{}` already ended ({})", row.id, row.state));
+    /// instance runs the call. A terminal task is refused (2025-11-25) or acknowledged as is (2026-07-28).
+    pub(super) async fn cancel_task(
+        &self,
+        caller: &Caller,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let (row, extended) = self.asked_task(caller, TASKS_CANCEL, params, relay).await?;
+        let terminal = |row: &TaskRow| match extended {
+            true => Ok(json!({})),
+            false => Err(wire::invalid(&format!("task `{}` already ended ({})", row.id, row.state))),
+        };
         if row.is_terminal() {
-            return Err(terminal(&row));
+            return terminal(&row);
         }
         if !self.ledger.store.finish_task(&row.id, &wire::cancelled(now_ms())).await.map_err(unavailable)? {
-            let now = self.owned_task(caller, params).await?;
-            return Err(terminal(&now));
+            return terminal(&self.owned_task(&row.id, &row.principal).await?);
         }
         if let Some(cancel) = self.tasks.running.lock().get(&row.id) {
             cancel.notify_one();
         }
         self.ledger.metrics.task_ended(wire::CANCELLED, false);
         self.tasks.ended.notify_waiters();
-        Ok(wire::task(&self.owned_task(caller, params).await?))
+        match extended {
+            true => Ok(json!({})),
+            false => Ok(wire::task(&self.owned_task(&row.id, &row.principal).await?)),
+        }
     }
 }

@@ -23,6 +23,7 @@ pub(super) const FAILED: &str = "failed";
 pub(super) const CANCELLED: &str = "cancelled";
 
 /// What a task-augmented request asked for: `params.task`, removed from the params the backend gets.
+#[derive(Default)]
 pub(super) struct Asked {
     /// `task.ttl` in milliseconds, when given.
     pub ttl_ms: Option<i64>,
@@ -144,9 +145,9 @@ pub(super) fn cancelled(now_ms: i64) -> TaskEnd {
     }
 }
 
-/// What `tasks/result` answers for a terminal task: the call's own result (tied to the task in `_meta`) or
-/// its JSON-RPC error. A task that failed at a restart has no answer: it reads as an unknown outcome.
-pub(super) fn stored_answer(row: &TaskRow) -> Result<Value, RpcFailure> {
+/// What the call answered, for a terminal task: its result or its JSON-RPC error. A task that failed at a restart
+/// has no answer: it reads as an unknown outcome.
+pub(super) fn call_answer(row: &TaskRow) -> Result<Value, RpcFailure> {
     let stored: Option<Map<String, Value>> = row.answer.as_deref().and_then(|text| serde_json::from_str(text).ok());
     let Some(mut stored) = stored else {
         let sentence = row.message.clone().unwrap_or_else(|| "the gateway stopped while the call ran".into());
@@ -161,7 +162,12 @@ pub(super) fn stored_answer(row: &TaskRow) -> Result<Value, RpcFailure> {
         failure.data = error.remove("data");
         return Err(failure);
     }
-    let mut result = stored.remove("result").unwrap_or_else(|| json!({}));
+    Ok(stored.remove("result").unwrap_or_else(|| json!({})))
+}
+
+/// What `tasks/result` answers (2025-11-25): the call's answer, a result tied to the task in `_meta`.
+pub(super) fn stored_answer(row: &TaskRow) -> Result<Value, RpcFailure> {
+    let mut result = call_answer(row)?;
     if let Some(result) = result.as_object_mut() {
         let meta = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
