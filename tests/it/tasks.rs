@@ -1,4 +1,5 @@
-//! Gateway tasks through the gateway, for a 2025-11-25 agent (raw requests; docs/tasks.md): any tool of the fault
+//! Gateway tasks through the gateway, for 2025-11-25 agents and 2026-07-28 ones (the tasks extension), with raw
+//! requests (docs/tasks.md): any tool of the fault
 //! backend — which knows nothing of tasks — runs as a task; the task is the call's ledger claim made visible, so
 //! it is answered at once, run once, settled once (a failure with its at-most-once outcome), cancelled for real,
 //! kept in the ledger across a restart, shared by replicas, and only its principal's.
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::modern_front::ModernAgent;
 use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway, backend_toml};
@@ -16,6 +18,7 @@ use crate::support::postgres::PgSchema;
 const TOOL: &str = "fault__echo";
 const RAN: &str = "echo";
 const RELATED: &str = "io.modelcontextprotocol/related-task";
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 async fn gateway(backend: &FaultBackend, sections: &str) -> TestGateway {
     let gateway = TestGateway::start_with("", sections, &backend_toml("fault", &backend.url(), "")).await;
@@ -201,4 +204,58 @@ async fn a_task_created_on_one_replica_is_fetched_on_the_other() {
     let result = on_second.request("tasks/result", json!({"taskId": task["taskId"]})).await;
     assert_eq!(result["result"]["content"][0]["text"], "shared", "{result}");
     assert_eq!(backend.executions(RAN), 1);
+}
+
+/// A 2026-07-28 agent that declares the tasks extension: the gateway decides, so a 5-second call becomes a task
+/// (a flat `CreateTaskResult`), `tasks/get` inlines the result once it is there, and a request without the
+/// extension is refused the task methods with `-32021`.
+#[tokio::test]
+async fn a_slow_tool_becomes_a_task_for_a_2026_agent_that_declared_the_extension() {
+    let backend = FaultBackend::start(Script { call_delay: Some(Duration::from_secs(5)), ..Script::default() }).await;
+    let gateway = gateway(&backend, "").await;
+    let agent = ModernAgent::new(gateway.mcp());
+    let extension = json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}});
+    let send = |id: u64, method: &'static str, mut params: Value, declared: bool| {
+        if declared {
+            params["_meta"] = extension.clone();
+        }
+        let agent = &agent;
+        async move {
+            let reply = agent.send_with(json!(id), method, params, |_| {}).await;
+            reply.body.unwrap_or_else(|| panic!("{method}: no answer in {}", reply.raw))
+        }
+    };
+    let discovered = send(1, "server/discover", json!({}), false).await;
+    assert_eq!(discovered["result"]["capabilities"]["extensions"][EXTENSION], json!({}), "{discovered}");
+    assert!(discovered["result"]["capabilities"].get("tasks").is_none());
+
+    let started = Instant::now();
+    let created = send(2, "tools/call", json!({"name": TOOL, "arguments": {"text": "later"}}), true).await;
+    let task = &created["result"];
+    assert!(started.elapsed() < Duration::from_secs(4), "answered before the tool ends");
+    assert_eq!((&task["resultType"], &task["status"]), (&json!("task"), &json!("working")), "{created}");
+    assert!(task["ttlMs"].as_i64().is_some() && task.get("ttl").is_none() && task.get("task").is_none());
+    let id = task["taskId"].clone();
+    let refused = send(3, "tasks/get", json!({"taskId": id}), false).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let mut got = Value::Null;
+    for n in 0..100 {
+        got = send(10 + n, "tasks/get", json!({"taskId": id}), true).await;
+        if got["result"]["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert_eq!(got["result"]["result"]["content"][0]["text"], "later");
+    assert!(got["result"]["result"]["_meta"].get(RELATED).is_none(), "the task id is at the root");
+    let ack = send(200, "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "a terminal task's cancel is acknowledged: {ack}");
+    assert!(ack["result"].get("status").is_none());
+
+    backend.update(|script| script.call_delay = None);
+    let quick = send(201, "tools/call", json!({"name": TOOL, "arguments": {"text": "now"}}), true).await;
+    assert_eq!(quick["result"]["resultType"], "complete", "a quick call is answered with its result: {quick}");
+    assert_eq!(quick["result"]["content"][0]["text"], "now");
+    assert_eq!(backend.executions(RAN), 2);
 }
