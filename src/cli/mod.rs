@@ -10,6 +10,7 @@ pub mod limits;
 pub mod pins;
 pub mod reload;
 pub mod table;
+pub mod tasks;
 pub mod terminal;
 
 use std::path::PathBuf;

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
+use crate::cli::{run, stdout, switchyard};
 use crate::modern_front::ModernAgent;
 use crate::support::assert::eventually;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway, backend_toml};
 use crate::support::postgres::PgSchema;
+use crate::telemetry::scrape;
 
 const TOOL: &str = "fault__echo";
 const RAN: &str = "echo";
@@ -69,6 +71,11 @@ async fn a_slow_tool_runs_as_a_task_created_at_once_polled_and_fetched() {
     assert_eq!(result["result"]["_meta"][RELATED]["taskId"], id);
     assert_eq!(status(&mut agent, &task).await, "completed");
     assert_eq!(backend.executions(RAN), 1);
+    let metrics = scrape(&gateway.base).await;
+    for line in ["switchyard_tasks_created_total 1", "switchyard_tasks{state=\"completed\"} 1"] {
+        assert!(metrics.lines().any(|metric| metric == line), "{line} in {metrics}");
+    }
+    assert!(metrics.lines().any(|metric| metric == "switchyard_tasks{state=\"working\"} 0"), "{metrics}");
 }
 
 #[tokio::test]
@@ -186,6 +193,16 @@ async fn tasks_outlive_a_restart_on_sqlite() {
     assert_eq!(answer["error"]["data"]["switchyard/outcome"], "unknown", "{answer}");
     backend.release_calls();
     assert_eq!(backend.executions(RAN), 2, "not rerun");
+
+    // The operator's view of the same store, beside the running gateway.
+    let listed = run(switchyard().args(["tasks", "--state", "failed", "--config"]).arg(&config)).await;
+    let text = stdout(&listed);
+    assert!(listed.status.success(), "{text}");
+    let cut_id = cut["taskId"].as_str().expect("an id");
+    assert!(text.contains(cut_id) && text.contains("unknown") && text.contains(TOOL), "{text}");
+    assert!(!text.contains(done["taskId"].as_str().expect("an id")), "only failed tasks: {text}");
+    let bad = run(switchyard().args(["tasks", "--state", "done", "--config"]).arg(&config)).await;
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("not a task status"));
     gateway.terminate().await;
 }
 
