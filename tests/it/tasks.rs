@@ -85,6 +85,10 @@ async fn a_task_cancelled_while_running_is_cancelled_at_the_backend_and_stays_ca
     let mut agent = Agent::connected(gateway.mcp()).await;
     let task = create(&mut agent, "long").await;
     eventually("the backend runs the call", || async { backend.executions(RAN) == 1 }).await;
+    let console = reqwest::get(format!("{}/admin/api/tasks", gateway.base)).await.expect("the console answers");
+    let console: Value = serde_json::from_str(&console.text().await.expect("a body")).expect("JSON");
+    assert_eq!(console["tasks"][0]["task_id"], task["taskId"], "the console shows it running: {console}");
+    assert_eq!((&console["tasks"][0]["status"], &console["tasks"][0]["tool"]), (&json!("working"), &json!(TOOL)));
 
     let cancelled = agent.request("tasks/cancel", json!({"taskId": task["taskId"]})).await;
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");

@@ -335,6 +335,22 @@
     return of === undefined ? "—" : `${used}/${of}`;
   }
 
+  function renderTasks(tasks) {
+    const rows = tasks.map((task) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, when(task.created_ms)),
+        el("td", {}, task.principal),
+        el("td", {}, task.tool),
+        el("td", {}, badge(task.status, "pending")),
+        el("td", { class: "number" }, duration(Date.now() - task.created_ms)),
+        el("td", {}, el("code", {}, task.task_id)),
+      ),
+    );
+    fill($("tasks").tBodies[0], rows, 6, "no task is running");
+  }
+
   function renderLimits(limits) {
     const rows = limits.map((use) =>
       el(
@@ -365,14 +381,16 @@
     }
     running = true;
     try {
-      const [backends, unknown, calls, catalog, limits, pins] = await Promise.all([
+      const [backends, unknown, calls, catalog, limits, pins, tasks] = await Promise.all([
         get("backends"),
         get("calls/unknown"),
         get(callQuery()),
         get("catalog"),
         get("limits"),
         get("pins"),
+        get("tasks"),
       ]);
+      renderTasks(tasks.tasks);
       renderQuarantined(pins.pins);
       renderBackends(backends.backends);
       renderUnknown(unknown.calls);

@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use super::super::RpcFailure;
 use super::wire::{self, CANCELLED, COMPLETED, FAILED};
-use crate::civil_date::iso8601_millis;
 use crate::ledger::TaskRow;
 use crate::mcp::{OUTCOME_META, jsonrpc};
 
@@ -40,18 +39,7 @@ pub(super) fn required(definition: &Value) -> bool {
 
 /// The `Task` fields both results carry, and the status as this era reads it.
 fn base(row: &TaskRow, status: &str) -> Value {
-    let mut task = json!({
-        "taskId": row.id,
-        "status": status,
-        "createdAt": iso8601_millis(row.created_ms),
-        "lastUpdatedAt": iso8601_millis(row.updated_ms),
-        "ttlMs": row.ttl_ms,
-        "pollIntervalMs": row.poll_ms,
-    });
-    if let Some(message) = &row.message {
-        task["statusMessage"] = json!(message);
-    }
-    task
+    wire::fields(row, status, ["ttlMs", "pollIntervalMs"])
 }
 
 /// `CreateTaskResult`: flat, `resultType: "task"`.
@@ -98,21 +86,7 @@ mod tests {
     use super::*;
 
     fn row(state: &str, outcome: Option<&str>, answer: &str) -> TaskRow {
-        TaskRow {
-            id: "t1".into(),
-            principal: "alice".into(),
-            owner: "gw".into(),
-            call_key: None,
-            tool: "slow".into(),
-            state: state.into(),
-            message: None,
-            outcome: outcome.map(str::to_owned),
-            answer: Some(answer.into()),
-            created_ms: 0,
-            updated_ms: 1,
-            ttl_ms: 60_000,
-            poll_ms: 1_000,
-        }
+        wire::sample_row(state, outcome, Some(answer))
     }
 
     #[test]

@@ -72,19 +72,26 @@ pub(super) fn task_id(params: &Value) -> Result<&str, RpcFailure> {
     params.get("taskId").and_then(Value::as_str).ok_or_else(|| invalid("`params.taskId` must be a task id"))
 }
 
-/// The `Task` object.
-pub(super) fn task(row: &TaskRow) -> Value {
+/// The fields of a `Task` in either era, `status` as the era reads it; the era names the ttl and the poll
+/// interval (`[ttl, pollInterval]` or `[ttlMs, pollIntervalMs]`).
+pub(super) fn fields(row: &TaskRow, status: &str, [ttl, poll]: [&str; 2]) -> Value {
     let mut task = json!({
         "taskId": row.id,
-        "status": row.state,
+        "status": status,
         "createdAt": iso8601_millis(row.created_ms),
         "lastUpdatedAt": iso8601_millis(row.updated_ms),
-        "ttl": row.ttl_ms,
-        "pollInterval": row.poll_ms,
+        ttl: row.ttl_ms,
+        poll: row.poll_ms,
     });
     if let Some(message) = &row.message {
         task["statusMessage"] = json!(message);
     }
+    task
+}
+
+/// The `Task` object.
+pub(super) fn task(row: &TaskRow) -> Value {
+    let mut task = fields(row, &row.state, ["ttl", "pollInterval"]);
     if let Some(outcome) = &row.outcome {
         task["_meta"] = json!({ OUTCOME_META: outcome });
     }
@@ -188,27 +195,33 @@ pub(super) fn read_cursor(cursor: &str) -> Result<(i64, String), RpcFailure> {
     Ok((created.parse().map_err(|_| bad())?, id.to_owned()))
 }
 
+/// A task row for tests, in `state`, with `outcome` and `answer`.
+#[cfg(test)]
+pub(super) fn sample_row(state: &str, outcome: Option<&str>, answer: Option<&str>) -> TaskRow {
+    TaskRow {
+        id: "t1".into(),
+        principal: "alice".into(),
+        owner: "gw".into(),
+        call_key: None,
+        tool: "slow".into(),
+        state: state.into(),
+        message: None,
+        outcome: outcome.map(str::to_owned),
+        answer: answer.map(str::to_owned),
+        created_ms: 0,
+        updated_ms: 1,
+        ttl_ms: 60_000,
+        poll_ms: 1_000,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::raw_json::RawJson;
 
     fn row(answer: Option<&str>) -> TaskRow {
-        TaskRow {
-            id: "t1".into(),
-            principal: "alice".into(),
-            owner: "gw".into(),
-            call_key: None,
-            tool: "slow".into(),
-            state: COMPLETED.into(),
-            message: None,
-            outcome: None,
-            answer: answer.map(str::to_owned),
-            created_ms: 0,
-            updated_ms: 1,
-            ttl_ms: 60_000,
-            poll_ms: 1_000,
-        }
+        sample_row(COMPLETED, None, answer)
     }
 
     #[test]
