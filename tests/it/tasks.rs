@@ -150,6 +150,10 @@ async fn another_principals_task_is_unknown_and_an_idempotency_key_names_one_tas
     let second = alice.post_raw(keyed(101).to_string().into_bytes(), &headers).await.body.expect("a body");
     assert_eq!(first["result"]["task"]["taskId"], second["result"]["task"]["taskId"], "{second}");
     eventually("the keyed call ran", || async { backend.executions(RAN) == 2 }).await;
+    let mut plain = keyed(102);
+    plain["params"].as_object_mut().expect("params").remove("task");
+    let retried = alice.post_raw(plain.to_string().into_bytes(), &headers).await.body.expect("a body");
+    assert_eq!(retried["result"]["content"][0]["text"], "once", "a plain retry gets the task's result: {retried}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(backend.executions(RAN), 2, "one run for the key");
 }
