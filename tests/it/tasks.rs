@@ -284,3 +284,32 @@ async fn a_slow_tool_becomes_a_task_for_a_2026_agent_that_declared_the_extension
     assert_eq!(quick["result"]["content"][0]["text"], "now");
     assert_eq!(backend.executions(RAN), 2);
 }
+
+/// `tasks = "off"`: no capability, no `taskSupport`, and a `task` field is ignored (the call runs as asked);
+/// `"passthrough"` is refused at load, naming the key.
+#[tokio::test]
+async fn tasks_off_offers_none_and_passthrough_is_refused() {
+    let backend = FaultBackend::start(Script::default()).await;
+    let off = TestGateway::start("", &backend_toml("fault", &backend.url(), "tasks = \"off\"")).await;
+    off.wait_for_tool(TOOL).await;
+    let mut agent = Agent::new(off.mcp());
+    let initialized = agent.initialize("2025-11-25").await.body.expect("a body");
+    assert!(initialized["result"]["capabilities"].get("tasks").is_none(), "{initialized}");
+    let listed = agent.request("tools/list", json!({})).await;
+    assert!(listed["result"]["tools"][0].get("execution").is_none(), "{listed}");
+    let params = json!({"name": TOOL, "arguments": {"text": "plain"}, "task": {"ttl": 1000}});
+    let answered = agent.request("tools/call", params).await;
+    assert_eq!(answered["result"]["content"][0]["text"], "plain", "{answered}");
+
+    let dir = ScratchDir::new("tasks-passthrough");
+    let config = dir.path().join("switchyard.toml");
+    let text = format!(
+        "[server]\ndata_dir = {:?}\n{}",
+        dir.path().display().to_string(),
+        backend_toml("fault", &backend.url(), "tasks = \"passthrough\"")
+    );
+    std::fs::write(&config, text).expect("write the configuration");
+    let refused = run(switchyard().arg("check").arg("--config").arg(&config)).await;
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && error.contains("backends[0].tasks"), "{error}");
+}

@@ -162,6 +162,10 @@ impl CallRouter {
             false => wire::Asked::take(&mut params)?.unwrap_or_default(),
         };
         let routing = self.routing.load();
+        if routing.tasks.is_empty() {
+            // No tasks declared: the `task` field is ignored (2025-11-25 tasks §"Capabilities").
+            return self.call_tool(caller, view, params, relay).await;
+        }
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let route = match self.resolve_tool(view, &name, routing.discovery_wait).await {
             Resolved::Route(route) if routing.grants(caller).tool(&route.exposed) => route,
