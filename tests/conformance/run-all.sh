@@ -12,7 +12,8 @@
 #    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), first against a second fixture
 #    serving both eras (FIXTURE_ERA=dual) alone, with no baseline (the fixture must pass every scored scenario),
 #    then through a gateway in front of that fixture (the gateway speaks 2026-07-28 to it) and
-#    server-everything, judged against baseline-server-2026.txt;
+#    server-everything, judged against baseline-server-2026.txt, the tasks extension's scenarios included (the
+#    gateway runs the fixture's synchronous tools as its own tasks);
 # 5. the same requirement set through a gateway in front of server-everything alone (a 2025-era server behind
 #    the 2026-07-28 front), judged against baseline-server-everything-2026.txt;
 # 6. client role with the newest suite: the client scenarios 2026-07-28 requires, each at that wire
