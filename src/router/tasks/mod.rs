@@ -1,7 +1,8 @@
-//! Gateway tasks (MCP 2025-11-25, utilities §"Tasks"; docs/tasks.md): a task-augmented `tools/call` is answered
-//! at once with a task, and the gateway runs the call in the background as the ordinary call it is — claimed in
-//! the ledger, sent once, settled once — then keeps its answer in the ledger's task store for `tasks/get`,
-//! `tasks/result`, `tasks/list` and `tasks/cancel`.
+//! Gateway tasks (MCP 2025-11-25, utilities §"Tasks", and 2026-07-28's `io.modelcontextprotocol/tasks`
+//! extension; docs/tasks.md): a `tools/call` run as a task is answered with the task, and the gateway runs the
+//! call in the background as the ordinary call it is — claimed in the ledger, sent once, settled once — then
+//! keeps its answer in the ledger's task store for the `tasks/*` methods. Each era's shapes are in [`wire`]
+//! (2025-11-25) and [`extension`] (2026-07-28).
 //!
 //! Rules:
 //! - Any tool of a backend with `tasks = "gateway"` may run as a task; the backend knows nothing of it.
@@ -15,7 +16,8 @@
 //! - `tasks/cancel` ends the task `cancelled` before answering, then tells the backend when this instance runs
 //!   the call; the call's outcome stays `unknown` (it may have reached the backend).
 //! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
-//! - Nothing here runs for an ordinary call but one map lookup (`params.task`).
+//! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
+//!   declared capabilities and the tool's `taskSupport`).
 
 mod extension;
 mod wire;
@@ -24,11 +26,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::time::Instant;
-
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
