@@ -214,7 +214,8 @@ async fn tasks_outlive_a_restart_on_sqlite() {
     gateway.terminate().await;
 }
 
-/// Two replicas on one PostgreSQL schema: a task created through one is read and fetched through the other.
+/// Two replicas on one PostgreSQL schema: a task created through one is read, fetched and cancelled through the
+/// other.
 #[tokio::test]
 async fn a_task_created_on_one_replica_is_fetched_on_the_other() {
     let Some(schema) = PgSchema::create().await else { return };
@@ -229,6 +230,16 @@ async fn a_task_created_on_one_replica_is_fetched_on_the_other() {
     let result = on_second.request("tasks/result", json!({"taskId": task["taskId"]})).await;
     assert_eq!(result["result"]["content"][0]["text"], "shared", "{result}");
     assert_eq!(backend.executions(RAN), 1);
+
+    // Cancelled through the other replica, the call is cancelled at the backend by the one running it.
+    backend.update(|script| script.hold_calls = true);
+    let held = create(&mut on_first, "held").await;
+    eventually("the backend runs the call", || async { backend.executions(RAN) == 2 }).await;
+    let cancelled = on_second.request("tasks/cancel", json!({"taskId": held["taskId"]})).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    eventually("the backend is told", || async { backend.rpc_count("notifications/cancelled") == 1 }).await;
+    assert_eq!(status(&mut on_first, &held).await, "cancelled");
+    backend.release_calls();
 }
 
 /// A 2026-07-28 agent that declares the tasks extension: the gateway decides, so a 5-second call becomes a task

@@ -13,8 +13,9 @@
 //!   them): any other principal is answered as for a task that does not exist (`-32602`).
 //! - With an idempotency key, a second task-augmented call returns the first call's task; a plain retry is
 //!   answered from the call's claim as any retry is.
-//! - `tasks/cancel` ends the task `cancelled` before answering, then tells the backend when this instance runs
-//!   the call; the call's outcome stays `unknown` (it may have reached the backend).
+//! - `tasks/cancel` ends the task `cancelled` before answering, then tells the backend: at once when this
+//!   instance runs the call, within a poll interval when another replica sharing a PostgreSQL store does. The
+//!   call's outcome stays `unknown` (it may have reached the backend).
 //! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
 //! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
 //!   declared capabilities and the tool's `taskSupport`).
@@ -234,11 +235,15 @@ impl CallRouter {
         self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&cancel));
         // The agent's request ends now; the call reports to no access line of its own.
         let caller = Caller { record: RequestRecord::unrecorded(), ..caller.clone() };
-        let relay = relay.detached().cancellable(cancel);
+        let relay = relay.detached().cancellable(Arc::clone(&cancel));
         let (router, id) = (Arc::clone(self), id.to_owned());
         tokio::spawn(async move {
             let view = backend.as_deref().map_or(View::All, View::Backend);
-            let answer = router.call_tool(&caller, view, params, &relay).await;
+            let call = router.call_tool(&caller, view, params, &relay);
+            let answer = match router.ledger.store {
+                LedgerStore::Postgres(_) => router.watch_cancel(call, &id, &cancel).await,
+                _ => call.await,
+            };
             let end = wire::ending(answer, now_ms());
             let finished = match router.ledger.store.finish_task(&id, &end).await {
                 Ok(finished) => finished,
@@ -252,6 +257,23 @@ impl CallRouter {
             router.tasks.running.lock().remove(&id);
             router.tasks.ended.notify_waiters();
         });
+    }
+
+    /// Runs `call`, reading its task every [`POLL_INTERVAL`] meanwhile: a replica sharing the store may have
+    /// cancelled it, and then the backend is told as if it had been cancelled here.
+    async fn watch_cancel<T>(&self, call: impl Future<Output = T>, id: &str, cancel: &Notify) -> T {
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                answer = &mut call => return answer,
+                () = tokio::time::sleep(POLL_INTERVAL) => {
+                    let row = self.ledger.store.task(id).await;
+                    if row.is_ok_and(|row| row.is_some_and(|row| row.state == wire::CANCELLED)) {
+                        cancel.notify_one();
+                    }
+                }
+            }
+        }
     }
 
     /// The task `id` of `principal`, unexpired.
