@@ -346,15 +346,17 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
+            // The task methods are boxed: inline, their futures would size every call's future (and cost a copy
+            // per move), as the gates in `call_tool` would.
             Method::ToolsCall if tasks::wanted(caller, &params, relay) => {
-                return self.start_task(caller, view, params, relay).await;
+                return Box::pin(self.start_task(caller, view, params, relay)).await;
             }
             Method::ToolsCall => return self.call_tool(caller, view, params, relay).await,
-            Method::TasksGet => self.get_task(caller, &params, relay).await,
-            Method::TasksResult => self.task_result(caller, &params).await,
-            Method::TasksList => self.list_tasks(caller, &params).await,
-            Method::TasksCancel => self.cancel_task(caller, &params, relay).await,
-            Method::TasksUpdate => self.update_task(caller, &params, relay).await,
+            Method::TasksGet => Box::pin(self.get_task(caller, &params, relay)).await,
+            Method::TasksResult => Box::pin(self.task_result(caller, &params)).await,
+            Method::TasksList => Box::pin(self.list_tasks(caller, &params)).await,
+            Method::TasksCancel => Box::pin(self.cancel_task(caller, &params, relay)).await,
+            Method::TasksUpdate => Box::pin(self.update_task(caller, &params, relay)).await,
             Method::Ping => Ok(json!({})),
             Method::ToolsList => self.list_tools(caller, view, relay).await.map(|mut listed| {
                 self.offer_tasks(view, &mut listed);
