@@ -33,9 +33,19 @@ pub fn days_from_civil(year: u64, month: u32, day: u32) -> Option<u64> {
     Some(era * 146_097 + day_of_era - 719_468)
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (ISO 8601, UTC) of `millis` since the Unix epoch (earlier times read as the epoch).
+pub fn iso8601_millis(millis: i64) -> String {
+    let millis = u64::try_from(millis).unwrap_or_default();
+    let seconds = millis / 1000;
+    let (year, month, day) = civil_date(seconds / 86_400);
+    let rest = seconds % 86_400;
+    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{:03}Z", millis % 1000)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{civil_date, days_from_civil};
+    use super::{civil_date, days_from_civil, iso8601_millis};
 
     #[test]
     fn dates_become_days_and_back() {
@@ -47,6 +57,12 @@ mod tests {
         assert_eq!(days_from_civil(2028, 2, 29).map(civil_date), Some((2028, 2, 29)));
         assert_eq!(days_from_civil(2027, 13, 1), None);
         assert_eq!(days_from_civil(1969, 12, 31), None);
+    }
+
+    #[test]
+    fn iso8601_times_are_utc_with_milliseconds() {
+        assert_eq!(iso8601_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601_millis(-5), "1970-01-01T00:00:00.000Z");
     }
 
     #[test]

@@ -166,6 +166,7 @@ impl Gateway {
         let store = ledger_wait::open(&config.ledger.url, data_dir, waiting, on_wait).await?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
+        crate::router::fail_orphaned_tasks(&store, &owner).await;
         let metrics = Arc::new(Metrics::new());
         if orphaned > 0 {
             tracing::warn!(orphaned, "calls that were running when this instance last stopped are now `unknown`");
@@ -224,8 +225,10 @@ impl Gateway {
         let (policies, limits) = (policies(&config), limits(&config));
         let (discovery_wait, pins) = (config.server.discovery_wait, backends::pin_rules(&config));
         let catalog_modes = backends::catalog_modes(&config);
-        let routing = Routing { targets, policies, discovery_wait, limits, pins, catalog: catalog_modes };
+        let tasks = backends::task_backends(&config);
+        let routing = Routing { targets, policies, discovery_wait, limits, pins, catalog: catalog_modes, tasks };
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
+        router.limit_task_ttl(config.ledger.retention);
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
         let gateway =
             Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener, _data_dir: None };
@@ -349,6 +352,7 @@ impl Gateway {
             }
             Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
         }
+        crate::router::fail_orphaned_tasks(&ledger.store, &ledger.owner).await;
         if let Some(tracer) = &self.tracer
             && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
         {

@@ -22,6 +22,7 @@ mod cli;
 use cli::ToolsAction;
 use cli::calls::{CallsAction, CallsFilter};
 use cli::table::{first_line, print_table};
+use cli::tasks::TasksFilter;
 use cli::terminal::escaped;
 
 // glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
@@ -76,6 +77,11 @@ enum Command {
         action: Option<CallsAction>,
         #[command(flatten)]
         filter: CallsFilter,
+    },
+    /// List the tasks agents created (tool calls run as MCP tasks), oldest first.
+    Tasks {
+        #[command(flatten)]
+        filter: TasksFilter,
     },
     /// Print each [[limits]] entry's current use per principal (from the counters replicas share in a
     /// PostgreSQL ledger).
@@ -207,6 +213,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::DemoServer { stdio: true, .. } => demo_server_stdio().await,
         Command::DemoServer { listen, .. } => demo_server(listen).await,
         Command::Calls { action, filter } => cli::calls::run(action, filter, config).await,
+        Command::Tasks { filter } => cli::tasks::list(filter, config).await,
         Command::Limits => cli::limits::run(config).await,
         Command::Keys { action: KeysAction::New { principal, groups } } => cli::keys::new(&principal, &groups),
         Command::Keys { action: KeysAction::List } => cli::keys::list(config.as_deref()),

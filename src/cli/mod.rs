@@ -12,6 +12,7 @@ pub mod pins;
 pub mod reload;
 pub mod search;
 pub mod table;
+pub mod tasks;
 pub mod terminal;
 
 use std::path::PathBuf;

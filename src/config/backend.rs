@@ -66,6 +66,19 @@ pub enum ProtocolEra {
     Legacy,
 }
 
+/// Who runs a backend's tool calls as tasks (MCP tasks; docs/tasks.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// The gateway: any tool may run as a task, whatever the backend implements.
+    #[default]
+    Gateway,
+    /// The backend's own tasks, relayed (not available in this version: refused with a clear error).
+    Passthrough,
+    /// No tasks: the tools are offered without task support.
+    Off,
+}
+
 /// Where a backend is reached: a URL (transports "mcp" and "sse") or a process started from a command ("stdio").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
@@ -100,6 +113,8 @@ pub struct BackendConfig {
     pub pins: PinConfig,
     /// `catalog_mode`: how `/mcp/<backend>` offers its tools (`None`: as `[catalog] mode` says).
     pub catalog_mode: Option<CatalogMode>,
+    /// `tasks`: who runs its tool calls as tasks.
+    pub tasks: TaskMode,
 }
 
 impl BackendConfig {
@@ -161,6 +176,7 @@ pub(super) struct RawBackend {
     refresh: Option<String>,
     max_description: Option<SizeInput>,
     catalog_mode: Option<CatalogMode>,
+    tasks: TaskMode,
 }
 
 impl RawBackend {
@@ -231,6 +247,15 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
     }
     let pins = pins::build(&entry, &raw.pin_keys())?;
+    if raw.tasks == TaskMode::Passthrough {
+        return Err(Fault::invalid(
+            &entry.key("tasks"),
+            Some(quoted("passthrough")),
+            "\"gateway\" or \"off\": this version runs every task in the gateway (passthrough of a backend's own tasks \
+             is not available yet)"
+                .into(),
+        ));
+    }
     Ok(BackendConfig {
         name,
         endpoint,
@@ -246,6 +271,7 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         oauth,
         pins,
         catalog_mode: raw.catalog_mode,
+        tasks: raw.tasks,
     })
 }
 

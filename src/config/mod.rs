@@ -46,7 +46,7 @@ pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
-pub use backend::{BackendConfig, Endpoint, ProtocolEra, ToolFilter, Transport};
+pub use backend::{BackendConfig, Endpoint, ProtocolEra, TaskMode, ToolFilter, Transport};
 pub use catalog::{CatalogConfig, CatalogMode, DEFAULT_EXPAND_MAX};
 pub use credential::{BackendCredential, CredentialSource};
 pub use error::ConfigError;

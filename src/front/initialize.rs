@@ -82,16 +82,21 @@ impl Front {
 
     /// The `InitializeResult`: what the gateway offers at `version`.
     fn server_result(&self, version: &str) -> Value {
+        let mut capabilities = capabilities();
+        if self.router.offers_tasks() {
+            capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+        }
         json!({
             "protocolVersion": version,
-            "capabilities": capabilities(),
+            "capabilities": capabilities,
             "serverInfo": server_info(),
             "instructions": self.router.instructions(),
         })
     }
 }
 
-/// The gateway's own server capabilities, whatever the backends offer, in either era (2026-07-28's
+/// The gateway's own server capabilities, whatever the backends offer (tasks, when some backend's tools run as
+/// tasks, are added per era), in either era (2026-07-28's
 /// `server/discover` declares the same ones: list changes and resource updates then arrive on
 /// `subscriptions/listen`, and logging through the request's `logLevel`).
 pub(super) fn capabilities() -> Value {

@@ -1,8 +1,8 @@
 //! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
 //! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
-//! SSE backend), the router's pinning rules and catalog modes. Types only; used at start and by every reload, so both build backends the same way.
+//! SSE backend), the router's pinning rules, catalog modes and task backends. Types only; used at start and by every reload, so both build backends the same way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::backend::legacy_sse::LegacySseBackend;
@@ -12,7 +12,7 @@ use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, Stdio
 use crate::catalog::BackendSpec;
 use crate::config::{
     BackendConfig, CatalogMode, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig,
-    StdioSessions, Transport,
+    StdioSessions, TaskMode, Transport,
 };
 use crate::router::CatalogModes;
 use crate::router::pins::{self, PinRules};
@@ -58,6 +58,12 @@ pub(super) fn catalog_modes(config: &Config) -> CatalogModes {
         expand: catalog.expand,
         expand_max: catalog.expand_max,
     }
+}
+
+/// The backends whose tools the gateway runs as tasks (`tasks = "gateway"`).
+pub(super) fn task_backends(config: &Config) -> HashSet<Arc<str>> {
+    let gateway = |backend: &&BackendConfig| backend.tasks == TaskMode::Gateway;
+    config.backends.iter().filter(gateway).map(|backend| Arc::from(backend.name.as_str())).collect()
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,

@@ -215,6 +215,7 @@ fn reached_alike(old: &BackendConfig, new: &BackendConfig) -> bool {
         resource_prefix: new.resource_prefix.clone(),
         tools: new.tools.clone(),
         catalog_mode: new.catalog_mode,
+        tasks: new.tasks,
         ..old.clone()
     };
     exposed_alike == *new

@@ -285,6 +285,7 @@ impl Live {
                 limits: limits(&next),
                 pins: backends::pin_rules(&next),
                 catalog: backends::catalog_modes(&next),
+                tasks: backends::task_backends(&next),
             },
             specs,
             diff.auth,

@@ -24,7 +24,8 @@
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
 //!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
 //!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
-//!   `limit_counters.rs`), and the pinned tool definitions ([`PinRow`]; see `pins.rs`).
+//!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), and the tasks agents run
+//!   tool calls as ([`TaskRow`]; see `tasks.rs`).
 
 mod background;
 mod detach;
@@ -66,6 +67,7 @@ pub use postgres::PostgresStore;
 pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
 pub use stats::WriterStats;
+pub use tasks::{RUNNING_STATES, TaskEnd, TaskFilter, TaskRow};
 pub use types::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution,
     Settlement, WaitOutcome,
@@ -99,6 +101,7 @@ mod backend_tokens;
 mod limit_counters;
 mod pins;
 mod revocations;
+mod tasks;
 
 impl LedgerStore {
     /// Opens the store `url` names (see [`LedgerUrl`]), creating and migrating its schema; `data_dir` holds the

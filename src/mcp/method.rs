@@ -22,6 +22,13 @@ pub const ROOTS_LIST: &str = "roots/list";
 pub const SERVER_DISCOVER: &str = "server/discover";
 /// 2026-07-28: the stream of list changes and resource updates that replaced the `GET` stream.
 pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
+/// Tasks (2025-11-25's experimental utility; 2026-07-28's `io.modelcontextprotocol/tasks` extension keeps
+/// `get`, `cancel` and adds `update`).
+pub const TASKS_GET: &str = "tasks/get";
+pub const TASKS_RESULT: &str = "tasks/result";
+pub const TASKS_LIST: &str = "tasks/list";
+pub const TASKS_CANCEL: &str = "tasks/cancel";
+pub const TASKS_UPDATE: &str = "tasks/update";
 
 pub const INITIALIZED: &str = "notifications/initialized";
 pub const CANCELLED: &str = "notifications/cancelled";
@@ -80,6 +87,11 @@ methods! {
     LoggingSetLevel = LOGGING_SET_LEVEL,
     ServerDiscover = SERVER_DISCOVER,
     SubscriptionsListen = SUBSCRIPTIONS_LISTEN,
+    TasksGet = TASKS_GET,
+    TasksResult = TASKS_RESULT,
+    TasksList = TASKS_LIST,
+    TasksCancel = TASKS_CANCEL,
+    TasksUpdate = TASKS_UPDATE,
     /// `notifications/initialized`.
     Initialized = INITIALIZED,
     /// `notifications/cancelled`.
@@ -102,7 +114,7 @@ mod tests {
 
     #[test]
     fn names_read_back_as_they_were_sent() {
-        for name in [TOOLS_CALL, SERVER_DISCOVER, CANCELLED, "tasks/get", "Tools/Call", ""] {
+        for name in [TOOLS_CALL, SERVER_DISCOVER, CANCELLED, "tasks/get", "tasks/other", "Tools/Call", ""] {
             assert_eq!(Method::from_name(name).as_str(), name);
         }
         assert_eq!(Method::from_name(TOOLS_CALL), Method::ToolsCall);

@@ -57,6 +57,12 @@ impl Relay {
         Self { capabilities, sink, cancel: None, refusal: None }
     }
 
+    /// This relay for work that outlives the agent's request (a task): the same capabilities and refusal, nowhere
+    /// to deliver messages, and not cancelled by the request.
+    pub fn detached(&self) -> Relay {
+        Relay { capabilities: self.capabilities.clone(), sink: None, cancel: None, refusal: self.refusal }
+    }
+
     /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
     pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
         self.cancel = Some(cancel);

@@ -38,10 +38,11 @@ pub mod pins;
 mod readiness;
 pub mod request_state;
 mod starting;
+mod tasks;
 pub mod testing;
 pub mod tool_search;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +77,7 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
+pub use tasks::{RELATED_TASK_META, TASKS_EXTENSION, fail_orphaned_tasks};
 pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
 use tool_search::{Expansions, GatewayTool};
 
@@ -183,6 +185,8 @@ pub struct Routing {
     pub pins: HashMap<Arc<str>, pins::PinRules>,
     /// How each view offers its tools: every definition, or search ([`tool_search`]).
     pub catalog: CatalogModes,
+    /// The backends whose tools the gateway runs as tasks when asked ([`tasks`]).
+    pub tasks: HashSet<Arc<str>>,
 }
 
 impl Routing {
@@ -238,6 +242,8 @@ pub struct CallRouter {
     approvals: std::sync::OnceLock<ApprovalGate>,
     /// The tools searches added to each agent session's list ([`tool_search`]).
     expansions: Expansions,
+    /// The tool calls this instance runs as tasks.
+    tasks: tasks::Tasks,
 }
 
 impl CallRouter {
@@ -258,6 +264,7 @@ impl CallRouter {
             waiting: Arc::default(),
             approvals: std::sync::OnceLock::new(),
             expansions: Expansions::default(),
+            tasks: tasks::Tasks::default(),
         }
     }
 
@@ -353,7 +360,7 @@ impl CallRouter {
 
     /// Serves one request of an agent; the backend's progress and log notifications about it go to `relay`.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         caller: &Caller,
         view: View<'_>,
         method: &Method,
@@ -361,16 +368,27 @@ impl CallRouter {
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
         let built = match method {
+            // The task methods are boxed: inline, their futures would size every call's future (and cost a copy
+            // per move), as the gates in `call_tool` would.
+            Method::ToolsCall if tasks::wanted(caller, &params, relay) => {
+                return Box::pin(self.start_task(caller, view, params, relay)).await;
+            }
             Method::ToolsCall => match GatewayTool::named(&params) {
                 // Boxed: inline, its future would grow every call's.
                 Some(tool) => return Box::pin(self.gateway_tool(caller, view, tool, params, relay)).await,
                 None => return self.call_tool(caller, view, params, relay).await,
             },
+            Method::TasksGet => Box::pin(self.get_task(caller, &params, relay)).await,
+            Method::TasksResult => Box::pin(self.task_result(caller, &params)).await,
+            Method::TasksList => Box::pin(self.list_tasks(caller, &params)).await,
+            Method::TasksCancel => Box::pin(self.cancel_task(caller, &params, relay)).await,
+            Method::TasksUpdate => Box::pin(self.update_task(caller, &params, relay)).await,
             Method::Ping => Ok(json!({})),
-            Method::ToolsList => {
-                let listed = self.list_tools(caller, view, relay).await;
-                listed.inspect(|answer| self.ledger.metrics.tools_list_bytes(tool_search::json_size(answer)))
-            }
+            Method::ToolsList => self.list_tools(caller, view, relay).await.map(|mut listed| {
+                self.offer_tasks(view, &mut listed);
+                self.ledger.metrics.tools_list_bytes(tool_search::json_size(&listed));
+                listed
+            }),
             Method::PromptsList => {
                 let routing = self.routing.load();
                 let grants = routing.grants(caller);
@@ -429,6 +447,7 @@ impl CallRouter {
             caller.record.tool_outcome(ToolOutcome::Denied);
             return Err(unknown());
         }
+        tasks::refuse_untasked(caller, &route.definition, relay)?;
         let Some(target) = routing.targets.get(&route.backend) else {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };

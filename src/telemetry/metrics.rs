@@ -30,6 +30,7 @@ use prometheus_client::registry::Registry;
 use super::catalog::CatalogMetrics;
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
 use super::pins::PinMetrics;
+use super::tasks::TaskMetrics;
 use super::trace::Counts;
 
 /// The exported names (counters carry the `_total` the exposition adds to their registered name).
@@ -155,6 +156,8 @@ pub struct Metrics {
     pins: PinMetrics,
     /// `switchyard_tool_searches_total` and `switchyard_tools_list_bytes` (`catalog.rs`).
     catalog: CatalogMetrics,
+    /// `switchyard_tasks` and `switchyard_tasks_created_total` (`tasks.rs`).
+    tasks: TaskMetrics,
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
@@ -229,6 +232,7 @@ impl Metrics {
             approval_notify_failures: Counter::default(),
             pins: PinMetrics::default(),
             catalog: CatalogMetrics::default(),
+            tasks: TaskMetrics::default(),
             backend_series: Mutex::default(),
         };
         metrics.register(ledger_family, dropped_family);
@@ -286,6 +290,7 @@ impl Metrics {
         registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
         self.pins.register(registry);
         self.catalog.register(registry);
+        self.tasks.register(registry);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -375,6 +380,16 @@ impl Metrics {
     pub fn count_claims(&self, state: ClaimWrite, claims: u64) {
         let index = ClaimWrite::ALL.iter().position(|known| *known == state).unwrap_or_default();
         self.ledger_claims[index].inc_by(claims);
+    }
+
+    /// Counts a task created (and running here).
+    pub fn task_created(&self) {
+        self.tasks.created();
+    }
+
+    /// Counts a task ended `state`: one this instance ran (`ran`), or one it cancelled for another.
+    pub fn task_ended(&self, state: &str, ran: bool) {
+        self.tasks.ended(state, ran);
     }
 
     /// Counts an approval request created (`requested`) or decided (`approved`, `denied`).

@@ -16,6 +16,7 @@ pub(crate) mod labels;
 pub mod logs;
 pub(crate) mod metrics;
 mod pins;
+mod tasks;
 mod throttle;
 pub(crate) mod trace;
 

@@ -286,7 +286,39 @@ const TOOLS = [
     description: "Closes the SSE stream of its own POST mid-call, then completes (SEP-1699 polling)",
     inputSchema: NO_ARGS,
   },
+  // The tools the tasks extension's scenarios name, as plain synchronous tools: the fixture implements no tasks,
+  // so a gateway in front of it must run them as its own tasks. `failing_job` says it requires tasks (a gateway
+  // keeps that and refuses a call that cannot become a task).
+  {
+    name: "greet",
+    description: "Returns Hello, {name}!",
+    inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+  },
+  {
+    name: "slow_compute",
+    description: "Sleeps `seconds` seconds, then returns a result naming `label`",
+    inputSchema: { type: "object", properties: { seconds: { type: "number" }, label: { type: "string" } } },
+  },
+  {
+    name: "failing_job",
+    description: "Returns a tool execution error after about a second",
+    inputSchema: NO_ARGS,
+    execution: { taskSupport: "required" },
+  },
+  {
+    name: "protocol_error_job",
+    description: "Fails after about a second with a JSON-RPC (protocol) error instead of a result",
+    inputSchema: NO_ARGS,
+  },
+  {
+    name: "confirm_delete",
+    description: "Deletes `filename` (a stand-in: it deletes nothing) and says so",
+    inputSchema: { type: "object", properties: { filename: { type: "string" } } },
+  },
 ];
+
+/** A tool failure that is a protocol error (a JSON-RPC error), not a tool result with isError. */
+class ProtocolFault extends McpError {}
 
 const SEP1034_SCHEMA = {
   type: "object",
@@ -425,6 +457,29 @@ function toolHandlers(env) {
     test_simple_text: async () => ({
       content: [text("This is a simple text response for testing.")],
     }),
+
+    greet: async (args) => ({ content: [text(`Hello, ${args.name ?? "World"}!`)] }),
+
+    slow_compute: async (args, extra) => {
+      const seconds = Math.max(0, Number(args.seconds ?? 1));
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, seconds * 1000);
+        extra?.signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+      return { content: [text(`computed ${args.label ?? "result"} after ${seconds}s`)] };
+    },
+
+    failing_job: async () => {
+      await sleep(1000);
+      return toolError("failing_job failed, as it always does");
+    },
+
+    protocol_error_job: async () => {
+      await sleep(1000);
+      throw new ProtocolFault(ErrorCode.InternalError, "protocol_error_job failed with a protocol error");
+    },
+
+    confirm_delete: async (args) => ({ content: [text(`deleted ${args.filename ?? "nothing"}`)] }),
 
     test_image_content: async () => ({
       content: [{ type: "image", data: PNG_BASE64, mimeType: "image/png" }],
@@ -615,7 +670,7 @@ async function runTool(handlers, name, args, extra) {
   try {
     return await tool(args, extra);
   } catch (error) {
-    if (error instanceof InputRequired || error instanceof MissingCapability) {
+    if (error instanceof InputRequired || error instanceof MissingCapability || error instanceof ProtocolFault) {
       throw error;
     }
     return toolError(`${name} failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -12,7 +12,8 @@
 #    2026-07-28 revision requires (`--requirements 2026-07-28`, the modern wire), first against a second fixture
 #    serving both eras (FIXTURE_ERA=dual) alone, with no baseline (the fixture must pass every scored scenario),
 #    then through a gateway in front of that fixture (the gateway speaks 2026-07-28 to it) and
-#    server-everything, judged against baseline-server-2026.txt;
+#    server-everything, judged against baseline-server-2026.txt, the tasks extension's scenarios included (the
+#    gateway runs the fixture's synchronous tools as its own tasks);
 # 5. the same requirement set through a gateway in front of server-everything alone (a 2025-era server behind
 #    the 2026-07-28 front), judged against baseline-server-everything-2026.txt;
 # 6. client role with the newest suite: the client scenarios 2026-07-28 requires, each at that wire
@@ -124,6 +125,11 @@ start_gateway switchyard-everything "$(printf '[[backends]]\nname = "everything"
     everything
 everything_gateway_port="$gateway_port"
 
+# The tasks extension's scenarios, judged in the server-2026 run: the gateway runs the fixture's synchronous tools
+# as its own tasks (the requirement set runs them, as extension scenarios, without scoring them).
+TASKS_SCENARIOS="tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
+    tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
+    tasks-required-task-error tasks-mrtr-composition"
 RUNS=" ${CONFORMANCE_RUNS:-server server-stdio client fixture-2026 server-2026 server-everything-2026 client-2026 server-next-2025} "
 runs() { [[ "$RUNS" == *" $1 "* ]]; }
 
@@ -150,6 +156,7 @@ if runs server-2026; then
     echo "==> conformance 0.2.0, server role, 2026-07-28 requirements: Switchyard in front of the dual-era fixture" \
         "and server-everything" >&2
     CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2026-07-28 CONFORMANCE_LABEL=conformance-server-2026 \
+        CONFORMANCE_ALSO_SCORED="$TASKS_SCENARIOS" \
         bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$modern_port/mcp" "$HERE/baseline-server-2026.txt" || status=1
 fi
 if runs server-everything-2026; then

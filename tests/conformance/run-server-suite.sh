@@ -28,7 +28,11 @@
 #                       server scenarios it requires (`--requirements`, newest
 #                       suite only) instead of CONFORMANCE_SUITE, at its wire;
 #                       the scenarios the runner adds that the revision does
-#                       not score are reported but never counted
+#                       not score are reported but never counted, except
+#   CONFORMANCE_ALSO_SCORED  extension scenarios (space-separated names) the
+#                       runner adds with --requirements that are judged like
+#                       the scored ones (e.g. the tasks extension's, for a
+#                       server that offers it)
 #   CONFORMANCE_OUT     where the runner writes checks.json files (default: a new
 #                       directory under target/conformance/)
 #   SWITCHYARD_INTEROP_NODE_MODULES  the node_modules holding the conformance
@@ -110,6 +114,7 @@ EXPECTED_LIST="$OUT/expected-scenarios.txt"
 if [[ -n "$REQUIREMENTS" ]]; then
     conformance list --requirements "$REQUIREMENTS" 2>/dev/null |
         sed -n '/^Server scenarios/,/^$/s/^  - \([^ ]*\).*/\1/p' >"$EXPECTED_LIST"
+    for name in ${CONFORMANCE_ALSO_SCORED:-}; do echo "$name" >>"$EXPECTED_LIST"; done
 elif [[ "$SUITE" == "all" ]]; then
     conformance list --server 2>/dev/null | sed -n 's/^  - \([^ ]*\) .*/\1/p' >"$EXPECTED_LIST"
 fi

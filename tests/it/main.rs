@@ -45,6 +45,7 @@ mod slow_clients;
 mod stdio;
 mod stdio_processes;
 mod support;
+mod tasks;
 mod telemetry;
 mod tool_search;
 mod traces;

@@ -63,6 +63,7 @@ impl ModernAgent {
         let name = match method {
             "tools/call" | "prompts/get" => params.get("name"),
             "resources/read" => params.get("uri"),
+            "tasks/get" | "tasks/cancel" | "tasks/update" => params.get("taskId"),
             _ => None,
         };
         if let Some(name) = name.and_then(Value::as_str) {
@@ -235,7 +236,7 @@ async fn missing_client_fields_unsupported_versions_and_sessions_are_refused_wit
 async fn removed_and_unknown_methods_are_404_and_there_is_no_get_or_delete() {
     let (_fault, gateway) = gateway_with(Script::default()).await;
     let agent = ModernAgent::new(gateway.mcp());
-    for (id, method) in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "tasks/get", "no/such"]
+    for (id, method) in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "tasks/list", "no/such"]
         .into_iter()
         .enumerate()
     {

@@ -5,7 +5,7 @@
 //! ledger's calls, filtered by `backend`, `tool`, `outcome`, `principal`, at most `limit`),
 //! `/admin/api/calls/unknown` (calls whose outcome is unknown, with the `switchyard calls resolve` commands and
 //! what each does), `/admin/api/approvals` (calls awaiting approval, with the `switchyard calls approve` and
-//! `deny` commands; deciding them is [`approvals`]'), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), `/admin/api/pins`
+//! `deny` commands; deciding them is [`approvals`]'), `/admin/api/tasks` (tasks running now), `/admin/api/limits` (each principal's use of each `[[limits]]` entry), `/admin/api/pins`
 //! (pinned tool definitions; for a changed one both definitions and the commands that approve or reject it), and
 //! the page's static files ([`ui`]).
 //!
@@ -52,6 +52,7 @@ pub(super) fn routes() -> Router<Arc<Front>> {
         .route("/admin/api/approvals", get(approvals::pending))
         .route("/admin/api/approvals/decisions", post(approvals::decide))
         .route("/admin/api/approvals/link", get(approvals::link))
+        .route("/admin/api/tasks", get(running_tasks))
         .route("/admin/api/limits", get(limits))
         .route("/admin/api/pins", get(pins))
         .route("/admin/api", get(no_such_resource))
@@ -82,6 +83,12 @@ async fn unknown_calls(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri
     let limit = query::limit_query(uri.query())?;
     let calls = front.router.unknown_calls(limit).await.map_err(FrontError::Inspect)?;
     Ok(answer(json!({ "limit": limit, "calls": calls })))
+}
+
+async fn running_tasks(_: AdminCaller, State(front): State<Arc<Front>>, uri: Uri) -> Result<Response, FrontError> {
+    let limit = query::limit_query(uri.query())?;
+    let tasks = front.router.running_tasks(limit).await.map_err(FrontError::Inspect)?;
+    Ok(answer(json!({ "limit": limit, "tasks": tasks })))
 }
 
 async fn limits(_: AdminCaller, State(front): State<Arc<Front>>) -> Result<Response, FrontError> {

@@ -79,6 +79,7 @@ fn headers_match(method: &Method, params: &Value, version: &str, headers: &Heade
     let (field, what) = match method {
         Method::ToolsCall | Method::PromptsGet => ("name", "`params.name`"),
         Method::ResourcesRead => ("uri", "`params.uri`"),
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => ("taskId", "`params.taskId`"),
         _ => return Ok(()),
     };
     expect(headers, NAME_HEADER, params.get(field).and_then(Value::as_str), what)

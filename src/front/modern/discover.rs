@@ -2,7 +2,7 @@
 //! session.
 //!
 //! Rules: the capabilities are the gateway's own, the same the session era's `initialize` declares
-//! ([`crate::front::initialize::capabilities`]); `supportedVersions` lists every version the gateway serves to
+//! ([`crate::front::initialize::capabilities`]), with the tasks extension instead of the `tasks` capability; `supportedVersions` lists every version the gateway serves to
 //! agents — this era's and the session era's. The gateway ends the protocol at the front and speaks to each
 //! backend through its backend client, so which versions agents may use does not depend on what the backends
 //! speak (see docs/protocol-eras.md, "Both eras on one endpoint"). The result is shaped like every other
@@ -15,6 +15,7 @@ use crate::front::Front;
 use crate::front::initialize::capabilities;
 use crate::mcp::method::Method;
 use crate::mcp::{MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::router::TASKS_EXTENSION;
 
 /// Every version agents may use, newest first.
 fn supported_versions() -> Vec<&'static str> {
@@ -24,9 +25,13 @@ fn supported_versions() -> Vec<&'static str> {
 impl Front {
     /// The `DiscoverResult`.
     pub(super) fn discover(&self) -> Value {
+        let mut capabilities = capabilities();
+        if self.router.offers_tasks() {
+            capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
+        }
         let found = json!({
             "supportedVersions": supported_versions(),
-            "capabilities": capabilities(),
+            "capabilities": capabilities,
             "instructions": self.router.instructions(),
         });
         shape::result(&Method::ServerDiscover, found)

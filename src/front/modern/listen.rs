@@ -228,7 +228,7 @@ impl Front {
 
 /// `resources/subscribe` or `resources/unsubscribe` of `uri` on the caller's backend session.
 async fn subscription(
-    router: &CallRouter,
+    router: &Arc<CallRouter>,
     caller: &Caller,
     backend: Option<&str>,
     which: Method,

@@ -16,8 +16,9 @@
 //!   requests) — and the agent's backend sessions are keyed on its principal (`front::caller`): one backend session
 //!   per (principal, backend), in the same bounded table as session-era agents'.
 //! - Methods: `server/discover`, `subscriptions/listen`, `tools/list`, `tools/call`, `prompts/list`,
-//!   `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete`.
-//!   Anything else (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, tasks, unknown) is 404 with
+//!   `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete`, and the
+//!   tasks extension's `tasks/get`, `tasks/update`, `tasks/cancel` (the router's tasks). Anything else
+//!   (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, `tasks/result`, `tasks/list`, unknown) is 404 with
 //!   `-32601`, before any other check. `notifications/cancelled` is accepted (202) and has no effect: over HTTP a request is cancelled
 //!   by closing its stream; any other notification is 404.
 //! - The request's client `_meta` keys (version, capabilities, client info, log level) describe the agent's hop and
@@ -70,6 +71,9 @@ fn routed(method: &Method) -> bool {
             | Method::ResourcesTemplatesList
             | Method::ResourcesRead
             | Method::CompletionComplete
+            | Method::TasksGet
+            | Method::TasksUpdate
+            | Method::TasksCancel
     )
 }
 

@@ -417,6 +417,22 @@
     return of === undefined ? "—" : `${used}/${of}`;
   }
 
+  function renderTasks(tasks) {
+    const rows = tasks.map((task) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, when(task.created_ms)),
+        el("td", {}, task.principal),
+        el("td", {}, task.tool),
+        el("td", {}, badge(task.status, "pending")),
+        el("td", { class: "number" }, duration(Date.now() - task.created_ms)),
+        el("td", {}, el("code", {}, task.task_id)),
+      ),
+    );
+    fill($("tasks").tBodies[0], rows, 6, "no task is running");
+  }
+
   function renderLimits(limits) {
     const rows = limits.map((use) =>
       el(
@@ -480,13 +496,15 @@
         get("catalog"),
         get("limits"),
         get("pins"),
+        get("tasks"),
       ]);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 403)) throw error;
       showProblem("You read the calls awaiting approval only: the other sections are for administrators.");
       return;
     }
-    const [backends, unknown, calls, catalog, limits, pins] = answers;
+    const [backends, unknown, calls, catalog, limits, pins, tasks] = answers;
+    renderTasks(tasks.tasks);
     renderQuarantined(pins.pins);
     renderBackends(backends.backends);
     renderUnknown(unknown.calls);

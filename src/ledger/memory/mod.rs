@@ -17,6 +17,7 @@ mod pins;
 mod record;
 mod side;
 mod table;
+mod tasks;
 
 #[cfg(test)]
 mod tests;
@@ -67,6 +68,8 @@ struct Inner {
     limit_counters: Mutex<BTreeMap<(String, String), CounterRow>>,
     /// Pinned definitions (see `pins.rs`).
     pins: Mutex<pins::Pins>,
+    /// Tasks by id (see `tasks.rs`).
+    tasks: Mutex<HashMap<String, super::tasks::TaskRow>>,
 }
 
 /// Now, as the store keeps times.

@@ -24,6 +24,7 @@ mod pins;
 mod revocations;
 mod rows;
 mod schema;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -44,6 +45,7 @@ use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
 use super::stats::WriterStats;
+use super::tasks::TaskSql;
 use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
@@ -66,6 +68,7 @@ struct Inner {
     approval_sql: ApprovalSql,
     limit_counter_sql: LimitCounterSql,
     pin_sql: PinSql,
+    task_sql: TaskSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// Dropped with the store, which stops the listening task.
@@ -101,6 +104,7 @@ impl PostgresStore {
         let approval_sql = ApprovalSql::new(&names.approvals, Dialect::Postgres);
         let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
         let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
+        let task_sql = TaskSql::new(&names.tasks, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -119,6 +123,7 @@ impl PostgresStore {
             approval_sql,
             limit_counter_sql,
             pin_sql,
+            task_sql,
             revocations,
             _stop_listening: stop,
         };

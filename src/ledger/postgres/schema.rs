@@ -44,6 +44,8 @@ pub(super) struct Names {
     pub(super) limit_counters: String,
     /// The pinned definitions' table.
     pub(super) pins: String,
+    /// The tasks' table.
+    pub(super) tasks: String,
 }
 
 impl Names {
@@ -63,6 +65,7 @@ impl Names {
             approvals: qualify(APPROVALS_TABLE),
             limit_counters: qualify(LIMIT_COUNTERS_TABLE),
             pins: qualify(PINS_TABLE),
+            tasks: qualify(crate::ledger::tasks::TASKS_TABLE),
         }
     }
 }
@@ -99,6 +102,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&approvals::create_statement(&names.approvals, Dialect::Postgres)).await?;
     tx.batch_execute(&limit_counters::create_statement(&names.limit_counters)).await?;
     tx.batch_execute(&pins::create_statement(&names.pins)).await?;
+    tx.batch_execute(&crate::ledger::tasks::create_statement(&names.tasks)).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -261,6 +261,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     tx.execute_batch(&approvals::create_statement(APPROVALS_TABLE, Dialect::Sqlite))?;
     tx.execute_batch(&limit_counters::create_statement(LIMIT_COUNTERS_TABLE))?;
     tx.execute_batch(&pins::create_statement(PINS_TABLE))?;
+    tx.execute_batch(&crate::ledger::tasks::create_statement(crate::ledger::tasks::TASKS_TABLE))?;
     tx.commit()?;
     Ok(())
 }

@@ -15,6 +15,7 @@ mod completion;
 mod linger;
 mod pins;
 mod stores;
+mod tasks;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -327,6 +328,21 @@ macro_rules! pins_on_every_store {
         behaviour_suite!(postgres_pins in postgres, pins: $($case),*);
     };
 }
+
+macro_rules! tasks_on_every_store {
+    ($($case:ident),* $(,)?) => {
+        behaviour_suite!(memory_tasks in memory, tasks: $($case),*);
+        behaviour_suite!(sqlite_tasks in sqlite, tasks: $($case),*);
+        behaviour_suite!(postgres_tasks in postgres, tasks: $($case),*);
+    };
+}
+
+tasks_on_every_store!(
+    a_call_key_has_one_task,
+    a_terminal_task_never_changes,
+    orphaned_tasks_fail_as_unknown_and_are_shared,
+    tasks_are_listed_in_pages_and_purged_after_their_ttl,
+);
 
 pins_on_every_store!(
     pins_are_trusted_once_then_offers_quarantine_until_approved,

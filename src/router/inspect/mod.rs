@@ -1,6 +1,6 @@
 //! What the operator's console shows, as plain views the front serializes: the backends
 //! (health, transport, tools, live sessions and processes, latency), the catalog, the ledger's calls, and the
-//! pinned tool definitions ([`pins`]).
+//! pinned tool definitions ([`pins`]), and the tasks running now ([`tasks`]).
 //!
 //! Rules: read-only — nothing here changes a backend, the catalog or a claim, and nothing waits for a backend
 //! (the census skips a slot that is handshaking). The views name tools as the ledger and the catalog do; they
@@ -11,6 +11,7 @@ mod approvals;
 mod calls;
 mod latency;
 mod pins;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,0 +1,378 @@
+//! Gateway tasks (MCP 2025-11-25, utilities §"Tasks", and 2026-07-28's `io.modelcontextprotocol/tasks`
+//! extension; docs/tasks.md): a `tools/call` run as a task is answered with the task, and the gateway runs the
+//! call in the background as the ordinary call it is — claimed in the ledger, sent once, settled once — then
+//! keeps its answer in the ledger's task store for the `tasks/*` methods. Each era's shapes are in [`wire`]
+//! (2025-11-25) and [`extension`] (2026-07-28).
+//!
+//! Rules:
+//! - Any tool of a backend with `tasks = "gateway"` may run as a task; the backend knows nothing of it.
+//! - The task row is durable before the agent hears of it, and written once more when the call ends
+//!   ([`crate::ledger::LedgerStore::finish_task`], which never changes a terminal task). A gateway that stopped
+//!   while a call ran fails its tasks as `unknown` at its next start, never reruns them.
+//! - A task is its principal's (for agents without credentials: `anonymous@<address>`, as fairness counts
+//!   them): any other principal is answered as for a task that does not exist (`-32602`).
+//! - With an idempotency key, a second task-augmented call returns the first call's task; a plain retry is
+//!   answered from the call's claim as any retry is.
+//! - `tasks/cancel` ends the task `cancelled` before answering, then tells the backend: at once when this
+//!   instance runs the call, within a poll interval when another replica sharing a PostgreSQL store does. The
+//!   call's outcome stays `unknown` (it may have reached the backend).
+//! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
+//! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
+//!   declared capabilities and the tool's `taskSupport`).
+
+mod extension;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::starting::Resolved;
+use super::{CallRouter, Caller, Found, RpcFailure, View};
+use crate::ledger::{LedgerStore, TaskFilter, TaskRow};
+use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
+use crate::mcp::{Relay, jsonrpc};
+use crate::telemetry::RequestRecord;
+pub use extension::TASKS_EXTENSION;
+pub use wire::RELATED_TASK_META;
+
+/// The ttl of a task that did not ask for one.
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+/// How often agents are asked to poll, and how often `tasks/result` reads a task another instance runs.
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a 2026-07-28 agent's call may take to be answered with its result rather than a task.
+const INLINE_WINDOW: Duration = Duration::from_millis(500);
+/// Tasks per `tasks/list` page.
+const PAGE: u32 = 50;
+
+/// This instance's running tasks.
+#[derive(Debug)]
+pub(super) struct Tasks {
+    /// The cancel signal of each call this instance runs as a task, by task id.
+    running: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Woken whenever this instance ends a task.
+    ended: Notify,
+    /// The longest ttl a task gets (the ledger's retention).
+    max_ttl: Mutex<Duration>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Self { running: Mutex::default(), ended: Notify::new(), max_ttl: Mutex::new(Duration::from_secs(86_400)) }
+    }
+}
+
+/// Whether a `tools/call` may run as a task: asked for with `task` (2025-11-25), or for a 2026-07-28 agent, one
+/// whose request declares the extension (the gateway then decides).
+pub(super) fn wanted(caller: &Caller, params: &Value, relay: &Relay) -> bool {
+    match caller.sessionless {
+        false => params.get("task").is_some(),
+        true => extension::declared(relay.capabilities()),
+    }
+}
+
+/// A 2026-07-28 call of a tool whose backend requires tasks, from a request that did not declare the extension.
+pub(super) fn refuse_untasked(caller: &Caller, definition: &Value, relay: &Relay) -> Result<(), RpcFailure> {
+    match caller.sessionless && extension::required(definition) && !extension::declared(relay.capabilities()) {
+        true => Err(extension::missing("this tool")),
+        false => Ok(()),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
+}
+
+/// An unguessable task id: 128 random bits.
+fn new_task_id() -> Result<String, RpcFailure> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|_| internal("no randomness for a task id"))?;
+    Ok(crate::ledger::hex(&bytes))
+}
+
+fn internal(message: &str) -> RpcFailure {
+    RpcFailure::new(jsonrpc::INTERNAL_ERROR, message)
+}
+
+fn unavailable(error: crate::ledger::LedgerError) -> RpcFailure {
+    tracing::warn!(%error, "tasks: the ledger did not answer");
+    internal("the gateway's task store is unavailable; retry shortly")
+}
+
+/// Fails the tasks `owner` runs (at shutdown) or ran when it last stopped (at start): their calls will not be
+/// settled by it, so their outcome is unknown, and they are never rerun.
+pub async fn fail_orphaned_tasks(store: &LedgerStore, owner: &str) {
+    let why = "the gateway stopped while the call ran: it may have run; it was not repeated";
+    match store.orphan_tasks(owner, why, now_ms()).await {
+        Ok(0) => {}
+        Ok(failed) => {
+            tracing::warn!(failed, "tasks whose calls were running when the gateway stopped are failed (unknown)");
+        }
+        Err(error) => tracing::error!(%error, "ledger: cannot fail the tasks of calls that were running"),
+    }
+}
+
+impl CallRouter {
+    /// Tasks live at most `retention` (how long the ledger keeps settled calls).
+    pub fn limit_task_ttl(&self, retention: Duration) {
+        *self.tasks.max_ttl.lock() = retention;
+    }
+
+    /// Whether any backend's tools may run as tasks (the gateway then declares the capability).
+    pub fn offers_tasks(&self) -> bool {
+        !self.routing.load().tasks.is_empty()
+    }
+
+    /// Marks the listed tools of backends with gateway tasks `execution.taskSupport: "optional"`, unless the
+    /// backend said what its tool supports (kept as it said).
+    pub(super) fn offer_tasks(&self, view: View<'_>, listed: &mut Value) {
+        let routing = self.routing.load();
+        if routing.tasks.is_empty() {
+            return;
+        }
+        let Some(tools) = listed.get_mut("tools").and_then(Value::as_array_mut) else { return };
+        for tool in tools {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            let offered = self.catalog.resolve(view, name).is_some_and(|route| routing.tasks.contains(&route.backend));
+            let Some(tool) = tool.as_object_mut().filter(|_| offered) else { continue };
+            let execution = tool.entry("execution").or_insert_with(|| json!({}));
+            if let Some(execution) = execution.as_object_mut() {
+                execution.entry("taskSupport").or_insert_with(|| json!("optional"));
+            }
+        }
+    }
+
+    /// A `tools/call` run as a task: the task, its call started in the background (2025-11-25: when asked with
+    /// `task`). For a 2026-07-28 agent that declared the extension (server-directed creation), a call that ends
+    /// within [`INLINE_WINDOW`] is answered with its result instead. A tool the caller cannot use is answered as a
+    /// plain call of it is.
+    pub(super) async fn start_task(
+        self: &Arc<Self>,
+        caller: &Caller,
+        view: View<'_>,
+        mut params: Value,
+        relay: &Relay,
+    ) -> Result<Found, RpcFailure> {
+        let asked = match caller.sessionless {
+            // The 2025-11-25 `task` hint means nothing to this era: the gateway decides.
+            true => wire::Asked::take(&mut params).ok().flatten().unwrap_or_default(),
+            false => wire::Asked::take(&mut params)?.unwrap_or_default(),
+        };
+        let routing = self.routing.load();
+        if routing.tasks.is_empty() {
+            // No tasks declared: the `task` field is ignored (2025-11-25 tasks §"Capabilities").
+            return self.call_tool(caller, view, params, relay).await;
+        }
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let route = match self.resolve_tool(view, &name, routing.discovery_wait).await {
+            Resolved::Route(route) if routing.grants(caller).tool(&route.exposed) => route,
+            _ => return self.call_tool(caller, view, params, relay).await,
+        };
+        if !routing.tasks.contains(&route.backend) {
+            let text = format!("tool `{name}` does not run as a task here; call it without `task`");
+            return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, text));
+        }
+        let (now, principal) = (now_ms(), caller.fairness_key());
+        let row = TaskRow {
+            id: new_task_id()?,
+            principal: principal.clone(),
+            owner: self.ledger.owner.clone(),
+            call_key: caller.idempotency_key.as_ref().map(|key| format!("{principal}\n{}", key.as_str())),
+            tool: route.exposed.clone(),
+            state: wire::WORKING.into(),
+            message: None,
+            outcome: None,
+            answer: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: asked.ttl(DEFAULT_TTL, *self.tasks.max_ttl.lock()),
+            poll_ms: POLL_INTERVAL.as_millis() as i64,
+        };
+        let stored = self.ledger.store.create_task(&row).await.map_err(unavailable)?;
+        if stored.id == row.id {
+            let backend = match view {
+                View::All => None,
+                View::Backend(backend) => Some(backend.to_owned()),
+            };
+            self.run_task(caller, backend, params, relay, &row.id);
+            self.ledger.metrics.task_created();
+        }
+        if !caller.sessionless {
+            return Ok(Found::Built(wire::created(&stored)));
+        }
+        let now = self.wait_terminal(&stored.id, &principal, Some(Instant::now() + INLINE_WINDOW)).await?;
+        match now.is_terminal() {
+            true => wire::call_answer(&now).map(Found::Built),
+            false => Ok(Found::Built(extension::created(&now))),
+        }
+    }
+
+    /// The task `id` of `principal` once terminal, or as it is at `until`.
+    async fn wait_terminal(&self, id: &str, principal: &str, until: Option<Instant>) -> Result<TaskRow, RpcFailure> {
+        loop {
+            // Subscribed before reading, so a task ending in between still wakes the wait.
+            let ended = self.tasks.ended.notified();
+            let row = self.owned_task(id, principal).await?;
+            let wait = match until {
+                _ if row.is_terminal() => return Ok(row),
+                None => POLL_INTERVAL,
+                Some(until) if until <= Instant::now() => return Ok(row),
+                Some(until) => POLL_INTERVAL.min(until - Instant::now()),
+            };
+            let _ = tokio::time::timeout(wait, ended).await;
+        }
+    }
+
+    /// Runs the task's call in the background, as an ordinary call of the same caller, and ends the task with
+    /// its answer.
+    fn run_task(self: &Arc<Self>, caller: &Caller, backend: Option<String>, params: Value, relay: &Relay, id: &str) {
+        let cancel = Arc::new(Notify::new());
+        self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&cancel));
+        // The agent's request ends now; the call reports to no access line of its own.
+        let caller = Caller { record: RequestRecord::unrecorded(), ..caller.clone() };
+        let relay = relay.detached().cancellable(Arc::clone(&cancel));
+        let (router, id) = (Arc::clone(self), id.to_owned());
+        tokio::spawn(async move {
+            let view = backend.as_deref().map_or(View::All, View::Backend);
+            let call = router.call_tool(&caller, view, params, &relay);
+            let answer = match router.ledger.store {
+                LedgerStore::Postgres(_) => router.watch_cancel(call, &id, &cancel).await,
+                _ => call.await,
+            };
+            let end = wire::ending(answer, now_ms());
+            let finished = match router.ledger.store.finish_task(&id, &end).await {
+                Ok(finished) => finished,
+                Err(error) => {
+                    tracing::warn!(%error, task = %id, "tasks: the call ended but its task could not be updated");
+                    false
+                }
+            };
+            // A task that was no longer running (cancelled) was counted by its canceller.
+            router.ledger.metrics.task_ended(if finished { &end.state } else { "" }, true);
+            router.tasks.running.lock().remove(&id);
+            router.tasks.ended.notify_waiters();
+        });
+    }
+
+    /// Runs `call`, reading its task every [`POLL_INTERVAL`] meanwhile: a replica sharing the store may have
+    /// cancelled it, and then the backend is told as if it had been cancelled here.
+    async fn watch_cancel<T>(&self, call: impl Future<Output = T>, id: &str, cancel: &Notify) -> T {
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                answer = &mut call => return answer,
+                () = tokio::time::sleep(POLL_INTERVAL) => {
+                    let row = self.ledger.store.task(id).await;
+                    if row.is_ok_and(|row| row.is_some_and(|row| row.state == wire::CANCELLED)) {
+                        cancel.notify_one();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The task `id` of `principal`, unexpired.
+    async fn owned_task(&self, id: &str, principal: &str) -> Result<TaskRow, RpcFailure> {
+        let row = self.ledger.store.task(id).await.map_err(unavailable)?;
+        row.filter(|row| row.principal == principal && row.created_ms + row.ttl_ms >= now_ms())
+            .ok_or_else(|| wire::unknown_task(id))
+    }
+
+    /// The caller's task `params.taskId`, and whether the caller reads it as the 2026-07-28 extension does. A
+    /// sessionless request that did not declare the extension is refused (`-32021`).
+    async fn asked_task(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<(TaskRow, bool), RpcFailure> {
+        if caller.sessionless && !extension::declared(relay.capabilities()) {
+            return Err(extension::missing(method));
+        }
+        let row = self.owned_task(wire::task_id(params)?, &caller.fairness_key()).await?;
+        Ok((row, caller.sessionless))
+    }
+
+    /// `tasks/get`.
+    pub(super) async fn get_task(&self, caller: &Caller, params: &Value, relay: &Relay) -> Result<Value, RpcFailure> {
+        match self.asked_task(caller, TASKS_GET, params, relay).await? {
+            (row, true) => Ok(extension::detailed(&row)),
+            (row, false) => Ok(wire::task(&row)),
+        }
+    }
+
+    /// `tasks/result` (2025-11-25): waits until the task is terminal, then answers what its call answered.
+    pub(super) async fn task_result(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
+        let row = self.wait_terminal(wire::task_id(params)?, &caller.fairness_key(), None).await?;
+        wire::stored_answer(&row)
+    }
+
+    /// `tasks/update` (2026-07-28): input for a task waiting for it. Gateway tasks never wait for input (a
+    /// backend's `input_required` ends the call), so a known task's update is acknowledged and changes nothing.
+    pub(super) async fn update_task(
+        &self,
+        caller: &Caller,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        if !caller.sessionless {
+            return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, "tasks/update is a 2026-07-28 method"));
+        }
+        self.asked_task(caller, TASKS_UPDATE, params, relay).await.map(|_| json!({}))
+    }
+
+    /// `tasks/list`: the caller's own tasks, oldest first, a page at a time.
+    pub(super) async fn list_tasks(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
+        let after = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(cursor) => Some(wire::read_cursor(cursor.as_str().unwrap_or_default())?),
+        };
+        let filter = TaskFilter { principal: Some(caller.fairness_key()), state: None, after, limit: PAGE };
+        let rows = self.ledger.store.tasks(&filter).await.map_err(unavailable)?;
+        let now = now_ms();
+        let tasks: Vec<Value> = rows.iter().filter(|row| row.created_ms + row.ttl_ms >= now).map(wire::task).collect();
+        let mut answer = json!({ "tasks": tasks });
+        if rows.len() == PAGE as usize
+            && let Some(last) = rows.last()
+        {
+            answer["nextCursor"] = json!(wire::cursor(last));
+        }
+        Ok(answer)
+    }
+
+    /// `tasks/cancel`: the task ends `cancelled` (durably) before the answer; the backend is told when this
+    /// instance runs the call. A terminal task is refused (2025-11-25) or acknowledged as is (2026-07-28).
+    pub(super) async fn cancel_task(
+        &self,
+        caller: &Caller,
+        params: &Value,
+        relay: &Relay,
+    ) -> Result<Value, RpcFailure> {
+        let (row, extended) = self.asked_task(caller, TASKS_CANCEL, params, relay).await?;
+        let terminal = |row: &TaskRow| match extended {
+            true => Ok(json!({})),
+            false => Err(wire::invalid(&format!("task `{}` already ended ({})", row.id, row.state))),
+        };
+        if row.is_terminal() {
+            return terminal(&row);
+        }
+        if !self.ledger.store.finish_task(&row.id, &wire::cancelled(now_ms())).await.map_err(unavailable)? {
+            return terminal(&self.owned_task(&row.id, &row.principal).await?);
+        }
+        if let Some(cancel) = self.tasks.running.lock().get(&row.id) {
+            cancel.notify_one();
+        }
+        self.ledger.metrics.task_ended(wire::CANCELLED, false);
+        self.tasks.ended.notify_waiters();
+        match extended {
+            true => Ok(json!({})),
+            false => Ok(wire::task(&self.owned_task(&row.id, &row.principal).await?)),
+        }
+    }
+}
