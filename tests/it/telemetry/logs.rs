@@ -57,10 +57,13 @@ async fn logged_run(scratch: &ScratchDir, backend: &FaultBackend, args: &[&str])
     whole
 }
 
-/// The log once it has two access lines with `status`.
+/// The log once it has two access lines with `status` (the field, text or JSON: a bare number could be part of a
+/// session id or a duration, and the wait would end before the lines it waits for are written).
 async fn wait_for(log: &Path, status: &str) -> String {
     let read = || std::fs::read_to_string(log).unwrap_or_default();
-    let logged = || read().lines().filter(|line| line.contains(ACCESS) && line.contains(status)).count() >= 2;
+    let (text, json) = (format!("status={status}"), format!("\"status\":{status}"));
+    let has_status = |line: &str| line.contains(ACCESS) && (line.contains(&text) || line.contains(&json));
+    let logged = || read().lines().filter(|line| has_status(line)).count() >= 2;
     let met = poll_until(PATIENCE, || async { logged() }).await;
     assert!(met, "timed out after {PATIENCE:?} waiting for two access lines with {status} in the log:\n{}", read());
     read()
