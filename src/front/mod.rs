@@ -57,9 +57,9 @@ pub mod start;
 mod stream;
 pub mod waiting;
 
+use crate::civil_date::unix_now as now_unix;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::Router;
@@ -233,10 +233,6 @@ async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap)
     report.ready &= auth.is_ok();
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     Ok(http::json(status, &ReadyzReport { router: report, auth }))
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
 }
 
 impl Front {
