@@ -40,6 +40,7 @@ mod real_clients_auth;
 mod relays;
 mod reload;
 mod revocations;
+mod rolling_restart;
 mod session_fairness;
 mod slow_clients;
 mod stdio;
