@@ -179,3 +179,50 @@ async fn a_rolling_restart_of_two_replicas_loses_no_request() {
     a.kill().await;
     b.kill().await;
 }
+
+#[tokio::test]
+async fn a_stopping_gateway_is_not_ready_but_answers_and_closes_each_connection() {
+    let demo = Demo::start().await;
+    let dir = ScratchDir::new("grace");
+    let config = dir.path().join("switchyard.toml");
+    let data = dir.path().join("data").display().to_string();
+    let text = format!("[server]\ndata_dir = {data:?}\n[[backends]]\nname = \"demo\"\nurl = {:?}\n", demo.url());
+    std::fs::write(&config, text).unwrap();
+    let gateway = ChildGateway::spawn_with(
+        &config,
+        &dir.path().join("gateway.log"),
+        &[],
+        &[("SWITCHYARD_SHUTDOWN_GRACE", "30s")],
+    )
+    .await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let pid = gateway.pid().to_string();
+    let sent = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+    assert!(sent.success(), "SIGTERM the gateway");
+    let readyz = format!("{}/readyz", gateway.base);
+    eventually("/readyz answers 503 once stopping", || async {
+        let answer = reqwest::get(&readyz).await.unwrap();
+        answer.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            && answer
+                .text()
+                .await
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .is_some_and(|report| report["stopping"] == true && report["ready"] == false)
+    })
+    .await;
+    let message = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "demo__echo", "arguments": {"text": "still served"}}});
+    let reply = agent.send(&message).await;
+    assert_eq!(
+        reply.body.as_ref().map(|body| body["result"]["content"][0]["text"].clone()),
+        Some(json!("still served")),
+        "{}",
+        reply.raw
+    );
+    assert_eq!(reply.headers.get("connection").and_then(|value| value.to_str().ok()), Some("close"));
+    let healthz = reqwest::get(format!("{}/healthz", gateway.base)).await.unwrap();
+    assert_eq!(healthz.status(), reqwest::StatusCode::OK, "the process is alive: /healthz is not a readiness check");
+    assert!(!agent.tool_names().await.is_empty(), "a new connection is still served during the grace period");
+    gateway.kill().await;
+}
