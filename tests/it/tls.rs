@@ -36,15 +36,17 @@ async fn trusted_by(name: &str, base: &str) -> bool {
     client.get(format!("{base}/healthz")).send().await.is_ok_and(|answer| answer.status().is_success())
 }
 
-#[tokio::test]
-async fn tools_are_called_over_https_and_a_plaintext_request_gets_no_answer() {
+/// An in-process gateway serving `tls-1` over https, with the demo backend (kept alive with it).
+async fn https_gateway() -> (TestGateway, Demo) {
     let demo = Demo::start().await;
     let (cert, key) = test_certificate("tls-1");
-    let gateway = TestGateway::start(
-        &tls_keys(&cert, &key),
-        &format!("[[backends]]\nname = \"demo\"\nurl = \"{}\"\n", demo.url()),
-    )
-    .await;
+    let backend = format!("[[backends]]\nname = \"demo\"\nurl = \"{}\"\n", demo.url());
+    (TestGateway::start(&tls_keys(&cert, &key), &backend).await, demo)
+}
+
+#[tokio::test]
+async fn tools_are_called_over_https_and_a_plaintext_request_gets_no_answer() {
+    let (gateway, _demo) = https_gateway().await;
     assert!(gateway.base.starts_with("https://127.0.0.1:"), "{}", gateway.base);
     let mut agent = Agent::with_client(gateway.mcp(), trusting_client(&["tls-1"])).connect(json!({})).await;
     let answer = agent.call_tool("demo__echo", json!({"text": "over tls"})).await;
@@ -146,14 +148,8 @@ async fn check_and_serve_refuse_each_bad_file_naming_it() {
 #[tokio::test]
 async fn the_python_sdk_calls_tools_over_https() {
     let Some(python) = python_interpreter() else { return };
-    let demo = Demo::start().await;
-    let (cert, key) = test_certificate("tls-1");
-    let gateway = TestGateway::start(
-        &tls_keys(&cert, &key),
-        &format!("[[backends]]\nname = \"demo\"\nurl = \"{}\"\n", demo.url()),
-    )
-    .await;
-    let trust = cert.display().to_string();
+    let (gateway, _demo) = https_gateway().await;
+    let trust = test_certificate("tls-1").0.display().to_string();
     let mut agent = PythonAgent::connect_env(&python, &gateway.mcp(), &[], &[("SSL_CERT_FILE", &trust)]).await;
     assert_eq!(agent.call_text("demo__echo", json!({"text": "python over tls"})).await, "python over tls");
     agent.quit().await;
