@@ -47,6 +47,7 @@ mod stdio_processes;
 mod support;
 mod tasks;
 mod telemetry;
+mod token_exchange;
 mod tool_search;
 mod traces;
 mod transports_e2e;
