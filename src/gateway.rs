@@ -24,6 +24,7 @@ pub mod reload;
 pub mod testing;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,6 +181,7 @@ impl Gateway {
             .map_err(|source| GatewayError::DataDir { path: data_dir.clone(), source })?;
         let held = data_dir_lock::lock(data_dir)?;
         let store = ledger_wait::open(&config.ledger.url, data_dir, waiting, on_wait).await?;
+        seal_results(&store, data_dir, config.ledger.encrypt_results, true)?;
         let owner = instance_id(data_dir)?;
         let orphaned = store.orphan(&owner).await?;
         crate::router::fail_orphaned_tasks(&store, &owner).await;
@@ -582,4 +584,18 @@ async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>, drain: &Swap<D
     } else {
         std::future::pending::<()>().await;
     }
+}
+
+/// Gives a SQL ledger the vault key (`<data_dir>/oauth-tokens.key`, the OAuth tokens' key) to open sealed results
+/// with and, when `seal_new` (`[ledger] encrypt_results`), to seal new ones. The key file is created when
+/// `create` (a gateway starting), else read only if it exists (a command reading the ledger; without the file,
+/// no result was sealed here). The memory ledger never persists and takes no key.
+pub fn seal_results(store: &LedgerStore, data_dir: &Path, seal_new: bool, create: bool) -> Result<(), GatewayError> {
+    let path = data_dir.join(crate::backend::oauth::TOKEN_KEY_FILE_NAME);
+    if store.kind() == "memory" || !(create || path.is_file()) {
+        return Ok(());
+    }
+    let key = crate::keyfile::load_or_create::<32>(&path).map_err(GatewayError::TokenKey)?;
+    store.seal_results(&key, seal_new);
+    Ok(())
 }

@@ -26,6 +26,7 @@ pub(crate) mod private_files;
 pub mod raw_json;
 pub mod router;
 pub(crate) mod seal;
+pub(crate) mod sealed_box;
 pub mod secret;
 pub(crate) mod swap;
 mod sys;

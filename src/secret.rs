@@ -7,6 +7,7 @@
 //! be printed or written out by accident. A neutral leaf: it imports no crate module, and every layer may use it.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A value that is never printed: by default a string (a client secret, a PEM), or any type that carries a secret
 /// (a credential's header value).
@@ -29,6 +30,11 @@ impl<T> fmt::Debug for Secret<T> {
         f.write_str("<redacted>")
     }
 }
+
+/// The bearer token an agent presented (a JWT the gateway verified), held in memory from its request's
+/// authentication to the backends that exchange it for a token of their own (RFC 8693 `subject_token`). It is
+/// never stored, logged, or sent to a backend; it lives as long as the request (or the task) it came with.
+pub type SubjectToken = Secret<Arc<str>>;
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,9 @@
 //!   carries its prefix (see [`JwtSettings::principal_prefix`]) and the configuration keeps API keys' names out
 //!   of both, so sessions, idempotent calls and OAuth tokens, all keyed by the name, are never shared across
 //!   credential kinds.
-//! - The agent's token is never handed on: nothing here returns or stores it.
+//! - The agent's token is handed on only when it is a verified JWT, and only as an opaque [`SubjectToken`] beside
+//!   its principal ([`Authenticated`]), for the backends that exchange it (RFC 8693); nothing here stores it, and
+//!   an API key is never handed on.
 
 mod admin;
 mod api_key;
@@ -46,6 +48,8 @@ pub use policy::{Grants, Policies, Policy, Subject};
 use api_key::ApiKeys;
 use jwt::JwtValidator;
 
+use crate::secret::{Secret, SubjectToken};
+
 /// Longest principal or group name taken from a token.
 pub(crate) const MAX_NAME: usize = 256;
 
@@ -62,6 +66,19 @@ impl Principal {
 
     pub fn anonymous() -> Self {
         Self { name: Self::ANONYMOUS.to_owned(), groups: Vec::new() }
+    }
+}
+
+/// A request's principal and, when it presented a verified JWT, that token (for token exchange only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    pub principal: Principal,
+    pub subject_token: Option<SubjectToken>,
+}
+
+impl Authenticated {
+    fn without_token(principal: Principal) -> Self {
+        Self { principal, subject_token: None }
     }
 }
 
@@ -109,21 +126,27 @@ impl Authenticator {
     }
 
     /// The principal presenting `authorization` (the values of every `Authorization` header of the request) at
-    /// `endpoint`, the resource a JWT must be meant for.
+    /// `endpoint`, the resource a JWT must be meant for; with a verified JWT, the token too.
     pub async fn authenticate<'a>(
         &self,
         endpoint: Endpoint<'_>,
         authorization: impl IntoIterator<Item = &'a [u8]>,
-    ) -> Result<Principal, AuthError> {
+    ) -> Result<Authenticated, AuthError> {
         if !self.has_credentials() {
-            return Ok(Principal::anonymous());
+            return Ok(Authenticated::without_token(Principal::anonymous()));
         }
         let Some(token) = bearer::bearer_token(authorization)? else {
-            return if self.anonymous { Ok(Principal::anonymous()) } else { Err(AuthError::Missing) };
+            return match self.anonymous {
+                true => Ok(Authenticated::without_token(Principal::anonymous())),
+                false => Err(AuthError::Missing),
+            };
         };
         match &self.jwt {
-            Some(jwt) if token.split('.').count() == 3 => jwt.principal(endpoint, token).await,
-            _ => self.api_keys.principal(token, unix_now()),
+            Some(jwt) if token.split('.').count() == 3 => {
+                let principal = jwt.principal(endpoint, token).await?;
+                Ok(Authenticated { principal, subject_token: Some(Secret::new(token.into())) })
+            }
+            _ => self.api_keys.principal(token, unix_now()).map(Authenticated::without_token),
         }
     }
 

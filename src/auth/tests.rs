@@ -48,7 +48,7 @@ async fn with_jwt() -> Authenticator {
 }
 
 async fn authenticate(auth: &Authenticator, header: Option<&str>) -> Result<Principal, AuthError> {
-    auth.authenticate(Endpoint::Mcp, header.map(str::as_bytes)).await
+    auth.authenticate(Endpoint::Mcp, header.map(str::as_bytes)).await.map(|authenticated| authenticated.principal)
 }
 
 #[tokio::test]
@@ -93,6 +93,13 @@ async fn jwts_and_api_keys_work_side_by_side() {
     assert_eq!((by_key.name.as_str(), by_key.groups), ("alice", vec!["ops".into()]));
     let at_backend = auth.authenticate(Endpoint::Backend("docs"), Some(format!("Bearer {token}").as_bytes())).await;
     assert_eq!(at_backend, Err(AuthError::WrongAudience), "a token for /mcp is no token for /mcp/docs");
+    // A verified JWT comes back beside its principal (for token exchange), redacted in Debug; an API key never.
+    let header = format!("Bearer {token}");
+    let with_jwt = auth.authenticate(Endpoint::Mcp, Some(header.as_bytes())).await.expect("valid");
+    assert_eq!(with_jwt.subject_token.as_ref().map(|subject| &**subject.expose()), Some(token.as_str()));
+    assert!(!format!("{with_jwt:?}").contains(&token), "{with_jwt:?}");
+    let with_key = auth.authenticate(Endpoint::Mcp, Some(b"Bearer sy_alice".as_slice())).await.expect("known key");
+    assert!(with_key.subject_token.is_none());
     let mut stale = claims();
     stale["exp"] = json!(1);
     let expired = mint(1, "k1", &stale);

@@ -59,5 +59,7 @@ async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
             file.display()
         );
     }
-    Ok(LedgerStore::open_url(url, data_dir).await?)
+    let store = LedgerStore::open_url(url, data_dir).await?;
+    switchyard::gateway::seal_results(&store, data_dir, false, false)?;
+    Ok(store)
 }

@@ -484,6 +484,23 @@ pub(super) fn check_per_principal_backends(auth: &AuthConfig, backends: &[Backen
     }
 }
 
+/// Refuses `token_exchange` backends without `[auth.jwt]`: the exchange trades the agent's JWT, and no agent
+/// would have one.
+pub(super) fn check_exchange_backends(auth: &AuthConfig, backends: &[BackendConfig]) -> Result<(), Fault> {
+    let exchanges =
+        |backend: &BackendConfig| backend.oauth.as_ref().is_some_and(|o| o.grant == OAuthGrant::TokenExchange);
+    match backends.iter().position(exchanges).filter(|_| auth.jwt.is_none()) {
+        Some(index) => Err(Fault::invalid(
+            &KeyPath::root().key("backends").index(index).key("oauth").key("grant"),
+            Some(quoted("token_exchange")),
+            "`[auth.jwt]` beside it: token exchange trades the JWT an agent authenticated with for the backend's \
+             token, and without `[auth.jwt]` no agent presents one"
+                .into(),
+        )),
+        None => Ok(()),
+    }
+}
+
 const PER_PRINCIPAL_EXPECTED: &str = "\"client_credentials\", or credentials for the agents (`[[auth.api_keys]]` or \
      `[auth.jwt]`): with `[auth] anonymous = true` and none, every agent is `anonymous`, and `authorization_code` \
      backends are refused to `anonymous` (one authorization would serve every agent; only without `[auth]`, on \

@@ -311,3 +311,15 @@ fn check_names_policy_and_admin_entries_no_agent_can_be() {
     assert!(notes[1].starts_with("policies[0].principals: \"anonymous\""), "anonymous agents are refused: {notes:?}");
     assert!(notes[2].starts_with("auth.admin_principals: \"alice\""), "{notes:?}");
 }
+
+#[test]
+fn token_exchange_backends_need_jwt_agents() {
+    let exchange = "[[backends]]\nname = \"docs\"\nurl = \"https://docs.example.com/mcp\"\n\
+                    oauth = { grant = \"token_exchange\", client_id = \"gw\", authorization_server = \"https://as.example\" }\n";
+    let message = parse(exchange).expect_err("refused").to_string();
+    assert!(
+        message.contains("backends[0].oauth.grant = \"token_exchange\": expected `[auth.jwt]` beside it"),
+        "{message}"
+    );
+    assert!(parse(&format!("{exchange}{JWT}")).is_ok());
+}

@@ -8,6 +8,8 @@
 //! - The default URL (`sqlite`) means `<data_dir>/ledger.db`, resolved when the store is opened, so moving the
 //!   data directory (also through `SWITCHYARD_DATA_DIR`) moves the ledger with it.
 //! - `max_result = 0` is allowed: every result is then kept as a digest only.
+//! - `encrypt_results` (default true): a SQLite or PostgreSQL ledger keeps results sealed with the vault key
+//!   (`ledger/at_rest.rs`); rows written before, or with it off, keep replaying.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,6 +42,8 @@ pub struct LedgerConfig {
     pub max_result: usize,
     /// How long an in-flight claim stays valid without renewal before it is presumed dead (`unknown`).
     pub lease: Duration,
+    /// Whether new results are stored sealed with the vault key (SQLite and PostgreSQL).
+    pub encrypt_results: bool,
 }
 
 impl Default for LedgerConfig {
@@ -49,6 +53,7 @@ impl Default for LedgerConfig {
             retention: DEFAULT_LEDGER_RETENTION,
             max_result: DEFAULT_MAX_RESULT,
             lease: DEFAULT_LEDGER_LEASE,
+            encrypt_results: true,
         }
     }
 }
@@ -62,6 +67,7 @@ pub(super) struct RawLedger {
     max_result: Option<SizeInput>,
     #[serde(deserialize_with = "duration_text")]
     lease: Option<String>,
+    encrypt_results: Option<bool>,
 }
 
 /// Validates the `[ledger]` section read from the file.
@@ -82,6 +88,7 @@ pub(super) fn build(raw: &RawLedger) -> Result<LedgerConfig, Fault> {
         max_result: optional_size(&section.key("max_result"), raw.max_result.as_ref(), check_max_result)?
             .unwrap_or(defaults.max_result),
         lease: optional(&section.key("lease"), raw.lease.as_deref(), parse_lease)?.unwrap_or(defaults.lease),
+        encrypt_results: raw.encrypt_results.unwrap_or(defaults.encrypt_results),
     })
 }
 

@@ -244,6 +244,7 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
     let catalog = catalog::build(&raw.catalog)?;
     let auth = auth::build(raw.auth.as_ref())?;
     auth::check_per_principal_backends(&auth, &backends)?;
+    auth::check_exchange_backends(&auth, &backends)?;
     let policies = raw
         .policies
         .iter()

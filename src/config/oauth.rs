@@ -2,8 +2,11 @@
 //! authorization), validated into [`OAuthConfig`].
 //!
 //! Rules:
-//! - `grant` is required: `"client_credentials"` (one machine identity for the backend) or
-//!   `"authorization_code"` (each principal authorizes once; its tokens are its own).
+//! - `grant` is required: `"client_credentials"` (one machine identity for the backend),
+//!   `"authorization_code"` (each principal authorizes once; its tokens are its own) or `"token_exchange"` (the
+//!   agent's JWT is exchanged for the backend's token, RFC 8693). `token_exchange` needs a pre-registered
+//!   `client_id` and `authorization_server` (and `[auth.jwt]`, checked with the agents' settings); `audience`
+//!   (default: the backend's URL) and `actor` (send the gateway's own token as `actor_token`) belong to it alone.
 //! - How the gateway is known to the authorization server: `client_id` (+ `client_secret` and/or `private_key`,
 //!   secrets written `{ env = "VAR" }` or `{ file = "/path" }` and read at load by `credential`'s code) when
 //!   pre-registered; else `client_metadata_url` (a Client ID Metadata Document the operator hosts, https); else
@@ -39,6 +42,8 @@ pub enum OAuthGrant {
     ClientCredentials,
     /// Each principal authorizes in a browser; tokens are stored per principal.
     AuthorizationCode,
+    /// The agent's JWT is exchanged for a token of the backend (RFC 8693); tokens are kept per principal.
+    TokenExchange,
 }
 
 /// How the gateway authenticates at the token endpoint (RFC 7591 §2 names).
@@ -84,6 +89,10 @@ pub struct OAuthConfig {
     /// Whether its OAuth exchanges may reach loopback and private addresses when the backend itself is not in
     /// that network (link-local never).
     pub allow_internal: bool,
+    /// `token_exchange` only: the `audience` asked for (`None`: the backend's URL).
+    pub audience: Option<String>,
+    /// `token_exchange` only: whether the gateway's own token goes as `actor_token`.
+    pub actor: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,6 +107,8 @@ pub(super) struct RawOAuth {
     authorization_server: Option<String>,
     token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
     allow_internal: bool,
+    audience: Option<String>,
+    actor: bool,
 }
 
 /// Validates `backends[i].oauth` (at `key`) of the backend named `backend`.
@@ -111,19 +122,20 @@ pub(super) fn build(
         Fault::invalid(
             &key.key("grant"),
             None,
-            "\"client_credentials\" or \"authorization_code\" (this key is required)".into(),
+            "\"client_credentials\", \"authorization_code\" or \"token_exchange\" (this key is required)".into(),
         )
     })?;
     let client = build_client(key, backend, raw, env)?;
-    if grant == OAuthGrant::ClientCredentials && !matches!(client, OAuthClientIdentity::PreRegistered { .. }) {
+    if grant != OAuthGrant::AuthorizationCode && !matches!(client, OAuthClientIdentity::PreRegistered { .. }) {
+        let name = grant_name(grant);
         return Err(Fault::invalid(
             &key.key("client_id"),
             None,
-            "a pre-registered `client_id` with grant = \"client_credentials\" (a machine identity cannot register \
-             itself)"
+            format!("a pre-registered `client_id` with grant = \"{name}\" (a machine identity cannot register itself)")
                 .into(),
         ));
     }
+    check_exchange_keys(key, grant, raw)?;
     let pre_registered_key = matches!(&client, OAuthClientIdentity::PreRegistered { private_key: Some(_), .. });
     if raw.token_endpoint_auth_method == Some(TokenEndpointAuthMethod::PrivateKeyJwt) && !pre_registered_key {
         return Err(Fault::invalid(
@@ -145,7 +157,49 @@ pub(super) fn build(
         )?,
         token_endpoint_auth_method: raw.token_endpoint_auth_method,
         allow_internal: raw.allow_internal,
+        audience: optional(&key.key("audience"), raw.audience.as_deref(), parse_audience)?,
+        actor: raw.actor,
     })
+}
+
+fn grant_name(grant: OAuthGrant) -> &'static str {
+    match grant {
+        OAuthGrant::ClientCredentials => "client_credentials",
+        OAuthGrant::AuthorizationCode => "authorization_code",
+        OAuthGrant::TokenExchange => "token_exchange",
+    }
+}
+
+/// `token_exchange` needs `authorization_server`; `audience` and `actor` mean nothing to the other grants.
+fn check_exchange_keys(key: &KeyPath, grant: OAuthGrant, raw: &RawOAuth) -> Result<(), Fault> {
+    if grant == OAuthGrant::TokenExchange {
+        if raw.authorization_server.is_none() {
+            return Err(Fault::invalid(
+                &key.key("authorization_server"),
+                None,
+                "the issuer URL of the authorization server that exchanges the agents' tokens (required by grant = \
+                 \"token_exchange\")"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    }
+    let stray = [("audience", raw.audience.is_some()), ("actor", raw.actor)].into_iter().find(|(_, set)| *set);
+    match stray {
+        Some((name, _)) => Err(Fault::invalid(
+            &key.key(name),
+            None,
+            format!("no `{name}` with grant = \"{}\" (it belongs to grant = \"token_exchange\")", grant_name(grant))
+                .into(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// RFC 8693 §2.1: a logical name of the target service (a URI or any identifier the server knows).
+fn parse_audience(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && text.len() <= 1024 && !text.chars().any(char::is_control);
+    valid.then(|| text.to_owned()).ok_or_else(|| "an audience of 1–1024 characters without control characters".into())
 }
 
 fn build_client(
@@ -313,9 +367,49 @@ mod tests {
     }
 
     #[test]
+    fn token_exchange_takes_an_audience_and_an_actor() {
+        let exchange = built(
+            "grant = \"token_exchange\"\nclient_id = \"gw\"\nauthorization_server = \"https://as.example\"\n\
+             audience = \"urn:example:docs\"\nactor = true\n",
+            &[],
+        );
+        assert_eq!(exchange.grant, OAuthGrant::TokenExchange);
+        assert_eq!((exchange.audience.as_deref(), exchange.actor), (Some("urn:example:docs"), true));
+        let plain = built(
+            "grant = \"token_exchange\"\nclient_id = \"gw\"\nauthorization_server = \"https://a.example\"\n",
+            &[],
+        );
+        assert_eq!((plain.audience, plain.actor), (None, false));
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         let cases = [
-            ("client_id = \"x\"", "backends[0].oauth.grant: expected \"client_credentials\" or"),
+            (
+                "client_id = \"x\"",
+                "backends[0].oauth.grant: expected \"client_credentials\", \"authorization_code\" or",
+            ),
+            (
+                "grant = \"token_exchange\"\nauthorization_server = \"https://as.example\"",
+                "backends[0].oauth.client_id: expected a pre-registered `client_id` with grant = \"token_exchange\"",
+            ),
+            (
+                "grant = \"token_exchange\"\nclient_id = \"gw\"",
+                "backends[0].oauth.authorization_server: expected the issuer URL of the authorization server",
+            ),
+            (
+                "grant = \"client_credentials\"\nclient_id = \"gw\"\nactor = true",
+                "backends[0].oauth.actor: expected no `actor` with grant = \"client_credentials\"",
+            ),
+            (
+                "grant = \"authorization_code\"\naudience = \"x\"",
+                "backends[0].oauth.audience: expected no `audience` with grant = \"authorization_code\"",
+            ),
+            (
+                "grant = \"token_exchange\"\nclient_id = \"gw\"\nauthorization_server = \"https://as.example\"\n\
+                 audience = \"\"",
+                "backends[0].oauth.audience = \"\": expected an audience",
+            ),
             ("grant = \"client_credentials\"", "backends[0].oauth.client_id: expected a pre-registered `client_id`"),
             (
                 "grant = \"authorization_code\"\nclient_id = \"a\"\nclient_metadata_url = \"https://x.example/c\"",

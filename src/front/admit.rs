@@ -27,9 +27,10 @@ use super::guard::Admission;
 use super::session::{AgentSession, OpenError};
 use super::shares::ShareSlot;
 use super::{Front, now_unix};
-use crate::auth::{Endpoint, Principal};
+use crate::auth::{Authenticated, Endpoint, Principal};
 use crate::mcp::SESSION_ID_HEADER;
 use crate::router::fairness_key;
+use crate::secret::SubjectToken;
 use crate::telemetry::RequestRecord;
 
 /// The backend of `/mcp/{backend}` (a configured one), or `None` for `/mcp`.
@@ -53,6 +54,8 @@ impl FromRequestParts<Arc<Front>> for Scope {
 /// A request that passed admission, the principal it acts for, and its access record.
 pub(super) struct Admitted {
     pub(super) principal: Principal,
+    /// The verified JWT the request presented, kept only for the backends that exchange it (RFC 8693).
+    pub(super) subject_token: Option<SubjectToken>,
     /// The client's address, when the server records it.
     peer: Option<IpAddr>,
     pub(super) record: Arc<RequestRecord>,
@@ -75,7 +78,7 @@ impl FromRequestParts<Arc<Front>> for Admitted {
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         let endpoint = endpoint(parts.uri.path());
         match settings.auth.authenticate(endpoint, authorization).await {
-            Ok(principal) => {
+            Ok(Authenticated { principal, subject_token }) => {
                 let record = access::of(parts);
                 record.principal(&principal.name);
                 let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
@@ -83,7 +86,7 @@ impl FromRequestParts<Arc<Front>> for Admitted {
                 if let Some(slot) = parts.extensions.get::<ShareSlot>() {
                     slot.keep(share);
                 }
-                Ok(Admitted { principal, peer, record })
+                Ok(Admitted { principal, subject_token, peer, record })
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());

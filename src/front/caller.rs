@@ -16,16 +16,20 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use super::admit::Admitted;
 use super::error::FrontError;
 use super::session::SessionRef;
 use crate::auth::Principal;
 use crate::mcp::SessionHolder;
 use crate::router::{Audience, Caller, IdempotencyKey, fairness_key, idempotency};
+use crate::secret::SubjectToken;
 use crate::telemetry::RequestRecord;
 
 /// Who sent a request, as admitted.
 pub(super) struct Requester<'a> {
     pub(super) principal: &'a Principal,
+    /// The verified JWT it presented, for the backends that exchange it.
+    pub(super) subject_token: Option<&'a SubjectToken>,
     /// This request's access record (`front/access.rs`).
     pub(super) record: &'a Arc<RequestRecord>,
     pub(super) peer: Option<IpAddr>,
@@ -42,7 +46,13 @@ pub(super) enum CallerScope {
     Sessionless,
 }
 
-impl Requester<'_> {
+impl<'a> Requester<'a> {
+    /// The requester `admitted` on this request.
+    pub(super) fn of(admitted: &'a Admitted, peer: Option<IpAddr>, headers: &'a HeaderMap, audience: Audience) -> Self {
+        let (principal, subject_token) = (&admitted.principal, admitted.subject_token.as_ref());
+        Requester { principal, subject_token, record: &admitted.record, peer, headers, audience }
+    }
+
     /// The caller of request `id`.
     pub(super) fn caller(&self, id: &Value, scope: CallerScope) -> Result<Caller, FrontError> {
         let idempotency_key = self.idempotency_key(id)?;
@@ -58,6 +68,7 @@ impl Requester<'_> {
         Ok(Caller {
             session,
             principal: self.principal.clone(),
+            subject_token: self.subject_token.cloned(),
             request_id: id.clone(),
             request_scope,
             idempotency_key,

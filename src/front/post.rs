@@ -109,8 +109,7 @@ impl Front {
         }
         let audience = admin::audience(&settings, peer, headers, &admitted.principal);
         if modern::is_modern(&incoming, headers) && !self.in_live_session(admitted, headers) {
-            let requester =
-                Requester { principal: &admitted.principal, record: &admitted.record, peer, headers, audience };
+            let requester = Requester::of(admitted, peer, headers, audience);
             return self.serve_modern(modern::ModernPost { backend, requester }, incoming).await;
         }
         Admission::check_version(headers)?;
@@ -157,7 +156,7 @@ impl Front {
             }
             Message::Notification { .. } | Message::Invalid { .. } => return Ok(StatusCode::ACCEPTED.into_response()),
         };
-        let requester = Requester { principal: &admitted.principal, record: &admitted.record, peer, headers, audience };
+        let requester = Requester::of(admitted, peer, headers, audience);
         let caller = requester.caller(&id, CallerScope::Session(session_key))?;
         let _allowance = self.admit_by_limits(&caller, &method).await?;
         let cancellable = self.cancels.register(&caller.request_scope, &id);

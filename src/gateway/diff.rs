@@ -175,8 +175,9 @@ impl ConfigDiff {
     }
 
     fn compare_ledger(&mut self, running: &LedgerConfig, file: &LedgerConfig) {
-        let LedgerConfig { url, retention, max_result, lease } = file;
+        let LedgerConfig { url, retention, max_result, lease, encrypt_results } = file;
         let keys = [
+            ("ledger.encrypt_results", running.encrypt_results != *encrypt_results),
             ("ledger.url", running.url != *url),
             ("ledger.retention", running.retention != *retention),
             ("ledger.max_result", running.max_result != *max_result),

@@ -13,8 +13,8 @@ use reqwest::Url;
 use super::GatewayError;
 use super::token_store::LedgerTokens;
 use crate::backend::oauth::{
-    AuthMethod, BackendOAuth, ClientIdentity, Consent, GrantKind, HttpLimits, OAuthClient, OAuthError, OAuthOptions,
-    SigningKey, TOKEN_KEY_FILE_NAME, Vault,
+    AuthMethod, BackendOAuth, ClientIdentity, Consent, ExchangeSettings, GrantKind, HttpLimits, OAuthClient,
+    OAuthError, OAuthOptions, SigningKey, TOKEN_KEY_FILE_NAME, Vault,
 };
 use crate::config::{
     BackendConfig, Config, CredentialSource, Endpoint, OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey,
@@ -68,6 +68,7 @@ fn lower(backend: &BackendConfig) -> Result<Option<BackendOAuth>, GatewayError> 
         grant: match oauth.grant {
             OAuthGrant::ClientCredentials => GrantKind::ClientCredentials,
             OAuthGrant::AuthorizationCode => GrantKind::AuthorizationCode,
+            OAuthGrant::TokenExchange => GrantKind::TokenExchange,
         },
         client: identity(backend.name.as_str(), oauth)?,
         scopes: oauth.scopes.clone(),
@@ -79,6 +80,7 @@ fn lower(backend: &BackendConfig) -> Result<Option<BackendOAuth>, GatewayError> 
             TokenEndpointAuthMethod::None => AuthMethod::None,
         }),
         allow_internal: oauth.allow_internal,
+        exchange: ExchangeSettings { audience: oauth.audience.clone(), actor: oauth.actor },
     }))
 }
 

@@ -26,7 +26,11 @@
 //!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
 //!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), and the tasks agents run
 //!   tool calls as ([`TaskRow`]; see `tasks.rs`).
+//! - Results at rest: a SQL store given the vault key ([`LedgerStore::seal_results`]) seals new results and
+//!   opens sealed ones on every read, here in the facade, so the stores keep text they need not understand and
+//!   plaintext rows written before keep replaying (`at_rest.rs`). The memory store never persists and seals nothing.
 
+mod at_rest;
 mod background;
 mod detach;
 mod digest;
@@ -73,6 +77,7 @@ pub use types::{
     Settlement, WaitOutcome,
 };
 
+use at_rest::AtRest;
 use background::QueuedSettle;
 use waiters::Waiters;
 
@@ -144,10 +149,42 @@ impl LedgerStore {
         }
     }
 
+    /// From now on, opens sealed results with the vault `key` and, when `seal_new`, seals new ones with it
+    /// (`[ledger] encrypt_results`); nothing for the memory store, which never persists.
+    pub fn seal_results(&self, key: &[u8; 32], seal_new: bool) {
+        match self {
+            LedgerStore::Memory(_) => {}
+            LedgerStore::Sqlite(store) => store.set_at_rest(AtRest::new(key, seal_new)),
+            LedgerStore::Postgres(store) => store.set_at_rest(AtRest::new(key, seal_new)),
+        }
+    }
+
+    fn at_rest(&self) -> Option<&AtRest> {
+        match self {
+            LedgerStore::Memory(_) => None,
+            LedgerStore::Sqlite(store) => store.at_rest(),
+            LedgerStore::Postgres(store) => store.at_rest(),
+        }
+    }
+
+    /// `record` as it was completed: its result opened when it is sealed.
+    fn opened(&self, record: ClaimRecord) -> Result<ClaimRecord, LedgerError> {
+        at_rest::open(self.at_rest(), record)
+    }
+
+    /// `result` sealed for the store, when results are sealed and it is small enough to keep whole (the store
+    /// then keeps it without bounding it again).
+    fn sealed(&self, key: &ClaimKey, result: &RawJson, max_result: usize) -> Result<Option<RawJson>, LedgerError> {
+        self.at_rest().map_or(Ok(None), |at_rest| at_rest.seal(key, result, max_result))
+    }
+
     /// Claims `new.key` for `new.owner` unless a claim with that key exists: [`ClaimOutcome::Claimed`] means the
     /// call may be sent, [`ClaimOutcome::Existing`] returns the claim that is already there.
     pub async fn claim(&self, new: NewClaim) -> Result<ClaimOutcome, LedgerError> {
-        dispatch!(self.claim(new))
+        match dispatch!(self.claim(new))? {
+            ClaimOutcome::Existing(record) => self.opened(record).map(ClaimOutcome::Existing),
+            claimed => Ok(claimed),
+        }
     }
 
     /// Settles the owner's claim as completed with `result`, or with only its digest when its JSON text is longer
@@ -159,7 +196,10 @@ impl LedgerStore {
         result: &RawJson,
         max_result: usize,
     ) -> Result<(), LedgerError> {
-        dispatch!(self.complete(key, owner, result, max_result))
+        match self.sealed(key, result, max_result)? {
+            Some(sealed) => dispatch!(self.complete(key, owner, &sealed, usize::MAX)),
+            None => dispatch!(self.complete(key, owner, result, max_result)),
+        }
     }
 
     /// Settles the owner's claim as `settlement` says without waiting for the store: the settle joins the
@@ -169,6 +209,15 @@ impl LedgerStore {
     /// docs/ledger.md, *The completion is off the agent's path*). A settle the store cannot take is retried in
     /// the background; one the rules refuse is logged. The memory store settles at once.
     pub fn settle_soon(&self, key: &ClaimKey, owner: &str, settlement: Settlement, max_result: usize) {
+        let (settlement, max_result) = match &settlement {
+            Settlement::Completed(result) => match self.sealed(key, result, max_result) {
+                Ok(None) => (settlement, max_result),
+                Ok(Some(sealed)) => (Settlement::Completed(sealed), usize::MAX),
+                // Fail closed: what ran is not stored in the clear; the claim says its outcome is unknown.
+                Err(error) => (Settlement::Unknown(error.to_string()), max_result),
+            },
+            _ => (settlement, max_result),
+        };
         match self {
             LedgerStore::Memory(store) => {
                 if let Err(error) = store.settle_now(key, owner, settlement, max_result) {
@@ -192,7 +241,7 @@ impl LedgerStore {
     }
 
     pub async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
-        dispatch!(self.get(key))
+        dispatch!(self.get(key))?.map(|record| self.opened(record)).transpose()
     }
 
     /// Extends the lease of every in-flight claim of `owner` to `lease_until`; returns how many.
@@ -234,7 +283,7 @@ impl LedgerStore {
 
     /// The claims matching `filter`, newest first.
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ClaimRecord>, LedgerError> {
-        dispatch!(self.list(filter))
+        dispatch!(self.list(filter))?.into_iter().map(|record| self.opened(record)).collect()
     }
 
     /// An operator settles an `unknown` claim: [`Resolution::Completed`] makes it completed (owner

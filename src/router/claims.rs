@@ -343,6 +343,7 @@ mod tests {
         Caller {
             session: crate::mcp::SessionHolder::agent("s1"),
             principal: crate::auth::Principal { name: "alice".into(), groups: Vec::new() },
+            subject_token: None,
             request_id: json!(7),
             request_scope: "s1".into(),
             idempotency_key: header,

@@ -60,6 +60,7 @@ use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
 use crate::raw_json::RawJson;
+use crate::secret::SubjectToken;
 use crate::swap::Swap;
 use crate::telemetry::{RequestRecord, ToolOutcome};
 pub use approvals::{
@@ -89,6 +90,9 @@ pub struct Caller {
     pub session: SessionHolder,
     /// Who is calling (authenticated on this very request), with the groups policies match.
     pub principal: Principal,
+    /// The verified JWT the agent presented, held opaquely for the backends that exchange it (RFC 8693); never
+    /// stored, not even in a claim.
+    pub subject_token: Option<SubjectToken>,
     /// The agent's JSON-RPC request id.
     pub request_id: Value,
     /// Where `request_id` names one request, for a call without an idempotency key: the agent session (ids are
@@ -124,7 +128,8 @@ impl Caller {
             false => self.fairness_key().into(),
         };
         let slot = SlotKey { holder: self.session.clone(), backend: Arc::clone(backend), owner };
-        (slot, CallContext::starting_now(target).for_principal(principal))
+        let context = CallContext::starting_now(target).for_principal(principal);
+        (slot, context.with_subject_token(self.subject_token.clone()))
     }
 }
 

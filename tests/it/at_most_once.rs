@@ -375,6 +375,8 @@ impl Instance {
     /// `<dir>/<name>/` is the data directory; `secret` the session key file (shared by replicas).
     fn new(dir: &Path, name: &str, ledger_url: &str, backend_url: &str, secret: &Path) -> Instance {
         let data_dir = dir.join(name);
+        // Replicas share the vault key as they share the session key: a result one seals, the other replays.
+        crate::support::gateway::with_shared_vault_key(&data_dir);
         let text = format!(
             "[server]\ndata_dir = {:?}\nsession_secret_file = {:?}\n\n{}\n{}",
             data_dir.display().to_string(),

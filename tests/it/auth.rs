@@ -40,7 +40,9 @@ fn settings(server: &AuthServer, refetch_interval: Duration) -> AuthSettings {
 }
 
 async fn authenticate(auth: &Authenticator, token: &str) -> Result<Principal, AuthError> {
-    auth.authenticate(Endpoint::Mcp, [format!("Bearer {token}").as_bytes()]).await
+    auth.authenticate(Endpoint::Mcp, [format!("Bearer {token}").as_bytes()])
+        .await
+        .map(|authenticated| authenticated.principal)
 }
 
 const REDIRECT_URI: &str = "http://127.0.0.1:1/callback";

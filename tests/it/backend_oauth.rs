@@ -32,6 +32,7 @@ pub(crate) fn backend(server: &AuthServer, grant: GrantKind, client: ClientIdent
         authorization_server: None,
         auth_method: None,
         allow_internal: false,
+        exchange: Default::default(),
     }
 }
 

@@ -49,6 +49,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls; it knows no layer" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
+    Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box"]),                     why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither" },
     Rule { layer: "secret",  forbidden: ModulesBut(&["secret"]),                            why: "the redacted secret is shared by config and the backend client, so it depends on neither" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },

@@ -49,6 +49,7 @@ mod support;
 mod tasks;
 mod telemetry;
 mod tls;
+mod token_exchange;
 mod tool_search;
 mod traces;
 mod transports_e2e;

@@ -3,7 +3,8 @@
 //! stamped into the backend's [`BackendTarget`], which describes the backend alone.
 //!
 //! Rules: the deadline bounds everything the call does, its handshake and its retry included; a context without
-//! a principal is the gateway's own (discovery). [`Call`] is one request as the layers below the client see it.
+//! a principal is the gateway's own (discovery). The agent's subject token rides along only for the token
+//! exchange of a backend that asks for it, and never outlives the call. [`Call`] is one request as the layers below the client see it.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use tokio::time::Instant;
 
 use super::endpoint::{BackendTarget, SlotKey};
 use crate::mcp::Relay;
+use crate::secret::SubjectToken;
 use crate::telemetry::trace::ClientSpan;
 
 /// One call's deadline, principal and trace span.
@@ -19,13 +21,15 @@ use crate::telemetry::trace::ClientSpan;
 pub struct CallContext<'a> {
     deadline: Instant,
     principal: Option<Arc<str>>,
+    /// The agent's verified JWT, for a backend that exchanges it (RFC 8693); never stored.
+    subject_token: Option<SubjectToken>,
     span: Option<&'a ClientSpan>,
 }
 
 impl CallContext<'static> {
     /// A call of the gateway's own that may run until `deadline`.
     pub fn until(deadline: Instant) -> Self {
-        Self { deadline, principal: None, span: None }
+        Self { deadline, principal: None, subject_token: None, span: None }
     }
 
     /// A call to `target` starting now: it may take the target's timeout.
@@ -40,6 +44,11 @@ impl<'a> CallContext<'a> {
         Self { principal: Some(principal), ..self }
     }
 
+    /// The same call carrying the agent's verified JWT (`None`: the agent presented none).
+    pub fn with_subject_token(self, subject_token: Option<SubjectToken>) -> Self {
+        Self { subject_token, ..self }
+    }
+
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -48,13 +57,18 @@ impl<'a> CallContext<'a> {
         self.principal.as_ref()
     }
 
+    pub(crate) fn subject_token(&self) -> Option<&SubjectToken> {
+        self.subject_token.as_ref()
+    }
+
     pub(crate) fn span(&self) -> Option<&'a ClientSpan> {
         self.span
     }
 
     /// The same call, recorded on `span`.
     pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b> {
-        CallContext { deadline: self.deadline, principal: self.principal.clone(), span: Some(span) }
+        let (principal, subject_token) = (self.principal.clone(), self.subject_token.clone());
+        CallContext { deadline: self.deadline, principal, subject_token, span: Some(span) }
     }
 }
 

@@ -103,6 +103,12 @@ pub enum OAuthError {
     /// The backend asks for scopes the authorization server did not grant, or keeps asking for more.
     #[error("backend `{backend}` still refuses with insufficient_scope ({scope}); re-authorizing cannot help")]
     ScopeNotGranted { backend: String, scope: String },
+    /// A token-exchange backend needs the agent's JWT as the subject token (RFC 8693), and this agent has none.
+    #[error(
+        "backend `{backend}` is called as each user through OAuth token exchange (RFC 8693), which needs the JWT \
+         the agent authenticated with; {how}, so nothing was sent"
+    )]
+    NoSubjectToken { backend: String, how: &'static str },
     /// The token store failed.
     #[error("the token store failed: {0}")]
     Store(String),

@@ -132,6 +132,7 @@ fn client_as(mock: &Mock, grant: GrantKind, identity: ClientIdentity, store: Arc
         authorization_server: None,
         auth_method: None,
         allow_internal: false,
+        exchange: Default::default(),
     };
     let options = OAuthOptions {
         redirect_uri: Url::parse("https://gateway.example.com/oauth/callback").expect("url"),

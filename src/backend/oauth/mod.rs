@@ -22,6 +22,7 @@
 //! - A 401 for the token that is stored deletes it (after one refresh attempt); a 401 for an older token is
 //!   answered with the stored one (another request renewed it meanwhile).
 //! - `client_credentials` tokens are one per backend, stored under [`store::GATEWAY_PRINCIPAL`].
+//! - `token_exchange` tokens are the agent's JWT exchanged per (principal, backend) (RFC 8693, `exchange.rs`).
 //! - Client authentication at the token endpoint: a secret (basic or post), `private_key_jwt` assertions signed
 //!   with the operator's key (`assertion.rs`), or none, chosen in `registration.rs`.
 //! - Registrations and tokens belong to the issuer they came from (SEP-2352). When the backend refuses a stored
@@ -44,6 +45,7 @@ mod backoff;
 mod challenge;
 mod discovery;
 mod error;
+mod exchange;
 mod http;
 mod pending;
 mod pin;
@@ -70,6 +72,7 @@ pub use assertion::{KeyError, SigningKey};
 pub use challenge::BearerChallenge;
 pub use discovery::{ResourceMetadata, ServerMetadata};
 pub use error::OAuthError;
+pub use exchange::DEFAULT_LIFETIME as DEFAULT_EXCHANGED_LIFETIME;
 pub use http::HttpLimits;
 pub use pin::ISSUER_PIN_PRINCIPAL;
 pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
@@ -94,6 +97,17 @@ pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 pub enum GrantKind {
     ClientCredentials,
     AuthorizationCode,
+    /// The agent's JWT is exchanged for a token of the backend's (RFC 8693, `exchange.rs`).
+    TokenExchange,
+}
+
+/// What a token exchange asks for besides the subject token (used by [`GrantKind::TokenExchange`] only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExchangeSettings {
+    /// `audience`; `None`: the backend's canonical URL.
+    pub audience: Option<String>,
+    /// Whether the gateway's own token goes as `actor_token` (RFC 8693 delegation).
+    pub actor: bool,
 }
 
 /// Who the gateway is at the backend's authorization server.
@@ -123,6 +137,7 @@ pub struct BackendOAuth {
     pub auth_method: Option<AuthMethod>,
     /// Loopback and private addresses are allowed for its OAuth exchanges even when the backend is not in them.
     pub allow_internal: bool,
+    pub exchange: ExchangeSettings,
 }
 
 /// Settings shared by every backend.
@@ -298,7 +313,7 @@ impl OAuthClient {
         let state = self.backends.get(backend).ok_or_else(|| OAuthError::UnknownBackend(backend.to_owned()))?;
         let owner = match state.settings.grant {
             GrantKind::ClientCredentials => GATEWAY_PRINCIPAL,
-            GrantKind::AuthorizationCode => principal,
+            GrantKind::AuthorizationCode | GrantKind::TokenExchange => principal,
         };
         if self.load(owner, backend).await?.is_none() {
             return Ok(None);
@@ -312,7 +327,9 @@ impl OAuthClient {
         match self.grant(backend) {
             None => Err(OAuthError::UnknownBackend(backend.to_owned())),
             Some(GrantKind::ClientCredentials) => Ok(Some(GATEWAY_PRINCIPAL.to_owned())),
-            Some(GrantKind::AuthorizationCode) => self.store.any_principal(backend).await.map_err(OAuthError::Store),
+            Some(GrantKind::AuthorizationCode | GrantKind::TokenExchange) => {
+                self.store.any_principal(backend).await.map_err(OAuthError::Store)
+            }
         }
     }
 
@@ -327,7 +344,7 @@ impl OAuthClient {
         let state = self.backends.get(backend).ok_or_else(|| OAuthError::UnknownBackend(backend.to_owned()))?;
         let owner = match state.settings.grant {
             GrantKind::ClientCredentials => GATEWAY_PRINCIPAL,
-            GrantKind::AuthorizationCode => principal,
+            GrantKind::AuthorizationCode | GrantKind::TokenExchange => principal,
         };
         if refusal.is_none()
             && let Some(tokens) = self.load(owner, backend).await?.filter(fresh)
@@ -483,6 +500,12 @@ impl OAuthClient {
                 let url = self.authorization_url(owner, backend, discovered, scopes, step_ups)?;
                 Err(OAuthNeed::AuthorizationRequired { backend: backend.to_owned(), url })
             }
+            // Exchanged tokens come only from `exchanged_token`, which has the subject token.
+            GrantKind::TokenExchange => Err(OAuthError::NoSubjectToken {
+                backend: backend.to_owned(),
+                how: "the request carried no agent token",
+            }
+            .into()),
         }
     }
 

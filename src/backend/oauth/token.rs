@@ -1,4 +1,5 @@
-//! The token endpoint (OAuth 2.1 §3.2, RFC 6749 §5): the three grants the gateway uses, client authentication,
+//! The token endpoint (OAuth 2.1 §3.2, RFC 6749 §5): the four grants the gateway uses (token exchange is
+//! RFC 8693 §2), client authentication,
 //! and reading the answer.
 //!
 //! Rules:
@@ -26,6 +27,11 @@ use super::error::OAuthError;
 use super::http::{Answer, Http};
 use super::unix_now;
 use crate::secret::Secret;
+
+/// RFC 8693 §3: `subject_token_type`, `actor_token_type` and `requested_token_type` of an OAuth access token.
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// RFC 8693 §2.1 `grant_type`.
+const EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
 /// How the gateway authenticates at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +86,21 @@ pub(super) struct ClientAuth {
 
 /// What is asked of the token endpoint.
 pub(super) enum Grant<'a> {
-    AuthorizationCode { code: &'a str, redirect_uri: &'a str, verifier: &'a str },
-    Refresh { refresh_token: &'a str },
+    AuthorizationCode {
+        code: &'a str,
+        redirect_uri: &'a str,
+        verifier: &'a str,
+    },
+    Refresh {
+        refresh_token: &'a str,
+    },
     ClientCredentials,
+    /// RFC 8693 §2.1: the agent's token for one meant for `audience`, with the gateway's own as the actor.
+    TokenExchange {
+        subject_token: &'a str,
+        actor_token: Option<&'a str>,
+        audience: &'a str,
+    },
 }
 
 /// A token answer.
@@ -113,6 +131,9 @@ pub(super) async fn request(
             vec![("grant_type", "refresh_token".to_owned()), ("refresh_token", refresh_token.to_owned())]
         }
         Grant::ClientCredentials => vec![("grant_type", "client_credentials".to_owned())],
+        Grant::TokenExchange { subject_token, actor_token, audience } => {
+            exchange_form(subject_token, actor_token, audience)
+        }
     };
     form.push(("resource", resource.to_owned()));
     if let Some(scopes) = scopes.filter(|scopes| !scopes.is_empty()) {
@@ -142,6 +163,21 @@ pub(super) async fn request(
     let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
     let answer = http.send(request).await.map_err(|failed| failed.error("the token endpoint", endpoint))?;
     read_answer(&answer, endpoint)
+}
+
+fn exchange_form(subject_token: &str, actor_token: Option<&str>, audience: &str) -> Vec<(&'static str, String)> {
+    let mut form = vec![
+        ("grant_type", EXCHANGE_GRANT.to_owned()),
+        ("subject_token", subject_token.to_owned()),
+        ("subject_token_type", ACCESS_TOKEN_TYPE.to_owned()),
+        ("requested_token_type", ACCESS_TOKEN_TYPE.to_owned()),
+        ("audience", audience.to_owned()),
+    ];
+    if let Some(actor_token) = actor_token {
+        form.push(("actor_token", actor_token.to_owned()));
+        form.push(("actor_token_type", ACCESS_TOKEN_TYPE.to_owned()));
+    }
+    form
 }
 
 /// `application/x-www-form-urlencoded` of one value (RFC 6749 §2.3.1 asks it of Basic credentials too).

@@ -4,26 +4,23 @@
 //! Rules:
 //! - The key is 32 random bytes in `<data_dir>/oauth-tokens.key` ([`crate::keyfile`]: created 0600 when missing);
 //!   every replica sharing a store needs the same file, as with the session key.
-//! - Each seal draws a fresh 24-byte nonce from the operating system (XChaCha's nonce is long enough for random
-//!   nonces). The sealed form is `version (1) || nonce (24) || ciphertext+tag`.
+//! - Sealing is [`crate::sealed_box`]'s (fresh random nonce per seal, `version || nonce || ciphertext+tag`); the
+//!   ledger seals results with the same key ([`TOKEN_KEY_FILE_NAME`] is the one file).
 //! - The associated data binds the row to its (principal, backend): a row copied to another principal or backend
 //!   does not open, so a token is only ever sent to the backend it was issued for, on behalf of its principal.
 
 use std::fmt;
 use std::path::Path;
 
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::error::OAuthError;
 use crate::keyfile::{self, KeyFileError};
+use crate::sealed_box::{SealError, SealedBox};
 
 /// The token key file's name in the data directory.
 pub const TOKEN_KEY_FILE_NAME: &str = "oauth-tokens.key";
-const VERSION: u8 = 1;
-const NONCE_LEN: usize = 24;
 const DOMAIN: &[u8] = b"switchyard oauth token v1\0";
 
 /// What is stored for one (principal, backend): everything secret, sealed together.
@@ -61,7 +58,7 @@ impl fmt::Debug for TokenSet {
 
 /// The key tokens are sealed with.
 pub struct Vault {
-    cipher: XChaCha20Poly1305,
+    sealed_box: SealedBox,
 }
 
 impl fmt::Debug for Vault {
@@ -77,7 +74,7 @@ impl Vault {
     }
 
     pub fn from_key(key: &[u8; 32]) -> Vault {
-        Vault { cipher: XChaCha20Poly1305::new(Key::from_slice(key)) }
+        Vault { sealed_box: SealedBox::from_key(key) }
     }
 
     pub fn seal(&self, principal: &str, backend: &str, tokens: &TokenSet) -> Result<Vec<u8>, OAuthError> {
@@ -91,19 +88,11 @@ impl Vault {
     /// Seals any value of a row the same way (the issuer pin of `pin.rs` too): the row's (principal, backend)
     /// is the associated data.
     pub fn seal_value<T: Serialize>(&self, principal: &str, backend: &str, value: &T) -> Result<Vec<u8>, OAuthError> {
-        let mut nonce = [0u8; NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|_| OAuthError::Random)?;
         let plaintext = serde_json::to_vec(value).map_err(|error| OAuthError::Store(error.to_string()))?;
-        let aad = associated_data(principal, backend);
-        let ciphertext = self
-            .cipher
-            .encrypt(XNonce::from_slice(&nonce), Payload { msg: &plaintext, aad: &aad })
-            .map_err(|_| OAuthError::Store("sealing failed".to_owned()))?;
-        let mut sealed = Vec::with_capacity(1 + NONCE_LEN + ciphertext.len());
-        sealed.push(VERSION);
-        sealed.extend_from_slice(&nonce);
-        sealed.extend_from_slice(&ciphertext);
-        Ok(sealed)
+        self.sealed_box.seal(&associated_data(principal, backend), &plaintext).map_err(|error| match error {
+            SealError::Random => OAuthError::Random,
+            SealError::Unopenable => OAuthError::Store("sealing failed".to_owned()),
+        })
     }
 
     pub fn open_value<T: DeserializeOwned>(
@@ -113,16 +102,8 @@ impl Vault {
         sealed: &[u8],
     ) -> Result<T, OAuthError> {
         let undecryptable = || OAuthError::Undecryptable { backend: backend.to_owned() };
-        let (&version, rest) = sealed.split_first().ok_or_else(undecryptable)?;
-        if version != VERSION || rest.len() < NONCE_LEN {
-            return Err(undecryptable());
-        }
-        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
-        let aad = associated_data(principal, backend);
-        let plaintext = self
-            .cipher
-            .decrypt(XNonce::from_slice(nonce), Payload { msg: ciphertext, aad: &aad })
-            .map_err(|_| undecryptable())?;
+        let plaintext =
+            self.sealed_box.open(&associated_data(principal, backend), sealed).map_err(|_| undecryptable())?;
         serde_json::from_slice(&plaintext).map_err(|_| undecryptable())
     }
 }

@@ -92,7 +92,9 @@ pub(crate) async fn identify(
     }
     let authorization = headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
     let principal = settings.auth.authenticate(Endpoint::Root, authorization).await;
-    principal.map(Identity::Authenticated).map_err(|error| unauthenticated(settings, error))
+    principal
+        .map(|authenticated| Identity::Authenticated(authenticated.principal))
+        .map_err(|error| unauthenticated(settings, error))
 }
 
 /// Lets `principal` in when `admitted`; otherwise asks `anonymous` for a credential (401) when credentials exist,

@@ -26,7 +26,7 @@ mod rows;
 mod schema;
 mod tasks;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{broadcast, oneshot};
@@ -34,6 +34,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::raw_json::RawJson;
 
 use super::approvals::ApprovalSql;
+use super::at_rest::AtRest;
 use super::backend_tokens::BackendTokenSql;
 use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery, detached, spawn_release};
@@ -71,6 +72,8 @@ struct Inner {
     task_sql: TaskSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
+    /// The vault key results are sealed with (`at_rest.rs`), set once after opening.
+    at_rest: OnceLock<AtRest>,
     /// Dropped with the store, which stops the listening task.
     _stop_listening: oneshot::Sender<()>,
 }
@@ -125,9 +128,19 @@ impl PostgresStore {
             pin_sql,
             task_sql,
             revocations,
+            at_rest: OnceLock::new(),
             _stop_listening: stop,
         };
         Ok(PostgresStore { inner: Arc::new(inner) })
+    }
+
+    /// Seals results with `at_rest` from now on (the first call wins; a store opens with none).
+    pub(crate) fn set_at_rest(&self, at_rest: AtRest) {
+        let _ = self.inner.at_rest.set(at_rest);
+    }
+
+    pub(crate) fn at_rest(&self) -> Option<&AtRest> {
+        self.inner.at_rest.get()
     }
 
     pub(crate) fn waiters(&self) -> &Waiters {

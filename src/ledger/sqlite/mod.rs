@@ -24,7 +24,7 @@ mod tasks;
 mod worker;
 
 use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio::runtime::Handle;
@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 
 use crate::raw_json::RawJson;
 
+use super::at_rest::AtRest;
 use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
@@ -57,6 +58,8 @@ struct Inner {
     waiters: Arc<Waiters>,
     /// Settles queued without a waiting caller (see [`super::background`]).
     pending: Arc<Pending>,
+    /// The vault key results are sealed with (`at_rest.rs`), set once after opening.
+    at_rest: OnceLock<AtRest>,
     /// Dropped with the store, which stops the cross-process poll.
     _stop_polling: oneshot::Sender<()>,
 }
@@ -72,9 +75,19 @@ impl SqliteStore {
         let worker = Worker::start(path.to_path_buf(), linger).await?;
         let (stop, stopped) = oneshot::channel();
         let waiters = Arc::new(Waiters::default());
-        let inner = Arc::new(Inner { worker, waiters, pending: Arc::default(), _stop_polling: stop });
+        let inner =
+            Arc::new(Inner { worker, waiters, pending: Arc::default(), at_rest: OnceLock::new(), _stop_polling: stop });
         tokio::spawn(poll_other_processes(Arc::downgrade(&inner), inner.waiters.clone(), stopped));
         Ok(SqliteStore { inner })
+    }
+
+    /// Seals results with `at_rest` from now on (the first call wins; a store opens with none).
+    pub(crate) fn set_at_rest(&self, at_rest: AtRest) {
+        let _ = self.inner.at_rest.set(at_rest);
+    }
+
+    pub(crate) fn at_rest(&self) -> Option<&AtRest> {
+        self.inner.at_rest.get()
     }
 
     pub(crate) fn waiters(&self) -> &Waiters {

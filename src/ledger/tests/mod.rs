@@ -10,6 +10,7 @@
 //!   pass, unless `CI=true`: then they fail, so CI never passes without having tested the shared store.
 
 mod approvals;
+mod at_rest;
 mod behaviour;
 mod completion;
 mod linger;

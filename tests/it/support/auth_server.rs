@@ -12,6 +12,13 @@
 //! ([`Behaviour`]: an issuer that lies, no PKCE S256, garbage from the token endpoint, refresh tokens that stop
 //! working). Every authorization, registration and token request is recorded ([`AuthServer::requests`]).
 //!
+//! Token exchange (RFC 8693, `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`): the client must
+//! authenticate (as [`Behaviour::client`] with a secret, or with a verified assertion); `subject_token` must be an
+//! unexpired JWT this server signed, of type access token; `audience` is required and becomes the issued token's
+//! `aud` (refused with `invalid_target` while [`Behaviour::refuse_target`]); an `actor_token`, when sent, must be a
+//! token this server signed too, and its `sub` becomes the issued token's `act.sub`. The issued token carries the
+//! subject's `sub`.
+//!
 //! Rules: loopback only; codes are single-use and bound to their `redirect_uri` and PKCE challenge; a `resource`
 //! parameter (RFC 8707) becomes the token's `aud`, as real servers do. Not a real authorization server: no
 //! consent screen, no expiry of codes.
@@ -92,6 +99,8 @@ pub struct Behaviour {
     pub granted_scope: Option<String>,
     /// The protected `/mcp` refuses every token with 401.
     pub reject_tokens: bool,
+    /// Token exchange answers `invalid_target` (the audience is not one this server issues tokens for).
+    pub refuse_target: bool,
 }
 
 impl Default for Behaviour {
@@ -108,6 +117,7 @@ impl Default for Behaviour {
             prm_scopes: None,
             granted_scope: None,
             reject_tokens: false,
+            refuse_target: false,
         }
     }
 }
@@ -437,6 +447,7 @@ async fn token(State(state): State<Arc<ServerState>>, headers: axum::http::Heade
                 form.get("scope"),
             );
         }
+        EXCHANGE_GRANT => return exchange(&state, &behaviour, &form, method, client.as_ref()),
         "authorization_code" => {
             let Some(grant) = state.codes.lock().expect("codes").remove(field("code")) else {
                 return oauth_error("invalid_grant", "unknown or used code");
@@ -454,6 +465,68 @@ async fn token(State(state): State<Arc<ServerState>>, headers: axum::http::Heade
         _ => return oauth_error("unsupported_grant_type", "authorization_code or refresh_token"),
     };
     issue(&state, grant, true, form.get("scope"))
+}
+
+const EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// RFC 8693 §2: checks the client, the subject token (and actor token) and the audience, then issues a token for
+/// the audience carrying the subject's `sub` (and the actor's as `act.sub`).
+fn exchange(
+    state: &ServerState,
+    behaviour: &Behaviour,
+    form: &HashMap<String, String>,
+    method: &str,
+    client: Option<&(String, String)>,
+) -> Response {
+    let secret_ok = behaviour.client.as_ref().is_some_and(|expected| Some(expected) == client);
+    if method != "private_key_jwt" && !secret_ok {
+        let refusal =
+            json!({"error": "invalid_client", "error_description": "token exchange needs client authentication"});
+        return (StatusCode::UNAUTHORIZED, axum::Json(refusal)).into_response();
+    }
+    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    if field("subject_token_type") != ACCESS_TOKEN_TYPE {
+        return oauth_error("invalid_request", "subject_token_type must be an access token");
+    }
+    let Some(subject) = verify(state, field("subject_token")) else {
+        return oauth_error("invalid_grant", "the subject_token is not a valid token of this issuer");
+    };
+    let audience = field("audience");
+    if audience.is_empty() {
+        return oauth_error("invalid_request", "audience is required");
+    }
+    if behaviour.refuse_target {
+        return oauth_error("invalid_target", "this server issues no tokens for that audience");
+    }
+    let mut claims = token_claims(&state.issuer, &state.claims.lock().expect("claims"), audience);
+    claims["sub"] = subject["sub"].clone();
+    if let Some(actor_token) = form.get("actor_token") {
+        let actor = verify(state, actor_token).filter(|_| field("actor_token_type") == ACCESS_TOKEN_TYPE);
+        let Some(actor) = actor else { return oauth_error("invalid_request", "the actor_token is not valid") };
+        claims["act"] = json!({"sub": actor["sub"]});
+    }
+    let (number, kid) = state.keys.lock().expect("keys").last().cloned().expect("a key");
+    let lifetime = claims["exp"].as_i64().unwrap_or_default() - now();
+    axum::Json(json!({
+        "access_token": mint_with(number, &kid, &claims),
+        "issued_token_type": ACCESS_TOKEN_TYPE,
+        "token_type": "Bearer",
+        "expires_in": lifetime,
+    }))
+    .into_response()
+}
+
+/// The claims of `token` when this server signed it with a published key and it has not expired.
+fn verify(state: &ServerState, token: &str) -> Option<Value> {
+    let kid = jsonwebtoken::decode_header(token).ok()?.kid?;
+    let (number, _) = state.keys.lock().expect("keys").iter().find(|(_, known)| *known == kid).cloned()?;
+    let jwk = Jwk::from_encoding_key(&signing_key(number), Algorithm::RS256).ok()?;
+    let mut validation = jsonwebtoken::Validation::new(Algorithm::RS256);
+    validation.validate_aud = false;
+    validation.set_issuer(&[&state.issuer]);
+    let key = jsonwebtoken::DecodingKey::from_jwk(&jwk).ok()?;
+    jsonwebtoken::decode::<Value>(token, &key, &validation).ok().map(|data| data.claims)
 }
 
 /// How the client authenticated (`client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none`) and as

@@ -52,6 +52,19 @@ fn fresh_data_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("switchyard-it-{}-{n}", std::process::id()))
 }
 
+/// The key file every in-process test gateway starts with, as replicas of one deployment share it: a result one
+/// seals in a shared ledger, another replays (docs/ledger.md, *Results at rest*).
+pub const SHARED_VAULT_KEY: [u8; 32] = [42; 32];
+
+pub fn with_shared_vault_key(data_dir: &std::path::Path) {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(data_dir).expect("the data directory");
+    let path = data_dir.join(switchyard::backend::oauth::TOKEN_KEY_FILE_NAME);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).expect("key file");
+    file.write_all(&SHARED_VAULT_KEY).expect("the key");
+}
+
 impl TestGateway {
     /// Starts a gateway whose configuration is `[server]` defaults plus `extra` TOML (backends, server keys).
     pub async fn start(extra_server: &str, backends: &str) -> TestGateway {
@@ -80,6 +93,7 @@ impl TestGateway {
 
     async fn launch_env(extra_server: &str, sections: &str, backends: &str, env: &[(&str, &str)]) -> TestGateway {
         let data_dir = fresh_data_dir();
+        with_shared_vault_key(&data_dir);
         let text = format!(
             "[server]\ndata_dir = {:?}\n{extra_server}\n{sections}\n{backends}",
             data_dir.display().to_string()

@@ -119,6 +119,7 @@ pub(crate) async fn send_http(
         wire,
         deadline: call.context.deadline(),
         principal: call.context.principal().map(|principal| &**principal),
+        subject_token: call.context.subject_token(),
         limit: shared.limit,
         notifications,
         // Responses on another stream exist only where there are other streams (a 2025-era session's `GET`).

@@ -55,6 +55,7 @@ impl Shared {
             wire,
             deadline: context.deadline(),
             principal: context.principal().map(|principal| &**principal),
+            subject_token: context.subject_token(),
             limit: self.limit,
             notifications: NotificationRoute::default(),
             strays: None,

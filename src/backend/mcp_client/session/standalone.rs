@@ -93,6 +93,7 @@ async fn read(shared: &Shared, session: &BackendSession, mut hooks: Hooks<'_>) {
             wire: session.wire(),
             deadline: Instant::now() + CONNECTION_LIFETIME,
             principal: session.principal.as_deref(),
+            subject_token: None,
             limit: shared.limit,
             notifications,
             strays: Some(&shared.strays),

@@ -160,6 +160,7 @@ impl Stream {
                 wire: Wire::Modern { version: self.version, headers: &headers },
                 deadline: Instant::now() + CONNECTION_LIFETIME,
                 principal: self.principal.as_deref(),
+                subject_token: None,
                 limit: self.shared.limit,
                 notifications,
                 strays: None,

@@ -14,6 +14,8 @@
 //! - A binding [`refusing_anonymous`](OAuthBinding::refusing_anonymous) (a per-principal backend where
 //!   `anonymous` is every agent without credentials, not one user) sends nothing on behalf of `anonymous`: one
 //!   authorization would act for every such agent (MCP security best practices, "Confused Deputy").
+//! - A token-exchange backend gets the token exchanged for the caller's JWT (`oauth/exchange.rs`), before the
+//!   request and again after a 401; a caller without a JWT is refused there, naming why.
 //! - A token is sent only to the backend it was issued for: a token naming another backend is refused here.
 
 use std::sync::Arc;
@@ -23,8 +25,9 @@ use http::header::{self, HeaderMap};
 
 use crate::backend::http_client::Response;
 use crate::backend::mcp_client::error::{McpError, NotDeliveredCause};
-use crate::backend::oauth::{AccessToken, BearerChallenge, OAuthClient, OAuthNeed, Refusal};
+use crate::backend::oauth::{AccessToken, BearerChallenge, GrantKind, OAuthClient, OAuthNeed, Refusal};
 use crate::mcp::ANONYMOUS;
+use crate::secret::SubjectToken;
 
 /// A backend's OAuth client binding: the client and the backend name its tokens are issued for.
 #[derive(Clone)]
@@ -80,25 +83,42 @@ impl OAuthBinding {
         }
     }
 
-    /// The token to send first, if one is stored.
-    pub(super) async fn before(&self, principal: &str) -> Result<Option<AccessToken>, McpError> {
-        let token = self.client.stored_token(&self.backend, principal).await.map_err(|need| self.failed(need))?;
-        token.map(|token| self.checked(token)).transpose()
+    /// The token to send first: if one is stored, or (token exchange) the one exchanged for `subject`.
+    pub(super) async fn before(
+        &self,
+        principal: &str,
+        subject: Option<&SubjectToken>,
+    ) -> Result<Option<AccessToken>, McpError> {
+        let token = match self.exchanges() {
+            true => self.client.exchanged_token(&self.backend, principal, subject, None).await.map(Some),
+            false => self.client.stored_token(&self.backend, principal).await,
+        };
+        token.map_err(|need| self.failed(need))?.map(|token| self.checked(token)).transpose()
     }
 
     /// The token to send again after `refused`, when `sent` was refused.
     pub(super) async fn after(
         &self,
         principal: &str,
+        subject: Option<&SubjectToken>,
         refused: &Refused,
         sent: Option<&AccessToken>,
     ) -> Result<AccessToken, McpError> {
+        if self.exchanges() {
+            let token = self.client.exchanged_token(&self.backend, principal, subject, sent).await;
+            return self.checked(token.map_err(|need| self.failed(need))?);
+        }
         let refusal = match (&refused.challenge, refused.status) {
             (Some(challenge), StatusCode::FORBIDDEN) => Refusal::InsufficientScope { challenge, sent },
             (challenge, _) => Refusal::Unauthorized { challenge: challenge.as_ref(), sent },
         };
         let token = self.client.token_for(&self.backend, principal, Some(refusal)).await;
         self.checked(token.map_err(|need| self.failed(need))?)
+    }
+
+    /// Whether the backend's tokens are exchanged for the agent's (RFC 8693).
+    fn exchanges(&self) -> bool {
+        self.client.grant(&self.backend) == Some(GrantKind::TokenExchange)
     }
 
     fn checked(&self, token: AccessToken) -> Result<AccessToken, McpError> {

@@ -42,6 +42,7 @@ use crate::backend::mcp_client::fault::Fault;
 use crate::backend::oauth::AccessToken;
 use crate::mcp::jsonrpc::{self, Kind};
 use crate::mcp::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use crate::secret::SubjectToken;
 use crate::telemetry::trace::ClientSpan;
 
 /// How many times one exchange may resume a stream that ended early.
@@ -83,6 +84,8 @@ pub(crate) struct Exchange<'a> {
     pub(crate) deadline: Instant,
     /// Whose OAuth tokens a protected backend gets; `None` for the gateway's own requests.
     pub(crate) principal: Option<&'a str>,
+    /// The agent's verified JWT, for a backend whose tokens are exchanged for it (RFC 8693).
+    pub(crate) subject_token: Option<&'a SubjectToken>,
     pub(crate) limit: usize,
     /// Where the backend's notifications about this request go.
     pub(crate) notifications: NotificationRoute<'a>,
@@ -152,11 +155,11 @@ impl Exchange<'_> {
             return self.check_status(self.send_post(body, None).await?).await;
         };
         let principal = oauth.principal(self.principal).await?;
-        let first = oauth.before(&principal).await?;
+        let first = oauth.before(&principal, self.subject_token).await?;
         let response = self.send_post(body.clone(), first.as_ref()).await?;
         let Some(refused) = Refused::of(&response) else { return self.check_status(response).await };
         // 401 and 403 prove the backend did not process the request, so it is sent again, once, with a new token.
-        let second = oauth.after(&principal, &refused, first.as_ref()).await?;
+        let second = oauth.after(&principal, self.subject_token, &refused, first.as_ref()).await?;
         if let Some(span) = self.span {
             span.retry("authorization");
         }
@@ -194,7 +197,7 @@ impl Exchange<'_> {
     async fn stream_token(&self) -> Option<AccessToken> {
         let oauth = self.endpoint.oauth()?;
         let principal = oauth.principal(self.principal).await.ok()?;
-        oauth.before(&principal).await.ok().flatten()
+        oauth.before(&principal, self.subject_token).await.ok().flatten()
     }
 
     /// The backend's URI; a URL that is none fails every exchange before anything is sent.
