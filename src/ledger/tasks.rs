@@ -6,6 +6,9 @@
 //! Rules:
 //! - A terminal status (`completed`, `failed`, `cancelled`) never changes: [`LedgerStore::finish_task`] is a
 //!   compare-and-set from a running status, so of a cancel and a completion racing, exactly one wins.
+//! - A running task changes between running statuses (`working` ⇄ `input_required`, or `input_required` with
+//!   more of its input) only by [`LedgerStore::step_task`], a compare-and-set on the status and the update time
+//!   the caller read, so two updates racing have one winner and a cancel is never undone.
 //! - `call_key` (the principal's idempotency key, when the agent sent one) is unique: creating a task for a key
 //!   that has one returns that task instead ([`LedgerStore::create_task`]), so a retried creation never runs the
 //!   tool twice.
@@ -90,6 +93,8 @@ pub(crate) struct TaskSql {
     pub(crate) by_call_key: String,
     /// `$1` id, `$2` state, `$3` message, `$4` outcome, `$5` answer, `$6` updated.
     pub(crate) finish: String,
+    /// As `finish`, and `$7` the state and `$8` the update time the task must still have.
+    pub(crate) step: String,
     /// `$1` owner, `$2` message, `$3` updated.
     pub(crate) orphan: String,
     /// `$1` principal or NULL, `$2` state or NULL, `$3` after created, `$4` after id, `$5` limit.
@@ -116,6 +121,10 @@ impl TaskSql {
             finish: render(format!(
                 "UPDATE {table} SET state = $2, message = $3, outcome = $4, answer = $5, updated_ms = $6 \
                  WHERE id = $1 AND {running}"
+            )),
+            step: render(format!(
+                "UPDATE {table} SET state = $2, message = $3, outcome = $4, answer = $5, updated_ms = $6 \
+                 WHERE id = $1 AND state = $7 AND updated_ms = $8 AND {running}"
             )),
             orphan: render(format!(
                 "UPDATE {table} SET state = 'failed', message = $2, outcome = 'unknown', updated_ms = $3 \
@@ -158,6 +167,12 @@ impl LedgerStore {
         dispatch!(self.finish_task(id, end))
     }
 
+    /// Moves the running task `id` from `seen` (the status and update time read) to `next`, a running status;
+    /// false when it changed since (another update, a cancel, its end).
+    pub async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+        dispatch!(self.step_task(id, seen, next))
+    }
+
     /// At start: fails the tasks `owner` was running when it last stopped (their calls' outcome is unknown);
     /// returns how many.
     pub async fn orphan_tasks(&self, owner: &str, message: &str, now_ms: i64) -> Result<u64, LedgerError> {
@@ -182,7 +197,7 @@ mod tests {
     #[test]
     fn statements_take_each_dialects_placeholders() {
         let sql = TaskSql::new("t", Dialect::Sqlite);
-        for statement in [&sql.insert, &sql.finish, &sql.list, &sql.orphan] {
+        for statement in [&sql.insert, &sql.finish, &sql.step, &sql.list, &sql.orphan] {
             assert!(!statement.contains('$') && statement.contains("?1"), "{statement}");
         }
         assert!(TaskSql::new("s.t", Dialect::Postgres).list.contains("$1::TEXT IS NULL"));

@@ -30,6 +30,17 @@ impl MemoryStore {
         }
     }
 
+    pub(crate) async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+        let mut tasks = self.inner.tasks.lock();
+        match tasks.get_mut(id) {
+            Some(task) if !task.is_terminal() && (task.state.as_str(), task.updated_ms) == seen => {
+                finish(task, next);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     pub(crate) async fn orphan_tasks(&self, owner: &str, message: &str, now_ms: i64) -> Result<u64, LedgerError> {
         let end = TaskEnd {
             state: "failed".into(),

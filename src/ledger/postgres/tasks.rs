@@ -75,6 +75,12 @@ impl PostgresStore {
         Ok(self.task_execute(&self.inner.task_sql.finish, &values).await? == 1)
     }
 
+    pub(crate) async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+        let values: [&(dyn ToSql + Sync); 8] =
+            [&id, &next.state, &next.message, &next.outcome, &next.answer, &next.updated_ms, &seen.0, &seen.1];
+        Ok(self.task_execute(&self.inner.task_sql.step, &values).await? == 1)
+    }
+
     pub(crate) async fn orphan_tasks(&self, owner: &str, message: &str, now_ms: i64) -> Result<u64, LedgerError> {
         self.task_execute(&self.inner.task_sql.orphan, &[&owner, &message, &now_ms]).await
     }

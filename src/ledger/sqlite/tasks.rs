@@ -86,6 +86,26 @@ impl SqliteStore {
             .await
     }
 
+    pub(crate) async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+        let (id, state, updated, next) = (id.to_owned(), seen.0.to_owned(), seen.1, next.clone());
+        self.inner
+            .worker
+            .run(move |db| {
+                let changed = db.conn.prepare_cached(&SQL.step)?.execute(params![
+                    id,
+                    next.state,
+                    next.message,
+                    next.outcome,
+                    next.answer,
+                    next.updated_ms,
+                    state,
+                    updated
+                ])?;
+                Ok(changed == 1)
+            })
+            .await
+    }
+
     pub(crate) async fn orphan_tasks(&self, owner: &str, message: &str, now_ms: i64) -> Result<u64, LedgerError> {
         let (owner, message) = (owner.to_owned(), message.to_owned());
         self.inner
