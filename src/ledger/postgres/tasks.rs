@@ -7,7 +7,7 @@ use tokio_postgres::types::ToSql;
 
 use super::PostgresStore;
 use crate::ledger::error::LedgerError;
-use crate::ledger::tasks::{TaskEnd, TaskFilter, TaskRow};
+use crate::ledger::tasks::{Seen, TaskEnd, TaskFilter, TaskRow};
 
 fn read(row: &Row) -> Result<TaskRow, LedgerError> {
     let read = || {
@@ -69,16 +69,11 @@ impl PostgresStore {
         Ok(self.task_rows(&self.inner.task_sql.select, &[&id]).await?.into_iter().next())
     }
 
-    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd) -> Result<bool, LedgerError> {
-        let values: [&(dyn ToSql + Sync); 6] =
-            [&id, &end.state, &end.message, &end.outcome, &end.answer, &end.updated_ms];
-        Ok(self.task_execute(&self.inner.task_sql.finish, &values).await? == 1)
-    }
-
-    pub(crate) async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd, seen: Seen<'_>) -> Result<bool, LedgerError> {
+        let (state, updated) = seen.unzip();
         let values: [&(dyn ToSql + Sync); 8] =
-            [&id, &next.state, &next.message, &next.outcome, &next.answer, &next.updated_ms, &seen.0, &seen.1];
-        Ok(self.task_execute(&self.inner.task_sql.step, &values).await? == 1)
+            [&id, &end.state, &end.message, &end.outcome, &end.answer, &end.updated_ms, &state, &updated];
+        Ok(self.task_execute(&self.inner.task_sql.finish, &values).await? == 1)
     }
 
     pub(crate) async fn orphan_tasks(&self, owner: &str, message: &str, now_ms: i64) -> Result<u64, LedgerError> {

@@ -108,7 +108,8 @@ impl Pending {
 
 /// `params.inputResponses` of a `tasks/update`: an object of objects.
 pub(super) fn responses(params: &Value) -> Result<&Map<String, Value>, RpcFailure> {
-    let bad = || wire::invalid("`params.inputResponses` must be an object of responses keyed as the task's inputRequests");
+    let bad =
+        || wire::invalid("`params.inputResponses` must be an object of responses keyed as the task's inputRequests");
     let responses = params.get("inputResponses").and_then(Value::as_object).ok_or_else(bad)?;
     match responses.values().all(Value::is_object) {
         true => Ok(responses),

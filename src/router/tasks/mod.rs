@@ -17,6 +17,11 @@
 //!   instance runs the call, within a poll interval when another replica sharing a PostgreSQL store does. The
 //!   call's outcome stays `unknown` (it may have reached the backend).
 //! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
+//! - A 2026-07-28 backend's `input_required` answer to a task's call puts the task in `input_required` until the
+//!   agent's `tasks/update`s answer it ([`input`]); the call then continues as the same claim. Within the inline
+//!   window, before the agent heard of the task, the question is the call's answer instead (no task is shown),
+//!   and the agent's retry may become the task. A 2025-11-25 agent's task cannot be asked: its relay has no
+//!   stream, so the call ends as any call whose agent cannot be asked.
 //! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
 //!   declared capabilities and the tool's `taskSupport`).
 
@@ -288,7 +293,15 @@ impl CallRouter {
 
     /// Calls until the call ends or waits for the agent's input; an answer with only a `requestState` (the
     /// backend asks to be called again) is retried after a poll interval.
-    async fn drive(&self, caller: &Caller, view: Option<String>, params: Value, relay: &Relay, id: &str, running: &Running) {
+    async fn drive(
+        &self,
+        caller: &Caller,
+        view: Option<String>,
+        params: Value,
+        relay: &Relay,
+        id: &str,
+        running: &Running,
+    ) {
         let (mut params, mut view) = (params, view);
         loop {
             let call = self.call_tool(caller, view.as_deref().map_or(View::All, View::Backend), params.clone(), relay);
