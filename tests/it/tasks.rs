@@ -5,6 +5,7 @@
 //! kept in the ledger across a restart, shared by replicas, and only its principal's.
 
 mod input;
+mod notifications;
 
 use std::time::{Duration, Instant};
 

@@ -36,7 +36,7 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
 use super::continuation;
@@ -67,12 +67,32 @@ pub(super) struct Tasks {
     ended: Notify,
     /// The longest ttl a task gets (the ledger's retention).
     max_ttl: Mutex<Duration>,
+    /// Every status this instance writes, for the agents' listen streams.
+    changes: broadcast::Sender<TaskChange>,
 }
 
 impl Default for Tasks {
     fn default() -> Self {
-        Self { running: Mutex::default(), ended: Notify::new(), max_ttl: Mutex::new(Duration::from_secs(86_400)) }
+        Self {
+            running: Mutex::default(),
+            ended: Notify::new(),
+            max_ttl: Mutex::new(Duration::from_secs(86_400)),
+            changes: broadcast::channel(CHANGES).0,
+        }
     }
+}
+
+/// How many status changes a slow listen stream may fall behind by (it then misses some: notifications are
+/// hints, `tasks/get` is the truth).
+const CHANGES: usize = 256;
+
+/// A task's status as this instance wrote it: whose task, and the 2026-07-28 `notifications/tasks` params (the
+/// `DetailedTask`, as `tasks/get` would answer).
+#[derive(Debug, Clone)]
+pub struct TaskChange {
+    pub principal: String,
+    pub id: String,
+    pub detailed: Value,
 }
 
 /// A call this instance runs as a task.
@@ -150,6 +170,27 @@ pub async fn fail_orphaned_tasks(store: &LedgerStore, owner: &str) {
 }
 
 impl CallRouter {
+    /// The status changes of the tasks this instance runs, from now on.
+    pub fn task_changes(&self) -> broadcast::Receiver<TaskChange> {
+        self.tasks.changes.subscribe()
+    }
+
+    /// Tells the listen streams that task `id` changed (read back, as a status written may be raced by another
+    /// writer; nothing is read when no stream listens).
+    async fn announce(&self, id: &str) {
+        if self.tasks.changes.receiver_count() == 0 {
+            return;
+        }
+        if let Ok(Some(row)) = self.ledger.store.task(id).await {
+            let change = TaskChange {
+                principal: row.principal.clone(),
+                id: row.id.clone(),
+                detailed: extension::detailed(&row),
+            };
+            let _ = self.tasks.changes.send(change);
+        }
+    }
+
     /// Tasks live at most `retention` (how long the ledger keeps settled calls).
     pub fn limit_task_ttl(&self, retention: Duration) {
         *self.tasks.max_ttl.lock() = retention;
@@ -339,6 +380,9 @@ impl CallRouter {
         };
         // A task that was no longer running (cancelled) was counted by its canceller.
         self.ledger.metrics.task_ended(if finished { &end.state } else { "" }, true);
+        if finished {
+            self.announce(id).await;
+        }
     }
 
     /// The working task `id` waits for the input `pending` asks (unless it was cancelled meanwhile).
@@ -351,8 +395,12 @@ impl CallRouter {
             Ok(_) => Ok(false),
             Err(error) => Err(error),
         };
-        if let Err(error) = stepped {
-            tracing::warn!(%error, task = %id, "tasks: the call asks for input but its task could not be updated");
+        match stepped {
+            Ok(true) => self.announce(id).await,
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, task = %id, "tasks: the call asks for input but its task could not be updated");
+            }
         }
     }
 
@@ -445,6 +493,7 @@ impl CallRouter {
             let (params, view) = pending.retry();
             self.run_task(caller, view, params, relay, &row.id, false);
         }
+        self.announce(&row.id).await;
         Ok(json!({}))
     }
 
@@ -491,6 +540,7 @@ impl CallRouter {
         }
         self.ledger.metrics.task_ended(wire::CANCELLED, false);
         self.tasks.ended.notify_waiters();
+        self.announce(&row.id).await;
         match extended {
             true => Ok(json!({})),
             false => Ok(wire::task(&self.owned_task(&row.id, &row.principal).await?)),
