@@ -44,7 +44,7 @@ use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
 use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
 use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
-use crate::mcp::{Relay, jsonrpc};
+use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::telemetry::RequestRecord;
 pub use extension::TASKS_EXTENSION;
 pub use wire::RELATED_TASK_META;
@@ -86,13 +86,16 @@ impl Default for Tasks {
 /// hints, `tasks/get` is the truth).
 const CHANGES: usize = 256;
 
-/// A task's status as this instance wrote it: whose task, and the 2026-07-28 `notifications/tasks` params (the
-/// `DetailedTask`, as `tasks/get` would answer).
+/// A task's status as this instance wrote it: whose task, the agent session of the request that wrote it (the
+/// creator's, for the call's own changes), the 2026-07-28 `notifications/tasks` params (the `DetailedTask`, as
+/// `tasks/get` would answer) and the 2025-11-25 `notifications/tasks/status` params (the `Task`).
 #[derive(Debug, Clone)]
 pub struct TaskChange {
     pub principal: String,
+    pub session: SessionHolder,
     pub id: String,
     pub detailed: Value,
+    pub task: Value,
 }
 
 /// A call this instance runs as a task.
@@ -177,15 +180,17 @@ impl CallRouter {
 
     /// Tells the listen streams that task `id` changed (read back, as a status written may be raced by another
     /// writer; nothing is read when no stream listens).
-    async fn announce(&self, id: &str) {
+    async fn announce(&self, caller: &Caller, id: &str) {
         if self.tasks.changes.receiver_count() == 0 {
             return;
         }
         if let Ok(Some(row)) = self.ledger.store.task(id).await {
             let change = TaskChange {
                 principal: row.principal.clone(),
+                session: caller.session.clone(),
                 id: row.id.clone(),
                 detailed: extension::detailed(&row),
+                task: wire::task(&row),
             };
             let _ = self.tasks.changes.send(change);
         }
@@ -358,10 +363,10 @@ impl CallRouter {
                 Some(result) if !running.unrevealed.swap(false, Ordering::SeqCst) => {
                     input::Pending::new(result, params, view)
                 }
-                _ => return self.end_task(id, answer).await,
+                _ => return self.end_task(caller, id, answer).await,
             };
             if !pending.complete() {
-                return self.await_input(id, &pending).await;
+                return self.await_input(caller, id, &pending).await;
             }
             tokio::time::sleep(POLL_INTERVAL).await;
             (params, view) = pending.retry();
@@ -369,7 +374,7 @@ impl CallRouter {
     }
 
     /// Ends the task `id` with the call's answer.
-    async fn end_task(&self, id: &str, answer: Result<Found, RpcFailure>) {
+    async fn end_task(&self, caller: &Caller, id: &str, answer: Result<Found, RpcFailure>) {
         let end = wire::ending(answer, now_ms());
         let finished = match self.ledger.store.finish_task(id, &end).await {
             Ok(finished) => finished,
@@ -381,12 +386,12 @@ impl CallRouter {
         // A task that was no longer running (cancelled) was counted by its canceller.
         self.ledger.metrics.task_ended(if finished { &end.state } else { "" }, true);
         if finished {
-            self.announce(id).await;
+            self.announce(caller, id).await;
         }
     }
 
     /// The working task `id` waits for the input `pending` asks (unless it was cancelled meanwhile).
-    async fn await_input(&self, id: &str, pending: &input::Pending) {
+    async fn await_input(&self, caller: &Caller, id: &str, pending: &input::Pending) {
         let stepped = match self.ledger.store.task(id).await {
             Ok(Some(row)) if row.state == wire::WORKING => {
                 let next = pending.waiting(next_update(&row));
@@ -396,7 +401,7 @@ impl CallRouter {
             Err(error) => Err(error),
         };
         match stepped {
-            Ok(true) => self.announce(id).await,
+            Ok(true) => self.announce(caller, id).await,
             Ok(false) => {}
             Err(error) => {
                 tracing::warn!(%error, task = %id, "tasks: the call asks for input but its task could not be updated");
@@ -493,7 +498,7 @@ impl CallRouter {
             let (params, view) = pending.retry();
             self.run_task(caller, view, params, relay, &row.id, false);
         }
-        self.announce(&row.id).await;
+        self.announce(caller, &row.id).await;
         Ok(json!({}))
     }
 
@@ -540,7 +545,7 @@ impl CallRouter {
         }
         self.ledger.metrics.task_ended(wire::CANCELLED, false);
         self.tasks.ended.notify_waiters();
-        self.announce(&row.id).await;
+        self.announce(caller, &row.id).await;
         match extended {
             true => Ok(json!({})),
             false => Ok(wire::task(&self.owned_task(&row.id, &row.principal).await?)),

@@ -1,18 +1,19 @@
-//! Task status notifications through the gateway (2026-07-28 tasks extension): a `subscriptions/listen` stream
-//! that opted into `taskIds` is told each status the gateway writes for those tasks of its principal —
+//! Task status notifications through the gateway. 2026-07-28 (the tasks extension): a `subscriptions/listen`
+//! stream that opted into `taskIds` is told each status the gateway writes for those tasks of its principal —
 //! `notifications/tasks` with the `DetailedTask`, tagged with the subscription — and nothing for another
-//! principal's task.
+//! principal's task. 2025-11-25: the session that created a task hears `notifications/tasks/status` (the `Task`)
+//! on its standalone stream.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{EXTENSION, TOOL};
+use super::{EXTENSION, TOOL, create};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
 use crate::gateway::read_until;
 use crate::modern_front::{ModernAgent, messages};
 use crate::support::fault_backend::{FaultBackend, Script};
-use crate::support::gateway::{TestGateway, backend_toml};
+use crate::support::gateway::{Agent, SESSION, TestGateway, backend_toml};
 
 const SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -44,4 +45,21 @@ async fn a_listen_stream_hears_its_principals_tasks_change_and_nothing_of_others
     assert_eq!(note["params"]["_meta"][SUBSCRIPTION], "mine");
     let leaked = read_until(&mut theirs, "notifications/tasks\"", Duration::from_millis(500)).await;
     assert!(leaked.is_none(), "another principal's task is never announced");
+}
+
+#[tokio::test]
+async fn a_2025_session_hears_its_tasks_status_on_its_standalone_stream() {
+    let backend = FaultBackend::start(Script { call_delay: Some(Duration::from_secs(1)), ..Script::default() }).await;
+    let gateway = TestGateway::start("", &backend_toml("fault", &backend.url(), "")).await;
+    gateway.wait_for_tool(TOOL).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let session = agent.session.clone().expect("a session");
+    let open = agent.http.get(gateway.mcp()).header("accept", "text/event-stream").header(SESSION, &session);
+    let mut stream = open.send().await.expect("a standalone stream");
+    assert!(read_until(&mut stream, "data: \n", Duration::from_secs(5)).await.is_some(), "a priming event");
+    let task = create(&mut agent, "told").await;
+    let told = read_until(&mut stream, "\"completed\"", Duration::from_secs(10)).await.expect("a status");
+    let note = messages(&told).into_iter().find(|m| m["method"] == "notifications/tasks/status").expect("one");
+    assert_eq!((&note["params"]["taskId"], &note["params"]["status"]), (&task["taskId"], &json!("completed")));
+    assert!(note["params"]["ttl"].as_i64().is_some() && note["params"].get("result").is_none(), "the Task: {note}");
 }
