@@ -1,7 +1,9 @@
 //! The agent's standalone stream: `GET /mcp` (MCP transports §"Listening for Messages from the Server"; design
 //! §3). It carries messages not tied to a call — `notifications/tools/list_changed` when the tools the stream's
 //! view shows have changed, and what backends send on their own standalone streams of this agent's sessions
-//! (server-to-client requests, `notifications/resources/updated`, log messages) — and keep-alive comments.
+//! (server-to-client requests, `notifications/resources/updated`, log messages), `notifications/tasks/status`
+//! for the tasks this replica changes on the session's behalf (MCP 2025-11-25 utilities §"Tasks": optional, the
+//! agent still polls) — and keep-alive comments.
 //!
 //! Rules: an agent may hold several standalone streams, at most `[server] max_streams_per_session` per session on
 //! this replica (one more is refused 429, and the open ones are kept); each message goes to exactly one of them
@@ -21,8 +23,8 @@ use tokio::sync::mpsc;
 use super::Front;
 use super::error::FrontError;
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
-use crate::mcp::jsonrpc;
-use crate::router::{SessionMessages, ToolsChanged, View};
+use crate::mcp::{SessionHolder, jsonrpc, method};
+use crate::router::{SessionMessages, TaskChange, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -148,6 +150,21 @@ impl Front {
     pub async fn deliver_session_messages(self: Arc<Self>, mut messages: SessionMessages) {
         while let Some(message) = messages.recv().await {
             self.deliver_session_message(message);
+        }
+    }
+
+    /// Tells each agent session with a standalone stream on this replica of the status changes of its tasks
+    /// (those this replica wrote for a request of that session), until the router stops.
+    pub async fn deliver_task_changes(self: Arc<Self>, mut changes: broadcast::Receiver<TaskChange>) {
+        loop {
+            match changes.recv().await {
+                Ok(TaskChange { session: SessionHolder::Agent(session), task, .. }) => {
+                    self.streams.deliver(&session, jsonrpc::notification(method::TASKS_STATUS, Some(task)));
+                }
+                // A missed change is only a missed hint: the agent polls `tasks/get`.
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
         }
     }
 }

@@ -6,6 +6,9 @@
 //! Rules:
 //! - A terminal status (`completed`, `failed`, `cancelled`) never changes: [`LedgerStore::finish_task`] is a
 //!   compare-and-set from a running status, so of a cancel and a completion racing, exactly one wins.
+//! - A running task changes between running statuses (`working` ⇄ `input_required`, or `input_required` with
+//!   more of its input) only by [`LedgerStore::step_task`], a compare-and-set on the status and the update time
+//!   the caller read, so two updates racing have one winner and a cancel is never undone.
 //! - `call_key` (the principal's idempotency key, when the agent sent one) is unique: creating a task for a key
 //!   that has one returns that task instead ([`LedgerStore::create_task`]), so a retried creation never runs the
 //!   tool twice.
@@ -55,6 +58,9 @@ impl TaskRow {
     }
 }
 
+/// The status and update time a step expects a task to still have (`None`: any running task).
+pub(crate) type Seen<'a> = Option<(&'a str, i64)>;
+
 /// How a running task ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskEnd {
@@ -88,7 +94,8 @@ pub(crate) struct TaskSql {
     pub(crate) select: String,
     /// `$1` call key.
     pub(crate) by_call_key: String,
-    /// `$1` id, `$2` state, `$3` message, `$4` outcome, `$5` answer, `$6` updated.
+    /// `$1` id, `$2` state, `$3` message, `$4` outcome, `$5` answer, `$6` updated; `$7` the state and `$8` the
+    /// update time the task must still have, or NULL for any running task.
     pub(crate) finish: String,
     /// `$1` owner, `$2` message, `$3` updated.
     pub(crate) orphan: String,
@@ -115,7 +122,7 @@ impl TaskSql {
             by_call_key: render(format!("SELECT {TASK_COLUMNS} FROM {table} WHERE call_key = $1")),
             finish: render(format!(
                 "UPDATE {table} SET state = $2, message = $3, outcome = $4, answer = $5, updated_ms = $6 \
-                 WHERE id = $1 AND {running}"
+                 WHERE id = $1 AND {running} AND ($7{text} IS NULL OR (state = $7 AND updated_ms = $8))"
             )),
             orphan: render(format!(
                 "UPDATE {table} SET state = 'failed', message = $2, outcome = 'unknown', updated_ms = $3 \
@@ -155,7 +162,13 @@ impl LedgerStore {
 
     /// Ends the running task `id` as `end` says; false when it was not running (already terminal, or gone).
     pub async fn finish_task(&self, id: &str, end: &TaskEnd) -> Result<bool, LedgerError> {
-        dispatch!(self.finish_task(id, end))
+        dispatch!(self.finish_task(id, end, None))
+    }
+
+    /// Moves the running task `id` from `seen` (the status and update time read) to `next`, a running status;
+    /// false when it changed since (another update, a cancel, its end).
+    pub async fn step_task(&self, id: &str, seen: (&str, i64), next: &TaskEnd) -> Result<bool, LedgerError> {
+        dispatch!(self.finish_task(id, next, Some(seen)))
     }
 
     /// At start: fails the tasks `owner` was running when it last stopped (their calls' outcome is unknown);

@@ -40,6 +40,10 @@ pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
 /// 2026-07-28: the first message of a `subscriptions/listen` stream.
 pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// A task's new status on a `subscriptions/listen` stream (the 2026-07-28 tasks extension).
+pub const TASKS_NOTIFICATION: &str = "notifications/tasks";
+/// A task's new status on a 2025-11-25 agent's stream.
+pub const TASKS_STATUS: &str = "notifications/tasks/status";
 
 /// Declares [`Method`] from one list of (variant, name), so each name is written once and both directions agree.
 macro_rules! methods {

@@ -18,6 +18,10 @@
 import { InputRequired, MissingCapability } from "./fixture-modern.mjs";
 
 const NO_ARGS = { type: "object", properties: {} };
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// How long the tasks scenarios' tools work before they ask or answer: longer than a gateway waits before it
+// answers a call with a task rather than its result.
+const TASK_WORK_MS = 1500;
 const text = (t) => ({ type: "text", text: t });
 
 const elicit = (message, property, type) => ({
@@ -39,6 +43,9 @@ const CONFIRM = elicit("Please confirm", "ok", "boolean");
 const STEP1 = elicit("Step 1: What is your name?", "name", "string");
 const STEP2 = elicit("Step 2: What is your favorite color?", "color", "string");
 const CONTEXT = elicit("What context should the prompt use?", "context", "string");
+const CONFIRM_DELETE = elicit("Delete the file?", "confirm", "boolean");
+const FIRST_NAME = elicit("First: what name?", "name", "string");
+const SECOND_CONFIRM = elicit("Second: confirm?", "confirm", "boolean");
 
 // An accepted elicitation's field, or undefined (declined, cancelled, or not the shape asked for).
 function accepted(response, field) {
@@ -79,7 +86,17 @@ const MODERN_TOOLS = [
   ["test_streaming_elicitation", "Needs elicitation; asks by an input_required result, never a request"],
   ["test_logging_tool", "Logs at info level (only when the request's _meta logLevel allows it)"],
   ["test_trigger_tool_change", "Adds or removes test_toggled_tool and announces the change on listen streams"],
+  ["multi_input", "Works a while, then asks two elicitations at once; answers once both are answered"],
 ].map(([name, description]) => ({ name, description, inputSchema: NO_ARGS }));
+
+// The tasks extension's input scenarios (tasks-mrtr-*): plain multi round-trip tools, which a gateway runs as its
+// own tasks. `test_tool_with_task` asks at once and works a while once answered; it says it requires tasks.
+MODERN_TOOLS.push({
+  name: "test_tool_with_task",
+  description: "Asks the client's name, then works a while and greets it",
+  inputSchema: NO_ARGS,
+  execution: { taskSupport: "required" },
+});
 
 // The tool test_trigger_tool_change adds and removes, so that the change it announces is real.
 const TOGGLED = { name: "test_toggled_tool", description: "Present every other test_trigger_tool_change", inputSchema: NO_ARGS };
@@ -118,6 +135,35 @@ export function modernToolHandlers(env) {
       }
       const roots = rootsOf(responses.client_roots);
       return { content: [text(`The client has ${roots.length} root(s): ${roots.join(", ")}`)] };
+    },
+
+    // Overrides the surface's confirm_delete for this era: it works a while, then asks before it deletes.
+    confirm_delete: async (args) => {
+      const confirmed = accepted(responses.confirm_delete, "confirm");
+      if (confirmed === undefined) {
+        await sleep(TASK_WORK_MS);
+        throw new InputRequired({ confirm_delete: CONFIRM_DELETE }, null);
+      }
+      return { content: [text(confirmed ? `deleted ${args.filename ?? "nothing"}` : "kept the file")] };
+    },
+
+    multi_input: async () => {
+      const requests = { first: FIRST_NAME, second: SECOND_CONFIRM };
+      const open = unanswered(requests, responses);
+      if (Object.keys(open).length > 0) {
+        await sleep(TASK_WORK_MS);
+        throw new InputRequired(open, null);
+      }
+      return { content: [text(`got ${accepted(responses.first, "name")} and ${accepted(responses.second, "confirm")}`)] };
+    },
+
+    test_tool_with_task: async () => {
+      const name = accepted(responses.user_name, "name");
+      if (typeof name !== "string") {
+        throw new InputRequired({ user_name: USER_NAME }, null);
+      }
+      await sleep(TASK_WORK_MS);
+      return { content: [text(`Hello, ${name}! (the work took a while)`)] };
     },
 
     test_input_required_result_request_state: async () => confirmUnderState(state, responses),

@@ -119,7 +119,7 @@ impl ModernAgent {
     }
 
     /// Opens `subscriptions/listen` (request `id`) with these opt-ins; the stream unread.
-    async fn listen(&self, id: &str, notifications: Value) -> reqwest::Response {
+    pub(crate) async fn listen(&self, id: &str, notifications: Value) -> reqwest::Response {
         let params = with_meta(json!({"notifications": notifications}));
         let message = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
         let response = self.post(&message, &ModernAgent::headers("subscriptions/listen", &params)).await;
@@ -142,7 +142,7 @@ async fn reply(response: reqwest::Response) -> Reply {
 }
 
 /// Every message of an event stream's text.
-fn messages(raw: &str) -> Vec<Value> {
+pub(crate) fn messages(raw: &str) -> Vec<Value> {
     raw.lines()
         .filter_map(|line| line.strip_prefix("data: "))
         .filter_map(|data| serde_json::from_str(data).ok())

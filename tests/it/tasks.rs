@@ -4,6 +4,9 @@
 //! it is answered at once, run once, settled once (a failure with its at-most-once outcome), cancelled for real,
 //! kept in the ledger across a restart, shared by replicas, and only its principal's.
 
+mod input;
+mod notifications;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};

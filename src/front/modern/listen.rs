@@ -8,7 +8,10 @@
 //!   `resourceSubscriptions` (each URI the gateway could subscribe to on the backend that owns it, on the agent's
 //!   principal-keyed backend session; `notifications/resources/updated` for them comes from those backend
 //!   sessions' streams, as for the session era's subscriptions). Prompt and resource list changes are not
-//!   announced by the gateway (its capabilities say so), so those opt-ins are not honored.
+//!   announced by the gateway (its capabilities say so), so those opt-ins are not honored. `taskIds` (the tasks
+//!   extension) is honored as given: `notifications/tasks` (the `DetailedTask`, as `tasks/get` answers) for each
+//!   status this replica writes for one of those tasks of the stream's principal; another principal's task id
+//!   is acknowledged like any other and never announced (no existence leak).
 //! - Nothing the agent did not opt into is sent, and every message carries
 //!   `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen request's id. Keep-alive comments while idle.
 //! - Closing the stream ends the subscription: a URI no other open listen stream of the same principal still
@@ -33,7 +36,7 @@ use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{RelayMessage, SessionHolder, SessionMessage, jsonrpc, meta};
-use crate::router::{CallRouter, Caller, ToolsChanged, View};
+use crate::router::{CallRouter, Caller, TaskChange, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -132,6 +135,20 @@ impl Drop for Registration {
 struct OptIns {
     tools: bool,
     uris: Option<Vec<String>>,
+    tasks: Option<Vec<String>>,
+}
+
+/// An array of strings under `field` of the opt-ins, if there.
+fn strings(wanted: &Value, field: &str, id: &Value) -> Result<Option<Vec<String>>, FrontError> {
+    let why = || FrontError::BadParams { id: id.clone(), why: format!("`{field}` must be an array of strings") };
+    match wanted.get(field) {
+        None => Ok(None),
+        Some(Value::Array(items)) => {
+            let items = items.iter().map(|item| item.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>();
+            items.map(Some).ok_or_else(why)
+        }
+        Some(_) => Err(why()),
+    }
 }
 
 impl OptIns {
@@ -141,17 +158,9 @@ impl OptIns {
         if !wanted.is_object() {
             return Err(bad("`params.notifications` must be an object of opt-ins"));
         }
-        let uris = match wanted.get("resourceSubscriptions") {
-            None => None,
-            Some(Value::Array(uris)) => Some(
-                uris.iter()
-                    .map(|uri| uri.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| bad("`resourceSubscriptions` must be an array of URIs"))?,
-            ),
-            Some(_) => return Err(bad("`resourceSubscriptions` must be an array of URIs")),
-        };
-        Ok(OptIns { tools: wanted.get("toolsListChanged") == Some(&json!(true)), uris })
+        let uris = strings(&wanted, "resourceSubscriptions", id)?;
+        let tasks = strings(&wanted, "taskIds", id)?;
+        Ok(OptIns { tools: wanted.get("toolsListChanged") == Some(&json!(true)), uris, tasks })
     }
 }
 
@@ -178,6 +187,30 @@ struct Stream {
     changes: broadcast::Receiver<ToolsChanged>,
     tools: bool,
     uris: Vec<String>,
+    tasks: Option<TaskWatch>,
+}
+
+/// The tasks a stream announces: its principal's, with these ids.
+struct TaskWatch {
+    principal: String,
+    ids: HashSet<String>,
+    changes: broadcast::Receiver<TaskChange>,
+}
+
+/// The next `notifications/tasks` for the stream; pending forever when it watches no task.
+async fn next_task_note(watch: &mut Option<TaskWatch>) -> Option<Value> {
+    let Some(tasks) = watch else { return std::future::pending().await };
+    match tasks.changes.recv().await {
+        Ok(change) if change.principal == tasks.principal && tasks.ids.contains(&change.id) => {
+            Some(jsonrpc::notification(method::TASKS_NOTIFICATION, Some(change.detailed)))
+        }
+        // A missed change is only a missed hint (`tasks/get` is the truth).
+        Ok(_) | Err(RecvError::Lagged(_)) => None,
+        Err(RecvError::Closed) => {
+            *watch = None;
+            None
+        }
+    }
 }
 
 impl Front {
@@ -208,6 +241,11 @@ impl Front {
         if opt_ins.uris.is_some() {
             honored.insert("resourceSubscriptions".into(), json!(uris));
         }
+        let tasks = opt_ins.tasks.map(|ids| {
+            honored.insert("taskIds".into(), json!(ids));
+            let (principal, changes) = (caller.fairness_key(), self.router.task_changes());
+            TaskWatch { principal, ids: ids.into_iter().collect(), changes }
+        });
         let ack = jsonrpc::notification(method::SUBSCRIPTIONS_ACKNOWLEDGED, Some(json!({"notifications": honored})));
         let changes = self.router.tool_changes();
         let stream = Stream {
@@ -219,6 +257,7 @@ impl Front {
             changes,
             tools: opt_ins.tools,
             uris,
+            tasks,
         };
         let (events, response) = events::open();
         tokio::spawn(feed(events, ack, stream));
@@ -257,6 +296,7 @@ async fn feed(events: events::Events, ack: Value, mut stream: Stream) {
                 }
             },
             Some(message) = stream.inbox.recv() => events.send(&tagged(message, &subscription_id)),
+            note = next_task_note(&mut stream.tasks) => note.is_none_or(|note| events.send(&tagged(note, &subscription_id))),
             () = tokio::time::sleep(KEEP_ALIVE) => events.keep_alive(),
             () = events.closed() => false,
         };
@@ -309,6 +349,9 @@ mod tests {
         assert!(OptIns::of(&json!(1), &json!({"notifications": []})).is_err());
         assert!(OptIns::of(&json!(1), &json!({"notifications": {"resourceSubscriptions": [1]}})).is_err());
         let opted = OptIns::of(&json!(1), &json!({"notifications": {"toolsListChanged": true}})).unwrap();
-        assert!(opted.tools && opted.uris.is_none());
+        assert!(opted.tools && opted.uris.is_none() && opted.tasks.is_none());
+        assert!(OptIns::of(&json!(1), &json!({"notifications": {"taskIds": "t1"}})).is_err());
+        let tasks = OptIns::of(&json!(1), &json!({"notifications": {"taskIds": ["t1"]}})).unwrap();
+        assert_eq!(tasks.tasks, Some(vec!["t1".to_owned()]));
     }
 }

@@ -2,7 +2,7 @@
 //! terminal status never changes; a call key has one task).
 
 use super::super::error::LedgerError;
-use super::super::tasks::{TaskEnd, TaskFilter, TaskRow};
+use super::super::tasks::{Seen, TaskEnd, TaskFilter, TaskRow};
 use super::MemoryStore;
 
 impl MemoryStore {
@@ -19,10 +19,13 @@ impl MemoryStore {
         Ok(self.inner.tasks.lock().get(id).cloned())
     }
 
-    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd) -> Result<bool, LedgerError> {
+    /// Ends (or, with `seen`, steps) a running task; see the SQL stores' `finish` statement.
+    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd, seen: Seen<'_>) -> Result<bool, LedgerError> {
         let mut tasks = self.inner.tasks.lock();
         match tasks.get_mut(id) {
-            Some(task) if !task.is_terminal() => {
+            Some(task)
+                if !task.is_terminal() && seen.is_none_or(|seen| (task.state.as_str(), task.updated_ms) == seen) =>
+            {
                 finish(task, end);
                 Ok(true)
             }

@@ -7,7 +7,7 @@ use tokio_postgres::types::ToSql;
 
 use super::PostgresStore;
 use crate::ledger::error::LedgerError;
-use crate::ledger::tasks::{TaskEnd, TaskFilter, TaskRow};
+use crate::ledger::tasks::{Seen, TaskEnd, TaskFilter, TaskRow};
 
 fn read(row: &Row) -> Result<TaskRow, LedgerError> {
     let read = || {
@@ -69,9 +69,10 @@ impl PostgresStore {
         Ok(self.task_rows(&self.inner.task_sql.select, &[&id]).await?.into_iter().next())
     }
 
-    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd) -> Result<bool, LedgerError> {
-        let values: [&(dyn ToSql + Sync); 6] =
-            [&id, &end.state, &end.message, &end.outcome, &end.answer, &end.updated_ms];
+    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd, seen: Seen<'_>) -> Result<bool, LedgerError> {
+        let (state, updated) = seen.unzip();
+        let values: [&(dyn ToSql + Sync); 8] =
+            [&id, &end.state, &end.message, &end.outcome, &end.answer, &end.updated_ms, &state, &updated];
         Ok(self.task_execute(&self.inner.task_sql.finish, &values).await? == 1)
     }
 

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use super::SqliteStore;
 use crate::ledger::error::LedgerError;
 use crate::ledger::sql::Dialect;
-use crate::ledger::tasks::{TASKS_TABLE, TaskEnd, TaskFilter, TaskRow, TaskSql};
+use crate::ledger::tasks::{Seen, TASKS_TABLE, TaskEnd, TaskFilter, TaskRow, TaskSql};
 
 static SQL: LazyLock<TaskSql> = LazyLock::new(|| TaskSql::new(TASKS_TABLE, Dialect::Sqlite));
 
@@ -68,8 +68,9 @@ impl SqliteStore {
             .await
     }
 
-    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd) -> Result<bool, LedgerError> {
+    pub(crate) async fn finish_task(&self, id: &str, end: &TaskEnd, seen: Seen<'_>) -> Result<bool, LedgerError> {
         let (id, end) = (id.to_owned(), end.clone());
+        let (state, updated) = seen.map(|(state, updated)| (state.to_owned(), updated)).unzip();
         self.inner
             .worker
             .run(move |db| {
@@ -79,7 +80,9 @@ impl SqliteStore {
                     end.message,
                     end.outcome,
                     end.answer,
-                    end.updated_ms
+                    end.updated_ms,
+                    state,
+                    updated
                 ])?;
                 Ok(changed == 1)
             })

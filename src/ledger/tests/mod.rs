@@ -341,6 +341,7 @@ macro_rules! tasks_on_every_store {
 tasks_on_every_store!(
     a_call_key_has_one_task,
     a_terminal_task_never_changes,
+    a_step_needs_the_status_and_time_it_read,
     orphaned_tasks_fail_as_unknown_and_are_shared,
     tasks_are_listed_in_pages_and_purged_after_their_ttl,
 );

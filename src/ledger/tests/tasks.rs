@@ -46,6 +46,20 @@ pub(super) async fn a_terminal_task_never_changes(h: &Harness) {
     assert!(!h.store.finish_task("nope", &end("completed", "{}")).await.expect("finish"), "no such task");
 }
 
+pub(super) async fn a_step_needs_the_status_and_time_it_read(h: &Harness) {
+    h.store.create_task(&task("t1", "alice", 1)).await.expect("create");
+    let asking = TaskEnd { updated_ms: 2, ..end("input_required", "{\"input\":{}}") };
+    assert!(!h.store.step_task("t1", ("working", 0), &asking).await.expect("step"), "a stale update time");
+    assert!(!h.store.step_task("t1", ("input_required", 1), &asking).await.expect("step"), "a stale status");
+    assert!(h.store.step_task("t1", ("working", 1), &asking).await.expect("step"));
+    let stored = h.second().await.task("t1").await.expect("get").expect("a task");
+    assert_eq!((stored.state.as_str(), stored.updated_ms), ("input_required", 2));
+    assert!(h.store.finish_task("t1", &end("cancelled", "{}")).await.expect("cancel"), "input_required is running");
+    let back = TaskEnd { answer: None, ..end("working", "") };
+    assert!(!h.store.step_task("t1", ("cancelled", 7), &back).await.expect("step"), "a terminal task stays");
+    assert_eq!(h.store.task("t1").await.expect("get").expect("a task").state, "cancelled");
+}
+
 pub(super) async fn orphaned_tasks_fail_as_unknown_and_are_shared(h: &Harness) {
     h.store.create_task(&task("t1", "alice", 1)).await.expect("create");
     h.store.create_task(&TaskRow { owner: "gw-2".into(), ..task("t2", "alice", 2) }).await.expect("create");

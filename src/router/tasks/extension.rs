@@ -10,7 +10,8 @@
 use serde_json::{Value, json};
 
 use super::super::RpcFailure;
-use super::wire::{self, CANCELLED, COMPLETED, FAILED};
+use super::input::Pending;
+use super::wire::{self, CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED};
 use crate::ledger::TaskRow;
 use crate::mcp::{OUTCOME_META, jsonrpc};
 
@@ -49,8 +50,14 @@ pub(super) fn created(row: &TaskRow) -> Value {
     created
 }
 
-/// `tasks/get`'s `DetailedTask`: a terminal task inlines what its call answered (see the module rules).
+/// `tasks/get`'s `DetailedTask`: a terminal task inlines what its call answered (see the module rules), one
+/// waiting for input the requests not answered yet.
 pub(super) fn detailed(row: &TaskRow) -> Value {
+    if row.state == INPUT_REQUIRED {
+        let mut task = base(row, &row.state);
+        task["inputRequests"] = Value::Object(Pending::of(row).map(|pending| pending.unanswered()).unwrap_or_default());
+        return task;
+    }
     if row.state == CANCELLED || !row.is_terminal() {
         return base(row, &row.state);
     }

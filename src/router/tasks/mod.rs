@@ -17,26 +17,34 @@
 //!   instance runs the call, within a poll interval when another replica sharing a PostgreSQL store does. The
 //!   call's outcome stays `unknown` (it may have reached the backend).
 //! - `tasks/result` waits in the agent's request: woken at once by a task this instance ends, else it polls.
+//! - A 2026-07-28 backend's `input_required` answer to a task's call puts the task in `input_required` until the
+//!   agent's `tasks/update`s answer it ([`input`]); the call then continues as the same claim. Within the inline
+//!   window, before the agent heard of the task, the question is the call's answer instead (no task is shown),
+//!   and the agent's retry may become the task. A 2025-11-25 agent's task cannot be asked: its relay has no
+//!   stream, so the call ends as any call whose agent cannot be asked.
 //! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
 //!   declared capabilities and the tool's `taskSupport`).
 
 mod extension;
+mod input;
 mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
+use super::continuation;
 use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
-use crate::ledger::{LedgerStore, TaskFilter, TaskRow};
+use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
 use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
-use crate::mcp::{Relay, jsonrpc};
+use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::telemetry::RequestRecord;
 pub use extension::TASKS_EXTENSION;
 pub use wire::RELATED_TASK_META;
@@ -53,17 +61,59 @@ const PAGE: u32 = 50;
 /// This instance's running tasks.
 #[derive(Debug)]
 pub(super) struct Tasks {
-    /// The cancel signal of each call this instance runs as a task, by task id.
-    running: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The calls this instance runs as tasks, by task id.
+    running: Mutex<HashMap<String, Arc<Running>>>,
     /// Woken whenever this instance ends a task.
     ended: Notify,
     /// The longest ttl a task gets (the ledger's retention).
     max_ttl: Mutex<Duration>,
+    /// Every status this instance writes, for the agents' listen streams.
+    changes: broadcast::Sender<TaskChange>,
 }
 
 impl Default for Tasks {
     fn default() -> Self {
-        Self { running: Mutex::default(), ended: Notify::new(), max_ttl: Mutex::new(Duration::from_secs(86_400)) }
+        Self {
+            running: Mutex::default(),
+            ended: Notify::new(),
+            max_ttl: Mutex::new(Duration::from_secs(86_400)),
+            changes: broadcast::channel(CHANGES).0,
+        }
+    }
+}
+
+/// How many status changes a slow listen stream may fall behind by (it then misses some: notifications are
+/// hints, `tasks/get` is the truth).
+const CHANGES: usize = 256;
+
+/// A task's status as this instance wrote it: whose task, the agent session of the request that wrote it (the
+/// creator's, for the call's own changes), the 2026-07-28 `notifications/tasks` params (the `DetailedTask`, as
+/// `tasks/get` would answer) and the 2025-11-25 `notifications/tasks/status` params (the `Task`).
+#[derive(Debug, Clone)]
+pub struct TaskChange {
+    pub principal: String,
+    pub session: SessionHolder,
+    pub id: String,
+    pub detailed: Value,
+    pub task: Value,
+}
+
+/// A call this instance runs as a task.
+#[derive(Debug)]
+struct Running {
+    /// Tells the call to stop (`tasks/cancel`).
+    cancel: Arc<Notify>,
+    /// Whether the agent has not been told of the task yet (a 2026-07-28 call within its inline window): then a
+    /// backend's `input_required` goes to the agent as the call's answer. Whichever of the call and the waiting
+    /// request clears it first decides.
+    unrevealed: AtomicBool,
+}
+
+impl Tasks {
+    /// The waiting request tells the agent of task `id`; false when the call already took its answer for the
+    /// agent (the task then ends at once).
+    fn reveal(&self, id: &str) -> bool {
+        self.running.lock().get(id).is_none_or(|running| running.unrevealed.swap(false, Ordering::SeqCst))
     }
 }
 
@@ -86,6 +136,11 @@ pub(super) fn refuse_untasked(caller: &Caller, definition: &Value, relay: &Relay
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
+}
+
+/// The update time of a task's next state: now, and always after the one read (a compare-and-set compares it).
+fn next_update(row: &TaskRow) -> i64 {
+    now_ms().max(row.updated_ms + 1)
 }
 
 /// An unguessable task id: 128 random bits.
@@ -118,6 +173,29 @@ pub async fn fail_orphaned_tasks(store: &LedgerStore, owner: &str) {
 }
 
 impl CallRouter {
+    /// The status changes of the tasks this instance runs, from now on.
+    pub fn task_changes(&self) -> broadcast::Receiver<TaskChange> {
+        self.tasks.changes.subscribe()
+    }
+
+    /// Tells the listen streams that task `id` changed (read back, as a status written may be raced by another
+    /// writer; nothing is read when no stream listens).
+    async fn announce(&self, caller: &Caller, id: &str) {
+        if self.tasks.changes.receiver_count() == 0 {
+            return;
+        }
+        if let Ok(Some(row)) = self.ledger.store.task(id).await {
+            let change = TaskChange {
+                principal: row.principal.clone(),
+                session: caller.session.clone(),
+                id: row.id.clone(),
+                detailed: extension::detailed(&row),
+                task: wire::task(&row),
+            };
+            let _ = self.tasks.changes.send(change);
+        }
+    }
+
     /// Tasks live at most `retention` (how long the ledger keeps settled calls).
     pub fn limit_task_ttl(&self, retention: Duration) {
         *self.tasks.max_ttl.lock() = retention;
@@ -199,13 +277,20 @@ impl CallRouter {
                 View::All => None,
                 View::Backend(backend) => Some(backend.to_owned()),
             };
-            self.run_task(caller, backend, params, relay, &row.id);
+            self.run_task(caller, backend, params, relay, &row.id, caller.sessionless);
             self.ledger.metrics.task_created();
         }
         if !caller.sessionless {
             return Ok(Found::Built(wire::created(&stored)));
         }
-        let now = self.wait_terminal(&stored.id, &principal, Some(Instant::now() + INLINE_WINDOW)).await?;
+        let mut now = self.wait_terminal(&stored.id, &principal, Some(Instant::now() + INLINE_WINDOW)).await?;
+        if !now.is_terminal() {
+            now = match self.tasks.reveal(&stored.id) {
+                // Read again: a call that ended meanwhile is answered with its answer.
+                true => self.owned_task(&stored.id, &principal).await?,
+                false => self.wait_terminal(&stored.id, &principal, None).await?,
+            };
+        }
         match now.is_terminal() {
             true => wire::call_answer(&now).map(Found::Built),
             false => Ok(Found::Built(extension::created(&now))),
@@ -229,34 +314,99 @@ impl CallRouter {
     }
 
     /// Runs the task's call in the background, as an ordinary call of the same caller, and ends the task with
-    /// its answer.
-    fn run_task(self: &Arc<Self>, caller: &Caller, backend: Option<String>, params: Value, relay: &Relay, id: &str) {
-        let cancel = Arc::new(Notify::new());
-        self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&cancel));
+    /// its answer, or has it wait for input ([`input`]). `unrevealed`: the agent has not been told of the task.
+    fn run_task(
+        self: &Arc<Self>,
+        caller: &Caller,
+        view: Option<String>,
+        params: Value,
+        relay: &Relay,
+        id: &str,
+        unrevealed: bool,
+    ) {
+        let running = Arc::new(Running { cancel: Arc::new(Notify::new()), unrevealed: AtomicBool::new(unrevealed) });
+        self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&running));
         // The agent's request ends now; the call reports to no access line of its own.
         let caller = Caller { record: RequestRecord::unrecorded(), ..caller.clone() };
-        let relay = relay.detached().cancellable(Arc::clone(&cancel));
+        let relay = relay.detached().cancellable(Arc::clone(&running.cancel));
         let (router, id) = (Arc::clone(self), id.to_owned());
         tokio::spawn(async move {
-            let view = backend.as_deref().map_or(View::All, View::Backend);
-            let call = router.call_tool(&caller, view, params, &relay);
-            let answer = match router.ledger.store {
-                LedgerStore::Postgres(_) => router.watch_cancel(call, &id, &cancel).await,
-                _ => call.await,
-            };
-            let end = wire::ending(answer, now_ms());
-            let finished = match router.ledger.store.finish_task(&id, &end).await {
-                Ok(finished) => finished,
-                Err(error) => {
-                    tracing::warn!(%error, task = %id, "tasks: the call ended but its task could not be updated");
-                    false
-                }
-            };
-            // A task that was no longer running (cancelled) was counted by its canceller.
-            router.ledger.metrics.task_ended(if finished { &end.state } else { "" }, true);
+            router.drive(&caller, view, params, &relay, &id, &running).await;
             router.tasks.running.lock().remove(&id);
             router.tasks.ended.notify_waiters();
         });
+    }
+
+    /// Calls until the call ends or waits for the agent's input; an answer with only a `requestState` (the
+    /// backend asks to be called again) is retried after a poll interval.
+    async fn drive(
+        &self,
+        caller: &Caller,
+        view: Option<String>,
+        params: Value,
+        relay: &Relay,
+        id: &str,
+        running: &Running,
+    ) {
+        let (mut params, mut view) = (params, view);
+        loop {
+            let call = self.call_tool(caller, view.as_deref().map_or(View::All, View::Backend), params.clone(), relay);
+            let answer = match self.ledger.store {
+                LedgerStore::Postgres(_) => self.watch_cancel(call, id, &running.cancel).await,
+                _ => call.await,
+            };
+            let asking = match &answer {
+                Ok(Found::Built(result)) if continuation::asks_input(result) => Some(result),
+                _ => None,
+            };
+            let pending = match asking {
+                Some(result) if !running.unrevealed.swap(false, Ordering::SeqCst) => {
+                    input::Pending::new(result, params, view)
+                }
+                _ => return self.end_task(caller, id, answer).await,
+            };
+            if !pending.complete() {
+                return self.await_input(caller, id, &pending).await;
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+            (params, view) = pending.retry();
+        }
+    }
+
+    /// Ends the task `id` with the call's answer.
+    async fn end_task(&self, caller: &Caller, id: &str, answer: Result<Found, RpcFailure>) {
+        let end = wire::ending(answer, now_ms());
+        let finished = match self.ledger.store.finish_task(id, &end).await {
+            Ok(finished) => finished,
+            Err(error) => {
+                tracing::warn!(%error, task = %id, "tasks: the call ended but its task could not be updated");
+                false
+            }
+        };
+        // A task that was no longer running (cancelled) was counted by its canceller.
+        self.ledger.metrics.task_ended(if finished { &end.state } else { "" }, true);
+        if finished {
+            self.announce(caller, id).await;
+        }
+    }
+
+    /// The working task `id` waits for the input `pending` asks (unless it was cancelled meanwhile).
+    async fn await_input(&self, caller: &Caller, id: &str, pending: &input::Pending) {
+        let stepped = match self.ledger.store.task(id).await {
+            Ok(Some(row)) if row.state == wire::WORKING => {
+                let next = pending.waiting(next_update(&row));
+                self.ledger.store.step_task(id, (&row.state, row.updated_ms), &next).await
+            }
+            Ok(_) => Ok(false),
+            Err(error) => Err(error),
+        };
+        match stepped {
+            Ok(true) => self.announce(caller, id).await,
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, task = %id, "tasks: the call asks for input but its task could not be updated");
+            }
+        }
     }
 
     /// Runs `call`, reading its task every [`POLL_INTERVAL`] meanwhile: a replica sharing the store may have
@@ -313,10 +463,10 @@ impl CallRouter {
         wire::stored_answer(&row)
     }
 
-    /// `tasks/update` (2026-07-28): input for a task waiting for it. Gateway tasks never wait for input (a
-    /// backend's `input_required` ends the call), so a known task's update is acknowledged and changes nothing.
+    /// `tasks/update` (2026-07-28): responses to the input requests of a task in `input_required` ([`input`]).
+    /// Once every request is answered, the call is continued in the background and the task is `working` again.
     pub(super) async fn update_task(
-        &self,
+        self: &Arc<Self>,
         caller: &Caller,
         params: &Value,
         relay: &Relay,
@@ -324,7 +474,32 @@ impl CallRouter {
         if !caller.sessionless {
             return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, "tasks/update is a 2026-07-28 method"));
         }
-        self.asked_task(caller, TASKS_UPDATE, params, relay).await.map(|_| json!({}))
+        let (row, _) = self.asked_task(caller, TASKS_UPDATE, params, relay).await?;
+        let responses = input::responses(params)?;
+        if row.state != wire::INPUT_REQUIRED {
+            let text = format!("task `{}` is not waiting for input (it is {})", row.id, row.state);
+            return Err(wire::invalid(&text));
+        }
+        let mut pending = input::Pending::of(&row)?;
+        if pending.answer(responses) == 0 {
+            return Ok(json!({}));
+        }
+        let seen = (row.state.as_str(), row.updated_ms);
+        let next = match pending.complete() {
+            true => TaskEnd { state: wire::WORKING.into(), message: None, outcome: None, answer: None, updated_ms: 0 },
+            false => pending.waiting(0),
+        };
+        let next = TaskEnd { updated_ms: next_update(&row), ..next };
+        if !self.ledger.store.step_task(&row.id, seen, &next).await.map_err(unavailable)? {
+            let text = format!("task `{}` changed while this update was applied; read it with tasks/get", row.id);
+            return Err(wire::invalid(&text));
+        }
+        if next.state == wire::WORKING {
+            let (params, view) = pending.retry();
+            self.run_task(caller, view, params, relay, &row.id, false);
+        }
+        self.announce(caller, &row.id).await;
+        Ok(json!({}))
     }
 
     /// `tasks/list`: the caller's own tasks, oldest first, a page at a time.
@@ -365,11 +540,12 @@ impl CallRouter {
         if !self.ledger.store.finish_task(&row.id, &wire::cancelled(now_ms())).await.map_err(unavailable)? {
             return terminal(&self.owned_task(&row.id, &row.principal).await?);
         }
-        if let Some(cancel) = self.tasks.running.lock().get(&row.id) {
-            cancel.notify_one();
+        if let Some(running) = self.tasks.running.lock().get(&row.id) {
+            running.cancel.notify_one();
         }
         self.ledger.metrics.task_ended(wire::CANCELLED, false);
         self.tasks.ended.notify_waiters();
+        self.announce(caller, &row.id).await;
         match extended {
             true => Ok(json!({})),
             false => Ok(wire::task(&self.owned_task(&row.id, &row.principal).await?)),

@@ -18,6 +18,7 @@ use crate::mcp::{OUTCOME_META, jsonrpc};
 /// The `_meta` key tying a result to its task.
 pub const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 pub(super) const WORKING: &str = "working";
+pub(super) const INPUT_REQUIRED: &str = "input_required";
 pub(super) const COMPLETED: &str = "completed";
 pub(super) const FAILED: &str = "failed";
 pub(super) const CANCELLED: &str = "cancelled";

@@ -151,6 +151,8 @@ pub struct Script {
     /// round's `inputRequests`), its own `requestState` naming the next round; a retry missing an answer is asked
     /// the same round again; the request runs (a call is counted) only once every round is answered.
     pub input_rounds: Vec<Value>,
+    /// How long the backend works before each `input_rounds` answer (a tool that asks after a while).
+    pub input_delay: Option<Duration>,
     /// Answer 401 with a bare `WWW-Authenticate: Bearer` challenge to every request without an
     /// `Authorization: Bearer …` header (an OAuth-protected backend; the token itself is not checked).
     pub require_bearer: bool,
@@ -194,6 +196,7 @@ impl Default for Script {
             resources: Vec::new(),
             announce_tools_changed: false,
             input_rounds: Vec::new(),
+            input_delay: None,
             require_bearer: false,
         }
     }

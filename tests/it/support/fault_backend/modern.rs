@@ -117,9 +117,10 @@ impl Exchange<'_> {
             Some(previous) if !answered(previous) => reached - 1,
             _ => reached,
         };
-        let Some(asked) = rounds.get(round) else {
+        let Some(asked) = rounds.get(round).cloned() else {
             return self.rpc(method, id, params).await;
         };
+        super::pause(self.script.input_delay).await;
         let result = json!({
             "resultType": "input_required",
             "inputRequests": asked,
