@@ -18,6 +18,7 @@ mod backends;
 pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
+mod fleet;
 mod ledger_wait;
 mod limits;
 pub mod reload;
@@ -385,7 +386,9 @@ impl Gateway {
         let bounds = Bounds { total: server.max_revocations, per_owner: server.revocations_per_owner() };
         let revocations = Arc::new(Revocations::shared(bounds, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
-        Ok(Arc::new(Front {
+        let ledger = self.router.ledger();
+        let (fleet, heard) = fleet::join(&ledger.store, &ledger.owner).unzip();
+        let front = Arc::new(Front {
             settings: Swap::new(front_settings(&self.config, auth, authorization)),
             tickets,
             sealer: Sealer::new(secret, self.config.server.session_ttl),
@@ -401,7 +404,12 @@ impl Gateway {
             tracer: self.tracer.clone(),
             listens: Arc::default(),
             cutoff: Cutoff::default(),
-        }))
+            fleet,
+        });
+        if let Some(heard) = heard {
+            self.tasks.push(tokio::spawn(heard.serve(Arc::clone(&front))));
+        }
+        Ok(front)
     }
 
     /// Starts discovery (one task per backend, returned so reloads can stop and start them), the delivery of

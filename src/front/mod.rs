@@ -36,6 +36,7 @@ pub mod cancels;
 mod cors;
 pub mod cutoff;
 mod error;
+pub mod fleet;
 pub mod guard;
 mod http;
 mod initialize;
@@ -133,6 +134,8 @@ pub struct Front {
     pub listens: Arc<modern::listen::Listens>,
     /// Cut by the composition root when a graceful shutdown's drain runs out: running requests are answered then.
     pub cutoff: cutoff::Cutoff,
+    /// The other replicas sharing the ledger (`None`: this replica is alone).
+    pub fleet: Option<Arc<fleet::Fleet>>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.

@@ -25,12 +25,14 @@
 //!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
 //!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
 //!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), and the tasks agents run
-//!   tool calls as ([`TaskRow`]; see `tasks.rs`).
+//!   tool calls as ([`TaskRow`]; see `tasks.rs`). On PostgreSQL it also carries the fleet bus between replicas
+//!   ([`FleetBus`]; see `fleet.rs`) and the shared stream events.
 
 mod background;
 mod detach;
 mod digest;
 mod error;
+mod fleet;
 mod instance;
 mod maintenance;
 mod memory;
@@ -58,6 +60,7 @@ pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub(crate) use digest::hex;
 pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
+pub use fleet::{FleetBus, Heard};
 pub use instance::instance_id;
 pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};

@@ -16,6 +16,7 @@
 mod approvals;
 mod backend_tokens;
 mod batch;
+mod bus;
 mod conn;
 mod limit_counters;
 mod listen;
@@ -50,6 +51,7 @@ use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Re
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
 use batch::{Job, Writers};
+pub(crate) use bus::PgBus;
 use conn::Connector;
 
 #[derive(Clone)]
@@ -71,6 +73,11 @@ struct Inner {
     task_sql: TaskSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
+    /// How to connect: the fleet bus listens on a connection of its own.
+    config: tokio_postgres::Config,
+    /// The fleet bus's channel prefix and spill table (see [`bus`]).
+    fleet_channel: String,
+    fleet_spill: String,
     /// Dropped with the store, which stops the listening task.
     _stop_listening: oneshot::Sender<()>,
 }
@@ -111,7 +118,7 @@ impl PostgresStore {
             revoked: names.revoked_channel,
             revocations: revocations.clone(),
         };
-        tokio::spawn(listen::run(config, listeners, stopped));
+        tokio::spawn(listen::run(config.clone(), listeners, stopped));
         let pending = Arc::default();
         let inner = Inner {
             conn,
@@ -125,6 +132,9 @@ impl PostgresStore {
             pin_sql,
             task_sql,
             revocations,
+            config,
+            fleet_channel: names.fleet_channel,
+            fleet_spill: names.fleet_spill,
             _stop_listening: stop,
         };
         Ok(PostgresStore { inner: Arc::new(inner) })

@@ -1,0 +1,171 @@
+//! A fleet: two gateway processes on one PostgreSQL ledger (a fresh schema per test) and one session key, where
+//! what belongs to a call on one replica lands on the other — an agent's answer to a relayed elicitation, a
+//! `notifications/cancelled`, a 2026-07-28 retry continuing a multi-round call — and is served as if it had
+//! landed on the replica holding the call; with that replica gone, the retry gets the lost call's answer at once.
+//! Raw HTTP picks the replica each message lands on; `python_agent` drives the official Python SDK through a
+//! round-robin proxy (each new connection to the next replica).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::at_most_once::Instance;
+use crate::gateway::{events, read_until};
+use crate::modern_front::ModernAgent;
+use crate::support::assert::{eventually, text};
+use crate::support::fault_backend::{Answer, Eras, FaultBackend, Script};
+use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir};
+use crate::support::postgres::PgSchema;
+
+/// Two replicas of one gateway in front of `backend`: `a` started first (it creates the schema and the key).
+pub(crate) struct Replicas {
+    pub(crate) a: ChildGateway,
+    pub(crate) b: ChildGateway,
+    _dir: ScratchDir,
+    _schema: PgSchema,
+}
+
+impl Replicas {
+    /// `None` (after a counted skip line) when PostgreSQL is unreachable outside CI.
+    pub(crate) async fn start(backend: &FaultBackend) -> Option<Replicas> {
+        let schema = PgSchema::create().await?;
+        let dir = ScratchDir::new("fleet");
+        let secret = dir.path().join("session.key");
+        let instance = |name| Instance::new(dir.path(), name, &schema.url(), &backend.url(), &secret);
+        let a = instance("a").start().await;
+        let b = instance("b").start().await;
+        Some(Replicas { a, b, _dir: dir, _schema: schema })
+    }
+}
+
+/// An agent of the session `agent` holds, bound to `url` (another replica).
+fn same_session(agent: &Agent, url: String) -> Agent {
+    let mut other = Agent::new(url);
+    other.session = agent.session.clone();
+    other
+}
+
+/// Posts `message` on `agent`'s session asking for SSE, and returns the open response.
+async fn streamed(agent: &Agent, message: &Value) -> reqwest::Response {
+    let session = agent.session.as_deref().expect("a session");
+    let post = agent.http.post(&agent.url).header("content-type", "application/json");
+    let post = post.header("accept", "application/json, text/event-stream").header(SESSION, session);
+    post.body(message.to_string()).send().await.expect("the call is posted")
+}
+
+fn call(id: u64, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "fault__echo", "arguments": {"text": text}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_elicitation_landing_on_the_other_replica_reaches_the_call() {
+    let backend = FaultBackend::start(Script {
+        answer: Answer::Sse,
+        before_result: vec![json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
+            "params": {"message": "Which colour?", "requestedSchema": {"type": "object",
+                "properties": {"colour": {"type": "string"}}}}})],
+        await_answers: true,
+        ..Script::default()
+    })
+    .await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let on_a = Agent::connected_with(fleet.a.mcp(), json!({"elicitation": {}})).await;
+    let on_b = same_session(&on_a, fleet.b.mcp());
+
+    let mut stream = streamed(&on_a, &call(1, "painted")).await;
+    let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(10)).await.expect("the request");
+    let asked = events(&seen).into_iter().find(|event| event.data.contains("elicitation")).expect("an event");
+    let asked: Value = serde_json::from_str(&asked.data).expect("JSON");
+    let answer =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"colour": "teal"}}});
+    assert_eq!(on_b.send(&answer).await.status, StatusCode::ACCEPTED);
+
+    let rest = read_until(&mut stream, "painted", Duration::from_secs(20)).await.expect("the call goes on");
+    assert!(rest.contains("\"id\":1"), "{rest}");
+    let answers = backend.client_answers();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        (answers[0]["id"].clone(), answers[0]["result"]["content"]["colour"].clone()),
+        (json!("srv-1"), json!("teal"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_landing_on_the_other_replica_cancels_the_call_at_the_backend() {
+    let backend = FaultBackend::start(Script { stall: true, ..Script::default() }).await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let on_a = Arc::new(Agent::connected(fleet.a.mcp()).await);
+    let on_b = same_session(&on_a, fleet.b.mcp());
+    let running = {
+        let on_a = Arc::clone(&on_a);
+        tokio::spawn(async move { on_a.send(&call(11, "slow")).await })
+    };
+    eventually("the call reaches the backend", || async { backend.executions("echo") == 1 }).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11}});
+    assert_eq!(on_b.send(&cancel).await.status, StatusCode::ACCEPTED);
+
+    let answered = tokio::time::timeout(Duration::from_secs(20), running).await.expect("the call ends").unwrap();
+    let body = answered.body.expect("an answer");
+    assert!(text(&body).contains("cancelled"), "{body}");
+    assert_eq!(body["result"]["_meta"]["switchyard/outcome"], "unknown", "honest: it may have run: {body}");
+    let told = backend.requests().into_iter().any(|r| r.rpc_method.as_deref() == Some("notifications/cancelled"));
+    assert!(told, "the backend hears the cancel");
+    assert_eq!(backend.executions("echo"), 1, "never run again");
+}
+
+fn elicit(message: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"message": message,
+        "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}}}})
+}
+
+fn multi_round_backend() -> Script {
+    Script { eras: Eras::Modern, input_rounds: vec![json!({"name": elicit("your name?")})], ..Script::default() }
+}
+
+fn retry(state: &Value) -> Value {
+    json!({"name": "fault__echo", "arguments": {"text": "hi"},
+        "inputResponses": {"name": {"action": "accept", "content": {"value": "ada"}}}, "requestState": state})
+}
+
+fn result_of(body: Option<Value>, raw: &str) -> Value {
+    body.and_then(|body| body.get("result").cloned()).unwrap_or_else(|| panic!("a result: {raw}"))
+}
+
+/// A multi-round call's first round, answered by replica `a`: its `input_required` result.
+async fn first_round() -> Option<(FaultBackend, Replicas, Value)> {
+    let backend = FaultBackend::start(multi_round_backend()).await;
+    let fleet = Replicas::start(&backend).await?;
+    let params = json!({"name": "fault__echo", "arguments": {"text": "hi"}});
+    let first = ModernAgent::new(fleet.a.mcp()).send_with(json!(1), "tools/call", params, |_| {}).await;
+    let first = result_of(first.body, &first.raw);
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    Some((backend, fleet, first))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_round_call_continues_on_the_other_replica() {
+    let Some((backend, fleet, first)) = first_round().await else { return };
+    let on_b = ModernAgent::new(fleet.b.mcp());
+    let done = on_b.send_with(json!(2), "tools/call", retry(&first["requestState"]), |_| {}).await;
+    let done = result_of(done.body, &done.raw);
+    assert_eq!(done["content"][0]["text"], "hi", "{done}");
+    assert_eq!(backend.executions("echo"), 1, "the call ran its last round once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_replica_is_gone_gets_the_lost_calls_answer_at_once() {
+    let Some((backend, fleet, first)) = first_round().await else { return };
+    let on_b = ModernAgent::new(fleet.b.mcp());
+    fleet.a.kill().await;
+
+    let retried = on_b.send_with(json!(2), "tools/call", retry(&first["requestState"]), |_| {});
+    let lost = tokio::time::timeout(Duration::from_secs(30), retried).await.expect("no hang");
+    let lost = result_of(lost.body, &lost.raw);
+    assert_eq!(lost["isError"], true, "{lost}");
+    assert_eq!(lost["_meta"]["switchyard/outcome"], "unknown", "{lost}");
+    assert!(lost["content"][0]["text"].as_str().is_some_and(|text| text.contains("replica")), "{lost}");
+    assert_eq!(backend.executions("echo"), 0, "never run by another replica");
+}
