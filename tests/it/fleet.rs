@@ -2,9 +2,11 @@
 //! what belongs to a call on one replica lands on the other — an agent's answer to a relayed elicitation, a
 //! `notifications/cancelled`, a 2026-07-28 retry continuing a multi-round call — and is served as if it had
 //! landed on the replica holding the call; with that replica gone, the retry gets the lost call's answer at once.
-//! Raw HTTP picks the replica each message lands on; `python_agent` drives the official Python SDK through a
-//! round-robin proxy (each new connection to the next replica).
+//! Raw HTTP picks the replica each message lands on; the official Python SDK goes through a round-robin proxy
+//! (each new connection to the next replica).
 
+use std::net::SocketAddr;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +16,13 @@ use serde_json::{Value, json};
 use crate::at_most_once::Instance;
 use crate::gateway::{events, read_until};
 use crate::modern_front::ModernAgent;
+use crate::real_clients::ANSWER_TIMEOUT;
 use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{Answer, Eras, FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir};
+use crate::support::interop::{interop_dir, python_interpreter};
 use crate::support::postgres::PgSchema;
+use crate::support::round_robin::RoundRobin;
 
 /// Two replicas of one gateway in front of `backend`: `a` started first (it creates the schema and the key).
 pub(crate) struct Replicas {
@@ -91,6 +96,51 @@ async fn an_answer_to_an_elicitation_landing_on_the_other_replica_reaches_the_ca
         (answers[0]["id"].clone(), answers[0]["result"]["content"]["colour"].clone()),
         (json!("srv-1"), json!("teal"))
     );
+}
+
+/// The replica's address, from its base URL.
+fn address(replica: &ChildGateway) -> SocketAddr {
+    replica.base.trim_start_matches("http://").parse().expect("a replica's address")
+}
+
+/// The official Python SDK's client behind a round-robin proxy: the tool call's stream is on one replica, and
+/// the SDK posts its answers to the elicitation and the sampling request on new connections, which the proxy
+/// sends to the other replica; the call completes with both answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_behind_a_round_robin_proxy_answers_on_the_other_replica() {
+    let Some(python) = python_interpreter() else { return };
+    let backend = FaultBackend::start(Script {
+        answer: Answer::Sse,
+        before_result: vec![
+            json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
+                "params": {"message": "How many seats?", "requestedSchema": {"type": "object",
+                    "properties": {"seats": {"type": "integer"}}}}}),
+            json!({"jsonrpc": "2.0", "id": "srv-2", "method": "sampling/createMessage",
+                "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "Describe the seat"}}],
+                    "maxTokens": 20}}),
+        ],
+        await_answers: true,
+        ..Script::default()
+    })
+    .await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let proxy = RoundRobin::start(vec![address(&fleet.a), address(&fleet.b)]).await;
+    let mut command = tokio::process::Command::new(python);
+    let agent = command.arg(interop_dir().join("python_input_agent.py")).arg(proxy.mcp());
+    agent.arg("fault__echo").arg(r#"{"text": "booked"}"#);
+    agent.current_dir(interop_dir()).stdout(Stdio::piped()).kill_on_drop(true);
+    let output = tokio::time::timeout(ANSWER_TIMEOUT, agent.output()).await.expect("the agent finishes");
+    let line = String::from_utf8_lossy(&output.expect("the Python agent runs").stdout).into_owned();
+    let report: Value = serde_json::from_str(line.trim()).unwrap_or_else(|_| panic!("one JSON line: {line}"));
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!((report["isError"].clone(), report["texts"].clone()), (json!(false), json!(["booked"])), "{report}");
+    let asked = json!([["elicitation/create", "How many seats?"], ["sampling/createMessage", "Describe the seat"]]);
+    assert_eq!(report["asked"], asked, "{report}");
+    let answers = backend.client_answers();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["result"]["content"]["seats"], 2, "{answers:?}");
+    assert_eq!(answers[1]["result"]["model"], "python-sdk-test", "{answers:?}");
+    assert!(proxy.connections().iter().all(|&count| count > 0), "both replicas served: {:?}", proxy.connections());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
