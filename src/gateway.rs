@@ -37,12 +37,13 @@ use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClien
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
-use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, ServerConfig};
+use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, STREAM_REPLAY_KEPT, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
 use crate::front::cutoff::Cutoff;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::pending::PendingRequests;
+use crate::front::replay::Replays;
 use crate::front::revocations::{Bounds, LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::shares::Shares;
@@ -387,7 +388,11 @@ impl Gateway {
         let revocations = Arc::new(Revocations::shared(bounds, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
         let ledger = self.router.ledger();
-        let (fleet, heard) = fleet::join(&ledger.store, &ledger.owner).unzip();
+        let joined = fleet::join(&ledger.store, &ledger.owner, server.stream_replay, STREAM_REPLAY_KEPT);
+        let (fleet, hearing, events) = match joined {
+            Some(joined) => (Some(joined.fleet), Some(joined.hearing), joined.events),
+            None => (None, None, None),
+        };
         let front = Arc::new(Front {
             settings: Swap::new(front_settings(&self.config, auth, authorization)),
             tickets,
@@ -398,7 +403,7 @@ impl Gateway {
             in_flight: Arc::default(),
             pending: Arc::new(PendingRequests::new(Arc::clone(self.metrics()))),
             cancels: Arc::default(),
-            replays: Arc::default(),
+            replays: Arc::new(events.map_or_else(Replays::default, Replays::shared)),
             serve_metrics: self.config.telemetry.metrics_listen.is_none(),
             metrics: Arc::clone(self.metrics()),
             tracer: self.tracer.clone(),
@@ -406,8 +411,8 @@ impl Gateway {
             cutoff: Cutoff::default(),
             fleet,
         });
-        if let Some(heard) = heard {
-            self.tasks.push(tokio::spawn(heard.serve(Arc::clone(&front))));
+        if let Some(hearing) = hearing {
+            self.tasks.push(tokio::spawn(hearing.serve(Arc::clone(&front))));
         }
         Ok(front)
     }

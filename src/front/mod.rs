@@ -194,7 +194,11 @@ async fn open_stream(
         let max = front.settings.load().shares.streams_per_session;
         return standalone::open(&front.streams, session, max, backend, changes);
     };
-    front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
+    let resumed = match front.replays.resume(&session, last_event_id) {
+        Some(resumed) => Some(resumed),
+        None => front.replays.resume_elsewhere(&session, last_event_id).await,
+    };
+    resumed.map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
 
 /// Ends the session: 200 only once the revocation is recorded (against the share of the request's owner).

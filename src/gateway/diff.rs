@@ -118,6 +118,7 @@ impl ConfigDiff {
             session_ttl,
             max_revocations,
             max_revocations_per_owner,
+            stream_replay,
             shutdown_drain,
             discovery_wait,
             max_backend_sessions,
@@ -139,6 +140,7 @@ impl ConfigDiff {
             ("server.max_revocations", running.max_revocations != *max_revocations),
             ("server.max_revocations_per_owner", running.max_revocations_per_owner != *max_revocations_per_owner),
             ("server.max_backend_sessions", running.max_backend_sessions != *max_backend_sessions),
+            ("server.stream_replay", running.stream_replay != *stream_replay),
         ];
         let reloadable = [
             ("server.allowed_origins", running.allowed_origins != *allowed_origins),

@@ -60,7 +60,7 @@ pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub(crate) use digest::hex;
 pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
-pub use fleet::{FleetBus, Heard};
+pub use fleet::{FleetBus, Heard, StreamEvent};
 pub use instance::instance_id;
 pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};

@@ -23,6 +23,7 @@ use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir};
 use crate::support::interop::{interop_dir, python_interpreter};
 use crate::support::postgres::PgSchema;
 use crate::support::round_robin::RoundRobin;
+use switchyard::backend::event_stream::SseEvent;
 
 /// Two replicas of one gateway in front of `backend`: `a` started first (it creates the schema and the key).
 pub(crate) struct Replicas {
@@ -65,28 +66,41 @@ fn call(id: u64, text: &str) -> Value {
         "params": {"name": "fault__echo", "arguments": {"text": text}}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_to_an_elicitation_landing_on_the_other_replica_reaches_the_call() {
-    let backend = FaultBackend::start(Script {
+/// A backend whose tool asks the agent for a colour (over SSE) and answers once it has the answer.
+fn asking_for_a_colour() -> Script {
+    Script {
         answer: Answer::Sse,
         before_result: vec![json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
             "params": {"message": "Which colour?", "requestedSchema": {"type": "object",
                 "properties": {"colour": {"type": "string"}}}}})],
         await_answers: true,
         ..Script::default()
-    })
-    .await;
-    let Some(fleet) = Replicas::start(&backend).await else { return };
+    }
+}
+
+/// Agents of one session on replicas `a` and `b`, a call streaming on `a` up to its elicitation, and the
+/// events read so far (the priming event, then the request).
+async fn asked_on_a(fleet: &Replicas) -> (Agent, Agent, reqwest::Response, Vec<SseEvent>) {
     let on_a = Agent::connected_with(fleet.a.mcp(), json!({"elicitation": {}})).await;
     let on_b = same_session(&on_a, fleet.b.mcp());
-
     let mut stream = streamed(&on_a, &call(1, "painted")).await;
     let seen = read_until(&mut stream, "elicitation/create", Duration::from_secs(10)).await.expect("the request");
-    let asked = events(&seen).into_iter().find(|event| event.data.contains("elicitation")).expect("an event");
+    (on_a, on_b, stream, events(&seen))
+}
+
+/// The agent's answer to the elicitation among `seen`.
+fn answer(seen: &[SseEvent]) -> Value {
+    let asked = seen.iter().find(|event| event.data.contains("elicitation")).expect("an event");
     let asked: Value = serde_json::from_str(&asked.data).expect("JSON");
-    let answer =
-        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"colour": "teal"}}});
-    assert_eq!(on_b.send(&answer).await.status, StatusCode::ACCEPTED);
+    json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"colour": "teal"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_elicitation_landing_on_the_other_replica_reaches_the_call() {
+    let backend = FaultBackend::start(asking_for_a_colour()).await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let (_on_a, on_b, mut stream, seen) = asked_on_a(&fleet).await;
+    assert_eq!(on_b.send(&answer(&seen)).await.status, StatusCode::ACCEPTED);
 
     let rest = read_until(&mut stream, "painted", Duration::from_secs(20)).await.expect("the call goes on");
     assert!(rest.contains("\"id\":1"), "{rest}");
@@ -96,6 +110,27 @@ async fn an_answer_to_an_elicitation_landing_on_the_other_replica_reaches_the_ca
         (answers[0]["id"].clone(), answers[0]["result"]["content"]["colour"].clone()),
         (json!("srv-1"), json!("teal"))
     );
+}
+
+/// A call's stream cut after the elicitation, then resumed on the other replica from the priming event: every
+/// event after it arrives once — the elicitation replayed from the ledger, the result followed as it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_mid_call_resumes_on_the_other_replica_with_every_event_once() {
+    let backend = FaultBackend::start(asking_for_a_colour()).await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let (_on_a, on_b, stream, seen) = asked_on_a(&fleet).await;
+    drop(stream);
+    let session = on_b.session.clone().expect("a session");
+    let resume = on_b.http.get(&on_b.url).header(SESSION, session).header("accept", "text/event-stream");
+    let mut resumed = resume.header("last-event-id", &seen[0].id).send().await.expect("the resumption");
+    assert_eq!(resumed.status(), StatusCode::OK);
+    assert_eq!(on_b.send(&answer(&seen)).await.status, StatusCode::ACCEPTED);
+    let rest = read_until(&mut resumed, "painted", Duration::from_secs(20)).await.expect("the result follows");
+    let rest = events(&rest);
+    let data: Vec<&str> = rest.iter().map(|event| event.data.as_str()).collect();
+    assert_eq!(data.len(), 2, "the elicitation, then the result: {data:?}");
+    assert!(data[0].contains("elicitation/create") && data[1].contains("painted"), "{data:?}");
+    assert_eq!(backend.client_answers().len(), 1);
 }
 
 /// The replica's address, from its base URL.

@@ -18,7 +18,7 @@ use super::PostgresStore;
 use super::listen::{self, Hearing};
 use crate::ledger::digest::sha256_hex;
 use crate::ledger::error::LedgerError;
-use crate::ledger::fleet::Heard;
+use crate::ledger::fleet::{Heard, StreamEvent};
 
 pub(crate) const FLEET_SPILL_TABLE: &str = "switchyard_fleet_spill";
 /// The longest notification payload sent as is; PostgreSQL refuses 8000 bytes and more.
@@ -165,5 +165,81 @@ impl PgBus {
             .run(|db| async move { Ok(db.client.execute(spill, &[&channel, &body, &from]).await?) })
             .await
             .map(drop)
+    }
+}
+
+/// The shared stream events' table: per stream, the last events of an agent's SSE stream, so a resumption on
+/// any replica replays them (see [`crate::ledger::fleet::StreamEvent`]).
+pub(crate) const STREAM_EVENTS_TABLE: &str = "switchyard_stream_events";
+
+pub(super) fn create_events_statement(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (stream TEXT NOT NULL, seq BIGINT NOT NULL, session TEXT NOT NULL, \
+         event TEXT NOT NULL, done BOOLEAN NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (stream, seq))"
+    )
+}
+
+impl PgBus {
+    /// Keeps `events` (one statement), trims each of their streams to its last `keep` events, and drops
+    /// events older than `kept_for`.
+    pub(crate) async fn keep_events(
+        &self,
+        events: &[StreamEvent],
+        keep: u32,
+        kept_for: std::time::Duration,
+    ) -> Result<(), LedgerError> {
+        let table = &self.store.inner.stream_events;
+        let column = |pick: fn(&StreamEvent) -> String| events.iter().map(pick).collect::<Vec<String>>();
+        let (streams, sessions, texts) =
+            (column(|e| e.stream.clone()), column(|e| e.session.clone()), column(|e| e.event.clone()));
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        let dones: Vec<bool> = events.iter().map(|e| e.done).collect();
+        let (keep, seconds) = (i64::from(keep), kept_for.as_secs_f64());
+        let sql = format!(
+            "WITH kept AS (INSERT INTO {table} (stream, seq, session, event, done) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bool[]) \
+                 ON CONFLICT DO NOTHING RETURNING stream, seq), \
+             latest AS (SELECT stream, max(seq) AS seq FROM kept GROUP BY stream) \
+             DELETE FROM {table} AS old USING latest \
+             WHERE (old.stream = latest.stream AND old.seq <= latest.seq - $6) \
+                OR old.at < now() - make_interval(secs => $7)"
+        );
+        let sql = sql.as_str();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&streams, &seqs, &sessions, &texts, &dones, &keep, &seconds];
+        self.store.inner.conn.run(|db| async move { Ok(db.client.execute(sql, &params).await?) }).await.map(drop)
+    }
+
+    /// The kept events of `stream` after `after`, if `session` opened it, in order.
+    pub(crate) async fn events_after(
+        &self,
+        stream: &str,
+        session: &str,
+        after: i64,
+    ) -> Result<Vec<StreamEvent>, LedgerError> {
+        let sql = format!(
+            "SELECT seq, event, done FROM {} WHERE stream = $1 AND session = $2 AND seq > $3 ORDER BY seq",
+            self.store.inner.stream_events
+        );
+        let sql = sql.as_str();
+        let rows = self
+            .store
+            .inner
+            .conn
+            .run(|db| async move { Ok(db.client.query(sql, &[&stream, &session, &after]).await?) })
+            .await?;
+        let read = |row: &tokio_postgres::Row| -> Result<StreamEvent, tokio_postgres::Error> {
+            Ok(StreamEvent {
+                stream: stream.to_owned(),
+                seq: row.try_get(0)?,
+                session: session.to_owned(),
+                event: row.try_get(1)?,
+                done: row.try_get(2)?,
+            })
+        };
+        rows.iter()
+            .map(read)
+            .collect::<Result<_, _>>()
+            .map_err(|error| LedgerError::corrupt(format!("unreadable stream event: {error}")))
     }
 }

@@ -78,6 +78,8 @@ struct Inner {
     /// The fleet bus's channel prefix and spill table (see [`bus`]).
     fleet_channel: String,
     fleet_spill: String,
+    /// The shared stream events' table (see [`bus`]).
+    stream_events: String,
     /// Dropped with the store, which stops the listening task.
     _stop_listening: oneshot::Sender<()>,
 }
@@ -135,6 +137,7 @@ impl PostgresStore {
             config,
             fleet_channel: names.fleet_channel,
             fleet_spill: names.fleet_spill,
+            stream_events: names.stream_events,
             _stop_listening: stop,
         };
         Ok(PostgresStore { inner: Arc::new(inner) })

@@ -12,7 +12,7 @@
 
 use tokio_postgres::Client;
 
-use super::bus::FLEET_SPILL_TABLE;
+use super::bus::{FLEET_SPILL_TABLE, STREAM_EVENTS_TABLE};
 use super::conn::Failure;
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
@@ -52,6 +52,7 @@ pub(super) struct Names {
     /// notification (see [`super::bus`]).
     pub(super) fleet_channel: String,
     pub(super) fleet_spill: String,
+    pub(super) stream_events: String,
 }
 
 impl Names {
@@ -75,6 +76,7 @@ impl Names {
             // A digest, so a long schema name cannot make a channel name longer than PostgreSQL's 63 bytes.
             fleet_channel: format!("switchyard_fleet_{}", &sha256_hex(schema.unwrap_or_default().as_bytes())[..12]),
             fleet_spill: qualify(FLEET_SPILL_TABLE),
+            stream_events: qualify(STREAM_EVENTS_TABLE),
         }
     }
 }
@@ -113,6 +115,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&pins::create_statement(&names.pins)).await?;
     tx.batch_execute(&crate::ledger::tasks::create_statement(&names.tasks)).await?;
     tx.batch_execute(&super::bus::create_statement(&names.fleet_spill)).await?;
+    tx.batch_execute(&super::bus::create_events_statement(&names.stream_events)).await?;
     tx.commit().await?;
     Ok(())
 }
