@@ -24,6 +24,7 @@ use crate::support::interop::{interop_dir, python_interpreter};
 use crate::support::postgres::PgSchema;
 use crate::support::round_robin::RoundRobin;
 use switchyard::backend::event_stream::SseEvent;
+use switchyard::ledger::LedgerStore;
 
 /// Two replicas of one gateway in front of `backend`: `a` started first (it creates the schema and the key).
 pub(crate) struct Replicas {
@@ -253,4 +254,40 @@ async fn a_retry_whose_replica_is_gone_gets_the_lost_calls_answer_at_once() {
     assert_eq!(lost["_meta"]["switchyard/outcome"], "unknown", "{lost}");
     assert!(lost["content"][0]["text"].as_str().is_some_and(|text| text.contains("replica")), "{lost}");
     assert_eq!(backend.executions("echo"), 0, "never run by another replica");
+}
+
+/// The bus itself: a replica hears what is sent to it and to the fleet, never its own fleet-wide messages; a body
+/// too long for a notification crosses through the spill table whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bus_carries_short_and_long_messages_to_their_replica() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let dir = ScratchDir::new("bus");
+    let store = LedgerStore::open(&schema.url(), dir.path()).await.expect("the ledger opens");
+    let (a, mut heard_by_a) = store.fleet_bus("sy-a").expect("a bus on PostgreSQL");
+    let (_b, mut heard_by_b) = store.fleet_bus("sy-b").expect("a bus on PostgreSQL");
+    // Listening starts in the background: say hello until b hears it.
+    let hello = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            a.send(Some("sy-b"), "hello").await.expect("sent");
+            if let Ok(Some(heard)) = tokio::time::timeout(Duration::from_millis(200), heard_by_b.recv()).await {
+                return heard;
+            }
+        }
+    });
+    assert_eq!(hello.await.expect("b listens").from, "sy-a");
+    let long = "x".repeat(20_000);
+    a.send(None, &long).await.expect("sent to the fleet");
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        // Hellos sent before b listened for the first may still arrive.
+        loop {
+            let heard = heard_by_b.recv().await.expect("the bus is open");
+            if heard.body != "hello" {
+                return heard;
+            }
+        }
+    });
+    let heard = heard.await.expect("the long message arrives");
+    assert_eq!((heard.from.as_str(), heard.body.len()), ("sy-a", long.len()), "whole, through the spill table");
+    assert!(heard_by_a.try_recv().is_err(), "a replica does not hear its own fleet-wide messages");
+    assert!(LedgerStore::memory().fleet_bus("sy-a").is_none(), "one replica, no bus");
 }
