@@ -18,6 +18,7 @@ mod backends;
 pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
+mod fleet;
 mod ledger_wait;
 mod limits;
 pub mod reload;
@@ -37,12 +38,13 @@ use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClien
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
-use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, ServerConfig};
+use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, STREAM_REPLAY_KEPT, ServerConfig};
 use crate::front::callback::AuthorizationCallback;
 use crate::front::cutoff::Cutoff;
 use crate::front::guard::Admission;
 use crate::front::listener::{self, ConnectionLimits};
 use crate::front::pending::PendingRequests;
+use crate::front::replay::Replays;
 use crate::front::revocations::{Bounds, LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::shares::Shares;
@@ -423,7 +425,13 @@ impl Gateway {
         let bounds = Bounds { total: server.max_revocations, per_owner: server.revocations_per_owner() };
         let revocations = Arc::new(Revocations::shared(bounds, log));
         self.tasks.push(revocations.start().await.map_err(GatewayError::Revocations)?);
-        Ok(Arc::new(Front {
+        let ledger = self.router.ledger();
+        let joined = fleet::join(&ledger.store, &ledger.owner, server.stream_replay, STREAM_REPLAY_KEPT);
+        let (fleet, hearing, events) = match joined {
+            Some(joined) => (Some(joined.fleet), Some(joined.hearing), joined.events),
+            None => (None, None, None),
+        };
+        let front = Arc::new(Front {
             settings: Swap::new(front_settings(&self.config, auth, authorization)),
             tickets,
             sealer: Sealer::new(secret, self.config.server.session_ttl),
@@ -433,14 +441,19 @@ impl Gateway {
             in_flight: Arc::default(),
             pending: Arc::new(PendingRequests::new(Arc::clone(self.metrics()))),
             cancels: Arc::default(),
-            replays: Arc::default(),
+            replays: Arc::new(events.map_or_else(Replays::default, Replays::shared)),
             serve_metrics: self.config.telemetry.metrics_listen.is_none(),
             metrics: Arc::clone(self.metrics()),
             tracer: self.tracer.clone(),
             listens: Arc::default(),
             cutoff: Cutoff::default(),
             stopping: Default::default(),
-        }))
+            fleet,
+        });
+        if let Some(hearing) = hearing {
+            self.tasks.push(tokio::spawn(hearing.serve(Arc::clone(&front))));
+        }
+        Ok(front)
     }
 
     /// Starts discovery (one task per backend, returned so reloads can stop and start them), the delivery of

@@ -56,7 +56,7 @@ pub use limits::{LimitConfig, LimitedCalls, QuotaConfig, RateConfig, RepeatConfi
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use pins::{DEFAULT_MAX_DESCRIPTION, DEFAULT_REFRESH, PinConfig, PinMode, PinNew, ScreenMode};
 pub use policy::{PolicyConfig, PolicySubject};
-pub use server::{ServerConfig, TlsFiles};
+pub use server::{STREAM_REPLAY_KEPT, ServerConfig, TlsFiles};
 pub use starter::starter_file;
 pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};

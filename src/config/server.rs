@@ -51,6 +51,12 @@ pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
 /// The largest accepted `max_revocations` (about 1 GiB of memory for the list).
 pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
+/// How many events of each agent SSE stream a PostgreSQL fleet keeps for resumptions on any replica.
+pub const DEFAULT_STREAM_REPLAY: usize = 256;
+/// The largest accepted `stream_replay`.
+pub const STREAM_REPLAY_LIMIT: usize = 100_000;
+/// How long a PostgreSQL fleet keeps a stream's events.
+pub const STREAM_REPLAY_KEPT: Duration = Duration::from_secs(5 * 60);
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 /// How long a stopping gateway keeps serving, not ready, before it drains: long enough for a load balancer that
@@ -92,6 +98,9 @@ pub struct ServerConfig {
     pub max_revocations: usize,
     /// As configured; use [`ServerConfig::revocations_per_owner`] for the share to apply.
     pub max_revocations_per_owner: Option<usize>,
+    /// How many events of each agent SSE stream a PostgreSQL fleet keeps in the ledger for resumptions on any
+    /// replica (0: none; resumption then works only on the replica that ran the call).
+    pub stream_replay: usize,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
     /// How long a stopping gateway keeps serving (and answering `/readyz` with 503) before the drain.
@@ -146,6 +155,7 @@ pub(super) struct RawServer {
     session_ttl: Option<String>,
     max_revocations: Option<i64>,
     max_revocations_per_owner: Option<i64>,
+    stream_replay: Option<i64>,
     #[serde(deserialize_with = "duration_text")]
     shutdown_drain: Option<String>,
     #[serde(deserialize_with = "duration_text")]
@@ -182,6 +192,7 @@ impl Default for ServerConfig {
             session_ttl: DEFAULT_SESSION_TTL,
             max_revocations: DEFAULT_MAX_REVOCATIONS,
             max_revocations_per_owner: None,
+            stream_replay: DEFAULT_STREAM_REPLAY,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             discovery_wait: DEFAULT_DISCOVERY_WAIT,
@@ -260,6 +271,10 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .unwrap_or(defaults.max_revocations),
         max_revocations_per_owner: MAX_REVOCATIONS
             .build(&section.key("max_revocations_per_owner"), raw.max_revocations_per_owner)?,
+        stream_replay: match raw.stream_replay {
+            Some(0) => 0,
+            count => STREAM_REPLAY.build(&section.key("stream_replay"), count)?.unwrap_or(defaults.stream_replay),
+        },
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
         shutdown_grace: optional(&section.key("shutdown_grace"), raw.shutdown_grace.as_deref(), parse_duration)?
@@ -311,6 +326,7 @@ fn build_tls(section: &KeyPath, cert: Option<&str>, key: Option<&str>) -> Result
 }
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
+const STREAM_REPLAY: Count = Count { max: STREAM_REPLAY_LIMIT, unit: "events (or 0: none)" };
 const MAX_CONNECTIONS: Count = Count { max: MAX_CONNECTIONS_LIMIT, unit: "connections" };
 const STREAMS: Count = Count { max: MAX_STREAMS_PER_SESSION_LIMIT, unit: "streams" };
 /// Both the table's size and one principal's share of it.

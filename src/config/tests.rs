@@ -533,6 +533,17 @@ fn max_revocations_is_read_checked_and_overridden() {
 }
 
 #[test]
+fn stream_replay_is_a_count_or_zero_for_none() {
+    assert_eq!(parse("").expect("valid").server.stream_replay, server::DEFAULT_STREAM_REPLAY);
+    assert_eq!(parse("server.stream_replay = 0\n").expect("valid").server.stream_replay, 0, "none kept");
+    assert_eq!(parse("server.stream_replay = 9\n").expect("valid").server.stream_replay, 9);
+    for line in ["stream_replay = -1", "stream_replay = 100001"] {
+        let message = error_naming(&format!("[server]\n{line}\n"), "server.stream_replay = ");
+        assert!(message.contains("a whole number from 1 to 100000 events (or 0: none)"), "{message}");
+    }
+}
+
+#[test]
 fn max_revocations_per_owner_follows_the_list_unless_set() {
     let share = |toml: &str, env: &[(&str, &str)]| parse_with_env(toml, env).map(|c| c.server.revocations_per_owner());
     assert_eq!(share("", &[]).expect("valid"), server::DEFAULT_MAX_REVOCATIONS / 4);

@@ -36,6 +36,7 @@ pub mod cancels;
 mod cors;
 pub mod cutoff;
 mod error;
+pub mod fleet;
 pub mod guard;
 mod http;
 mod initialize;
@@ -137,6 +138,8 @@ pub struct Front {
     pub cutoff: cutoff::Cutoff,
     /// Set by the composition root when the stop signal comes: not ready, connections closed after each answer.
     pub stopping: stopping::Stopping,
+    /// The other replicas sharing the ledger (`None`: this replica is alone).
+    pub fleet: Option<Arc<fleet::Fleet>>,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
@@ -196,7 +199,11 @@ async fn open_stream(
         let max = front.settings.load().shares.streams_per_session;
         return standalone::open(&front.streams, session, max, backend, changes);
     };
-    front.replays.resume(&session, last_event_id).map(stream::sse_body).ok_or(FrontError::NoSuchStream)
+    let resumed = match front.replays.resume(&session, last_event_id) {
+        Some(resumed) => Some(resumed),
+        None => front.replays.resume_elsewhere(&session, last_event_id).await,
+    };
+    resumed.map(stream::sse_body).ok_or(FrontError::NoSuchStream)
 }
 
 /// Ends the session: 200 only once the revocation is recorded (against the share of the request's owner).

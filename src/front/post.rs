@@ -5,7 +5,8 @@
 //! JSON (else -32700), not a batch, and carry `"jsonrpc": "2.0"`; `initialize` needs no session (see
 //! [`super::initialize`]), every other message is served in the session its id opens. Responses (to relayed
 //! server-to-client requests) and notifications are 202 without a body; `notifications/cancelled` cancels the
-//! named request of the same session. A request's `Idempotency-Key` header is checked before the router sees it
+//! named request of the same session (on a fleet, a response or cancel for a request of another replica goes
+//! there, and a 2026-07-28 retry continuing another replica's call is served by it: [`super::fleet`]). A request's `Idempotency-Key` header is checked before the router sees it
 //! (the key rules are `router::idempotency`'s). A request whose method may relay messages for the agent is polled
 //! as a [`polled::Call`] (a task of its own only once it must outlive the handler) and answered JSON or SSE by
 //! [`super::stream`]; the others are answered JSON. The message's `params` are moved to the router, not copied;
@@ -37,7 +38,7 @@ use super::{Front, admin, body, cutoff, http, modern, polled, stream};
 use crate::mcp::Relay;
 use crate::mcp::message::{Incoming, Message, Request};
 use crate::mcp::method::Method;
-use crate::router::{Audience, Caller, View};
+use crate::router::{Audience, Caller, HeldElsewhere, View};
 use crate::telemetry::trace::ServerRequest;
 
 /// Whether the backend may send notifications or requests while it serves `method`; the agent gets SSE when one
@@ -109,6 +110,10 @@ impl Front {
         }
         let audience = admin::audience(&settings, peer, headers, &admitted.principal);
         if modern::is_modern(&incoming, headers) && !self.in_live_session(admitted, headers) {
+            if let Some((held, id)) = self.held_elsewhere(&incoming).await {
+                let path = backend.map_or_else(|| "/mcp".to_owned(), |backend| format!("/mcp/{backend}"));
+                return Ok(self.forwarded(held, &id, path, headers, &body).await);
+            }
             let requester = Requester::of(admitted, peer, headers, audience);
             return self.serve_modern(modern::ModernPost { backend, requester }, incoming).await;
         }
@@ -124,6 +129,15 @@ impl Front {
                 self.serve_in_session(request, message, headers).await
             }
         }
+    }
+
+    /// The other replica holding the tool call a 2026-07-28 retry continues, and the retry's id (see `fleet`).
+    async fn held_elsewhere(&self, incoming: &Incoming) -> Option<(HeldElsewhere, Value)> {
+        self.fleet.as_ref()?;
+        let Message::Request(Request { id, method: Method::ToolsCall, params }) = &incoming.message else {
+            return None;
+        };
+        Some((self.router.held_elsewhere(params).await?, id.clone()))
     }
 
     /// Whether `headers` name a session this request's principal may use now (the dispatch order of a gateway
@@ -144,13 +158,22 @@ impl Front {
         let Request { id, method, params } = match message {
             Message::Request(request) => request,
             Message::Response { message, .. } => {
-                // An answer to a relayed server-to-client request; an answer nobody waits for is dropped.
-                self.pending.answer(&session_key, message);
+                // An answer to a relayed server-to-client request; one nobody waits for here may be another
+                // replica's (see `fleet`), else it is dropped.
+                let copy = self.fleet.as_ref().map(|fleet| (fleet, message.clone()));
+                if !self.pending.answer(&session_key, message)
+                    && let Some((fleet, message)) = copy
+                {
+                    fleet.answer_elsewhere(&session_key, message);
+                }
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
             Message::Notification { method: Method::Cancelled, params } => {
-                if let Some(id) = params.get("requestId") {
-                    self.cancels.cancel(&session_key, id);
+                if let Some(id) = params.get("requestId")
+                    && !self.cancels.cancel(&session_key, id)
+                    && let Some(fleet) = &self.fleet
+                {
+                    fleet.cancel_elsewhere(&session_key, id);
                 }
                 return Ok(StatusCode::ACCEPTED.into_response());
             }

@@ -6,9 +6,13 @@
 //! Rules: event ids are `<stream>-<sequence>` with a random stream id, so an id names its stream and is unique
 //! within the session; a stream is resumed only by the session that opened it; only the events after the given
 //! id are replayed, and nothing from another stream. Logs are bounded in number; the oldest finished ones go
-//! first. State of this replica only.
+//! first. On a fleet ([`SharedEvents`], PostgreSQL), every event is also kept in the ledger, so a resumption
+//! landing on another replica replays what followed the given id from there and then follows the stream by
+//! reading what the running replica keeps adding, until its last event (or [`FOLLOW_SILENCE`] without one).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +25,38 @@ pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// How many call logs a replica keeps at most.
 const MAX_LOGS: usize = 10_000;
 
+/// How often a stream followed from another replica's events is read again.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+/// How many times a resumption looks for the stream's events before it is refused (they may not be written yet).
+const CATCH_UP_ATTEMPTS: u32 = 8;
+/// How long a followed stream may add nothing before the follower ends (the agent may resume again).
+pub const FOLLOW_SILENCE: Duration = Duration::from_secs(5 * 60);
+
+/// One event of a call stream as the fleet keeps it; `done` marks the stream's end (its text is empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptEvent {
+    pub stream: String,
+    pub seq: u64,
+    pub session: String,
+    pub text: Bytes,
+    pub done: bool,
+}
+
+/// What reading kept events gives: `None` when they cannot be read now.
+pub type Kept<'a> = Pin<Box<dyn Future<Output = Option<Vec<KeptEvent>>> + Send + 'a>>;
+
+/// Where a fleet keeps call streams' events (the composition root's, over the ledger).
+pub trait SharedEvents: Send + Sync {
+    /// Keeps `event`, without waiting.
+    fn keep(&self, event: KeptEvent);
+    /// The kept events of `stream` after `after` (all with `None`), if `session` opened it, in order.
+    fn after<'a>(&'a self, stream: &'a str, session: &'a str, after: Option<u64>) -> Kept<'a>;
+}
+
 /// The events of one call stream.
 pub struct CallLog {
+    stream: String,
+    shared: Option<Arc<dyn SharedEvents>>,
     session: String,
     events: Vec<Bytes>,
     /// The connection currently reading the stream, if any.
@@ -36,6 +70,7 @@ impl CallLog {
     /// Records an event (its index is its sequence number) and passes it to the live connection, if any.
     pub fn record(log: &SharedLog, event: Bytes) {
         let mut log = log.lock();
+        log.keep(event.clone(), false);
         log.events.push(event.clone());
         log.pass(event);
     }
@@ -51,8 +86,17 @@ impl CallLog {
         }
     }
 
+    /// Keeps the next event in the fleet's store, if there is one.
+    fn keep(&self, text: Bytes, done: bool) {
+        if let Some(shared) = &self.shared {
+            let (stream, session) = (self.stream.clone(), self.session.clone());
+            shared.keep(KeptEvent { stream, seq: self.events.len() as u64, session, text, done });
+        }
+    }
+
     pub fn finish(log: &SharedLog) {
         let mut log = log.lock();
+        log.keep(Bytes::new(), true);
         log.finished = true;
         log.live = None;
     }
@@ -62,12 +106,21 @@ impl CallLog {
 #[derive(Default)]
 pub struct Replays {
     logs: Mutex<HashMap<String, SharedLog>>,
+    /// The fleet's store of every stream's events (`None`: one replica).
+    shared: Option<Arc<dyn SharedEvents>>,
 }
 
 impl Replays {
+    /// Call logs that are also kept in the fleet's store.
+    pub fn shared(shared: Arc<dyn SharedEvents>) -> Replays {
+        Replays { logs: Mutex::default(), shared: Some(shared) }
+    }
+
     /// Starts the log of a new stream read by `live`.
     pub fn open(self: &Arc<Self>, stream: &str, session: &str, live: mpsc::UnboundedSender<Bytes>) -> SharedLog {
         let log = Arc::new(Mutex::new(CallLog {
+            stream: stream.to_owned(),
+            shared: self.shared.clone(),
             session: session.to_owned(),
             events: Vec::new(),
             live: Some(live),
@@ -108,6 +161,71 @@ impl Replays {
             log.live = Some(live);
         }
         Some(reader)
+    }
+
+    /// Resumes from the fleet's store a stream this replica does not hold: `None` when no event of it is kept for
+    /// `session` (or there is no store).
+    pub async fn resume_elsewhere(&self, session: &str, last_event_id: &str) -> Option<mpsc::UnboundedReceiver<Bytes>> {
+        let shared = Arc::clone(self.shared.as_ref()?);
+        let (stream, sequence) = last_event_id.rsplit_once('-')?;
+        let sequence: u64 = sequence.parse().ok()?;
+        // From the given event itself: that it is kept shows the stream is this session's. The replica running the
+        // call writes its events as they go, so a resumption quick on the heels of a cut may wait a moment for them.
+        let mut attempts = 0;
+        let kept = loop {
+            let kept = shared.after(stream, session, sequence.checked_sub(1)).await?;
+            if kept.first().is_some_and(|first| first.seq <= sequence) {
+                break kept;
+            }
+            attempts += 1;
+            if attempts == CATCH_UP_ATTEMPTS {
+                return None;
+            }
+            tokio::time::sleep(FOLLOW_EVERY).await;
+        };
+        let (live, reader) = mpsc::unbounded_channel();
+        let (stream, session) = (stream.to_owned(), session.to_owned());
+        tokio::spawn(async move {
+            let mut follow = Follow { shared, stream, session, last: sequence, live };
+            follow.run(kept).await;
+        });
+        Some(reader)
+    }
+}
+
+/// A stream followed from the fleet's store.
+struct Follow {
+    shared: Arc<dyn SharedEvents>,
+    stream: String,
+    session: String,
+    /// The last event passed on.
+    last: u64,
+    live: mpsc::UnboundedSender<Bytes>,
+}
+
+impl Follow {
+    /// Passes on `kept`, then what is added, until the stream's end, the agent's leaving or a long silence.
+    async fn run(&mut self, mut kept: Vec<KeptEvent>) {
+        let mut silent_since = tokio::time::Instant::now();
+        loop {
+            if !kept.is_empty() {
+                silent_since = tokio::time::Instant::now();
+            }
+            for event in kept.drain(..) {
+                if event.seq <= self.last {
+                    continue;
+                }
+                if event.done || self.live.send(event.text).is_err() {
+                    return;
+                }
+                self.last = event.seq;
+            }
+            if silent_since.elapsed() > FOLLOW_SILENCE || self.live.is_closed() {
+                return;
+            }
+            tokio::time::sleep(FOLLOW_EVERY).await;
+            kept = self.shared.after(&self.stream, &self.session, Some(self.last)).await.unwrap_or_default();
+        }
     }
 }
 

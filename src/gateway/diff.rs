@@ -120,6 +120,7 @@ impl ConfigDiff {
             session_ttl,
             max_revocations,
             max_revocations_per_owner,
+            stream_replay,
             shutdown_drain,
             shutdown_grace,
             discovery_wait,
@@ -144,6 +145,7 @@ impl ConfigDiff {
             ("server.max_revocations_per_owner", running.max_revocations_per_owner != *max_revocations_per_owner),
             ("server.max_backend_sessions", running.max_backend_sessions != *max_backend_sessions),
             ("server.tls_cert and tls_key (TLS on or off)", running.tls.is_some() != tls.is_some()),
+            ("server.stream_replay", running.stream_replay != *stream_replay),
         ];
         let reloadable = [
             ("server.allowed_origins", running.allowed_origins != *allowed_origins),

@@ -29,12 +29,15 @@
 //! - Results at rest: a SQL store given the vault key ([`LedgerStore::seal_results`]) seals new results and
 //!   opens sealed ones on every read, here in the facade, so the stores keep text they need not understand and
 //!   plaintext rows written before keep replaying (`at_rest.rs`). The memory store never persists and seals nothing.
+//!   tool calls as ([`TaskRow`]; see `tasks.rs`). On PostgreSQL it also carries the fleet bus between replicas
+//!   ([`FleetBus`]; see `fleet.rs`) and the shared stream events.
 
 mod at_rest;
 mod background;
 mod detach;
 mod digest;
 mod error;
+mod fleet;
 mod instance;
 mod maintenance;
 mod memory;
@@ -62,6 +65,7 @@ pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub(crate) use digest::hex;
 pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
+pub use fleet::{FleetBus, Heard, StreamEvent};
 pub use instance::instance_id;
 pub use limit_counters::{CounterRow, LimitCounter};
 pub use maintenance::{Maintenance, maintain};

@@ -20,6 +20,9 @@
 //! - A round nobody answers before its state expires settles the claim `unknown` (the backend may have done part
 //!   of the work); a crash leaves it `in_flight`, which the next start marks `unknown` like any orphan: nothing is
 //!   ever run again on the gateway's own initiative (see docs/protocol-eras.md, *Multi round-trip results*).
+//! - On a fleet, a retry landing on another replica is served by the one holding the call ([`HeldElsewhere`],
+//!   found from the claim's owner; the front forwards it); when that replica is gone the call is lost with it
+//!   (`unknown`, [`HeldElsewhere::lost`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,7 +35,7 @@ use super::outcome;
 use super::request_state::{CallIdentity, Continuation, STATE_TTL, StateRefusal};
 use super::{CallLedger, CallRouter, Caller, RpcFailure};
 use crate::backend::mcp_client::McpError;
-use crate::ledger::{ClaimKey, canonical_digest};
+use crate::ledger::{ClaimKey, ClaimState, canonical_digest};
 use crate::mcp::{ResultFlags, jsonrpc, method};
 use crate::raw_json::RawJson;
 use crate::telemetry::ClaimWrite;
@@ -78,6 +81,11 @@ impl Waiting {
         Ok(true)
     }
 
+    /// Whether this instance holds the call.
+    fn holds(&self, claim: &ClaimKey) -> bool {
+        self.0.lock().contains_key(claim)
+    }
+
     /// The call settled (or its retry failed before it was sent and it waits again).
     pub(super) fn forget(&self, claim: &ClaimKey) {
         self.0.lock().remove(claim);
@@ -91,6 +99,21 @@ impl Waiting {
             waiting.remove(claim);
         }
         expired
+    }
+}
+
+/// A tool call another replica holds, waiting for the input a retry brings (see [`CallRouter::held_elsewhere`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldElsewhere {
+    /// The replica (its instance id, the claim's owner).
+    pub owner: String,
+    pub claim: ClaimKey,
+}
+
+impl HeldElsewhere {
+    /// The agent's answer when that replica is gone: the call is lost with it, never run again.
+    pub fn lost(&self) -> Value {
+        outcome::replica_gone(&self.claim)
     }
 }
 
@@ -168,6 +191,20 @@ impl CallRouter {
         let continued = self.states.load().open(text, SystemTime::now()).map_err(|refused| refusal(&refused))?;
         continued.check(call).map_err(|refused| refusal(&refused))?;
         Ok(continued)
+    }
+
+    /// The other replica holding the tool call a `tools/call` retry's `requestState` continues (`None`: this one,
+    /// or none, and this replica answers the retry as always). The state is only opened here, to find the claim;
+    /// the owner checks everything else when it serves the retry.
+    pub async fn held_elsewhere(&self, params: &Value) -> Option<HeldElsewhere> {
+        let text = params.get(REQUEST_STATE)?.as_str()?;
+        let claim = ClaimKey::from_stored(self.states.load().open(text, SystemTime::now()).ok()?.claim?);
+        if self.waiting.holds(&claim) {
+            return None;
+        }
+        let record = self.ledger.store.get(&claim).await.ok()??;
+        let elsewhere = record.state == ClaimState::InFlight && record.owner != self.ledger.owner;
+        elsewhere.then_some(HeldElsewhere { owner: record.owner, claim })
     }
 
     /// A prompt's or resource's retry: its state checked against `call` and replaced by the backend's own.

@@ -69,6 +69,7 @@ pub use approvals::{
 };
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
+pub use continuation::HeldElsewhere;
 use continuation::Waiting;
 pub use forward::SessionMessages;
 pub use idempotency::{IDEMPOTENCY_META, IdempotencyKey};

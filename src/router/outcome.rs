@@ -94,6 +94,12 @@ pub fn shut_down() -> Value {
     error_result(Outcome::Unknown, sentence, None, Answer::ThisCall)
 }
 
+/// A retry continued a call whose replica is gone (it stopped answering the fleet): the call is lost with it.
+pub fn replica_gone(claim: &ClaimKey) -> Value {
+    let sentence = "The gateway replica running the call this retry continues is gone, so the call could not go on; it reached the backend and may have partly run; it was not repeated. Check its effects before retrying.";
+    error_result(Outcome::Unknown, sentence, Some(claim), Answer::ThisCall)
+}
+
 /// A duplicate kept finding the key claimed and released by others.
 pub fn in_progress_unclaimed() -> Value {
     let sentence = "The same call is being retried by other requests with this key; it was not started again. Retry later with the same key.";

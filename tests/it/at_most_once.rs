@@ -366,14 +366,14 @@ async fn an_unreachable_backend_releases_the_claim(store: Store) {
 
 /// A gateway process configuration with a fixed data directory and session key, so it can be restarted as the
 /// same instance (and the agent's session stays valid).
-struct Instance {
+pub(crate) struct Instance {
     config: PathBuf,
     log: PathBuf,
 }
 
 impl Instance {
     /// `<dir>/<name>/` is the data directory; `secret` the session key file (shared by replicas).
-    fn new(dir: &Path, name: &str, ledger_url: &str, backend_url: &str, secret: &Path) -> Instance {
+    pub(crate) fn new(dir: &Path, name: &str, ledger_url: &str, backend_url: &str, secret: &Path) -> Instance {
         let data_dir = dir.join(name);
         // Replicas share the vault key as they share the session key: a result one seals, the other replays.
         crate::support::gateway::with_shared_vault_key(&data_dir);
@@ -389,7 +389,7 @@ impl Instance {
         Instance { config, log: dir.join(format!("{name}.log")) }
     }
 
-    async fn start(&self) -> ChildGateway {
+    pub(crate) async fn start(&self) -> ChildGateway {
         ChildGateway::spawn(&self.config, &self.log).await
     }
 }

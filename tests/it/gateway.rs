@@ -269,7 +269,7 @@ async fn health_endpoints_and_get_without_session() {
 }
 
 /// The events of an SSE body, decoded with the gateway's own decoder.
-fn events(raw: &str) -> Vec<switchyard::backend::event_stream::SseEvent> {
+pub(crate) fn events(raw: &str) -> Vec<switchyard::backend::event_stream::SseEvent> {
     let mut decoder = switchyard::backend::event_stream::SseDecoder::new(1 << 20);
     decoder.feed(raw.as_bytes()).unwrap();
     std::iter::from_fn(|| decoder.next_event()).collect()

@@ -20,6 +20,7 @@ mod deploy;
 mod failure_sentences;
 mod fair_shares;
 mod fault_backend_selftest;
+mod fleet;
 mod front_refusals;
 mod gateway;
 mod gateway_oauth;

@@ -22,8 +22,8 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::unix_now;
 use super::token::{self, Grant};
+use super::unix_now;
 use super::{AccessToken, BackendState, GrantKind, OAuthClient, OAuthError, OAuthNeed, canonical_resource, fresh};
 use crate::secret::SubjectToken;
 

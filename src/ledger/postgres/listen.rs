@@ -1,5 +1,6 @@
-//! The `LISTEN` connection: wakes this process's waiters when any replica settles a claim, and passes on the
-//! revocations any replica records (see [`crate::ledger::revocations`]).
+//! The `LISTEN` connections: one wakes this process's waiters when any replica settles a claim, and passes on
+//! the revocations any replica records (see [`crate::ledger::revocations`]); the fleet bus has its own
+//! ([`super::bus`]). Both run the same reconnecting loop over a [`Hearing`].
 //!
 //! Rules:
 //! - A connection of its own (notifications arrive on the connection that listens, and the query connection is
@@ -32,7 +33,20 @@ pub(super) struct Listeners {
     pub(super) revocations: broadcast::Sender<RevocationEvent>,
 }
 
-impl Listeners {
+/// What one listening connection listens to, and where what it hears goes.
+pub(super) trait Hearing: Send + Sync {
+    /// The channels to `LISTEN` on (names made by [`super::schema::Names`], safe to quote).
+    fn channels(&self) -> Vec<String>;
+    fn hear(&self, channel: &str, payload: &str);
+    /// After a (re)connection: what was sent while nobody listened is lost.
+    fn missed_some(&self);
+}
+
+impl Hearing for Listeners {
+    fn channels(&self) -> Vec<String> {
+        vec![self.settled.clone(), self.revoked.clone()]
+    }
+
     fn hear(&self, channel: &str, payload: &str) {
         if channel != self.revoked {
             return self.waiters.wake(payload);
@@ -44,7 +58,7 @@ impl Listeners {
         }
     }
 
-    /// After a (re)connection: whatever was announced while nobody listened must be re-read.
+    /// Whatever was announced while nobody listened must be re-read.
     fn missed_some(&self) {
         self.waiters.wake_all();
         let _ = self.revocations.send(RevocationEvent::Missed);
@@ -52,7 +66,7 @@ impl Listeners {
 }
 
 /// Listens until `stop` closes.
-pub(super) async fn run(config: Config, listeners: Listeners, mut stop: oneshot::Receiver<()>) {
+pub(super) async fn run(config: Config, listeners: impl Hearing, mut stop: oneshot::Receiver<()>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
         tokio::select! {
@@ -72,7 +86,7 @@ pub(super) async fn run(config: Config, listeners: Listeners, mut stop: oneshot:
 }
 
 /// One connection's life: connect, listen, forward notifications until the connection ends.
-async fn listen_once(config: &Config, listeners: &Listeners) -> Result<(), tokio_postgres::Error> {
+async fn listen_once(config: &Config, listeners: &impl Hearing) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(NoTls).await?;
     let forward = async {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
@@ -84,7 +98,7 @@ async fn listen_once(config: &Config, listeners: &Listeners) -> Result<(), tokio
     };
     tokio::pin!(forward);
     // The connection must be driven while LISTEN is sent, so both run together until LISTEN is acknowledged.
-    let listen = format!("LISTEN \"{}\"; LISTEN \"{}\"", listeners.settled, listeners.revoked);
+    let listen: String = listeners.channels().iter().map(|channel| format!("LISTEN \"{channel}\"; ")).collect();
     tokio::select! {
         ended = &mut forward => return ended,
         listening = client.batch_execute(&listen) => listening?,

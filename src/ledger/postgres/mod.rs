@@ -16,6 +16,7 @@
 mod approvals;
 mod backend_tokens;
 mod batch;
+mod bus;
 mod conn;
 mod limit_counters;
 mod listen;
@@ -51,6 +52,7 @@ use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Re
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
 use batch::{Job, Writers};
+pub(crate) use bus::PgBus;
 use conn::Connector;
 
 #[derive(Clone)]
@@ -74,6 +76,13 @@ struct Inner {
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// The vault key results are sealed with (`at_rest.rs`), set once after opening.
     at_rest: OnceLock<AtRest>,
+    /// How to connect: the fleet bus listens on a connection of its own.
+    config: tokio_postgres::Config,
+    /// The fleet bus's channel prefix and spill table (see [`bus`]).
+    fleet_channel: String,
+    fleet_spill: String,
+    /// The shared stream events' table (see [`bus`]).
+    stream_events: String,
     /// Dropped with the store, which stops the listening task.
     _stop_listening: oneshot::Sender<()>,
 }
@@ -114,7 +123,7 @@ impl PostgresStore {
             revoked: names.revoked_channel,
             revocations: revocations.clone(),
         };
-        tokio::spawn(listen::run(config, listeners, stopped));
+        tokio::spawn(listen::run(config.clone(), listeners, stopped));
         let pending = Arc::default();
         let inner = Inner {
             conn,
@@ -129,6 +138,10 @@ impl PostgresStore {
             task_sql,
             revocations,
             at_rest: OnceLock::new(),
+            config,
+            fleet_channel: names.fleet_channel,
+            fleet_spill: names.fleet_spill,
+            stream_events: names.stream_events,
             _stop_listening: stop,
         };
         Ok(PostgresStore { inner: Arc::new(inner) })

@@ -15,4 +15,5 @@ pub mod interop;
 pub mod otlp_collector;
 pub mod pg_proxy;
 pub mod postgres;
+pub mod round_robin;
 pub mod stdio_gate;

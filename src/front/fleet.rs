@@ -1,0 +1,279 @@
+//! Requests that land on one replica and belong to another: replicas behind one load balancer, sharing a
+//! PostgreSQL ledger, pass each other what only the replica holding a call can act on (see docs/deployment.md,
+//! *A fleet of replicas*). The front reaches the other replicas through a [`FleetLink`] (the composition root's,
+//! over the ledger's fleet bus); with one replica there is none and nothing here runs.
+//!
+//! Rules:
+//! - An agent's response to a relayed server-to-client request, and a `notifications/cancelled`, that nobody
+//!   waits for here are told to every other replica, which applies them exactly as if they had landed there
+//!   (same session, same id): the one holding the request acts, the others find nothing. The agent is answered
+//!   202 at once either way, as on one replica.
+//! - A 2026-07-28 retry whose `requestState` continues a tool call another replica holds is forwarded whole
+//!   (path, headers, body) to that replica, which serves it as its own request — authentication included — and
+//!   sends back the response; the agent gets that response. The owner confirms at once that it took the request
+//!   and answers every [`ALIVE_EVERY`] check while it runs; when it does not, it is gone, and the agent gets the
+//!   answer of a call lost with its replica (outcome `unknown`, never run again): no hang, no rerun.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method as HttpMethod, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::Front;
+use crate::mcp::jsonrpc;
+use crate::router::HeldElsewhere;
+
+/// How long a forwarded request's owner may stay silent (not confirming, not answering a check) before it is
+/// taken for gone.
+pub const ALIVE_EVERY: Duration = Duration::from_secs(5);
+/// The largest forwarded response read back.
+const MAX_FORWARDED_RESPONSE: usize = 64 << 20;
+/// Headers a forwarded request does not carry (hop-by-hop, or recomputed for the new body).
+const NOT_FORWARDED: [&str; 4] = ["content-length", "connection", "transfer-encoding", "keep-alive"];
+
+/// What sending on the fleet link gives: done once the message left, or why it could not.
+pub type Sending<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// How this replica reaches the others.
+pub trait FleetLink: Send + Sync {
+    /// Sends `body` to the replica `to`, or to every other replica (`None`).
+    fn send<'a>(&'a self, to: Option<&'a str>, body: String) -> Sending<'a>;
+}
+
+/// One message between replicas.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+enum Note {
+    /// An agent's response to a relayed request of `session`.
+    Answer { session: String, message: Value },
+    /// An agent's `notifications/cancelled` for request `id` of `session`.
+    Cancel { session: String, id: Value },
+    /// A request forwarded to its owner, numbered `n` by the sender.
+    Forward { n: u64, request: Carried },
+    /// The owner took request `n`, or still serves it.
+    Alive { n: u64 },
+    /// Is request `n` still served?
+    Check { n: u64 },
+    /// The owner's response to request `n`.
+    Reply { n: u64, response: Carried },
+}
+
+/// An HTTP message carried between replicas: the request's path (or the response's status), headers and body.
+#[derive(Debug, Serialize, Deserialize)]
+struct Carried {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    path: String,
+    #[serde(default)]
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+/// What the sender of a forwarded request hears about it.
+enum Heard {
+    Alive,
+    Reply(Carried),
+}
+
+/// This replica's side of the fleet.
+pub struct Fleet {
+    link: Arc<dyn FleetLink>,
+    /// Requests forwarded from here, waiting for their owners.
+    forwards: Mutex<HashMap<u64, mpsc::UnboundedSender<Heard>>>,
+    next: AtomicU64,
+}
+
+impl Fleet {
+    pub fn new(link: Arc<dyn FleetLink>) -> Fleet {
+        Fleet { link, forwards: Mutex::default(), next: AtomicU64::new(0) }
+    }
+
+    /// Sends `note` without waiting; a message that cannot be sent is logged (its request then ends by its own
+    /// deadline, as a lost message would).
+    fn tell(&self, to: Option<&str>, note: &Note) {
+        let Ok(body) = serde_json::to_string(note) else { return };
+        let (link, to) = (Arc::clone(&self.link), to.map(str::to_owned));
+        tokio::spawn(async move {
+            if let Err(error) = link.send(to.as_deref(), body).await {
+                tracing::warn!(%error, "fleet: a message to another replica was not sent");
+            }
+        });
+    }
+
+    /// Tells the other replicas an agent's response nobody waits for here.
+    pub(super) fn answer_elsewhere(&self, session: &str, message: Value) {
+        self.tell(None, &Note::Answer { session: session.to_owned(), message });
+    }
+
+    /// Tells the other replicas a cancel for a request not running here.
+    pub(super) fn cancel_elsewhere(&self, session: &str, id: &Value) {
+        self.tell(None, &Note::Cancel { session: session.to_owned(), id: id.clone() });
+    }
+
+    /// Forwards a request to `owner`; `None` when the owner is gone (see the module rules).
+    async fn forward(&self, owner: &str, request: Carried) -> Option<Carried> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (heard, mut hearing) = mpsc::unbounded_channel();
+        self.forwards.lock().insert(n, heard);
+        let _forgotten = Forgotten { fleet: self, n };
+        self.tell(Some(owner), &Note::Forward { n, request });
+        loop {
+            match tokio::time::timeout(ALIVE_EVERY, hearing.recv()).await {
+                Ok(Some(Heard::Reply(response))) => return Some(response),
+                Ok(Some(Heard::Alive)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+            // Alive: ask again before the next silence is judged.
+            self.tell(Some(owner), &Note::Check { n });
+        }
+    }
+
+    fn heard(&self, n: u64, what: Heard) {
+        if let Some(waiting) = self.forwards.lock().get(&n) {
+            let _ = waiting.send(what);
+        }
+    }
+}
+
+/// Forgets a forwarded request when its sender stops waiting.
+struct Forgotten<'a> {
+    fleet: &'a Fleet,
+    n: u64,
+}
+
+impl Drop for Forgotten<'_> {
+    fn drop(&mut self) {
+        self.fleet.forwards.lock().remove(&self.n);
+    }
+}
+
+impl Front {
+    /// Serves one message another replica sent this one.
+    pub fn hear_fleet(self: &Arc<Self>, from: String, body: &str) {
+        match serde_json::from_str(body) {
+            Ok(note) => self.heard(from, note),
+            Err(error) => tracing::warn!(%error, from, "fleet: ignored a malformed message"),
+        }
+    }
+
+    fn heard(self: &Arc<Self>, from: String, note: Note) {
+        let Some(fleet) = &self.fleet else { return };
+        match note {
+            Note::Answer { session, message } => drop(self.pending.answer(&session, message)),
+            Note::Cancel { session, id } => drop(self.cancels.cancel(&session, &id)),
+            Note::Forward { n, request } => {
+                fleet.tell(Some(&from), &Note::Alive { n });
+                tokio::spawn(Arc::clone(self).serve_forwarded(from, n, request));
+            }
+            // Answered whatever `n` is: a request this replica took is served until it answers.
+            Note::Check { n } => fleet.tell(Some(&from), &Note::Alive { n }),
+            Note::Alive { n } => fleet.heard(n, Heard::Alive),
+            Note::Reply { n, response } => fleet.heard(n, Heard::Reply(response)),
+        }
+    }
+
+    /// Serves a request another replica forwarded, as if it had landed here, and sends back the response.
+    async fn serve_forwarded(self: Arc<Self>, from: String, n: u64, request: Carried) {
+        let Some(fleet) = self.fleet.clone() else { return };
+        let response = match http_request(request) {
+            Some(request) => served(super::app(Arc::clone(&self)), request).await,
+            None => StatusCode::BAD_REQUEST.into_response(),
+        };
+        let status = response.status().as_u16();
+        let headers = carried_headers(response.headers());
+        let body = axum::body::to_bytes(response.into_body(), MAX_FORWARDED_RESPONSE).await.unwrap_or_default();
+        let body = String::from_utf8_lossy(&body).into_owned();
+        fleet.tell(Some(&from), &Note::Reply { n, response: Carried { path: String::new(), status, headers, body } });
+    }
+
+    /// When a 2026-07-28 `tools/call` retry continues a call another replica holds: that replica's response to
+    /// it, or the answer of a call lost with its replica.
+    pub(super) async fn forwarded(
+        &self,
+        held: HeldElsewhere,
+        id: &Value,
+        path: String,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Response {
+        let Some(fleet) = &self.fleet else { return StatusCode::INTERNAL_SERVER_ERROR.into_response() };
+        let body = String::from_utf8_lossy(body).into_owned();
+        let request = Carried { path, status: 0, headers: carried_headers(headers), body };
+        match fleet.forward(&held.owner, request).await {
+            Some(response) => http_response(response),
+            None => super::http::json(StatusCode::OK, &jsonrpc::result(id, held.lost())),
+        }
+    }
+}
+
+/// Runs `request` through the front's routes.
+async fn served(mut app: axum::Router, request: Request<Body>) -> Response {
+    use tower_service::Service;
+    match app.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+fn carried_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    let kept = headers.iter().filter(|(name, _)| !NOT_FORWARDED.contains(&name.as_str()));
+    kept.filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))).collect()
+}
+
+fn header_map(carried: Vec<(String, String)>) -> HeaderMap {
+    let parsed = carried
+        .into_iter()
+        .filter_map(|(name, value)| Some((HeaderName::try_from(name).ok()?, HeaderValue::try_from(value).ok()?)));
+    parsed.collect()
+}
+
+fn http_request(carried: Carried) -> Option<Request<Body>> {
+    if !carried.path.starts_with("/mcp") {
+        return None;
+    }
+    let mut request =
+        Request::builder().method(HttpMethod::POST).uri(&carried.path).body(Body::from(carried.body)).ok()?;
+    *request.headers_mut() = header_map(carried.headers);
+    Some(request)
+}
+
+fn http_response(carried: Carried) -> Response {
+    let status = StatusCode::from_u16(carried.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = (status, carried.body).into_response();
+    let headers = header_map(carried.headers);
+    response.headers_mut().remove(header::CONTENT_TYPE);
+    response.headers_mut().extend(headers);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_read_back_as_written() {
+        let note = Note::Cancel { session: "s".into(), id: serde_json::json!(7) };
+        let text = serde_json::to_string(&note).unwrap();
+        assert_eq!(text, r#"{"k":"cancel","session":"s","id":7}"#);
+        assert!(matches!(serde_json::from_str(&text).unwrap(), Note::Cancel { id, .. } if id == 7));
+    }
+
+    #[test]
+    fn only_requests_of_the_mcp_endpoint_are_served_for_another_replica() {
+        let carried = |path: &str| Carried { path: path.into(), status: 0, headers: vec![], body: String::new() };
+        assert!(http_request(carried("/mcp/fault")).is_some());
+        assert!(http_request(carried("/admin/api/calls")).is_none());
+        let headers = header_map(vec![("content-length".into(), "3".into()), ("x".into(), "\n".into())]);
+        assert!(carried_headers(&headers).is_empty(), "hop-by-hop headers and unusable values are dropped");
+    }
+}
