@@ -3,7 +3,8 @@
 //! stamped into the backend's [`BackendTarget`], which describes the backend alone.
 //!
 //! Rules: the deadline bounds everything the call does, its handshake and its retry included; a context without
-//! a principal is the gateway's own (discovery). [`Call`] is one request as the layers below the client see it.
+//! a principal is the gateway's own (discovery). A tool call carries its ledger claim's key, borrowed: a REST
+//! backend derives the `Idempotency-Key` it sends from it, and no other transport reads it. [`Call`] is one request as the layers below the client see it.
 
 use std::sync::Arc;
 
@@ -20,12 +21,14 @@ pub struct CallContext<'a> {
     deadline: Instant,
     principal: Option<Arc<str>>,
     span: Option<&'a ClientSpan>,
+    /// The key of the ledger claim a tool call runs under.
+    claim: Option<&'a str>,
 }
 
 impl CallContext<'static> {
     /// A call of the gateway's own that may run until `deadline`.
     pub fn until(deadline: Instant) -> Self {
-        Self { deadline, principal: None, span: None }
+        Self { deadline, principal: None, span: None, claim: None }
     }
 
     /// A call to `target` starting now: it may take the target's timeout.
@@ -52,9 +55,24 @@ impl<'a> CallContext<'a> {
         self.span
     }
 
+    /// The same call, run under the ledger claim `key`.
+    pub fn claimed<'b>(&self, key: &'b str) -> CallContext<'b>
+    where
+        'a: 'b,
+    {
+        CallContext { claim: Some(key), ..self.clone() }
+    }
+
+    pub(crate) fn claim(&self) -> Option<&'a str> {
+        self.claim
+    }
+
     /// The same call, recorded on `span`.
-    pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b> {
-        CallContext { deadline: self.deadline, principal: self.principal.clone(), span: Some(span) }
+    pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b>
+    where
+        'a: 'b,
+    {
+        CallContext { deadline: self.deadline, principal: self.principal.clone(), span: Some(span), claim: self.claim }
     }
 }
 

@@ -41,7 +41,7 @@ impl std::fmt::Debug for OAuthBinding {
 }
 
 /// What a refused answer says, kept after the response is consumed.
-pub(super) struct Refused {
+pub(in crate::backend::mcp_client) struct Refused {
     status: StatusCode,
     challenge: Option<BearerChallenge>,
 }
@@ -57,7 +57,7 @@ impl OAuthBinding {
     }
 
     /// The principal whose tokens a request uses: the caller's, or for discovery (`None`) whoever may.
-    pub(super) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
+    pub(in crate::backend::mcp_client) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
         if let Some(caller) = caller {
             if self.refuses_anonymous && caller == ANONYMOUS {
                 return Err(McpError::NotDelivered {
@@ -81,13 +81,13 @@ impl OAuthBinding {
     }
 
     /// The token to send first, if one is stored.
-    pub(super) async fn before(&self, principal: &str) -> Result<Option<AccessToken>, McpError> {
+    pub(in crate::backend::mcp_client) async fn before(&self, principal: &str) -> Result<Option<AccessToken>, McpError> {
         let token = self.client.stored_token(&self.backend, principal).await.map_err(|need| self.failed(need))?;
         token.map(|token| self.checked(token)).transpose()
     }
 
     /// The token to send again after `refused`, when `sent` was refused.
-    pub(super) async fn after(
+    pub(in crate::backend::mcp_client) async fn after(
         &self,
         principal: &str,
         refused: &Refused,
@@ -128,7 +128,7 @@ impl OAuthBinding {
 impl Refused {
     /// The refusal an answer carries when it is one the OAuth client can act on: 401, or 403 with
     /// `error="insufficient_scope"`.
-    pub(super) fn of(response: &Response) -> Option<Refused> {
+    pub(in crate::backend::mcp_client) fn of(response: &Response) -> Option<Refused> {
         let status = response.status();
         let challenge = challenge(response.headers());
         match status {
