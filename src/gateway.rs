@@ -58,6 +58,8 @@ pub use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
+mod openapi;
+use openapi::Apis;
 mod revocation_log;
 mod telemetry;
 pub mod token_store;
@@ -104,6 +106,8 @@ pub enum GatewayError {
     Approvals(String),
     #[error(transparent)]
     Traces(#[from] ExportSetupError),
+    #[error(transparent)]
+    OpenApi(#[from] openapi::ApiError),
 }
 
 /// The parts of a running gateway.
@@ -179,13 +183,14 @@ impl Gateway {
         let groups = ProcessGroups::recorded(data_dir, grace)
             .await
             .map_err(|source| GatewayError::ProcessGroups { path: data_dir.clone(), source })?;
-        let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))?;
+        let apis = Apis::load(&config).await?;
+        let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups), &apis)?;
         gateway._data_dir = Some(held);
         Ok(gateway)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
-    pub fn for_discovery(config: Config) -> Result<Gateway, GatewayError> {
+    pub async fn for_discovery(config: Config) -> Result<Gateway, GatewayError> {
         let ledger = CallLedger {
             store: LedgerStore::memory(),
             owner: "discovery".into(),
@@ -193,7 +198,8 @@ impl Gateway {
             max_result: config.ledger.max_result,
             metrics: Arc::default(),
         };
-        Gateway::assemble(config, ledger, None, StdioOptions::default())
+        let apis = Apis::load(&config).await?;
+        Gateway::assemble(config, ledger, None, StdioOptions::default(), &apis)
     }
 
     fn assemble(
@@ -201,6 +207,7 @@ impl Gateway {
         ledger: CallLedger,
         tracer: Option<Tracer>,
         stdio: StdioOptions,
+        apis: &Apis,
     ) -> Result<Gateway, GatewayError> {
         let client_config = ClientConfig {
             max_sessions: config.server.max_backend_sessions,
@@ -217,9 +224,10 @@ impl Gateway {
         let targets = config
             .backends
             .iter()
-            .map(|backend| {
-                let target = backends::target(backend, oauth.as_ref(), &stdio, config.auth.anonymous_is_one_user());
-                (Arc::from(backend.name.as_str()), target)
+            .filter_map(|backend| {
+                let target =
+                    backends::target(backend, oauth.as_ref(), &stdio, config.auth.anonymous_is_one_user(), apis)?;
+                Some((Arc::from(backend.name.as_str()), target))
             })
             .collect();
         let (policies, limits) = (policies(&config), limits(&config));

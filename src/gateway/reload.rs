@@ -25,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::openapi::Apis;
 use super::diff::{ConfigDiff, applicable};
 use super::{
     agent_auth, authenticator, backends, callback, connection_limits, front_settings, limits, oauth, policies,
@@ -185,6 +186,8 @@ pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut req
 /// What a reload builds before anything is swapped (the steps that can fail).
 struct Prepared {
     auth: Arc<Authenticator>,
+    /// The documents of the openapi backends of the new configuration.
+    apis: Apis,
     oauth: Option<Arc<OAuthClient>>,
     /// Whether `oauth` is a new client (every OAuth backend then needs a target bound to it).
     oauth_renewed: bool,
@@ -250,7 +253,8 @@ impl Live {
             Some(_) => Some(oauth::redirect_uri(&next.server.public_url()).map_err(|error| refused(&error))?),
             None => None,
         };
-        Ok(Prepared { auth, oauth, oauth_renewed, redirect_uri })
+        let apis = Apis::load(next).await.map_err(|error| refused(&error))?;
+        Ok(Prepared { auth, apis, oauth, oauth_renewed, redirect_uri })
     }
 
     /// Swaps every part's snapshot for `next` (nothing here can fail), then retires and rediscovers backends.
@@ -261,7 +265,7 @@ impl Live {
         let targets = next
             .backends
             .iter()
-            .map(|backend| {
+            .filter_map(|backend| {
                 let name: Arc<str> = backend.name.as_str().into();
                 let target = match running.targets.get(&name) {
                     Some(target) if !renewed.contains(&&backend.name) => target.clone(),
@@ -270,10 +274,11 @@ impl Live {
                         prepared.oauth.as_ref(),
                         &self.stdio,
                         next.auth.anonymous_is_one_user(),
-                    )
+                        &prepared.apis,
+                    )?
                     .with_revision(self.revision),
                 };
-                (name, target)
+                Some((name, target))
             })
             .collect();
         let specs = next.backends.iter().map(backends::catalog_spec).collect();
