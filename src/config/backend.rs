@@ -325,7 +325,8 @@ fn build_endpoint(
     stdio::refuse_keys(entry, &raw.stdio_keys())?;
     if raw.transport == Transport::Openapi {
         let url = optional(&entry.key("url"), raw.url.as_deref(), parse_backend_url)?;
-        return openapi::build(entry, &raw.openapi_keys(), url, raw.oauth.is_some()).map(|api| Endpoint::OpenApi(Box::new(api)));
+        return openapi::build(entry, &raw.openapi_keys(), url, raw.oauth.is_some())
+            .map(|api| Endpoint::OpenApi(Box::new(api)));
     }
     openapi::refuse_keys(entry, &raw.openapi_keys())?;
     let url = required(

@@ -115,8 +115,7 @@ pub(super) fn build(
     let operations_key = entry.key("operations");
     let allow = list(&operations_key.key("allow"), &operations.0, parse_glob)?;
     let deny = list(&operations_key.key("deny"), &operations.1, parse_glob)?;
-    let idempotency_header =
-        optional(&entry.key("idempotency_header"), keys.idempotency_header, parse_header_name)?;
+    let idempotency_header = optional(&entry.key("idempotency_header"), keys.idempotency_header, parse_header_name)?;
     let idempotent_operations =
         list(&entry.key("idempotent_operations"), keys.idempotent_operations.unwrap_or_default(), parse_glob)?;
     if idempotency_header.is_none() && !idempotent_operations.is_empty() {
@@ -127,13 +126,14 @@ pub(super) fn build(
         ));
     }
     let retries = keys.idempotent_retries.unwrap_or(i64::from(DEFAULT_IDEMPOTENT_RETRIES));
-    let idempotent_retries = u32::try_from(retries).ok().filter(|_| retries <= MAX_IDEMPOTENT_RETRIES).ok_or_else(|| {
-        Fault::invalid(
-            &entry.key("idempotent_retries"),
-            Some(retries.to_string()),
-            format!("a number of retries from 0 to {MAX_IDEMPOTENT_RETRIES}").into(),
-        )
-    })?;
+    let idempotent_retries =
+        u32::try_from(retries).ok().filter(|_| retries <= MAX_IDEMPOTENT_RETRIES).ok_or_else(|| {
+            Fault::invalid(
+                &entry.key("idempotent_retries"),
+                Some(retries.to_string()),
+                format!("a number of retries from 0 to {MAX_IDEMPOTENT_RETRIES}").into(),
+            )
+        })?;
     Ok(OpenApiConfig {
         spec,
         url,

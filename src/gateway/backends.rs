@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::openapi::{self, Apis};
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBinding};
 use crate::backend::oauth::OAuthClient;
@@ -15,7 +16,6 @@ use crate::config::{
     StdioSessions, TaskMode, Transport,
 };
 use crate::router::CatalogModes;
-use super::openapi::{self, Apis};
 use crate::router::pins::{self, PinRules};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {

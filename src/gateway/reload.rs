@@ -25,8 +25,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::openapi::Apis;
 use super::diff::{ConfigDiff, applicable};
+use super::openapi::Apis;
 use super::{
     agent_auth, authenticator, backends, callback, connection_limits, front_settings, limits, oauth, policies,
 };

@@ -196,8 +196,11 @@ mod tests {
 
     #[test]
     fn yaml_and_json_read_alike() {
-        let yaml = parse(b"openapi: 3.1.0\npaths:\n  /a:\n    get:\n      responses:\n        200:\n          description: ok\n");
-        let json = parse(br#" {"openapi": "3.1.0", "paths": {"/a": {"get": {"responses": {"200": {"description": "ok"}}}}}}"#);
+        let yaml = parse(
+            b"openapi: 3.1.0\npaths:\n  /a:\n    get:\n      responses:\n        200:\n          description: ok\n",
+        );
+        let json =
+            parse(br#" {"openapi": "3.1.0", "paths": {"/a": {"get": {"responses": {"200": {"description": "ok"}}}}}}"#);
         assert_eq!(yaml.unwrap(), json.unwrap());
         assert!(parse(b"{ not json").unwrap_err().problem.starts_with("not valid JSON"));
         assert!(parse(b"a: [").unwrap_err().problem.starts_with("not valid YAML"));

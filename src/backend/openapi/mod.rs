@@ -73,7 +73,10 @@ pub fn base_url(configured: Option<&Url>, api: &Api, source: &SpecSource) -> Res
         SpecSource::File(_) => Url::parse(server),
     };
     let url = parsed.map_err(|error| {
-        SpecError::new("/servers/0/url", format!("`{server}` is no absolute URL ({error}): set `url` in the configuration"))
+        SpecError::new(
+            "/servers/0/url",
+            format!("`{server}` is no absolute URL ({error}): set `url` in the configuration"),
+        )
     })?;
     match url.scheme() {
         "http" | "https" => Ok(url),

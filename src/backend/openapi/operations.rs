@@ -175,13 +175,17 @@ fn compile_operation(
     let name = tool_name(operation.get("operationId").and_then(Value::as_str), method, path);
     let (mut properties, mut required) = (Map::new(), Vec::new());
     let mut parameters: Vec<Parameter> = Vec::new();
-    let lists = [(shared, format!("{}/parameters", parent(pointer))), (operation.get("parameters"), format!("{pointer}/parameters"))];
+    let lists = [
+        (shared, format!("{}/parameters", parent(pointer))),
+        (operation.get("parameters"), format!("{pointer}/parameters")),
+    ];
     for (list, list_pointer) in lists {
         for (index, raw) in list.and_then(Value::as_array).into_iter().flatten().enumerate() {
             let here = format!("{list_pointer}/{index}");
             let Some((parameter, schema)) = compile_parameter(raw, &here)? else { continue };
             // An operation's parameter overrides the path item's of the same name and location.
-            parameters.retain(|known| (known.name.as_str(), known.location) != (parameter.name.as_str(), parameter.location));
+            parameters
+                .retain(|known| (known.name.as_str(), known.location) != (parameter.name.as_str(), parameter.location));
             required.retain(|known: &Value| known != parameter.name.as_str());
             if parameter.required {
                 required.push(Value::String(parameter.name.clone()));
@@ -271,7 +275,9 @@ fn compile_parameter(raw: &Value, pointer: &str) -> Result<Option<(Parameter, Va
             return Err(SpecError::new(pointer, problem));
         }
     };
-    if location == Location::Header && ["accept", "content-type", "authorization"].contains(&&*name.to_ascii_lowercase()) {
+    if location == Location::Header
+        && ["accept", "content-type", "authorization"].contains(&&*name.to_ascii_lowercase())
+    {
         return Ok(None);
     }
     if location == Location::Header && http::HeaderName::from_bytes(name.as_bytes()).is_err() {
@@ -311,9 +317,8 @@ fn compile_body(
         return Err(SpecError::new(pointer, "a parameter is named `body`, the name the request body takes"));
     }
     let content = raw.get("content");
-    let json_media = content.and_then(Value::as_object).and_then(|media| {
-        media.iter().find(|(media_type, _)| is_json(media_type))
-    });
+    let json_media =
+        content.and_then(Value::as_object).and_then(|media| media.iter().find(|(media_type, _)| is_json(media_type)));
     let Some((media_type, media)) = json_media.or_else(|| first_media(content)) else {
         return Err(SpecError::new(pointer, "a request body without `content`"));
     };
@@ -370,7 +375,8 @@ mod tests {
         let missing_path_parameter = json!({"openapi": "3.1.0", "paths": {"/pets/{id}": {"get": {}}}});
         let error = Api::compile(&missing_path_parameter, &Selection::default()).unwrap_err();
         assert_eq!(error.pointer, "/paths/~1pets~1{id}/get/parameters");
-        let bad_in = json!({"openapi": "3.0.3", "paths": {"/p": {"get": {"parameters": [{"name": "a", "in": "body"}]}}}});
+        let bad_in =
+            json!({"openapi": "3.0.3", "paths": {"/p": {"get": {"parameters": [{"name": "a", "in": "body"}]}}}});
         let error = Api::compile(&bad_in, &Selection::default()).unwrap_err();
         assert_eq!(error.pointer, "/paths/~1p/get/parameters/0");
         let twice = json!({"openapi": "3.0.3", "paths": {"/a": {"get": {"operationId": "x"}}, "/b": {"get": {"operationId": "x"}}}});

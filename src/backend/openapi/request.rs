@@ -38,7 +38,8 @@ pub fn build(operation: &Operation, arguments: Option<&Value>) -> Result<Parts, 
         Some(Value::Object(arguments)) => arguments,
         Some(_) => return Err(ArgumentError("`arguments` must be an object".into())),
     };
-    let known = |name: &str| name == "body" && operation.body.is_some() || operation.parameters.iter().any(|p| p.name == name);
+    let known =
+        |name: &str| name == "body" && operation.body.is_some() || operation.parameters.iter().any(|p| p.name == name);
     if let Some(unknown) = arguments.keys().find(|name| !known(name)) {
         return Err(ArgumentError(format!("unknown argument `{unknown}`; the tool's inputSchema lists its arguments")));
     }
@@ -105,7 +106,9 @@ fn scalar(value: &Value) -> Result<String, ArgumentError> {
         Value::Number(number) => Ok(number.to_string()),
         Value::Bool(flag) => Ok(flag.to_string()),
         Value::Null => Ok(String::new()),
-        Value::Array(_) | Value::Object(_) => Err(ArgumentError("a nested array or object cannot be serialized here".into())),
+        Value::Array(_) | Value::Object(_) => {
+            Err(ArgumentError("a nested array or object cannot be serialized here".into()))
+        }
     }
 }
 
@@ -113,7 +116,9 @@ fn scalar(value: &Value) -> Result<String, ArgumentError> {
 /// `escape`.
 fn simple(value: &Value, explode: bool, escape: fn(&str) -> String) -> Result<String, ArgumentError> {
     Ok(match value {
-        Value::Array(items) => items.iter().map(|item| scalar(item).map(|text| escape(&text))).collect::<Result<Vec<_>, _>>()?.join(","),
+        Value::Array(items) => {
+            items.iter().map(|item| scalar(item).map(|text| escape(&text))).collect::<Result<Vec<_>, _>>()?.join(",")
+        }
         Value::Object(members) => {
             let mut pieces = Vec::new();
             for (key, member) in members {
@@ -143,7 +148,8 @@ fn query_pairs(name: &str, value: &Value, style: Style, explode: bool) -> Result
         }
         (Value::Array(items), Style::SpaceDelimited | Style::PipeDelimited) if !explode => {
             let separator = if style == Style::SpaceDelimited { "%20" } else { "%7C" };
-            let texts = items.iter().map(|item| scalar(item).map(|text| encode(&text))).collect::<Result<Vec<_>, _>>()?;
+            let texts =
+                items.iter().map(|item| scalar(item).map(|text| encode(&text))).collect::<Result<Vec<_>, _>>()?;
             vec![pair(texts.join(separator))]
         }
         (Value::Array(items), _) if explode => {
@@ -184,7 +190,14 @@ mod tests {
 
     fn operation(parameters: Vec<Parameter>) -> Operation {
         let body = Some(RequestBody { media_type: "application/json".into(), json: true, required: false });
-        Operation { name: "op".into(), method: http::Method::POST, path: "/items/{id}".into(), parameters, body, idempotency: None }
+        Operation {
+            name: "op".into(),
+            method: http::Method::POST,
+            path: "/items/{id}".into(),
+            parameters,
+            body,
+            idempotency: None,
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
 use http::Uri;
+use http::header::{self, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::time::{Instant, timeout_at};
@@ -98,8 +98,7 @@ async fn call_tool(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Resu
     loop {
         match request.attempt().await {
             Err(McpError::AfterDelivery { cause: AfterDeliveryCause::Ended, .. })
-                if attempt < retries
-                    && Instant::now() < call.context.deadline() =>
+                if attempt < retries && Instant::now() < call.context.deadline() =>
             {
                 attempt += 1;
                 if let Some(span) = call.context.span() {
@@ -159,7 +158,8 @@ impl Prepared<'_> {
     /// The API's answer as a result, or the class of its failure.
     async fn answer(&self, mut response: Response) -> Result<RawJson, McpError> {
         let status = response.status();
-        let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let content_type =
+            response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body = self.read(&mut response).await?;
         if let Some(refusal) = Refusal::of(status.as_u16()) {
             let reason = Fault::status(refusal.status(), &excerpt(&body));
@@ -173,7 +173,9 @@ impl Prepared<'_> {
         loop {
             let next = timeout_at(self.call.context.deadline(), http_client::next_chunk(response.body_mut())).await;
             match next {
-                Err(_) => return Err(lost(AfterDeliveryCause::Deadline, "the deadline passed while reading the answer")),
+                Err(_) => {
+                    return Err(lost(AfterDeliveryCause::Deadline, "the deadline passed while reading the answer"));
+                }
                 Ok(Err(error)) => {
                     return Err(lost(AfterDeliveryCause::Ended, &format!("the answer broke off: {error}")));
                 }

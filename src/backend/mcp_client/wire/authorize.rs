@@ -81,7 +81,10 @@ impl OAuthBinding {
     }
 
     /// The token to send first, if one is stored.
-    pub(in crate::backend::mcp_client) async fn before(&self, principal: &str) -> Result<Option<AccessToken>, McpError> {
+    pub(in crate::backend::mcp_client) async fn before(
+        &self,
+        principal: &str,
+    ) -> Result<Option<AccessToken>, McpError> {
         let token = self.client.stored_token(&self.backend, principal).await.map_err(|need| self.failed(need))?;
         token.map(|token| self.checked(token)).transpose()
     }
