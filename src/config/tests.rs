@@ -650,7 +650,9 @@ fn openapi_backends_take_their_own_keys_only() {
     error_naming(&format!("{api}idempotent_retries = 11\n"), "backends[0].idempotent_retries");
     error_naming(&format!("{api}idempotency_header = \"Content-Type\"\n"), "backends[0].idempotency_header");
     error_naming(&format!("{api}spec = \"http://example.com/a.json\"\n").replace("spec = \"shop.yaml\"\n", ""), "spec");
-    let oauth = format!("{api}[backends.oauth]\ngrant = \"client_credentials\"\nclient_id = \"c\"\nclient_secret = {{ env = \"S\" }}\n");
+    let oauth = format!(
+        "{api}[backends.oauth]\ngrant = \"client_credentials\"\nclient_id = \"c\"\nclient_secret = {{ env = \"S\" }}\n"
+    );
     error_naming(&oauth, "backends[0].url");
     let mcp = "[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
     error_naming(&format!("{mcp}spec = \"a.yaml\"\n"), "backends[0].spec");

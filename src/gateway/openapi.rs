@@ -1,12 +1,14 @@
 //! The OpenAPI documents of `transport = "openapi"` backends, read and compiled before their targets are built:
 //! at start (so `serve` and `check` refuse a document that cannot be used, with its JSON pointer) and by every
-//! reload (so a reload with such a document is refused and changes nothing).
+//! reload (so a reload with such a document is refused and changes nothing, and an edited document replaces its
+//! backend).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use reqwest::Url;
 
+use crate::backend::mcp_client::BackendTarget;
 use crate::backend::openapi::{self, Api, Idempotency, Selection, SpecError, SpecSource};
 use crate::config::{BackendConfig, Config, Endpoint, OpenApiConfig, SpecLocation};
 
@@ -45,6 +47,16 @@ impl Apis {
 
     pub(super) fn get(&self, backend: &BackendConfig) -> Option<&LoadedApi> {
         self.0.get(&backend.name)
+    }
+
+    /// The backends whose loaded document or base URL differs from what their running target serves.
+    pub(super) fn changed(&self, running: &HashMap<Arc<str>, BackendTarget>) -> Vec<String> {
+        let differs = |name: &String, loaded: &LoadedApi| match running.get(name.as_str()).and_then(BackendTarget::api)
+        {
+            Some((api, url)) => **api != *loaded.api || *url != loaded.url,
+            None => false,
+        };
+        self.0.iter().filter(|(name, loaded)| differs(name, loaded)).map(|(name, _)| name.clone()).collect()
     }
 }
 

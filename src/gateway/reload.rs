@@ -219,8 +219,16 @@ impl Live {
         let mut next = applicable(&running, file);
         next.check_serving().map_err(|error| refused(&error))?;
         next.server.listen = self.config.server.listen;
+        // Documents are read again on every reload: an edited one replaces its backend like an edited entry.
+        let apis = Apis::load(&next).await.map_err(|error| refused(&error))?;
+        for name in apis.changed(&self.router.routing().targets) {
+            if !diff.added.contains(&name) && !diff.replaced.contains(&name) {
+                diff.re_exposed.retain(|exposed| *exposed != name);
+                diff.replaced.push(name);
+            }
+        }
         if !diff.is_empty() {
-            let prepared = self.prepare(&next).await?;
+            let prepared = self.prepare(&next, apis).await?;
             let anonymous_changed = next.auth.anonymous_is_one_user() != self.config.auth.anonymous_is_one_user();
             if prepared.oauth_renewed || anonymous_changed {
                 bind_to_new_oauth_client(&mut diff, &next);
@@ -237,7 +245,7 @@ impl Live {
 
     /// Builds what may fail: the authenticator when agent authentication changed (a JWKS file may not load), the
     /// OAuth client when a backend's OAuth settings changed.
-    async fn prepare(&self, next: &Config) -> Result<Prepared, Refused> {
+    async fn prepare(&self, next: &Config, apis: Apis) -> Result<Prepared, Refused> {
         let auth = if agent_auth(next) == agent_auth(&self.config) {
             Arc::clone(&self.front.settings.load().auth)
         } else {
@@ -253,7 +261,6 @@ impl Live {
             Some(_) => Some(oauth::redirect_uri(&next.server.public_url()).map_err(|error| refused(&error))?),
             None => None,
         };
-        let apis = Apis::load(next).await.map_err(|error| refused(&error))?;
         Ok(Prepared { auth, apis, oauth, oauth_renewed, redirect_uri })
     }
 

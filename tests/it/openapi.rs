@@ -19,8 +19,8 @@ use switchyard::backend::openapi::{self, Selection, SpecSource};
 use switchyard::config::Config;
 use switchyard::gateway::Gateway;
 
-use crate::support::assert::{outcome, text};
-use crate::support::gateway::{Agent, TestGateway};
+use crate::support::assert::{eventually, outcome, text};
+use crate::support::gateway::{Agent, ChildGateway, ScratchDir, TestGateway};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/openapi").join(name)
@@ -96,6 +96,9 @@ async fn echo(uri: Uri, headers: HeaderMap) -> Response {
 
 async fn create_order(State(shop): State<Shop>, headers: HeaderMap, body: Bytes) -> Response {
     let order: Value = serde_json::from_slice(&body).unwrap();
+    if order["sku"] == "" {
+        return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": "an empty SKU"}))).into_response();
+    }
     let (status, body, _) = shop.run_once(&headers, "createOrder", |count| match order["sku"].as_str() {
         Some("taken") => (StatusCode::CONFLICT, json!({"error": "that SKU is taken"})),
         sku => (StatusCode::CREATED, json!({"id": count, "sku": sku})),
@@ -198,6 +201,23 @@ async fn answers_are_results_whatever_their_status_and_type() {
 }
 
 #[tokio::test]
+async fn a_refusal_status_and_an_unreachable_api_are_not_delivered() {
+    let (shop, _gateway, mut agent) = shop_gateway(KEYED).await;
+    let refused = agent.call_tool("shop__createOrder", json!({"body": {"sku": ""}})).await;
+    assert_eq!(outcome(&refused), Some("not_delivered"), "{refused}");
+    assert!(text(&refused).contains("400"), "{refused}");
+    assert_eq!(shop.executions("createOrder"), 0);
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/api", closed.local_addr().unwrap());
+    drop(closed);
+    let gateway = TestGateway::start("", &shop_backend(&url, KEYED)).await;
+    gateway.wait_for_tool("shop__createOrder").await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    let unreachable = agent.call_tool("shop__createOrder", json!({"body": {"sku": "bolt"}})).await;
+    assert_eq!(outcome(&unreachable), Some("not_delivered"), "{unreachable}");
+}
+
+#[tokio::test]
 async fn a_lost_answer_is_retried_with_the_same_key_and_completes_once() {
     let (shop, _gateway, mut agent) = shop_gateway(KEYED).await;
     let paid = agent.call_tool("shop__pay", json!({"body": {"sku": "bolt"}})).await;
@@ -286,4 +306,56 @@ async fn the_petstore_examples_load_with_their_operation_names() {
             "deleteUser",
         ]
     );
+}
+
+/// `switchyard <command> --config <config>`, without the test's own `SWITCHYARD_*` variables.
+async fn switchyard(command: &str, config: &std::path::Path) -> std::process::Output {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    child.arg(command).arg("--config").arg(config);
+    for (name, _) in std::env::vars_os().filter(|(name, _)| name.to_string_lossy().starts_with("SWITCHYARD_")) {
+        child.env_remove(name);
+    }
+    child.output().await.unwrap()
+}
+
+#[tokio::test]
+async fn check_refuses_a_bad_document_and_a_reload_reads_an_edited_one() {
+    let dir = ScratchDir::new("openapi-reload");
+    let (spec, config, log) =
+        (dir.path().join("shop.yaml"), dir.path().join("switchyard.toml"), dir.path().join("log"));
+    std::fs::write(&spec, std::fs::read_to_string(fixture("shop.yaml")).unwrap()).unwrap();
+    let shop = Shop::default();
+    let url = shop.start().await;
+    let data_dir = dir.path().join("data").display().to_string();
+    let backend = shop_backend(&url, KEYED).replace(&fixture("shop.yaml").display().to_string(), "shop.yaml");
+    std::fs::write(&config, format!("[server]\ndata_dir = {data_dir:?}\n{backend}")).unwrap();
+
+    let checked = switchyard("check", &config).await;
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(String::from_utf8_lossy(&checked.stdout).contains("shop__createOrder"));
+
+    let gateway = ChildGateway::spawn(&config, &log).await;
+    let mut agent = Agent::connected(gateway.mcp()).await;
+    assert!(agent.tool_names().await.contains(&"shop__report".to_owned()));
+    let edited = std::fs::read_to_string(&spec).unwrap().replace("operationId: report", "operationId: csvReport");
+    std::fs::write(&spec, edited).unwrap();
+    let reloaded = switchyard("reload", &config).await;
+    assert!(reloaded.status.success(), "{}", String::from_utf8_lossy(&reloaded.stderr));
+    assert!(String::from_utf8_lossy(&reloaded.stdout).contains("shop"), "the backend is named as replaced");
+    eventually("the edited document's tool is served", || {
+        let mut probe = agent.same_session();
+        async move { probe.tool_names().await.contains(&"shop__csvReport".to_owned()) }
+    })
+    .await;
+
+    let broken = std::fs::read_to_string(fixture("cycle.yaml")).unwrap();
+    std::fs::write(&spec, broken).unwrap();
+    let refused = switchyard("reload", &config).await;
+    assert!(!refused.status.success(), "a reload with a broken document is refused");
+    let checked = switchyard("check", &config).await;
+    assert!(!checked.status.success());
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(said.contains("#/components/schemas/Node/properties/next/$ref"), "{said}");
+    assert!(agent.tool_names().await.contains(&"shop__csvReport".to_owned()), "the running backend keeps serving");
+    drop(gateway);
 }

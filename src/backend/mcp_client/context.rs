@@ -55,12 +55,12 @@ impl<'a> CallContext<'a> {
         self.span
     }
 
-    /// The same call, run under the ledger claim `key`.
-    pub fn claimed<'b>(&self, key: &'b str) -> CallContext<'b>
+    /// The same call, run under the ledger claim `key` (moved, not copied: the call path pays nothing for it).
+    pub fn claimed<'b>(self, key: &'b str) -> CallContext<'b>
     where
         'a: 'b,
     {
-        CallContext { claim: Some(key), ..self.clone() }
+        CallContext { claim: Some(key), ..self }
     }
 
     pub(crate) fn claim(&self) -> Option<&'a str> {

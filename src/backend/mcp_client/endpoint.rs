@@ -256,6 +256,14 @@ impl BackendTarget {
         }
     }
 
+    /// A REST API's compiled document and base URL (`None` for an MCP backend).
+    pub fn api(&self) -> Option<(&Arc<Api>, &Url)> {
+        match self {
+            BackendTarget::Rest(target) => Some((&target.api, target.endpoint.url())),
+            BackendTarget::Http(_) | BackendTarget::Duplex(_) => None,
+        }
+    }
+
     /// How long one call may take.
     pub fn timeout(&self) -> Duration {
         match self {

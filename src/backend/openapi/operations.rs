@@ -45,7 +45,7 @@ pub enum Style {
 }
 
 /// One parameter of an operation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Parameter {
     pub name: String,
     pub location: Location,
@@ -55,7 +55,7 @@ pub struct Parameter {
 }
 
 /// How an operation's request body is sent.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RequestBody {
     pub media_type: String,
     pub json: bool,
@@ -63,7 +63,7 @@ pub struct RequestBody {
 }
 
 /// One selected operation: how to call it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Operation {
     pub name: String,
     pub method: http::Method,
@@ -102,7 +102,7 @@ impl Selection {
 }
 
 /// A document's selected operations, their tool definitions, and its first server's URL.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Api {
     pub operations: Vec<Operation>,
     by_name: HashMap<String, usize>,

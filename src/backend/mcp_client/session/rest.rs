@@ -11,6 +11,7 @@
 //!   `retry_idempotent_methods` allows) is sent again after a lost answer, up to `idempotent_retries` times within
 //!   the call's deadline. Nothing else is ever sent twice.
 //! - OAuth as on the MCP wire: the stored token first, and after a 401 one more try with a fresh one.
+//! - `ping` (the health probe) is a `HEAD` of the base URL: any answer shows the API reachable.
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -38,9 +39,23 @@ use crate::raw_json::RawJson;
 pub(crate) async fn send(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Result<RawJson, ExchangeError> {
     match call.method {
         method::TOOLS_LIST => Ok(RawJson::of(&target.api.tools)),
-        method::PING => Ok(RawJson::of(&json!({}))),
+        method::PING => Ok(reach(shared, target, call).await?),
         method::TOOLS_CALL => Ok(call_tool(shared, target, call).await?),
         other => Err(rpc(jsonrpc::METHOD_NOT_FOUND, format!("a REST API serves tools only, not `{other}`")).into()),
+    }
+}
+
+/// A health probe: any HTTP answer to a `HEAD` of the base URL shows the API is reachable (its status is the
+/// API's business); only a failure to exchange is a failure.
+async fn reach(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Result<RawJson, McpError> {
+    let uri = http_client::uri_of(target.endpoint.url())
+        .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: reason.into() })?;
+    let headers = target.endpoint.common_headers().clone();
+    let request = http_client::request(http::Method::HEAD, &uri, headers, Bytes::new());
+    match timeout_at(call.context.deadline(), shared.http.send(request)).await {
+        Err(_) => Err(lost(AfterDeliveryCause::Deadline, "the API did not answer a HEAD request in time")),
+        Ok(Err(error)) => Err(classify_send_error(&error)),
+        Ok(Ok(_)) => Ok(RawJson::of(&json!({}))),
     }
 }
 
