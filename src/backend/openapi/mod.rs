@@ -83,3 +83,32 @@ pub fn base_url(configured: Option<&Url>, api: &Api, source: &SpecSource) -> Res
         other => Err(SpecError::new("/servers/0/url", format!("a {other} URL: only http and https are served"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operation(method: http::Method, name: &str, idempotency: Option<bool>) -> Operation {
+        Operation { name: name.into(), method, path: "/".into(), parameters: Vec::new(), body: None, idempotency }
+    }
+
+    #[test]
+    fn which_requests_carry_the_key_and_which_are_retried() {
+        let header = http::HeaderName::from_static("idempotency-key");
+        let rules = Idempotency { header: Some(header.clone()), retries: 2, ..Idempotency::default() };
+        let post = operation(http::Method::POST, "pay", None);
+        assert_eq!(rules.header_for(&post), Some(&header), "every non-safe operation by default");
+        assert_eq!(rules.header_for(&operation(http::Method::GET, "read", Some(true))), None, "never a safe one");
+        assert_eq!(rules.header_for(&operation(http::Method::POST, "pay", Some(false))), None, "the document decides");
+        let narrowed = Idempotency { operations: vec![Glob::new("create*").unwrap()], ..rules.clone() };
+        assert_eq!(narrowed.header_for(&post), None);
+        assert!(narrowed.header_for(&operation(http::Method::POST, "pay", Some(true))).is_some());
+        assert!(narrowed.header_for(&operation(http::Method::PATCH, "createItem", None)).is_some());
+        assert!(rules.may_retry(&post, true) && !rules.may_retry(&post, false));
+        let put = operation(http::Method::PUT, "replace", None);
+        assert!(!rules.may_retry(&put, false), "idempotent methods only when allowed");
+        let methods = Idempotency { retry_idempotent_methods: true, ..rules.clone() };
+        assert!(methods.may_retry(&put, false) && !methods.may_retry(&post, false));
+        assert!(!Idempotency { retries: 0, ..rules }.may_retry(&post, true));
+    }
+}

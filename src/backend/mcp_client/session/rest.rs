@@ -210,3 +210,17 @@ impl Prepared<'_> {
 fn lost(cause: AfterDeliveryCause, reason: &str) -> McpError {
     McpError::AfterDelivery { cause, reason: reason.into() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_has_one_key_and_claims_differ() {
+        let key = idempotency_key("i5:alice:k1");
+        assert_eq!(key, idempotency_key("i5:alice:k1"));
+        assert_ne!(key, idempotency_key("i3:bob:k1"));
+        assert_eq!(key.len(), 43, "SHA-256 in unpadded base64url");
+        assert!(!key.to_str().unwrap().contains("alice"));
+    }
+}
