@@ -27,7 +27,7 @@ use serde::Deserialize;
 
 use super::catalog::CatalogMode;
 use super::credential::{self, BackendCredential, RawCredential};
-use super::fields::{Fault, KeyPath, list, optional, quoted, required};
+use super::fields::{Fault, KeyPath, list, optional, quoted, refuse_set, required};
 use super::oauth::{self, OAuthConfig, RawOAuth};
 use super::openapi::{self, OpenApiConfig, OpenApiKeys, RawOperations};
 use super::pins::{self, PinConfig, PinKeys, PinMode, PinNew, ScreenMode};
@@ -313,13 +313,8 @@ fn build_endpoint(
             ("credential", raw.credential.is_some()),
             ("oauth", raw.oauth.is_some()),
         ];
-        if let Some((key, _)) = http_only.into_iter().find(|(_, set)| *set) {
-            return Err(Fault::invalid(
-                &entry.key(key),
-                None,
-                "no such key on this backend: transport = \"stdio\" starts a process from `command`".into(),
-            ));
-        }
+        let why = "no such key on this backend: transport = \"stdio\" starts a process from `command`";
+        refuse_set(entry, &http_only, why)?;
         return stdio::build(entry, name, &raw.stdio_keys(), env).map(Endpoint::Process);
     }
     stdio::refuse_keys(entry, &raw.stdio_keys())?;

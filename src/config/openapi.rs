@@ -17,7 +17,7 @@ use http::HeaderName;
 use reqwest::Url;
 use serde::Deserialize;
 
-use super::fields::{Fault, KeyPath, list, optional, required};
+use super::fields::{Fault, KeyPath, list, optional, refuse_set, required};
 use super::values::{Expected, parse_header_name};
 use crate::glob::Glob;
 
@@ -67,30 +67,21 @@ pub(super) struct OpenApiKeys<'a> {
 }
 
 impl OpenApiKeys<'_> {
-    /// The first key that is set, for a transport that takes none.
-    fn first_set(&self) -> Option<&'static str> {
-        let present = [
+    fn present(&self) -> [(&'static str, bool); 6] {
+        [
             ("spec", self.spec.is_some()),
             ("operations", self.operations.is_some()),
             ("idempotency_header", self.idempotency_header.is_some()),
             ("idempotent_operations", self.idempotent_operations.is_some()),
             ("idempotent_retries", self.idempotent_retries.is_some()),
             ("retry_idempotent_methods", self.retry_idempotent_methods.is_some()),
-        ];
-        present.into_iter().find(|(_, set)| *set).map(|(key, _)| key)
+        ]
     }
 }
 
 /// Refuses the openapi keys on a backend of another transport.
 pub(super) fn refuse_keys(entry: &KeyPath, keys: &OpenApiKeys<'_>) -> Result<(), Fault> {
-    match keys.first_set() {
-        Some(key) => Err(Fault::invalid(
-            &entry.key(key),
-            None,
-            "no such key on this backend: it is only for transport = \"openapi\"".into(),
-        )),
-        None => Ok(()),
-    }
+    refuse_set(entry, &keys.present(), "no such key on this backend: it is only for transport = \"openapi\"")
 }
 
 /// Validates the openapi keys of `entry`; `url` is the entry's `url`, already parsed; `oauth`: whether the entry
