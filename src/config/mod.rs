@@ -58,7 +58,7 @@ pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, T
 pub use openapi::{DEFAULT_IDEMPOTENT_RETRIES, OpenApiConfig, SpecLocation};
 pub use pins::{DEFAULT_MAX_DESCRIPTION, DEFAULT_REFRESH, PinConfig, PinMode, PinNew, ScreenMode};
 pub use policy::{PolicyConfig, PolicySubject};
-pub use server::ServerConfig;
+pub use server::{ServerConfig, TlsFiles};
 pub use starter::starter_file;
 pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
@@ -155,6 +155,8 @@ impl Config {
         let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
         config.apply_env(&env)?;
+        telemetry::check_metrics_tls(&config.telemetry, config.server.tls.is_some())
+            .map_err(|fault| fault.in_file(source_name))?;
         Ok(config)
     }
 
