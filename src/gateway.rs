@@ -62,6 +62,8 @@ pub use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
 
 mod oauth;
+mod openapi;
+use openapi::Apis;
 mod revocation_log;
 mod telemetry;
 pub mod token_store;
@@ -108,6 +110,8 @@ pub enum GatewayError {
     Approvals(String),
     #[error(transparent)]
     Traces(#[from] ExportSetupError),
+    #[error(transparent)]
+    OpenApi(#[from] openapi::ApiError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
 }
@@ -199,14 +203,15 @@ impl Gateway {
         let groups = ProcessGroups::recorded(data_dir, grace)
             .await
             .map_err(|source| GatewayError::ProcessGroups { path: data_dir.clone(), source })?;
-        let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))?;
+        let apis = Apis::load(&config).await?;
+        let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups), &apis)?;
         gateway._data_dir = Some(held);
         gateway.tls = tls;
         Ok(gateway)
     }
 
     /// A gateway that only discovers (for `check` and `tools`): its ledger is in memory and never written.
-    pub fn for_discovery(config: Config) -> Result<Gateway, GatewayError> {
+    pub async fn for_discovery(config: Config) -> Result<Gateway, GatewayError> {
         let ledger = CallLedger {
             store: LedgerStore::memory(),
             owner: "discovery".into(),
@@ -214,7 +219,8 @@ impl Gateway {
             max_result: config.ledger.max_result,
             metrics: Arc::default(),
         };
-        Gateway::assemble(config, ledger, None, StdioOptions::default())
+        let apis = Apis::load(&config).await?;
+        Gateway::assemble(config, ledger, None, StdioOptions::default(), &apis)
     }
 
     fn assemble(
@@ -222,6 +228,7 @@ impl Gateway {
         ledger: CallLedger,
         tracer: Option<Tracer>,
         stdio: StdioOptions,
+        apis: &Apis,
     ) -> Result<Gateway, GatewayError> {
         let client_config = ClientConfig {
             max_sessions: config.server.max_backend_sessions,
@@ -238,9 +245,10 @@ impl Gateway {
         let targets = config
             .backends
             .iter()
-            .map(|backend| {
-                let target = backends::target(backend, oauth.as_ref(), &stdio, config.auth.anonymous_is_one_user());
-                (Arc::from(backend.name.as_str()), target)
+            .filter_map(|backend| {
+                let target =
+                    backends::target(backend, oauth.as_ref(), &stdio, config.auth.anonymous_is_one_user(), apis)?;
+                Some((Arc::from(backend.name.as_str()), target))
             })
             .collect();
         let (policies, limits) = (policies(&config), limits(&config));

@@ -273,7 +273,7 @@ async fn load_for_discovery(config: Option<PathBuf>) -> anyhow::Result<Gateway> 
         Some(_) => announce(path.as_deref()),
         None => eprintln!("note: {NO_CONFIGURATION}"),
     }
-    let mut gateway = Gateway::for_discovery(config)?;
+    let mut gateway = Gateway::for_discovery(config).await?;
     demo.into_iter().for_each(|task| gateway.adopt(task));
     Ok(gateway)
 }

@@ -5,7 +5,7 @@
 //! - Runs on the parsed (and expanded) TOML tree, before deserializing: every path-typed key is rewritten there,
 //!   so each section's rules see the anchored path and messages show it.
 //! - Path-typed keys: `server.data_dir`, `server.session_secret_file`, `server.tls_cert`, `server.tls_key`, a relative `sqlite://PATH` ledger URL,
-//!   `auth.jwt.jwks_file`, and per backend `cwd`, a `command` containing a `/`, and every secret's `file`
+//!   `auth.jwt.jwks_file`, and per backend `cwd`, a `spec` that is no URL, a `command` containing a `/`, and every secret's `file`
 //!   (`credential`, `env` values, `oauth.client_secret`, `oauth.private_key`). A bare `command` is looked up on
 //!   `PATH`, as before.
 //! - Absolute paths, empty strings and values of the wrong type are left alone (the deserializer and the rules
@@ -39,6 +39,7 @@ pub(super) fn anchor(table: &mut toml::Table, base: &Path) {
 
 fn anchor_backend(backend: &mut toml::Table, join: &dyn Fn(&str) -> String) {
     rewrite(backend, &["cwd"], |text| is_relative(text).then(|| join(text)));
+    rewrite(backend, &["spec"], |text| (!text.contains("://") && is_relative(text)).then(|| join(text)));
     rewrite(backend, &["command"], |text| (text.contains('/') && is_relative(text)).then(|| join(text)));
     for secret in [&["credential", "file"][..], &["oauth", "client_secret", "file"], &["oauth", "private_key", "file"]]
     {

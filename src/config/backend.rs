@@ -12,7 +12,9 @@
 //! - `headers` may not set what the MCP client manages itself (framing, content negotiation, sessions), nor the
 //!   credential's header.
 //! - `transport` decides which keys apply: `url` (required), `headers`, `credential` and `oauth` for "mcp" and "sse";
-//!   `command` (required) and the other keys of [`super::stdio`] for "stdio". A key of the other kind is refused.
+//!   `command` (required) and the other keys of [`super::stdio`] for "stdio"; `spec` (required), `url` (optional),
+//!   `headers`, `credential`, `oauth` and the other keys of [`super::openapi`] for "openapi". A key of another kind is
+//!   refused.
 //! - `era` ("auto", the default, "modern" or "legacy") says which MCP protocol era the gateway speaks to the
 //!   backend; "sse" is the 2024-11-05 transport, so only "auto" and "legacy" make sense there.
 
@@ -25,8 +27,9 @@ use serde::Deserialize;
 
 use super::catalog::CatalogMode;
 use super::credential::{self, BackendCredential, RawCredential};
-use super::fields::{Fault, KeyPath, list, optional, quoted, required};
+use super::fields::{Fault, KeyPath, list, optional, quoted, refuse_set, required};
 use super::oauth::{self, OAuthConfig, RawOAuth};
+use super::openapi::{self, OpenApiConfig, OpenApiKeys, RawOperations};
 use super::pins::{self, PinConfig, PinKeys, PinMode, PinNew, ScreenMode};
 use super::stdio::{self, RawEnvValue, StdioConfig, StdioKeys, StdioSessions};
 use super::values::{Expected, SizeInput, duration_text, parse_header_name, parse_positive_duration};
@@ -51,6 +54,8 @@ pub enum Transport {
     Stdio,
     /// The 2024-11-05 HTTP+SSE transport.
     Sse,
+    /// A REST API described by an OpenAPI document ([`super::openapi`]).
+    Openapi,
 }
 
 /// Which MCP protocol era the gateway speaks to a backend.
@@ -84,6 +89,8 @@ pub enum TaskMode {
 pub enum Endpoint {
     Url(Url),
     Process(StdioConfig),
+    /// A REST API: its document, base URL and idempotency rules.
+    OpenApi(Box<OpenApiConfig>),
 }
 
 /// A validated `[[backends]]` entry.
@@ -123,7 +130,7 @@ impl BackendConfig {
     pub fn url(&self) -> Option<&Url> {
         match &self.endpoint {
             Endpoint::Url(url) => Some(url),
-            Endpoint::Process(_) => None,
+            Endpoint::Process(_) | Endpoint::OpenApi(_) => None,
         }
     }
 }
@@ -177,9 +184,26 @@ pub(super) struct RawBackend {
     max_description: Option<SizeInput>,
     catalog_mode: Option<CatalogMode>,
     tasks: TaskMode,
+    spec: Option<String>,
+    operations: Option<RawOperations>,
+    idempotency_header: Option<String>,
+    idempotent_operations: Option<Vec<String>>,
+    idempotent_retries: Option<i64>,
+    retry_idempotent_methods: Option<bool>,
 }
 
 impl RawBackend {
+    fn openapi_keys(&self) -> OpenApiKeys<'_> {
+        OpenApiKeys {
+            spec: self.spec.as_deref(),
+            operations: self.operations.as_ref(),
+            idempotency_header: self.idempotency_header.as_deref(),
+            idempotent_operations: self.idempotent_operations.as_deref(),
+            idempotent_retries: self.idempotent_retries,
+            retry_idempotent_methods: self.retry_idempotent_methods,
+        }
+    }
+
     fn stdio_keys(&self) -> StdioKeys<'_> {
         StdioKeys {
             command: self.command.as_deref(),
@@ -282,22 +306,24 @@ fn build_endpoint(
     env: &HashMap<String, String>,
 ) -> Result<Endpoint, Fault> {
     if raw.transport == Transport::Stdio {
+        openapi::refuse_keys(entry, &raw.openapi_keys())?;
         let http_only = [
             ("url", raw.url.is_some()),
             ("headers", !raw.headers.is_empty()),
             ("credential", raw.credential.is_some()),
             ("oauth", raw.oauth.is_some()),
         ];
-        if let Some((key, _)) = http_only.into_iter().find(|(_, set)| *set) {
-            return Err(Fault::invalid(
-                &entry.key(key),
-                None,
-                "no such key on this backend: transport = \"stdio\" starts a process from `command`".into(),
-            ));
-        }
+        let why = "no such key on this backend: transport = \"stdio\" starts a process from `command`";
+        refuse_set(entry, &http_only, why)?;
         return stdio::build(entry, name, &raw.stdio_keys(), env).map(Endpoint::Process);
     }
     stdio::refuse_keys(entry, &raw.stdio_keys())?;
+    if raw.transport == Transport::Openapi {
+        let url = optional(&entry.key("url"), raw.url.as_deref(), parse_backend_url)?;
+        return openapi::build(entry, &raw.openapi_keys(), url, raw.oauth.is_some())
+            .map(|api| Endpoint::OpenApi(Box::new(api)));
+    }
+    openapi::refuse_keys(entry, &raw.openapi_keys())?;
     let url = required(
         &entry.key("url"),
         raw.url.as_deref(),

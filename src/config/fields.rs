@@ -90,6 +90,14 @@ pub(super) fn quoted(text: &str) -> String {
     format!("{text:?}")
 }
 
+/// Refuses the first key of `present` that is set, with `why` (a key of another kind of entry).
+pub(super) fn refuse_set(entry: &KeyPath, present: &[(&str, bool)], why: &str) -> Result<(), Fault> {
+    match present.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(Fault::invalid(&entry.key(key), None, why.to_owned().into())),
+        None => Ok(()),
+    }
+}
+
 /// Parses an optional string key; `Ok(None)` when absent, so the caller picks the default.
 pub(super) fn optional<T>(
     key: &KeyPath,

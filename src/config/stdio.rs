@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 
 use super::credential::{CredentialSource, RawSecretRef, read_source};
-use super::fields::{Count, Fault, KeyPath, list, optional, quoted};
+use super::fields::{Count, Fault, KeyPath, list, optional, quoted, refuse_set};
 use super::values::{Expected, parse_positive_duration};
 use crate::secret::Secret;
 
@@ -164,14 +164,7 @@ pub(super) fn refuse_keys(entry: &KeyPath, raw: &StdioKeys<'_>) -> Result<(), Fa
         ("idle_timeout", raw.idle_timeout.is_some()),
         ("max_processes", raw.max_processes.is_some()),
     ];
-    match present.into_iter().find(|(_, set)| *set) {
-        Some((key, _)) => Err(Fault::invalid(
-            &entry.key(key),
-            None,
-            "no such key on this backend: it is only for transport = \"stdio\"".into(),
-        )),
-        None => Ok(()),
-    }
+    refuse_set(entry, &present, "no such key on this backend: it is only for transport = \"stdio\"")
 }
 
 /// A process cap (`max_processes`, `[server] max_stdio_processes`).

@@ -68,8 +68,9 @@ pub(super) fn parse_example() -> Config {
 #[test]
 fn the_example_file_parses() {
     let config = parse_example();
-    assert_eq!(config.backends.len(), 3);
+    assert_eq!(config.backends.len(), 4);
     assert_eq!(config.backend("files").expect("files backend").transport, Transport::Stdio);
+    assert_eq!(config.backend("payments").expect("payments backend").transport, Transport::Openapi);
     assert_eq!(config.server.max_stdio_processes, DEFAULT_MAX_STDIO_PROCESSES);
     let github = config.backend("github").expect("github backend");
     assert_eq!(github.prefix, "github__");
@@ -645,4 +646,28 @@ fn variables_expand_in_values_and_env_credentials_keep_naming_a_variable() {
         message.ends_with("backends[0].url: environment variable API_HOST is not set (or write ${API_HOST:-default})"),
         "{message}"
     );
+}
+
+#[test]
+fn openapi_backends_take_their_own_keys_only() {
+    let api = "[[backends]]\nname = \"shop\"\ntransport = \"openapi\"\nspec = \"shop.yaml\"\n";
+    let config = parse(api).expect("a spec is enough");
+    let Endpoint::OpenApi(settings) = &config.backends[0].endpoint else { panic!("an openapi endpoint") };
+    assert_eq!((settings.url.as_ref(), settings.idempotency_header.as_ref()), (None, None));
+    assert_eq!(settings.idempotent_retries, crate::config::DEFAULT_IDEMPOTENT_RETRIES);
+    error_naming("[[backends]]\nname = \"shop\"\ntransport = \"openapi\"\n", "backends[0].spec");
+    error_naming(&format!("{api}command = \"npx\"\n"), "backends[0].command");
+    error_naming(&format!("{api}idempotent_operations = [\"pay\"]\n"), "backends[0].idempotent_operations");
+    error_naming(&format!("{api}idempotent_retries = 11\n"), "backends[0].idempotent_retries");
+    error_naming(&format!("{api}idempotency_header = \"Content-Type\"\n"), "backends[0].idempotency_header");
+    error_naming(&format!("{api}spec = \"http://example.com/a.json\"\n").replace("spec = \"shop.yaml\"\n", ""), "spec");
+    let oauth = format!(
+        "{api}[backends.oauth]\ngrant = \"client_credentials\"\nclient_id = \"c\"\nclient_secret = {{ env = \"S\" }}\n"
+    );
+    error_naming(&oauth, "backends[0].url");
+    let mcp = "[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+    error_naming(&format!("{mcp}spec = \"a.yaml\"\n"), "backends[0].spec");
+    error_naming(&format!("{mcp}idempotency_header = \"Idempotency-Key\"\n"), "backends[0].idempotency_header");
+    let stdio = "[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = \"/bin/sh\"\n";
+    error_naming(&format!("{stdio}operations = {{ deny = [\"x\"] }}\n"), "backends[0].operations");
 }

@@ -1,10 +1,11 @@
 //! Lowering of `[[backends]]` into the parts' own types: the catalog's [`BackendSpec`] (names, prefixes,
-//! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher or a legacy
-//! SSE backend), the router's pinning rules, catalog modes and task backends. Types only; used at start and by every reload, so both build backends the same way.
+//! filters) and the backend client's [`BackendTarget`] (an HTTP endpoint template, a stdio launcher, a legacy
+//! SSE backend or a REST API with its loaded document), the router's pinning rules, catalog modes and task backends. Types only; used at start and by every reload, so both build backends the same way.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::openapi::{self, Apis};
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBinding};
 use crate::backend::oauth::OAuthClient;
@@ -71,13 +72,16 @@ pub(super) fn task_backends(config: &Config) -> HashSet<Arc<str>> {
 /// groups for the whole gateway), or a legacy SSE backend's stream. `anonymous_is_one_user` (no `[auth]`) lets
 /// `anonymous` authorize an `authorization_code` backend for itself; otherwise it is every agent without
 /// credentials, and refused.
+/// (`apis`: the documents of the openapi backends, loaded before; `None` only for an openapi backend whose document
+/// was not.)
 pub(super) fn target(
     backend: &BackendConfig,
     oauth: Option<&Arc<OAuthClient>>,
     stdio_options: &StdioOptions,
     anonymous_is_one_user: bool,
-) -> BackendTarget {
-    match (&backend.endpoint, backend.transport) {
+    apis: &Apis,
+) -> Option<BackendTarget> {
+    Some(match (&backend.endpoint, backend.transport) {
         (Endpoint::Process(stdio), _) => {
             let launcher = Launcher::new(lower_stdio(backend, stdio), stdio_options.clone());
             BackendTarget::stdio(Arc::new(launcher), backend.timeout)
@@ -86,21 +90,37 @@ pub(super) fn target(
             BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
         }
         (Endpoint::Url(url), _) => {
-            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
-            if let Some(credential) = &backend.credential {
-                endpoint = endpoint.with_credential(credential.header.clone(), credential.value.expose().clone());
-            }
-            for (name, value) in &backend.headers {
-                endpoint = endpoint.with_header(name.clone(), value.clone());
-            }
-            if let (Some(oauth), Some(settings)) = (oauth, &backend.oauth) {
-                let binding = OAuthBinding::new(Arc::clone(oauth), &backend.name);
-                let shared = settings.grant == OAuthGrant::AuthorizationCode && !anonymous_is_one_user;
-                endpoint = endpoint.with_oauth(if shared { binding.refusing_anonymous() } else { binding });
-            }
-            BackendTarget::Http(endpoint)
+            let endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
+            BackendTarget::Http(http_endpoint(backend, endpoint, oauth, anonymous_is_one_user))
         }
+        (Endpoint::OpenApi(settings), _) => {
+            let loaded = apis.get(backend)?;
+            let endpoint = BackendEndpoint::new(loaded.url.clone(), backend.timeout);
+            let endpoint = http_endpoint(backend, endpoint, oauth, anonymous_is_one_user);
+            BackendTarget::openapi(endpoint, Arc::clone(&loaded.api), openapi::idempotency(settings))
+        }
+    })
+}
+
+/// `endpoint` with the backend's credential, configured headers and OAuth client.
+fn http_endpoint(
+    backend: &BackendConfig,
+    mut endpoint: BackendEndpoint,
+    oauth: Option<&Arc<OAuthClient>>,
+    anonymous_is_one_user: bool,
+) -> BackendEndpoint {
+    if let Some(credential) = &backend.credential {
+        endpoint = endpoint.with_credential(credential.header.clone(), credential.value.expose().clone());
     }
+    for (name, value) in &backend.headers {
+        endpoint = endpoint.with_header(name.clone(), value.clone());
+    }
+    if let (Some(oauth), Some(settings)) = (oauth, &backend.oauth) {
+        let binding = OAuthBinding::new(Arc::clone(oauth), &backend.name);
+        let shared = settings.grant == OAuthGrant::AuthorizationCode && !anonymous_is_one_user;
+        endpoint = endpoint.with_oauth(if shared { binding.refusing_anonymous() } else { binding });
+    }
+    endpoint
 }
 
 pub(super) fn lower_stdio(backend: &BackendConfig, stdio: &StdioConfig) -> StdioBackend {

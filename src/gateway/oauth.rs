@@ -61,7 +61,15 @@ pub(super) fn redirect_uri(public_url: &str) -> Result<Url, GatewayError> {
 }
 
 fn lower(backend: &BackendConfig) -> Result<Option<BackendOAuth>, GatewayError> {
-    let (Some(oauth), Endpoint::Url(url)) = (&backend.oauth, &backend.endpoint) else { return Ok(None) };
+    let url = match &backend.endpoint {
+        Endpoint::Url(url) => url,
+        Endpoint::OpenApi(settings) => match &settings.url {
+            Some(url) => url,
+            None => return Ok(None),
+        },
+        Endpoint::Process(_) => return Ok(None),
+    };
+    let Some(oauth) = &backend.oauth else { return Ok(None) };
     Ok(Some(BackendOAuth {
         backend: backend.name.as_str().to_owned(),
         url: url.clone(),

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use super::diff::{ConfigDiff, applicable};
+use super::openapi::Apis;
 use super::{
     agent_auth, authenticator, backends, callback, connection_limits, front_settings, limits, oauth, policies,
 };
@@ -192,6 +193,8 @@ pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut req
 /// What a reload builds before anything is swapped (the steps that can fail).
 struct Prepared {
     auth: Arc<Authenticator>,
+    /// The documents of the openapi backends of the new configuration.
+    apis: Apis,
     oauth: Option<Arc<OAuthClient>>,
     /// Whether `oauth` is a new client (every OAuth backend then needs a target bound to it).
     oauth_renewed: bool,
@@ -223,9 +226,17 @@ impl Live {
         let mut next = applicable(&running, file);
         next.check_serving().map_err(|error| refused(&error))?;
         next.server.listen = self.config.server.listen;
+        // Documents are read again on every reload: an edited one replaces its backend like an edited entry.
+        let apis = Apis::load(&next).await.map_err(|error| refused(&error))?;
+        for name in apis.changed(&self.router.routing().targets) {
+            if !diff.added.contains(&name) && !diff.replaced.contains(&name) {
+                diff.re_exposed.retain(|exposed| *exposed != name);
+                diff.replaced.push(name);
+            }
+        }
         let tls = self.read_tls(&next)?;
         if !diff.is_empty() {
-            let prepared = self.prepare(&next).await?;
+            let prepared = self.prepare(&next, apis).await?;
             let anonymous_changed = next.auth.anonymous_is_one_user() != self.config.auth.anonymous_is_one_user();
             if prepared.oauth_renewed || anonymous_changed {
                 bind_to_new_oauth_client(&mut diff, &next);
@@ -256,7 +267,7 @@ impl Live {
 
     /// Builds what may fail: the authenticator when agent authentication changed (a JWKS file may not load), the
     /// OAuth client when a backend's OAuth settings changed.
-    async fn prepare(&self, next: &Config) -> Result<Prepared, Refused> {
+    async fn prepare(&self, next: &Config, apis: Apis) -> Result<Prepared, Refused> {
         let auth = if agent_auth(next) == agent_auth(&self.config) {
             Arc::clone(&self.front.settings.load().auth)
         } else {
@@ -272,7 +283,7 @@ impl Live {
             Some(_) => Some(oauth::redirect_uri(&next.server.public_url()).map_err(|error| refused(&error))?),
             None => None,
         };
-        Ok(Prepared { auth, oauth, oauth_renewed, redirect_uri })
+        Ok(Prepared { auth, apis, oauth, oauth_renewed, redirect_uri })
     }
 
     /// Swaps every part's snapshot for `next` (nothing here can fail), then retires and rediscovers backends.
@@ -283,7 +294,7 @@ impl Live {
         let targets = next
             .backends
             .iter()
-            .map(|backend| {
+            .filter_map(|backend| {
                 let name: Arc<str> = backend.name.as_str().into();
                 let target = match running.targets.get(&name) {
                     Some(target) if !renewed.contains(&&backend.name) => target.clone(),
@@ -292,10 +303,11 @@ impl Live {
                         prepared.oauth.as_ref(),
                         &self.stdio,
                         next.auth.anonymous_is_one_user(),
-                    )
+                        &prepared.apis,
+                    )?
                     .with_revision(self.revision),
                 };
-                (name, target)
+                Some((name, target))
             })
             .collect();
         let specs = next.backends.iter().map(backends::catalog_spec).collect();

@@ -503,7 +503,8 @@ impl CallRouter {
             }
         };
         params["name"] = Value::String(route.name.clone());
-        let answer = self.request_in_rounds(&slot, target, &context, method::TOOLS_CALL, params, relay).await;
+        let claimed = context.claimed(key.as_str());
+        let answer = self.request_in_rounds(&slot, target, &claimed, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let report = Report { backend: &route.backend, target, audience: caller.audience };
         let answer = match self.continue_call(caller, &identity, &report, &key, round, answer) {

@@ -258,7 +258,7 @@ async fn a_configured_sse_backend_lowers_into_a_connection_with_its_credential_a
     let requests = backend.requests();
     assert!(requests.iter().all(|r| r.header("authorization") == Some(TOKEN)), "{requests:?}");
     assert!(switchyard::gateway::testing::stdio_backend(&config.backends[0]).is_none());
-    let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
+    let gateway = switchyard::gateway::Gateway::for_discovery(config).await.expect("the gateway serves the transport");
     gateway.discover_once().await;
     let routes = gateway.router.catalog().routes();
     assert!(routes.iter().any(|route| route.name == "echo"), "discovered through the gateway's client");

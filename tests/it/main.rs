@@ -33,6 +33,7 @@ mod limits;
 mod modern_backend;
 mod modern_front;
 mod oauth_browser;
+mod openapi;
 mod pins;
 mod policies;
 mod principals;

@@ -378,7 +378,7 @@ async fn a_configured_stdio_backend_runs_with_its_secret_env_and_is_discovered_b
         serde_json::from_str(text(&call(&connection, "env", json!({}), 10).await.expect("env"))).expect("JSON");
     assert_eq!(seen["API_TOKEN"], "tok-123");
     connection.close().await;
-    let gateway = switchyard::gateway::Gateway::for_discovery(config).expect("the gateway serves the transport");
+    let gateway = switchyard::gateway::Gateway::for_discovery(config).await.expect("the gateway serves the transport");
     gateway.discover_once().await;
     let routes = gateway.router.catalog().routes();
     assert!(routes.iter().any(|route| route.name == "echo"), "discovered through the gateway's client");

@@ -4,7 +4,9 @@
 //!
 //! Rules: the deadline bounds everything the call does, its handshake and its retry included; a context without
 //! a principal is the gateway's own (discovery). The agent's subject token rides along only for the token
-//! exchange of a backend that asks for it, and never outlives the call. [`Call`] is one request as the layers below the client see it.
+//! exchange of a backend that asks for it, and never outlives the call. A tool call carries its ledger claim's key,
+//! borrowed: a REST backend derives the `Idempotency-Key` it sends from it, and no other transport reads it.
+//! [`Call`] is one request as the layers below the client see it.
 
 use std::sync::Arc;
 
@@ -24,12 +26,14 @@ pub struct CallContext<'a> {
     /// The agent's verified JWT, for a backend that exchanges it (RFC 8693); never stored.
     subject_token: Option<SubjectToken>,
     span: Option<&'a ClientSpan>,
+    /// The key of the ledger claim a tool call runs under.
+    claim: Option<&'a str>,
 }
 
 impl CallContext<'static> {
     /// A call of the gateway's own that may run until `deadline`.
     pub fn until(deadline: Instant) -> Self {
-        Self { deadline, principal: None, subject_token: None, span: None }
+        Self { deadline, principal: None, subject_token: None, span: None, claim: None }
     }
 
     /// A call to `target` starting now: it may take the target's timeout.
@@ -65,10 +69,25 @@ impl<'a> CallContext<'a> {
         self.span
     }
 
+    /// The same call, run under the ledger claim `key` (moved, not copied: the call path pays nothing for it).
+    pub fn claimed<'b>(self, key: &'b str) -> CallContext<'b>
+    where
+        'a: 'b,
+    {
+        CallContext { claim: Some(key), ..self }
+    }
+
+    pub(crate) fn claim(&self) -> Option<&'a str> {
+        self.claim
+    }
+
     /// The same call, recorded on `span`.
-    pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b> {
+    pub(crate) fn traced<'b>(&self, span: &'b ClientSpan) -> CallContext<'b>
+    where
+        'a: 'b,
+    {
         let (principal, subject_token) = (self.principal.clone(), self.subject_token.clone());
-        CallContext { deadline: self.deadline, principal, subject_token, span: Some(span) }
+        CallContext { deadline: self.deadline, principal, subject_token, span: Some(span), claim: self.claim }
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Rules: a [`BackendTarget`] is built once per backend by the composition root and shared by every call (a
 //! call's deadline and principal are its [`super::CallContext`]'s); it names the transport — Streamable HTTP ([`BackendEndpoint`]), a stdio process
-//! ([`Launcher`]) or a legacy HTTP+SSE stream ([`LegacySseBackend`]) — and nothing above the backend client
+//! ([`Launcher`]), a legacy HTTP+SSE stream ([`LegacySseBackend`]) or a REST API ([`RestTarget`]) — and nothing above the backend client
 //! branches on it. A [`SlotKey`] is the (agent session, backend) pair; its owner only counts for fairness.
 //! A target carries the revision of the configuration that made it ([`BackendTarget::with_revision`]): a session
 //! started from an older revision of a backend is replaced before a newer target uses it (a reload replaced the
@@ -21,6 +21,7 @@ use super::wire::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
 use crate::backend::http_client;
 use crate::backend::legacy_sse::LegacySseBackend;
+use crate::backend::openapi::{Api, Idempotency};
 use crate::backend::stdio::{Launcher, SpawnStatus};
 use crate::mcp::SessionHolder;
 use crate::telemetry::trace::Peer;
@@ -164,6 +165,17 @@ pub enum BackendTarget {
     Http(BackendEndpoint),
     /// A session over a pair of message channels: a stdio process or a legacy SSE stream.
     Duplex(DuplexTarget),
+    /// A REST API described by an OpenAPI document.
+    Rest(RestTarget),
+}
+
+/// A REST API ([`crate::backend::openapi`]): its operations are the tools, and their requests go to the
+/// endpoint's URL with its credential, headers and OAuth tokens, within its timeout.
+#[derive(Debug, Clone)]
+pub struct RestTarget {
+    pub(super) endpoint: BackendEndpoint,
+    pub(super) api: Arc<Api>,
+    pub(super) idempotency: Arc<Idempotency>,
 }
 
 /// A backend reached through the shared session core ([`crate::backend::duplex`]).
@@ -216,6 +228,11 @@ impl BackendTarget {
         Self::duplex(DuplexTransport::LegacySse(Arc::new(backend)), timeout)
     }
 
+    /// A REST API at `endpoint` whose operations `api` describes.
+    pub fn openapi(endpoint: BackendEndpoint, api: Arc<Api>, idempotency: Idempotency) -> Self {
+        BackendTarget::Rest(RestTarget { endpoint, api, idempotency: Arc::new(idempotency) })
+    }
+
     fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {
         BackendTarget::Duplex(DuplexTarget { transport, timeout, revision: 0 })
     }
@@ -226,20 +243,31 @@ impl BackendTarget {
         match self {
             BackendTarget::Http(endpoint) => BackendTarget::Http(BackendEndpoint { revision, ..endpoint }),
             BackendTarget::Duplex(target) => BackendTarget::Duplex(DuplexTarget { revision, ..target }),
+            BackendTarget::Rest(target) => {
+                BackendTarget::Rest(RestTarget { endpoint: BackendEndpoint { revision, ..target.endpoint }, ..target })
+            }
         }
     }
 
     pub(super) fn revision(&self) -> u64 {
         match self {
-            BackendTarget::Http(endpoint) => endpoint.revision,
+            BackendTarget::Http(endpoint) | BackendTarget::Rest(RestTarget { endpoint, .. }) => endpoint.revision,
             BackendTarget::Duplex(target) => target.revision,
+        }
+    }
+
+    /// A REST API's compiled document and base URL (`None` for an MCP backend).
+    pub fn api(&self) -> Option<(&Arc<Api>, &Url)> {
+        match self {
+            BackendTarget::Rest(target) => Some((&target.api, target.endpoint.url())),
+            BackendTarget::Http(_) | BackendTarget::Duplex(_) => None,
         }
     }
 
     /// How long one call may take.
     pub fn timeout(&self) -> Duration {
         match self {
-            BackendTarget::Http(endpoint) => endpoint.timeout,
+            BackendTarget::Http(endpoint) | BackendTarget::Rest(RestTarget { endpoint, .. }) => endpoint.timeout,
             BackendTarget::Duplex(target) => target.timeout,
         }
     }
@@ -248,7 +276,7 @@ impl BackendTarget {
     /// transports, `pipe` for stdio.
     pub fn peer(&self) -> Peer {
         let url = match self {
-            BackendTarget::Http(endpoint) => endpoint.url(),
+            BackendTarget::Http(endpoint) | BackendTarget::Rest(RestTarget { endpoint, .. }) => endpoint.url(),
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(backend), .. }) => &backend.url,
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => {
                 return Peer { transport: "pipe", address: None, port: None };
@@ -260,7 +288,9 @@ impl BackendTarget {
     /// Where the backend is, as the sentence of its failures names it ([`super::Failure`]).
     pub fn place(&self) -> Place {
         match self {
-            BackendTarget::Http(endpoint) => Place::url(endpoint.url()),
+            BackendTarget::Http(endpoint) | BackendTarget::Rest(RestTarget { endpoint, .. }) => {
+                Place::url(endpoint.url())
+            }
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(backend), .. }) => {
                 Place::url(&backend.url)
             }
@@ -278,10 +308,11 @@ impl BackendTarget {
         }
     }
 
-    /// The transport as the configuration names it (`transport = "mcp" | "stdio" | "sse"`).
+    /// The transport as the configuration names it (`transport = "mcp" | "stdio" | "sse" | "openapi"`).
     pub fn transport(&self) -> &'static str {
         match self {
             BackendTarget::Http(_) => "mcp",
+            BackendTarget::Rest(_) => "openapi",
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::Stdio(_), .. }) => "stdio",
             BackendTarget::Duplex(DuplexTarget { transport: DuplexTransport::LegacySse(_), .. }) => "sse",
         }

@@ -7,7 +7,7 @@
 //! Files: the layer's state and API ([`sessions`]), the session type ([`transport`]), the 2025-era HTTP handshake
 //! and request ([`http`]), the 2026-07-28 wire ([`modern`], [`tool_headers`], [`subscriptions`]), era verdicts
 //! ([`era`], [`negotiate`]), the `initialize` params ([`params`]), a session's standalone stream
-//! ([`standalone`]) and the slot's stream it lives in ([`background`]), stdio process caps ([`processes`]), what
+//! ([`standalone`]) and the slot's stream it lives in ([`background`]), a REST API's requests ([`rest`]), stdio process caps ([`processes`]), what
 //! every operation shares ([`shared`]) and who hears messages outside calls ([`subscribers`]).
 
 pub(crate) mod asked;
@@ -18,6 +18,7 @@ pub(crate) mod modern;
 pub(crate) mod negotiate;
 pub(crate) mod params;
 pub(crate) mod processes;
+pub(crate) mod rest;
 pub(crate) mod sessions;
 pub(crate) mod shared;
 pub(crate) mod standalone;

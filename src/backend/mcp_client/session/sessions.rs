@@ -21,6 +21,7 @@ use super::era::Eras;
 use super::http::{delete_in_background, send_http};
 use super::negotiate::Negotiation;
 use super::processes::{Full, ProcessCounts};
+use super::rest;
 use super::shared::Shared;
 use super::standalone::{self, OPEN_WAIT, standing_relay};
 use super::subscribers::Subscribers;
@@ -96,6 +97,7 @@ impl Sessions {
                 })
             }
             BackendTarget::Duplex(duplex) => self.start_duplex(key, duplex, context, capabilities, recycle).await,
+            BackendTarget::Rest(_) => Ok(self.rest_session()),
         }?;
         self.watches.watch(&self.shared, &self.eras, key, &session);
         Ok(session)
@@ -157,6 +159,20 @@ impl Sessions {
         })
     }
 
+    /// A REST API's session: nothing to start, as the API keeps none.
+    fn rest_session(&self) -> BackendSession {
+        BackendSession {
+            id: None,
+            version: crate::mcp::LATEST_PROTOCOL_VERSION,
+            capabilities: Arc::new(rest::capabilities()),
+            generation: self.shared.next_generation(),
+            revision: 0,
+            carrier: Carrier::Rest,
+            principal: None,
+            live: None,
+        }
+    }
+
     /// Sends one request on `session`.
     pub(crate) async fn send(
         &self,
@@ -172,6 +188,7 @@ impl Sessions {
                 let params = call.params.cloned().unwrap_or(Value::Null);
                 Ok(link.request_raw(call.method, params, call.relay, call.context.deadline()).await?)
             }
+            (Carrier::Rest, BackendTarget::Rest(target)) => rest::send(&self.shared, target, call).await,
             _ => Err(ExchangeError::Failed(McpError::NotDelivered {
                 cause: NotDeliveredCause::SessionEnded,
                 reason: "the backend's transport changed under its session".into(),

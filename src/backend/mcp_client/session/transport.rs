@@ -58,6 +58,8 @@ pub(crate) enum Carrier {
         slot: Arc<ModernSlot>,
     },
     Duplex(Arc<DuplexLink>),
+    /// A REST API: no session at the API; each call is one request ([`super::rest`]).
+    Rest,
 }
 
 impl std::fmt::Debug for Carrier {
@@ -68,6 +70,7 @@ impl std::fmt::Debug for Carrier {
                 f.debug_struct("Modern").field("url", home.url()).field("epoch", &slot.epoch).finish()
             }
             Carrier::Duplex(link) => f.debug_struct("Duplex").field("alive", &link.is_alive()).finish(),
+            Carrier::Rest => f.write_str("Rest"),
         }
     }
 }
@@ -126,7 +129,7 @@ impl BackendSession {
                 Connection::Stdio(connection) => Some(connection.pid()),
                 Connection::LegacySse(_) => None,
             },
-            Carrier::Http { .. } | Carrier::Modern { .. } => None,
+            Carrier::Http { .. } | Carrier::Modern { .. } | Carrier::Rest => None,
         }
     }
 
@@ -138,14 +141,14 @@ impl BackendSession {
                 Connection::Stdio(connection) => Some(connection.ended()),
                 Connection::LegacySse(_) => None,
             },
-            Carrier::Http { .. } | Carrier::Modern { .. } => None,
+            Carrier::Http { .. } | Carrier::Modern { .. } | Carrier::Rest => None,
         }
     }
 
     /// Whether the session can still take requests (an HTTP session is alive until its backend says otherwise).
     pub(crate) fn is_alive(&self) -> bool {
         match &self.carrier {
-            Carrier::Http { .. } | Carrier::Modern { .. } => true,
+            Carrier::Http { .. } | Carrier::Modern { .. } | Carrier::Rest => true,
             Carrier::Duplex(link) => link.is_alive(),
         }
     }
@@ -159,7 +162,7 @@ impl BackendSession {
     pub(crate) fn http_home(&self) -> Option<&Arc<BackendEndpoint>> {
         match &self.carrier {
             Carrier::Http { home } => Some(home),
-            Carrier::Modern { .. } | Carrier::Duplex(_) => None,
+            Carrier::Modern { .. } | Carrier::Duplex(_) | Carrier::Rest => None,
         }
     }
 
@@ -167,7 +170,7 @@ impl BackendSession {
     pub(crate) fn modern_home(&self) -> Option<&BackendEndpoint> {
         match &self.carrier {
             Carrier::Modern { home, .. } => Some(home),
-            Carrier::Http { .. } | Carrier::Duplex(_) => None,
+            Carrier::Http { .. } | Carrier::Duplex(_) | Carrier::Rest => None,
         }
     }
 
@@ -175,7 +178,7 @@ impl BackendSession {
     pub(crate) fn modern(&self) -> Option<&Arc<ModernSlot>> {
         match &self.carrier {
             Carrier::Modern { slot, .. } => Some(slot),
-            Carrier::Http { .. } | Carrier::Duplex(_) => None,
+            Carrier::Http { .. } | Carrier::Duplex(_) | Carrier::Rest => None,
         }
     }
 }

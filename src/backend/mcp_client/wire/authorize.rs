@@ -44,7 +44,7 @@ impl std::fmt::Debug for OAuthBinding {
 }
 
 /// What a refused answer says, kept after the response is consumed.
-pub(super) struct Refused {
+pub(in crate::backend::mcp_client) struct Refused {
     status: StatusCode,
     challenge: Option<BearerChallenge>,
 }
@@ -60,7 +60,7 @@ impl OAuthBinding {
     }
 
     /// The principal whose tokens a request uses: the caller's, or for discovery (`None`) whoever may.
-    pub(super) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
+    pub(in crate::backend::mcp_client) async fn principal(&self, caller: Option<&str>) -> Result<String, McpError> {
         if let Some(caller) = caller {
             if self.refuses_anonymous && caller == ANONYMOUS {
                 return Err(McpError::NotDelivered {
@@ -84,7 +84,7 @@ impl OAuthBinding {
     }
 
     /// The token to send first: if one is stored, or (token exchange) the one exchanged for `subject`.
-    pub(super) async fn before(
+    pub(in crate::backend::mcp_client) async fn before(
         &self,
         principal: &str,
         subject: Option<&SubjectToken>,
@@ -97,7 +97,7 @@ impl OAuthBinding {
     }
 
     /// The token to send again after `refused`, when `sent` was refused.
-    pub(super) async fn after(
+    pub(in crate::backend::mcp_client) async fn after(
         &self,
         principal: &str,
         subject: Option<&SubjectToken>,
@@ -148,7 +148,7 @@ impl OAuthBinding {
 impl Refused {
     /// The refusal an answer carries when it is one the OAuth client can act on: 401, or 403 with
     /// `error="insufficient_scope"`.
-    pub(super) fn of(response: &Response) -> Option<Refused> {
+    pub(in crate::backend::mcp_client) fn of(response: &Response) -> Option<Refused> {
         let status = response.status();
         let challenge = challenge(response.headers());
         match status {
