@@ -50,6 +50,7 @@ use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
 use crate::router::{CallLedger, CallRouter, Routing, discovery, pins};
 use crate::swap::Swap;
+use crate::telemetry::audit::AuditError;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
@@ -104,6 +105,8 @@ pub enum GatewayError {
     Approvals(String),
     #[error(transparent)]
     Traces(#[from] ExportSetupError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
 }
 
 /// The parts of a running gateway.
@@ -173,6 +176,9 @@ impl Gateway {
             metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
         let tracer = telemetry::tracer(&config.telemetry.traces, &owner, &metrics)?;
+        if let Some(audit) = &config.audit {
+            metrics.start_audit(telemetry::audit_settings(audit, &config.telemetry.traces, &owner))?;
+        }
         let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
         let ledger = CallLedger { store, owner, lease, max_result, metrics };
         let grace = crate::backend::stdio::DEFAULT_GRACE;
@@ -357,6 +363,11 @@ impl Gateway {
             && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
         {
             tracing::warn!("the last spans did not reach the collector before shutdown");
+        }
+        if let Some(audit) = self.metrics().audit()
+            && tokio::time::timeout(telemetry::FLUSH_WAIT, audit.flush()).await.is_err()
+        {
+            tracing::warn!("the last audit events were not written before shutdown");
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The binary's subcommands that need more than a few lines; `main.rs` parses the command line and calls them.
 
 pub mod approvals;
+pub mod audit;
 pub mod auth;
 pub mod calls;
 pub mod healthcheck;

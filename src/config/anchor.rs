@@ -24,6 +24,7 @@ pub(super) fn anchor(table: &mut toml::Table, base: &Path) {
     for keys in [["server", "data_dir"], ["server", "session_secret_file"]] {
         rewrite(table, &keys, |text| is_relative(text).then(|| join(text)));
     }
+    rewrite(table, &["audit", "file"], |text| is_relative(text).then(|| join(text)));
     rewrite(table, &["auth", "jwt", "jwks_file"], |text| is_relative(text).then(|| join(text)));
     rewrite(table, &["ledger", "url"], |url| {
         let path = url.strip_prefix("sqlite://")?;

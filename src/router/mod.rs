@@ -55,7 +55,7 @@ pub use crate::backend::mcp_client::Audience;
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
-use crate::ledger::LedgerStore;
+use crate::ledger::{LedgerStore, canonical_digest};
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
@@ -443,7 +443,9 @@ impl CallRouter {
             }
         };
         caller.record.tool(&route.backend, &route.exposed);
+        caller.record.arguments(params.get("arguments"), canonical_digest);
         if !usable(&grants, caller, "tool", &route, Grants::tool) {
+            caller.record.policy_denied();
             caller.record.tool_outcome(ToolOutcome::Denied);
             return Err(unknown());
         }
