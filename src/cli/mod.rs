@@ -62,3 +62,9 @@ async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
     }
     Ok(LedgerStore::open_url(url, data_dir).await?)
 }
+
+/// Who runs the command, for the records an operator's act leaves: `$USER`, else `$LOGNAME`, else `operator`.
+pub fn os_user() -> String {
+    let from_env = || ["USER", "LOGNAME"].iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    from_env().unwrap_or_else(|| "operator".to_owned())
+}

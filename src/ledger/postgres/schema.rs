@@ -18,6 +18,7 @@ use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::error::LedgerError;
 use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
 use crate::ledger::pins::{self, PINS_TABLE};
+use crate::ledger::resolutions::{self, RESOLUTIONS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
@@ -46,6 +47,7 @@ pub(super) struct Names {
     pub(super) pins: String,
     /// The tasks' table.
     pub(super) tasks: String,
+    pub(super) resolutions: String,
 }
 
 impl Names {
@@ -66,6 +68,7 @@ impl Names {
             limit_counters: qualify(LIMIT_COUNTERS_TABLE),
             pins: qualify(PINS_TABLE),
             tasks: qualify(crate::ledger::tasks::TASKS_TABLE),
+            resolutions: qualify(RESOLUTIONS_TABLE),
         }
     }
 }
@@ -103,6 +106,9 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&limit_counters::create_statement(&names.limit_counters)).await?;
     tx.batch_execute(&pins::create_statement(&names.pins)).await?;
     tx.batch_execute(&crate::ledger::tasks::create_statement(&names.tasks)).await?;
+    for statement in resolutions::create_statements(&names.resolutions) {
+        tx.batch_execute(&statement).await?;
+    }
     tx.commit().await?;
     Ok(())
 }
