@@ -182,19 +182,25 @@ pub(super) async fn resolutions(
     let read = |row: &Row| -> Result<ResolutionRecord, LedgerError> {
         let unreadable =
             |error: tokio_postgres::Error| LedgerError::corrupt(format!("unreadable resolution row: {error}"));
+        // Each column, by index, or the row is unreadable.
+        macro_rules! column {
+            ($index:literal) => {
+                row.try_get($index).map_err(unreadable)?
+            };
+        }
         let columns: Columns = (
-            row.try_get(0).map_err(unreadable)?,
-            row.try_get(1).map_err(unreadable)?,
-            row.try_get(2).map_err(unreadable)?,
-            row.try_get(3).map_err(unreadable)?,
-            row.try_get(4).map_err(unreadable)?,
-            row.try_get(5).map_err(unreadable)?,
-            row.try_get(6).map_err(unreadable)?,
-            row.try_get(7).map_err(unreadable)?,
-            row.try_get(8).map_err(unreadable)?,
-            row.try_get(9).map_err(unreadable)?,
-            row.try_get(10).map_err(unreadable)?,
-            row.try_get(11).map_err(unreadable)?,
+            column!(0),
+            column!(1),
+            column!(2),
+            column!(3),
+            column!(4),
+            column!(5),
+            column!(6),
+            column!(7),
+            column!(8),
+            column!(9),
+            column!(10),
+            column!(11),
         );
         resolutions::from_columns(columns)
     };
