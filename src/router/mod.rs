@@ -244,6 +244,8 @@ pub struct CallRouter {
     expansions: Expansions,
     /// The tool calls this instance runs as tasks.
     tasks: tasks::Tasks,
+    /// The pin approvals the audit trail has recorded.
+    audited_approvals: pins::AuditedApprovals,
 }
 
 impl CallRouter {
@@ -265,6 +267,7 @@ impl CallRouter {
             approvals: std::sync::OnceLock::new(),
             expansions: Expansions::default(),
             tasks: tasks::Tasks::default(),
+            audited_approvals: pins::AuditedApprovals::default(),
         }
     }
 
