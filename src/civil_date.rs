@@ -1,5 +1,15 @@
 //! The calendar date of a day since the Unix epoch, for the timestamps the gateway writes itself (access lines,
-//! `switchyard calls`) without a date crate. Proleptic Gregorian, UTC (Howard Hinnant's `civil_from_days`).
+//! `switchyard calls`) without a date crate. Proleptic Gregorian, UTC (Howard Hinnant's `civil_from_days`); and the
+//! wall clock in whole seconds since that epoch, the one reading every part takes for expiry and timestamps.
+//!
+//! Rule: a clock before the epoch reads 0 (a deadline then looks passed, never valid forever).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Whole seconds since 1970-01-01 UTC by the wall clock; 0 when the clock reads earlier.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
 
 /// The proleptic Gregorian date of day `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
 pub fn civil_date(days: u64) -> (u64, u32, u32) {

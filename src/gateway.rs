@@ -45,6 +45,7 @@ use crate::front::pending::PendingRequests;
 use crate::front::revocations::{Bounds, LogError, Revocations};
 use crate::front::session::{Sealer, SessionError, SessionSecret};
 use crate::front::shares::Shares;
+use crate::front::tls::{ServerTls, TlsError};
 use crate::front::{self, ConsoleAccess, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
@@ -107,6 +108,8 @@ pub enum GatewayError {
     Traces(#[from] ExportSetupError),
     #[error(transparent)]
     Audit(#[from] AuditError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// The parts of a running gateway.
@@ -126,6 +129,8 @@ pub struct Gateway {
     tasks: Vec<JoinHandle<()>>,
     /// `/metrics`'s own listener, once bound (see [`Gateway::bind_metrics`]).
     metrics_listener: Option<TcpListener>,
+    /// The listener's certificate and key when `[server] tls_cert` is set (replaced by a reload).
+    tls: Option<Arc<ServerTls>>,
     /// The data directory, held while this gateway lives (`None` for `check` and `tools`).
     _data_dir: Option<DataDirLock>,
 }
@@ -140,7 +145,15 @@ impl Gateway {
     /// Builds the gateway for `config`: opens (and migrates) its ledger, and marks the in-flight claims this
     /// instance left behind when it last stopped `unknown`. Discovery starts with [`Gateway::serve`].
     pub async fn build(config: Config) -> Result<Gateway, GatewayError> {
-        Gateway::build_waiting(config, None, |_| {}).await
+        let tls = Gateway::load_tls(&config)?;
+        Gateway::build_waiting(config, tls, None, |_| {}).await
+    }
+
+    /// Reads `[server] tls_cert` and `tls_key` (`None` without TLS): what `serve` will serve with, and what
+    /// `check` verifies.
+    pub fn load_tls(config: &Config) -> Result<Option<Arc<ServerTls>>, GatewayError> {
+        let Some(files) = &config.server.tls else { return Ok(None) };
+        Ok(Some(Arc::new(ServerTls::load(&files.cert, &files.key)?)))
     }
 
     /// [`Gateway::build`] for `serve`: while a PostgreSQL ledger cannot be reached, `listener` (the one
@@ -152,12 +165,15 @@ impl Gateway {
         on_wait: impl FnOnce(&LedgerError),
     ) -> Result<Gateway, GatewayError> {
         let limits = connection_limits(&config.server);
-        let waiting = ledger_wait::WaitingListener { listener, limits, console: console_access(&config) };
-        Gateway::build_waiting(config, Some(waiting), on_wait).await
+        let tls = Gateway::load_tls(&config)?;
+        let console = console_access(&config);
+        let waiting = ledger_wait::WaitingListener { listener, limits, console, tls: tls.clone() };
+        Gateway::build_waiting(config, tls, Some(waiting), on_wait).await
     }
 
     async fn build_waiting(
         config: Config,
+        tls: Option<Arc<ServerTls>>,
         waiting: Option<ledger_wait::WaitingListener<'_>>,
         on_wait: impl FnOnce(&LedgerError),
     ) -> Result<Gateway, GatewayError> {
@@ -187,6 +203,7 @@ impl Gateway {
             .map_err(|source| GatewayError::ProcessGroups { path: data_dir.clone(), source })?;
         let mut gateway = Gateway::assemble(config, ledger, tracer, StdioOptions::new(groups))?;
         gateway._data_dir = Some(held);
+        gateway.tls = tls;
         Ok(gateway)
     }
 
@@ -236,8 +253,19 @@ impl Gateway {
         let router = Arc::new(CallRouter::new(catalog, Arc::clone(&client), routing, ledger));
         router.limit_task_ttl(config.ledger.retention);
         let (reloads, tasks, metrics_listener) = (None, Vec::new(), None);
-        let gateway =
-            Gateway { config, router, client, oauth, stdio, tracer, reloads, tasks, metrics_listener, _data_dir: None };
+        let gateway = Gateway {
+            config,
+            router,
+            client,
+            oauth,
+            stdio,
+            tracer,
+            reloads,
+            tasks,
+            metrics_listener,
+            tls: None,
+            _data_dir: None,
+        };
         Ok(gateway)
     }
 
@@ -296,8 +324,9 @@ impl Gateway {
         }
     }
 
-    /// Serves agents on `listener` until `shutdown` completes; discovery runs in the background meanwhile, and
-    /// reloads are applied when asked (see [`Gateway::reloader`]).
+    /// Serves agents on `listener` until `shutdown` completes, then, not ready, for `shutdown_grace` more, then
+    /// drains; discovery runs in the background meanwhile, and reloads are applied when asked (see
+    /// [`Gateway::reloader`]).
     pub async fn serve(
         mut self,
         listener: TcpListener,
@@ -314,10 +343,12 @@ impl Gateway {
             && let Some(metrics_listener) = self.metrics_listener.take()
         {
             let app = front::metrics::app(Arc::clone(self.metrics()));
-            let serving = listener::serve(metrics_listener, app, watched_limits.clone(), std::future::pending());
+            let tls = self.tls.clone().filter(|_| self.config.telemetry.metrics_tls);
+            let serving = listener::serve(metrics_listener, app, watched_limits.clone(), tls, std::future::pending());
             self.tasks.push(tokio::spawn(serving));
         }
         let drain = Arc::new(Swap::new(self.config.server.shutdown_drain));
+        let grace = Arc::new(Swap::new(self.config.server.shutdown_grace));
         let cut_front = Arc::clone(&front);
         let live = Live {
             config: self.config.clone(),
@@ -330,14 +361,19 @@ impl Gateway {
             discovery,
             limits,
             drain: Arc::clone(&drain),
+            grace: Arc::clone(&grace),
+            tls: self.tls.clone(),
             revision: 0,
         };
         let _control = self.start_reloads(live);
         let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
-        let mut serving = std::pin::pin!(listener::serve(listener, app, watched_limits, async move {
-            shutdown.await;
-            let _ = stopping.send(());
-        }));
+        let stopping_front = Arc::clone(&cut_front);
+        let mut serving =
+            std::pin::pin!(listener::serve(listener, app, watched_limits, self.tls.clone(), async move {
+                shutdown.await;
+                stop_after_grace(&stopping_front, &grace).await;
+                let _ = stopping.send(());
+            }));
         tokio::select! {
             () = &mut serving => {}
             () = drain_deadline(stop, &drain) => {
@@ -412,6 +448,7 @@ impl Gateway {
             tracer: self.tracer.clone(),
             listens: Arc::default(),
             cutoff: Cutoff::default(),
+            stopping: Default::default(),
         }))
     }
 
@@ -534,6 +571,19 @@ fn connection_limits(server: &ServerConfig) -> ConnectionLimits {
         idle_timeout: server.idle_timeout,
         max_connections: server.max_connections,
     }
+}
+
+/// The first phase of a graceful shutdown: `front` says it is stopping (not ready, connections closed after each
+/// answer) and keeps serving for `grace` (as configured when the signal comes), so that load balancers stop
+/// sending before the listener stops accepting.
+async fn stop_after_grace(front: &Front, grace: &Swap<Duration>) {
+    front.stopping.begin();
+    let grace = *grace.load();
+    tracing::info!(
+        grace_ms = grace.as_millis(),
+        "stopping: /readyz answers 503; serving until shutdown_grace ends, then draining"
+    );
+    tokio::time::sleep(grace).await;
 }
 
 /// Completes `drain` (as configured when the signal comes) after the shutdown signal (never, if there is none).

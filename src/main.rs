@@ -118,9 +118,13 @@ enum Command {
     /// Ask a gateway's /healthz whether it serves (for container health checks): exit status 0 on 200 OK, else 1
     /// with the reason.
     Healthcheck {
-        /// The URL to ask.
+        /// The URL to ask (`https://127.0.0.1:8808/healthz` when the gateway serves TLS).
         #[arg(long, default_value = cli::healthcheck::DEFAULT_URL)]
         url: String,
+        /// For an https URL: trust this PEM certificate (the one that issued the gateway's, or its own
+        /// self-signed `tls_cert`), whatever host name it was issued for.
+        #[arg(long, value_name = "FILE")]
+        ca_cert: Option<PathBuf>,
     },
     /// Run the built-in demo MCP server (tools: echo, add, counter, sleep, fail).
     DemoServer {
@@ -240,7 +244,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         Command::Audit { action: AuditAction::Verify { files } } => cli::audit::verify(&files),
         Command::Init => cli::init::run(config.as_deref()),
         Command::Import { file, write } => cli::import::run(&file, write, config.as_deref()),
-        Command::Healthcheck { url } => cli::healthcheck::run(&url).await,
+        Command::Healthcheck { url, ca_cert } => cli::healthcheck::run(&url, ca_cert.as_deref()).await,
     }
 }
 
@@ -313,8 +317,9 @@ async fn serve(
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let address = listener.local_addr()?;
+    let scheme = config.server.scheme();
     let waiting = |error: &LedgerError| {
-        println!("Switchyard is waiting for its call ledger before serving MCP at http://{address}/mcp  ({error})");
+        println!("Switchyard is waiting for its call ledger before serving MCP at {scheme}://{address}/mcp  ({error})");
     };
     let mut gateway = tokio::select! {
         built = Gateway::build_serving(config, &listener, waiting) => built?,
@@ -331,7 +336,8 @@ async fn serve(
 }
 
 fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
-    let url = format!("http://{address}/mcp");
+    let scheme = gateway.config.server.scheme();
+    let url = format!("{scheme}://{address}/mcp");
     let backends: Vec<&str> = gateway.config.backends.iter().map(|b| b.name.as_str()).collect();
     println!("Switchyard is serving MCP at {url}  (backends: {})", backends.join(", "));
     // Agents authenticate once `[auth]` has keys: the suggested line must carry the header, or it fails with 401.
@@ -342,7 +348,9 @@ fn print_welcome(gateway: &Gateway, address: SocketAddr, metrics: SocketAddr) {
     println!("  Claude Code:    claude mcp add --transport http switchyard {url}{header}");
     println!("  MCP Inspector:  npx @modelcontextprotocol/inspector  → Streamable HTTP, URL {url}");
     println!("  One backend:    {url}/<backend>  (bare tool names)");
-    println!("  Metrics:        http://{metrics}/metrics  (Prometheus)");
+    let telemetry = &gateway.config.telemetry;
+    let metrics_scheme = if telemetry.metrics_listen.is_none() || telemetry.metrics_tls { scheme } else { "http" };
+    println!("  Metrics:        {metrics_scheme}://{metrics}/metrics  (Prometheus)");
 }
 
 /// SIGHUP, handled from the moment this is made (its default action would end the process).
@@ -419,6 +427,7 @@ async fn shutdown_signal() {
 /// Exit status 1 when a backend failed discovery or a tool was withheld: both need the operator's attention.
 async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let gateway = load_for_discovery(config).await?;
+    Gateway::load_tls(&gateway.config)?;
     gateway.discover_once().await;
     let catalog = gateway.router.catalog();
     let rows = catalog

@@ -84,7 +84,8 @@ text="$(printf '%s\n' "$answer" | sed -n 's/^data: //p; /^{/p' | python3 -c 'imp
     fail "tools/call answered: $answer"
 [[ "$text" == "hello from the container" ]] || fail "echo answered '$text'"
 
-podman stop --time 10 "$NAME" >/dev/null || fail "podman stop"
+# SIGTERM: shutdown_grace (5 s, not ready but serving), then the drain; the SIGKILL must come well after both.
+podman stop --time 30 "$NAME" >/dev/null || fail "podman stop"
 status="$(podman inspect --format '{{.State.ExitCode}}' "$NAME")"
 [[ "$status" == 0 ]] || fail "the gateway exited with status $status on SIGTERM"
 printf 'container smoke test passed: %s served tools/call demo__echo and stopped cleanly\n' "$IMAGE"

@@ -154,6 +154,4 @@ impl Authenticator {
 #[cfg(test)]
 mod tests;
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
-}
+use crate::civil_date::unix_now;

@@ -4,7 +4,7 @@
 //! Rules:
 //! - Runs on the parsed (and expanded) TOML tree, before deserializing: every path-typed key is rewritten there,
 //!   so each section's rules see the anchored path and messages show it.
-//! - Path-typed keys: `server.data_dir`, `server.session_secret_file`, a relative `sqlite://PATH` ledger URL,
+//! - Path-typed keys: `server.data_dir`, `server.session_secret_file`, `server.tls_cert`, `server.tls_key`, a relative `sqlite://PATH` ledger URL,
 //!   `auth.jwt.jwks_file`, and per backend `cwd`, a `command` containing a `/`, and every secret's `file`
 //!   (`credential`, `env` values, `oauth.client_secret`, `oauth.private_key`). A bare `command` is looked up on
 //!   `PATH`, as before.
@@ -21,7 +21,9 @@ pub(super) fn anchor(table: &mut toml::Table, base: &Path) {
         return;
     };
     let join = |text: &str| Path::new(base).join(text.strip_prefix("./").unwrap_or(text)).display().to_string();
-    for keys in [["server", "data_dir"], ["server", "session_secret_file"]] {
+    for keys in
+        [["server", "data_dir"], ["server", "session_secret_file"], ["server", "tls_cert"], ["server", "tls_key"]]
+    {
         rewrite(table, &keys, |text| is_relative(text).then(|| join(text)));
     }
     rewrite(table, &["audit", "file"], |text| is_relative(text).then(|| join(text)));

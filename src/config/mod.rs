@@ -58,7 +58,7 @@ pub use limits::{LimitConfig, LimitedCalls, QuotaConfig, RateConfig, RepeatConfi
 pub use oauth::{OAuthClientIdentity, OAuthConfig, OAuthGrant, OAuthPrivateKey, TokenEndpointAuthMethod};
 pub use pins::{DEFAULT_MAX_DESCRIPTION, DEFAULT_REFRESH, PinConfig, PinMode, PinNew, ScreenMode};
 pub use policy::{PolicyConfig, PolicySubject};
-pub use server::ServerConfig;
+pub use server::{ServerConfig, TlsFiles};
 pub use starter::starter_file;
 pub use stdio::{EnvValue, StdioConfig, StdioSessions};
 pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
@@ -161,6 +161,8 @@ impl Config {
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
         config.apply_env(&env)?;
         audit::check_otlp(config.audit.as_ref(), &config.telemetry.traces)
+            .map_err(|fault| fault.in_file(source_name))?;
+        telemetry::check_metrics_tls(&config.telemetry, config.server.tls.is_some())
             .map_err(|fault| fault.in_file(source_name))?;
         Ok(config)
     }

@@ -53,6 +53,9 @@ pub const DEFAULT_MAX_REVOCATIONS: usize = 100_000;
 pub const MAX_REVOCATIONS_LIMIT: usize = 10_000_000;
 /// How long a graceful shutdown waits for running calls by default.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+/// How long a stopping gateway keeps serving, not ready, before it drains: long enough for a load balancer that
+/// polls `/readyz` every few seconds to stop sending it new connections.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a tool call waits for its backend's first discovery.
 pub const DEFAULT_DISCOVERY_WAIT: Duration = Duration::from_secs(5);
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +94,8 @@ pub struct ServerConfig {
     pub max_revocations_per_owner: Option<usize>,
     /// How long a graceful shutdown waits for running calls before marking them `unknown`.
     pub shutdown_drain: Duration,
+    /// How long a stopping gateway keeps serving (and answering `/readyz` with 503) before the drain.
+    pub shutdown_grace: Duration,
     /// How long a tool call of a backend whose first discovery has not ended waits for it.
     pub discovery_wait: Duration,
     /// The backend-session table's size: live (agent session or principal, backend) sessions of the gateway.
@@ -114,6 +119,16 @@ pub struct ServerConfig {
     pub max_stdio_processes: usize,
     /// The URL agents use, as configured (no trailing slash); see [`ServerConfig::public_url`].
     pub public_url: Option<String>,
+    /// The listener's certificate chain and private key (PEM files); `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
+}
+
+/// `tls_cert` and `tls_key`: set together or not at all. The files are read when the gateway starts, `check`
+/// runs, or a reload asks (not here: the configuration only names them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,6 +149,8 @@ pub(super) struct RawServer {
     #[serde(deserialize_with = "duration_text")]
     shutdown_drain: Option<String>,
     #[serde(deserialize_with = "duration_text")]
+    shutdown_grace: Option<String>,
+    #[serde(deserialize_with = "duration_text")]
     discovery_wait: Option<String>,
     max_backend_sessions: Option<i64>,
     max_backend_sessions_per_principal: Option<i64>,
@@ -148,6 +165,8 @@ pub(super) struct RawServer {
     max_streams_per_session: Option<i64>,
     max_stdio_processes: Option<i64>,
     public_url: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -164,6 +183,7 @@ impl Default for ServerConfig {
             max_revocations: DEFAULT_MAX_REVOCATIONS,
             max_revocations_per_owner: None,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             discovery_wait: DEFAULT_DISCOVERY_WAIT,
             max_backend_sessions: BACKEND_SESSION_TABLE_SIZE,
             max_backend_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_OWNER,
@@ -175,6 +195,7 @@ impl Default for ServerConfig {
             max_streams_per_session: DEFAULT_MAX_STREAMS_PER_SESSION,
             max_stdio_processes: DEFAULT_MAX_STDIO_PROCESSES,
             public_url: None,
+            tls: None,
         }
     }
 }
@@ -187,9 +208,14 @@ impl ServerConfig {
     }
 
     /// The URL agents reach the gateway at (the resource identifier of its Protected Resource Metadata and the
-    /// base of the default JWT audiences): `public_url` if configured, else `http://<listen>`.
+    /// base of the default JWT audiences): `public_url` if configured, else `http://<listen>` (`https` with TLS).
     pub fn public_url(&self) -> String {
-        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen))
+        self.public_url.clone().unwrap_or_else(|| format!("{}://{}", self.scheme(), self.listen))
+    }
+
+    /// `https` when the listener speaks TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     pub fn binds_loopback(&self) -> bool {
@@ -236,6 +262,8 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .build(&section.key("max_revocations_per_owner"), raw.max_revocations_per_owner)?,
         shutdown_drain: optional(&section.key("shutdown_drain"), raw.shutdown_drain.as_deref(), parse_duration)?
             .unwrap_or(defaults.shutdown_drain),
+        shutdown_grace: optional(&section.key("shutdown_grace"), raw.shutdown_grace.as_deref(), parse_duration)?
+            .unwrap_or(defaults.shutdown_grace),
         discovery_wait: optional(&section.key("discovery_wait"), raw.discovery_wait.as_deref(), parse_duration)?
             .unwrap_or(defaults.discovery_wait),
         max_backend_sessions: BACKEND_SESSIONS
@@ -262,7 +290,24 @@ pub(super) fn build(raw: &RawServer) -> Result<ServerConfig, Fault> {
             .build(&section.key("max_stdio_processes"), raw.max_stdio_processes)?
             .unwrap_or(defaults.max_stdio_processes),
         public_url: optional(&section.key("public_url"), raw.public_url.as_deref(), parse_public_url)?,
+        tls: build_tls(&section, raw.tls_cert.as_deref(), raw.tls_key.as_deref())?,
     })
+}
+
+fn missing_half(key: &KeyPath, what: &str) -> Fault {
+    Fault::invalid(key, None, Expected(format!("{what}, a PEM file (set both keys, or neither for plain HTTP)")))
+}
+
+/// Both TLS files or neither: a certificate without its key (or the reverse) cannot be served.
+fn build_tls(section: &KeyPath, cert: Option<&str>, key: Option<&str>) -> Result<Option<TlsFiles>, Fault> {
+    let cert = optional(&section.key("tls_cert"), cert, parse_path)?;
+    let key = optional(&section.key("tls_key"), key, parse_path)?;
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+        (Some(_), None) => Err(missing_half(&section.key("tls_key"), "the private key of `tls_cert`")),
+        (None, Some(_)) => Err(missing_half(&section.key("tls_cert"), "the certificate chain of `tls_key`")),
+    }
 }
 
 const MAX_REVOCATIONS: Count = Count { max: MAX_REVOCATIONS_LIMIT, unit: "sessions" };
@@ -331,6 +376,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
         server.shutdown_drain = drain;
     }
+    if let Some(grace) = lookup.get("SWITCHYARD_SHUTDOWN_GRACE", "shutdown_grace", parse_duration)? {
+        server.shutdown_grace = grace;
+    }
     if let Some(wait) = lookup.get("SWITCHYARD_DISCOVERY_WAIT", "discovery_wait", parse_duration)? {
         server.discovery_wait = wait;
     }
@@ -367,7 +415,35 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     if let Some(url) = lookup.get("SWITCHYARD_PUBLIC_URL", "public_url", parse_public_url)? {
         server.public_url = Some(url);
     }
+    apply_tls_env(server, &lookup)
+}
+
+/// `SWITCHYARD_TLS_CERT` and `SWITCHYARD_TLS_KEY`: each replaces its file; without TLS in the file, both are needed.
+fn apply_tls_env(server: &mut ServerConfig, lookup: &EnvLookup) -> Result<(), ConfigError> {
+    let cert = lookup.get("SWITCHYARD_TLS_CERT", "tls_cert", parse_path)?;
+    let key = lookup.get("SWITCHYARD_TLS_KEY", "tls_key", parse_path)?;
+    server.tls = match (server.tls.take(), cert, key) {
+        (Some(files), cert, key) => Some(TlsFiles { cert: cert.unwrap_or(files.cert), key: key.unwrap_or(files.key) }),
+        (None, Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (None, None, None) => None,
+        (None, Some(cert), None) => {
+            return Err(half_pair(("SWITCHYARD_TLS_CERT", "tls_cert"), &cert, "SWITCHYARD_TLS_KEY"));
+        }
+        (None, None, Some(key)) => {
+            return Err(half_pair(("SWITCHYARD_TLS_KEY", "tls_key"), &key, "SWITCHYARD_TLS_CERT"));
+        }
+    };
     Ok(())
+}
+
+/// One TLS file from the environment while the file configures no TLS: the other one is missing.
+fn half_pair((var, key): (&str, &str), value: &std::path::Path, other: &str) -> ConfigError {
+    ConfigError::Env {
+        var: var.to_owned(),
+        key: format!("server.{key}"),
+        value: value.display().to_string(),
+        expected: format!("to be set with {other} (the file configures no TLS; set both, or neither for plain HTTP)"),
+    }
 }
 
 fn parse_comma_list<T>(text: &str, parse_item: impl Fn(&str) -> Result<T, Expected>) -> Result<Vec<T>, Expected> {
@@ -556,6 +632,42 @@ mod tests {
         let message = credentials("", &[("SWITCHYARD_CORS_CREDENTIALS", "yes")]).expect_err("not a boolean");
         assert!(message.contains("overrides server.cors_credentials"), "{message}");
         assert!(message.contains("\"true\" or \"false\""), "{message}");
+    }
+
+    #[test]
+    fn tls_files_come_in_pairs_from_the_file_and_the_environment() {
+        let tls = |text: &str, env: &[(&str, &str)]| loaded(text, env, |server| server.tls.clone());
+        let pair = |cert: &str, key: &str| Some(TlsFiles { cert: cert.into(), key: key.into() });
+        assert_eq!(tls("", &[]), Ok(None));
+        let both = "[server]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n";
+        assert_eq!(tls(both, &[]), Ok(pair("c.pem", "k.pem")));
+        assert_eq!(tls(both, &[("SWITCHYARD_TLS_KEY", "/k2.pem")]), Ok(pair("c.pem", "/k2.pem")), "one file replaced");
+        let env = [("SWITCHYARD_TLS_CERT", "/c.pem"), ("SWITCHYARD_TLS_KEY", "/k.pem")];
+        assert_eq!(tls("", &env), Ok(pair("/c.pem", "/k.pem")));
+        let message = tls("[server]\ntls_cert = \"c.pem\"\n", &[]).expect_err("no key");
+        assert!(message.starts_with("t.toml: server.tls_key: expected the private key of `tls_cert`"), "{message}");
+        let message = tls("[server]\ntls_key = \"k.pem\"\n", &[]).expect_err("no certificate");
+        assert!(message.starts_with("t.toml: server.tls_cert: expected the certificate chain"), "{message}");
+        let message = tls("", &[("SWITCHYARD_TLS_CERT", "/c.pem")]).expect_err("half from the environment");
+        assert!(message.contains("SWITCHYARD_TLS_CERT = \"/c.pem\" (overrides server.tls_cert): expected to be set with SWITCHYARD_TLS_KEY"), "{message}");
+        let scheme = |text: &str| loaded(text, &[], |server| server.public_url());
+        assert_eq!(scheme(both), Ok("https://127.0.0.1:8808".to_owned()));
+    }
+
+    #[test]
+    fn metrics_tls_needs_its_listener_and_the_certificate() {
+        let metrics_tls = |text: &str| {
+            crate::config::Config::from_toml_str(text, "t.toml", Vec::<(String, String)>::new())
+                .map(|config| config.telemetry.metrics_tls)
+                .map_err(|error| error.to_string())
+        };
+        let tls = "[server]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n";
+        let listen = "[telemetry]\nmetrics_listen = \"127.0.0.1:9464\"\n";
+        assert_eq!(metrics_tls(&format!("{tls}{listen}metrics_tls = true\n")), Ok(true));
+        let message = metrics_tls(&format!("{tls}[telemetry]\nmetrics_tls = true\n")).expect_err("no listener");
+        assert!(message.starts_with("t.toml: telemetry.metrics_tls = true: expected `metrics_listen`"), "{message}");
+        let message = metrics_tls(&format!("{listen}metrics_tls = true\n")).expect_err("no certificate");
+        assert!(message.contains("expected `[server] tls_cert` and `tls_key`"), "{message}");
     }
 
     #[test]

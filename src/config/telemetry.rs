@@ -5,6 +5,8 @@
 //! Rules:
 //! - Without `metrics_listen`, `/metrics` is served on the main listener; with it, only on its own listener at
 //!   that address (a loopback or private one, for a scraper).
+//! - `metrics_tls = true` serves that listener over TLS with `[server] tls_cert` / `tls_key` (so it needs both
+//!   and `metrics_listen`); default off, since a scraper beside the gateway often speaks plain HTTP.
 //! - `log_format` is `"text"` (the default) or `"json"`; `serve --log-format` overrides both the file and the
 //!   environment. One parser per key, shared by the file, the environment and the flag.
 
@@ -17,7 +19,7 @@ use serde::de;
 use super::error::ConfigError;
 use super::fields::{EnvLookup, Fault, KeyPath, optional};
 use super::traces::{self, TraceKeys, TracesConfig};
-use super::values::{Expected, TextVisitor, listen_text, parse_listen};
+use super::values::{Expected, TextVisitor, listen_text, parse_bool, parse_listen};
 
 const LOG_FORMAT_EXPECTED: &str = "\"text\" or \"json\"";
 
@@ -26,6 +28,8 @@ const LOG_FORMAT_EXPECTED: &str = "\"text\" or \"json\"";
 pub struct TelemetryConfig {
     /// The address of `/metrics`'s own listener; `None`: `/metrics` is on the main listener.
     pub metrics_listen: Option<SocketAddr>,
+    /// Whether that listener speaks TLS with the main listener's certificate (`[server] tls_cert`).
+    pub metrics_tls: bool,
     pub log_format: LogFormat,
     pub traces: TracesConfig,
 }
@@ -60,6 +64,7 @@ pub fn parse_log_format(text: &str) -> Result<LogFormat, String> {
 pub(super) struct RawTelemetry {
     #[serde(deserialize_with = "listen_text")]
     pub(super) metrics_listen: Option<String>,
+    pub(super) metrics_tls: Option<bool>,
     #[serde(deserialize_with = "log_format_text")]
     pub(super) log_format: Option<String>,
     pub(super) otlp_endpoint: Option<String>,
@@ -78,6 +83,7 @@ pub(super) fn build(raw: &RawTelemetry) -> Result<TelemetryConfig, Fault> {
     let section = KeyPath::root().key("telemetry");
     Ok(TelemetryConfig {
         metrics_listen: optional(&section.key("metrics_listen"), raw.metrics_listen.as_deref(), parse_listen)?,
+        metrics_tls: raw.metrics_tls.unwrap_or_default(),
         log_format: optional(&section.key("log_format"), raw.log_format.as_deref(), LogFormat::parse)?
             .unwrap_or_default(),
         traces: traces::build(&TraceKeys {
@@ -98,7 +104,23 @@ pub(super) fn apply_env(telemetry: &mut TelemetryConfig, env: &HashMap<String, S
     if let Some(format) = lookup.get("SWITCHYARD_LOG_FORMAT", "log_format", LogFormat::parse)? {
         telemetry.log_format = format;
     }
+    if let Some(tls) = lookup.get("SWITCHYARD_METRICS_TLS", "metrics_tls", parse_bool)? {
+        telemetry.metrics_tls = tls;
+    }
     traces::apply_env(&mut telemetry.traces, env)
+}
+
+/// `metrics_tls` needs the listener it applies to and the certificate it serves (checked once the environment's
+/// overrides are applied, since either may come from there).
+pub(super) fn check_metrics_tls(telemetry: &TelemetryConfig, server_tls: bool) -> Result<(), Fault> {
+    let problem = match (telemetry.metrics_listen, server_tls) {
+        _ if !telemetry.metrics_tls => return Ok(()),
+        (None, _) => "`metrics_listen` to be set too (without it /metrics is served on `listen`, with its TLS)",
+        (Some(_), false) => "`[server] tls_cert` and `tls_key` to be set too (their certificate is the one served)",
+        (Some(_), true) => return Ok(()),
+    };
+    let key = KeyPath::root().key("telemetry").key("metrics_tls");
+    Err(Fault::invalid(&key, Some("true".to_owned()), Expected(problem.to_owned())))
 }
 
 #[cfg(test)]
@@ -166,7 +188,11 @@ mod tests {
     fn every_key_has_its_variable_and_its_example() {
         let hint = telemetry("[telemetry]\nno_such_key = 1\n", &[]).unwrap_err();
         let keys: Vec<&str> = hint.split('`').skip(1).step_by(2).filter(|key| *key != "no_such_key").collect();
-        let variables = [("metrics_listen", "SWITCHYARD_METRICS_LISTEN"), ("log_format", "SWITCHYARD_LOG_FORMAT")];
+        let variables = [
+            ("metrics_listen", "SWITCHYARD_METRICS_LISTEN"),
+            ("metrics_tls", "SWITCHYARD_METRICS_TLS"),
+            ("log_format", "SWITCHYARD_LOG_FORMAT"),
+        ];
         // The trace keys are overridden by the standard OTEL_* variables instead (tested in `traces`).
         let trace_keys = ["otlp_endpoint", "service_name", "traces_sampler", "traces_sampler_arg"];
         let own: Vec<&str> = keys.into_iter().filter(|key| !trace_keys.contains(key)).collect();

@@ -21,6 +21,9 @@
 //!   connection usable: the rest of the body, up to [`DRAIN_MAX`] bytes arriving within [`DRAIN_TIME`], is read
 //!   and dropped before the answer goes out. A longer or slower rest gets `Connection: close` (RFC 9112 §9.6), so
 //!   the agent opens a new connection instead of sending its next request into one the gateway is closing.
+//! - With TLS ([`ServerTls`]), each connection's handshake runs in its own task within `header_timeout`, with the
+//!   configuration current when it was accepted; a client that does not complete it (a plaintext request, say)
+//!   is dropped, never answered in plain HTTP. The idle and header deadlines start after the handshake.
 //! - Shutdown stops accepting, lets every connection finish the request it is serving (hyper's graceful
 //!   shutdown closes idle ones at once) and returns when all are closed. Dropping the future closes them all.
 
@@ -41,7 +44,7 @@ use axum::response::IntoResponse;
 use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -49,10 +52,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 
 use super::error::FrontError;
 use super::guard;
 use super::shares::ShareSlot;
+use super::tls::ServerTls;
 
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
 /// memory), so that it does not spin while the condition lasts.
@@ -71,12 +76,14 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then until every connection has closed; `limits` are
-/// read at each accept and may change meanwhile. A borrowed listener stays open for whoever serves on it next.
+/// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then until every
+/// connection has closed; `limits` are read at each accept and may change meanwhile. A borrowed listener stays
+/// open for whoever serves on it next.
 pub async fn serve(
     listener: impl Borrow<TcpListener>,
     app: Router,
     mut limits: watch::Receiver<ConnectionLimits>,
+    tls: Option<Arc<ServerTls>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut shutdown = pin!(shutdown);
@@ -94,13 +101,9 @@ pub async fn serve(
                 capacity.resize(current.max_connections);
             }
             (stream, peer, slot) = next_connection(listener.borrow(), &slots) => {
-                let limits = current;
-                let connection = graceful.watch(serve_connection(stream, slot, limits, peer, app.clone()));
-                connections.spawn(async move {
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%peer, %error, "connection closed");
-                    }
-                });
+                let accepted = Accepted { stream, slot, limits: current, peer };
+                let tls = tls.as_ref().map(|tls| tls.current());
+                connections.spawn(accepted.serve(app.clone(), tls, graceful.watcher()));
             }
         }
     }
@@ -171,21 +174,46 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
-type HttpConnection = hyper::server::conn::http1::Connection<TokioIo<Deadlined>, PerRequest>;
-
-/// One accepted connection, served by hyper; `slot` is released when it closes.
-fn serve_connection(
+/// A connection just accepted, holding its slot (released when it closes).
+struct Accepted {
     stream: TcpStream,
     slot: OwnedSemaphorePermit,
     limits: ConnectionLimits,
     peer: SocketAddr,
-    app: Router,
-) -> HttpConnection {
-    // An event stream's answer is many small writes; Nagle's algorithm would hold each one back until the agent
-    // acknowledged the last (up to its delayed-ACK timer, tens of milliseconds).
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+}
+
+impl Accepted {
+    /// Serves the connection (after its TLS handshake, when `tls` is given) until it closes; `watcher` lets a
+    /// graceful shutdown wait for it.
+    async fn serve(self, app: Router, tls: Option<Arc<TlsAcceptor>>, watcher: Watcher) {
+        let Accepted { stream, slot, limits, peer } = self;
+        // An event stream's answer is many small writes; Nagle's algorithm would hold each one back until the
+        // agent acknowledged the last (up to its delayed-ACK timer, tens of milliseconds).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+        }
+        let served = match tls {
+            None => watcher.watch(http_connection(stream, slot, limits, peer, app)).await,
+            Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
+                Ok(Ok(stream)) => watcher.watch(http_connection(stream, slot, limits, peer, app)).await,
+                Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+                Err(_) => return tracing::debug!(%peer, "TLS handshake not complete within header_timeout"),
+            },
+        };
+        if let Err(error) = served {
+            tracing::debug!(%peer, %error, "connection closed");
+        }
     }
+}
+
+/// One connection's HTTP/1.1, served by hyper over `stream` (a socket, or a TLS session on one).
+fn http_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    slot: OwnedSemaphorePermit,
+    limits: ConnectionLimits,
+    peer: SocketAddr,
+    app: Router,
+) -> hyper::server::conn::http1::Connection<TokioIo<Deadlined<S>>, PerRequest> {
     let phase = Arc::new(Mutex::new(Phase::idle()));
     let io = Deadlined { stream, limits, phase: Arc::clone(&phase), timer: None, _slot: slot };
     let service = PerRequest { app: TowerToHyperService::new(app), peer, phase };
@@ -229,8 +257,8 @@ impl Phase {
 }
 
 /// The connection's socket, whose reads fail with `TimedOut` once the current phase's deadline has passed.
-struct Deadlined {
-    stream: TcpStream,
+struct Deadlined<S> {
+    stream: S,
     limits: ConnectionLimits,
     phase: Arc<Mutex<Phase>>,
     timer: Option<Pin<Box<Sleep>>>,
@@ -238,7 +266,7 @@ struct Deadlined {
     _slot: OwnedSemaphorePermit,
 }
 
-impl Deadlined {
+impl<S> Deadlined<S> {
     /// Called when a read found nothing: `Pending` until data comes or the deadline passes.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let deadline = {
@@ -269,7 +297,7 @@ impl Deadlined {
     }
 }
 
-impl AsyncRead for Deadlined {
+impl<S: AsyncRead + Unpin> AsyncRead for Deadlined<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
@@ -289,7 +317,7 @@ impl AsyncRead for Deadlined {
     }
 }
 
-impl AsyncWrite for Deadlined {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Deadlined<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().stream).poll_write(cx, data)
     }

@@ -62,7 +62,7 @@ async fn serving(
     };
     let (limits, watched) = watch::channel(limits);
     let server = tokio::spawn(async move {
-        serve(listener, app, watched, shutdown).await;
+        serve(listener, app, watched, None, shutdown).await;
         drop(limits);
     });
     (address, server)

@@ -54,12 +54,14 @@ pub mod shares;
 mod splice;
 pub mod standalone;
 pub mod start;
+pub mod stopping;
 mod stream;
+pub mod tls;
 pub mod waiting;
 
+use crate::civil_date::unix_now as now_unix;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::Router;
@@ -133,6 +135,8 @@ pub struct Front {
     pub listens: Arc<modern::listen::Listens>,
     /// Cut by the composition root when a graceful shutdown's drain runs out: running requests are answered then.
     pub cutoff: cutoff::Cutoff,
+    /// Set by the composition root when the stop signal comes: not ready, connections closed after each answer.
+    pub stopping: stopping::Stopping,
 }
 
 /// The HTTP application. `/mcp/{backend}` is served by the same handlers as `/mcp`; [`Scope`] tells them apart.
@@ -159,7 +163,8 @@ pub fn app(front: Arc<Front>) -> Router {
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());
     let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
-    app.with_state(front)
+    let closing = middleware::from_fn_with_state(Arc::clone(&front), stopping::close_connections);
+    app.layer(closing).with_state(front)
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart
@@ -208,16 +213,19 @@ async fn delete_session(
     Ok(StatusCode::OK)
 }
 
-/// What `/readyz` answers: the router's report (its `ready` made the whole gateway's), and whether tokens can be
-/// checked.
+/// What `/readyz` answers: the router's report (its `ready` made the whole gateway's), whether tokens can be
+/// checked, and whether the gateway is stopping (only said when it is).
 #[derive(Serialize)]
 struct ReadyzReport {
     #[serde(flatten)]
     router: Readiness,
     auth: Health,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stopping: bool,
 }
 
-/// Ready when the router is and tokens can be checked (the issuer's keys are loaded); needs no credentials, so a
+/// Ready when the router is, tokens can be checked (the issuer's keys are loaded) and the gateway is not stopping
+/// ([`stopping`]); needs no credentials, so a
 /// load balancer can ask. Only those who may read the console get the error texts: they are backends' (and
 /// issuers') own words, and may name internal hosts.
 async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap) -> Result<Response, FrontError> {
@@ -230,13 +238,10 @@ async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap)
         report = report.without_errors();
         auth.error = None;
     }
-    report.ready &= auth.is_ok();
+    let stopping = front.stopping.is_set();
+    report.ready &= auth.is_ok() && !stopping;
     let status = if report.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    Ok(http::json(status, &ReadyzReport { router: report, auth }))
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
+    Ok(http::json(status, &ReadyzReport { router: report, auth, stopping }))
 }
 
 impl Front {

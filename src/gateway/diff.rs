@@ -5,7 +5,9 @@
 //! - A backend is added, removed, *replaced* (anything about how it is reached changed: URL, transport, command,
 //!   environment, headers, credential, OAuth, timeout, process settings — new sessions, rediscovered) or
 //!   *re-exposed* (only `prefix`, `resource_prefix`, `tools` or `catalog_mode` changed — sessions and listing kept).
-//! - Keys the running gateway cannot change are *restart-only*: `server.listen` (the bound socket),
+//! - Keys the running gateway cannot change are *restart-only*: `server.listen` (the bound socket), whether
+//!   `server.tls_cert` / `tls_key` are set (TLS on or off; other paths to the files apply, and the files are read
+//!   again on every reload),
 //!   `server.data_dir` and `server.session_secret_file` (the files it opened), `server.session_ttl` and
 //!   `server.max_revocations` (a deleted session's revocation lasts its session's lifetime: a longer lifetime
 //!   would let a deleted session come back) and `server.max_revocations_per_owner` (the list's bounds are set
@@ -122,6 +124,7 @@ impl ConfigDiff {
             max_revocations,
             max_revocations_per_owner,
             shutdown_drain,
+            shutdown_grace,
             discovery_wait,
             max_backend_sessions,
             max_backend_sessions_per_principal,
@@ -133,6 +136,7 @@ impl ConfigDiff {
             max_streams_per_session,
             max_stdio_processes,
             public_url,
+            tls,
         } = file;
         let restart_only = [
             ("server.listen", running.listen != *listen),
@@ -142,6 +146,7 @@ impl ConfigDiff {
             ("server.max_revocations", running.max_revocations != *max_revocations),
             ("server.max_revocations_per_owner", running.max_revocations_per_owner != *max_revocations_per_owner),
             ("server.max_backend_sessions", running.max_backend_sessions != *max_backend_sessions),
+            ("server.tls_cert and tls_key (TLS on or off)", running.tls.is_some() != tls.is_some()),
         ];
         let reloadable = [
             ("server.allowed_origins", running.allowed_origins != *allowed_origins),
@@ -149,6 +154,8 @@ impl ConfigDiff {
             ("server.cors_credentials", running.cors_credentials != *cors_credentials),
             ("server.max_body", running.max_body != *max_body),
             ("server.shutdown_drain", running.shutdown_drain != *shutdown_drain),
+            ("server.shutdown_grace", running.shutdown_grace != *shutdown_grace),
+            ("server.tls_cert or tls_key", running.tls.is_some() && tls.is_some() && running.tls != *tls),
             ("server.discovery_wait", running.discovery_wait != *discovery_wait),
             (
                 "server.max_backend_sessions_per_principal",
@@ -182,9 +189,10 @@ impl ConfigDiff {
     }
 
     fn compare_telemetry(&mut self, running: &TelemetryConfig, file: &TelemetryConfig) {
-        let TelemetryConfig { metrics_listen, log_format, traces } = file;
+        let TelemetryConfig { metrics_listen, metrics_tls, log_format, traces } = file;
         let keys = [
             ("telemetry.metrics_listen", running.metrics_listen != *metrics_listen),
+            ("telemetry.metrics_tls", running.metrics_tls != *metrics_tls),
             ("telemetry.log_format", running.log_format != *log_format),
             ("telemetry traces (otlp_endpoint, service_name, traces_sampler, OTEL_*)", running.traces != *traces),
         ];
@@ -235,6 +243,11 @@ pub fn applicable(running: &Config, file: Config) -> Config {
         max_revocations: running.server.max_revocations,
         max_revocations_per_owner: running.server.max_revocations_per_owner,
         max_backend_sessions: running.server.max_backend_sessions,
+        tls: match (&running.server.tls, file.server.tls) {
+            // Whether the listener speaks TLS is set when it starts; which files it reads is not.
+            (Some(_), Some(files)) => Some(files),
+            (running, _) => running.clone(),
+        },
         ..file.server
     };
     let (ledger, approvals, telemetry) = (running.ledger.clone(), running.approvals.clone(), running.telemetry.clone());

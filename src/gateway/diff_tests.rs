@@ -177,3 +177,20 @@ fn approvals_are_restart_only_and_approve_globs_reload_with_the_policies() {
     assert_eq!(applied.approvals, running.approvals, "kept at the running values");
     assert!(ConfigDiff::between(&running, &applied).restart_only.is_empty());
 }
+
+#[test]
+fn tls_paths_and_the_grace_period_reload_but_turning_tls_on_or_off_needs_a_restart() {
+    let tls = |cert: &str| format!("tls_cert = \"{cert}\"\ntls_key = \"k.pem\"\n");
+    let plain = config("[server]\n");
+    let served = config(&format!("[server]\n{}", tls("a.pem")));
+    let renamed = config(&format!("[server]\n{}shutdown_grace = \"9s\"\n", tls("b.pem")));
+    let diff = ConfigDiff::between(&served, &renamed);
+    assert_eq!(diff.server, ["server.shutdown_grace", "server.tls_cert or tls_key"]);
+    assert!(diff.restart_only.is_empty(), "{diff:?}");
+    assert_eq!(applicable(&served, renamed).server.tls, config(&format!("[server]\n{}", tls("b.pem"))).server.tls);
+    for (running, file) in [(&plain, &served), (&served, &plain)] {
+        let diff = ConfigDiff::between(running, file);
+        assert_eq!(diff.restart_only, ["server.tls_cert and tls_key (TLS on or off)"], "{diff:?}");
+        assert_eq!(applicable(running, file.clone()).server.tls, running.server.tls, "the listener keeps its scheme");
+    }
+}

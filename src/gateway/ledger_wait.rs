@@ -11,12 +11,15 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::front::ConsoleAccess;
 use crate::front::listener::{self, ConnectionLimits};
+use crate::front::tls::ServerTls;
 use crate::front::waiting::{self, LedgerWait};
 use crate::ledger::{LedgerError, LedgerStore, LedgerUrl};
 
@@ -30,6 +33,8 @@ pub(super) struct WaitingListener<'a> {
     pub listener: &'a TcpListener,
     pub limits: ConnectionLimits,
     pub console: ConsoleAccess,
+    /// The TLS the gateway will serve with: the waiting answers use it too (never plain HTTP on a TLS port).
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 /// Opens the ledger `url` names; when it cannot be reached and `waiting` is given, answers there and tries again
@@ -53,7 +58,7 @@ pub(super) async fn open(
     let (opened, serve_until) = oneshot::channel::<()>();
     let (_limits, watched_limits) = watch::channel(waiting.limits);
     let app = waiting::app(watched, waiting.console);
-    let answering = listener::serve(waiting.listener, app, watched_limits, async {
+    let answering = listener::serve(waiting.listener, app, watched_limits, waiting.tls, async {
         let _ = serve_until.await;
     });
     let retrying = async {

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use super::diff::{ConfigDiff, applicable};
 use super::{
@@ -33,9 +34,10 @@ use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::StdioOptions;
-use crate::config::{BackendConfig, Config, Endpoint, LogFormat, OAuthConfig, ServerConfig};
+use crate::config::{BackendConfig, Config, Endpoint, LogFormat, OAuthConfig, ServerConfig, TlsFiles};
 use crate::front::Front;
 use crate::front::listener::ConnectionLimits;
+use crate::front::tls::{self, ServerTls};
 use crate::router::{CallRouter, Routing, discovery};
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
@@ -158,6 +160,11 @@ pub(super) struct Live {
     pub(super) limits: watch::Sender<ConnectionLimits>,
     /// `server.shutdown_drain`, read when the shutdown signal comes.
     pub(super) drain: Arc<Swap<Duration>>,
+    /// `server.shutdown_grace`, read when the shutdown signal comes.
+    pub(super) grace: Arc<Swap<Duration>>,
+    /// The listeners' TLS (`None`: plain HTTP, which a reload cannot change): re-read from its files on every
+    /// reload.
+    pub(super) tls: Option<Arc<ServerTls>>,
     /// Counts applied reloads; the targets a reload builds carry it.
     pub(super) revision: u64,
 }
@@ -233,6 +240,7 @@ impl Live {
         let mut next = applicable(&running, file);
         next.check_serving().map_err(|error| refused(&error))?;
         next.server.listen = self.config.server.listen;
+        let tls = self.read_tls(&next)?;
         if !diff.is_empty() {
             let prepared = self.prepare(&next).await?;
             let anonymous_changed = next.auth.anonymous_is_one_user() != self.config.auth.anonymous_is_one_user();
@@ -241,7 +249,21 @@ impl Live {
             }
             self.commit(next, &diff, prepared);
         }
-        Ok(Reloaded { file: path.clone(), changes: diff.summary(), needs_restart: diff.restart_only })
+        let mut changes = diff.summary();
+        if let (Some(running), Some((acceptor, files))) = (&self.tls, tls) {
+            running.replace(acceptor);
+            changes.push(format!("TLS certificate re-read from {} (new connections)", files.cert.display()));
+        }
+        Ok(Reloaded { file: path.clone(), changes, needs_restart: diff.restart_only })
+    }
+
+    /// The TLS files of `next`, read again (a certificate renewed in place is served from now on), when this
+    /// gateway serves TLS; they are read before anything is swapped, so an unreadable or mismatched pair refuses
+    /// the reload.
+    fn read_tls(&self, next: &Config) -> Result<Option<(TlsAcceptor, TlsFiles)>, Refused> {
+        let (Some(_), Some(files)) = (&self.tls, &next.server.tls) else { return Ok(None) };
+        let acceptor = tls::acceptor(&files.cert, &files.key).map_err(|error| refused(&error))?;
+        Ok(Some((acceptor, files.clone())))
     }
 
     /// The running `[server]` with `listen` as configured.
@@ -316,6 +338,7 @@ impl Live {
         self.client.set_limits(server.max_backend_sessions_per_principal, server.max_stdio_processes);
         self.limits.send_replace(connection_limits(server));
         self.drain.store(server.shutdown_drain);
+        self.grace.store(server.shutdown_grace);
         for gone in diff.removed.iter().chain(&diff.replaced) {
             self.client.retire_backend(gone);
             self.discovery.stop(gone);

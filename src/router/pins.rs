@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
@@ -33,6 +33,7 @@ use tokio::task::JoinHandle;
 use super::{CallRouter, RpcFailure, ToolsChanged};
 use crate::catalog::screen::screen;
 use crate::catalog::{Listing, Quarantined, Route};
+use crate::civil_date::unix_now;
 use crate::ledger::PinKey;
 use crate::ledger::{LedgerError, PinOffer, PinRow, PinState, canonical_digest, canonical_json};
 use crate::mcp::jsonrpc;
@@ -88,10 +89,6 @@ fn log_ledger_failure(backend: &str, error: &LedgerError) {
     if let Some(left_out) = LEDGER_FAILURES.admit() {
         tracing::error!(%backend, %error, left_out, "pins: the ledger failed; the quarantine stays as it was");
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
 }
 
 impl CallRouter {

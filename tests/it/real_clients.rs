@@ -122,10 +122,16 @@ impl PythonAgent {
 
     /// [`PythonAgent::connect`] with more of `python_agent.py`'s options (`--header NAME=VALUE`, `--oauth`).
     pub(crate) async fn connect_with(python: &Path, url: &str, options: &[&str]) -> PythonAgent {
+        PythonAgent::connect_env(python, url, options, &[]).await
+    }
+
+    /// [`PythonAgent::connect_with`] with these environment variables (`SSL_CERT_FILE`, say).
+    pub(crate) async fn connect_env(python: &Path, url: &str, options: &[&str], env: &[(&str, &str)]) -> PythonAgent {
         let mut child = Command::new(python)
             .arg(interop_dir().join("python_agent.py"))
             .arg(url)
             .args(options)
+            .envs(env.iter().copied())
             .env("PYTHONUNBUFFERED", "1")
             .current_dir(interop_dir())
             .stdin(Stdio::piped())

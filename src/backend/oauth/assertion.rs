@@ -22,10 +22,10 @@ use pkcs8::der::pem;
 use pkcs8::{ObjectIdentifier, PrivateKeyInfoRef, SecretDocument};
 use serde_json::{Value, json};
 
-use super::clock::unix_now;
 use super::discovery::ServerMetadata;
 use super::error::OAuthError;
 use super::pkce::random_token;
+use super::unix_now;
 
 /// RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion.
 pub(super) const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";

@@ -42,7 +42,6 @@ mod address;
 mod assertion;
 mod backoff;
 mod challenge;
-mod clock;
 mod discovery;
 mod error;
 mod http;
@@ -77,7 +76,7 @@ pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
-use clock::unix_now;
+use crate::civil_date::unix_now;
 pub use pending::Consent;
 use pending::{PendingTable, Request};
 use token::{ClientAuth, Grant, Issued};

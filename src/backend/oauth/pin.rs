@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::clock::unix_now;
 use super::error::OAuthError;
 use super::store::{StoredToken, TokenStore};
+use super::unix_now;
 use super::vault::Vault;
 use super::{BackendOAuth, ClientIdentity};
 

@@ -22,9 +22,9 @@ use reqwest::Url;
 use serde_json::{Map, Value};
 
 use super::assertion::{ASSERTION_TYPE, AssertionSigner};
-use super::clock::unix_now;
 use super::error::OAuthError;
 use super::http::{Answer, Http};
+use super::unix_now;
 use crate::secret::Secret;
 
 /// How the gateway authenticates at the token endpoint.

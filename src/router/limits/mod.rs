@@ -73,6 +73,11 @@ impl Limits {
         Limits { set, clock: Arc::clone(&running.clock), shared: running.shared.clone() }
     }
 
+    /// Whether the counters are the fleet's (a shared store), not this gateway's alone.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
     }

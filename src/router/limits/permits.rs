@@ -179,10 +179,14 @@ async fn relet(limit: &Limit, store: &LedgerStore, key: &str, epoch: u64, relet:
 }
 
 /// Renews `router`'s leases of shared permits every [`RENEW_EVERY`] (the limits of the routing in force, so a
-/// reload's limits too).
+/// reload's limits too). Without a shared store (SQLite, memory) there is nothing to renew and the task ends at
+/// once: whether counters are shared is fixed by the ledger, which a reload keeps.
 pub fn renew(router: &Arc<CallRouter>) -> JoinHandle<()> {
     let router = Arc::clone(router);
     tokio::spawn(async move {
+        if !router.routing.load().limits.is_shared() {
+            return;
+        }
         let mut ticks = tokio::time::interval(RENEW_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

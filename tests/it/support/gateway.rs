@@ -85,12 +85,14 @@ impl TestGateway {
             data_dir.display().to_string()
         );
         let config = Config::from_toml_str(&text, "test.toml", env.iter().copied()).expect("test config");
+        let scheme = config.server.scheme();
+        let metrics_scheme = if config.telemetry.metrics_tls { "https" } else { "http" };
         let mut gateway = Gateway::build(config).await.expect("gateway builds");
         let metrics = gateway.bind_metrics().await.expect("the metrics listener binds");
-        let metrics_base = metrics.map(|address| format!("http://{address}"));
+        let metrics_base = metrics.map(|address| format!("{metrics_scheme}://{address}"));
         let router = Arc::clone(&gateway.router);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let base = format!("{scheme}://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             gateway.serve(listener, async move { drop(stopped.await) }).await.expect("gateway serve");
@@ -117,12 +119,31 @@ impl TestGateway {
 
 /// Polls `{base}/readyz` for up to [`PATIENCE`]; whether it answered 200.
 pub async fn wait_ready(base: &str) -> bool {
-    let http = reqwest::Client::new();
+    let http = if base.starts_with("https://") { trusting_client(&TEST_CERTIFICATES) } else { reqwest::Client::new() };
     let url = format!("{base}/readyz");
     poll_until(PATIENCE, || async {
         http.get(&url).send().await.is_ok_and(|response| response.status() == StatusCode::OK)
     })
     .await
+}
+
+/// The test certificates (`tests/fixtures/tls-N.crt`, for `localhost` and `127.0.0.1`) a TLS gateway serves.
+pub const TEST_CERTIFICATES: [&str; 2] = ["tls-1", "tls-2"];
+
+/// `tests/fixtures/NAME.crt` and `NAME.key`.
+pub fn test_certificate(name: &str) -> (PathBuf, PathBuf) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    (fixtures.join(format!("{name}.crt")), fixtures.join(format!("{name}.key")))
+}
+
+/// An HTTP client that trusts exactly the test certificates `names` (no platform roots).
+pub fn trusting_client(names: &[&str]) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().tls_built_in_root_certs(false).no_proxy();
+    for name in names {
+        let pem = std::fs::read(test_certificate(name).0).expect("a test certificate");
+        builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("PEM"));
+    }
+    builder.build().expect("client")
 }
 
 /// A `switchyard serve` child process: the real binary, its own process, killable with SIGKILL. Dropping it kills
@@ -203,7 +224,11 @@ impl ChildGateway {
                 command.env_remove(name);
             }
         }
-        command.env("SWITCHYARD_LOG", "switchyard=info").envs(env.iter().copied());
+        // A test that stops a gateway drains at once unless it asks for a grace period.
+        command
+            .env("SWITCHYARD_LOG", "switchyard=info")
+            .env("SWITCHYARD_SHUTDOWN_GRACE", "0s")
+            .envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn the switchyard binary");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line()).await;
@@ -215,7 +240,7 @@ impl ChildGateway {
         // ledger before serving MCP at http://…/mcp  (…)"
         let url = line
             .split_whitespace()
-            .find(|word| word.starts_with("http://"))
+            .find(|word| word.starts_with("http://") || word.starts_with("https://"))
             .unwrap_or_else(|| panic!("no URL in the first line: {line:?}"));
         let base = url.strip_suffix("/mcp").unwrap_or(url).to_owned();
         ChildGateway { base, child, _stdout: stdout }
@@ -299,7 +324,12 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(url: String) -> Agent {
-        Agent { http: reqwest::Client::new(), url, session: None, next_id: 1 }
+        Agent::with_client(url, reqwest::Client::new())
+    }
+
+    /// An agent sending its requests with `http` (a client trusting a test certificate, say).
+    pub fn with_client(url: String, http: reqwest::Client) -> Agent {
+        Agent { http, url, session: None, next_id: 1 }
     }
 
     /// An agent that has initialized a session (and sent `notifications/initialized`).

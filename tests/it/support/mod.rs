@@ -4,6 +4,7 @@
 pub mod assert;
 pub mod auth_server;
 pub mod backend_calls;
+pub mod balancer;
 pub mod browser;
 pub mod chromium;
 pub mod client_assertion;
