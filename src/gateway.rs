@@ -54,6 +54,7 @@ use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
 use crate::router::{CallLedger, CallRouter, Routing, discovery, pins};
 use crate::swap::Swap;
+use crate::telemetry::audit::AuditError;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
@@ -87,11 +88,17 @@ pub enum GatewayError {
     #[error(transparent)]
     BackendClient(#[from] ClientBuildError),
     #[error("cannot create the data directory {}: {source}", .path.display())]
-    DataDir { path: std::path::PathBuf, source: std::io::Error },
+    DataDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     DataDirLock(#[from] DataDirLockError),
     #[error("cannot record the stdio process groups in {}: {source}", .path.display())]
-    ProcessGroups { path: std::path::PathBuf, source: std::io::Error },
+    ProcessGroups {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -99,7 +106,10 @@ pub enum GatewayError {
     #[error("cannot read the listening socket's address: {0}")]
     Listener(std::io::Error),
     #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
-    MetricsListener { address: SocketAddr, source: std::io::Error },
+    MetricsListener {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("agent authentication: {0}")]
     Auth(#[from] AuthSetupError),
     #[error("backend OAuth token key: {0}")]
@@ -112,6 +122,8 @@ pub enum GatewayError {
     Traces(#[from] ExportSetupError),
     #[error(transparent)]
     OpenApi(#[from] openapi::ApiError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
 }
@@ -197,6 +209,9 @@ impl Gateway {
             metrics.count_claims(ClaimWrite::Unknown, orphaned);
         }
         let tracer = telemetry::tracer(&config.telemetry.traces, &owner, &metrics)?;
+        if let Some(audit) = &config.audit {
+            metrics.start_audit(telemetry::audit_settings(audit, &config.telemetry.traces, &owner))?;
+        }
         let (lease, max_result) = (config.ledger.lease, config.ledger.max_result);
         let ledger = CallLedger { store, owner, lease, max_result, metrics };
         let grace = crate::backend::stdio::DEFAULT_GRACE;
@@ -405,6 +420,11 @@ impl Gateway {
             && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
         {
             tracing::warn!("the last spans did not reach the collector before shutdown");
+        }
+        if let Some(audit) = self.metrics().audit()
+            && tokio::time::timeout(telemetry::FLUSH_WAIT, audit.flush()).await.is_err()
+        {
+            tracing::warn!("the last audit events were not written before shutdown");
         }
         Ok(())
     }

@@ -91,6 +91,11 @@ enum Command {
         #[command(subcommand)]
         action: KeysAction,
     },
+    /// Check the audit trail's files.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// List or delete the OAuth tokens the gateway holds for backends (secrets are never printed).
     Auth {
         #[command(subcommand)]
@@ -152,6 +157,16 @@ enum KeysAction {
         /// The one key whose SHA-256 digest starts with this (at least 8 hex digits).
         #[arg(long)]
         sha256: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Check that audit files are complete and unaltered by following their hash chain; give rotated files
+    /// oldest first (`audit.jsonl.2 audit.jsonl.1 audit.jsonl`). Exit status 1 names the first break.
+    Verify {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -226,6 +241,7 @@ async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCo
         }
         Command::Auth { action: AuthAction::List { filter } } => cli::auth::list(filter, config).await,
         Command::Auth { action: AuthAction::Revoke { filter } } => cli::auth::revoke(filter, config).await,
+        Command::Audit { action: AuditAction::Verify { files } } => cli::audit::verify(&files),
         Command::Init => cli::init::run(config.as_deref()),
         Command::Import { file, write } => cli::import::run(&file, write, config.as_deref()),
         Command::Healthcheck { url, ca_cert } => cli::healthcheck::run(&url, ca_cert.as_deref()).await,

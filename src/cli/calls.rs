@@ -1,5 +1,5 @@
 //! `switchyard calls`: the operator's view of the ledger — list and filter claims, show one (with its approval,
-//! if it needed one), settle an `unknown` one, and approve or deny one awaiting approval (`super::approvals`). Part of the binary's edge, like `main.rs`.
+//! if it needed one, and its history of resolutions), settle an `unknown` one (recording who, when and why), and approve or deny one awaiting approval (`super::approvals`). Part of the binary's edge, like `main.rs`.
 //!
 //! Rules: agents choose keys, principals and tool names, backends choose error texts and results; all of it is
 //! printed through [`super::terminal`]: keys as shell words (a pasted key runs nothing), the rest escaped.
@@ -11,7 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use switchyard::config::Config;
-use switchyard::ledger::{ApprovalState, ClaimKey, ClaimRecord, ClaimState, LedgerStore, ListFilter, Resolution};
+use switchyard::ledger::{
+    ApprovalState, ClaimKey, ClaimRecord, ClaimState, LedgerStore, ListFilter, Resolution, ResolutionRecord, Resolve,
+};
 
 use clap::Subcommand;
 
@@ -67,7 +69,8 @@ pub enum CallsAction {
         by: Option<String>,
     },
     /// Settle an `unknown` call: `--completed` (it ran; retries are answered without running) or `--failed`
-    /// (it did not run; the claim is deleted so a retry runs it).
+    /// (it did not run; a retry runs it). Who (the OS user), when and the note are kept in the call's history,
+    /// which `show` prints.
     // One group, so a missing flag names both and two flags are refused.
     #[command(group(clap::ArgGroup::new("resolution").required(true).args(["completed", "failed"])))]
     Resolve {
@@ -76,6 +79,9 @@ pub enum CallsAction {
         completed: bool,
         #[arg(long)]
         failed: bool,
+        /// Why, kept in the call's history.
+        #[arg(long)]
+        note: Option<String>,
     },
 }
 
@@ -104,9 +110,9 @@ pub async fn run(
         Some(CallsAction::Deny { key, note, by }) => {
             super::approvals::run(super::approvals::Decide { key, approve: false, note, by }, config).await
         }
-        Some(CallsAction::Resolve { key, completed, .. }) => {
+        Some(CallsAction::Resolve { key, completed, note, .. }) => {
             let resolution = if completed { Resolution::Completed } else { Resolution::Failed };
-            resolve(&key, resolution, config).await
+            resolve(&key, Resolve { resolution, by: super::os_user(), note }, config).await
         }
     }
 }
@@ -163,7 +169,13 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
     let approval = store.approval(&key).await?.map(|row| super::approvals::fields(&row, &data_dir));
+    let history = store.resolutions(&key).await?;
     let Some(record) = store.get(&key).await? else {
+        if let Some(kept) = history.last() {
+            print_kept(kept);
+            print_history(&history);
+            return Ok(ExitCode::SUCCESS);
+        }
         let Some(approval) = approval else { bail!("no call with key {}", shell_word(key.as_str())) };
         println!("{:>17}: {}", "key", shell_word(key.as_str()));
         super::approvals::print(&approval);
@@ -189,6 +201,7 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     if let Some(approval) = &approval {
         super::approvals::print(approval);
     }
+    print_history(&history);
     if let Some(result) = &record.result {
         let pretty = serde_json::to_string_pretty(&result.to_value()).context("result")?;
         let lines: Vec<Cow<'_, str>> = pretty.lines().map(escaped).collect();
@@ -197,12 +210,40 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn resolve(key: &str, resolution: Resolution, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+async fn resolve(key: &str, resolve: Resolve, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let store = open_ledger(config).await?;
     let key = ClaimKey::parse(key)?;
-    store.resolve(&key, resolution).await?;
-    println!("{}: {}", shell_word(key.as_str()), resolution.effect());
+    store.resolve(&key, &resolve).await?;
+    println!("{}: {}", shell_word(key.as_str()), resolve.resolution.effect());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The call's resolutions, oldest first, one line each (`resolved_failed 2026-12-04 16:20:30 by ann: note`).
+fn print_history(history: &[ResolutionRecord]) {
+    for (index, row) in history.iter().enumerate() {
+        let name = if index == 0 { "history" } else { "" };
+        let note = row.note.as_deref().map(|note| format!(": {note}")).unwrap_or_default();
+        let line = format!("{} {} by {}{note}", row.resolution.state(), timestamp(row.at), row.by);
+        println!("{name:>17}: {}", escaped(&line));
+    }
+}
+
+/// A call whose claim an operator's `--failed` deleted, as its last resolution kept it.
+fn print_kept(kept: &ResolutionRecord) {
+    let fields = [
+        ("key", shell_word(kept.key.as_str()).into_owned()),
+        ("state", kept.resolution.state().to_owned()),
+        ("principal", kept.principal.clone()),
+        ("session", kept.session.clone()),
+        ("backend", kept.backend.clone()),
+        ("tool", kept.tool.clone()),
+        ("arguments sha256", kept.args_digest.clone()),
+        ("started", timestamp(kept.started)),
+        ("error", kept.error.clone().unwrap_or_default()),
+    ];
+    for (name, value) in fields {
+        println!("{name:>17}: {}", escaped(&value));
+    }
 }
 
 fn filters_anything(filter: &CallsFilter) -> bool {

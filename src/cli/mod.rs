@@ -1,6 +1,7 @@
 //! The binary's subcommands that need more than a few lines; `main.rs` parses the command line and calls them.
 
 pub mod approvals;
+pub mod audit;
 pub mod auth;
 pub mod calls;
 pub mod healthcheck;
@@ -62,4 +63,10 @@ async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
     let store = LedgerStore::open_url(url, data_dir).await?;
     switchyard::gateway::seal_results(&store, data_dir, false, false)?;
     Ok(store)
+}
+
+/// Who runs the command, for the records an operator's act leaves: `$USER`, else `$LOGNAME`, else `operator`.
+pub fn os_user() -> String {
+    let from_env = || ["USER", "LOGNAME"].iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    from_env().unwrap_or_else(|| "operator".to_owned())
 }

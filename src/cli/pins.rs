@@ -126,8 +126,7 @@ async fn approve(store: &LedgerStore, rows: &[PinRow], by: &str) -> anyhow::Resu
 }
 
 fn approver(by: Option<String>) -> String {
-    let from_env = || ["USER", "LOGNAME"].iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
-    by.or_else(from_env).unwrap_or_else(|| "operator".to_owned())
+    by.unwrap_or_else(super::os_user)
 }
 
 fn label(row: &PinRow) -> String {

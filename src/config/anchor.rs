@@ -26,6 +26,7 @@ pub(super) fn anchor(table: &mut toml::Table, base: &Path) {
     {
         rewrite(table, &keys, |text| is_relative(text).then(|| join(text)));
     }
+    rewrite(table, &["audit", "file"], |text| is_relative(text).then(|| join(text)));
     rewrite(table, &["auth", "jwt", "jwks_file"], |text| is_relative(text).then(|| join(text)));
     rewrite(table, &["ledger", "url"], |url| {
         let path = url.strip_prefix("sqlite://")?;

@@ -16,6 +16,7 @@
 
 mod anchor;
 mod approvals;
+mod audit;
 mod auth;
 mod backend;
 mod catalog;
@@ -44,6 +45,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use approvals::{ApprovalsConfig, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_APPROVAL_WAIT};
+pub use audit::{AuditArguments, AuditConfig, AuditFile, DEFAULT_REDACT};
 #[cfg(test)]
 pub(crate) use auth::ANONYMOUS;
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
@@ -65,6 +67,7 @@ pub use telemetry::{LogFormat, TelemetryConfig, parse_log_format};
 pub use traces::{SamplerKind, TracesConfig, TracesSampler};
 
 use approvals::RawApprovals;
+use audit::RawAudit;
 use auth::RawAuth;
 use backend::RawBackend;
 use catalog::RawCatalog;
@@ -92,6 +95,8 @@ struct RawConfig {
     approvals: RawApprovals,
     limits: Vec<RawLimit>,
     telemetry: RawTelemetry,
+    /// `None` when the file has no `[audit]` section (no audit trail).
+    audit: Option<RawAudit>,
 }
 
 /// The file looked for in the working directory when no path is given.
@@ -117,6 +122,8 @@ pub struct Config {
     /// In file order; labels are unique.
     pub limits: Vec<LimitConfig>,
     pub telemetry: TelemetryConfig,
+    /// `None`: no audit trail.
+    pub audit: Option<AuditConfig>,
 }
 
 impl Config {
@@ -155,6 +162,8 @@ impl Config {
         let raw: RawConfig = de::from_table(table).map_err(|error| error.in_file(source_name))?;
         let mut config = build(&raw, &env).map_err(|fault| fault.in_file(source_name))?;
         config.apply_env(&env)?;
+        audit::check_otlp(config.audit.as_ref(), &config.telemetry.traces)
+            .map_err(|fault| fault.in_file(source_name))?;
         telemetry::check_metrics_tls(&config.telemetry, config.server.tls.is_some())
             .map_err(|fault| fault.in_file(source_name))?;
         Ok(config)
@@ -172,6 +181,7 @@ impl Config {
             approvals: ApprovalsConfig::default(),
             limits: Vec::new(),
             telemetry: TelemetryConfig::default(),
+            audit: None,
         }
     }
 
@@ -262,7 +272,8 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
         .collect::<Result<Vec<_>, _>>()?;
     limits::check_unique_labels(&limits)?;
     let telemetry = telemetry::build(&raw.telemetry)?;
-    Ok(Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry })
+    let audit = audit::build(raw.audit.as_ref())?;
+    Ok(Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry, audit })
 }
 
 fn check_unique_names(backends: &[BackendConfig]) -> Result<(), Fault> {

@@ -32,6 +32,7 @@ use crate::mcp::SESSION_ID_HEADER;
 use crate::router::fairness_key;
 use crate::secret::SubjectToken;
 use crate::telemetry::RequestRecord;
+use crate::telemetry::audit::AuditEvent;
 
 /// The backend of `/mcp/{backend}` (a configured one), or `None` for `/mcp`.
 pub(super) struct Scope(pub(super) Option<String>);
@@ -77,11 +78,11 @@ impl FromRequestParts<Arc<Front>> for Admitted {
         }
         let authorization = parts.headers.get_all(header::AUTHORIZATION).iter().map(HeaderValue::as_bytes);
         let endpoint = endpoint(parts.uri.path());
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
         match settings.auth.authenticate(endpoint, authorization).await {
             Ok(Authenticated { principal, subject_token }) => {
                 let record = access::of(parts);
                 record.principal(&principal.name);
-                let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
                 let share = front.in_flight.take(fairness_key(&principal, peer), settings.shares.per_principal)?;
                 if let Some(slot) = parts.extensions.get::<ShareSlot>() {
                     slot.keep(share);
@@ -90,6 +91,13 @@ impl FromRequestParts<Arc<Front>> for Admitted {
             }
             Err(error) => {
                 front.metrics.auth_failure(error.reason());
+                if let Some(audit) = front.metrics.audit() {
+                    let event = AuditEvent::new("auth_failure")
+                        .field("reason", error.reason())
+                        .field("path", parts.uri.path())
+                        .field("peer", peer.map_or(serde_json::Value::Null, |peer| peer.to_string().into()));
+                    audit.record(event);
+                }
                 let challenge = settings.auth.challenge(endpoint, &error);
                 Err(FrontError::Unauthenticated { error, challenge })
             }

@@ -45,7 +45,7 @@ pub struct ConfigDiff {
 
 impl ConfigDiff {
     pub fn between(running: &Config, file: &Config) -> ConfigDiff {
-        let Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry } = file;
+        let Config { server, ledger, backends, catalog, auth, policies, approvals, limits, telemetry, audit } = file;
         let mut diff = ConfigDiff {
             auth: running.auth != *auth,
             catalog: running.catalog != *catalog,
@@ -55,6 +55,9 @@ impl ConfigDiff {
         };
         if running.approvals != *approvals {
             diff.restart_only.push("approvals");
+        }
+        if running.audit != *audit {
+            diff.restart_only.push("audit");
         }
         diff.compare_server(&running.server, server);
         diff.compare_ledger(&running.ledger, ledger);
@@ -251,7 +254,7 @@ pub fn applicable(running: &Config, file: Config) -> Config {
         ..file.server
     };
     let (ledger, approvals, telemetry) = (running.ledger.clone(), running.approvals.clone(), running.telemetry.clone());
-    Config { server, ledger, approvals, telemetry, ..file }
+    Config { server, ledger, approvals, telemetry, audit: running.audit.clone(), ..file }
 }
 
 #[cfg(test)]

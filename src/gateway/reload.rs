@@ -41,6 +41,8 @@ use crate::front::listener::ConnectionLimits;
 use crate::front::tls::{self, ServerTls};
 use crate::router::{CallRouter, Routing, discovery};
 use crate::swap::Swap;
+use crate::telemetry::Metrics;
+use crate::telemetry::audit::AuditEvent;
 
 /// Where a reload reads the configuration: the file the gateway started from (`None`: it started without one)
 /// and the command line's overrides of it.
@@ -173,6 +175,7 @@ pub(super) struct Live {
 pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut requests: Requests) {
     while let Some(reply) = requests.recv().await {
         let outcome = live.reload(&source).await;
+        audit_reload(&live.front.metrics, &outcome);
         match &outcome {
             Ok(reloaded) => {
                 tracing::info!(changes = %reloaded.changes.join("; "), "configuration reloaded from {}", reloaded.file.display());
@@ -188,6 +191,20 @@ pub(super) async fn serve_requests(mut live: Live, source: ConfigSource, mut req
         let _ = reply.send(outcome);
     }
     std::future::pending::<()>().await;
+}
+
+/// The reload's audit event: the file, and what changed or why it was refused.
+fn audit_reload(metrics: &Metrics, outcome: &Outcome) {
+    let Some(audit) = metrics.audit() else { return };
+    let event = match outcome {
+        Ok(reloaded) => AuditEvent::new("reload")
+            .field("file", reloaded.file.display().to_string())
+            .field("outcome", "applied")
+            .field("changes", reloaded.changes.clone())
+            .field("needs_restart", reloaded.needs_restart.clone()),
+        Err(refused) => AuditEvent::new("reload").field("outcome", "refused").field("error", refused.to_string()),
+    };
+    audit.record(event);
 }
 
 /// What a reload builds before anything is swapped (the steps that can fail).

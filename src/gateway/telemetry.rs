@@ -1,5 +1,5 @@
 //! Lowers `[telemetry]` (and the OpenTelemetry variables the configuration already applied) into the telemetry's
-//! own settings, and starts the tracer when traces are on.
+//! own settings, and starts the tracer when traces are on; lowers `[audit]` into the audit trail's settings.
 //!
 //! Rules: the resource describes this process — `service.name`, `service.version`, `service.instance.id` (the
 //! ledger's instance id, so spans and claims name the same instance) and the `telemetry.sdk.*` attributes —
@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
-use crate::config::{SamplerKind, TracesConfig, TracesSampler};
+use crate::config::{AuditArguments, AuditConfig, SamplerKind, TracesConfig, TracesSampler};
 use crate::telemetry::Metrics;
+use crate::telemetry::audit::{Arguments, AuditSettings, FileSettings, OtlpSettings};
 use crate::telemetry::trace::{Batch, Export, ExportSetupError, RootSampler, Sampler, TraceSettings, Tracer};
 
 /// How long shutdown waits for the last spans to reach the collector.
@@ -31,6 +32,32 @@ pub(super) fn tracer(
     let tracer = Tracer::start(TraceSettings { export, sampler: sampler(config.sampler) }, metrics.trace_counts())?;
     tracing::info!(%endpoint, service = %config.service_name, "exporting traces over OTLP/HTTP");
     Ok(Some(tracer))
+}
+
+/// `[audit]` lowered; its log records go to the traces' collector, at `…/v1/logs` instead of `…/v1/traces`.
+pub(super) fn audit_settings(audit: &AuditConfig, traces: &TracesConfig, instance: &str) -> AuditSettings {
+    let file = audit.file.as_ref().map(|file| FileSettings {
+        path: file.path.clone(),
+        max_size: file.max_size,
+        keep: file.keep,
+    });
+    let otlp = traces.endpoint.as_ref().filter(|_| audit.otlp).map(|traces_url| {
+        let mut endpoint = traces_url.clone();
+        let base = endpoint.path().strip_suffix("/v1/traces").unwrap_or("").to_owned();
+        endpoint.set_path(&format!("{base}/v1/logs"));
+        OtlpSettings {
+            endpoint,
+            headers: traces.headers.clone(),
+            timeout: traces.timeout,
+            resource: resource(traces, instance),
+        }
+    });
+    let arguments = match audit.arguments {
+        AuditArguments::Digest => Arguments::Digest,
+        AuditArguments::Redacted => Arguments::Redacted,
+        AuditArguments::Full => Arguments::Full,
+    };
+    AuditSettings { file, otlp, arguments, redact: audit.redact.clone() }
 }
 
 fn resource(config: &TracesConfig, instance: &str) -> Vec<(String, String)> {

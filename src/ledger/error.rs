@@ -44,6 +44,10 @@ pub enum LedgerError {
     #[error("invalid backend token row: {problem}")]
     InvalidBackendToken { problem: String },
 
+    /// An operator's resolution the store refuses to record (a note that is too long).
+    #[error("invalid resolution: {problem}")]
+    InvalidResolution { problem: String },
+
     /// An approval request the store refuses to write (or a decision's note that is too long).
     #[error("invalid approval request: {problem}")]
     InvalidApproval { problem: String },

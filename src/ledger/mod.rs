@@ -72,6 +72,7 @@ pub use maintenance::{Maintenance, maintain};
 pub use memory::MemoryStore;
 pub use pins::{PinKey, PinOffer, PinRow, PinState};
 pub use postgres::PostgresStore;
+pub use resolutions::{ResolutionRecord, Resolve};
 pub use revocations::{MAX_SESSION_LEN, Revocation, RevocationEvent, RevocationFeed};
 pub use sqlite::SqliteStore;
 pub use stats::WriterStats;
@@ -109,6 +110,7 @@ mod approvals;
 mod backend_tokens;
 mod limit_counters;
 mod pins;
+mod resolutions;
 mod revocations;
 mod tasks;
 
@@ -292,9 +294,16 @@ impl LedgerStore {
 
     /// An operator settles an `unknown` claim: [`Resolution::Completed`] makes it completed (owner
     /// [`OPERATOR`], no result, a note in `error`) so retries are answered without running;
-    /// [`Resolution::Failed`] deletes it so a retry runs the call.
-    pub async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        dispatch!(self.resolve(key, resolution))
+    /// [`Resolution::Failed`] deletes it so a retry runs the call. Either way the call's history gains a
+    /// [`ResolutionRecord`] (who, when, the note, the call as it stood), in the same atomic step.
+    pub async fn resolve(&self, key: &ClaimKey, resolve: &Resolve) -> Result<(), LedgerError> {
+        resolve.check()?;
+        dispatch!(self.resolve(key, resolve, types::truncate_to_millis(SystemTime::now())))
+    }
+
+    /// The resolutions recorded for `key`, oldest first.
+    pub async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        dispatch!(self.resolutions(key))
     }
 
     /// Whether the store answers (for `/readyz`).

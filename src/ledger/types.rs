@@ -228,13 +228,26 @@ pub enum Settlement {
 pub enum Resolution {
     /// The call did run: the claim becomes `completed` (without a result) so retries are answered, not run.
     Completed,
-    /// The call did not run: the claim is deleted so a retry runs it.
+    /// The call did not run: the claim is deleted so a retry runs it (its history keeps the record).
     Failed,
 }
 
 impl Resolution {
     /// Both resolutions, in the order operators are offered them.
     pub const ALL: [Resolution; 2] = [Resolution::Completed, Resolution::Failed];
+
+    /// How a resolution is recorded in the call's history (`resolved_completed`, `resolved_failed`).
+    pub fn state(self) -> &'static str {
+        match self {
+            Self::Completed => "resolved_completed",
+            Self::Failed => "resolved_failed",
+        }
+    }
+
+    /// The resolution [`Resolution::state`] names.
+    pub fn parse_state(text: &str) -> Option<Resolution> {
+        Resolution::ALL.into_iter().find(|resolution| resolution.state() == text)
+    }
 
     /// The flag of `switchyard calls resolve KEY` that chooses this resolution.
     pub fn flag(self) -> &'static str {

@@ -55,7 +55,7 @@ pub use crate::backend::mcp_client::Audience;
 use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
-use crate::ledger::LedgerStore;
+use crate::ledger::{LedgerStore, canonical_digest};
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
@@ -250,6 +250,8 @@ pub struct CallRouter {
     expansions: Expansions,
     /// The tool calls this instance runs as tasks.
     tasks: tasks::Tasks,
+    /// The pin approvals the audit trail has recorded.
+    audited_approvals: pins::AuditedApprovals,
 }
 
 impl CallRouter {
@@ -271,6 +273,7 @@ impl CallRouter {
             approvals: std::sync::OnceLock::new(),
             expansions: Expansions::default(),
             tasks: tasks::Tasks::default(),
+            audited_approvals: pins::AuditedApprovals::default(),
         }
     }
 
@@ -449,7 +452,9 @@ impl CallRouter {
             }
         };
         caller.record.tool(&route.backend, &route.exposed);
+        caller.record.arguments(params.get("arguments"), canonical_digest);
         if !usable(&grants, caller, "tool", &route, Grants::tool) {
+            caller.record.policy_denied();
             caller.record.tool_outcome(ToolOutcome::Denied);
             return Err(unknown());
         }

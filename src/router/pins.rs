@@ -17,10 +17,13 @@
 //! - Fail closed: a discovery whose definitions cannot be checked against the ledger fails (the backend keeps its
 //!   last good listing and is retried), and a failed poll keeps the quarantine in force as it was (logged,
 //!   throttled).
+//! - With the audit trail on, each approval a poll finds that this instance had not seen becomes a `pin_approval`
+//!   event ([`AuditedApprovals`]); the approvals already there when a backend's pins are first read are the
+//!   starting point, not events.
 //! - The call path pays nothing: only a name that fails to resolve is looked up among the quarantined
 //!   ([`refusal`]), and the refusal is a `-32602` that names the tool and the operator's commands.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +38,7 @@ use crate::ledger::PinKey;
 use crate::ledger::{LedgerError, PinOffer, PinRow, PinState, canonical_digest, canonical_json};
 use crate::mcp::jsonrpc;
 use crate::telemetry::LogThrottle;
+use crate::telemetry::audit::{Audit, AuditEvent};
 
 /// How often each instance looks for pins changed by another (an operator's approval, another replica).
 pub const POLL: Duration = Duration::from_secs(2);
@@ -181,6 +185,35 @@ fn flag(key: &PinKey, rules: &PinRules, definition: &Value) -> bool {
     !findings.is_empty()
 }
 
+/// One approval of a pin: (kind, name, approved at).
+type Approval = (String, String, u64);
+
+/// The pin approvals this instance has seen, per backend.
+#[derive(Debug, Default)]
+pub(super) struct AuditedApprovals(parking_lot::Mutex<HashMap<String, HashSet<Approval>>>);
+
+impl AuditedApprovals {
+    /// Records a `pin_approval` event for each approval among `pins` not seen before (none the first time).
+    fn note(&self, audit: &Audit, backend: &str, pins: &[PinRow]) {
+        let mut seen = self.0.lock();
+        let first = !seen.contains_key(backend);
+        let known = seen.entry(backend.to_owned()).or_default();
+        for row in pins {
+            let (Some(by), Some(at)) = (&row.approved_by, row.approved_at) else { continue };
+            if known.insert((row.key.kind.clone(), row.key.name.clone(), at)) && !first {
+                let event = AuditEvent::new("pin_approval")
+                    .field("backend", backend)
+                    .field("kind", row.key.kind.as_str())
+                    .field("name", row.key.name.as_str())
+                    .field("digest", row.digest.as_str())
+                    .field("by", by.as_str())
+                    .field("approved_at", at);
+                audit.record(event);
+            }
+        }
+    }
+}
+
 impl CallRouter {
     /// Reads `backend`'s pins and hands its quarantined items to the catalog (none when `pin = "off"`); counts
     /// them. Returns whether the tools agents see of it changed.
@@ -202,6 +235,9 @@ impl CallRouter {
             .map(|row| (if row.key.kind == "prompt" { "prompt" } else { "tool" }, row.key.name.clone()))
             .collect();
         self.ledger.metrics.tool_pins(backend, pins.len() - quarantined.len(), quarantined.len());
+        if let Some(audit) = self.ledger.metrics.audit() {
+            self.audited_approvals.note(audit, backend, &pins);
+        }
         self.catalog.quarantine(backend, quarantined)
     }
 

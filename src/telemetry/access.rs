@@ -11,6 +11,9 @@
 //!   message was a JSON-RPC request — the duration observed. A request whose answer was never sent (the agent
 //!   went away) is logged with status 499, as nginx does.
 //! - The line is written by [`super::access_line`] (formatted by hand, off the request's thread).
+//! - When the audit trail is on, a request that resolved a tool also becomes its audit event when dropped: a
+//!   `tool_call` (with the arguments [`RequestRecord::arguments`] kept, the outcome and the duration), or a
+//!   `policy_denial` / `limit_refusal` when the call was refused before it ran.
 //! - The line never holds a credential: only the principal's name, the session's id (not its sealed token),
 //!   label values and numbers.
 
@@ -22,6 +25,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::access_line::AccessFields;
+use super::audit::AuditEvent;
 use super::labels::{self, ErrorType, ToolOutcome};
 use super::metrics::Metrics;
 
@@ -52,6 +56,16 @@ struct Fields {
     outcome: Option<ToolOutcome>,
     error: ErrorType,
     status: Option<u16>,
+    /// The tool call's arguments as the audit trail shows them (set only when it is on).
+    arguments: Option<Value>,
+    /// Why the call was refused before it ran, for the audit trail.
+    refusal: Option<Refusal>,
+}
+
+/// A refusal the audit trail records as its own event rather than as a tool call.
+enum Refusal {
+    Policy,
+    Limit(Arc<str>),
 }
 
 impl RequestRecord {
@@ -110,6 +124,21 @@ impl RequestRecord {
     pub fn limit_refused(&self, limit: &Arc<str>) {
         if let Some(metrics) = &self.metrics {
             metrics.limit_refused(limit);
+            self.fields.lock().refusal = Some(Refusal::Limit(Arc::clone(limit)));
+        }
+    }
+
+    /// The principal's policies do not grant the tool (the agent is told it is unknown).
+    pub fn policy_denied(&self) {
+        self.fields.lock().refusal = Some(Refusal::Policy);
+    }
+
+    /// The tool call's arguments, kept for the audit trail when it is on (nothing else happens when it is off);
+    /// `digest` is the ledger's digest of arguments.
+    pub fn arguments(&self, arguments: Option<&Value>, digest: impl FnOnce(&Value) -> String) {
+        if let Some(audit) = self.metrics.as_ref().and_then(|metrics| metrics.audit()) {
+            let shown = audit.arguments(arguments.unwrap_or(&Value::Null), digest);
+            self.fields.lock().arguments = Some(shown);
         }
     }
 
@@ -166,7 +195,39 @@ impl Drop for RequestRecord {
             status: fields.status.unwrap_or(NO_ANSWER),
             micros,
         });
+        if let Some(audit) = metrics.audit()
+            && let Some(event) = audit_event(fields, outcome, micros)
+        {
+            audit.record(event);
+        }
     }
+}
+
+/// The audit event of a request that resolved a tool (a call, or its refusal by a policy or a limit).
+fn audit_event(fields: &mut Fields, outcome: &str, micros: u64) -> Option<AuditEvent> {
+    let (Some(backend), Some(tool)) = (&fields.backend, &fields.tool) else { return None };
+    let kind = match &fields.refusal {
+        None => "tool_call",
+        Some(Refusal::Policy) => "policy_denial",
+        Some(Refusal::Limit(_)) => "limit_refusal",
+    };
+    let text = |value: &Option<String>| value.clone().map_or(Value::Null, Value::String);
+    let mut event = AuditEvent::new(kind)
+        .field("principal", text(&fields.principal))
+        .field("session", text(&fields.session))
+        .field("backend", &**backend)
+        .field("tool", &**tool);
+    match &fields.refusal {
+        Some(Refusal::Limit(limit)) => event = event.field("limit", &**limit),
+        Some(Refusal::Policy) => {}
+        None => {
+            event = event
+                .field("arguments", fields.arguments.take().unwrap_or(Value::Null))
+                .field("outcome", outcome)
+                .field("duration_ms", micros as f64 / 1000.0);
+        }
+    }
+    Some(event)
 }
 
 #[cfg(test)]

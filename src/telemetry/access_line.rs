@@ -286,7 +286,7 @@ fn quoted(line: &mut Vec<u8>, text: &str) {
 }
 
 /// `now` in RFC 3339, UTC, microseconds (`2026-12-01T11:53:48.123456Z`), as the rest of the log writes it.
-fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
+pub(super) fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = since.as_secs();
     let (year, month, day) = crate::civil_date::civil_date(seconds / 86_400);

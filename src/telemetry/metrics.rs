@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -27,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::audit::{Audit, AuditError, AuditSettings};
 use super::catalog::CatalogMetrics;
 use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOOL};
 use super::pins::PinMetrics;
@@ -54,6 +55,7 @@ pub mod names {
     pub const TRACE_EXPORT_FAILURES: &str = "switchyard_trace_export_failures_total";
     pub const APPROVALS: &str = "switchyard_approvals_total";
     pub const APPROVAL_NOTIFY_FAILURES: &str = "switchyard_approval_notifications_failed_total";
+    pub const AUDIT_EVENTS_DROPPED: &str = "switchyard_audit_events_dropped_total";
 }
 
 /// The `reason` of a span dropped by the trace exporter.
@@ -161,6 +163,9 @@ pub struct Metrics {
     /// The series of the two families whose labels hold more than a backend, noted when first created, so a
     /// backend's series can all be dropped when a reload removes it.
     backend_series: Mutex<BackendSeries>,
+    /// The audit trail, once started (`None` without `[audit]`).
+    audit: OnceLock<Audit>,
+    audit_dropped: Counter,
 }
 
 #[derive(Default)]
@@ -234,6 +239,8 @@ impl Metrics {
             catalog: CatalogMetrics::default(),
             tasks: TaskMetrics::default(),
             backend_series: Mutex::default(),
+            audit: OnceLock::new(),
+            audit_dropped: Counter::default(),
         };
         metrics.register(ledger_family, dropped_family);
         metrics
@@ -288,6 +295,8 @@ impl Metrics {
         registry.register(counter(names::TRACE_SPANS_DROPPED), dropped, spans_dropped);
         let failed = "Trace export requests the collector refused or did not answer in time";
         registry.register(counter(names::TRACE_EXPORT_FAILURES), failed, self.trace_counts.failed_exports.clone());
+        let audit = "Audit events dropped: the queue was full or a sink could not take them";
+        registry.register(counter(names::AUDIT_EVENTS_DROPPED), audit, self.audit_dropped.clone());
         self.pins.register(registry);
         self.catalog.register(registry);
         self.tasks.register(registry);
@@ -479,6 +488,18 @@ impl Metrics {
     /// A backend's server-to-client request handed to an agent.
     pub fn relayed_request(&self, method: &str) {
         self.relayed_requests.get_or_create(&MethodLabels { method: labels::method(method) }).inc();
+    }
+
+    /// Starts the audit trail every part then reaches through [`Metrics::audit`] (once per gateway; a second
+    /// start is refused).
+    pub fn start_audit(&self, settings: AuditSettings) -> Result<(), AuditError> {
+        let audit = Audit::start(settings, self.audit_dropped.clone())?;
+        self.audit.set(audit).map_err(|_| AuditError::Started)
+    }
+
+    /// The audit trail; `None` (one branch) without `[audit]`.
+    pub fn audit(&self) -> Option<&Audit> {
+        self.audit.get()
     }
 
     /// A request refused for its credentials; `reason` comes from a fixed list (the authenticator's).

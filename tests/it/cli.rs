@@ -196,12 +196,23 @@ async fn calls_lists_shows_and_resolves_the_ledger() {
     assert_eq!(retry["result"]["_meta"]["switchyard/outcome"], "unknown", "not repeated");
     assert_eq!(fault.executions("echo"), 1);
 
-    let resolved = run(switchyard().args(["calls", "resolve", &key, "--failed", "--config"]).arg(&config)).await;
+    let resolve = ["calls", "resolve", &key, "--failed", "--note", "the backend's log shows no run", "--config"];
+    let resolved = run(switchyard().env("USER", "ann").args(resolve).arg(&config)).await;
     assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
+    let kept = stdout(&run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await);
+    assert!(kept.contains("state: resolved_failed") && kept.contains("principal: anonymous"), "{kept}");
+    let history =
+        kept.lines().find(|line| line.contains("history:")).unwrap_or_else(|| panic!("no history in\n{kept}"));
+    assert!(
+        history.contains("resolved_failed") && history.contains("by ann: the backend's log shows no run"),
+        "{history}"
+    );
     fault.update(|script| script.drop_after_call = false);
     let ran = agent.request("tools/call", call).await;
     assert_eq!(ran["result"]["content"][0]["text"], "x", "after --failed the retry runs");
     assert_eq!(fault.executions("echo"), 2);
+    let rerun = stdout(&run(switchyard().args(["calls", "show", &key, "--config"]).arg(&config)).await);
+    assert!(rerun.contains("state: completed") && rerun.contains("by ann"), "the history outlives the retry: {rerun}");
 
     let bad = run(switchyard().args(["calls", "--state", "lost", "--config"]).arg(&config)).await;
     assert_eq!(bad.status.code(), Some(1));

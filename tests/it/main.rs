@@ -4,6 +4,7 @@
 mod agent_auth;
 mod approvals;
 mod at_most_once;
+mod audit;
 mod auth;
 mod backend_client;
 mod backend_interop;

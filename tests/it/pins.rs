@@ -92,7 +92,9 @@ fn metric_line(gateway: &TestGateway, series: &str) -> Option<String> {
 
 #[tokio::test]
 async fn changed_definitions_are_quarantined_refused_unsent_and_served_once_approved() {
-    let (fault, gateway, mut agent) = started("").await;
+    let audit_dir = scratch_dir("pins-audit");
+    let audit = audit_dir.join("audit.jsonl");
+    let (fault, gateway, mut agent) = started(&format!("[audit]\nfile = {:?}\n", audit.display().to_string())).await;
     let mut stream = agent.open_stream().await;
 
     let mut changed = tools();
@@ -161,6 +163,17 @@ async fn changed_definitions_are_quarantined_refused_unsent_and_served_once_appr
         listed.lines().any(|line| line.contains("read") && line.contains("pinned") && line.contains("alice")),
         "{listed}"
     );
+    let approvals = || {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        text.lines().filter(|line| line.contains("\"event\":\"pin_approval\"")).map(str::to_owned).collect::<Vec<_>>()
+    };
+    eventually("the approval is audited", || async { !approvals().is_empty() }).await;
+    let event: Value = serde_json::from_str(&approvals()[0]).unwrap();
+    assert_eq!(
+        (event["backend"].as_str(), event["name"].as_str(), event["by"].as_str()),
+        (Some("fault"), Some("read"), Some("alice"))
+    );
+    assert_eq!(approvals().len(), 1, "the rejection is no approval");
 }
 
 #[tokio::test]

@@ -101,8 +101,15 @@ impl Claims {
     }
 
     /// An operator's resolve of an `unknown` claim at `now_ms` (see [`super::super::LedgerStore::resolve`]).
-    pub(super) fn resolve(&mut self, key: &ClaimKey, resolution: Resolution, now_ms: i64) -> Result<(), LedgerError> {
-        rules::decide_resolve(key, self.table.get(key.as_str()).map(|(_, record)| record.state))?;
+    /// Returns the claim as it was.
+    pub(super) fn resolve(
+        &mut self,
+        key: &ClaimKey,
+        resolution: Resolution,
+        now_ms: i64,
+    ) -> Result<ClaimRecord, LedgerError> {
+        let before = self.get(key.as_str());
+        rules::explain_resolve(key, before.as_ref())?;
         match resolution {
             Resolution::Failed => {
                 self.remove(key.as_str());
@@ -115,7 +122,7 @@ impl Claims {
                 record.updated_ms = now_ms;
             }),
         }
-        Ok(())
+        before.ok_or_else(|| LedgerError::NotFound { key: key.to_string() })
     }
 
     /// Applies `change` to the record of `key` (if any) and reindexes it.

@@ -35,10 +35,10 @@ use super::backend_tokens::BackendTokenRow;
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::limit_counters::CounterRow;
+use super::resolutions::{ResolutionRecord, Resolve};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::types::{
-    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, Resolution, Settlement, new_claim_id_bytes,
-    to_millis,
+    ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, Settlement, new_claim_id_bytes, to_millis,
 };
 use super::waiters::Waiters;
 use claims::Claims;
@@ -70,6 +70,8 @@ struct Inner {
     pins: Mutex<pins::Pins>,
     /// Tasks by id (see `tasks.rs`).
     tasks: Mutex<HashMap<String, super::tasks::TaskRow>>,
+    /// Operators' resolutions, oldest first (see `super::resolutions`).
+    resolutions: Mutex<Vec<ResolutionRecord>>,
 }
 
 /// Now, as the store keeps times.
@@ -220,8 +222,16 @@ impl MemoryStore {
         Ok(found)
     }
 
-    pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        self.inner.claims.lock().resolve(key, resolution, now_ms())
+    pub(crate) async fn resolve(&self, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
+        let mut claims = self.inner.claims.lock();
+        let before = claims.resolve(key, resolve.resolution, to_millis(now))?;
+        // Taken while the claims are held, so a reader never sees the claim settled without its history.
+        self.inner.resolutions.lock().push(ResolutionRecord::of(&before, resolve, now));
+        Ok(())
+    }
+
+    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        Ok(self.inner.resolutions.lock().iter().filter(|row| row.key == *key).cloned().collect())
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

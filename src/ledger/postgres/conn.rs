@@ -97,8 +97,6 @@ pub(super) struct Prepared {
     pub(super) orphan: Statement,
     pub(super) purge: Statement,
     pub(super) list: Statement,
-    pub(super) resolve_completed: Statement,
-    pub(super) resolve_failed: Statement,
     /// The multi-row statements of a batch (see [`super::rows`]).
     pub(super) claim_rows: Statement,
     pub(super) others: Statement,
@@ -123,13 +121,11 @@ impl Prepared {
             client.prepare(&sql.release),
             client.prepare(&sql.renew),
         )?;
-        let (expire, orphan, purge, list, resolve_completed, resolve_failed) = tokio::try_join!(
+        let (expire, orphan, purge, list) = tokio::try_join!(
             client.prepare(&sql.expire),
             client.prepare(&sql.orphan),
             client.prepare(&sql.purge),
             client.prepare(&sql.list),
-            client.prepare(&sql.resolve_completed),
-            client.prepare(&sql.resolve_failed),
         )?;
         let (claim_rows, others, complete_rows) = tokio::try_join!(
             client.prepare(&rows.claim),
@@ -147,8 +143,6 @@ impl Prepared {
             orphan,
             purge,
             list,
-            resolve_completed,
-            resolve_failed,
             claim_rows,
             others,
             complete_rows,

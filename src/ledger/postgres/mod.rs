@@ -43,12 +43,13 @@ use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::limit_counters::LimitCounterSql;
 use super::pins::PinSql;
+use super::resolutions::{ResolutionRecord, ResolutionSql, Resolve};
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
 use super::stats::WriterStats;
 use super::tasks::TaskSql;
-use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
+use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, new_claim_id};
 use super::waiters::Waiters;
 use crate::ledger_url::PostgresUrl;
 use batch::{Job, Writers};
@@ -72,6 +73,7 @@ struct Inner {
     limit_counter_sql: LimitCounterSql,
     pin_sql: PinSql,
     task_sql: TaskSql,
+    resolution_sql: ResolutionSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// The vault key results are sealed with (`at_rest.rs`), set once after opening.
@@ -117,6 +119,7 @@ impl PostgresStore {
         let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
         let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
         let task_sql = TaskSql::new(&names.tasks, Dialect::Postgres);
+        let resolution_sql = ResolutionSql::new(&names.claims, &names.resolutions, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -136,6 +139,7 @@ impl PostgresStore {
             limit_counter_sql,
             pin_sql,
             task_sql,
+            resolution_sql,
             revocations,
             at_rest: OnceLock::new(),
             config,
@@ -279,15 +283,20 @@ impl PostgresStore {
         self.inner.conn.run(|session| async move { ops::list(&session, filter).await }).await
     }
 
-    pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        let (store, key, now) = (self.clone(), key.clone(), SystemTime::now());
+    pub(crate) async fn resolve(&self, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
+        let (store, key, resolve) = (self.clone(), key.clone(), resolve.clone());
         detached(async move {
-            let key = &key;
-            store.inner.conn.run(|session| async move { ops::resolve(&session, key, resolution, now).await }).await?;
+            let (key, resolve, sql) = (&key, &resolve, &store.inner.resolution_sql);
+            store.inner.conn.run(|session| async move { ops::resolve(&session, sql, key, resolve, now).await }).await?;
             store.inner.waiters.wake(key.as_str());
             Ok(())
         })
         .await
+    }
+
+    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        let sql = &self.inner.resolution_sql;
+        self.inner.conn.run(|session| async move { ops::resolutions(&session, sql, key).await }).await
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

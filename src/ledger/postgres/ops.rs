@@ -8,9 +8,11 @@
 use std::time::SystemTime;
 
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::conn::{Failure, Session};
 use crate::ledger::error::LedgerError;
+use crate::ledger::resolutions::{self, Columns, ResolutionRecord, ResolutionSql, Resolve};
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
 use crate::ledger::sql::{PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
@@ -142,26 +144,67 @@ pub(super) async fn list(session: &Session, filter: &ListFilter) -> Result<Vec<C
     rows.iter().map(record).collect()
 }
 
+/// Records the resolution and settles the claim in one statement ([`ResolutionSql`]); nothing changes unless the
+/// claim is `unknown`.
 pub(super) async fn resolve(
     session: &Session,
+    sql: &ResolutionSql,
     key: &ClaimKey,
-    resolution: Resolution,
+    resolve: &Resolve,
     now: SystemTime,
 ) -> Result<(), Failure> {
-    let (client, prepared) = (&session.client, &session.prepared);
-    let changed = match resolution {
+    let (resolution, by, at, note) = resolutions::values(resolve, now);
+    let key_text = key.as_str();
+    let recorded = match resolve.resolution {
         Resolution::Completed => {
-            client
-                .execute(&prepared.resolve_completed, &[&key.as_str(), &OPERATOR, &RESOLVED_NOTE, &to_millis(now)])
-                .await?
+            let values: [&(dyn ToSql + Sync); 7] = [&key_text, &resolution, &by, &at, &note, &OPERATOR, &RESOLVED_NOTE];
+            session.client.execute(sql.complete.as_str(), &values).await?
         }
-        Resolution::Failed => client.execute(&prepared.resolve_failed, &[&key.as_str()]).await?,
+        Resolution::Failed => {
+            let values: [&(dyn ToSql + Sync); 5] = [&key_text, &resolution, &by, &at, &note];
+            session.client.execute(sql.delete.as_str(), &values).await?
+        }
     };
-    if changed > 0 {
+    if recorded > 0 {
         return Ok(());
     }
-    let current = get(session, key.as_str()).await?;
+    let current = get(session, key_text).await?;
     Ok(rules::explain_resolve(key, current.as_ref())?)
+}
+
+/// The resolutions recorded for `key`, oldest first.
+pub(super) async fn resolutions(
+    session: &Session,
+    sql: &ResolutionSql,
+    key: &ClaimKey,
+) -> Result<Vec<ResolutionRecord>, Failure> {
+    let rows = session.client.query(sql.select.as_str(), &[&key.as_str()]).await?;
+    let read = |row: &Row| -> Result<ResolutionRecord, LedgerError> {
+        let unreadable =
+            |error: tokio_postgres::Error| LedgerError::corrupt(format!("unreadable resolution row: {error}"));
+        // Each column, by index, or the row is unreadable.
+        macro_rules! column {
+            ($index:literal) => {
+                row.try_get($index).map_err(unreadable)?
+            };
+        }
+        let columns: Columns = (
+            column!(0),
+            column!(1),
+            column!(2),
+            column!(3),
+            column!(4),
+            column!(5),
+            column!(6),
+            column!(7),
+            column!(8),
+            column!(9),
+            column!(10),
+            column!(11),
+        );
+        resolutions::from_columns(columns)
+    };
+    Ok(rows.iter().map(read).collect::<Result<_, _>>()?)
 }
 
 pub(super) async fn ping(session: &Session) -> Result<(), Failure> {

@@ -20,6 +20,7 @@ use crate::ledger::digest::sha256_hex;
 use crate::ledger::error::LedgerError;
 use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
 use crate::ledger::pins::{self, PINS_TABLE};
+use crate::ledger::resolutions::{self, RESOLUTIONS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
@@ -53,6 +54,7 @@ pub(super) struct Names {
     pub(super) fleet_channel: String,
     pub(super) fleet_spill: String,
     pub(super) stream_events: String,
+    pub(super) resolutions: String,
 }
 
 impl Names {
@@ -77,6 +79,7 @@ impl Names {
             fleet_channel: format!("switchyard_fleet_{}", &sha256_hex(schema.unwrap_or_default().as_bytes())[..12]),
             fleet_spill: qualify(FLEET_SPILL_TABLE),
             stream_events: qualify(STREAM_EVENTS_TABLE),
+            resolutions: qualify(RESOLUTIONS_TABLE),
         }
     }
 }
@@ -116,6 +119,9 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&crate::ledger::tasks::create_statement(&names.tasks)).await?;
     tx.batch_execute(&super::bus::create_statement(&names.fleet_spill)).await?;
     tx.batch_execute(&super::bus::create_events_statement(&names.stream_events)).await?;
+    for statement in resolutions::create_statements(&names.resolutions) {
+        tx.batch_execute(&statement).await?;
+    }
     tx.commit().await?;
     Ok(())
 }

@@ -37,10 +37,11 @@ use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
+use super::resolutions::{ResolutionRecord, Resolve};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::sql::purge_in_slices;
 use super::stats::WriterStats;
-use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, Resolution, new_claim_id};
+use super::types::{ClaimKey, ClaimOutcome, ClaimRecord, ListFilter, NewClaim, new_claim_id};
 use super::waiters::Waiters;
 use worker::Worker;
 
@@ -222,11 +223,16 @@ impl SqliteStore {
         self.inner.worker.run(move |db| ops::list(db, &filter)).await
     }
 
-    pub(crate) async fn resolve(&self, key: &ClaimKey, resolution: Resolution) -> Result<(), LedgerError> {
-        let (job_key, now) = (key.clone(), SystemTime::now());
-        self.inner.worker.run(move |db| ops::resolve(db, &job_key, resolution, now)).await?;
+    pub(crate) async fn resolve(&self, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
+        let (job_key, resolve) = (key.clone(), resolve.clone());
+        self.inner.worker.run(move |db| ops::resolve(db, &job_key, &resolve, now)).await?;
         self.inner.waiters.wake(key.as_str());
         Ok(())
+    }
+
+    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        let key = key.clone();
+        self.inner.worker.run(move |db| ops::resolutions(db, &key)).await
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

@@ -4,14 +4,16 @@
 //! except that a statement which changed nothing is followed by a read to say why (see [`rules::explain`]);
 //! statements come from the connection's prepared-statement cache.
 
+use std::sync::LazyLock;
 use std::time::SystemTime;
 
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::worker::Db;
 use crate::ledger::error::LedgerError;
+use crate::ledger::resolutions::{self, RESOLUTIONS_TABLE, ResolutionRecord, ResolutionSql, Resolve};
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
-use crate::ledger::sql::{PURGE_SLICE, RACE_ATTEMPTS, RawRow};
+use crate::ledger::sql::{CLAIMS_TABLE, Dialect, PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, OPERATOR, Resolution, to_millis,
 };
@@ -119,18 +121,35 @@ pub(super) fn list(db: &Db, filter: &ListFilter) -> Result<Vec<ClaimRecord>, Led
     rows.map(|row| row.map_err(LedgerError::from).and_then(RawRow::into_record)).collect()
 }
 
-pub(super) fn resolve(db: &Db, key: &ClaimKey, resolution: Resolution, now: SystemTime) -> Result<(), LedgerError> {
-    let changed = match resolution {
-        Resolution::Completed => db.conn.prepare_cached(&db.sql.resolve_completed)?.execute(params![
-            key.as_str(),
-            OPERATOR,
-            RESOLVED_NOTE,
-            to_millis(now)
-        ])?,
-        Resolution::Failed => db.conn.prepare_cached(&db.sql.resolve_failed)?.execute([key.as_str()])?,
+/// Records the resolution and settles the claim in one transaction; nothing changes unless the claim is `unknown`.
+pub(super) fn resolve(db: &Db, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
+    let tx = db.conn.unchecked_transaction()?;
+    let (resolution, by, at, note) = resolutions::values(resolve, now);
+    let recorded =
+        tx.prepare_cached(&RESOLUTION_SQL.record)?.execute(params![key.as_str(), resolution, by, at, note])?;
+    if recorded == 0 {
+        drop(tx);
+        return rules::explain_resolve(key, get(db, key.as_str())?.as_ref());
+    }
+    match resolve.resolution {
+        Resolution::Completed => {
+            tx.prepare_cached(&db.sql.resolve_completed)?.execute(params![key.as_str(), OPERATOR, RESOLVED_NOTE, at])?
+        }
+        Resolution::Failed => tx.prepare_cached(&db.sql.resolve_failed)?.execute([key.as_str()])?,
     };
-    if changed > 0 { Ok(()) } else { rules::explain_resolve(key, get(db, key.as_str())?.as_ref()) }
+    tx.commit()?;
+    Ok(())
 }
+
+/// The resolutions recorded for `key`, oldest first.
+pub(super) fn resolutions(db: &Db, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+    let mut statement = db.conn.prepare_cached(&RESOLUTION_SQL.select)?;
+    let rows = statement.query_map([key.as_str()], |row| row.try_into())?;
+    rows.map(|row| resolutions::from_columns(row?)).collect()
+}
+
+static RESOLUTION_SQL: LazyLock<ResolutionSql> =
+    LazyLock::new(|| ResolutionSql::new(CLAIMS_TABLE, RESOLUTIONS_TABLE, Dialect::Sqlite));
 
 /// Those of `keys` that are no longer in flight (settled or gone), for the cross-process poll.
 pub(super) fn settled_among(db: &Db, keys: Vec<String>) -> Result<Vec<String>, LedgerError> {

@@ -35,6 +35,7 @@ use crate::ledger::background::{Nudger, Parked, Parking};
 use crate::ledger::error::LedgerError;
 use crate::ledger::limit_counters::{self, LIMIT_COUNTERS_TABLE};
 use crate::ledger::pins::{self, PINS_TABLE};
+use crate::ledger::resolutions;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
 use crate::ledger::stats::{WriterCounters, WriterStats};
@@ -262,6 +263,9 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     tx.execute_batch(&limit_counters::create_statement(LIMIT_COUNTERS_TABLE))?;
     tx.execute_batch(&pins::create_statement(PINS_TABLE))?;
     tx.execute_batch(&crate::ledger::tasks::create_statement(crate::ledger::tasks::TASKS_TABLE))?;
+    for statement in resolutions::create_statements(resolutions::RESOLUTIONS_TABLE) {
+        tx.execute_batch(&statement)?;
+    }
     tx.commit()?;
     Ok(())
 }

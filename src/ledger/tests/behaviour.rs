@@ -15,7 +15,8 @@ pub(super) use super::completion::{
 };
 use crate::ledger::{
     BackendTokenRow, CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, CounterRow, LedgerError,
-    LedgerStore, ListFilter, NewClaim, OPERATOR, Resolution, Revocation, TokenFilter, WaitOutcome, canonical_digest,
+    LedgerStore, ListFilter, NewClaim, OPERATOR, Resolution, Resolve, Revocation, TokenFilter, WaitOutcome,
+    canonical_digest,
 };
 
 pub(super) fn key(name: &str) -> ClaimKey {
@@ -284,28 +285,48 @@ pub(super) async fn list_filters(h: &Harness) {
     assert_eq!(list(ListFilter { limit: 2, ..Default::default() }).await.len(), 2);
 }
 
+fn by_ops(resolution: Resolution, note: Option<&str>) -> Resolve {
+    Resolve { resolution, by: "ops".into(), note: note.map(str::to_owned) }
+}
+
 pub(super) async fn resolve_settles_unknown_claims(h: &Harness) {
-    let missing = h.store.resolve(&key("missing"), Resolution::Completed).await;
+    let missing = h.store.resolve(&key("missing"), &by_ops(Resolution::Completed, None)).await;
     assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
     claimed(&h.store, "ran", "gw-a").await;
-    let in_flight = h.store.resolve(&key("ran"), Resolution::Failed).await;
+    let in_flight = h.store.resolve(&key("ran"), &by_ops(Resolution::Failed, None)).await;
     assert!(matches!(in_flight, Err(LedgerError::WrongState { state: ClaimState::InFlight, .. })), "{in_flight:?}");
 
     h.store.mark_unknown(&key("ran"), "gw-a", "timeout").await.expect("mark unknown");
-    h.store.resolve(&key("ran"), Resolution::Completed).await.expect("resolve completed");
+    let long = by_ops(Resolution::Completed, Some(&"x".repeat(crate::ledger::MAX_NOTE + 1)));
+    let refused = h.store.resolve(&key("ran"), &long).await;
+    assert!(matches!(refused, Err(LedgerError::InvalidResolution { .. })), "{refused:?}");
+    h.store.resolve(&key("ran"), &by_ops(Resolution::Completed, Some("it ran"))).await.expect("resolve completed");
     let record = existing(&h.store, "ran", "gw-b").await;
     assert_eq!((record.state, record.owner.as_str(), &record.result), (ClaimState::Completed, OPERATOR, &None));
     assert!(record.error.as_deref().is_some_and(|note| note.contains("operator")), "{record:?}");
     let late = h.store.complete(&key("ran"), "gw-a", &result("r"), super::MAX_RESULT).await;
     assert!(matches!(late, Err(LedgerError::NotOwner { .. })), "the operator's settlement stands: {late:?}");
-    let again = h.store.resolve(&key("ran"), Resolution::Failed).await;
+    let again = h.store.resolve(&key("ran"), &by_ops(Resolution::Failed, None)).await;
     assert!(matches!(again, Err(LedgerError::WrongState { state: ClaimState::Completed, .. })), "{again:?}");
+    let history = h.store.resolutions(&key("ran")).await.expect("history");
+    assert_eq!(history.len(), 1, "refused resolutions leave no history: {history:?}");
+    let row = &history[0];
+    assert_eq!((row.resolution, row.by.as_str(), row.note.as_deref()), (Resolution::Completed, "ops", Some("it ran")));
+    assert_eq!(
+        (row.principal.as_str(), row.backend.as_str(), row.error.as_deref()),
+        ("alice", "docs", Some("timeout"))
+    );
+    assert_eq!((row.started, row.args_digest.as_str()), (record.created_at, record.args_digest.as_str()));
+    assert!(row.at >= row.started && row.at <= SystemTime::now(), "{row:?}");
 
     claimed(&h.store, "never-ran", "gw-a").await;
     h.store.mark_unknown(&key("never-ran"), "gw-a", "timeout").await.expect("mark unknown");
-    h.store.resolve(&key("never-ran"), Resolution::Failed).await.expect("resolve failed");
-    assert_eq!(h.store.get(&key("never-ran")).await.expect("get"), None);
+    h.store.resolve(&key("never-ran"), &by_ops(Resolution::Failed, None)).await.expect("resolve failed");
+    assert_eq!(h.store.get(&key("never-ran")).await.expect("get"), None, "a retry runs the call again");
     claimed(&h.store, "never-ran", "gw-b").await;
+    let history = h.store.resolutions(&key("never-ran")).await.expect("history");
+    assert_eq!(history.len(), 1, "the failed call's record is kept: {history:?}");
+    assert_eq!((history[0].resolution.state(), history[0].note.as_deref()), ("resolved_failed", None));
 }
 
 pub(super) async fn wait_settled_wakes_and_times_out(h: &Harness) {

@@ -4,18 +4,18 @@
 //! Rules: recording a span is one `try_send`; when the queue is full the span is dropped and counted, never
 //! waited for. A batch goes out when it reaches `max_batch` spans or `delay` after the last export, whichever
 //! comes first; a batch the collector refuses or does not answer within the timeout is dropped and counted (no
-//! retries: the queue behind it matters more). The counts are the metrics' own counters, so `/metrics` shows them. A failing collector is logged once when it starts failing and
-//! once when it answers again. Redirects are not followed (the endpoint comes from configuration only); the
-//! headers (often an API key) are marked sensitive and never logged.
+//! retries: the queue behind it matters more). The counts are the metrics' own counters, so `/metrics` shows them.
+//! Posting, its logging and its headers' rules are [`super::super::otlp_post`]'s.
 
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use reqwest::Url;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::super::otlp_post::OtlpPost;
 use super::otlp;
 use super::span::SpanRecord;
 
@@ -83,28 +83,11 @@ const DROPS_PER_WARNING: u64 = 10_000;
 impl Queue {
     /// Starts the export task (on the current Tokio runtime).
     pub(super) fn start(export: Export, counts: Counts) -> Result<Queue, ExportSetupError> {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(export.timeout)
-            .build()
-            .map_err(|error| ExportSetupError(error.to_string()))?;
+        let post =
+            OtlpPost::new(export.endpoint, &export.headers, export.timeout, "spans").map_err(ExportSetupError)?;
         let (spans, receiver) = mpsc::channel(export.batch.max_queue.max(1));
         let (flushes, flush_requests) = mpsc::channel(1);
-        let mut headers = HeaderMap::new();
-        for (name, value) in &export.headers {
-            let mut value = value.clone();
-            value.set_sensitive(true);
-            headers.append(name.clone(), value);
-        }
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let sender = Sender {
-            http,
-            endpoint: export.endpoint,
-            headers,
-            resource: export.resource,
-            counts: counts.clone(),
-            failing: false,
-        };
+        let sender = Sender { post, resource: export.resource, counts: counts.clone() };
         tokio::spawn(run(receiver, flush_requests, sender, export.batch));
         Ok(Queue { spans, flushes, counts })
     }
@@ -165,13 +148,9 @@ async fn run(
 
 /// Posts batches to the collector.
 struct Sender {
-    http: reqwest::Client,
-    endpoint: Url,
-    headers: HeaderMap,
+    post: OtlpPost,
     resource: Vec<(String, String)>,
     counts: Counts,
-    /// Whether the last export failed (so a failing collector is logged once, not per batch).
-    failing: bool,
 }
 
 impl Sender {
@@ -183,34 +162,13 @@ impl Sender {
         let count = pending.len() as u64;
         let body = otlp::encode(&self.resource, pending);
         pending.clear();
-        let request = self.http.post(self.endpoint.clone()).headers(self.headers.clone()).body(body);
-        let failure = match request.send().await {
-            Ok(response) if response.status().is_success() => None,
-            Ok(response) => Some(format!("the collector answered HTTP {}", response.status().as_u16())),
-            Err(error) => Some(error_chain(&error)),
-        };
-        match failure {
-            None => {
-                self.counts.exported.inc_by(count);
-                if std::mem::take(&mut self.failing) {
-                    tracing::info!(endpoint = %self.endpoint, "trace export works again");
-                }
-            }
-            Some(error) => {
-                self.counts.failed.inc_by(count);
-                self.counts.failed_exports.inc();
-                if !std::mem::replace(&mut self.failing, true) {
-                    tracing::warn!(endpoint = %self.endpoint, %error, "trace export failed; spans are dropped until the collector answers");
-                }
-            }
+        if self.post.post(body).await {
+            self.counts.exported.inc_by(count);
+        } else {
+            self.counts.failed.inc_by(count);
+            self.counts.failed_exports.inc();
         }
     }
-}
-
-/// reqwest's top-level message hides the cause ("error sending request"); the chain of sources names it.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let chain = std::iter::successors(Some(error), |error| error.source());
-    chain.map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 #[cfg(test)]
