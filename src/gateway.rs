@@ -88,17 +88,11 @@ pub enum GatewayError {
     #[error(transparent)]
     BackendClient(#[from] ClientBuildError),
     #[error("cannot create the data directory {}: {source}", .path.display())]
-    DataDir {
-        path: std::path::PathBuf,
-        source: std::io::Error,
-    },
+    DataDir { path: std::path::PathBuf, source: std::io::Error },
     #[error(transparent)]
     DataDirLock(#[from] DataDirLockError),
     #[error("cannot record the stdio process groups in {}: {source}", .path.display())]
-    ProcessGroups {
-        path: std::path::PathBuf,
-        source: std::io::Error,
-    },
+    ProcessGroups { path: std::path::PathBuf, source: std::io::Error },
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
     #[error("cannot load the deleted sessions from the ledger: {0}")]
@@ -106,10 +100,7 @@ pub enum GatewayError {
     #[error("cannot read the listening socket's address: {0}")]
     Listener(std::io::Error),
     #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
-    MetricsListener {
-        address: SocketAddr,
-        source: std::io::Error,
-    },
+    MetricsListener { address: SocketAddr, source: std::io::Error },
     #[error("agent authentication: {0}")]
     Auth(#[from] AuthSetupError),
     #[error("backend OAuth token key: {0}")]

@@ -389,6 +389,10 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     {
         server.max_revocations_per_owner = Some(share);
     }
+    let replay = |text: &str| if text.trim() == "0" { Ok(0) } else { STREAM_REPLAY.parse(text) };
+    if let Some(count) = lookup.get("SWITCHYARD_STREAM_REPLAY", "stream_replay", replay)? {
+        server.stream_replay = count;
+    }
     if let Some(drain) = lookup.get("SWITCHYARD_SHUTDOWN_DRAIN", "shutdown_drain", parse_duration)? {
         server.shutdown_drain = drain;
     }
