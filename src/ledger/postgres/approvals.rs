@@ -62,27 +62,7 @@ impl PostgresStore {
         let rows = self.inner.conn.run(|db| async move { Ok(db.client.query(sql, values).await?) }).await?;
         rows.iter()
             .map(|row| {
-                let unreadable = |error| LedgerError::corrupt(format!("unreadable approval row: {error}"));
-                // Each column, by index, or the row is unreadable.
-                macro_rules! column {
-                    ($index:literal) => {
-                        row.try_get($index).map_err(unreadable)?
-                    };
-                }
-                let columns: RowColumns = (
-                    column!(0),
-                    column!(1),
-                    column!(2),
-                    column!(3),
-                    column!(4),
-                    column!(5),
-                    column!(6),
-                    column!(7),
-                    column!(8),
-                    column!(9),
-                    column!(10),
-                    column!(11),
-                );
+                let columns: RowColumns = row_columns!(row, "approval", 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
                 from_columns(columns)
             })
             .collect()

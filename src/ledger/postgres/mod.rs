@@ -13,6 +13,16 @@
 //!   [`super::detach`]).
 //! - TLS is not offered: connect over a trusted network or a local socket (`sslmode=require` fails to connect).
 
+/// Reads columns `0..` of `row` into a tuple (its type says each column's), or fails as an unreadable row of
+/// `what`; the stores keep their rows' readers in `ledger::*` as plain tuples of columns.
+macro_rules! row_columns {
+    ($row:expr, $what:literal, $($index:literal),+ $(,)?) => {
+        ($($row.try_get($index).map_err(|error: tokio_postgres::Error| {
+            LedgerError::corrupt(format!(concat!("unreadable ", $what, " row: {}"), error))
+        })?,)+)
+    };
+}
+
 mod approvals;
 mod backend_tokens;
 mod batch;

@@ -180,28 +180,7 @@ pub(super) async fn resolutions(
 ) -> Result<Vec<ResolutionRecord>, Failure> {
     let rows = session.client.query(sql.select.as_str(), &[&key.as_str()]).await?;
     let read = |row: &Row| -> Result<ResolutionRecord, LedgerError> {
-        let unreadable =
-            |error: tokio_postgres::Error| LedgerError::corrupt(format!("unreadable resolution row: {error}"));
-        // Each column, by index, or the row is unreadable.
-        macro_rules! column {
-            ($index:literal) => {
-                row.try_get($index).map_err(unreadable)?
-            };
-        }
-        let columns: Columns = (
-            column!(0),
-            column!(1),
-            column!(2),
-            column!(3),
-            column!(4),
-            column!(5),
-            column!(6),
-            column!(7),
-            column!(8),
-            column!(9),
-            column!(10),
-            column!(11),
-        );
+        let columns: Columns = row_columns!(row, "resolution", 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
         resolutions::from_columns(columns)
     };
     Ok(rows.iter().map(read).collect::<Result<_, _>>()?)
