@@ -39,6 +39,7 @@ pub(super) async fn record(State(front): State<Arc<Front>>, mut request: Request
     }
     record.responded(response.status().as_u16());
     super::cors::expose_to(&front, origin, &mut response);
+    front.stopping.mark(&mut response);
     response
 }
 

@@ -100,6 +100,7 @@ pub(super) async fn expose(State(front): State<Arc<Front>>, request: Request, ne
     let origin = request.headers().get(header::ORIGIN).cloned();
     let mut response = next.run(request).await;
     expose_to(&front, origin, &mut response);
+    front.stopping.mark(&mut response);
     response
 }
 

@@ -158,16 +158,16 @@ pub fn app(front: Arc<Front>) -> Router {
         .route(resource::ROUTES[1], get(resource::metadata).options(cors::preflight_metadata))
         .route_layer(cross_origin)
         .merge(mcp);
-    let app = Router::new()
-        .merge(browsers)
+    let others = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(readyz))
         .route(start::START_PATH, get(start::show).post(start::proceed))
         .route(callback::CALLBACK_PATH, get(callback::complete))
         .merge(admin::routes());
-    let app = if front.serve_metrics { app.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { app };
+    let others = if front.serve_metrics { others.route(metrics::METRICS_PATH, get(metrics::scrape)) } else { others };
+    // The MCP endpoint's and the browser routes' middlewares say `Connection: close` themselves ([`stopping`]).
     let closing = middleware::from_fn_with_state(Arc::clone(&front), stopping::close_connections);
-    app.layer(closing).with_state(front)
+    Router::new().merge(browsers).merge(others.route_layer(closing)).with_state(front)
 }
 
 /// The agent's address, when the server was built to record it (`ConnectInfo`); it tells anonymous agents apart

@@ -5,7 +5,9 @@
 //!
 //! Rules: set once, by the composition root, when the stop signal comes; nothing else changes (requests are
 //! served, connections accepted); the drain that follows is the listener's and the cutoff's. Before it is set, it
-//! costs each request one atomic load.
+//! costs each request one atomic load: the MCP endpoint's and the browser routes' answers are marked by the
+//! middleware they already pass ([`Stopping::mark`]); only the other routes get [`close_connections`] as a layer
+//! of its own, so an ordinary call pays no extra layer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,13 +32,18 @@ impl Stopping {
     pub(super) fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Adds `Connection: close` to `answer` while stopping.
+    pub(super) fn mark(&self, answer: &mut Response) {
+        if self.is_set() {
+            answer.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
 }
 
-/// Adds `Connection: close` to every answer while stopping.
+/// Adds `Connection: close` to every answer while stopping (the routes without a middleware of their own).
 pub(super) async fn close_connections(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
     let mut answer = next.run(request).await;
-    if front.stopping.is_set() {
-        answer.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
+    front.stopping.mark(&mut answer);
     answer
 }
