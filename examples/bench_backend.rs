@@ -5,11 +5,16 @@
 //!     bench_backend [--listen 127.0.0.1:0]   Streamable HTTP at /mcp; the first line of stdout names the URL
 //!     bench_backend --stdio                  newline-delimited JSON-RPC on stdin/stdout
 //!
+//! With `BENCH_BACKEND_SSE=1` in its environment, the HTTP server answers every request as an SSE stream of one
+//! event instead of `application/json`, so the gateway answers its agents with a stream too (what a call whose
+//! events are kept for resumption costs; `bench/ledger/durable.sh`, `DEMO_ENV`).
+//!
 //! Rules:
 //! - It answers `initialize` (echoing the client's `protocolVersion`, a fresh `Mcp-Session-Id` over HTTP),
 //!   notifications (HTTP 202, nothing on stdio), `ping`, `tools/list` (one tool, `echo`) and `tools/call` of
 //!   `echo` (its `text` back as text content); any other method gets JSON-RPC `-32601` (so the gateway's
-//!   `server/discover` probe falls back to `initialize`). Answers are `application/json`, never a stream.
+//!   `server/discover` probe falls back to `initialize`). Answers are `application/json` (an SSE stream of one
+//!   event with `BENCH_BACKEND_SSE=1`).
 //! - Session ids are not checked (a benchmark backend keeps no per-session state), but they are counted:
 //!   `GET /stats` answers `{"sessions_opened":N,"sessions_deleted":M}`, which the session benchmark reads to
 //!   tell how many backend sessions the gateway holds. `GET /mcp` is 405 (no standalone stream).
@@ -140,6 +145,8 @@ fn serve_stdio() -> anyhow::Result<()> {
 struct Counters {
     opened: AtomicU64,
     deleted: AtomicU64,
+    /// Answers as an SSE stream of one event (`BENCH_BACKEND_SSE=1`).
+    sse: bool,
 }
 
 fn serve_http(address: &str) -> anyhow::Result<()> {
@@ -148,7 +155,8 @@ fn serve_http(address: &str) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?;
         println!("bench backend at http://{}/mcp", listener.local_addr()?);
-        let counters = Arc::new(Counters::default());
+        let sse = std::env::var("BENCH_BACKEND_SSE").is_ok_and(|value| value == "1");
+        let counters = Arc::new(Counters { sse, ..Counters::default() });
         loop {
             let (stream, _) = match listener.accept().await {
                 Ok(accepted) => accepted,
@@ -196,6 +204,7 @@ fn post(body: &[u8], counters: &Counters) -> Response<String> {
     match reply(body) {
         Reply::Accepted => plain(StatusCode::ACCEPTED, ""),
         Reply::Unparsable(answer) => json_response(StatusCode::BAD_REQUEST, &answer),
+        Reply::Answer(answer) if counters.sse => sse_response(&answer),
         Reply::Answer(answer) => json_response(StatusCode::OK, &answer),
         Reply::Opened(answer) => {
             let mut response = json_response(StatusCode::OK, &answer);
@@ -229,6 +238,13 @@ fn json_response(status: StatusCode, value: &Value) -> Response<String> {
     let mut response = Response::new(value.to_string());
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `value` as the one event of an SSE stream.
+fn sse_response(value: &Value) -> Response<String> {
+    let mut response = Response::new(format!("event: message\ndata: {value}\n\n"));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
     response
 }
 
