@@ -252,6 +252,8 @@ pub struct CallRouter {
     tasks: tasks::Tasks,
     /// The pin approvals the audit trail has recorded.
     audited_approvals: pins::AuditedApprovals,
+    /// The backends with pins to watch; while there is none, the pins' poll sleeps.
+    pinned: pins::PinnedBackends,
 }
 
 impl CallRouter {
@@ -274,6 +276,7 @@ impl CallRouter {
             expansions: Expansions::default(),
             tasks: tasks::Tasks::default(),
             audited_approvals: pins::AuditedApprovals::default(),
+            pinned: pins::PinnedBackends::default(),
         }
     }
 
