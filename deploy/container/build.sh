@@ -11,7 +11,8 @@
 # Needs buildah, run as root (or inside `buildah unshare`).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BINARY="${1:-$ROOT/target/release/switchyard}"
 IMAGE="${2:-localhost/switchyard:latest}"
 # The Dockerfile's user; a fixed number, so volumes and Kubernetes' runAsUser agree with it.
@@ -20,13 +21,8 @@ CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 # Docker's image format: the OCI one has no health check.
 export BUILDAH_FORMAT=docker
 
-fail() {
-    printf 'build.sh: %s\n' "$*" >&2
-    exit 1
-}
-
-command -v buildah >/dev/null 2>&1 || fail "buildah is not installed (Debian: apt-get install buildah)"
-command -v ldd >/dev/null 2>&1 || fail "ldd is not installed (Debian: libc-bin)"
+need buildah "Debian: apt-get install buildah"
+need ldd "Debian: libc-bin"
 [[ -x "$BINARY" ]] || fail "no binary at $BINARY (build it: cargo build --release --locked)"
 VERSION="$("$BINARY" --version)" || fail "$BINARY --version failed: it does not run here"
 VERSION="${VERSION#switchyard }"

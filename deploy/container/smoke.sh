@@ -12,23 +12,23 @@
 # also works where crun or raising limits is not permitted (nested containers, hybrid cgroups).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BINARY="${1:-$ROOT/target/release/switchyard}"
 IMAGE="localhost/switchyard:smoke-$$"
 NAME="switchyard-smoke-$$"
 # A Python with the `dockerfile` package (deploy/requirements.txt; scripts/test installs it there).
-DEPLOY_PYTHON="${DEPLOY_PYTHON:-$ROOT/target/deploy-venv/bin/python}"
+DEPLOY_PYTHON="${DEPLOY_PYTHON:-$VENV/bin/python}"
 
-fail() {
-    printf 'smoke.sh: FAILED: %s\n' "$*" >&2
+# fail (deploy/lib.sh) shows the container's log after its message.
+on_fail() {
     if podman container exists "$NAME" 2>/dev/null; then
         printf -- '--- container log ---\n' >&2
         podman logs "$NAME" >&2 2>&1 || true
     fi
-    exit 1
 }
-for tool in buildah podman runc curl python3; do
-    command -v "$tool" >/dev/null 2>&1 || fail "'$tool' is not installed"
+for command in buildah podman runc curl python3; do
+    need "$command"
 done
 [[ -x "$DEPLOY_PYTHON" ]] || fail "no $DEPLOY_PYTHON (pip install -r deploy/requirements.txt into target/deploy-venv)"
 

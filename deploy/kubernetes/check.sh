@@ -10,24 +10,11 @@
 # session key and ledger URL, so the real files (which git ignores) are neither needed nor touched.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-VENV="$ROOT/target/deploy-venv"
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # The version of the API the manifests must be valid for.
 KUBERNETES_VERSION=1.30
 
-fail() {
-    printf 'check.sh: FAILED: %s\n' "$*" >&2
-    exit 1
-}
-tool() {
-    if [[ -x "$VENV/bin/$1" ]]; then
-        printf '%s\n' "$VENV/bin/$1"
-    elif command -v "$1" >/dev/null 2>&1; then
-        command -v "$1"
-    else
-        fail "'$1' is not installed (pip install -r deploy/requirements.txt into $VENV)"
-    fi
-}
 KUBECTL="$(tool kubectl)"
 VALIDATE="$(tool kubernetes-validate)"
 

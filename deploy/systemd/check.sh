@@ -9,16 +9,13 @@
 # install on the machine that runs it.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 UNIT="$ROOT/deploy/systemd/switchyard.service"
 # In tenths of the 0-10 exposure scale.
 THRESHOLD=20
 
-fail() {
-    printf 'check.sh: FAILED: %s\n' "$*" >&2
-    exit 1
-}
-command -v systemd-analyze >/dev/null 2>&1 || fail "systemd-analyze is not installed (Debian: apt-get install systemd)"
+need systemd-analyze "Debian: apt-get install systemd"
 BINARY="${1:-}"
 if [[ -z "$BINARY" ]]; then
     BINARY="$ROOT/target/release/switchyard"

@@ -76,7 +76,7 @@ use serde::Serialize;
 
 use crate::auth::{Admins, Authenticator};
 use crate::mcp::{SessionHolder, SessionMessage};
-use crate::router::{Approvers, CallRouter, Health, Readiness};
+use crate::router::{Approvers, CallRouter, Health, Readiness, TaskEar};
 use crate::swap::Swap;
 use crate::telemetry::Metrics;
 use crate::telemetry::trace::Tracer;
@@ -197,7 +197,8 @@ async fn open_stream(
     let Some(last_event_id) = headers.get("last-event-id").and_then(|id| id.to_str().ok()) else {
         let changes = front.router.tool_changes();
         let max = front.settings.load().shares.streams_per_session;
-        return standalone::open(&front.streams, session, max, backend, changes);
+        let hearing = front.router.hear_tasks(TaskEar::Session(session.clone()));
+        return standalone::open(&front.streams, session, max, backend, changes, hearing);
     };
     let resumed = match front.replays.resume(&session, last_event_id) {
         Some(resumed) => Some(resumed),

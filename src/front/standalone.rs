@@ -24,7 +24,7 @@ use super::Front;
 use super::error::FrontError;
 use super::stream::{EventWriter, KEEP_ALIVE, event_stream};
 use crate::mcp::{SessionHolder, jsonrpc, method};
-use crate::router::{SessionMessages, TaskChange, ToolsChanged, View};
+use crate::router::{SessionMessages, TaskChange, TaskHearing, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -102,16 +102,17 @@ impl Drop for Registration {
 }
 
 /// Opens a standalone stream for `session`, showing the view of `backend` (`None`: every backend), unless the
-/// session already holds `max`.
+/// session already holds `max`; the session hears its task statuses while the stream is open (`hearing`).
 pub(super) fn open(
     streams: &Arc<Streams>,
     session: String,
     max: usize,
     backend: Option<String>,
     changes: broadcast::Receiver<ToolsChanged>,
+    hearing: TaskHearing,
 ) -> Result<Response, FrontError> {
     let (registration, inbox) = streams.register(session, max)?;
-    Ok(event_stream(move |out| feed(out, registration, inbox, backend, changes)))
+    Ok(event_stream(move |out| feed(out, registration, inbox, backend, changes, hearing)))
 }
 
 async fn feed(
@@ -120,6 +121,7 @@ async fn feed(
     mut inbox: mpsc::UnboundedReceiver<Value>,
     backend: Option<String>,
     mut changes: broadcast::Receiver<ToolsChanged>,
+    _hearing: TaskHearing,
 ) {
     if out.priming().is_err() {
         return;

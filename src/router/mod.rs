@@ -79,7 +79,7 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
-pub use tasks::{RELATED_TASK_META, TASKS_EXTENSION, TaskChange, fail_orphaned_tasks};
+pub use tasks::{RELATED_TASK_META, TASKS_EXTENSION, TaskChange, TaskEar, TaskHearing, fail_orphaned_tasks};
 pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
 use tool_search::{Expansions, GatewayTool};
 
@@ -252,6 +252,8 @@ pub struct CallRouter {
     tasks: tasks::Tasks,
     /// The pin approvals the audit trail has recorded.
     audited_approvals: pins::AuditedApprovals,
+    /// The backends with pins to watch; while there is none, the pins' poll sleeps.
+    pinned: pins::PinnedBackends,
 }
 
 impl CallRouter {
@@ -274,6 +276,7 @@ impl CallRouter {
             expansions: Expansions::default(),
             tasks: tasks::Tasks::default(),
             audited_approvals: pins::AuditedApprovals::default(),
+            pinned: pins::PinnedBackends::default(),
         }
     }
 

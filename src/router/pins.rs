@@ -14,6 +14,14 @@
 //!   rediscovers a backend whose quarantine an approval or another replica changed (so it serves the approved
 //!   definition, not the one it listed before), and tells agents whose tools changed
 //!   (`notifications/tools/list_changed`).
+//! - The poll costs nothing while there is nothing to watch: it reads the revision only while some backend with
+//!   pinning on had pins when this instance last read them ([`PinnedBackends`]), and sleeps otherwise. Nothing is
+//!   missed by it: an operator (the CLI, the console, another replica) can only approve or reject a pin that
+//!   exists, and a backend whose pins this instance read as none serves nothing a pin could hold (its discovery
+//!   records its pins before its listing is served, then reads them back); so when this instance next lists
+//!   items that have pins, that discovery reads them, wakes the poll, and the next poll sees the revision every
+//!   later decision raises. Turning pinning on by a reload rediscovers the backend, which reads its pins the same
+//!   way.
 //! - Fail closed: a discovery whose definitions cannot be checked against the ledger fails (the backend keeps its
 //!   last good listing and is retried), and a failed poll keeps the quarantine in force as it was (logged,
 //!   throttled).
@@ -214,12 +222,58 @@ impl AuditedApprovals {
     }
 }
 
+/// The backends with pinning on whose pins this instance last read as some: what the poll of the revision watches.
+#[derive(Debug)]
+pub(super) struct PinnedBackends {
+    backends: parking_lot::Mutex<HashSet<Arc<str>>>,
+    /// Whether `backends` holds any; the poll waits on it.
+    any: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for PinnedBackends {
+    fn default() -> Self {
+        Self { backends: parking_lot::Mutex::default(), any: tokio::sync::watch::Sender::new(false) }
+    }
+}
+
+impl PinnedBackends {
+    /// Notes whether `backend` has pins to watch.
+    fn note(&self, backend: &str, pinned: bool) {
+        let mut backends = self.backends.lock();
+        if pinned && !backends.contains(backend) {
+            backends.insert(Arc::from(backend));
+        } else if !pinned {
+            backends.remove(backend);
+        }
+        self.publish(!backends.is_empty());
+    }
+
+    /// Keeps only the backends `keep` accepts (pinning still on after a reload); whether any is left.
+    fn retain(&self, keep: impl Fn(&str) -> bool) -> bool {
+        let mut backends = self.backends.lock();
+        backends.retain(|backend| keep(backend));
+        self.publish(!backends.is_empty());
+        !backends.is_empty()
+    }
+
+    fn publish(&self, any: bool) {
+        self.any.send_if_modified(|was| std::mem::replace(was, any) != any);
+    }
+
+    /// Returns once some backend has pins to watch (at once when one has).
+    async fn watched(&self) {
+        // The sender lives as long as `self`: waiting cannot fail while this borrow lasts.
+        let _ = self.any.subscribe().wait_for(|any| *any).await;
+    }
+}
+
 impl CallRouter {
     /// Reads `backend`'s pins and hands its quarantined items to the catalog (none when `pin = "off"`); counts
     /// them. Returns whether the tools agents see of it changed.
     async fn apply_quarantine(&self, backend: &str) -> bool {
         let rules = self.routing.load().pins.get(backend).copied();
         if rules.is_none_or(|rules| rules.mode == PinMode::Off) {
+            self.pinned.note(backend, false);
             return self.catalog.quarantine(backend, Quarantined::new());
         }
         let pins = match self.ledger.store.pins(Some(backend)).await {
@@ -234,6 +288,7 @@ impl CallRouter {
             .filter(|row| row.state == PinState::Quarantined)
             .map(|row| (if row.key.kind == "prompt" { "prompt" } else { "tool" }, row.key.name.clone()))
             .collect();
+        self.pinned.note(backend, !pins.is_empty());
         self.ledger.metrics.tool_pins(backend, pins.len() - quarantined.len(), quarantined.len());
         if let Some(audit) = self.ledger.metrics.audit() {
             self.audited_approvals.note(audit, backend, &pins);
@@ -256,10 +311,18 @@ impl CallRouter {
             }
         }
     }
+
+    /// Whether some backend still has pins to watch: pinning on in the running configuration (a reload may have
+    /// turned it off or removed the backend) and pins when last read.
+    fn pins_watched(&self) -> bool {
+        let routing = self.routing.load();
+        self.pinned.retain(|backend| routing.pins.get(backend).is_some_and(|rules| rules.mode != PinMode::Off))
+    }
 }
 
-/// Starts the task that polls the pins' revision every [`POLL`] and applies the quarantines again when it moved
-/// (an operator's approval, another replica's discovery). It runs until aborted.
+/// Starts the task that polls the pins' revision every [`POLL`] while some backend has pins to watch, and applies
+/// the quarantines again when it moved (an operator's approval, another replica's discovery). It runs until
+/// aborted.
 pub fn watch(router: &Arc<CallRouter>) -> JoinHandle<()> {
     let router = Arc::clone(router);
     tokio::spawn(async move {
@@ -267,7 +330,11 @@ pub fn watch(router: &Arc<CallRouter>) -> JoinHandle<()> {
         let mut ticks = tokio::time::interval(POLL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            router.pinned.watched().await;
             ticks.tick().await;
+            if !router.pins_watched() {
+                continue;
+            }
             match router.ledger.store.pins_revision().await {
                 Ok(revision) if seen != Some(revision) => {
                     seen = Some(revision);
@@ -294,5 +361,27 @@ mod tests {
         let changed =
             json!({"name": "t", "description": "d", "inputSchema": {}, "annotations": {"readOnlyHint": false}});
         assert_ne!(canonical_digest(&pinned_fields(&tool)), canonical_digest(&pinned_fields(&changed)));
+    }
+
+    /// Whether the poll would run now (it waits while nothing is watched).
+    async fn polls(pinned: &PinnedBackends) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), pinned.watched()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_poll_sleeps_while_no_backend_has_pins_and_wakes_when_one_has() {
+        let pinned = Arc::new(PinnedBackends::default());
+        assert!(!polls(&pinned).await, "nothing pinned: the poll sleeps");
+        let waiting = tokio::spawn({
+            let pinned = Arc::clone(&pinned);
+            async move { pinned.watched().await }
+        });
+        pinned.note("a", true);
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("a sleeping poll wakes").expect("joined");
+        pinned.note("b", true);
+        pinned.note("a", false);
+        assert!(polls(&pinned).await, "b still has pins");
+        assert!(!pinned.retain(|backend| backend != "b"), "b's pinning was turned off by a reload");
+        assert!(!polls(&pinned).await, "nothing left to watch: the poll sleeps again");
     }
 }

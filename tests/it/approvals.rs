@@ -14,8 +14,10 @@ use crate::at_most_once::ledger_section;
 use crate::modern_front::ModernAgent;
 use crate::real_clients::PythonAgent;
 use crate::support::assert::eventually;
+use crate::support::console::get_as;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, TestGateway, backend_toml};
+use crate::support::hook::hook;
 use crate::support::interop::python_interpreter;
 use crate::support::postgres::PgSchema;
 
@@ -307,7 +309,7 @@ async fn a_sessionless_agent_retries_with_the_minted_key() {
 /// decide it; never the arguments); a failing hook is retried and counted, and never holds the call up.
 #[tokio::test]
 async fn new_requests_are_announced_to_the_notify_url_and_failures_are_retried_and_counted() {
-    let (hook_url, mut posted) = hook_failing_first().await;
+    let (hook_url, mut posted) = hook(1).await;
     let fault = fault_with_delete().await;
     let sections = approval_sections(&format!("wait = \"1s\"\nnotify_url = {hook_url:?}"));
     let gateway = TestGateway::start_with("", &sections, &backend_toml("fault", &fault.url(), "")).await;
@@ -327,30 +329,6 @@ async fn new_requests_are_announced_to_the_notify_url_and_failures_are_retried_a
     let metrics = gateway.router.ledger().metrics.encode();
     assert!(metrics.contains("switchyard_approval_notifications_failed_total 1"), "{metrics}");
     assert!(metrics.contains("switchyard_approvals_total{decision=\"requested\"} 1"), "{metrics}");
-}
-
-/// A hook that answers 500 to its first POST and 200 to the next ones, handing each accepted body over.
-async fn hook_failing_first() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let (sender, received) = tokio::sync::mpsc::unbounded_channel();
-    let hits = std::sync::Arc::new(AtomicUsize::new(0));
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |body: String| {
-            let (hits, sender) = (hits.clone(), sender.clone());
-            async move {
-                if hits.fetch_add(1, Ordering::SeqCst) == 0 {
-                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
-                }
-                let _ = sender.send(body);
-                axum::http::StatusCode::OK
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the hook");
-    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("the hook serves") });
-    (url, received)
 }
 
 /// A real agent, the Python SDK's client, sending its calls with an `Idempotency-Key` header: its first call is
@@ -425,12 +403,7 @@ async fn the_console_lists_the_calls_awaiting_approval() {
 
 /// `/admin/api/approvals` as bob (an administrator in that test) reads it.
 async fn console_approvals(base: &str) -> Value {
-    let response = reqwest::Client::new()
-        .get(format!("{base}/admin/api/approvals"))
-        .header("authorization", format!("Bearer {BOB_KEY}"))
-        .send()
-        .await
-        .expect("the console answers");
-    assert_eq!(response.status(), reqwest::StatusCode::OK);
-    serde_json::from_str(&response.text().await.expect("a body")).expect("JSON")
+    let answer = get_as(base, "/admin/api/approvals", None, Some(BOB_KEY)).await;
+    assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
+    answer.body
 }

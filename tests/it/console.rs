@@ -15,10 +15,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use switchyard::auth::{api_key_digest, hex};
 
+use crate::support::console::{Answer, get, get_as};
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, ScratchDir, TestGateway, backend_toml};
 
@@ -26,39 +26,6 @@ const ALICE_KEY: &str = "sy_console_alice";
 const BOB_KEY: &str = "sy_console_bob";
 const CAROL_KEY: &str = "sy_console_carol";
 const ANOTHER_MACHINE: (&str, &str) = ("x-forwarded-for", "203.0.113.9");
-
-/// One answer of the console API.
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Value,
-}
-
-impl Answer {
-    fn message(&self) -> &str {
-        self.body["error"]["message"].as_str().unwrap_or_default()
-    }
-}
-
-async fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
-    let mut request = reqwest::Client::new().get(format!("{base}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.expect("the gateway answers");
-    let (status, headers) = (response.status(), response.headers().clone());
-    let body = serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or(Value::Null);
-    Answer { status, headers, body }
-}
-
-/// `path` from `from` (a header saying it came through a proxy: another machine; `None`: this one), with
-/// `Authorization: Bearer <key>` when a key is given.
-async fn get_as(base: &str, path: &str, from: Option<(&str, &str)>, key: Option<&str>) -> Answer {
-    let bearer = key.map(|key| format!("Bearer {key}"));
-    let mut headers: Vec<(&str, &str)> = from.into_iter().collect();
-    headers.extend(bearer.as_deref().map(|value| ("authorization", value)));
-    get(base, path, &headers).await
-}
 
 /// `path` from a loopback caller with an administrator's key (a gateway without `[auth]` reads none): must be
 /// 200; its body.

@@ -36,7 +36,7 @@ use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{RelayMessage, SessionHolder, SessionMessage, jsonrpc, meta};
-use crate::router::{CallRouter, Caller, TaskChange, ToolsChanged, View};
+use crate::router::{CallRouter, Caller, TaskChange, TaskEar, TaskHearing, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -195,6 +195,8 @@ struct TaskWatch {
     principal: String,
     ids: HashSet<String>,
     changes: broadcast::Receiver<TaskChange>,
+    /// The principal hears its task statuses while the stream is open.
+    _hearing: TaskHearing,
 }
 
 /// The next `notifications/tasks` for the stream; pending forever when it watches no task.
@@ -244,7 +246,8 @@ impl Front {
         let tasks = opt_ins.tasks.map(|ids| {
             honored.insert("taskIds".into(), json!(ids));
             let (principal, changes) = (caller.fairness_key(), self.router.task_changes());
-            TaskWatch { principal, ids: ids.into_iter().collect(), changes }
+            let _hearing = self.router.hear_tasks(TaskEar::Principal(principal.clone()));
+            TaskWatch { principal, ids: ids.into_iter().collect(), changes, _hearing }
         });
         let ack = jsonrpc::notification(method::SUBSCRIPTIONS_ACKNOWLEDGED, Some(json!({"notifications": honored})));
         let changes = self.router.tool_changes();

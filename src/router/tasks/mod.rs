@@ -25,6 +25,7 @@
 //! - Nothing here runs for an ordinary call but one map lookup (`params.task`; for a 2026-07-28 agent, its
 //!   declared capabilities and the tool's `taskSupport`).
 
+mod audience;
 mod extension;
 mod input;
 mod wire;
@@ -46,6 +47,7 @@ use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
 use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
 use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::telemetry::RequestRecord;
+pub use audience::{TaskEar, TaskHearing};
 pub use extension::TASKS_EXTENSION;
 pub use wire::RELATED_TASK_META;
 
@@ -69,6 +71,8 @@ pub(super) struct Tasks {
     max_ttl: Mutex<Duration>,
     /// Every status this instance writes, for the agents' listen streams.
     changes: broadcast::Sender<TaskChange>,
+    /// The open streams that can be told of a status.
+    audience: Arc<audience::Audience>,
 }
 
 impl Default for Tasks {
@@ -78,6 +82,7 @@ impl Default for Tasks {
             ended: Notify::new(),
             max_ttl: Mutex::new(Duration::from_secs(86_400)),
             changes: broadcast::channel(CHANGES).0,
+            audience: Arc::default(),
         }
     }
 }
@@ -178,10 +183,15 @@ impl CallRouter {
         self.tasks.changes.subscribe()
     }
 
+    /// Registers a stream that tells its agent of task statuses ([`TaskEar`]) while the hearing is held.
+    pub fn hear_tasks(&self, ear: TaskEar) -> TaskHearing {
+        self.tasks.audience.hear(ear)
+    }
+
     /// Tells the listen streams that task `id` changed (read back, as a status written may be raced by another
-    /// writer; nothing is read when no stream listens).
+    /// writer; nothing is read when no open stream can be told of it).
     async fn announce(&self, caller: &Caller, id: &str) {
-        if self.tasks.changes.receiver_count() == 0 {
+        if !self.tasks.audience.hears(&caller.session, || caller.fairness_key()) {
             return;
         }
         if let Ok(Some(row)) = self.ledger.store.task(id).await {

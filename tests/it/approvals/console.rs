@@ -10,38 +10,16 @@ use switchyard::ledger::ApprovalState;
 use super::{approval_sections, assert_ran, bob_key, delete_call, fault_with_delete, outcome, started};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY};
 use crate::support::chromium::{Browser, chromium};
+use crate::support::console::{Answer, refused_api, send};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
-
-/// One answer of the console API: its status and JSON body.
-struct Answer {
-    status: StatusCode,
-    body: Value,
-}
-
-impl Answer {
-    fn message(&self) -> &str {
-        self.body["error"]["message"].as_str().unwrap_or_default()
-    }
-}
+use crate::support::hook::hook;
 
 /// Sends `method path` to the console API as the holder of `key`, with the form `token` and `body` if given.
 async fn console(base: &str, path: &str, key: Option<&str>, token: Option<&str>, body: Option<Value>) -> Answer {
-    let http = reqwest::Client::new();
-    let url = format!("{base}/admin/api/{path}");
-    let mut request = match &body {
-        Some(body) => http.post(url).header("content-type", "application/json").body(body.to_string()),
-        None => http.get(url),
-    };
-    if let Some(key) = key {
-        request = request.header("authorization", format!("Bearer {key}"));
-    }
-    if let Some(token) = token {
-        request = request.header("x-csrf-token", token);
-    }
-    let response = request.send().await.expect("the console answers");
-    let status = response.status();
-    let body = serde_json::from_str(&response.text().await.expect("a body")).unwrap_or(Value::Null);
-    Answer { status, body }
+    let bearer = key.map(|key| format!("Bearer {key}"));
+    let mut headers: Vec<(&str, &str)> = bearer.as_deref().map(|value| ("authorization", value)).into_iter().collect();
+    headers.extend(token.map(|token| ("x-csrf-token", token)));
+    send(base, &format!("/admin/api/{path}"), &headers, body.as_ref()).await
 }
 
 fn decision(key: &str, decision: &str, note: Option<&str>) -> Option<Value> {
@@ -119,25 +97,6 @@ async fn the_console_refuses_an_approver_its_own_call() {
     assert_eq!(fault.executions("delete_repo"), 0);
 }
 
-/// A hook that accepts every POST and hands the bodies over.
-async fn hook() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
-    let (sender, received) = tokio::sync::mpsc::unbounded_channel();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |body: String| {
-            let sender = sender.clone();
-            async move {
-                let _ = sender.send(body);
-                StatusCode::OK
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the hook");
-    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("the hook serves") });
-    (url, received)
-}
-
 /// bob's call awaiting approval with the announcement's hook at hand: the gateway, bob, and the page URL.
 async fn announced(hook_url: &str, hook: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> (Announced, String) {
     let fault = fault_with_delete().await;
@@ -160,7 +119,7 @@ struct Announced {
 /// without a credential while it awaits a decision, then says who decided it; a forged ticket shows nothing.
 #[tokio::test]
 async fn the_announcement_links_to_its_request_until_it_is_decided() {
-    let (hook_url, mut hook) = hook().await;
+    let (hook_url, mut hook) = hook(0).await;
     let (started, page_url) = announced(&hook_url, &mut hook).await;
     let base = &started.gateway.base;
     let ticket = page_url.strip_prefix(&format!("{base}/ui/#approval=")).expect("the page's URL").to_owned();
@@ -202,7 +161,7 @@ const APPROVALS: &str = r##"(() => !document.body || !document.getElementById("d
 #[tokio::test]
 async fn the_console_buttons_approve_a_call_in_headless_chromium() {
     let Some(binary) = chromium() else { return };
-    let (hook_url, mut hook) = hook().await;
+    let (hook_url, mut hook) = hook(0).await;
     let (mut started, page_url) = announced(&hook_url, &mut hook).await;
     let mut browser = Browser::launch(&binary).await;
     browser.navigate(&page_url).await;
@@ -233,7 +192,8 @@ async fn the_console_buttons_approve_a_call_in_headless_chromium() {
     assert_eq!(started.fault.executions("delete_repo"), 1);
     awaiting_none(&mut browser).await;
     browser.evaluate("true").await;
-    let problems: Vec<&Value> = browser.problems().iter().filter(|problem| !refused_api(problem)).collect();
+    let problems: Vec<&Value> =
+        browser.problems().iter().filter(|problem| !refused_api(problem, &["401", "403"])).collect();
     assert!(problems.is_empty(), "the page logged problems: {problems:#?}");
 }
 
@@ -241,13 +201,4 @@ async fn the_console_buttons_approve_a_call_in_headless_chromium() {
 async fn awaiting_none(browser: &mut Browser) {
     let empty = |page: &Value| page["cards"].as_array().is_some_and(Vec::is_empty);
     browser.wait_for(APPROVALS, Duration::from_secs(30), empty).await;
-}
-
-/// The browser's own log line for an API answer of 401 or 403: before the key, and the administrators' sections
-/// an approver may not read.
-fn refused_api(problem: &Value) -> bool {
-    let entry = &problem["entry"];
-    entry["source"] == "network"
-        && entry["url"].as_str().is_some_and(|url| url.contains("/admin/api/"))
-        && entry["text"].as_str().is_some_and(|text| text.contains("401") || text.contains("403"))
 }

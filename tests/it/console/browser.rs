@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{ALICE_KEY, auth_section_with, demo_backend, down_toml, lost_call};
 use crate::support::chromium::{Browser, chromium};
+use crate::support::console::refused_api;
 use crate::support::fault_backend::{FaultBackend, Script};
 use crate::support::gateway::{Agent, TestGateway, backend_toml};
 
@@ -124,14 +125,6 @@ async fn the_page_shows_backends_calls_and_charts_without_console_errors() {
     // Late errors (a refresh, a chart redraw) would have arrived by now.
     tokio::time::sleep(Duration::from_millis(300)).await;
     browser.evaluate("true").await;
-    let problems: Vec<&Value> = browser.problems().iter().filter(|problem| !refused_before_the_key(problem)).collect();
+    let problems: Vec<&Value> = browser.problems().iter().filter(|problem| !refused_api(problem, &["401"])).collect();
     assert!(problems.is_empty(), "the page logged problems: {problems:#?}");
-}
-
-/// The browser's own log line for an API answer of 401, which the page gets before it is given a key.
-fn refused_before_the_key(problem: &Value) -> bool {
-    let entry = &problem["entry"];
-    entry["source"] == "network"
-        && entry["url"].as_str().is_some_and(|url| url.contains("/admin/api/"))
-        && entry["text"].as_str().is_some_and(|text| text.contains("401"))
 }
