@@ -60,6 +60,7 @@ use tokio::time::Instant;
 use crate::raw_json::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
+pub use announcements::Announced;
 pub use approvals::{ApprovalRequest, ApprovalRow, ApprovalState, Decision, MAX_NOTE};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub(crate) use digest::hex;
@@ -84,6 +85,7 @@ pub use types::{
 
 use at_rest::AtRest;
 use background::QueuedSettle;
+use resolutions::Pick;
 use waiters::Waiters;
 
 /// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
@@ -106,6 +108,7 @@ macro_rules! dispatch {
 }
 
 // Declared after `dispatch!` so the modules can use it.
+mod announcements;
 mod approvals;
 mod backend_tokens;
 mod limit_counters;
@@ -303,7 +306,13 @@ impl LedgerStore {
 
     /// The resolutions recorded for `key`, oldest first.
     pub async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
-        dispatch!(self.resolutions(key))
+        dispatch!(self.resolutions(&Pick::Key(key.as_str().to_owned())))
+    }
+
+    /// Every call's resolutions recorded at or after `since`, oldest first (for the gateways to announce those
+    /// taken elsewhere; see `announcements.rs`).
+    pub async fn resolutions_since(&self, since: SystemTime) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        dispatch!(self.resolutions(&Pick::Since(types::to_millis(since))))
     }
 
     /// Whether the store answers (for `/readyz`).
