@@ -69,7 +69,12 @@ pub(crate) fn create_statement(table: &str) -> String {
 
 impl LedgerStore {
     /// Whether this call took the mark of the decision (`kind`, `key`, `at`): `true` for the first to ask.
-    pub async fn take_announcement(&self, kind: Announced, key: &ClaimKey, at: SystemTime) -> Result<bool, LedgerError> {
+    pub async fn take_announcement(
+        &self,
+        kind: Announced,
+        key: &ClaimKey,
+        at: SystemTime,
+    ) -> Result<bool, LedgerError> {
         dispatch!(self.take_announcement(kind.as_str(), key.as_str(), to_millis(at)))
     }
 

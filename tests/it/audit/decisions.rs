@@ -76,10 +76,8 @@ async fn decisions_taken_with_the_command_line_are_audited_once_and_counted() {
     let lost_key = lost["result"]["_meta"]["switchyard/claim"].as_str().expect("the claim key").to_owned();
     let resolved = run(&mut calls(&["resolve", &lost_key, "--failed", "--note", "no run in its log"])).await;
     assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
-    eventually("the gateway audits the resolution", || async {
-        !of_kind(&events(&audit), "resolution").is_empty()
-    })
-    .await;
+    eventually("the gateway audits the resolution", || async { !of_kind(&events(&audit), "resolution").is_empty() })
+        .await;
     tokio::time::sleep(TWO_POLLS).await;
 
     let all = events(&audit);
