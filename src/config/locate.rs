@@ -48,7 +48,7 @@ impl Config {
         };
         let (file, text) = read(&path)?;
         let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
-        table.retain(|section, _| sections.iter().any(|wanted| *wanted == section));
+        table.retain(|section, _| sections.contains(&section));
         Config::parse(&table.to_string(), &file, path.parent(), env)
     }
 

@@ -140,7 +140,7 @@ pub(super) async fn decisions_are_read_back_by_time_and_announced_once(h: &Harne
     h.store.request_approval(row.clone()).await.expect("request");
     assert!(h.store.decided_approvals_since(before).await.expect("read").is_empty(), "undecided");
     let decided = h.store.decide_approval(&row.key, &decision(false, "alice", Some("no"))).await.expect("decide");
-    assert_eq!(h.store.decided_approvals_since(before).await.expect("read"), [decided.clone()]);
+    assert_eq!(h.store.decided_approvals_since(before).await.expect("read"), std::slice::from_ref(&decided));
     let later = SystemTime::now() + Duration::from_secs(60);
     assert!(h.store.decided_approvals_since(later).await.expect("read").is_empty(), "decided before");
 
