@@ -24,8 +24,9 @@
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
 //!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
 //!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
-//!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), and the tasks agents run
-//!   tool calls as ([`TaskRow`]; see `tasks.rs`).
+//!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), the tasks agents run
+//!   tool calls as ([`TaskRow`]; see `tasks.rs`), and the marks of operators' decisions already announced
+//!   ([`Announced`]; see `announcements.rs`).
 //! - Results at rest: a SQL store given the vault key ([`LedgerStore::seal_results`]) seals new results and
 //!   opens sealed ones on every read, here in the facade, so the stores keep text they need not understand and
 //!   plaintext rows written before keep replaying (`at_rest.rs`). The memory store never persists and seals nothing.
