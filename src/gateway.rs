@@ -52,7 +52,7 @@ use crate::front::tls::{ServerTls, TlsError};
 use crate::front::{self, ConsoleAccess, Front, Settings};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
-use crate::router::{CallLedger, CallRouter, Routing, discovery, pins};
+use crate::router::{CallLedger, CallRouter, Routing, announcements, discovery, pins};
 use crate::swap::Swap;
 use crate::telemetry::audit::AuditError;
 use crate::telemetry::trace::{ExportSetupError, Tracer};
@@ -482,6 +482,7 @@ impl Gateway {
         self.config.backends.iter().for_each(|backend| discovery.start(backend));
         self.tasks.push(discovery::follow(&self.router));
         self.tasks.push(pins::watch(&self.router));
+        self.tasks.push(announcements::watch(&self.router));
         self.tasks.push(crate::router::limits::renew(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_task_changes(self.router.task_changes())));

@@ -3,8 +3,9 @@
 //!
 //! Rules: with `[approvals] approvers` configured, `--as NAME` says who decides and must be an approver (by name,
 //! or by a group its API keys give it); without, any operator with the ledger decides (recorded as `--as`, else
-//! `operator`). The caller itself never decides its own call. Everything printed goes through
-//! [`super::terminal`].
+//! `operator`). The caller itself never decides its own call. Only `[server]`, `[ledger]`, `[approvals]` and
+//! `[auth]` are read (no backend's secret is needed). The running gateways learn of the decision from the ledger
+//! and announce it (count it, audit it). Everything printed goes through [`super::terminal`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use switchyard::ledger::{ApprovalRow, ClaimKey};
 use switchyard::router::{approval_arguments, decide};
 
 use super::calls::timestamp;
-use super::open_ledger;
+use super::open_ledger_of;
 use super::terminal::{escaped, shell_word};
 
 /// Who decides when `--as` is not given and no approvers are configured.
@@ -32,7 +33,8 @@ pub struct Decide {
 }
 
 pub async fn run(decide_this: Decide, config_path: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let config = Config::find(config_path.as_deref())?.map_or_else(Config::default_demo, |(_, config)| config);
+    // The decider's groups come from the API keys; nothing else of the file (no backend's secret) is needed.
+    let config = Config::find_sections(config_path.as_deref(), &["server", "ledger", "approvals", "auth"])?;
     let approvers = switchyard::gateway::approvals::approvers(&config);
     let name = match (&decide_this.by, config.approvals.approvers.is_empty()) {
         (Some(name), _) => name.clone(),
@@ -49,7 +51,7 @@ pub async fn run(decide_this: Decide, config_path: Option<PathBuf>) -> anyhow::R
         .flat_map(|key| key.groups.iter().cloned())
         .collect();
     let decider = Principal { name, groups };
-    let store = open_ledger(config_path).await?;
+    let store = open_ledger_of(&config).await?;
     let key = ClaimKey::parse(&decide_this.key)?;
     let row = decide(&store, None, &approvers, &decider, &key, decide_this.approve, decide_this.note).await?;
     let effect = match decide_this.approve {
@@ -80,7 +82,7 @@ pub fn fields(row: &ApprovalRow, data_dir: &std::path::Path) -> Vec<(&'static st
     ]
 }
 
-/// Prints `fields` as `calls show` prints its own.
+/// Prints `fields` as `calls show` prints every line of a call: the name right-aligned, the value escaped.
 pub fn print(fields: &[(&'static str, String)]) {
     for (name, value) in fields {
         println!("{name:>17}: {}", escaped(value));

@@ -181,23 +181,15 @@ async fn show(key: &str, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         super::approvals::print(&approval);
         return Ok(ExitCode::SUCCESS);
     };
-    let fields = [
-        ("key", shell_word(record.key.as_str()).into_owned()),
-        ("state", record.state.as_str().to_owned()),
-        ("principal", record.principal.clone()),
-        ("session", record.session.clone()),
-        ("backend", record.backend.clone()),
-        ("tool", record.tool.clone()),
-        ("arguments sha256", record.args_digest.clone()),
-        ("started", timestamp(record.created_at)),
+    let call = [&record.principal, &record.session, &record.backend, &record.tool, &record.args_digest];
+    let mut fields = call_fields(&record.key, record.state.as_str(), call, record.created_at);
+    fields.extend([
         ("updated", timestamp(record.updated_at)),
         ("owner", record.owner.clone()),
         ("error", record.error.clone().unwrap_or_default()),
         ("result sha256", record.result_digest.clone().unwrap_or_default()),
-    ];
-    for (name, value) in fields {
-        println!("{name:>17}: {}", escaped(&value));
-    }
+    ]);
+    super::approvals::print(&fields);
     if let Some(approval) = &approval {
         super::approvals::print(approval);
     }
@@ -230,20 +222,22 @@ fn print_history(history: &[ResolutionRecord]) {
 
 /// A call whose claim an operator's `--failed` deleted, as its last resolution kept it.
 fn print_kept(kept: &ResolutionRecord) {
-    let fields = [
-        ("key", shell_word(kept.key.as_str()).into_owned()),
-        ("state", kept.resolution.state().to_owned()),
-        ("principal", kept.principal.clone()),
-        ("session", kept.session.clone()),
-        ("backend", kept.backend.clone()),
-        ("tool", kept.tool.clone()),
-        ("arguments sha256", kept.args_digest.clone()),
-        ("started", timestamp(kept.started)),
-        ("error", kept.error.clone().unwrap_or_default()),
-    ];
-    for (name, value) in fields {
-        println!("{name:>17}: {}", escaped(&value));
-    }
+    let call = [&kept.principal, &kept.session, &kept.backend, &kept.tool, &kept.args_digest];
+    let mut fields = call_fields(&kept.key, kept.resolution.state(), call, kept.started);
+    fields.push(("error", kept.error.clone().unwrap_or_default()));
+    super::approvals::print(&fields);
+}
+
+/// The names of what a live claim and a kept one both hold, after the key and the state.
+const CALL_FIELDS: [&str; 5] = ["principal", "session", "backend", "tool", "arguments sha256"];
+
+/// The first lines `calls show` prints of a call, live or kept: its key, its state, `call` (the values of
+/// [`CALL_FIELDS`]) and when it started.
+fn call_fields(key: &ClaimKey, state: &str, call: [&String; 5], started: SystemTime) -> Vec<(&'static str, String)> {
+    let mut fields = vec![("key", shell_word(key.as_str()).into_owned()), ("state", state.to_owned())];
+    fields.extend(CALL_FIELDS.into_iter().zip(call.map(String::clone)));
+    fields.push(("started", timestamp(started)));
+    fields
 }
 
 fn filters_anything(filter: &CallsFilter) -> bool {

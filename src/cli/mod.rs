@@ -45,7 +45,11 @@ pub enum ToolsAction {
 /// backend secret is needed), and a ledger that does not exist is an error naming where it was looked for, never a
 /// new empty one.
 async fn open_ledger(config: Option<PathBuf>) -> anyhow::Result<LedgerStore> {
-    let config = Config::find_ledger(config.as_deref())?;
+    open_ledger_of(&Config::find_ledger(config.as_deref())?).await
+}
+
+/// [`open_ledger`] for a configuration already read (with at least its `[server]` and `[ledger]`).
+async fn open_ledger_of(config: &Config) -> anyhow::Result<LedgerStore> {
     let (url, data_dir) = (&config.ledger.url, &config.server.data_dir);
     if *url == LedgerUrl::Memory {
         bail!(

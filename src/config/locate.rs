@@ -35,13 +35,20 @@ impl Config {
     /// with the `SWITCHYARD_*` overrides, validated: the commands that only read the ledger or settle a call in it
     /// need nothing else, so the rest of the file (and every backend's secret) is not read.
     pub fn find_ledger(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::find_sections(explicit, &["server", "ledger"])
+    }
+
+    /// The top-level `sections` of the configuration [`Config::locate`] finds (else the defaults), with the
+    /// `SWITCHYARD_*` overrides, validated as [`Config::find_ledger`] validates its two: for commands that need a
+    /// few sections that do not depend on the rest (`[[backends]]` above all, whose secrets they do not need).
+    pub fn find_sections(explicit: Option<&Path>, sections: &[&str]) -> Result<Config, ConfigError> {
         let env = collect_env(process_env());
         let Some(path) = locate_in(explicit, env.get(CONFIG_ENV), Path::new(DEFAULT_CONFIG_FILE))? else {
             return Config::default_demo().with_env_overrides(env);
         };
         let (file, text) = read(&path)?;
         let mut table: toml::Table = text.parse().map_err(|error| ConfigError::syntax(&file, &text, &error))?;
-        table.retain(|section, _| section == "server" || section == "ledger");
+        table.retain(|section, _| sections.contains(&section));
         Config::parse(&table.to_string(), &file, path.parent(), env)
     }
 

@@ -671,3 +671,20 @@ fn openapi_backends_take_their_own_keys_only() {
     let stdio = "[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = \"/bin/sh\"\n";
     error_naming(&format!("{stdio}operations = {{ deny = [\"x\"] }}\n"), "backends[0].operations");
 }
+
+#[test]
+fn a_few_sections_are_read_without_the_backends_and_their_secrets() {
+    let dir = scratch_dir("sections");
+    let path = dir.join("switchyard.toml");
+    let digest = "a".repeat(64);
+    let text = format!(
+        "[approvals]\napprovers = [\"group:ops\"]\n[[auth.api_keys]]\nprincipal = \"alice\"\nsha256 = \"{digest}\"\n\
+         groups = [\"ops\"]\n[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+         headers = {{ Authorization = \"${{SWITCHYARD_TEST_NEVER_SET_SECRET}}\" }}\n"
+    );
+    std::fs::write(&path, text).expect("write");
+    assert!(Config::find(Some(&path)).is_err(), "the whole file needs the backend's secret");
+    let read = Config::find_sections(Some(&path), &["server", "ledger", "approvals", "auth"]).expect("read");
+    assert_eq!((read.approvals.approvers.len(), read.auth.api_keys.len()), (1, 1));
+    assert!(read.backends.is_empty(), "the backends are not read");
+}

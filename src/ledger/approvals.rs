@@ -168,6 +168,8 @@ pub(crate) struct ApprovalSql {
     pub(crate) list: String,
     /// `$1` cutoff: rows decided, or expired undecided, before it.
     pub(crate) purge: String,
+    /// `$1` since: rows decided at or after it, oldest decision first.
+    pub(crate) decided_since: String,
 }
 
 impl ApprovalSql {
@@ -190,6 +192,9 @@ impl ApprovalSql {
             purge: render(format!(
                 "DELETE FROM {table} WHERE (decided_at IS NOT NULL AND decided_at < $1) \
                  OR (state = 'awaiting_approval' AND expires_at < $1)"
+            )),
+            decided_since: render(format!(
+                "SELECT {COLUMNS} FROM {table} WHERE decided_at >= $1 ORDER BY decided_at, key"
             )),
         }
     }
@@ -306,6 +311,12 @@ impl LedgerStore {
     /// The requests in `state` as stored (all when `None`), newest first, at most `limit`.
     pub async fn approvals(&self, state: Option<ApprovalState>, limit: usize) -> Result<Vec<ApprovalRow>, LedgerError> {
         dispatch!(self.approvals(state, limit))
+    }
+
+    /// The requests decided at or after `since`, oldest decision first (for the gateways to announce decisions
+    /// taken elsewhere; see `announcements.rs`).
+    pub async fn decided_approvals_since(&self, since: SystemTime) -> Result<Vec<ApprovalRow>, LedgerError> {
+        dispatch!(self.decided_approvals_since(to_millis(since)))
     }
 
     /// The requests still awaiting a decision now (stored as awaiting and not expired), newest first, at most

@@ -59,6 +59,9 @@ pub async fn maintain(store: LedgerStore, settings: Maintenance) {
             if let Err(error) = store.purge_approvals(cutoff).await {
                 tracing::warn!(%error, "ledger: cannot purge old approval requests");
             }
+            if let Err(error) = store.purge_announcements(cutoff).await {
+                tracing::warn!(%error, "ledger: cannot purge old announcement marks");
+            }
             let now_ms = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64);
             if let Err(error) = store.purge_tasks(now_ms).await {
                 tracing::warn!(%error, "ledger: cannot purge expired tasks");

@@ -24,8 +24,9 @@
 //!   on plain types, beside the claims, and the backend OAuth tokens ([`BackendTokenRow`], sealed by their owner;
 //!   see `backend_tokens.rs`), the approval requests of calls waiting for a person ([`ApprovalRow`], keyed by
 //!   the call's claim key; see `approvals.rs`), the limit counters replicas share ([`CounterRow`]; see
-//!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), and the tasks agents run
-//!   tool calls as ([`TaskRow`]; see `tasks.rs`).
+//!   `limit_counters.rs`), the pinned tool definitions ([`PinRow`]; see `pins.rs`), the tasks agents run
+//!   tool calls as ([`TaskRow`]; see `tasks.rs`), and the marks of operators' decisions already announced
+//!   ([`Announced`]; see `announcements.rs`).
 //! - Results at rest: a SQL store given the vault key ([`LedgerStore::seal_results`]) seals new results and
 //!   opens sealed ones on every read, here in the facade, so the stores keep text they need not understand and
 //!   plaintext rows written before keep replaying (`at_rest.rs`). The memory store never persists and seals nothing.
@@ -60,6 +61,7 @@ use tokio::time::Instant;
 use crate::raw_json::RawJson;
 
 pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
+pub use announcements::Announced;
 pub use approvals::{ApprovalRequest, ApprovalRow, ApprovalState, Decision, MAX_NOTE};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
 pub(crate) use digest::hex;
@@ -84,6 +86,7 @@ pub use types::{
 
 use at_rest::AtRest;
 use background::QueuedSettle;
+use resolutions::Pick;
 use waiters::Waiters;
 
 /// A ledger store. Cloning is cheap and clones share the store (connection, thread, waiters).
@@ -106,6 +109,7 @@ macro_rules! dispatch {
 }
 
 // Declared after `dispatch!` so the modules can use it.
+mod announcements;
 mod approvals;
 mod backend_tokens;
 mod limit_counters;
@@ -303,7 +307,13 @@ impl LedgerStore {
 
     /// The resolutions recorded for `key`, oldest first.
     pub async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
-        dispatch!(self.resolutions(key))
+        dispatch!(self.resolutions(&Pick::Key(key.as_str().to_owned())))
+    }
+
+    /// Every call's resolutions recorded at or after `since`, oldest first (for the gateways to announce those
+    /// taken elsewhere; see `announcements.rs`).
+    pub async fn resolutions_since(&self, since: SystemTime) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        dispatch!(self.resolutions(&Pick::Since(types::to_millis(since))))
     }
 
     /// Whether the store answers (for `/readyz`).

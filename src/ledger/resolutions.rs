@@ -79,6 +79,13 @@ impl ResolutionRecord {
     }
 }
 
+/// Which resolutions a store reads: one call's, or every call's since a time (unix milliseconds).
+#[derive(Debug, Clone)]
+pub(crate) enum Pick {
+    Key(String),
+    Since(i64),
+}
+
 /// The columns written and read, in order.
 const COLUMNS: &str = "key, resolution, resolved_by, resolved_at, note, principal, agent_session, backend, tool, args_digest, created_at, \
      error";
@@ -101,6 +108,8 @@ pub(crate) struct ResolutionSql {
     pub(crate) delete: String,
     /// `$1` key; oldest first.
     pub(crate) select: String,
+    /// `$1` since: every key's resolutions at or after it, oldest first.
+    pub(crate) since: String,
 }
 
 impl ResolutionSql {
@@ -126,6 +135,19 @@ impl ResolutionSql {
             ),
             select: dialect
                 .render(&format!("SELECT {COLUMNS} FROM {table} WHERE key = $1 ORDER BY resolved_at, resolution")),
+            since: dialect.render(&format!(
+                "SELECT {COLUMNS} FROM {table} WHERE resolved_at >= $1 ORDER BY resolved_at, key, resolution"
+            )),
+        }
+    }
+}
+
+impl ResolutionSql {
+    /// The select of `pick`, whose `$1` is [`Pick::value`].
+    pub(crate) fn select_of(&self, pick: &Pick) -> &str {
+        match pick {
+            Pick::Key(_) => &self.select,
+            Pick::Since(_) => &self.since,
         }
     }
 }

@@ -34,7 +34,6 @@ use crate::ledger::{
     ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest, hex,
 };
 use crate::mcp::{OUTCOME_META, Outcome, Relay, jsonrpc};
-use crate::telemetry::audit::AuditEvent;
 use crate::telemetry::{Metrics, ToolOutcome};
 
 /// How often a held request looks at the ledger for a decision.
@@ -365,19 +364,7 @@ pub async fn decide(
     let decision = Decision { approve, by: decider.name.clone(), note, at: SystemTime::now() };
     let decided = store.decide_approval(key, &decision).await?;
     if let Some(metrics) = metrics {
-        metrics.count_approval(decided.state.as_str());
-        if let Some(audit) = metrics.audit() {
-            audit.record(
-                AuditEvent::new("approval_decision")
-                    .field("key", decided.key.as_str())
-                    .field("principal", decided.principal.as_str())
-                    .field("backend", decided.backend.as_str())
-                    .field("tool", decided.tool.as_str())
-                    .field("decision", decided.state.as_str())
-                    .field("by", decider.name.as_str())
-                    .field("note", decided.note.clone().map_or(Value::Null, Into::into)),
-            );
-        }
+        super::announcements::announce_decision(store, metrics, &decided).await;
     }
     Ok(decided)
 }

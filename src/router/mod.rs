@@ -23,6 +23,7 @@
 //!
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
+pub mod announcements;
 mod approvals;
 mod authorization;
 mod claims;

@@ -14,11 +14,16 @@
 //! - When the audit trail is on, a request that resolved a tool also becomes its audit event when dropped: a
 //!   `tool_call` (with the arguments [`RequestRecord::arguments`] kept, the outcome and the duration), or a
 //!   `policy_denial` / `limit_refusal` when the call was refused before it ran.
+//! - A tool call the gateway goes on running after the request is answered (a task's) has a record of its own
+//!   ([`RequestRecord::background`]): it writes no line and counts nothing (the task is counted as a task), and
+//!   becomes the call's `tool_call` event only once the call settled ([`RequestRecord::settled`]), not when it
+//!   stops to wait for the agent's input.
 //! - The line never holds a credential: only the principal's name, the session's id (not its sealed token),
 //!   label values and numbers.
 
 use std::fmt::Display;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -38,6 +43,8 @@ const NO_ANSWER: u16 = 499;
 pub struct RequestRecord {
     /// `None`: a request served outside the MCP endpoint's routes (unit tests, other callers): nothing reported.
     metrics: Option<Arc<Metrics>>,
+    /// `Some` for a background call's record: whether its call settled.
+    background: Option<AtomicBool>,
     started: Instant,
     fields: Mutex<Fields>,
 }
@@ -72,12 +79,38 @@ impl RequestRecord {
     /// A request of the MCP endpoint, received now with HTTP method `verb`.
     pub fn start(metrics: Arc<Metrics>, verb: &'static str) -> Arc<RequestRecord> {
         let fields = Fields { verb, ..Fields::default() };
-        Arc::new(RequestRecord { metrics: Some(metrics), started: Instant::now(), fields: Mutex::new(fields) })
+        let metrics = Some(metrics);
+        Arc::new(RequestRecord { metrics, background: None, started: Instant::now(), fields: Mutex::new(fields) })
     }
 
     /// A record that reports nothing.
     pub fn unrecorded() -> Arc<RequestRecord> {
-        Arc::new(RequestRecord { metrics: None, started: Instant::now(), fields: Mutex::default() })
+        Arc::new(RequestRecord { metrics: None, background: None, started: Instant::now(), fields: Mutex::default() })
+    }
+
+    /// The record of a call run in the background for this request, starting now: this request's principal and
+    /// session, reported only as its audit event once [`RequestRecord::settled`].
+    pub fn background(&self) -> Arc<RequestRecord> {
+        let known = self.fields.lock();
+        let fields = Fields { principal: known.principal.clone(), session: known.session.clone(), ..Fields::default() };
+        Arc::new(RequestRecord {
+            metrics: self.metrics.clone(),
+            background: Some(AtomicBool::new(false)),
+            started: Instant::now(),
+            fields: Mutex::new(fields),
+        })
+    }
+
+    /// The background call settled: its event is written when the record is dropped.
+    pub fn settled(&self) {
+        if let Some(settled) = &self.background {
+            settled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The metrics a request counts in (none for a background call's record).
+    fn counted(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref().filter(|_| self.background.is_none())
     }
 
     /// The authenticated principal's name.
@@ -115,15 +148,17 @@ impl RequestRecord {
     pub fn tool_outcome(&self, outcome: ToolOutcome) {
         let mut fields = self.fields.lock();
         fields.outcome = Some(outcome);
-        if let (Some(metrics), Some(backend), Some(tool)) = (&self.metrics, &fields.backend, &fields.tool) {
+        if let (Some(metrics), Some(backend), Some(tool)) = (self.counted(), &fields.backend, &fields.tool) {
             metrics.count_tool_call(backend, tool, outcome);
         }
     }
 
     /// The request was refused by the limit labelled `limit` (`switchyard_limit_refusals_total`).
     pub fn limit_refused(&self, limit: &Arc<str>) {
-        if let Some(metrics) = &self.metrics {
-            metrics.limit_refused(limit);
+        if self.metrics.is_some() {
+            if let Some(counted) = self.counted() {
+                counted.limit_refused(limit);
+            }
             self.fields.lock().refusal = Some(Refusal::Limit(Arc::clone(limit)));
         }
     }
@@ -174,7 +209,15 @@ impl Drop for RequestRecord {
     fn drop(&mut self) {
         let Some(metrics) = &self.metrics else { return };
         let elapsed = self.started.elapsed();
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let fields = self.fields.get_mut();
+        if let Some(settled) = &self.background {
+            if settled.load(Ordering::Relaxed) {
+                let outcome = fields.outcome.map_or("error", ToolOutcome::as_str);
+                audit(metrics, fields, outcome, micros);
+            }
+            return;
+        }
         if let (Some(method), true) = (fields.method, fields.request) {
             metrics.observe_server(method, fields.tool.as_ref(), fields.error, elapsed);
         }
@@ -183,7 +226,6 @@ impl Drop for RequestRecord {
             (None, ErrorType::None) => "ok",
             (None, _) => "error",
         };
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         super::access_line::write(&AccessFields {
             principal: fields.principal.as_deref().unwrap_or("-"),
             session: fields.session.as_deref().unwrap_or("-"),
@@ -195,11 +237,15 @@ impl Drop for RequestRecord {
             status: fields.status.unwrap_or(NO_ANSWER),
             micros,
         });
-        if let Some(audit) = metrics.audit()
-            && let Some(event) = audit_event(fields, outcome, micros)
-        {
-            audit.record(event);
-        }
+        audit(metrics, fields, outcome, micros);
+    }
+}
+
+fn audit(metrics: &Metrics, fields: &mut Fields, outcome: &str, micros: u64) {
+    if let Some(audit) = metrics.audit()
+        && let Some(event) = audit_event(fields, outcome, micros)
+    {
+        audit.record(event);
     }
 }
 

@@ -44,12 +44,12 @@ pub fn alice() -> Principal {
     Principal { name: "alice".into(), groups: vec!["ops".into()] }
 }
 
-fn approvers() -> Approvers {
+pub fn approvers() -> Approvers {
     Approvers::new(vec![switchyard::auth::Subject::Group("ops".into())])
 }
 
 /// A `tools/call` of `delete_repo` with `key` (if any) in `_meta`.
-fn delete_call(key: Option<&str>) -> Value {
+pub fn delete_call(key: Option<&str>) -> Value {
     let mut params = json!({"name": "fault__delete_repo", "arguments": {"repo": "r1"}});
     if let Some(key) = key {
         params["_meta"] = json!({"switchyard/idempotency-key": key});
@@ -82,7 +82,7 @@ pub async fn awaiting(store: &LedgerStore, key: &ClaimKey) {
     .await;
 }
 
-fn bob_key(key: &str) -> ClaimKey {
+pub fn bob_key(key: &str) -> ClaimKey {
     ClaimKey::idempotency("bob", key)
 }
 

@@ -2,6 +2,9 @@
 //! refusal, an authentication failure, a reload) lands in the audit file as chained events that `switchyard audit
 //! verify` accepts, and that it refuses at the exact line after one byte is changed or one line removed; the
 //! three argument modes; rotation keeps the chain across files; an OTLP logs receiver gets the same lines.
+//! Operators' decisions taken outside the gateway and tasks' calls: [`decisions`].
+
+mod decisions;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -60,4 +60,24 @@ impl MemoryStore {
         found.truncate(limit);
         Ok(found)
     }
+
+    pub(crate) async fn decided_approvals_since(&self, since_ms: i64) -> Result<Vec<ApprovalRow>, LedgerError> {
+        let since = from_millis(since_ms);
+        let rows = self.inner.approvals.lock();
+        let mut found: Vec<ApprovalRow> =
+            rows.values().filter(|row| row.decided_at.is_some_and(|at| at >= since)).cloned().collect();
+        found.sort_by(|a, b| (a.decided_at, &a.key).cmp(&(b.decided_at, &b.key)));
+        Ok(found)
+    }
+
+    pub(crate) async fn take_announcement(&self, kind: &str, key: &str, at_ms: i64) -> Result<bool, LedgerError> {
+        Ok(self.inner.announcements.lock().insert((kind.to_owned(), key.to_owned(), at_ms)))
+    }
+
+    pub(crate) async fn purge_announcements(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        let mut marks = self.inner.announcements.lock();
+        let before = marks.len();
+        marks.retain(|(_, _, at)| *at >= cutoff_ms);
+        Ok((before - marks.len()) as u64)
+    }
 }

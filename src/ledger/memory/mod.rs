@@ -22,7 +22,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -35,7 +35,7 @@ use super::backend_tokens::BackendTokenRow;
 use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::limit_counters::CounterRow;
-use super::resolutions::{ResolutionRecord, Resolve};
+use super::resolutions::{Pick, ResolutionRecord, Resolve};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::types::{
     ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, ListFilter, NewClaim, Settlement, new_claim_id_bytes, to_millis,
@@ -72,6 +72,8 @@ struct Inner {
     tasks: Mutex<HashMap<String, super::tasks::TaskRow>>,
     /// Operators' resolutions, oldest first (see `super::resolutions`).
     resolutions: Mutex<Vec<ResolutionRecord>>,
+    /// Announcement marks: (kind, key, at ms) (see `super::announcements`).
+    announcements: Mutex<HashSet<(String, String, i64)>>,
 }
 
 /// Now, as the store keeps times.
@@ -230,8 +232,12 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
-        Ok(self.inner.resolutions.lock().iter().filter(|row| row.key == *key).cloned().collect())
+    pub(crate) async fn resolutions(&self, pick: &Pick) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        let picked = |row: &&ResolutionRecord| match pick {
+            Pick::Key(key) => row.key.as_str() == key,
+            Pick::Since(since) => to_millis(row.at) >= *since,
+        };
+        Ok(self.inner.resolutions.lock().iter().filter(picked).cloned().collect())
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

@@ -58,6 +58,20 @@ impl PostgresStore {
         self.select(&self.inner.approval_sql.list, &[&state, &limit]).await
     }
 
+    pub(crate) async fn decided_approvals_since(&self, since_ms: i64) -> Result<Vec<ApprovalRow>, LedgerError> {
+        self.select(&self.inner.approval_sql.decided_since, &[&since_ms]).await
+    }
+
+    pub(crate) async fn take_announcement(&self, kind: &str, key: &str, at_ms: i64) -> Result<bool, LedgerError> {
+        let sql = self.inner.announcement_sql.take.as_str();
+        self.inner.conn.run(|db| async move { Ok(db.client.execute(sql, &[&kind, &key, &at_ms]).await? == 1) }).await
+    }
+
+    pub(crate) async fn purge_announcements(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        let sql = self.inner.announcement_sql.purge.as_str();
+        self.inner.conn.run(|db| async move { Ok(db.client.execute(sql, &[&cutoff_ms]).await?) }).await
+    }
+
     async fn select(&self, sql: &str, values: &[&(dyn ToSql + Sync)]) -> Result<Vec<ApprovalRow>, LedgerError> {
         let rows = self.inner.conn.run(|db| async move { Ok(db.client.query(sql, values).await?) }).await?;
         rows.iter()

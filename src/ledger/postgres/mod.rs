@@ -44,6 +44,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::raw_json::RawJson;
 
+use super::announcements::AnnouncementSql;
 use super::approvals::ApprovalSql;
 use super::at_rest::AtRest;
 use super::backend_tokens::BackendTokenSql;
@@ -53,7 +54,7 @@ use super::digest::StoredResult;
 use super::error::LedgerError;
 use super::limit_counters::LimitCounterSql;
 use super::pins::PinSql;
-use super::resolutions::{ResolutionRecord, ResolutionSql, Resolve};
+use super::resolutions::{Pick, ResolutionRecord, ResolutionSql, Resolve};
 use super::revocations::{FEED_CAPACITY, RevocationSql};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, OwnedSettle};
 use super::sql::{Dialect, purge_in_slices};
@@ -84,6 +85,7 @@ struct Inner {
     pin_sql: PinSql,
     task_sql: TaskSql,
     resolution_sql: ResolutionSql,
+    announcement_sql: AnnouncementSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
     revocations: broadcast::Sender<super::RevocationEvent>,
     /// The vault key results are sealed with (`at_rest.rs`), set once after opening.
@@ -130,6 +132,7 @@ impl PostgresStore {
         let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
         let task_sql = TaskSql::new(&names.tasks, Dialect::Postgres);
         let resolution_sql = ResolutionSql::new(&names.claims, &names.resolutions, Dialect::Postgres);
+        let announcement_sql = AnnouncementSql::new(&names.announcements, Dialect::Postgres);
         let listeners = listen::Listeners {
             settled: names.channel,
             waiters: waiters.clone(),
@@ -150,6 +153,7 @@ impl PostgresStore {
             pin_sql,
             task_sql,
             resolution_sql,
+            announcement_sql,
             revocations,
             at_rest: OnceLock::new(),
             config,
@@ -304,9 +308,9 @@ impl PostgresStore {
         .await
     }
 
-    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
+    pub(crate) async fn resolutions(&self, pick: &Pick) -> Result<Vec<ResolutionRecord>, LedgerError> {
         let sql = &self.inner.resolution_sql;
-        self.inner.conn.run(|session| async move { ops::resolutions(&session, sql, key).await }).await
+        self.inner.conn.run(|session| async move { ops::resolutions(&session, sql, pick).await }).await
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

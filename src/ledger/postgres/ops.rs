@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 
 use super::conn::{Failure, Session};
 use crate::ledger::error::LedgerError;
-use crate::ledger::resolutions::{self, Columns, ResolutionRecord, ResolutionSql, Resolve};
+use crate::ledger::resolutions::{self, Columns, Pick, ResolutionRecord, ResolutionSql, Resolve};
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
 use crate::ledger::sql::{PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
@@ -172,13 +172,18 @@ pub(super) async fn resolve(
     Ok(rules::explain_resolve(key, current.as_ref())?)
 }
 
-/// The resolutions recorded for `key`, oldest first.
+/// The resolutions `pick` selects, oldest first.
 pub(super) async fn resolutions(
     session: &Session,
     sql: &ResolutionSql,
-    key: &ClaimKey,
+    pick: &Pick,
 ) -> Result<Vec<ResolutionRecord>, Failure> {
-    let rows = session.client.query(sql.select.as_str(), &[&key.as_str()]).await?;
+    let statement = sql.select_of(pick);
+    let value: &(dyn tokio_postgres::types::ToSql + Sync) = match pick {
+        Pick::Key(key) => key,
+        Pick::Since(since) => since,
+    };
+    let rows = session.client.query(statement, &[value]).await?;
     let read = |row: &Row| -> Result<ResolutionRecord, LedgerError> {
         let columns: Columns = row_columns!(row, "resolution", 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
         resolutions::from_columns(columns)

@@ -14,6 +14,7 @@ use tokio_postgres::Client;
 
 use super::bus::{FLEET_SPILL_TABLE, STREAM_EVENTS_TABLE};
 use super::conn::Failure;
+use crate::ledger::announcements::{self, ANNOUNCEMENTS_TABLE};
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::digest::sha256_hex;
@@ -55,6 +56,7 @@ pub(super) struct Names {
     pub(super) fleet_spill: String,
     pub(super) stream_events: String,
     pub(super) resolutions: String,
+    pub(super) announcements: String,
 }
 
 impl Names {
@@ -80,6 +82,7 @@ impl Names {
             fleet_spill: qualify(FLEET_SPILL_TABLE),
             stream_events: qualify(STREAM_EVENTS_TABLE),
             resolutions: qualify(RESOLUTIONS_TABLE),
+            announcements: qualify(ANNOUNCEMENTS_TABLE),
         }
     }
 }
@@ -122,6 +125,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     for statement in resolutions::create_statements(&names.resolutions) {
         tx.batch_execute(&statement).await?;
     }
+    tx.batch_execute(&announcements::create_statement(&names.announcements)).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use rusqlite::params;
 
 use super::SqliteStore;
+use crate::ledger::announcements::{ANNOUNCEMENTS_TABLE, AnnouncementSql};
 use crate::ledger::approvals::{
     APPROVALS_TABLE, ApprovalRow, ApprovalSql, ApprovalState, Decision, decision_values, from_columns, insert_values,
 };
@@ -14,6 +15,8 @@ use crate::ledger::sql::Dialect;
 use crate::ledger::types::ClaimKey;
 
 static SQL: LazyLock<ApprovalSql> = LazyLock::new(|| ApprovalSql::new(APPROVALS_TABLE, Dialect::Sqlite));
+static ANNOUNCEMENT_SQL: LazyLock<AnnouncementSql> =
+    LazyLock::new(|| AnnouncementSql::new(ANNOUNCEMENTS_TABLE, Dialect::Sqlite));
 
 impl SqliteStore {
     pub(crate) async fn insert_approval(&self, row: &ApprovalRow) -> Result<bool, LedgerError> {
@@ -58,6 +61,25 @@ impl SqliteStore {
     ) -> Result<Vec<ApprovalRow>, LedgerError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.inner.worker.run(move |db| select(db, &SQL.list, params![state.map(ApprovalState::as_str), limit])).await
+    }
+
+    pub(crate) async fn decided_approvals_since(&self, since_ms: i64) -> Result<Vec<ApprovalRow>, LedgerError> {
+        self.inner.worker.run(move |db| select(db, &SQL.decided_since, params![since_ms])).await
+    }
+
+    pub(crate) async fn take_announcement(&self, kind: &str, key: &str, at_ms: i64) -> Result<bool, LedgerError> {
+        let (kind, key) = (kind.to_owned(), key.to_owned());
+        self.inner
+            .worker
+            .run(move |db| Ok(db.conn.prepare_cached(&ANNOUNCEMENT_SQL.take)?.execute(params![kind, key, at_ms])? == 1))
+            .await
+    }
+
+    pub(crate) async fn purge_announcements(&self, cutoff_ms: i64) -> Result<u64, LedgerError> {
+        self.inner
+            .worker
+            .run(move |db| Ok(db.conn.prepare_cached(&ANNOUNCEMENT_SQL.purge)?.execute(params![cutoff_ms])? as u64))
+            .await
     }
 }
 

@@ -37,7 +37,7 @@ use super::background::{self, LINGER, Pending, QueuedSettle, Resettle};
 use super::detach::{Abandon, Delivery};
 use super::digest::StoredResult;
 use super::error::LedgerError;
-use super::resolutions::{ResolutionRecord, Resolve};
+use super::resolutions::{Pick, ResolutionRecord, Resolve};
 use super::rules::{EXPIRED_NOTE, ORPHANED_NOTE, Settle};
 use super::sql::purge_in_slices;
 use super::stats::WriterStats;
@@ -230,9 +230,9 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(crate) async fn resolutions(&self, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
-        let key = key.clone();
-        self.inner.worker.run(move |db| ops::resolutions(db, &key)).await
+    pub(crate) async fn resolutions(&self, pick: &Pick) -> Result<Vec<ResolutionRecord>, LedgerError> {
+        let pick = pick.clone();
+        self.inner.worker.run(move |db| ops::resolutions(db, &pick)).await
     }
 
     pub(crate) async fn ping(&self) -> Result<(), LedgerError> {

@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use super::worker::Db;
 use crate::ledger::error::LedgerError;
-use crate::ledger::resolutions::{self, RESOLUTIONS_TABLE, ResolutionRecord, ResolutionSql, Resolve};
+use crate::ledger::resolutions::{self, Pick, RESOLUTIONS_TABLE, ResolutionRecord, ResolutionSql, Resolve};
 use crate::ledger::rules::{self, RESOLVED_NOTE, Settle, Verdict};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, PURGE_SLICE, RACE_ATTEMPTS, RawRow};
 use crate::ledger::types::{
@@ -141,10 +141,14 @@ pub(super) fn resolve(db: &Db, key: &ClaimKey, resolve: &Resolve, now: SystemTim
     Ok(())
 }
 
-/// The resolutions recorded for `key`, oldest first.
-pub(super) fn resolutions(db: &Db, key: &ClaimKey) -> Result<Vec<ResolutionRecord>, LedgerError> {
-    let mut statement = db.conn.prepare_cached(&RESOLUTION_SQL.select)?;
-    let rows = statement.query_map([key.as_str()], |row| row.try_into())?;
+/// The resolutions `pick` selects, oldest first.
+pub(super) fn resolutions(db: &Db, pick: &Pick) -> Result<Vec<ResolutionRecord>, LedgerError> {
+    let mut statement = db.conn.prepare_cached(RESOLUTION_SQL.select_of(pick))?;
+    let value: &dyn rusqlite::ToSql = match pick {
+        Pick::Key(key) => key,
+        Pick::Since(since) => since,
+    };
+    let rows = statement.query_map([value], |row| row.try_into())?;
     rows.map(|row| resolutions::from_columns(row?)).collect()
 }
 

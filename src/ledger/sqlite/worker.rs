@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 
 use super::batch::{Job, Ran, Reply, Served, Writes, serve};
 use super::checkpoint::Checkpointer;
+use crate::ledger::announcements;
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
 use crate::ledger::background::{Nudger, Parked, Parking};
@@ -266,6 +267,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     for statement in resolutions::create_statements(resolutions::RESOLUTIONS_TABLE) {
         tx.execute_batch(&statement)?;
     }
+    tx.execute_batch(&announcements::create_statement(announcements::ANNOUNCEMENTS_TABLE))?;
     tx.commit()?;
     Ok(())
 }

@@ -3,8 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::Harness;
-use crate::ledger::{ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError};
+use super::{Harness, claim_of};
+use crate::ledger::{
+    Announced, ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, Resolution, Resolve,
+};
 
 fn request(name: &str, requested_at: SystemTime, timeout: Duration) -> ApprovalRow {
     ApprovalRow {
@@ -130,4 +132,32 @@ pub(super) async fn malformed_requests_and_notes_are_refused(h: &Harness) {
     let long = "x".repeat(crate::ledger::MAX_NOTE + 1);
     let refused = h.store.decide_approval(&row.key, &decision(true, "alice", Some(&long))).await;
     assert!(matches!(refused, Err(LedgerError::InvalidApproval { .. })), "{refused:?}");
+}
+
+pub(super) async fn decisions_are_read_back_by_time_and_announced_once(h: &Harness) {
+    let before = SystemTime::now() - Duration::from_secs(1);
+    let row = request("feed", SystemTime::now(), HOUR);
+    h.store.request_approval(row.clone()).await.expect("request");
+    assert!(h.store.decided_approvals_since(before).await.expect("read").is_empty(), "undecided");
+    let decided = h.store.decide_approval(&row.key, &decision(false, "alice", Some("no"))).await.expect("decide");
+    assert_eq!(h.store.decided_approvals_since(before).await.expect("read"), std::slice::from_ref(&decided));
+    let later = SystemTime::now() + Duration::from_secs(60);
+    assert!(h.store.decided_approvals_since(later).await.expect("read").is_empty(), "decided before");
+
+    let lost = claim_of("lost", "gw-1");
+    h.store.claim(lost.clone()).await.expect("claim");
+    h.store.mark_unknown(&lost.key, "gw-1", "dropped").await.expect("unknown");
+    let resolve = Resolve { resolution: Resolution::Failed, by: "ann".into(), note: None };
+    h.store.resolve(&lost.key, &resolve).await.expect("resolve");
+    let resolved = h.store.resolutions_since(before).await.expect("read");
+    assert_eq!(resolved.iter().map(|row| (&row.key, row.by.as_str())).collect::<Vec<_>>(), [(&lost.key, "ann")]);
+    assert!(h.store.resolutions_since(later).await.expect("read").is_empty());
+
+    let at = decided.decided_at.expect("decided at");
+    let second = h.second().await;
+    assert!(h.store.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("take"));
+    assert!(!second.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("taken"), "once");
+    assert!(second.take_announcement(Announced::Resolution, &row.key, at).await.expect("another kind"));
+    assert_eq!(h.store.purge_announcements(at + Duration::from_millis(1)).await.expect("purge"), 2);
+    assert!(h.store.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("purged"));
 }

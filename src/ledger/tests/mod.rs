@@ -320,6 +320,7 @@ approvals_on_every_store!(
     approvals_are_seen_by_a_second_instance,
     old_decided_and_expired_requests_are_purged,
     malformed_requests_and_notes_are_refused,
+    decisions_are_read_back_by_time_and_announced_once,
 );
 
 macro_rules! pins_on_every_store {

@@ -336,8 +336,8 @@ impl CallRouter {
     ) {
         let running = Arc::new(Running { cancel: Arc::new(Notify::new()), unrevealed: AtomicBool::new(unrevealed) });
         self.tasks.running.lock().insert(id.to_owned(), Arc::clone(&running));
-        // The agent's request ends now; the call reports to no access line of its own.
-        let caller = Caller { record: RequestRecord::unrecorded(), ..caller.clone() };
+        // The agent's request ends now; the call reports to no access line of its own, only to the audit trail.
+        let caller = Caller { record: caller.record.background(), ..caller.clone() };
         let relay = relay.detached().cancellable(Arc::clone(&running.cancel));
         let (router, id) = (Arc::clone(self), id.to_owned());
         tokio::spawn(async move {
@@ -373,7 +373,10 @@ impl CallRouter {
                 Some(result) if !running.unrevealed.swap(false, Ordering::SeqCst) => {
                     input::Pending::new(result, params, view)
                 }
-                _ => return self.end_task(caller, id, answer).await,
+                _ => {
+                    caller.record.settled();
+                    return self.end_task(caller, id, answer).await;
+                }
             };
             if !pending.complete() {
                 return self.await_input(caller, id, &pending).await;

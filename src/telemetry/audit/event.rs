@@ -45,13 +45,16 @@ impl AuditEvent {
         self
     }
 
+    /// Adds a time field, written as `time` is (`null` when `at` is `None`).
+    pub fn time(self, name: &'static str, at: Option<SystemTime>) -> AuditEvent {
+        self.field(name, at.map_or(Value::Null, rfc3339))
+    }
+
     /// The line of this event, numbered `seq`, linked to `prev`.
     pub(super) fn line(&self, seq: u64, prev: &str) -> String {
-        let mut time = Vec::with_capacity(32);
-        super::super::access_line::timestamp(&mut time, self.at);
         let mut object = Map::new();
         object.insert("seq".into(), seq.into());
-        object.insert("time".into(), String::from_utf8_lossy(&time).into_owned().into());
+        object.insert("time".into(), rfc3339(self.at));
         object.insert("event".into(), self.kind.into());
         for (name, value) in &self.fields {
             object.insert((*name).into(), value.clone());
@@ -59,6 +62,13 @@ impl AuditEvent {
         object.insert("prev".into(), prev.into());
         Value::Object(object).to_string()
     }
+}
+
+/// `at` in RFC 3339, UTC, microseconds.
+fn rfc3339(at: SystemTime) -> Value {
+    let mut time = Vec::with_capacity(32);
+    super::super::access_line::timestamp(&mut time, at);
+    String::from_utf8_lossy(&time).into_owned().into()
 }
 
 /// `arguments` as `mode` shows them; `digest` computes the ledger's digest (only called in `digest` mode).
