@@ -18,10 +18,12 @@
 //! - What a backend sends on its standalone stream for an agent session with no standalone stream here goes to
 //!   the one replica that holds one (MCP transports §"Multiple Connections": each message on one stream only):
 //!   the replicas are asked who holds one, the first to say so is sent the message, and a message nobody claims
-//!   within [`ALIVE_EVERY`] is dropped (a request's waiter with it, so its backend is told at once). A relayed
-//!   request keeps its waiter here; the agent's answer comes back like any answer that lands elsewhere.
+//!   within [`ALIVE_EVERY`] is dropped (a request's waiter with it, so its backend is told at once). A session's
+//!   messages are sent one after another, in the order the backend sent them, each to the holder its first
+//!   waiting message found. A relayed request keeps its waiter here; the agent's answer comes back like any
+//!   answer that lands elsewhere.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -37,6 +39,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Front;
+use super::pending::PendingRequests;
 use crate::mcp::jsonrpc;
 use crate::router::HeldElsewhere;
 
@@ -105,12 +108,14 @@ pub struct Fleet {
     link: Arc<dyn FleetLink>,
     /// Requests forwarded and seeks sent from here, waiting for their answers.
     forwards: Mutex<HashMap<u64, mpsc::UnboundedSender<Heard>>>,
+    /// Per agent session, the messages for its standalone stream on another replica not yet sent there.
+    outbox: Mutex<HashMap<String, VecDeque<Value>>>,
     next: AtomicU64,
 }
 
 impl Fleet {
     pub fn new(link: Arc<dyn FleetLink>) -> Fleet {
-        Fleet { link, forwards: Mutex::default(), next: AtomicU64::new(0) }
+        Fleet { link, forwards: Mutex::default(), outbox: Mutex::default(), next: AtomicU64::new(0) }
     }
 
     /// Sends `note` without waiting; a message that cannot be sent is logged (its request then ends by its own
@@ -143,20 +148,55 @@ impl Fleet {
         (n, hearing, Forgotten { fleet: self, n })
     }
 
-    /// Hands `message` to the replica holding a standalone stream of `session`; false when none says it does
-    /// within [`ALIVE_EVERY`].
-    pub(super) async fn deliver_elsewhere(&self, session: &str, message: Value) -> bool {
+    /// Hands `message` to the replica holding a standalone stream of `session`, after the messages for it that
+    /// are still waiting; a relayed request that no replica takes is forgotten in `pending`.
+    pub(super) fn deliver_elsewhere(self: &Arc<Self>, session: String, message: Value, pending: &Arc<PendingRequests>) {
+        let mut outbox = self.outbox.lock();
+        if let Some(waiting) = outbox.get_mut(&session) {
+            return waiting.push_back(message);
+        }
+        outbox.insert(session.clone(), VecDeque::from([message]));
+        tokio::spawn(Arc::clone(self).hand_over(session, Arc::clone(pending)));
+    }
+
+    /// Finds the holder of `session`'s standalone stream and sends it the session's waiting messages one by one,
+    /// in order, until none is left.
+    async fn hand_over(self: Arc<Self>, session: String, pending: Arc<PendingRequests>) {
+        let holder = self.holder_of(&session).await;
+        loop {
+            let message = {
+                let mut outbox = self.outbox.lock();
+                let Some(message) = outbox.get_mut(&session).and_then(VecDeque::pop_front) else {
+                    outbox.remove(&session);
+                    return;
+                };
+                message
+            };
+            let Some(holder) = &holder else {
+                pending.forget(&session, &message);
+                continue;
+            };
+            let Ok(body) = serde_json::to_string(&Note::Deliver { session: session.clone(), message }) else {
+                continue;
+            };
+            if let Err(error) = self.link.send(Some(holder), body).await {
+                tracing::warn!(%error, "fleet: a message for a standalone stream on another replica was not sent");
+            }
+        }
+    }
+
+    /// The replica that first says it holds a standalone stream of `session`; `None` when none does within
+    /// [`ALIVE_EVERY`].
+    async fn holder_of(&self, session: &str) -> Option<String> {
         let (n, mut hearing, _forgotten) = self.awaiting();
         self.tell(None, &Note::Seek { n, session: session.to_owned() });
-        let holder = loop {
+        loop {
             match tokio::time::timeout(ALIVE_EVERY, hearing.recv()).await {
-                Ok(Some(Heard::Holds(holder))) => break holder,
+                Ok(Some(Heard::Holds(holder))) => return Some(holder),
                 Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return false,
+                Ok(None) | Err(_) => return None,
             }
-        };
-        self.tell(Some(&holder), &Note::Deliver { session: session.to_owned(), message });
-        true
+        }
     }
 
     /// Forwards a request to `owner`; `None` when the owner is gone (see the module rules).

@@ -255,7 +255,7 @@ impl Front {
     /// Delivers what a backend sent on its standalone stream to the agent's standalone stream (a sessionless
     /// agent's: to its listen streams), here or on the replica that holds one ([`fleet`]). With none open, the
     /// message is dropped (a request then fails at the backend instead of waiting).
-    pub fn deliver_session_message(self: &Arc<Self>, message: SessionMessage) {
+    pub fn deliver_session_message(&self, message: SessionMessage) {
         let Some(message) = self.listens.take(message) else { return };
         let SessionHolder::Agent(session) = message.holder else { return };
         let here = self.streams.has(&session);
@@ -265,13 +265,8 @@ impl Front {
         let Some(prepared) = self.pending.prepare(&session, message.message) else { return };
         if here {
             self.streams.deliver(&session, prepared);
-        } else if let Some(fleet) = self.fleet.clone() {
-            let pending = Arc::clone(&self.pending);
-            tokio::spawn(async move {
-                if !fleet.deliver_elsewhere(&session, prepared.clone()).await {
-                    pending.forget(&session, &prepared);
-                }
-            });
+        } else if let Some(fleet) = &self.fleet {
+            fleet.deliver_elsewhere(session.to_string(), prepared, &self.pending);
         }
     }
 }
