@@ -12,9 +12,18 @@
 //!   (path, headers, body) to that replica, which serves it as its own request — authentication included — and
 //!   sends back the response; the agent gets that response. The owner confirms at once that it took the request
 //!   and answers every [`ALIVE_EVERY`] check while it runs; when it does not, it is gone, and the agent gets the
-//!   answer of a call lost with its replica (outcome `unknown`, never run again): no hang, no rerun.
+//!   answer of a call lost with its replica (outcome `unknown`, never run again): no hang, no rerun. A forwarded
+//!   request that reaches its owner only after waiting half of [`ALIVE_EVERY`] (the owner was reconnecting to
+//!   the bus) is not served: its sender may already have given the agent that answer.
+//! - What a backend sends on its standalone stream for an agent session with no standalone stream here goes to
+//!   the one replica that holds one (MCP transports §"Multiple Connections": each message on one stream only):
+//!   the replicas are asked who holds one, the first to say so is sent the message, and a message nobody claims
+//!   within [`ALIVE_EVERY`] is dropped (a request's waiter with it, so its backend is told at once). A session's
+//!   messages are sent one after another, in the order the backend sent them, each to the holder its first
+//!   waiting message found. A relayed request keeps its waiter here; the agent's answer comes back like any
+//!   answer that lands elsewhere.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +39,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Front;
+use super::pending::PendingRequests;
 use crate::mcp::jsonrpc;
 use crate::router::HeldElsewhere;
 
@@ -66,6 +76,12 @@ enum Note {
     Check { n: u64 },
     /// The owner's response to request `n`.
     Reply { n: u64, response: Carried },
+    /// Who holds a standalone stream of `session`? Asked as `n`.
+    Seek { n: u64, session: String },
+    /// The sender holds one (the answer to seek `n`).
+    Holds { n: u64 },
+    /// A message for `session`'s standalone stream, from a backend's standalone stream on the sender.
+    Deliver { session: String, message: Value },
 }
 
 /// An HTTP message carried between replicas: the request's path (or the response's status), headers and body.
@@ -79,23 +95,27 @@ struct Carried {
     body: String,
 }
 
-/// What the sender of a forwarded request hears about it.
+/// What the sender of a forwarded request, or of a seek, hears about it.
 enum Heard {
     Alive,
     Reply(Carried),
+    /// This replica holds the stream sought.
+    Holds(String),
 }
 
 /// This replica's side of the fleet.
 pub struct Fleet {
     link: Arc<dyn FleetLink>,
-    /// Requests forwarded from here, waiting for their owners.
+    /// Requests forwarded and seeks sent from here, waiting for their answers.
     forwards: Mutex<HashMap<u64, mpsc::UnboundedSender<Heard>>>,
+    /// Per agent session, the messages for its standalone stream on another replica not yet sent there.
+    outbox: Mutex<HashMap<String, VecDeque<Value>>>,
     next: AtomicU64,
 }
 
 impl Fleet {
     pub fn new(link: Arc<dyn FleetLink>) -> Fleet {
-        Fleet { link, forwards: Mutex::default(), next: AtomicU64::new(0) }
+        Fleet { link, forwards: Mutex::default(), outbox: Mutex::default(), next: AtomicU64::new(0) }
     }
 
     /// Sends `note` without waiting; a message that cannot be sent is logged (its request then ends by its own
@@ -120,17 +140,73 @@ impl Fleet {
         self.tell(None, &Note::Cancel { session: session.to_owned(), id: id.clone() });
     }
 
+    /// A new number for a message whose answers are awaited, where they arrive, and what forgets it.
+    fn awaiting(&self) -> (u64, mpsc::UnboundedReceiver<Heard>, Forgotten<'_>) {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (heard, hearing) = mpsc::unbounded_channel();
+        self.forwards.lock().insert(n, heard);
+        (n, hearing, Forgotten { fleet: self, n })
+    }
+
+    /// Hands `message` to the replica holding a standalone stream of `session`, after the messages for it that
+    /// are still waiting; a relayed request that no replica takes is forgotten in `pending`.
+    pub(super) fn deliver_elsewhere(self: &Arc<Self>, session: String, message: Value, pending: &Arc<PendingRequests>) {
+        let mut outbox = self.outbox.lock();
+        if let Some(waiting) = outbox.get_mut(&session) {
+            return waiting.push_back(message);
+        }
+        outbox.insert(session.clone(), VecDeque::from([message]));
+        tokio::spawn(Arc::clone(self).hand_over(session, Arc::clone(pending)));
+    }
+
+    /// Finds the holder of `session`'s standalone stream and sends it the session's waiting messages one by one,
+    /// in order, until none is left.
+    async fn hand_over(self: Arc<Self>, session: String, pending: Arc<PendingRequests>) {
+        let holder = self.holder_of(&session).await;
+        loop {
+            let message = {
+                let mut outbox = self.outbox.lock();
+                let Some(message) = outbox.get_mut(&session).and_then(VecDeque::pop_front) else {
+                    outbox.remove(&session);
+                    return;
+                };
+                message
+            };
+            let Some(holder) = &holder else {
+                pending.forget(&session, &message);
+                continue;
+            };
+            let Ok(body) = serde_json::to_string(&Note::Deliver { session: session.clone(), message }) else {
+                continue;
+            };
+            if let Err(error) = self.link.send(Some(holder), body).await {
+                tracing::warn!(%error, "fleet: a message for a standalone stream on another replica was not sent");
+            }
+        }
+    }
+
+    /// The replica that first says it holds a standalone stream of `session`; `None` when none does within
+    /// [`ALIVE_EVERY`].
+    async fn holder_of(&self, session: &str) -> Option<String> {
+        let (n, mut hearing, _forgotten) = self.awaiting();
+        self.tell(None, &Note::Seek { n, session: session.to_owned() });
+        loop {
+            match tokio::time::timeout(ALIVE_EVERY, hearing.recv()).await {
+                Ok(Some(Heard::Holds(holder))) => return Some(holder),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
     /// Forwards a request to `owner`; `None` when the owner is gone (see the module rules).
     async fn forward(&self, owner: &str, request: Carried) -> Option<Carried> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let (heard, mut hearing) = mpsc::unbounded_channel();
-        self.forwards.lock().insert(n, heard);
-        let _forgotten = Forgotten { fleet: self, n };
+        let (n, mut hearing, _forgotten) = self.awaiting();
         self.tell(Some(owner), &Note::Forward { n, request });
         loop {
             match tokio::time::timeout(ALIVE_EVERY, hearing.recv()).await {
                 Ok(Some(Heard::Reply(response))) => return Some(response),
-                Ok(Some(Heard::Alive)) => {}
+                Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return None,
             }
             // Alive: ask again before the next silence is judged.
@@ -158,9 +234,12 @@ impl Drop for Forgotten<'_> {
 }
 
 impl Front {
-    /// Serves one message another replica sent this one.
-    pub fn hear_fleet(self: &Arc<Self>, from: String, body: &str) {
+    /// Serves one message another replica sent this one, `age` after it was sent.
+    pub fn hear_fleet(self: &Arc<Self>, from: String, body: &str, age: Duration) {
         match serde_json::from_str(body) {
+            Ok(Note::Forward { .. }) if age > ALIVE_EVERY / 2 => {
+                tracing::info!(from, ?age, "fleet: a forwarded request arrived too late to be served");
+            }
             Ok(note) => self.heard(from, note),
             Err(error) => tracing::warn!(%error, from, "fleet: ignored a malformed message"),
         }
@@ -171,6 +250,14 @@ impl Front {
         match note {
             Note::Answer { session, message } => drop(self.pending.answer(&session, message)),
             Note::Cancel { session, id } => drop(self.cancels.cancel(&session, &id)),
+            Note::Seek { n, session } if self.streams.has(&session) => fleet.tell(Some(&from), &Note::Holds { n }),
+            Note::Seek { .. } => {}
+            Note::Holds { n } => fleet.heard(n, Heard::Holds(from)),
+            Note::Deliver { session, message } => {
+                if !self.streams.deliver(&session, message) {
+                    tracing::debug!("fleet: a standalone stream closed before its message arrived");
+                }
+            }
             Note::Forward { n, request } => {
                 fleet.tell(Some(&from), &Note::Alive { n });
                 tokio::spawn(Arc::clone(self).serve_forwarded(from, n, request));

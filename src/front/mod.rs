@@ -254,15 +254,20 @@ async fn readyz(State(front): State<Arc<Front>>, peer: Peer, headers: HeaderMap)
 
 impl Front {
     /// Delivers what a backend sent on its standalone stream to the agent's standalone stream (a sessionless
-    /// agent's: to its listen streams). With none open, the message is dropped (a request then fails at once at
-    /// the backend instead of waiting).
+    /// agent's: to its listen streams), here or on the replica that holds one ([`fleet`]). With none open, the
+    /// message is dropped (a request then fails at the backend instead of waiting).
     pub fn deliver_session_message(&self, message: SessionMessage) {
         let Some(message) = self.listens.take(message) else { return };
-        let SessionHolder::Agent(session) = &message.holder else { return };
-        if self.streams.has(session)
-            && let Some(prepared) = self.pending.prepare(session, message.message)
-        {
-            self.streams.deliver(session, prepared);
+        let SessionHolder::Agent(session) = message.holder else { return };
+        let here = self.streams.has(&session);
+        if !here && self.fleet.is_none() {
+            return;
+        }
+        let Some(prepared) = self.pending.prepare(&session, message.message) else { return };
+        if here {
+            self.streams.deliver(&session, prepared);
+        } else if let Some(fleet) = &self.fleet {
+            fleet.deliver_elsewhere(session.to_string(), prepared, &self.pending);
         }
     }
 }

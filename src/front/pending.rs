@@ -54,6 +54,13 @@ impl PendingRequests {
         })
     }
 
+    /// Forgets a relayed request that reached no agent, so the exchange waiting for its answer ends at once.
+    pub fn forget(&self, session: &str, request: &Value) {
+        if let Some(id) = request.get("id").and_then(Value::as_str) {
+            self.waiting.lock().remove(&(session.to_owned(), id.to_owned()));
+        }
+    }
+
     /// Hands the agent's response to the exchange waiting for it; false when nobody waits for that id in that
     /// session.
     pub fn answer(&self, session: &str, response: Value) -> bool {

@@ -8,7 +8,8 @@
 //! Rules: an agent may hold several standalone streams, at most `[server] max_streams_per_session` per session on
 //! this replica (one more is refused 429, and the open ones are kept); each message goes to exactly one of them
 //! (the oldest one still open for that session), never to all (transports §"Multiple Connections"). Streams are
-//! connection state of this replica only; the session itself stays sealed and stateless.
+//! connection state of this replica only; the session itself stays sealed and stateless. A backend's message for a
+//! session whose stream another replica holds is passed to that replica ([`super::fleet`]), which delivers it here.
 
 use std::collections::HashMap;
 use std::sync::Arc;

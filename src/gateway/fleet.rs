@@ -107,8 +107,8 @@ pub(super) struct Hearing(mpsc::UnboundedReceiver<Heard>);
 impl Hearing {
     /// Hands every message to `front` until the bus closes.
     pub(super) async fn serve(mut self, front: Arc<Front>) {
-        while let Some(Heard { from, body }) = self.0.recv().await {
-            front.hear_fleet(from, &body);
+        while let Some(Heard { from, body, age }) = self.0.recv().await {
+            front.hear_fleet(from, &body, age);
         }
     }
 }

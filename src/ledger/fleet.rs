@@ -5,7 +5,8 @@
 //! - Only PostgreSQL is shared by replicas, so only it carries a bus (`LISTEN`/`NOTIFY`, see the store's `bus`);
 //!   with memory or SQLite there is one replica and [`LedgerStore::fleet_bus`] gives `None`.
 //! - A replica is named by its instance id ([`super::instance_id`]), the owner its claims carry.
-//! - Bodies are opaque text; what they mean is the caller's. Delivery is at most once and in order per sender.
+//! - Bodies are opaque text; what they mean is the caller's. Delivery is at most once; a message sent while its
+//!   receiver was reconnecting to PostgreSQL waits for it (up to five minutes), and says how long it waited.
 
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ pub struct Heard {
     /// The sending replica.
     pub from: String,
     pub body: String,
+    /// How long it waited for its receiver (measured by the database's clock, as it was sent).
+    pub age: Duration,
 }
 
 /// One event of an agent's SSE stream, kept for a resumption on any replica.

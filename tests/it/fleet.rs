@@ -2,6 +2,9 @@
 //! what belongs to a call on one replica lands on the other — an agent's answer to a relayed elicitation, a
 //! `notifications/cancelled`, a 2026-07-28 retry continuing a multi-round call — and is served as if it had
 //! landed on the replica holding the call; with that replica gone, the retry gets the lost call's answer at once.
+//! A message sent while its receiver is cut off from PostgreSQL waits in its mailbox and is applied once the
+//! receiver listens again; what a backend sends on its standalone stream reaches the agent's standalone stream
+//! held by the other replica.
 //! Raw HTTP picks the replica each message lands on; the official Python SDK goes through a round-robin proxy
 //! (each new connection to the next replica).
 
@@ -21,7 +24,8 @@ use crate::support::assert::{eventually, text};
 use crate::support::fault_backend::{Answer, Eras, FaultBackend, Script};
 use crate::support::gateway::{Agent, ChildGateway, SESSION, ScratchDir};
 use crate::support::interop::{interop_dir, python_interpreter};
-use crate::support::postgres::PgSchema;
+use crate::support::pg_proxy::TcpProxy;
+use crate::support::postgres::{self, PgSchema};
 use crate::support::round_robin::RoundRobin;
 use switchyard::backend::event_stream::SseEvent;
 use switchyard::ledger::LedgerStore;
@@ -30,20 +34,37 @@ use switchyard::ledger::LedgerStore;
 pub(crate) struct Replicas {
     pub(crate) a: ChildGateway,
     pub(crate) b: ChildGateway,
-    _dir: ScratchDir,
-    _schema: PgSchema,
+    dir: ScratchDir,
+    schema: PgSchema,
 }
 
 impl Replicas {
     /// `None` (after a counted skip line) when PostgreSQL is unreachable outside CI.
     pub(crate) async fn start(backend: &FaultBackend) -> Option<Replicas> {
+        Replicas::start_through(backend, None).await
+    }
+
+    /// [`Replicas::start`], with `a` reaching PostgreSQL through `proxy` when one is given.
+    async fn start_through(backend: &FaultBackend, proxy: Option<&TcpProxy>) -> Option<Replicas> {
         let schema = PgSchema::create().await?;
         let dir = ScratchDir::new("fleet");
         let secret = dir.path().join("session.key");
-        let instance = |name| Instance::new(dir.path(), name, &schema.url(), &backend.url(), &secret);
-        let a = instance("a").start().await;
-        let b = instance("b").start().await;
-        Some(Replicas { a, b, _dir: dir, _schema: schema })
+        let instance = |name, url: &str| Instance::new(dir.path(), name, url, &backend.url(), &secret);
+        let a = instance("a", &proxy.map_or_else(|| schema.url(), |proxy| schema.url_through(proxy))).start().await;
+        let b = instance("b", &schema.url()).start().await;
+        Some(Replicas { a, b, dir, schema })
+    }
+
+    /// The instance id (its name on the fleet bus) of the replica named `name`.
+    fn instance_id(&self, name: &str) -> String {
+        switchyard::ledger::instance_id(&self.dir.path().join(name)).expect("the replica's instance id")
+    }
+
+    /// How many messages wait in the mailbox of the replica named `name`.
+    async fn waiting_for(&self, name: &str) -> i64 {
+        let client = crate::support::postgres::connect().await.expect("PostgreSQL");
+        let sql = format!("SELECT count(*) FROM {}.switchyard_fleet_mail WHERE receiver = $1", self.schema.name);
+        client.query_one(&sql, &[&self.instance_id(name)]).await.expect("the mailbox").get(0)
     }
 }
 
@@ -132,6 +153,62 @@ async fn a_stream_cut_mid_call_resumes_on_the_other_replica_with_every_event_onc
     assert_eq!(data.len(), 2, "the elicitation, then the result: {data:?}");
     assert!(data[0].contains("elicitation/create") && data[1].contains("painted"), "{data:?}");
     assert_eq!(backend.client_answers().len(), 1);
+}
+
+/// The replica running the call is cut off from PostgreSQL (its bus connection included) when the agent's answer
+/// lands on the other replica: the answer waits in its mailbox and reaches the call once it listens again, so the
+/// call completes instead of running out its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_while_the_calls_replica_reconnects_reaches_the_call_after() {
+    let backend = FaultBackend::start(asking_for_a_colour()).await;
+    let mut proxy = TcpProxy::start(postgres::address()).await;
+    let Some(fleet) = Replicas::start_through(&backend, Some(&proxy)).await else { return };
+    let (_on_a, on_b, mut stream, seen) = asked_on_a(&fleet).await;
+    proxy.cut().await;
+    assert_eq!(on_b.send(&answer(&seen)).await.status, StatusCode::ACCEPTED);
+    eventually("the answer waits in a's mailbox", || async { fleet.waiting_for("a").await == 1 }).await;
+    assert!(backend.client_answers().is_empty(), "a, cut off, could not have passed it on");
+
+    proxy.restore().await;
+    let rest = read_until(&mut stream, "painted", Duration::from_secs(30)).await.expect("the call goes on");
+    assert!(rest.contains("\"id\":1"), "{rest}");
+    let answers = backend.client_answers();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["result"]["content"]["colour"], "teal", "{answers:?}");
+    assert_eq!(fleet.waiting_for("a").await, 0, "read once, and deleted");
+}
+
+/// The agent's standalone stream is on `b`; its backend session (and the backend's standalone stream) on `a`,
+/// where its tool call ran: a notification and a `roots/list` request the backend sends there reach the agent's
+/// stream on `b` in the order they were sent, and its answer, posted to `b`, reaches the backend through `a`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_backend_sends_on_its_own_stream_reaches_the_agents_stream_on_the_other_replica() {
+    let standalone = vec![
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "test://watched"}}),
+        json!({"jsonrpc": "2.0", "id": "srv-roots", "method": "roots/list"}),
+    ];
+    let backend = FaultBackend::start(Script { standalone: Some(standalone), ..Script::default() }).await;
+    let Some(fleet) = Replicas::start(&backend).await else { return };
+    let mut on_a = Agent::connected_with(fleet.a.mcp(), json!({"roots": {}})).await;
+    let on_b = same_session(&on_a, fleet.b.mcp());
+    let session = on_b.session.clone().expect("a session");
+    let open = on_b.http.get(&on_b.url).header("accept", "text/event-stream").header(SESSION, session);
+    let mut stream = open.send().await.expect("the standalone stream");
+    assert_eq!(stream.status(), StatusCode::OK);
+    read_until(&mut stream, "data: \n", Duration::from_secs(10)).await.expect("a priming event");
+
+    on_a.call_tool("fault__echo", json!({"text": "x"})).await; // opens the backend session on a, and its stream
+    let seen = read_until(&mut stream, "roots/list", Duration::from_secs(30)).await.expect("relayed to b");
+    let seen = events(&seen);
+    let order: Vec<bool> = seen.iter().map(|event| event.data.contains("resources/updated")).collect();
+    assert_eq!(order, [true, false], "the notification, then the request, as the backend sent them: {seen:?}");
+    let asked = seen.iter().find(|event| event.data.contains("roots/list")).expect("the request");
+    let asked: Value = serde_json::from_str(&asked.data).expect("JSON");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [{"uri": "file:///work"}]}});
+    assert_eq!(on_b.send(&answer).await.status, StatusCode::ACCEPTED);
+    let answered = || backend.client_answers().into_iter().find(|answer| answer["id"] == "srv-roots");
+    eventually("the answer reaches the backend", || async { answered().is_some() }).await;
+    assert_eq!(answered().expect("an answer")["result"]["roots"][0]["uri"], "file:///work");
 }
 
 /// The replica's address, from its base URL.

@@ -1,16 +1,21 @@
-//! The fleet bus on PostgreSQL (see [`crate::ledger::fleet`]): replicas send each other short messages with
-//! `NOTIFY`, so no service but the ledger's is needed.
+//! The fleet bus on PostgreSQL (see [`crate::ledger::fleet`]): replicas send each other short messages through
+//! the ledger's database, so no service but the ledger's is needed.
 //!
 //! Rules:
-//! - Each replica listens on a channel of its own (the schema's prefix and a digest of its replica id) and on the
-//!   fleet's (the prefix alone), on a listening connection of its own ([`super::listen`]); a message sent to the
-//!   fleet is not heard by its sender.
-//! - A notification carries `<sender> =<body>`. A body too long for one (PostgreSQL takes under 8000 bytes) is
-//!   written to the spill table in the same statement as the notification, which then carries `<sender> @<row>`;
-//!   the receiver deletes the row as it reads it. Rows nobody read (their receiver was gone) are deleted by a
-//!   later spill once older than five minutes.
-//! - At most once: a message sent while its receiver was not listening is lost. What that costs is the
-//!   caller's rule (a deadline that runs out, never a request run twice).
+//! - Every message is a row of its receiver's mailbox (the mail table, one row per receiver), written in the
+//!   same statement as a `NOTIFY` that only rings the receiver's doorbell: its own channel (the schema's prefix
+//!   and a digest of its replica id) for a message to one replica, the fleet's (the prefix alone) for one to
+//!   every other replica. The doorbell's payload is the sender, so a replica ignores its own fleet-wide rings.
+//! - A message to the fleet is one row per replica in the replicas table but the sender. A replica enters that
+//!   table whenever it empties its mailbox, and leaves it when a row of its mailbox has waited five minutes
+//!   unread (it is gone; that row and every other as old are deleted by the next message sent).
+//! - A receiver empties its whole mailbox in one statement (`DELETE … RETURNING`) after each doorbell (rings
+//!   that arrive meanwhile are served by one more) and after each (re)`LISTEN` on its listening connection
+//!   ([`super::listen`]), so a message sent while it was reconnecting is read once it listens again: delivery is
+//!   at most once, and a message waits up to five minutes for its receiver. Before it first listens, a replica
+//!   deletes what its mailbox holds: that was meant for an earlier run of it.
+
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -20,14 +25,16 @@ use crate::ledger::digest::sha256_hex;
 use crate::ledger::error::LedgerError;
 use crate::ledger::fleet::{Heard, StreamEvent};
 
-pub(crate) const FLEET_SPILL_TABLE: &str = "switchyard_fleet_spill";
-/// The longest notification payload sent as is; PostgreSQL refuses 8000 bytes and more.
-const INLINE_MAX: usize = 7000;
+pub(crate) const FLEET_MAIL_TABLE: &str = "switchyard_fleet_mail";
+pub(crate) const FLEET_REPLICAS_TABLE: &str = "switchyard_fleet_replicas";
+/// How long a failed read of the mailbox waits before it is tried again.
+const RETRY_READ: Duration = Duration::from_secs(1);
 
-pub(super) fn create_statement(table: &str) -> String {
+pub(super) fn create_statements(mail: &str, replicas: &str) -> String {
     format!(
-        "CREATE TABLE IF NOT EXISTS {table} (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL, \
-         at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        "CREATE TABLE IF NOT EXISTS {mail} (id BIGSERIAL PRIMARY KEY, receiver TEXT NOT NULL, sender TEXT NOT NULL, \
+         body TEXT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now()); \
+         CREATE TABLE IF NOT EXISTS {replicas} (replica TEXT PRIMARY KEY)"
     )
 }
 
@@ -50,11 +57,12 @@ impl std::fmt::Debug for PgBus {
     }
 }
 
-/// What the bus's listening connection hears: `(sender, payload)` of the messages meant for this replica.
+/// What the bus's listening connection hears: the doorbells of this replica's mailbox.
 struct BusHearing {
     channels: [String; 2],
     replica: String,
-    heard: mpsc::UnboundedSender<(String, String)>,
+    /// Each ring asks for one read of the mailbox.
+    rings: mpsc::UnboundedSender<()>,
 }
 
 impl Hearing for BusHearing {
@@ -62,75 +70,105 @@ impl Hearing for BusHearing {
         self.channels.to_vec()
     }
 
-    fn hear(&self, _channel: &str, payload: &str) {
-        let Some((from, body)) = payload.split_once(' ') else {
-            return tracing::warn!(payload, "fleet bus: ignored a malformed message");
-        };
-        if from != self.replica {
-            let _ = self.heard.send((from.to_owned(), body.to_owned()));
+    fn hear(&self, _channel: &str, sender: &str) {
+        if sender != self.replica {
+            let _ = self.rings.send(());
         }
     }
 
+    /// What was sent meanwhile waits in the mailbox.
     fn missed_some(&self) {
-        tracing::debug!("fleet bus: listening (again); messages sent meanwhile are lost");
+        let _ = self.rings.send(());
     }
 }
 
 impl PostgresStore {
-    /// Starts listening as `replica`; what it hears arrives on the receiver, in order.
+    /// Starts listening as `replica`; what it hears arrives on the receiver, each mailbox's read oldest first.
     pub(crate) fn fleet_bus(&self, replica: &str) -> (PgBus, mpsc::UnboundedReceiver<Heard>) {
         let prefix = self.inner.fleet_channel.clone();
-        let (raw, raw_heard) = mpsc::unbounded_channel();
+        let (rings, rung) = mpsc::unbounded_channel();
         let (heard, receiver) = mpsc::unbounded_channel();
         let hearing = BusHearing {
             channels: [prefix.clone(), own_channel(&prefix, replica)],
             replica: replica.to_owned(),
-            heard: raw,
+            rings,
         };
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(listen::run(self.inner.config.clone(), hearing, stopped));
-        tokio::spawn(unspill(self.clone(), raw_heard, heard));
+        // Named, so an operator can tell the bus's connection apart in `pg_stat_activity`.
+        let mut config = self.inner.config.clone();
+        config.application_name(format!("switchyard bus {replica}"));
+        let listening = listen::run(config, hearing, stopped);
+        tokio::spawn(collect(self.clone(), replica.to_owned(), listening, rung, heard));
         (PgBus { store: self.clone(), replica: replica.to_owned(), prefix, _stop: stop }, receiver)
     }
 }
 
-/// Passes on what was heard, reading spilled bodies back (and deleting them); ends with the listening task.
-async fn unspill(
+/// Clears the mailbox of what an earlier run of this replica left, starts `listening`, then empties the mailbox
+/// whenever it rings, passing on what it held; ends with the listening task.
+async fn collect(
     store: PostgresStore,
-    mut raw: mpsc::UnboundedReceiver<(String, String)>,
+    replica: String,
+    listening: impl Future<Output = ()> + Send + 'static,
+    mut rings: mpsc::UnboundedReceiver<()>,
     heard: mpsc::UnboundedSender<Heard>,
 ) {
-    while let Some((from, payload)) = raw.recv().await {
-        let body = match (payload.strip_prefix('='), payload.strip_prefix('@').and_then(|id| id.parse().ok())) {
-            (Some(body), _) => body.to_owned(),
-            (None, Some(id)) => match store.take_spilled(id).await {
-                Ok(Some(body)) => body,
-                Ok(None) => continue,
-                Err(error) => {
-                    tracing::warn!(%error, "fleet bus: cannot read a long message; it is lost");
-                    continue;
-                }
-            },
-            (None, None) => {
-                tracing::warn!(payload, "fleet bus: ignored a malformed message");
-                continue;
+    if store.take_mail_until_read(&replica, &heard).await.is_none() {
+        return;
+    }
+    tokio::spawn(listening);
+    while rings.recv().await.is_some() {
+        // Rings that arrived meanwhile are served by this one read.
+        while rings.try_recv().is_ok() {}
+        let Some(mail) = store.take_mail_until_read(&replica, &heard).await else { return };
+        for message in mail {
+            if heard.send(message).is_err() {
+                return;
             }
-        };
-        if heard.send(Heard { from, body }).is_err() {
-            return;
         }
     }
 }
 
 impl PostgresStore {
-    async fn take_spilled(&self, id: i64) -> Result<Option<String>, LedgerError> {
-        let sql = format!("DELETE FROM {} WHERE id = $1 RETURNING body", self.inner.fleet_spill);
-        let sql = sql.as_str();
-        let row = self.inner.conn.run(|db| async move { Ok(db.client.query_opt(sql, &[&id]).await?) }).await?;
-        row.map(|row| row.try_get(0))
-            .transpose()
-            .map_err(|error| LedgerError::corrupt(format!("unreadable fleet message: {error}")))
+    /// [`PostgresStore::take_mail`], tried again until it succeeds; `None` once nobody hears the bus.
+    async fn take_mail_until_read(&self, replica: &str, heard: &mpsc::UnboundedSender<Heard>) -> Option<Vec<Heard>> {
+        loop {
+            match self.take_mail(replica).await {
+                Ok(mail) => return Some(mail),
+                Err(_) if heard.is_closed() => return None,
+                Err(error) => tracing::warn!(%error, "fleet bus: cannot read this replica's mailbox; trying again"),
+            }
+            tokio::time::sleep(RETRY_READ).await;
+        }
     }
+
+    /// Deletes and returns what `replica`'s mailbox holds, oldest first, and (re)enters it among the replicas
+    /// that receive the fleet's messages.
+    async fn take_mail(&self, replica: &str) -> Result<Vec<Heard>, LedgerError> {
+        let sql = format!(
+            "WITH here AS (INSERT INTO {replicas} (replica) VALUES ($1) ON CONFLICT DO NOTHING) \
+             DELETE FROM {mail} WHERE receiver = $1 \
+             RETURNING id, sender, body, greatest(extract(epoch FROM now() - at), 0)::float8",
+            replicas = self.inner.fleet_replicas,
+            mail = self.inner.fleet_mail,
+        );
+        let sql = sql.as_str();
+        let rows = self.inner.conn.run(|db| async move { Ok(db.client.query(sql, &[&replica]).await?) }).await?;
+        let read = |row: &tokio_postgres::Row| -> Result<(i64, Heard), tokio_postgres::Error> {
+            let age: f64 = row.try_get(3)?;
+            Ok((row.try_get(0)?, Heard { from: row.try_get(1)?, body: row.try_get(2)?, age: seconds(age) }))
+        };
+        let mut mail = rows
+            .iter()
+            .map(read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| LedgerError::corrupt(format!("unreadable fleet message: {error}")))?;
+        mail.sort_unstable_by_key(|(id, _)| *id);
+        Ok(mail.into_iter().map(|(_, heard)| heard).collect())
+    }
+}
+
+fn seconds(age: f64) -> Duration {
+    Duration::try_from_secs_f64(age).unwrap_or_default()
 }
 
 impl PgBus {
@@ -138,31 +176,25 @@ impl PgBus {
         &self.replica
     }
 
-    /// Sends `body` to `to`, or to every other replica (`None`); done once PostgreSQL took the notification.
+    /// Sends `body` to `to`, or to every other replica (`None`); done once it is in the receivers' mailboxes.
     pub(crate) async fn send(&self, to: Option<&str>, body: &str) -> Result<(), LedgerError> {
         let channel = to.map_or_else(|| self.prefix.clone(), |to| own_channel(&self.prefix, to));
         let (channel, from) = (channel.as_str(), self.replica.as_str());
         let inner = &self.store.inner;
-        if body.len() + from.len() < INLINE_MAX {
-            let payload = format!("{from} ={body}");
-            let payload = payload.as_str();
-            let notify = "SELECT pg_notify($1, $2)";
-            return inner
-                .conn
-                .run(|db| async move { Ok(db.client.execute(notify, &[&channel, &payload]).await?) })
-                .await
-                .map(drop);
-        }
-        let spill = format!(
-            "WITH gone AS (DELETE FROM {table} WHERE at < now() - interval '5 minutes'), \
-             spilled AS (INSERT INTO {table} (body) VALUES ($2) RETURNING id) \
-             SELECT pg_notify($1, $3 || ' @' || id) FROM spilled",
-            table = inner.fleet_spill
+        let sql = format!(
+            "WITH gone AS (DELETE FROM {mail} WHERE at < now() - interval '5 minutes' RETURNING receiver), \
+             forgotten AS (DELETE FROM {replicas} WHERE replica IN (SELECT receiver FROM gone)), \
+             posted AS (INSERT INTO {mail} (receiver, sender, body) \
+                 SELECT replica, $2::text, $3::text FROM {replicas} WHERE $4::text IS NULL AND replica <> $2 \
+                 UNION ALL SELECT $4, $2, $3 WHERE $4::text IS NOT NULL) \
+             SELECT pg_notify($1::text, $2::text)",
+            mail = inner.fleet_mail,
+            replicas = inner.fleet_replicas,
         );
-        let spill = spill.as_str();
+        let sql = sql.as_str();
         inner
             .conn
-            .run(|db| async move { Ok(db.client.execute(spill, &[&channel, &body, &from]).await?) })
+            .run(|db| async move { Ok(db.client.execute(sql, &[&channel, &from, &body, &to]).await?) })
             .await
             .map(drop)
     }

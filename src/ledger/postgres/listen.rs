@@ -38,7 +38,7 @@ pub(super) trait Hearing: Send + Sync {
     /// The channels to `LISTEN` on (names made by [`super::schema::Names`], safe to quote).
     fn channels(&self) -> Vec<String>;
     fn hear(&self, channel: &str, payload: &str);
-    /// After a (re)connection: what was sent while nobody listened is lost.
+    /// After a (re)connection: notifications sent while nobody listened were not heard.
     fn missed_some(&self);
 }
 

@@ -92,9 +92,10 @@ struct Inner {
     at_rest: OnceLock<AtRest>,
     /// How to connect: the fleet bus listens on a connection of its own.
     config: tokio_postgres::Config,
-    /// The fleet bus's channel prefix and spill table (see [`bus`]).
+    /// The fleet bus's channel prefix, mailboxes and replicas (see [`bus`]).
     fleet_channel: String,
-    fleet_spill: String,
+    fleet_mail: String,
+    fleet_replicas: String,
     /// The shared stream events' table (see [`bus`]).
     stream_events: String,
     /// Dropped with the store, which stops the listening task.
@@ -158,7 +159,8 @@ impl PostgresStore {
             at_rest: OnceLock::new(),
             config,
             fleet_channel: names.fleet_channel,
-            fleet_spill: names.fleet_spill,
+            fleet_mail: names.fleet_mail,
+            fleet_replicas: names.fleet_replicas,
             stream_events: names.stream_events,
             _stop_listening: stop,
         };

@@ -12,7 +12,7 @@
 
 use tokio_postgres::Client;
 
-use super::bus::{FLEET_SPILL_TABLE, STREAM_EVENTS_TABLE};
+use super::bus::{FLEET_MAIL_TABLE, FLEET_REPLICAS_TABLE, STREAM_EVENTS_TABLE};
 use super::conn::Failure;
 use crate::ledger::announcements::{self, ANNOUNCEMENTS_TABLE};
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
@@ -50,10 +50,11 @@ pub(super) struct Names {
     pub(super) pins: String,
     /// The tasks' table.
     pub(super) tasks: String,
-    /// The fleet bus: its channels' common prefix (one per schema) and the table of messages too long for a
-    /// notification (see [`super::bus`]).
+    /// The fleet bus: its channels' common prefix (one per schema), the replicas' mailboxes and the replicas
+    /// that receive the fleet's messages (see [`super::bus`]).
     pub(super) fleet_channel: String,
-    pub(super) fleet_spill: String,
+    pub(super) fleet_mail: String,
+    pub(super) fleet_replicas: String,
     pub(super) stream_events: String,
     pub(super) resolutions: String,
     pub(super) announcements: String,
@@ -79,7 +80,8 @@ impl Names {
             tasks: qualify(crate::ledger::tasks::TASKS_TABLE),
             // A digest, so a long schema name cannot make a channel name longer than PostgreSQL's 63 bytes.
             fleet_channel: format!("switchyard_fleet_{}", &sha256_hex(schema.unwrap_or_default().as_bytes())[..12]),
-            fleet_spill: qualify(FLEET_SPILL_TABLE),
+            fleet_mail: qualify(FLEET_MAIL_TABLE),
+            fleet_replicas: qualify(FLEET_REPLICAS_TABLE),
             stream_events: qualify(STREAM_EVENTS_TABLE),
             resolutions: qualify(RESOLUTIONS_TABLE),
             announcements: qualify(ANNOUNCEMENTS_TABLE),
@@ -120,7 +122,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     tx.batch_execute(&limit_counters::create_statement(&names.limit_counters)).await?;
     tx.batch_execute(&pins::create_statement(&names.pins)).await?;
     tx.batch_execute(&crate::ledger::tasks::create_statement(&names.tasks)).await?;
-    tx.batch_execute(&super::bus::create_statement(&names.fleet_spill)).await?;
+    tx.batch_execute(&super::bus::create_statements(&names.fleet_mail, &names.fleet_replicas)).await?;
     tx.batch_execute(&super::bus::create_events_statement(&names.stream_events)).await?;
     for statement in resolutions::create_statements(&names.resolutions) {
         tx.batch_execute(&statement).await?;
@@ -178,7 +180,7 @@ mod tests {
         assert_eq!(scoped.revocations, "sy.switchyard_revocations");
         assert_eq!(scoped.revoked_channel, "switchyard_revoked_sy");
         assert_eq!(scoped.backend_tokens, "sy.switchyard_backend_tokens");
-        assert_eq!(scoped.fleet_spill, "sy.switchyard_fleet_spill");
+        assert_eq!(scoped.fleet_mail, "sy.switchyard_fleet_mail");
         let long = Names::new(Some(&"s".repeat(63)));
         assert!(long.fleet_channel.len() < 40 && long.fleet_channel != plain.fleet_channel, "{}", long.fleet_channel);
     }
