@@ -671,3 +671,18 @@ fn openapi_backends_take_their_own_keys_only() {
     let stdio = "[[backends]]\nname = \"f\"\ntransport = \"stdio\"\ncommand = \"/bin/sh\"\n";
     error_naming(&format!("{stdio}operations = {{ deny = [\"x\"] }}\n"), "backends[0].operations");
 }
+
+#[test]
+fn tasks_take_gateway_passthrough_or_off_and_openapi_backends_pass_nothing_through() {
+    let mcp = "[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+    for (value, mode) in
+        [("gateway", TaskMode::Gateway), ("passthrough", TaskMode::Passthrough), ("off", TaskMode::Off)]
+    {
+        let config = parse(&format!("{mcp}tasks = \"{value}\"\n")).expect("a valid mode");
+        assert_eq!(config.backends[0].tasks, mode, "{value}");
+    }
+    error_naming(&format!("{mcp}tasks = \"backend\"\n"), "backends[0].tasks");
+    let api = "[[backends]]\nname = \"shop\"\ntransport = \"openapi\"\nspec = \"shop.yaml\"\n";
+    error_naming(&format!("{api}tasks = \"passthrough\"\n"), "backends[0].tasks");
+    assert!(parse(&format!("{api}tasks = \"off\"\n")).is_ok());
+}

@@ -388,8 +388,13 @@ impl CallRouter {
                 Some(tool) => return Box::pin(self.gateway_tool(caller, view, tool, params, relay)).await,
                 None => return self.call_tool(caller, view, params, relay).await,
             },
+            Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate
+                if tasks::names_backend_task(&params) =>
+            {
+                Box::pin(self.relay_task(caller, method.as_str(), params, relay)).await
+            }
             Method::TasksGet => Box::pin(self.get_task(caller, &params, relay)).await,
-            Method::TasksResult => Box::pin(self.task_result(caller, &params, relay)).await,
+            Method::TasksResult => Box::pin(self.task_result(caller, &params)).await,
             Method::TasksList => Box::pin(self.list_tasks(caller, view, &params)).await,
             Method::TasksCancel => Box::pin(self.cancel_task(caller, &params, relay)).await,
             Method::TasksUpdate => Box::pin(self.update_task(caller, &params, relay)).await,

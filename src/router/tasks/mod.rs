@@ -46,10 +46,11 @@ use super::request_state::StateKey;
 use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
 use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
-use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_RESULT, TASKS_UPDATE};
+use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
 use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::telemetry::RequestRecord;
 pub use extension::TASKS_EXTENSION;
+pub(super) use passthrough::names_backend_task;
 pub use wire::RELATED_TASK_META;
 
 /// The ttl of a task that did not ask for one.
@@ -486,9 +487,6 @@ impl CallRouter {
 
     /// `tasks/get`.
     pub(super) async fn get_task(&self, caller: &Caller, params: &Value, relay: &Relay) -> Result<Value, RpcFailure> {
-        if let Some(task) = self.backend_task(caller, TASKS_GET, params, relay)? {
-            return self.relay_task(caller, TASKS_GET, params.clone(), relay, task).await;
-        }
         match self.asked_task(caller, TASKS_GET, params, relay).await? {
             (row, true) => Ok(extension::detailed(&row)),
             (row, false) => Ok(wire::task(&row)),
@@ -496,15 +494,7 @@ impl CallRouter {
     }
 
     /// `tasks/result` (2025-11-25): waits until the task is terminal, then answers what its call answered.
-    pub(super) async fn task_result(
-        &self,
-        caller: &Caller,
-        params: &Value,
-        relay: &Relay,
-    ) -> Result<Value, RpcFailure> {
-        if let Some(task) = self.backend_task(caller, TASKS_RESULT, params, relay)? {
-            return self.relay_task(caller, TASKS_RESULT, params.clone(), relay, task).await;
-        }
+    pub(super) async fn task_result(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
         let row = self.wait_terminal(wire::task_id(params)?, &caller.fairness_key(), None).await?;
         wire::stored_answer(&row)
     }
@@ -519,9 +509,6 @@ impl CallRouter {
     ) -> Result<Value, RpcFailure> {
         if !caller.sessionless {
             return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, "tasks/update is a 2026-07-28 method"));
-        }
-        if let Some(task) = self.backend_task(caller, TASKS_UPDATE, params, relay)? {
-            return self.relay_task(caller, TASKS_UPDATE, params.clone(), relay, task).await;
         }
         let (row, _) = self.asked_task(caller, TASKS_UPDATE, params, relay).await?;
         let responses = input::responses(params)?;
@@ -626,9 +613,6 @@ impl CallRouter {
         params: &Value,
         relay: &Relay,
     ) -> Result<Value, RpcFailure> {
-        if let Some(task) = self.backend_task(caller, TASKS_CANCEL, params, relay)? {
-            return self.relay_task(caller, TASKS_CANCEL, params.clone(), relay, task).await;
-        }
         let (row, extended) = self.asked_task(caller, TASKS_CANCEL, params, relay).await?;
         let terminal = |row: &TaskRow| match extended {
             true => Ok(json!({})),

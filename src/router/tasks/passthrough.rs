@@ -51,13 +51,13 @@ type CreatedKey = (SessionHolder, Arc<str>, String);
 
 /// What a sealed id binds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct BackendTask {
+struct BackendTask {
     #[serde(rename = "p")]
     principal: String,
     #[serde(rename = "b")]
-    pub backend: String,
+    backend: String,
     #[serde(rename = "t")]
-    pub task: String,
+    task: String,
 }
 
 /// Seals backends' task ids and remembers those created here.
@@ -88,16 +88,13 @@ impl Passthrough {
         format!("{PREFIX}{}", self.seal.load().seal(&payload))
     }
 
-    /// The backend task `id` names, when it is a sealed id: `Ok(None)` for a gateway task's id; an id that does
-    /// not open, or is another principal's, is an unknown task.
-    pub(super) fn open(&self, id: &str, principal: &str) -> Result<Option<BackendTask>, RpcFailure> {
-        let Some(sealed) = id.strip_prefix(PREFIX) else { return Ok(None) };
-        let opened = (id.len() <= MAX_ID_LEN).then(|| self.seal.load().open(sealed).ok()).flatten();
+    /// The backend task the sealed `id` names; an id that does not open, or is another principal's, is an
+    /// unknown task.
+    fn open(&self, id: &str, principal: &str) -> Result<BackendTask, RpcFailure> {
+        let sealed = id.strip_prefix(PREFIX).filter(|_| id.len() <= MAX_ID_LEN);
+        let opened = sealed.and_then(|sealed| self.seal.load().open(sealed).ok());
         let bound: Option<BackendTask> = opened.and_then(|payload| serde_json::from_slice(&payload).ok());
-        match bound.filter(|bound| bound.principal == principal) {
-            Some(bound) => Ok(Some(bound)),
-            None => Err(wire::unknown_task(id)),
-        }
+        bound.filter(|bound| bound.principal == principal).ok_or_else(|| wire::unknown_task(id))
     }
 
     /// Replaces every backend task id in `answer` with its sealed id for `principal` (and remembers the ids of a
@@ -135,6 +132,11 @@ impl Passthrough {
         }
         true
     }
+}
+
+/// Whether a `tasks/*` request names a backend's task (a sealed id) rather than a gateway task.
+pub(in crate::router) fn names_backend_task(params: &Value) -> bool {
+    params.get("taskId").and_then(Value::as_str).is_some_and(|id| id.starts_with(PREFIX))
 }
 
 /// Whether a tool definition says the tool can run as a task.
@@ -184,32 +186,20 @@ impl CallRouter {
         Ok(Found::Built(answer))
     }
 
-    /// The backend task a `tasks/*` request names, if its `taskId` is a sealed one (a sessionless request that did
-    /// not declare the tasks extension is refused first, as for a gateway task).
-    pub(super) fn backend_task(
-        &self,
-        caller: &Caller,
-        method: &str,
-        params: &Value,
-        relay: &Relay,
-    ) -> Result<Option<BackendTask>, RpcFailure> {
-        let opened = self.tasks.passthrough.open(wire::task_id(params)?, &caller.fairness_key())?;
-        if opened.is_some() && caller.sessionless && !extension::declared(relay.capabilities()) {
-            return Err(extension::missing(method));
-        }
-        Ok(opened)
-    }
-
-    /// Relays a `tasks/*` request to the backend that runs `task`, on the caller's backend session: the backend's
-    /// id in, the sealed id out.
-    pub(super) async fn relay_task(
+    /// Relays a `tasks/*` request naming a sealed id ([`names_backend_task`]) to the backend that runs the task,
+    /// on the caller's backend session: the backend's id in, the sealed id out. A sessionless request that did
+    /// not declare the tasks extension is refused first, as for a gateway task.
+    pub(in crate::router) async fn relay_task(
         &self,
         caller: &Caller,
         method: &str,
         mut params: Value,
         relay: &Relay,
-        task: BackendTask,
     ) -> Result<Value, RpcFailure> {
+        let task = self.tasks.passthrough.open(wire::task_id(&params)?, &caller.fairness_key())?;
+        if caller.sessionless && !extension::declared(relay.capabilities()) {
+            return Err(extension::missing(method));
+        }
         let backend: Arc<str> = task.backend.as_str().into();
         params["taskId"] = json!(task.task);
         let mut answer = self.forward(caller, &backend, method, params, relay).await?;
@@ -269,11 +259,12 @@ mod tests {
         pass.reseal(alice, &backend, &mut answer, None);
         let sealed = answer["task"]["taskId"].as_str().expect("sealed").to_owned();
         assert!(sealed.starts_with(PREFIX) && !sealed.contains("backend-1"), "{sealed}");
-        let opened = pass.open(&sealed, alice).expect("opens").expect("a backend task");
+        let opened = pass.open(&sealed, alice).expect("opens");
         assert_eq!((opened.backend.as_str(), opened.task.as_str()), ("b", "backend-1"));
         assert_eq!(pass.open(&sealed, "mallory").expect_err("another principal").code, -32602);
         assert_eq!(pass.open("syt1.forged.tag", alice).expect_err("forged").code, -32602);
-        assert_eq!(pass.open("0123abcd", alice), Ok(None), "a gateway task's id is not the backend's");
+        assert!(pass.open("0123abcd", alice).is_err(), "a gateway task's id is not a backend's");
+        assert!(names_backend_task(&json!({"taskId": sealed})) && !names_backend_task(&json!({"taskId": "0123"})));
         let other_key = Passthrough::new(&StateKey::derived_from(&[4; 32]));
         assert!(other_key.open(&sealed, alice).is_err(), "another gateway's key does not open it");
     }
