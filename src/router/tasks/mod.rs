@@ -6,6 +6,8 @@
 //!
 //! Rules:
 //! - Any tool of a backend with `tasks = "gateway"` may run as a task; the backend knows nothing of it.
+//! - A backend that runs tasks itself keeps them: its tasks pass through under ids the gateway seals
+//!   ([`passthrough`]; `tasks = "passthrough"`, or a tool the backend marks as supporting tasks).
 //! - The task row is durable before the agent hears of it, and written once more when the call ends
 //!   ([`crate::ledger::LedgerStore::finish_task`], which never changes a terminal task). A gateway that stopped
 //!   while a call ran fails its tasks as `unknown` at its next start, never reruns them.
@@ -281,7 +283,7 @@ impl CallRouter {
             Resolved::Route(route) if routing.grants(caller).tool(&route.exposed) => route,
             _ => return self.call_tool(caller, view, params, relay).await,
         };
-        if self.passes_through(&route) {
+        if self.passes_through(&route, caller.sessionless) {
             if let Some(task) = task {
                 params["task"] = task;
             }

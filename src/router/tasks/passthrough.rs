@@ -4,8 +4,9 @@
 //!
 //! Rules:
 //! - Which calls pass through: every task-augmented call of a `tasks = "passthrough"` backend; of a
-//!   `tasks = "gateway"` backend, those of a tool whose `execution.taskSupport` is `optional` or `required` when
-//!   the backend declared `capabilities.tasks.requests.tools.call` ([`CallRouter::passes_through`]).
+//!   `tasks = "gateway"` backend, a 2025-11-25 agent's calls of a tool whose `execution.taskSupport` is
+//!   `optional` or `required` when the backend declared `capabilities.tasks.requests.tools.call`
+//!   ([`CallRouter::passes_through`]).
 //! - The creating call is an ordinary call (policy, limits, approval, the ledger claim, the settle): what the
 //!   claim records is the backend's `CreateTaskResult`, so a retry with the call's idempotency key is answered
 //!   with the same task, never a second one.
@@ -30,7 +31,8 @@ use super::super::request_state::StateKey;
 use super::super::{CallRouter, Caller, Found, RpcFailure, View};
 use super::{extension, wire};
 use crate::catalog::Route;
-use crate::mcp::{Relay, SessionHolder};
+use crate::mcp::method::{TASKS_LIST, TASKS_UPDATE};
+use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::seal::Seal;
 use crate::swap::Swap;
 
@@ -156,12 +158,14 @@ impl CallRouter {
         self.tasks.passthrough.reseal_status(holder, backend, note)
     }
 
-    /// Whether a task-augmented call of `route` is the backend's to run (see the module rules).
-    pub(super) fn passes_through(&self, route: &Route) -> bool {
+    /// Whether a task-augmented call of `route` is the backend's to run (see the module rules; `sessionless`: a
+    /// 2026-07-28 agent, whose tasks a `"gateway"` backend's 2025-11-25 tasks capability does not describe).
+    pub(super) fn passes_through(&self, route: &Route, sessionless: bool) -> bool {
         let routing = self.routing.load();
         let tasks = &routing.tasks;
         tasks.passthrough.contains(&route.backend)
-            || (tasks.gateway.contains(&route.backend)
+            || (!sessionless
+                && tasks.gateway.contains(&route.backend)
                 && supports_tasks(&route.definition)
                 && self.catalog.declares(&route.backend, "/tasks/requests/tools/call"))
     }
@@ -200,6 +204,9 @@ impl CallRouter {
         if caller.sessionless && !extension::declared(relay.capabilities()) {
             return Err(extension::missing(method));
         }
+        if method == TASKS_UPDATE && !caller.sessionless {
+            return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, "tasks/update is a 2026-07-28 method"));
+        }
         let backend: Arc<str> = task.backend.as_str().into();
         params["taskId"] = json!(task.task);
         let mut answer = self.forward(caller, &backend, method, params, relay).await?;
@@ -216,7 +223,7 @@ impl CallRouter {
         cursor: Option<Value>,
     ) -> Result<(Vec<Value>, Option<Value>), RpcFailure> {
         let params = cursor.map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
-        let mut page = self.forward(caller, backend, crate::mcp::method::TASKS_LIST, params, &Relay::default()).await?;
+        let mut page = self.forward(caller, backend, TASKS_LIST, params, &Relay::default()).await?;
         let principal = caller.fairness_key();
         let mut tasks = match page.get_mut("tasks").map(Value::take) {
             Some(Value::Array(tasks)) => tasks,
