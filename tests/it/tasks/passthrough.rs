@@ -47,7 +47,8 @@ fn refused_as_unknown(answer: &Value) {
 
 /// With `tasks = "gateway"` (the default), a tool the backend itself runs as a task (`taskSupport: "required"`,
 /// tasks declared) passes through: created, polled, listed and fetched under the sealed id, notified on the
-/// agent's standalone stream, and nobody else's.
+/// agent's standalone stream, and nobody else's; a tool of the same backend without `taskSupport` runs as a
+/// gateway task.
 #[tokio::test]
 async fn a_backends_own_task_passes_through_under_a_sealed_id() {
     let Some(everything) = InteropServer::everything() else { return };
@@ -90,6 +91,15 @@ async fn a_backends_own_task_passes_through_under_a_sealed_id() {
     }
     let done = alice.request("tasks/get", json!({"taskId": id})).await;
     assert_eq!(done["result"]["status"], "completed", "{done}");
+    let update = alice.request("tasks/update", json!({"taskId": id, "inputResponses": {}})).await;
+    assert_eq!(update["error"]["code"], -32601, "a 2026-07-28 method: {update}");
+
+    let params = json!({"name": "everything__echo", "arguments": {"message": "hi"}, "task": {}});
+    let plain = alice.request("tools/call", params).await;
+    let gateway_id = plain["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("a task: {plain}"));
+    assert!(!gateway_id.starts_with("syt1."), "a tool without taskSupport runs as the gateway's task: {plain}");
+    let echoed = alice.request("tasks/result", json!({"taskId": gateway_id})).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "Echo: hi", "{echoed}");
 
     let told = read_until(&mut stream, "\"completed\"", Duration::from_secs(10)).await.expect("status notifications");
     let notes: Vec<Value> =
