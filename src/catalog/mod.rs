@@ -308,6 +308,13 @@ impl Catalog {
         state.specs.iter().filter(|spec| view.shows(&spec.name)).filter(has).map(|spec| spec.name.clone()).collect()
     }
 
+    /// Whether `backend`'s server capabilities hold a value at the JSON `pointer` (e.g.
+    /// "/tasks/requests/tools/call").
+    pub fn declares(&self, backend: &str, pointer: &str) -> bool {
+        let state = self.state.read();
+        state.discovered.get(backend).is_some_and(|(_, listing)| listing.capabilities.pointer(pointer).is_some())
+    }
+
     pub fn withheld(&self) -> Vec<Withheld> {
         self.snapshot.load().withheld.clone()
     }

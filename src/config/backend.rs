@@ -78,7 +78,7 @@ pub enum TaskMode {
     /// The gateway: any tool may run as a task, whatever the backend implements.
     #[default]
     Gateway,
-    /// The backend's own tasks, relayed (not available in this version: refused with a clear error).
+    /// The backend's own tasks, relayed with their ids sealed by the gateway.
     Passthrough,
     /// No tasks: the tools are offered without task support.
     Off,
@@ -249,6 +249,13 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
                 .into(),
         ));
     }
+    if raw.tasks == TaskMode::Passthrough && matches!(endpoint, Endpoint::OpenApi(_)) {
+        return Err(Fault::invalid(
+            &entry.key("tasks"),
+            Some(quoted("passthrough")),
+            "\"gateway\" or \"off\": a REST API described by OpenAPI has no tasks of its own to pass through".into(),
+        ));
+    }
     let prefix =
         optional(&entry.key("prefix"), raw.prefix.as_deref(), parse_prefix)?.unwrap_or_else(|| format!("{name}__"));
     let resource_prefix =
@@ -271,15 +278,6 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
     }
     let pins = pins::build(&entry, &raw.pin_keys())?;
-    if raw.tasks == TaskMode::Passthrough {
-        return Err(Fault::invalid(
-            &entry.key("tasks"),
-            Some(quoted("passthrough")),
-            "\"gateway\" or \"off\": this version runs every task in the gateway (passthrough of a backend's own tasks \
-             is not available yet)"
-                .into(),
-        ));
-    }
     Ok(BackendConfig {
         name,
         endpoint,

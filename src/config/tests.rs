@@ -688,3 +688,18 @@ fn a_few_sections_are_read_without_the_backends_and_their_secrets() {
     assert_eq!((read.approvals.approvers.len(), read.auth.api_keys.len()), (1, 1));
     assert!(read.backends.is_empty(), "the backends are not read");
 }
+
+#[test]
+fn tasks_take_gateway_passthrough_or_off_and_openapi_backends_pass_nothing_through() {
+    let mcp = "[[backends]]\nname = \"gh\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+    for (value, mode) in
+        [("gateway", TaskMode::Gateway), ("passthrough", TaskMode::Passthrough), ("off", TaskMode::Off)]
+    {
+        let config = parse(&format!("{mcp}tasks = \"{value}\"\n")).expect("a valid mode");
+        assert_eq!(config.backends[0].tasks, mode, "{value}");
+    }
+    error_naming(&format!("{mcp}tasks = \"backend\"\n"), "backends[0].tasks");
+    let api = "[[backends]]\nname = \"shop\"\ntransport = \"openapi\"\nspec = \"shop.yaml\"\n";
+    error_naming(&format!("{api}tasks = \"passthrough\"\n"), "backends[0].tasks");
+    assert!(parse(&format!("{api}tasks = \"off\"\n")).is_ok());
+}

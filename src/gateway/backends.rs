@@ -15,8 +15,8 @@ use crate::config::{
     BackendConfig, CatalogMode, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig,
     StdioSessions, TaskMode, Transport,
 };
-use crate::router::CatalogModes;
 use crate::router::pins::{self, PinRules};
+use crate::router::{CatalogModes, TaskBackends};
 
 pub(super) fn catalog_spec(backend: &BackendConfig) -> BackendSpec {
     let filter = backend.tools.clone();
@@ -61,10 +61,13 @@ pub(super) fn catalog_modes(config: &Config) -> CatalogModes {
     }
 }
 
-/// The backends whose tools the gateway runs as tasks (`tasks = "gateway"`).
-pub(super) fn task_backends(config: &Config) -> HashSet<Arc<str>> {
-    let gateway = |backend: &&BackendConfig| backend.tasks == TaskMode::Gateway;
-    config.backends.iter().filter(gateway).map(|backend| Arc::from(backend.name.as_str())).collect()
+/// The backends whose tool calls may run as tasks, by who runs them (`tasks = "gateway"`, `"passthrough"`).
+pub(super) fn task_backends(config: &Config) -> TaskBackends {
+    let with = |mode: TaskMode| -> HashSet<Arc<str>> {
+        let named = config.backends.iter().filter(|backend| backend.tasks == mode);
+        named.map(|backend| Arc::from(backend.name.as_str())).collect()
+    };
+    TaskBackends { gateway: with(TaskMode::Gateway), passthrough: with(TaskMode::Passthrough) }
 }
 
 /// How a backend is reached, by its transport: the endpoint template of an HTTP backend (URL, timeout, credential,

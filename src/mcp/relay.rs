@@ -27,6 +27,9 @@ pub struct Relay {
     /// Why this agent cannot be asked anything, told to a backend that sends it a request anyway (`None`: the
     /// agent could be asked, had it declared the capability; the backend hears "method not found").
     refusal: Option<&'static str>,
+    /// Whether the request needs the backend session's standalone stream whatever the agent declared (a
+    /// passthrough task's status notifications arrive there).
+    standalone: bool,
 }
 
 /// A message from a backend for the agent.
@@ -54,19 +57,36 @@ impl Relay {
     /// A relay for an agent that declared `capabilities`, delivering to `sink` (`None`: the agent cannot take
     /// messages during this request, e.g. it accepts only JSON answers).
     pub fn new(capabilities: Value, sink: Option<mpsc::UnboundedSender<RelayMessage>>) -> Self {
-        Self { capabilities, sink, cancel: None, refusal: None }
+        Self { capabilities, sink, cancel: None, refusal: None, standalone: false }
     }
 
     /// This relay for work that outlives the agent's request (a task): the same capabilities and refusal, nowhere
     /// to deliver messages, and not cancelled by the request.
     pub fn detached(&self) -> Relay {
-        Relay { capabilities: self.capabilities.clone(), sink: None, cancel: None, refusal: self.refusal }
+        Relay {
+            capabilities: self.capabilities.clone(),
+            sink: None,
+            cancel: None,
+            refusal: self.refusal,
+            standalone: self.standalone,
+        }
     }
 
     /// Lets the agent cancel the request: notifying `cancel` stops waiting and tells the backend.
     pub fn cancellable(mut self, cancel: Arc<Notify>) -> Self {
         self.cancel = Some(cancel);
         self
+    }
+
+    /// Has the backend session's standalone stream opened for this request, whatever the agent declared.
+    pub fn with_standalone_stream(mut self) -> Self {
+        self.standalone = true;
+        self
+    }
+
+    /// Whether the request asked for the backend session's standalone stream ([`Relay::with_standalone_stream`]).
+    pub(crate) fn wants_standalone_stream(&self) -> bool {
+        self.standalone
     }
 
     /// Refuses every server-to-client request, telling the backend `why` (an agent of the sessionless era cannot

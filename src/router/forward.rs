@@ -30,7 +30,7 @@ use crate::backend::mcp_client::McpError;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::modern::without_result_type;
-use crate::mcp::{Relay, RelayMessage, SessionMessage};
+use crate::mcp::{Relay, RelayMessage, SessionHolder, SessionMessage};
 
 /// How many empty backend pages one gateway page reads past before it ends the listing: an empty page that names
 /// a next one would make an agent ask again for nothing, so only a non-empty page carries a `nextCursor`.
@@ -66,17 +66,17 @@ impl ResourceOwners {
 
 /// Where a paginated aggregate continues: the index of a backend in the view, and that backend's cursor.
 #[derive(Debug, PartialEq)]
-struct GatewayCursor {
-    backend: usize,
-    cursor: Option<Value>,
+pub(super) struct GatewayCursor {
+    pub(super) backend: usize,
+    pub(super) cursor: Option<Value>,
 }
 
 impl GatewayCursor {
-    fn encode(&self) -> String {
+    pub(super) fn encode(&self) -> String {
         URL_SAFE_NO_PAD.encode(json!({"b": self.backend, "c": self.cursor}).to_string())
     }
 
-    fn decode(text: &str) -> Option<GatewayCursor> {
+    pub(super) fn decode(text: &str) -> Option<GatewayCursor> {
         let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
         let value: Value = serde_json::from_slice(&bytes).ok()?;
         let backend = usize::try_from(value.get("b")?.as_u64()?).ok()?;
@@ -87,7 +87,7 @@ impl GatewayCursor {
 
 impl CallRouter {
     /// Sends one request to one backend on the caller's backend session.
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         caller: &Caller,
         backend: &Arc<str>,
@@ -239,11 +239,17 @@ impl CallRouter {
         }
     }
 
-    /// Rewrites what a backend sends an agent outside a call so it names resources as the agent knows them.
-    fn expose_to_agent(&self, backend: &str, message: &mut Value) {
-        if message.get("method").and_then(Value::as_str) == Some(method::RESOURCES_UPDATED) {
-            self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
+    /// Rewrites what a backend sends an agent outside a call so it names resources and tasks as the agent knows
+    /// them; false when the agent is not to see it.
+    fn expose_to_agent(&self, holder: &SessionHolder, backend: &Arc<str>, message: &mut Value) -> bool {
+        match message.get("method").and_then(Value::as_str) {
+            Some(method::RESOURCES_UPDATED) => {
+                self.expose_uris(backend, message.pointer_mut("/params/uri").into_iter());
+            }
+            Some(method::TASKS_STATUS) => return self.expose_task_status(holder, backend, message),
+            _ => {}
         }
+        true
     }
 
     /// The backend a resource URI goes to, and the URI as that backend knows it: by resource prefix, else the
@@ -350,7 +356,7 @@ impl CallRouter {
 
     /// Whether `grants` give anything on `backend` (one of its tools or prompts, or its resources): a backend the
     /// caller may use nothing of is not asked anything on its behalf, so no session of the caller's is opened there.
-    fn grants_something(&self, grants: &Grants<'_>, backend: &str) -> bool {
+    pub(super) fn grants_something(&self, grants: &Grants<'_>, backend: &str) -> bool {
         let only = View::Backend(backend);
         grants.backend_resources(backend)
             || !self.catalog.usable_tools(only, |name| grants.tool(name)).is_empty()
@@ -368,11 +374,18 @@ pub struct SessionMessages {
 impl SessionMessages {
     /// The next message for an agent; `None` once the backend client is gone.
     pub async fn recv(&mut self) -> Option<SessionMessage> {
-        let mut message = self.raw.recv().await?;
-        if let RelayMessage::Notification(note) = &mut message.message {
-            self.router.expose_to_agent(&message.backend, note);
+        loop {
+            let mut message = self.raw.recv().await?;
+            let shown = match &mut message.message {
+                RelayMessage::Notification(note) => {
+                    self.router.expose_to_agent(&message.holder, &message.backend, note)
+                }
+                _ => true,
+            };
+            if shown {
+                return Some(message);
+            }
         }
-        Some(message)
     }
 }
 

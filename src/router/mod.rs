@@ -43,7 +43,7 @@ mod tasks;
 pub mod testing;
 pub mod tool_search;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,7 +80,9 @@ pub use outcome::{CLAIM_META, OUTCOME_META, RETRY_AFTER_META, shut_down};
 pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
-pub use tasks::{RELATED_TASK_META, TASKS_EXTENSION, TaskChange, TaskEar, TaskHearing, fail_orphaned_tasks};
+pub use tasks::{
+    RELATED_TASK_META, TASKS_EXTENSION, TaskBackends, TaskChange, TaskEar, TaskHearing, fail_orphaned_tasks,
+};
 pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
 use tool_search::{Expansions, GatewayTool};
 
@@ -192,8 +194,8 @@ pub struct Routing {
     pub pins: HashMap<Arc<str>, pins::PinRules>,
     /// How each view offers its tools: every definition, or search ([`tool_search`]).
     pub catalog: CatalogModes,
-    /// The backends whose tools the gateway runs as tasks when asked ([`tasks`]).
-    pub tasks: HashSet<Arc<str>>,
+    /// The backends whose tool calls may run as tasks, by who runs them ([`tasks`]).
+    pub tasks: TaskBackends,
 }
 
 impl Routing {
@@ -289,6 +291,7 @@ impl CallRouter {
     /// Seals request states with `key` (derived from the session secret, which every replica shares) from now on.
     pub fn use_state_key(&self, key: &StateKey) {
         self.states.store(StateSealer::new(key));
+        self.tasks.use_key(key);
     }
 
     /// Replaces the backends' targets and the policies, and the catalog's specs (a configuration reload); a
@@ -391,9 +394,14 @@ impl CallRouter {
                 Some(tool) => return Box::pin(self.gateway_tool(caller, view, tool, params, relay)).await,
                 None => return self.call_tool(caller, view, params, relay).await,
             },
+            Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate
+                if tasks::names_backend_task(&params) =>
+            {
+                Box::pin(self.relay_task(caller, method.as_str(), params, relay)).await
+            }
             Method::TasksGet => Box::pin(self.get_task(caller, &params, relay)).await,
             Method::TasksResult => Box::pin(self.task_result(caller, &params)).await,
-            Method::TasksList => Box::pin(self.list_tasks(caller, &params)).await,
+            Method::TasksList => Box::pin(self.list_tasks(caller, view, &params)).await,
             Method::TasksCancel => Box::pin(self.cancel_task(caller, &params, relay)).await,
             Method::TasksUpdate => Box::pin(self.update_task(caller, &params, relay)).await,
             Method::Ping => Ok(json!({})),

@@ -45,6 +45,11 @@ impl StateKey {
         StateKey(derive_key(secret, b"switchyard/request-state-key/v1"))
     }
 
+    /// A seal under this key for another `purpose` than request states (the purpose keeps their MACs apart).
+    pub(super) fn seal_for(&self, purpose: &[u8]) -> Seal {
+        Seal::new(&self.0, purpose)
+    }
+
     /// A key of this process alone, until [`derived_from`](Self::derived_from)'s replaces it (the router exists
     /// before the front loads the session secret). A process without a random source cannot run safely at all.
     #[expect(clippy::expect_used, reason = "a process without a random source cannot run safely at all")]

@@ -178,7 +178,8 @@ impl McpBackendClient {
         let capabilities = relay.session_capabilities();
         let slot = self.acquire(key)?;
         let mut session = self.ensure_session(&slot, key, target, context, None, capabilities).await?;
-        if standalone::wanted(capabilities) || method == method::RESOURCES_SUBSCRIBE {
+        if standalone::wanted(capabilities) || method == method::RESOURCES_SUBSCRIBE || relay.wants_standalone_stream()
+        {
             self.sessions.keep_standalone(&slot.background, key, &session, capabilities).await;
         }
         let mut retried = false;

@@ -6,6 +6,8 @@
 //!
 //! Rules:
 //! - Any tool of a backend with `tasks = "gateway"` may run as a task; the backend knows nothing of it.
+//! - A backend that runs tasks itself keeps them: its tasks pass through under ids the gateway seals
+//!   ([`passthrough`]; `tasks = "passthrough"`, or a tool the backend marks as supporting tasks).
 //! - The task row is durable before the agent hears of it, and written once more when the call ends
 //!   ([`crate::ledger::LedgerStore::finish_task`], which never changes a terminal task). A gateway that stopped
 //!   while a call ran fails its tasks as `unknown` at its next start, never reruns them.
@@ -28,9 +30,10 @@
 mod audience;
 mod extension;
 mod input;
+mod passthrough;
 mod wire;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -41,6 +44,8 @@ use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
 use super::continuation;
+use super::forward::GatewayCursor;
+use super::request_state::StateKey;
 use super::starting::Resolved;
 use super::{CallRouter, Caller, Found, RpcFailure, View};
 use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
@@ -49,6 +54,7 @@ use crate::mcp::{Relay, SessionHolder, jsonrpc};
 use crate::telemetry::RequestRecord;
 pub use audience::{TaskEar, TaskHearing};
 pub use extension::TASKS_EXTENSION;
+pub(super) use passthrough::names_backend_task;
 pub use wire::RELATED_TASK_META;
 
 /// The ttl of a task that did not ask for one.
@@ -59,6 +65,22 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 const INLINE_WINDOW: Duration = Duration::from_millis(500);
 /// Tasks per `tasks/list` page.
 const PAGE: u32 = 50;
+/// Empty pages `tasks/list` skips in a row before it answers one.
+const MAX_EMPTY_PAGES: usize = 8;
+
+/// The backends whose tool calls may run as tasks, by who runs them: the gateway (`tasks = "gateway"`; a tool the
+/// backend itself runs as a task may still pass through, [`passthrough`]) or the backend (`"passthrough"`).
+#[derive(Debug, Default)]
+pub struct TaskBackends {
+    pub gateway: HashSet<Arc<str>>,
+    pub passthrough: HashSet<Arc<str>>,
+}
+
+impl TaskBackends {
+    fn is_empty(&self) -> bool {
+        self.gateway.is_empty() && self.passthrough.is_empty()
+    }
+}
 
 /// This instance's running tasks.
 #[derive(Debug)]
@@ -73,6 +95,8 @@ pub(super) struct Tasks {
     changes: broadcast::Sender<TaskChange>,
     /// The open streams that can be told of a status.
     audience: Arc<audience::Audience>,
+    /// Seals the ids of backends' own tasks ([`passthrough`]).
+    passthrough: passthrough::Passthrough,
 }
 
 impl Default for Tasks {
@@ -83,6 +107,7 @@ impl Default for Tasks {
             max_ttl: Mutex::new(Duration::from_secs(86_400)),
             changes: broadcast::channel(CHANGES).0,
             audience: Arc::default(),
+            passthrough: passthrough::Passthrough::new(&StateKey::random()),
         }
     }
 }
@@ -115,6 +140,11 @@ struct Running {
 }
 
 impl Tasks {
+    /// Seals backends' task ids with `key` (the request-state key every replica shares) from now on.
+    pub(super) fn use_key(&self, key: &StateKey) {
+        self.passthrough.use_key(key);
+    }
+
     /// The waiting request tells the agent of task `id`; false when the call already took its answer for the
     /// agent (the task then ends at once).
     fn reveal(&self, id: &str) -> bool {
@@ -226,7 +256,8 @@ impl CallRouter {
         let Some(tools) = listed.get_mut("tools").and_then(Value::as_array_mut) else { return };
         for tool in tools {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            let offered = self.catalog.resolve(view, name).is_some_and(|route| routing.tasks.contains(&route.backend));
+            let offered =
+                self.catalog.resolve(view, name).is_some_and(|route| routing.tasks.gateway.contains(&route.backend));
             let Some(tool) = tool.as_object_mut().filter(|_| offered) else { continue };
             let execution = tool.entry("execution").or_insert_with(|| json!({}));
             if let Some(execution) = execution.as_object_mut() {
@@ -246,6 +277,7 @@ impl CallRouter {
         mut params: Value,
         relay: &Relay,
     ) -> Result<Found, RpcFailure> {
+        let task = params.get("task").cloned();
         let asked = match caller.sessionless {
             // The 2025-11-25 `task` hint means nothing to this era: the gateway decides.
             true => wire::Asked::take(&mut params).ok().flatten().unwrap_or_default(),
@@ -261,7 +293,13 @@ impl CallRouter {
             Resolved::Route(route) if routing.grants(caller).tool(&route.exposed) => route,
             _ => return self.call_tool(caller, view, params, relay).await,
         };
-        if !routing.tasks.contains(&route.backend) {
+        if self.passes_through(&route, caller.sessionless) {
+            if let Some(task) = task {
+                params["task"] = task;
+            }
+            return self.pass_task(caller, view, params, relay, &route).await;
+        }
+        if !routing.tasks.gateway.contains(&route.backend) {
             let text = format!("tool `{name}` does not run as a task here; call it without `task`");
             return Err(RpcFailure::new(jsonrpc::METHOD_NOT_FOUND, text));
         }
@@ -515,23 +553,71 @@ impl CallRouter {
         Ok(json!({}))
     }
 
-    /// `tasks/list`: the caller's own tasks, oldest first, a page at a time.
-    pub(super) async fn list_tasks(&self, caller: &Caller, params: &Value) -> Result<Value, RpcFailure> {
-        let after = match params.get("cursor") {
-            None | Some(Value::Null) => None,
+    /// `tasks/list`: the caller's own tasks, a page at a time — the gateway's first (oldest first, [`PAGE`] a
+    /// page), then each passthrough backend's in configuration order, as its `tasks/list` on the caller's backend
+    /// session pages them. A page holds one source's tasks; the cursor names the source and the place in it.
+    pub(super) async fn list_tasks(
+        &self,
+        caller: &Caller,
+        view: View<'_>,
+        params: &Value,
+    ) -> Result<Value, RpcFailure> {
+        let mut backends = self.listing_backends();
+        let routing = self.routing.load();
+        backends.retain(|backend| view.shows(backend) && self.grants_something(&routing.grants(caller), backend));
+        let bad = || wire::invalid("`params.cursor` is not a cursor this gateway gave");
+        let mut position = match params.get("cursor") {
+            None | Some(Value::Null) => GatewayCursor { backend: 0, cursor: None },
+            Some(cursor) => cursor
+                .as_str()
+                .and_then(GatewayCursor::decode)
+                .filter(|cursor| cursor.backend <= backends.len())
+                .ok_or_else(bad)?,
+        };
+        for _ in 0..=backends.len() + MAX_EMPTY_PAGES {
+            let page = match position.backend.checked_sub(1).and_then(|index| backends.get(index)) {
+                None => self.gateway_tasks(caller, position.cursor.take()).await?,
+                Some(backend) => self.backend_tasks(caller, backend, position.cursor.take()).await.unwrap_or_else(|failure| {
+                    tracing::warn!(%backend, error = %failure.message, "tasks/list: the backend's tasks are left out");
+                    (Vec::new(), None)
+                }),
+            };
+            let (tasks, next) = page;
+            let next = match next {
+                Some(cursor) => Some(GatewayCursor { backend: position.backend, cursor: Some(cursor) }),
+                None => Some(GatewayCursor { backend: position.backend + 1, cursor: None })
+                    .filter(|next| next.backend <= backends.len()),
+            };
+            match next {
+                Some(next) if tasks.is_empty() => position = next,
+                next => {
+                    let mut answer = json!({ "tasks": tasks });
+                    if let Some(next) = next {
+                        answer["nextCursor"] = json!(next.encode());
+                    }
+                    return Ok(answer);
+                }
+            }
+        }
+        Ok(json!({ "tasks": [] }))
+    }
+
+    /// One page of the gateway's own tasks of the caller, and the cursor of the next.
+    async fn gateway_tasks(
+        &self,
+        caller: &Caller,
+        cursor: Option<Value>,
+    ) -> Result<(Vec<Value>, Option<Value>), RpcFailure> {
+        let after = match cursor {
+            None => None,
             Some(cursor) => Some(wire::read_cursor(cursor.as_str().unwrap_or_default())?),
         };
         let filter = TaskFilter { principal: Some(caller.fairness_key()), state: None, after, limit: PAGE };
         let rows = self.ledger.store.tasks(&filter).await.map_err(unavailable)?;
         let now = now_ms();
         let tasks: Vec<Value> = rows.iter().filter(|row| row.created_ms + row.ttl_ms >= now).map(wire::task).collect();
-        let mut answer = json!({ "tasks": tasks });
-        if rows.len() == PAGE as usize
-            && let Some(last) = rows.last()
-        {
-            answer["nextCursor"] = json!(wire::cursor(last));
-        }
-        Ok(answer)
+        let next = rows.last().filter(|_| rows.len() == PAGE as usize).map(|last| json!(wire::cursor(last)));
+        Ok((tasks, next))
     }
 
     /// `tasks/cancel`: the task ends `cancelled` (durably) before the answer; the backend is told when this
