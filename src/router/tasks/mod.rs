@@ -51,7 +51,6 @@ use super::{CallRouter, Caller, Found, RpcFailure, View};
 use crate::ledger::{LedgerStore, TaskEnd, TaskFilter, TaskRow};
 use crate::mcp::method::{TASKS_CANCEL, TASKS_GET, TASKS_UPDATE};
 use crate::mcp::{Relay, SessionHolder, jsonrpc};
-use crate::telemetry::RequestRecord;
 pub use audience::{TaskEar, TaskHearing};
 pub use extension::TASKS_EXTENSION;
 pub(super) use passthrough::names_backend_task;
