@@ -15,7 +15,10 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::request::ArgumentError;
+/// Why the arguments cannot make a request (said to the agent, which can fix them).
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgumentError(pub String);
 
 /// How a body is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

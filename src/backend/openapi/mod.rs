@@ -14,6 +14,7 @@ pub mod document;
 pub mod operations;
 pub mod request;
 pub mod response;
+pub mod schemes;
 pub mod security;
 
 use reqwest::Url;

@@ -12,7 +12,7 @@
 //!   `Authorization` header parameters are ignored (OpenAPI 3.1 §4.8.12.1).
 //! - `outputSchema`: the JSON schema of the first 2xx response, when it is an object schema (MCP's rule).
 //! - Each operation keeps its `security` requirements (its own, else the document's) and the [`Api`] the
-//!   document's security schemes, matched with the configuration by [`super::security`].
+//!   document's security schemes, matched with the configuration by [`super::security`] (read by [`super::schemes`]).
 //! - Annotations from the method: `readOnlyHint` for GET and HEAD, `idempotentHint` for PUT and DELETE,
 //!   `destructiveHint` for DELETE (true) and for every other non-safe method left to its default.
 
@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::{self, Encoding, first_media, is_json};
 use super::document::{SpecError, escape};
-use super::security::{self, Requirements, Scheme};
+use super::schemes::{self, Requirements, Scheme};
 use crate::glob::Glob;
 
 /// The methods an OpenAPI path item may hold, in the order tools are listed.
@@ -125,8 +125,8 @@ impl Api {
     /// The operations of the resolved `document` that `selection` selects.
     pub fn compile(document: &Value, selection: &Selection) -> Result<Api, SpecError> {
         check_version(document)?;
-        let mut api = Api { server: first_server(document), schemes: security::schemes(document), ..Api::default() };
-        let shared_security = security::requirements(document, "")?;
+        let mut api = Api { server: first_server(document), schemes: schemes::schemes(document), ..Api::default() };
+        let shared_security = schemes::requirements(document, "")?;
         let mut tools = Vec::new();
         let paths = document.get("paths").and_then(Value::as_object).into_iter().flatten();
         for (path, item) in paths {
@@ -232,7 +232,7 @@ fn compile_operation(
         tool["outputSchema"] = output;
     }
     let idempotency = operation.get("x-switchyard-idempotency").and_then(Value::as_bool);
-    let security = security::requirements(operation, pointer)?;
+    let security = schemes::requirements(operation, pointer)?;
     let method = method.to_ascii_uppercase().parse().map_err(|_| SpecError::new(pointer, "not an HTTP method"))?;
     Ok((Operation { name, method, path: path.to_owned(), parameters, body, idempotency, security }, tool))
 }

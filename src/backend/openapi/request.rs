@@ -15,6 +15,7 @@
 use serde_json::{Map, Value};
 
 use super::body;
+pub use super::body::ArgumentError;
 use super::operations::{Location, Operation, Style};
 
 /// What the agent's arguments make of one request.
@@ -26,11 +27,6 @@ pub struct Parts {
     /// The body and its media type.
     pub body: Option<(String, Vec<u8>)>,
 }
-
-/// Why the arguments cannot make a request (said to the agent, which can fix them).
-#[derive(Debug, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct ArgumentError(pub String);
 
 /// The request `operation` makes of `arguments` (an object, or nothing).
 pub fn build(operation: &Operation, arguments: Option<&Value>) -> Result<Parts, ArgumentError> {

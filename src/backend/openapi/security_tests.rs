@@ -1,7 +1,7 @@
 //! Tests of security requirements: which credential each operation's request carries, where, and the refusals at
 //! load.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::backend::openapi::Selection;
