@@ -26,7 +26,7 @@ use reqwest::Url;
 use serde::Deserialize;
 
 use super::catalog::CatalogMode;
-use super::credential::{self, BackendCredential, RawCredential};
+use super::credential::{self, BackendCredential, CredentialTarget, RawCredential};
 use super::fields::{Fault, KeyPath, list, optional, quoted, refuse_set, required};
 use super::oauth::{self, OAuthConfig, RawOAuth};
 use super::openapi::{self, OpenApiConfig, OpenApiKeys, RawOperations};
@@ -272,10 +272,10 @@ pub(super) fn build(index: usize, raw: &RawBackend, env: &HashMap<String, String
         .as_ref()
         .map(|credential| credential::resolve(&entry.key("credential"), &name, credential, env))
         .transpose()?;
-    check_credential_header(&entry, credential.as_ref(), &headers)?;
+    check_credential_target(&entry, raw.transport, credential.as_ref(), &headers)?;
     let oauth = raw.oauth.as_ref().map(|oauth| oauth::build(&entry.key("oauth"), &name, oauth, env)).transpose()?;
     if oauth.is_some() {
-        oauth::check_authorization_header(&entry, credential.as_ref().map(|c| &c.header), &headers)?;
+        oauth::check_authorization_header(&entry, credential.as_ref().and_then(BackendCredential::header), &headers)?;
     }
     let pins = pins::build(&entry, &raw.pin_keys())?;
     Ok(BackendConfig {
@@ -400,16 +400,26 @@ fn build_headers(key: &KeyPath, raw: &BTreeMap<String, String>) -> Result<Header
     Ok(headers)
 }
 
-fn check_credential_header(
+/// A credential's header must not also be in `headers`; a `scheme` names a scheme of an OpenAPI document, so
+/// only an openapi backend has one.
+fn check_credential_target(
     entry: &KeyPath,
+    transport: Transport,
     credential: Option<&BackendCredential>,
     headers: &HeaderMap,
 ) -> Result<(), Fault> {
-    match credential {
-        Some(credential) if headers.contains_key(&credential.header) => Err(Fault::invalid(
+    match credential.map(|credential| &credential.target) {
+        Some(CredentialTarget::Header(header)) if headers.contains_key(header) => Err(Fault::invalid(
             &entry.key("credential").key("header"),
-            Some(quoted(credential.header.as_str())),
+            Some(quoted(header.as_str())),
             "a header not also set in `headers` (the credential would be ambiguous)".into(),
+        )),
+        Some(CredentialTarget::Scheme(scheme)) if transport != Transport::Openapi => Err(Fault::invalid(
+            &entry.key("credential").key("scheme"),
+            Some(quoted(scheme)),
+            "`header` on this backend: `scheme` names a security scheme of an OpenAPI document, so it is only for \
+             transport = \"openapi\""
+                .into(),
         )),
         _ => Ok(()),
     }

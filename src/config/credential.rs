@@ -1,7 +1,11 @@
-//! Backend credentials: the header a backend authenticates the gateway by, read from an environment variable
-//! or a file when the configuration is loaded.
+//! Backend credentials: the header a backend authenticates the gateway by (or, for an OpenAPI backend, the
+//! security scheme of its document that says where the secret goes), read from an environment variable or a file
+//! when the configuration is loaded.
 //!
-//! Rules: a credential is resolved once, at load, so a missing secret fails startup instead of the first call;
+//! Rules: exactly one of `header` and `scheme`; `prefix` only with `header` (a scheme decides the secret's form
+//! itself: docs/openapi.md, *Credentials and security schemes*); whether a scheme names one of the document's is
+//! judged when the document is read, not here.
+//! A credential is resolved once, at load, so a missing secret fails startup instead of the first call;
 //! the header value lives in a [`Secret`], whose `Debug` prints `<redacted>`, and is marked sensitive; errors name
 //! the backend and the key (`backends[0].credential.env`) but never the value; a file is read up to
 //! [`MAX_CREDENTIAL_FILE`] bytes and surrounding blanks (the usual trailing newline) are dropped.
@@ -20,14 +24,34 @@ use crate::secret::Secret;
 /// Secrets are small; a larger file is almost certainly the wrong file.
 pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
 
-/// A resolved credential: send `header: value` on every request to the backend.
+/// A resolved credential: `value`, sent where `target` says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendCredential {
-    pub header: HeaderName,
-    /// The value to put on the wire (marked sensitive, so `http` and `reqwest` will not print it either).
+    pub target: CredentialTarget,
+    /// The value to put on the wire (marked sensitive, so `http` and `reqwest` will not print it either); with a
+    /// `scheme`, the bare secret.
     pub value: Secret<HeaderValue>,
     /// Where the secret came from, for `switchyard check` and logs (never the secret itself).
     pub source: CredentialSource,
+}
+
+/// Where a credential goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialTarget {
+    /// `header`: in this header of every request, as configured.
+    Header(HeaderName),
+    /// `scheme` (OpenAPI backends only): where the document's security scheme of this name puts it.
+    Scheme(String),
+}
+
+impl BackendCredential {
+    /// The header the credential is configured for (`None` for a `scheme`).
+    pub fn header(&self) -> Option<&HeaderName> {
+        match &self.target {
+            CredentialTarget::Header(header) => Some(header),
+            CredentialTarget::Scheme(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +64,7 @@ pub enum CredentialSource {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawCredential {
     header: Option<String>,
+    scheme: Option<String>,
     env: Option<String>,
     file: Option<String>,
     prefix: Option<String>,
@@ -59,16 +84,47 @@ pub(super) fn resolve(
     raw: &RawCredential,
     env: &HashMap<String, String>,
 ) -> Result<BackendCredential, Fault> {
-    let header = required(
-        &key.key("header"),
-        raw.header.as_deref(),
-        parse_header_name,
-        "the header to send, such as \"Authorization\"",
-    )?;
+    let target = match (raw.header.as_deref(), raw.scheme.as_deref()) {
+        (header, None) => CredentialTarget::Header(required(
+            &key.key("header"),
+            header,
+            parse_header_name,
+            "the header to send, such as \"Authorization\" (or, for transport = \"openapi\", `scheme`)",
+        )?),
+        (None, Some(scheme)) => CredentialTarget::Scheme(
+            parse_scheme(scheme)
+                .map_err(|expected| Fault::invalid(&key.key("scheme"), Some(quoted(scheme)), expected))?,
+        ),
+        (Some(_), Some(_)) => {
+            return Err(Fault::invalid(
+                &key.key("scheme"),
+                None,
+                "either `header` or `scheme`, not both: a scheme of the OpenAPI document says where the secret goes"
+                    .into(),
+            ));
+        }
+    };
     let prefix = optional(&key.key("prefix"), raw.prefix.as_deref(), parse_prefix)?;
+    if prefix.is_some() && matches!(target, CredentialTarget::Scheme(_)) {
+        return Err(Fault::invalid(
+            &key.key("prefix"),
+            None,
+            "no `prefix` with `scheme`: the scheme decides the form (`Bearer `, `Basic `, or the bare key)".into(),
+        ));
+    }
     let (source, secret, source_key) = read_source(key, backend, raw.env.as_deref(), raw.file.as_deref(), env)?;
     let value = combine(&source_key, backend, prefix.as_deref().unwrap_or(""), &secret)?;
-    Ok(BackendCredential { header, value, source })
+    Ok(BackendCredential { target, value, source })
+}
+
+/// The name of a security scheme, as OpenAPI allows it in `components` (`^[a-zA-Z0-9.\-_]+$`).
+fn parse_scheme(text: &str) -> Result<String, Expected> {
+    let valid = !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    valid.then(|| text.to_owned()).ok_or_else(|| {
+        "the name of one of the OpenAPI document's `components.securitySchemes`, such as \"api_key\" \
+         (letters, digits, '.', '-' and '_')"
+            .into()
+    })
 }
 
 fn parse_prefix(text: &str) -> Result<String, Expected> {

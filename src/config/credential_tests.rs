@@ -5,6 +5,7 @@ use super::*;
 fn raw(header: &str, env: Option<&str>, file: Option<&str>, prefix: Option<&str>) -> RawCredential {
     RawCredential {
         header: Some(header.to_owned()),
+        scheme: None,
         env: env.map(str::to_owned),
         file: file.map(str::to_owned),
         prefix: prefix.map(str::to_owned),
@@ -24,7 +25,7 @@ fn env_credentials_get_the_prefix_and_stay_hidden() {
     let env = env_of(&[("TOKEN", "s3cret\n")]);
     let credential =
         resolve(&key(), "gh", &raw("Authorization", Some("TOKEN"), None, Some("Bearer ")), &env).expect("resolves");
-    assert_eq!(credential.header, http::header::AUTHORIZATION);
+    assert_eq!(credential.header(), Some(&http::header::AUTHORIZATION));
     assert_eq!(credential.value.expose(), "Bearer s3cret");
     assert!(credential.value.expose().is_sensitive());
     assert_eq!(credential.source, CredentialSource::Env("TOKEN".into()));
@@ -141,4 +142,35 @@ fn files_are_read_trimmed_and_bounded() {
         .in_file("f.toml")
         .to_string();
     assert!(message.contains("larger than 65536 bytes"), "{message}");
+}
+
+#[test]
+fn a_scheme_takes_the_place_of_header_and_prefix() {
+    let env = env_of(&[("K", "k3y")]);
+    let scheme = |name: &str, header: Option<&str>, prefix: Option<&str>| RawCredential {
+        header: header.map(str::to_owned),
+        scheme: Some(name.to_owned()),
+        env: Some("K".into()),
+        file: None,
+        prefix: prefix.map(str::to_owned),
+    };
+    let credential = resolve(&key(), "pets", &scheme("api_key", None, None), &env).expect("resolves");
+    assert_eq!(credential.target, CredentialTarget::Scheme("api_key".into()));
+    assert_eq!(credential.header(), None);
+    assert_eq!(credential.value.expose(), "k3y", "the bare secret: the scheme decides its form");
+    let refused =
+        |raw: RawCredential| resolve(&key(), "pets", &raw, &env).expect_err("refused").in_file("f.toml").to_string();
+    let both = refused(scheme("api_key", Some("X-Key"), None));
+    assert!(both.starts_with("f.toml: backends[0].credential.scheme: expected either `header` or `scheme`"), "{both}");
+    let prefixed = refused(scheme("api_key", None, Some("Bearer ")));
+    assert!(
+        prefixed.starts_with("f.toml: backends[0].credential.prefix: expected no `prefix` with `scheme`"),
+        "{prefixed}"
+    );
+    let bad = refused(scheme("api key", None, None));
+    assert!(
+        bad.starts_with("f.toml: backends[0].credential.scheme = \"api key\": expected the name of one of"),
+        "{bad}"
+    );
+    assert!(refused(scheme("", None, None)).contains("credential.scheme = \"\""));
 }

@@ -51,7 +51,7 @@ pub(crate) use auth::ANONYMOUS;
 pub use auth::{AnonymousAgents, ApiKeyConfig, AuthConfig, JwksLocation, JwtConfig};
 pub use backend::{BackendConfig, Endpoint, ProtocolEra, TaskMode, ToolFilter, Transport};
 pub use catalog::{CatalogConfig, CatalogMode, DEFAULT_EXPAND_MAX};
-pub use credential::{BackendCredential, CredentialSource};
+pub use credential::{BackendCredential, CredentialSource, CredentialTarget};
 pub use error::ConfigError;
 pub use glob::{Glob, GlobError};
 pub use ledger::{DEFAULT_MAX_RESULT, LedgerConfig};

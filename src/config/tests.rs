@@ -246,7 +246,7 @@ fn every_backend_key_is_read() {
     assert!(!docs.tools.exposes("fetch"));
     assert_eq!(docs.headers["x-team"], "platform");
     let credential = docs.credential.as_ref().expect("credential");
-    assert_eq!(credential.header.as_str(), "x-api-key");
+    assert_eq!(credential.header().map(|h| h.as_str()), Some("x-api-key"));
     assert_eq!(credential.value.expose(), "k");
 }
 
@@ -266,8 +266,8 @@ fn unknown_keys_are_named() {
     error_naming(&format!("{ONE_BACKEND}[[backends]]\nnmae = \"x\"\n"), "unknown key backends[1].nmae");
     error_naming(&format!("{ONE_BACKEND}tools.alow = [\"x\"]\n"), "unknown key backends[0].tools.alow");
     error_naming(
-        &format!("{ONE_BACKEND}credential = {{ header = \"A\", env = \"B\", scheme = \"x\" }}\n"),
-        "unknown key backends[0].credential.scheme",
+        &format!("{ONE_BACKEND}credential = {{ header = \"A\", env = \"B\", kind = \"x\" }}\n"),
+        "unknown key backends[0].credential.kind",
     );
 }
 
@@ -702,4 +702,16 @@ fn tasks_take_gateway_passthrough_or_off_and_openapi_backends_pass_nothing_throu
     let api = "[[backends]]\nname = \"shop\"\ntransport = \"openapi\"\nspec = \"shop.yaml\"\n";
     error_naming(&format!("{api}tasks = \"passthrough\"\n"), "backends[0].tasks");
     assert!(parse(&format!("{api}tasks = \"off\"\n")).is_ok());
+}
+
+#[test]
+fn a_credential_scheme_is_for_openapi_backends_only() {
+    let api = "[[backends]]\nname = \"pets\"\ntransport = \"openapi\"\nspec = \"pets.yaml\"\n";
+    let scheme = "credential = { scheme = \"api_key\", env = \"K\" }\n";
+    let config = parse_with_env(&format!("{api}{scheme}"), &[("K", "k")]).expect("an openapi backend takes it");
+    let credential = config.backends[0].credential.as_ref().expect("credential");
+    assert_eq!(credential.target, CredentialTarget::Scheme("api_key".into()));
+    let mcp = parse_with_env(&format!("{ONE_BACKEND}{scheme}"), &[("K", "k")]).expect_err("refused").to_string();
+    let expected = "backends[0].credential.scheme = \"api_key\": expected `header` on this backend";
+    assert!(mcp.contains(expected), "{mcp}");
 }

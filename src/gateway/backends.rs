@@ -5,6 +5,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
+
 use super::openapi::{self, Apis};
 use crate::backend::legacy_sse::LegacySseBackend;
 use crate::backend::mcp_client::{BackendEndpoint, BackendTarget, Era, OAuthBinding};
@@ -12,8 +14,8 @@ use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{Launcher, Sharing, StdioBackend, StdioCommand, StdioOptions};
 use crate::catalog::BackendSpec;
 use crate::config::{
-    BackendConfig, CatalogMode, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra, ScreenMode, StdioConfig,
-    StdioSessions, TaskMode, Transport,
+    BackendConfig, BackendCredential, CatalogMode, Config, Endpoint, OAuthGrant, PinMode, PinNew, ProtocolEra,
+    ScreenMode, StdioConfig, StdioSessions, TaskMode, Transport,
 };
 use crate::router::pins::{self, PinRules};
 use crate::router::{CatalogModes, TaskBackends};
@@ -93,28 +95,35 @@ pub(super) fn target(
             BackendTarget::legacy_sse(lower_legacy_sse(backend, url), backend.timeout)
         }
         (Endpoint::Url(url), _) => {
-            let endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
+            let mut endpoint = BackendEndpoint::new(url.clone(), backend.timeout).with_era(era(backend.era));
+            if let Some((header, value)) = backend.credential.as_ref().and_then(credential_header) {
+                endpoint = endpoint.with_credential(header, value);
+            }
             BackendTarget::Http(http_endpoint(backend, endpoint, oauth, anonymous_is_one_user))
         }
         (Endpoint::OpenApi(settings), _) => {
+            // The credential is placed per operation, as the document's security requirements say.
             let loaded = apis.get(backend)?;
             let endpoint = BackendEndpoint::new(loaded.url.clone(), backend.timeout);
             let endpoint = http_endpoint(backend, endpoint, oauth, anonymous_is_one_user);
-            BackendTarget::openapi(endpoint, Arc::clone(&loaded.api), openapi::idempotency(settings))
+            let (api, access) = (Arc::clone(&loaded.api), Arc::clone(&loaded.access));
+            BackendTarget::openapi(endpoint, api, openapi::idempotency(settings), access)
         }
     })
 }
 
-/// `endpoint` with the backend's credential, configured headers and OAuth client.
+/// The header and value of a credential configured with `header` (the only kind an MCP backend takes).
+fn credential_header(credential: &BackendCredential) -> Option<(HeaderName, HeaderValue)> {
+    credential.header().map(|header| (header.clone(), credential.value.expose().clone()))
+}
+
+/// `endpoint` with the backend's configured headers and OAuth client.
 fn http_endpoint(
     backend: &BackendConfig,
     mut endpoint: BackendEndpoint,
     oauth: Option<&Arc<OAuthClient>>,
     anonymous_is_one_user: bool,
 ) -> BackendEndpoint {
-    if let Some(credential) = &backend.credential {
-        endpoint = endpoint.with_credential(credential.header.clone(), credential.value.expose().clone());
-    }
     for (name, value) in &backend.headers {
         endpoint = endpoint.with_header(name.clone(), value.clone());
     }
@@ -159,10 +168,7 @@ pub(super) fn lower_legacy_sse(backend: &BackendConfig, url: &reqwest::Url) -> L
     LegacySseBackend {
         name: backend.name.as_str().into(),
         url: url.clone(),
-        credential: backend
-            .credential
-            .as_ref()
-            .map(|credential| (credential.header.clone(), credential.value.expose().clone())),
+        credential: backend.credential.as_ref().and_then(credential_header),
         headers: backend.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
         sharing: Sharing::PerAgent,
     }

@@ -1,4 +1,5 @@
-//! The OpenAPI documents of `transport = "openapi"` backends, read and compiled before their targets are built:
+//! The OpenAPI documents of `transport = "openapi"` backends, read, compiled and matched with each backend's
+//! credential and OAuth client (which operation carries what) before their targets are built:
 //! at start (so `serve` and `check` refuse a document that cannot be used, with its JSON pointer) and by every
 //! reload (so a reload with such a document is refused and changes nothing, and an edited document replaces its
 //! backend).
@@ -9,8 +10,10 @@ use std::sync::Arc;
 use reqwest::Url;
 
 use crate::backend::mcp_client::BackendTarget;
-use crate::backend::openapi::{self, Api, Idempotency, Selection, SpecError, SpecSource};
-use crate::config::{BackendConfig, Config, Endpoint, OpenApiConfig, SpecLocation};
+use crate::backend::openapi::{
+    self, Access, Api, CredentialPlace, Idempotency, Offer, Selection, SpecError, SpecSource,
+};
+use crate::config::{BackendConfig, Config, CredentialTarget, Endpoint, OpenApiConfig, SpecLocation};
 
 /// Each openapi backend's compiled document and base URL, by backend name.
 #[derive(Default)]
@@ -19,6 +22,8 @@ pub(super) struct Apis(HashMap<String, LoadedApi>);
 pub(super) struct LoadedApi {
     pub(super) api: Arc<Api>,
     pub(super) url: Url,
+    /// What each operation's requests carry, from the document's security requirements and the configuration.
+    pub(super) access: Arc<Access>,
 }
 
 /// A backend's document that cannot be used.
@@ -40,7 +45,8 @@ impl Apis {
             let failed = |error| ApiError { backend: backend.name.clone(), source_name: source.to_string(), error };
             let api = openapi::load(&source, &selection(settings)).await.map_err(failed)?;
             let url = openapi::base_url(settings.url.as_ref(), &api, &source).map_err(failed)?;
-            apis.insert(backend.name.clone(), LoadedApi { api: Arc::new(api), url });
+            let access = Access::new(&api, offer(backend)).map_err(failed)?;
+            apis.insert(backend.name.clone(), LoadedApi { api: Arc::new(api), url, access: Arc::new(access) });
         }
         Ok(Apis(apis))
     }
@@ -69,6 +75,18 @@ fn source(spec: &SpecLocation) -> SpecSource {
 
 fn selection(settings: &OpenApiConfig) -> Selection {
     Selection { allow: settings.allow.clone(), deny: settings.deny.clone() }
+}
+
+/// What `backend`'s configuration offers to fill the document's security schemes.
+fn offer(backend: &BackendConfig) -> Offer {
+    let credential = backend.credential.as_ref().map(|credential| {
+        let place = match &credential.target {
+            CredentialTarget::Header(header) => CredentialPlace::Header(header.clone()),
+            CredentialTarget::Scheme(scheme) => CredentialPlace::Scheme(scheme.clone()),
+        };
+        (place, credential.value.clone())
+    });
+    Offer { credential, oauth: backend.oauth.is_some() }
 }
 
 /// When a backend's requests carry the claim's key, and when they are retried.

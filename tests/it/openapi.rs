@@ -2,7 +2,11 @@
 //! ([`Shop`], on a loopback port) described by `openapi/shop.yaml` (OpenAPI 3.1: path, query, header, cookie and
 //! body parameters, `$ref`s, a 201 JSON answer, a 409, a CSV answer, an endpoint whose first answer is lost after
 //! it ran, and server-side `Idempotency-Key` deduplication), behind an in-process gateway. Each test asserts what
-//! the server saw (its executions and the keys it was sent) beside what the agent read.
+//! the server saw (its executions and the keys it was sent) beside what the agent read. Every other path of the
+//! server answers with what it saw of the request ([`seen`]): where credentials arrived and how bodies were
+//! encoded, for the security schemes and media types of [`security`].
+
+mod security;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -49,6 +53,7 @@ impl Shop {
             .route("/api/payments", post(pay))
             .route("/api/report", get(report))
             .route("/api/everything", delete(purge))
+            .fallback(seen)
             .with_state(self.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -92,6 +97,20 @@ async fn echo(uri: Uri, headers: HeaderMap) -> Response {
     let seen =
         json!({"path": uri.path(), "query": uri.query(), "trace": header("x-trace"), "cookie": header("cookie")});
     axum::Json(seen).into_response()
+}
+
+/// Every request of another path: what the server saw of it — method, path, query, the headers credentials and
+/// bodies travel in, and the body as text.
+async fn seen(method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let header = |name: &str| headers.get(name).map(|value| value.to_str().unwrap().to_owned());
+    let named = ["authorization", "x-api-key", "api_key", "cookie", "content-type", "x-team"];
+    let headers: serde_json::Map<String, Value> =
+        named.iter().filter_map(|name| Some(((*name).to_owned(), Value::String(header(name)?)))).collect();
+    let body = String::from_utf8(body.to_vec()).unwrap();
+    axum::Json(
+        json!({"method": method.as_str(), "path": uri.path(), "query": uri.query(), "headers": headers, "body": body}),
+    )
+    .into_response()
 }
 
 async fn create_order(State(shop): State<Shop>, headers: HeaderMap, body: Bytes) -> Response {

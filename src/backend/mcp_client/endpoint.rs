@@ -21,7 +21,7 @@ use super::wire::authorize::OAuthBinding;
 use crate::backend::duplex::Sharing;
 use crate::backend::http_client;
 use crate::backend::legacy_sse::LegacySseBackend;
-use crate::backend::openapi::{Api, Idempotency};
+use crate::backend::openapi::{Access, Api, Idempotency};
 use crate::backend::stdio::{Launcher, SpawnStatus};
 use crate::mcp::SessionHolder;
 use crate::telemetry::trace::Peer;
@@ -170,12 +170,14 @@ pub enum BackendTarget {
 }
 
 /// A REST API ([`crate::backend::openapi`]): its operations are the tools, and their requests go to the
-/// endpoint's URL with its credential, headers and OAuth tokens, within its timeout.
+/// endpoint's URL with its headers, within its timeout, carrying the credential and OAuth tokens as `access` plans
+/// for each operation (the endpoint itself has no credential).
 #[derive(Debug, Clone)]
 pub struct RestTarget {
     pub(super) endpoint: BackendEndpoint,
     pub(super) api: Arc<Api>,
     pub(super) idempotency: Arc<Idempotency>,
+    pub(super) access: Arc<Access>,
 }
 
 /// A backend reached through the shared session core ([`crate::backend::duplex`]).
@@ -228,9 +230,9 @@ impl BackendTarget {
         Self::duplex(DuplexTransport::LegacySse(Arc::new(backend)), timeout)
     }
 
-    /// A REST API at `endpoint` whose operations `api` describes.
-    pub fn openapi(endpoint: BackendEndpoint, api: Arc<Api>, idempotency: Idempotency) -> Self {
-        BackendTarget::Rest(RestTarget { endpoint, api, idempotency: Arc::new(idempotency) })
+    /// A REST API at `endpoint` whose operations `api` describes, authorized as `access` says.
+    pub fn openapi(endpoint: BackendEndpoint, api: Arc<Api>, idempotency: Idempotency, access: Arc<Access>) -> Self {
+        BackendTarget::Rest(RestTarget { endpoint, api, idempotency: Arc::new(idempotency), access })
     }
 
     fn duplex(transport: DuplexTransport, timeout: Duration) -> Self {

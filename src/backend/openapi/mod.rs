@@ -1,6 +1,7 @@
 //! REST APIs described by OpenAPI 3.0 and 3.1 documents, offered as MCP tools: the document read and resolved
-//! ([`document`]), its operations as tools ([`operations`]), a call's arguments as a request ([`request`]) and
-//! the answer as a result ([`response`]). Pure: nothing here sends a request to the API; the backend client's
+//! ([`document`]), its operations as tools ([`operations`]), a call's arguments as a request ([`request`], its
+//! body by media type in [`body`]), the credential placed as the operation's security requirement says
+//! ([`security`]), and the answer as a result ([`response`]). Pure: nothing here sends a request to the API; the backend client's
 //! session layer does (`mcp_client/session/rest.rs`), with the same delivery classes as every transport.
 //!
 //! Rules: a document that cannot be used is a [`SpecError`] naming its JSON pointer, found when the gateway
@@ -8,15 +9,19 @@
 //! [`Idempotency`]: only a request that carried the claim's key (or an idempotent method, when the operator
 //! allows it) is sent again after its answer was lost.
 
+pub mod body;
 pub mod document;
 pub mod operations;
 pub mod request;
 pub mod response;
+pub mod schemes;
+pub mod security;
 
 use reqwest::Url;
 
 pub use document::{SpecError, SpecSource};
 pub use operations::{Api, Operation, Selection};
+pub use security::{Access, CredentialPlace, Offer};
 
 use crate::glob::Glob;
 
@@ -89,7 +94,8 @@ mod tests {
     use super::*;
 
     fn operation(method: http::Method, name: &str, idempotency: Option<bool>) -> Operation {
-        Operation { name: name.into(), method, path: "/".into(), parameters: Vec::new(), body: None, idempotency }
+        let path = "/".into();
+        Operation { name: name.into(), method, path, parameters: Vec::new(), body: None, idempotency, security: None }
     }
 
     #[test]

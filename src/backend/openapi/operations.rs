@@ -6,18 +6,23 @@
 //!   ([`super::document::resolve`]).
 //! - The tool name is the `operationId` with every character outside `[A-Za-z0-9_-]` replaced by `_`, or without
 //!   one `<method>_<path>` made the same way; two operations with one name are refused (the second one's pointer).
-//! - `inputSchema`: one property per parameter (path, query, header, cookie) under its own name, and the JSON
-//!   request body under `body`; a parameter named `body` beside a body is refused. `Accept`, `Content-Type` and
+//! - `inputSchema`: one property per parameter (path, query, header, cookie) under its own name, and the request
+//!   body under `body` (its media type chosen by [`super::body::choose`]); a parameter named `body` beside a body
+//!   is refused. `Accept`, `Content-Type` and
 //!   `Authorization` header parameters are ignored (OpenAPI 3.1 §4.8.12.1).
 //! - `outputSchema`: the JSON schema of the first 2xx response, when it is an object schema (MCP's rule).
+//! - Each operation keeps its `security` requirements (its own, else the document's) and the [`Api`] the
+//!   document's security schemes, matched with the configuration by [`super::security`] (read by [`super::schemes`]).
 //! - Annotations from the method: `readOnlyHint` for GET and HEAD, `idempotentHint` for PUT and DELETE,
 //!   `destructiveHint` for DELETE (true) and for every other non-safe method left to its default.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
+use super::body::{self, Encoding, first_media, is_json};
 use super::document::{SpecError, escape};
+use super::schemes::{self, Requirements, Scheme};
 use crate::glob::Glob;
 
 /// The methods an OpenAPI path item may hold, in the order tools are listed.
@@ -58,7 +63,7 @@ pub struct Parameter {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestBody {
     pub media_type: String,
-    pub json: bool,
+    pub encoding: Encoding,
     pub required: bool,
 }
 
@@ -73,6 +78,8 @@ pub struct Operation {
     pub body: Option<RequestBody>,
     /// `x-switchyard-idempotency`, when the document says.
     pub idempotency: Option<bool>,
+    /// Its `security` (else the document's); `None` when neither declares any.
+    pub security: Option<Requirements>,
 }
 
 impl Operation {
@@ -110,13 +117,16 @@ pub struct Api {
     pub tools: Value,
     /// `servers[0].url` with its variables' defaults, as written (it may be relative).
     pub server: Option<String>,
+    /// `components.securitySchemes`, by name.
+    pub schemes: BTreeMap<String, Scheme>,
 }
 
 impl Api {
     /// The operations of the resolved `document` that `selection` selects.
     pub fn compile(document: &Value, selection: &Selection) -> Result<Api, SpecError> {
         check_version(document)?;
-        let mut api = Api { server: first_server(document), ..Api::default() };
+        let mut api = Api { server: first_server(document), schemes: schemes::schemes(document), ..Api::default() };
+        let shared_security = schemes::requirements(document, "")?;
         let mut tools = Vec::new();
         let paths = document.get("paths").and_then(Value::as_object).into_iter().flatten();
         for (path, item) in paths {
@@ -125,7 +135,10 @@ impl Api {
             for method in METHODS {
                 let Some(operation) = item.get(method) else { continue };
                 let pointer = format!("{item_pointer}/{method}");
-                let (operation, tool) = compile_operation(path, method, operation, shared, &pointer)?;
+                let (mut operation, tool) = compile_operation(path, method, operation, shared, &pointer)?;
+                if operation.security.is_none() {
+                    operation.security.clone_from(&shared_security);
+                }
                 if !selection.selects(&operation.name) {
                     continue;
                 }
@@ -219,8 +232,9 @@ fn compile_operation(
         tool["outputSchema"] = output;
     }
     let idempotency = operation.get("x-switchyard-idempotency").and_then(Value::as_bool);
+    let security = schemes::requirements(operation, pointer)?;
     let method = method.to_ascii_uppercase().parse().map_err(|_| SpecError::new(pointer, "not an HTTP method"))?;
-    Ok((Operation { name, method, path: path.to_owned(), parameters, body, idempotency }, tool))
+    Ok((Operation { name, method, path: path.to_owned(), parameters, body, idempotency, security }, tool))
 }
 
 fn parent(pointer: &str) -> &str {
@@ -316,16 +330,15 @@ fn compile_body(
     if properties.contains_key("body") {
         return Err(SpecError::new(pointer, "a parameter is named `body`, the name the request body takes"));
     }
-    let content = raw.get("content");
-    let json_media =
-        content.and_then(Value::as_object).and_then(|media| media.iter().find(|(media_type, _)| is_json(media_type)));
-    let Some((media_type, media)) = json_media.or_else(|| first_media(content)) else {
+    let Some((media_type, media, encoding)) = body::choose(raw.get("content")) else {
         return Err(SpecError::new(pointer, "a request body without `content`"));
     };
-    let json = is_json(media_type);
-    let mut schema = match json {
-        true => media.get("schema").cloned().unwrap_or_else(|| json!({})),
-        false => json!({"type": "string", "description": format!("the request body, sent as {media_type}")}),
+    let mut schema = match encoding {
+        Encoding::Json => media.get("schema").cloned().unwrap_or_else(|| json!({})),
+        Encoding::Form | Encoding::Multipart => {
+            media.get("schema").cloned().unwrap_or_else(|| json!({"type": "object"}))
+        }
+        Encoding::Text => json!({"type": "string", "description": format!("the request body, sent as {media_type}")}),
     };
     if let (Some(description), Value::Object(schema)) = (raw.get("description").and_then(Value::as_str), &mut schema) {
         schema.entry("description").or_insert_with(|| Value::String(description.to_owned()));
@@ -335,17 +348,7 @@ fn compile_body(
     if body_required {
         required.push(Value::String("body".into()));
     }
-    Ok(RequestBody { media_type: media_type.clone(), json, required: body_required })
-}
-
-fn first_media(content: Option<&Value>) -> Option<(&String, &Value)> {
-    content?.as_object()?.iter().next()
-}
-
-/// `application/json` and every `+json` type (RFC 6839 §3.1).
-pub(super) fn is_json(media_type: &str) -> bool {
-    let essence = media_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    essence == "application/json" || essence.ends_with("+json")
+    Ok(RequestBody { media_type: media_type.clone(), encoding, required: body_required })
 }
 
 fn output_schema(operation: &Value) -> Option<Value> {

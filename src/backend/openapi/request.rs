@@ -8,11 +8,14 @@
 //!   `spaceDelimited` and `pipeDelimited` (arrays, one value joined by `%20` or `|`), `deepObject`
 //!   (`name[key]=value`). Names and values are percent-encoded.
 //! - Headers take the `simple` style; cookies are `name=value` pairs in one `Cookie` header.
+//! - The body is encoded by its media type ([`super::body`]).
 //! - A missing required argument, an unknown argument, or a value that cannot be put in its place is an
 //!   [`ArgumentError`]: nothing is sent.
 
 use serde_json::{Map, Value};
 
+use super::body;
+pub use super::body::ArgumentError;
 use super::operations::{Location, Operation, Style};
 
 /// What the agent's arguments make of one request.
@@ -24,11 +27,6 @@ pub struct Parts {
     /// The body and its media type.
     pub body: Option<(String, Vec<u8>)>,
 }
-
-/// Why the arguments cannot make a request (said to the agent, which can fix them).
-#[derive(Debug, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct ArgumentError(pub String);
 
 /// The request `operation` makes of `arguments` (an object, or nothing).
 pub fn build(operation: &Operation, arguments: Option<&Value>) -> Result<Parts, ArgumentError> {
@@ -91,12 +89,7 @@ fn body(operation: &Operation, arguments: &Map<String, Value>) -> Result<Option<
             false => Ok(None),
         };
     };
-    let bytes = match (declared.json, value) {
-        (true, value) => serde_json::to_vec(value).map_err(|error| ArgumentError(error.to_string()))?,
-        (false, Value::String(text)) => text.clone().into_bytes(),
-        (false, _) => return Err(ArgumentError(format!("`body` must be a string ({})", declared.media_type))),
-    };
-    Ok(Some((declared.media_type.clone(), bytes)))
+    body::encode(&declared.media_type, declared.encoding, value).map(Some)
 }
 
 /// A scalar's text: strings as they are, numbers and booleans as JSON writes them, `null` empty.
@@ -181,6 +174,7 @@ pub fn encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::openapi::body::Encoding;
     use crate::backend::openapi::operations::{Parameter, RequestBody};
     use serde_json::json;
 
@@ -189,7 +183,8 @@ mod tests {
     }
 
     fn operation(parameters: Vec<Parameter>) -> Operation {
-        let body = Some(RequestBody { media_type: "application/json".into(), json: true, required: false });
+        let body =
+            Some(RequestBody { media_type: "application/json".into(), encoding: Encoding::Json, required: false });
         Operation {
             name: "op".into(),
             method: http::Method::POST,
@@ -197,6 +192,7 @@ mod tests {
             parameters,
             body,
             idempotency: None,
+            security: None,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::operations::is_json;
+use super::body::is_json;
 
 /// The most bytes of a non-JSON body shown to the agent.
 pub const MAX_TEXT: usize = 64 * 1024;

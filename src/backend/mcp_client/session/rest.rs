@@ -10,8 +10,11 @@
 //!   ([`idempotency_key`]), the same on every attempt; such a request (or an idempotent method, when
 //!   `retry_idempotent_methods` allows) is sent again after a lost answer, up to `idempotent_retries` times within
 //!   the call's deadline. Nothing else is ever sent twice.
-//! - OAuth as on the MCP wire: the stored token first, and after a 401 one more try with a fresh one.
-//! - `ping` (the health probe) is a `HEAD` of the base URL: any answer shows the API reachable.
+//! - The credential goes where the operation's security requirement says ([`crate::backend::openapi::security`]);
+//!   the OAuth token only when the requirement is filled by it (or the document declares none). OAuth as on the
+//!   MCP wire: the stored token first, and after a 401 one more try with a fresh one.
+//! - `ping` (the health probe) is a `HEAD` of the base URL, with the credential as configured: any answer shows
+//!   the API reachable.
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -48,9 +51,9 @@ pub(crate) async fn send(shared: &Shared, target: &RestTarget, call: Call<'_>) -
 /// A health probe: any HTTP answer to a `HEAD` of the base URL shows the API is reachable (its status is the
 /// API's business); only a failure to exchange is a failure.
 async fn reach(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Result<RawJson, McpError> {
-    let uri = http_client::uri_of(target.endpoint.url())
-        .map_err(|reason| McpError::NotDelivered { cause: NotDeliveredCause::Encode, reason: reason.into() })?;
-    let headers = target.endpoint.common_headers().clone();
+    let mut parts = request::Parts::default();
+    target.access.place(target.access.undeclared(), &mut parts);
+    let (uri, headers) = address(target, parts)?;
     let request = http_client::request(http::Method::HEAD, &uri, headers, Bytes::new());
     match timeout_at(call.context.deadline(), shared.http.send(request)).await {
         Err(_) => Err(lost(AfterDeliveryCause::Deadline, "the API did not answer a HEAD request in time")),
@@ -74,18 +77,13 @@ async fn call_tool(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Resu
     let Some(operation) = target.api.operation(name) else {
         return Err(rpc(jsonrpc::INVALID_PARAMS, format!("no operation `{name}` in the API's document")));
     };
-    let parts = request::build(operation, params.get("arguments"))
+    let mut parts = request::build(operation, params.get("arguments"))
         .map_err(|error| rpc(jsonrpc::INVALID_PARAMS, error.to_string()))?;
-    let base = target.endpoint.url().as_str().trim_end_matches('/');
-    let uri: Uri = format!("{base}{}", parts.target).parse().map_err(|error| McpError::NotDelivered {
-        cause: NotDeliveredCause::Encode,
-        reason: format!("the request URI is not valid: {error}").into(),
-    })?;
-    let mut headers = target.endpoint.common_headers().clone();
+    let plan = target.access.plan(operation);
+    target.access.place(plan, &mut parts);
+    let body = parts.body.take();
+    let (uri, mut headers) = address(target, parts)?;
     headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, */*;q=0.5"));
-    for (name, value) in parts.headers {
-        headers.append(name, value);
-    }
     let keyed = match (target.idempotency.header_for(operation), call.context.claim()) {
         (Some(name), Some(claim)) => {
             headers.insert(name.clone(), idempotency_key(claim));
@@ -93,7 +91,7 @@ async fn call_tool(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Resu
         }
         _ => false,
     };
-    let body = match parts.body {
+    let body = match body {
         Some((media_type, bytes)) => {
             let media_type = HeaderValue::from_str(&media_type).map_err(|_| McpError::NotDelivered {
                 cause: NotDeliveredCause::Encode,
@@ -104,7 +102,7 @@ async fn call_tool(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Resu
         }
         None => Bytes::new(),
     };
-    let request = Prepared { shared, target, operation, uri, headers, body, call };
+    let request = Prepared { shared, target, operation, oauth: plan.oauth, uri, headers, body, call };
     let retries = match target.idempotency.may_retry(operation, keyed) {
         true => target.idempotency.retries,
         false => 0,
@@ -125,6 +123,20 @@ async fn call_tool(shared: &Shared, target: &RestTarget, call: Call<'_>) -> Resu
     }
 }
 
+/// The URI and headers of a request of `parts` (its body aside) to the API.
+fn address(target: &RestTarget, parts: request::Parts) -> Result<(Uri, HeaderMap), McpError> {
+    let base = target.endpoint.url().as_str().trim_end_matches('/');
+    let uri: Uri = format!("{base}{}", parts.target).parse().map_err(|error| McpError::NotDelivered {
+        cause: NotDeliveredCause::Encode,
+        reason: format!("the request URI is not valid: {error}").into(),
+    })?;
+    let mut headers = target.endpoint.common_headers().clone();
+    for (name, value) in parts.headers {
+        headers.append(name, value);
+    }
+    Ok((uri, headers))
+}
+
 /// The key a claim's requests carry: the claim key digested (SHA-256, base64url), so it is the same on every
 /// attempt and every gateway replica, and says nothing of the principal or the agent's own key.
 pub(crate) fn idempotency_key(claim: &str) -> HeaderValue {
@@ -138,6 +150,8 @@ struct Prepared<'a> {
     shared: &'a Shared,
     target: &'a RestTarget,
     operation: &'a Operation,
+    /// Whether the request carries the OAuth token (the operation's plan).
+    oauth: bool,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -147,7 +161,9 @@ struct Prepared<'a> {
 impl Prepared<'_> {
     /// Sends the request once (twice when OAuth refreshes its token) and reads its answer.
     async fn attempt(&self) -> Result<RawJson, McpError> {
-        let Some(oauth) = self.target.endpoint.oauth() else { return self.answer(self.send(None).await?).await };
+        let Some(oauth) = self.target.endpoint.oauth().filter(|_| self.oauth) else {
+            return self.answer(self.send(None).await?).await;
+        };
         let principal = oauth.principal(self.call.context.principal().map(|p| &**p)).await?;
         let subject = self.call.context.subject_token();
         let first = oauth.before(&principal, subject).await?;
