@@ -19,8 +19,6 @@ const BUCKETS: usize = 9;
 #[derive(Debug, Default)]
 pub(crate) struct WriterCounters {
     batches: AtomicU64,
-    /// Batches a caller ran on its own thread because the writer was idle (SQLite).
-    by_caller: AtomicU64,
     jobs: AtomicU64,
     /// Jobs that were awaited by a caller (queued, not parked), and their summed wait for a batch to start.
     awaited: AtomicU64,
@@ -38,7 +36,6 @@ pub(crate) struct WriterCounters {
 /// One batch, as its writer reports it.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Batch {
-    pub(crate) by_caller: bool,
     pub(crate) jobs: usize,
     pub(crate) awaited: usize,
     pub(crate) waited: Duration,
@@ -50,7 +47,6 @@ impl WriterCounters {
     pub(crate) fn record(&self, batch: &Batch) {
         let add = |counter: &AtomicU64, value: u64| counter.fetch_add(value, Ordering::Relaxed);
         add(&self.batches, 1);
-        add(&self.by_caller, u64::from(batch.by_caller));
         add(&self.jobs, batch.jobs as u64);
         add(&self.awaited, batch.awaited as u64);
         add(&self.waited_ns, nanos(batch.waited));
@@ -68,7 +64,6 @@ impl WriterCounters {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         WriterStats {
             batches: get(&self.batches),
-            by_caller: get(&self.by_caller),
             jobs: get(&self.jobs),
             awaited: get(&self.awaited),
             waited: Duration::from_nanos(get(&self.waited_ns)),
@@ -89,8 +84,6 @@ fn nanos(duration: Duration) -> u64 {
 pub struct WriterStats {
     /// Batches committed (a lone job is a batch of one).
     pub batches: u64,
-    /// Those of them a caller ran on its own thread because the writer was idle (SQLite).
-    pub by_caller: u64,
     /// Jobs in them: claims, settles (queued completions included) and every other operation.
     pub jobs: u64,
     /// Jobs a caller waited for, and their summed wait from being queued until their batch started.
@@ -112,7 +105,6 @@ impl WriterStats {
         let minus = |a: u64, b: u64| a.saturating_sub(b);
         WriterStats {
             batches: minus(self.batches, earlier.batches),
-            by_caller: minus(self.by_caller, earlier.by_caller),
             jobs: minus(self.jobs, earlier.jobs),
             awaited: minus(self.awaited, earlier.awaited),
             waited: self.waited.saturating_sub(earlier.waited),
@@ -125,16 +117,15 @@ impl WriterStats {
 }
 
 impl fmt::Display for WriterStats {
-    /// One line: `batches=… by_caller=… jobs=… jobs_per_batch=… wait_us_per_awaited_job=… busy_us_per_batch=…
+    /// One line: `batches=… jobs=… jobs_per_batch=… wait_us_per_awaited_job=… busy_us_per_batch=…
     /// commit_us_per_batch=… after_commit=… sizes=1:…,2:…,4:…`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let per = |total: Duration, count: u64| total.as_secs_f64() * 1e6 / count.max(1) as f64;
         write!(
             f,
-            "batches={} by_caller={} jobs={} jobs_per_batch={:.1} wait_us_per_awaited_job={:.1} busy_us_per_batch={:.1} \
+            "batches={} jobs={} jobs_per_batch={:.1} wait_us_per_awaited_job={:.1} busy_us_per_batch={:.1} \
              commit_us_per_batch={:.1} after_commit={} sizes=",
             self.batches,
-            self.by_caller,
             self.jobs,
             self.jobs as f64 / self.batches.max(1) as f64,
             per(self.waited, self.awaited),

@@ -17,22 +17,11 @@
 //!   change that did not happen.
 //! - If SQLite rolls the whole transaction back on an error (disk full, I/O error), the jobs that ran in it are
 //!   answered with an error and the rest of the batch runs one by one.
-//! - **A caller runs its own claim or settle when the writer is idle** ([`run_here`]): nothing queued, the
-//!   connection's lock free and the file's write lock free at once (another process's write makes it queue
-//!   instead of waiting). It takes the parked completions as the writer would and commits them with its job, on
-//!   its own thread, sparing the two thread hand-offs (caller → writer → caller) that a lone job otherwise pays.
-//!   Under load the lock or the queue is busy, callers queue, and the writer batches them as before. Such a
-//!   batch blocks the caller's runtime thread for one short transaction: a few B-tree pages and a WAL `write`
-//!   into the page cache, no `fsync` (`synchronous = NORMAL`), tens of µs at most; the checkpoints, which
-//!   sync, run on their own thread ([`Checkpointer`]) and keep the log short enough that SQLite's automatic
-//!   one does not start on a commit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use rusqlite::ErrorCode;
 
 use super::checkpoint::Checkpointer;
@@ -71,98 +60,49 @@ pub(super) struct Ran {
     pub(super) reply: Reply,
 }
 
-/// What the worker thread shares with the callers: the connection (the thread's, or an idle writer's caller's,
-/// see [`run_here`]), the parked completions, the counters and the checkpointer.
-#[derive(Debug)]
+/// What the worker shares with the store besides its queue.
 pub(super) struct Served {
-    pub(super) db: Mutex<Db>,
     pub(super) parking: Arc<Parking<Job>>,
     pub(super) counters: Arc<WriterCounters>,
-    /// Jobs sent to the queue and not yet taken by the thread.
-    pub(super) queued: Arc<AtomicUsize>,
-    pub(super) checkpointer: Option<Checkpointer>,
 }
 
-/// Runs jobs until every sender is gone, then what is still parked.
-pub(super) fn serve(queue: &mpsc::Receiver<Option<Job>>, served: &Served) {
+/// Runs jobs until every sender is gone, then what is still parked, telling `checkpointer` after each batch.
+pub(super) fn serve(
+    mut db: Db,
+    queue: &mpsc::Receiver<Option<Job>>,
+    served: &Served,
+    checkpointer: Option<&Checkpointer>,
+) {
     let mut batch = Vec::new();
     while let Ok(first) = queue.recv() {
-        let mut db = served.db.lock();
         served.parking.take_into(&mut batch);
         let parked = batch.len();
         batch.extend(first);
         batch.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
-        served.queued.fetch_sub(batch.len() - parked, Ordering::Relaxed);
-        run_counted(&mut db, std::mem::take(&mut batch), parked, served, Begun::No);
+        run_counted(&mut db, std::mem::take(&mut batch), parked, served, checkpointer);
     }
     served.parking.take_into(&mut batch);
     let parked = batch.len();
-    run_counted(&mut served.db.lock(), batch, parked, served, Begun::No);
-}
-
-/// Runs `job` with the parked completions on the caller's thread if the writer is idle (see the module's
-/// rules); gives it back, untouched, when it must be queued.
-pub(super) fn run_here(served: &Served, job: Job) -> Result<(), Job> {
-    if served.queued.load(Ordering::Relaxed) > 0 {
-        return Err(job);
-    }
-    let Some(mut db) = served.db.try_lock() else {
-        return Err(job);
-    };
-    if !begin_now(&db) {
-        return Err(job);
-    }
-    let mut batch = Vec::new();
-    served.parking.take_into(&mut batch);
-    let parked = batch.len();
-    batch.push(job);
-    run_counted(&mut db, batch, parked, served, Begun::ByCaller);
-    Ok(())
-}
-
-/// `BEGIN IMMEDIATE` without waiting for another process's write lock; false (with nothing begun) if it is held.
-fn begin_now(db: &Db) -> bool {
-    if db.conn.busy_timeout(Duration::ZERO).is_err() {
-        return false;
-    }
-    let begun = execute(db, "BEGIN IMMEDIATE").is_ok();
-    if db.conn.busy_timeout(BUSY_TIMEOUT).is_err() {
-        rollback(db);
-        return false;
-    }
-    begun
-}
-
-/// Whether a batch's transaction is already open: a caller that runs its own batch opens it to learn whether
-/// the file's write lock is free.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Begun {
-    ByCaller,
-    No,
+    run_counted(&mut db, batch, parked, served, checkpointer);
 }
 
 /// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), and records it.
-fn run_counted(db: &mut Db, batch: Vec<Job>, parked: usize, served: &Served, begun: Begun) {
+fn run_counted(db: &mut Db, batch: Vec<Job>, parked: usize, served: &Served, checkpointer: Option<&Checkpointer>) {
     // A nudge whose jobs an earlier wake-up took finds nothing.
     if batch.is_empty() {
         return;
     }
     let started = Instant::now();
     let waited = batch[parked..].iter().map(|job| started.saturating_duration_since(job.queued)).sum();
-    let (jobs, awaited, by_caller) = (batch.len(), batch.len() - parked, begun == Begun::ByCaller);
-    let mut record = Batch { by_caller, jobs, awaited, waited, ..Batch::default() };
+    let mut record = Batch { jobs: batch.len(), awaited: batch.len() - parked, waited, ..Batch::default() };
     let counters = &served.counters;
     // Recorded before its jobs are answered, so an answered caller sees it.
-    let committed = |commit| {
+    run(db, batch, |commit| {
         record.commit = commit;
         record.busy = started.elapsed();
         counters.record(&record);
-    };
-    match begun {
-        Begun::ByCaller => in_transaction(db, batch, committed),
-        Begun::No => run(db, batch, committed),
-    }
-    if let Some(checkpointer) = &served.checkpointer {
+    });
+    if let Some(checkpointer) = checkpointer {
         checkpointer.wrote();
     }
 }
@@ -178,7 +118,7 @@ fn run(db: &mut Db, mut batch: Vec<Job>, committed: impl FnOnce(Duration)) {
         committed(Duration::ZERO);
         return (ran.reply)(Ok(()));
     }
-    match execute(db, "BEGIN IMMEDIATE") {
+    match db.conn.execute_batch("BEGIN IMMEDIATE") {
         Ok(()) => in_transaction(db, batch, committed),
         Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
             // Another process held the write lock for the whole busy timeout: rather than have every queued
@@ -248,16 +188,12 @@ fn in_transaction(db: &mut Db, batch: Vec<Job>, committed: impl FnOnce(Duration)
 }
 
 fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {
-    Ok(execute(db, sql)?)
-}
-
-/// Runs `sql` from the statement cache: parsed once per connection, not once per batch.
-fn execute(db: &Db, sql: &str) -> rusqlite::Result<()> {
-    db.conn.prepare_cached(sql)?.execute([]).map(drop)
+    db.conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 fn commit(db: &mut Db) -> Result<(), LedgerError> {
-    execute(db, "COMMIT").map_err(|error| {
+    db.conn.execute_batch("COMMIT").map_err(|error| {
         // A failed COMMIT can leave the transaction open; nothing of it may survive.
         rollback(db);
         LedgerError::from(error)

@@ -80,36 +80,3 @@ async fn a_batch_commits_every_job_and_undoes_only_the_one_that_failed() {
     drop(worker);
     let _ = std::fs::remove_dir_all(dir);
 }
-
-#[tokio::test]
-async fn a_claim_runs_on_its_caller_when_the_writer_is_idle_and_queues_while_another_process_writes() {
-    let dir = scratch_dir("batch-by-caller");
-    let path = dir.join("ledger.db");
-    let worker = Worker::start(path.clone(), crate::ledger::background::LINGER).await.expect("open");
-    let run_claim = |name: &str| {
-        let (new, id, now) = (claim_of(name, "gw-a"), new_claim_id().expect("an id"), SystemTime::now());
-        worker.run_one(move |db| ops::claim(db, &new, id, now))
-    };
-    let alone = run_claim("alone").await.expect("claimed");
-    assert!(matches!(alone, ClaimOutcome::Claimed(_)), "{alone:?}");
-    let stats = worker.stats();
-    assert_eq!((stats.batches, stats.by_caller), (1, 1), "an idle writer's caller commits its own claim");
-
-    // Another process holds the file's write lock. The caller must not wait for it on its own thread (this
-    // runtime has one, which must stay free to release the lock): it queues, and the writer commits later.
-    let other = rusqlite::Connection::open(&path).expect("open the file");
-    other.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
-    let started = std::time::Instant::now();
-    let release = async {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        other.execute_batch("COMMIT").expect("release the write lock");
-    };
-    let (blocked, ()) = tokio::join!(run_claim("behind"), release);
-    assert!(matches!(blocked, Ok(ClaimOutcome::Claimed(_))), "{blocked:?}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(4), "the claim waited for the busy timeout");
-    let stats = worker.stats();
-    assert_eq!((stats.batches, stats.by_caller), (2, 1), "the blocked claim went through the writer");
-    assert_eq!(stored_keys(&path).len(), 2);
-    drop(worker);
-    let _ = std::fs::remove_dir_all(dir);
-}

@@ -7,18 +7,7 @@
 //! a batch ([`Checkpointer::wrote`]), then sleeps (parked, not receiving) until the checkpoint is due, so the
 //! batches reported meanwhile fill the channel's one slot instead of waking it once each (at one connection that
 //! was a wake-up per call). The worker's automatic checkpoint only remains as a bound on the log's size
-//! should this thread fall behind.
-//!
-//! A passive checkpoint copies what the log held when it started; under steady writes the worker has appended
-//! by then, the log is never wholly copied between two transactions, so SQLite never rewinds it and it grows
-//! without bound (tens of MB in seconds), every frame written at a new offset, until the automatic
-//! checkpoint runs on the worker, inside a caller's commit. So once a passive checkpoint leaves a log of
-//! [`RESTART_PAGES`] or more, a `RESTART` checkpoint follows: it takes the write lock (only if it is free at
-//! once: this connection has no busy timeout), copies the few frames appended since the passive one, and has
-//! the next transaction write the log from its start again. Meanwhile the writer waits (at least the busy
-//! handler's first sleep, 1 ms), and a caller that would run its own batch queues instead (see
-//! [`super::batch`]): about once per [`RESTART_PAGES`] written rather than the log's growth and the automatic
-//! checkpoint of a long log on the callers' path. Failures are ignored: the next round tries again, and the worker reports
+//! should this thread fall behind. Failures are ignored: the next round tries again, and the worker reports
 //! real problems. The thread ends once the worker has dropped its [`Checkpointer`] (which wakes it).
 
 use std::path::PathBuf;
@@ -30,8 +19,6 @@ use rusqlite::Connection;
 
 /// The shortest time between two checkpoints.
 pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
-/// The log size (in pages) past which the log is rewound (4 MiB of 4 KiB pages).
-pub(super) const RESTART_PAGES: i64 = 1024;
 
 /// The worker's handle on the checkpoint thread; dropping it stops the thread.
 #[derive(Debug)]
@@ -52,7 +39,7 @@ impl Checkpointer {
             };
             while writes.recv().is_ok() {
                 let open = wait_until(Instant::now() + CHECKPOINT_EVERY, &writes);
-                checkpoint(&conn);
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                 if !open {
                     return;
                 }
@@ -73,16 +60,6 @@ impl Drop for Checkpointer {
     fn drop(&mut self) {
         self.wrote = None;
         self.thread.unpark();
-    }
-}
-
-/// A passive checkpoint, then a `RESTART` one if the log is still [`RESTART_PAGES`] long or more.
-fn checkpoint(conn: &Connection) {
-    let log_pages = |mode: &str| {
-        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| row.get::<_, i64>(1)).unwrap_or(0)
-    };
-    if log_pages("PASSIVE") >= RESTART_PAGES {
-        log_pages("RESTART");
     }
 }
 

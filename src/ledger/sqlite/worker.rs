@@ -6,10 +6,9 @@
 //! - Completions nobody waits for are parked beside the queue without waking the thread
 //!   ([`Worker::park`], see [`crate::ledger::background`]); the thread takes them with the next job it wakes
 //!   for, or when [`Nudger`] or the store nudges it (a `None` on the queue).
-//! - SQLite calls block, so they run on one dedicated thread (rather than `spawn_blocking` per call), which keeps
-//!   the connection, its prepared-statement cache and its page cache warm, and costs one channel hop each way.
-//!   The one exception: a claim or settle whose caller finds the writer idle runs on the caller's thread, under
-//!   the connection's lock, for one short transaction that never waits (see [`super::batch`]).
+//! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
+//!   per call) keeps the connection, its prepared-statement cache and its page cache warm, and costs one
+//!   channel hop each way.
 //! - A missing file (and its directory) is created private, 0600 (0700): [`crate::private_files`].
 //! - The file is opened in WAL mode with `synchronous = NORMAL` (a commit survives a process crash; a power loss
 //!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it.
@@ -21,16 +20,14 @@
 //!   closing the connection.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::batch::{Job, Ran, Reply, Served, Writes, run_here, serve};
+use super::batch::{Job, Ran, Reply, Served, Writes, serve};
 use super::checkpoint::Checkpointer;
 use crate::ledger::approvals::{self, APPROVALS_TABLE};
 use crate::ledger::backend_tokens::{self, BACKEND_TOKENS_TABLE};
@@ -47,12 +44,8 @@ use crate::ledger::stats::{WriterCounters, WriterStats};
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The log size (in pages) at which the worker checkpoints itself: only reached if [`Checkpointer`] falls behind.
 const AUTOCHECKPOINT_PAGES: u32 = 8192;
-/// What a rewound log is truncated to (bytes) when it had grown longer: twice what [`Checkpointer`] lets it
-/// reach (4 KiB pages), so a log that once grew does not keep its size.
-const LOG_SIZE_LIMIT: i64 = 8 << 20;
 
 /// The connection and the statements it runs.
-#[derive(Debug)]
 pub(super) struct Db {
     pub(super) conn: Connection,
     pub(super) sql: Statements,
@@ -62,7 +55,8 @@ pub(super) struct Db {
 #[derive(Debug)]
 pub(super) struct Worker {
     queue: Queue,
-    served: Arc<Served>,
+    parking: Arc<Parking<Job>>,
+    counters: Arc<WriterCounters>,
     _nudger: Nudger,
 }
 
@@ -71,31 +65,24 @@ pub(super) struct Worker {
 #[derive(Debug, Clone)]
 pub(super) struct Queue {
     jobs: mpsc::Sender<Option<Job>>,
-    /// Jobs sent and not yet taken by the thread ([`Served::queued`]).
-    queued: Arc<AtomicUsize>,
 }
 
 impl Worker {
     /// Starts the thread and waits until the file is open and migrated; parked jobs wait at most `linger`.
     pub(super) async fn start(path: PathBuf, linger: Duration) -> Result<Worker, LedgerError> {
-        let (jobs, received) = mpsc::channel();
+        let (jobs, queue) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
-        let queue = Queue { jobs, queued: Arc::default() };
-        let queued = queue.queued.clone();
+        let parking = Arc::new(Parking::new(linger));
+        let counters = Arc::new(WriterCounters::default());
+        let served = Served { parking: parking.clone(), counters: counters.clone() };
         thread::Builder::new()
             .name("switchyard-ledger".to_owned())
             .spawn(move || match open(&path) {
                 Ok(db) => {
-                    let served = Arc::new(Served {
-                        db: Mutex::new(db),
-                        parking: Arc::new(Parking::new(linger)),
-                        counters: Arc::new(WriterCounters::default()),
-                        queued,
-                        checkpointer: Checkpointer::start(path),
-                    });
                     // The opener may have given up waiting; then there is nobody to serve.
-                    if ready.send(Ok(served.clone())).is_ok() {
-                        serve(&received, &served);
+                    if ready.send(Ok(())).is_ok() {
+                        let checkpointer = Checkpointer::start(path);
+                        serve(db, &queue, &served, checkpointer.as_ref());
                     }
                 }
                 Err(error) => {
@@ -103,13 +90,13 @@ impl Worker {
                 }
             })
             .map_err(|error| LedgerError::unavailable(format!("cannot start the SQLite thread: {error}")))?;
-        let served =
-            opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
+        opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
+        let queue = Queue { jobs };
         let _nudger = {
-            let (queue, parked) = (queue.clone(), served.parking.clone());
-            Nudger::start(served.parking.clone(), move || queue.nudge(&parked))
+            let (queue, parked) = (queue.clone(), parking.clone());
+            Nudger::start(parking.clone(), move || queue.nudge(&parked))
         };
-        Ok(Worker { queue, served, _nudger })
+        Ok(Worker { queue, parking, counters, _nudger })
     }
 
     pub(super) fn queue(&self) -> &Queue {
@@ -123,19 +110,19 @@ impl Worker {
         F: FnOnce(&mut Db) -> Result<(), LedgerError> + Send + 'static,
         A: FnOnce(Result<(), LedgerError>) + Send + 'static,
     {
-        if self.served.parking.park(Queue::job(Writes::One, job, answer)) == Parked::Full {
+        if self.parking.park(Queue::job(Writes::One, job, answer)) == Parked::Full {
             self.nudge();
         }
     }
 
     /// Has the thread apply the parked jobs now.
     pub(super) fn nudge(&self) {
-        self.queue.nudge(&self.served.parking);
+        self.queue.nudge(&self.parking);
     }
 
     /// What the thread did so far (see [`crate::ledger::stats`]).
     pub(super) fn stats(&self) -> WriterStats {
-        self.served.counters.snapshot()
+        self.counters.snapshot()
     }
 
     /// Runs `job` on the connection and returns its answer once its transaction committed.
@@ -148,7 +135,7 @@ impl Worker {
     }
 
     /// [`Worker::run`] for a job that writes at most one statement and fails only when it changed nothing (see
-    /// [`Writes::One`]): claims and settles. When the writer is idle the caller runs it itself ([`run_here`]).
+    /// [`Writes::One`]): claims and settles.
     pub(super) async fn run_one<T, F>(&self, job: F) -> Result<T, LedgerError>
     where
         T: Send + 'static,
@@ -164,14 +151,7 @@ impl Worker {
     {
         let (reply, answer) = oneshot::channel();
         // The caller may have been cancelled; its answer is then not needed.
-        let job = Queue::job(writes, job, move |outcome| drop(reply.send(outcome)));
-        let queued = match writes {
-            Writes::One => run_here(&self.served, job).err(),
-            Writes::Several => Some(job),
-        };
-        if let Some(job) = queued {
-            self.queue.send(job)?;
-        }
+        self.queue.send(Queue::job(writes, job, move |outcome| drop(reply.send(outcome))))?;
         answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
     }
 }
@@ -189,12 +169,7 @@ impl Queue {
     }
 
     fn send(&self, job: Job) -> Result<(), LedgerError> {
-        // Counted before it can be taken, so the thread's count never goes below zero.
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        self.jobs.send(Some(job)).map_err(|_| {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            LedgerError::unavailable("the SQLite thread has stopped")
-        })
+        self.jobs.send(Some(job)).map_err(|_| LedgerError::unavailable("the SQLite thread has stopped"))
     }
 
     fn job<T, F, A>(writes: Writes, job: F, answer: A) -> Job
@@ -250,7 +225,6 @@ fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
-    conn.pragma_update(None, "journal_size_limit", LOG_SIZE_LIMIT)?;
     conn.set_prepared_statement_cache_capacity(32);
     migrate(&mut conn)?;
     Ok(Db { conn, sql: Statements::new(CLAIMS_TABLE, Dialect::Sqlite) })
