@@ -11,7 +11,10 @@
 # EXTRA: TOML tables added to the gateway's configuration before its backend, to price a feature, e.g. a
 # `[[limits]]` rate no call reaches: EXTRA=$'[[limits]]\nprincipals = ["*"]\nrate = "1000000/s"\n'.
 #
-# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] [EXTRA=…] callgrind.sh
+# LEDGER: the gateway's `[ledger] url` (default `memory`); `sqlite` prices the durable default (the file in the
+# run's scratch data_dir; its writer threads are counted with the rest of the process).
+#
+# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] [EXTRA=…] [LEDGER=…] callgrind.sh
 # Prints: callgrind BIN=… calls=… base=… ir_calls=… ir_base=… ir_per_call=…
 set -euo pipefail
 BIN="${BIN:?the release switchyard binary}"
@@ -19,6 +22,7 @@ BACKEND_BIN="${BACKEND_BIN:?the release bench_backend binary}"
 CALLS="${CALLS:-2000}"
 BASE="${BASE:-200}"
 EXTRA="${EXTRA:-}"
+LEDGER="${LEDGER:-memory}"
 WORK="$(mktemp -d /tmp/sy-callgrind.XXXXXX)"
 PIDS=()
 cleanup() {
@@ -48,8 +52,8 @@ start() {
 measure() {
     local calls="$1" out="$WORK/callgrind.$1"
     mkdir -p "$WORK/data.$calls"
-    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "memory"\n%s\n[[backends]]\nname = "fast"\nurl = "%s"\n' \
-        "$WORK/data.$calls" "$EXTRA" "$BACKEND_URL" >"$WORK/gateway.$calls.toml"
+    printf '[server]\ndata_dir = "%s"\n[ledger]\nurl = "%s"\n%s\n[[backends]]\nname = "fast"\nurl = "%s"\n' \
+        "$WORK/data.$calls" "$LEDGER" "$EXTRA" "$BACKEND_URL" >"$WORK/gateway.$calls.toml"
     start "gateway.$calls" valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$out" \
         "$BIN" serve --config "$WORK/gateway.$calls.toml" --listen 127.0.0.1:0
     local gateway_pid="$PID"
@@ -94,4 +98,4 @@ BACKEND_URL="$URL"
 ir_base="$(measure "$BASE")"
 ir_calls="$(measure "$CALLS")"
 per_call=$(( (ir_calls - ir_base) / (CALLS - BASE) ))
-echo "callgrind BIN=$BIN calls=$CALLS base=$BASE ir_calls=$ir_calls ir_base=$ir_base ir_per_call=$per_call"
+echo "callgrind BIN=$BIN ledger=$LEDGER calls=$CALLS base=$BASE ir_calls=$ir_calls ir_base=$ir_base ir_per_call=$per_call"
