@@ -71,6 +71,11 @@ impl Policies {
         Self { policies, approvals }
     }
 
+    /// Whether some policy has `approve` globs (some call may wait for an approval).
+    pub fn any_approvals(&self) -> bool {
+        self.approvals
+    }
+
     /// What `principal` may use; select once per request, then ask per name (list filtering).
     pub fn for_principal(&self, principal: &Principal) -> Grants<'_> {
         let applicable = if self.policies.is_empty() {

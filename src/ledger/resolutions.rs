@@ -140,9 +140,7 @@ impl ResolutionSql {
             )),
         }
     }
-}
 
-impl ResolutionSql {
     /// The select of `pick`, whose `$1` is [`Pick::value`].
     pub(crate) fn select_of(&self, pick: &Pick) -> &str {
         match pick {

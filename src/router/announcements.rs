@@ -15,7 +15,10 @@
 //!   is announced anyway (twice rather than never).
 //! - Resolutions are read only with the audit trail on (they are counted nowhere else), so gateways sharing a
 //!   ledger are meant to share their `[audit]` too.
-//! - Off the call path: one task per gateway, one or two reads per poll.
+//! - Off the call path: one task per gateway, one or two reads per poll, and none while there is nothing to
+//!   announce: decisions are read only while some policy has `approve` globs or the audit trail is on (a gateway
+//!   with neither holds no request an operator could decide, and writes no event), resolutions only with the
+//!   audit trail on.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -41,14 +44,16 @@ static LEDGER_FAILURES: LogThrottle = LogThrottle::new();
 
 /// Starts the task that reads decisions back every [`POLL`]. It runs until aborted.
 pub fn watch(router: &Arc<CallRouter>) -> JoinHandle<()> {
-    let (store, metrics) = (router.ledger.store.clone(), Arc::clone(&router.ledger.metrics));
+    let router = Arc::clone(router);
     tokio::spawn(async move {
+        let (store, metrics) = (&router.ledger.store, router.ledger.metrics.as_ref());
         let mut seen = Seen::new();
         let mut ticks = tokio::time::interval(POLL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            if let Err(error) = poll(&store, &metrics, &mut seen).await
+            let decisions = router.routing.load().policies.any_approvals() || metrics.audit().is_some();
+            if let Err(error) = poll(store, metrics, decisions, &mut seen).await
                 && let Some(left_out) = LEDGER_FAILURES.admit()
             {
                 tracing::warn!(%error, left_out, "cannot read operators' decisions back from the ledger");
@@ -57,10 +62,13 @@ pub fn watch(router: &Arc<CallRouter>) -> JoinHandle<()> {
     })
 }
 
-async fn poll(store: &LedgerStore, metrics: &Metrics, seen: &mut Seen) -> Result<(), LedgerError> {
+/// Reads back and announces the approval decisions (when `decisions`) and the resolutions (with the audit trail
+/// on) of the last [`LOOKBACK`].
+async fn poll(store: &LedgerStore, metrics: &Metrics, decisions: bool, seen: &mut Seen) -> Result<(), LedgerError> {
     let since = SystemTime::now().checked_sub(LOOKBACK).unwrap_or(SystemTime::UNIX_EPOCH);
     seen.retain(|(_, _, at)| *at >= since);
-    for row in store.decided_approvals_since(since).await? {
+    let decided = if decisions { store.decided_approvals_since(since).await? } else { Vec::new() };
+    for row in decided {
         let Some(at) = row.decided_at else { continue };
         if first_to_take(store, seen, Announced::ApprovalDecision, &row.key, at).await? {
             announce_approval(metrics, &row);
@@ -139,4 +147,44 @@ fn resolution_event(row: &ResolutionRecord) -> AuditEvent {
 
 fn text(value: Option<&str>) -> Value {
     value.map_or(Value::Null, Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::ledger::{ApprovalRow, ApprovalState, Decision};
+
+    fn approvals_counted(metrics: &Metrics) -> bool {
+        metrics.encode().lines().any(|line| line.starts_with("switchyard_approvals_total{decision=\"approved\"} 1"))
+    }
+
+    #[tokio::test]
+    async fn decisions_are_read_back_only_while_something_can_be_announced() {
+        let (store, metrics, now) = (LedgerStore::memory(), Metrics::new(), SystemTime::now());
+        let row = ApprovalRow {
+            key: ClaimKey::idempotency("bot", "pay-1"),
+            principal: "bot".into(),
+            backend: "pay".into(),
+            tool: "send".into(),
+            args_digest: "d1".into(),
+            sealed_args: b"\x01sealed".to_vec(),
+            state: ApprovalState::AwaitingApproval,
+            requested_at: now,
+            expires_at: now + Duration::from_secs(3600),
+            decided_by: None,
+            decided_at: None,
+            note: None,
+        }
+        .normalized();
+        store.request_approval(row.clone()).await.expect("request");
+        let decision = Decision { approve: true, by: "ann".into(), note: None, at: now };
+        store.decide_approval(&row.key, &decision).await.expect("decided with the command line");
+        let mut seen = Seen::new();
+        poll(&store, &metrics, false, &mut seen).await.expect("poll");
+        assert!(!approvals_counted(&metrics), "no approve globs and no audit trail: nothing read, nothing counted");
+        poll(&store, &metrics, true, &mut seen).await.expect("poll");
+        assert!(approvals_counted(&metrics), "{}", metrics.encode());
+    }
 }
