@@ -4,8 +4,9 @@
 //! announces it (counts it, and writes its audit event), so a fleet announces each decision once.
 //!
 //! Rules:
-//! - A decision is named by its kind, its call's key and its time in whole milliseconds: a request is decided
-//!   once, and an `unknown` claim resolved once per time it became `unknown`.
+//! - A decision is named by its kind, what it decided (a call's key; a pin's `backend/kind/name`) and its time in
+//!   whole milliseconds: a request is decided once, an `unknown` claim resolved once per time it became
+//!   `unknown`, a pin approved once per approval.
 //! - Taking a mark is one conditional insert (`ON CONFLICT DO NOTHING`): of all who ask, one is told it won.
 //! - Marks leave with the claims' retention ([`LedgerStore::purge_announcements`]); a decision is only looked for
 //!   within a short window after it, far shorter than any retention.
@@ -17,7 +18,7 @@ use std::time::SystemTime;
 use super::LedgerStore;
 use super::error::LedgerError;
 use super::sql::Dialect;
-use super::types::{ClaimKey, to_millis};
+use super::types::to_millis;
 
 /// The table's name (in the configured schema on Postgres).
 pub(crate) const ANNOUNCEMENTS_TABLE: &str = "switchyard_announcements";
@@ -29,6 +30,8 @@ pub enum Announced {
     ApprovalDecision,
     /// An `unknown` call's resolution.
     Resolution,
+    /// An operator's approval of a pinned definition (named `backend/kind/name`).
+    PinApproval,
 }
 
 impl Announced {
@@ -36,6 +39,7 @@ impl Announced {
         match self {
             Announced::ApprovalDecision => "approval_decision",
             Announced::Resolution => "resolution",
+            Announced::PinApproval => "pin_approval",
         }
     }
 }
@@ -69,13 +73,8 @@ pub(crate) fn create_statement(table: &str) -> String {
 
 impl LedgerStore {
     /// Whether this call took the mark of the decision (`kind`, `key`, `at`): `true` for the first to ask.
-    pub async fn take_announcement(
-        &self,
-        kind: Announced,
-        key: &ClaimKey,
-        at: SystemTime,
-    ) -> Result<bool, LedgerError> {
-        dispatch!(self.take_announcement(kind.as_str(), key.as_str(), to_millis(at)))
+    pub async fn take_announcement(&self, kind: Announced, key: &str, at: SystemTime) -> Result<bool, LedgerError> {
+        dispatch!(self.take_announcement(kind.as_str(), key, to_millis(at)))
     }
 
     /// Removes the marks of decisions taken before `cutoff`.

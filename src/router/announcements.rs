@@ -96,7 +96,7 @@ async fn first_to_take(
     if seen.contains(&id) {
         return Ok(false);
     }
-    let taken = store.take_announcement(kind, key, at).await?;
+    let taken = store.take_announcement(kind, key.as_str(), at).await?;
     seen.insert(id);
     Ok(taken)
 }
@@ -104,7 +104,7 @@ async fn first_to_take(
 /// Announces `decided`, a decision just made through this gateway, unless a poll got to it first.
 pub(super) async fn announce_decision(store: &LedgerStore, metrics: &Metrics, decided: &ApprovalRow) {
     let Some(at) = decided.decided_at else { return };
-    match store.take_announcement(Announced::ApprovalDecision, &decided.key, at).await {
+    match store.take_announcement(Announced::ApprovalDecision, decided.key.as_str(), at).await {
         Ok(false) => {}
         Ok(true) => announce_approval(metrics, decided),
         Err(error) => {

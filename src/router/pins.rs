@@ -26,14 +26,15 @@
 //!   last good listing and is retried), and a failed poll keeps the quarantine in force as it was (logged,
 //!   throttled).
 //! - With the audit trail on, each approval a poll finds that this instance had not seen becomes a `pin_approval`
-//!   event ([`AuditedApprovals`]); the approvals already there when a backend's pins are first read are the
-//!   starting point, not events.
+//!   event ([`AuditedApprovals`]), written by the one gateway sharing the ledger that takes its mark first (as
+//!   operators' other decisions are, see [`super::announcements`]); the approvals already there when a backend's
+//!   pins are first read are the starting point, not events.
 //! - The call path pays nothing: only a name that fails to resolve is looked up among the quarantined
 //!   ([`refusal`]), and the refusal is a `-32602` that names the tool and the operator's commands.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
@@ -43,7 +44,9 @@ use crate::catalog::screen::screen;
 use crate::catalog::{Listing, Quarantined, Route};
 use crate::civil_date::unix_now;
 use crate::ledger::PinKey;
-use crate::ledger::{LedgerError, PinOffer, PinRow, PinState, canonical_digest, canonical_json};
+use crate::ledger::{
+    Announced, LedgerError, LedgerStore, PinOffer, PinRow, PinState, canonical_digest, canonical_json,
+};
 use crate::mcp::jsonrpc;
 use crate::telemetry::LogThrottle;
 use crate::telemetry::audit::{Audit, AuditEvent};
@@ -201,25 +204,41 @@ type Approval = (String, String, u64);
 pub(super) struct AuditedApprovals(parking_lot::Mutex<HashMap<String, HashSet<Approval>>>);
 
 impl AuditedApprovals {
-    /// Records a `pin_approval` event for each approval among `pins` not seen before (none the first time).
-    fn note(&self, audit: &Audit, backend: &str, pins: &[PinRow]) {
+    /// The approvals among `pins` not seen before (none the first time `backend`'s pins are read).
+    fn unseen<'a>(&self, backend: &str, pins: &'a [PinRow]) -> Vec<&'a PinRow> {
         let mut seen = self.0.lock();
         let first = !seen.contains_key(backend);
         let known = seen.entry(backend.to_owned()).or_default();
+        let mut fresh = Vec::new();
         for row in pins {
-            let (Some(by), Some(at)) = (&row.approved_by, row.approved_at) else { continue };
+            let Some(at) = row.approved_at.filter(|_| row.approved_by.is_some()) else { continue };
             if known.insert((row.key.kind.clone(), row.key.name.clone(), at)) && !first {
-                let event = AuditEvent::new("pin_approval")
-                    .field("backend", backend)
-                    .field("kind", row.key.kind.as_str())
-                    .field("name", row.key.name.as_str())
-                    .field("digest", row.digest.as_str())
-                    .field("by", by.as_str())
-                    .field("approved_at", at);
-                audit.record(event);
+                fresh.push(row);
             }
         }
+        fresh
     }
+}
+
+/// Writes `row`'s `pin_approval` event unless another gateway sharing the ledger took its mark first (see
+/// [`crate::ledger::Announced`]); one whose mark cannot be taken is written anyway (twice rather than never).
+async fn announce_pin_approval(store: &LedgerStore, audit: &Audit, backend: &str, row: &PinRow) {
+    let (Some(by), Some(at)) = (&row.approved_by, row.approved_at) else { return };
+    let mark = format!("{backend}/{}/{}", row.key.kind, row.key.name);
+    let when = UNIX_EPOCH + Duration::from_secs(at);
+    match store.take_announcement(Announced::PinApproval, &mark, when).await {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(error) => tracing::warn!(%error, %mark, "cannot mark a pin approval as announced; announcing it anyway"),
+    }
+    let event = AuditEvent::new("pin_approval")
+        .field("backend", backend)
+        .field("kind", row.key.kind.as_str())
+        .field("name", row.key.name.as_str())
+        .field("digest", row.digest.as_str())
+        .field("by", by.as_str())
+        .field("approved_at", at);
+    audit.record(event);
 }
 
 /// The backends with pinning on whose pins this instance last read as some: what the poll of the revision watches.
@@ -291,7 +310,9 @@ impl CallRouter {
         self.pinned.note(backend, !pins.is_empty());
         self.ledger.metrics.tool_pins(backend, pins.len() - quarantined.len(), quarantined.len());
         if let Some(audit) = self.ledger.metrics.audit() {
-            self.audited_approvals.note(audit, backend, &pins);
+            for row in self.audited_approvals.unseen(backend, &pins) {
+                announce_pin_approval(&self.ledger.store, audit, backend, row).await;
+            }
         }
         self.catalog.quarantine(backend, quarantined)
     }

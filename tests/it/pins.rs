@@ -163,10 +163,7 @@ async fn changed_definitions_are_quarantined_refused_unsent_and_served_once_appr
         listed.lines().any(|line| line.contains("read") && line.contains("pinned") && line.contains("alice")),
         "{listed}"
     );
-    let approvals = || {
-        let text = std::fs::read_to_string(&audit).unwrap_or_default();
-        text.lines().filter(|line| line.contains("\"event\":\"pin_approval\"")).map(str::to_owned).collect::<Vec<_>>()
-    };
+    let approvals = || approval_events(&audit);
     eventually("the approval is audited", || async { !approvals().is_empty() }).await;
     let event: Value = serde_json::from_str(&approvals()[0]).unwrap();
     assert_eq!(
@@ -301,9 +298,12 @@ fn pinning_keys_refuse_unknown_values_naming_the_key() {
 async fn replicas_on_postgresql_share_pins_and_an_approval_on_one_serves_on_the_other() {
     let Some(schema) = PgSchema::create().await else { return };
     let fault = FaultBackend::start(Script { tools: tools(), ..Script::default() }).await;
-    let (sections, backend) = (ledger_section(&schema.url()), backend_toml("fault", &fault.url(), ""));
-    let a = TestGateway::start_with("", &sections, &backend).await;
-    let b = TestGateway::start_with("", &sections, &backend).await;
+    let backend = backend_toml("fault", &fault.url(), "");
+    let dir = scratch_dir("pins-fleet-audit");
+    let trails = [dir.join("a.jsonl"), dir.join("b.jsonl")];
+    let sections = |trail: &PathBuf| format!("{}[audit]\nfile = {:?}\n", ledger_section(&schema.url()), trail);
+    let a = TestGateway::start_with("", &sections(&trails[0]), &backend).await;
+    let b = TestGateway::start_with("", &sections(&trails[1]), &backend).await;
     a.wait_for_tool("fault__read").await;
     b.wait_for_tool("fault__read").await;
     let mut on_a = Agent::connected(a.mcp()).await;
@@ -328,6 +328,18 @@ async fn replicas_on_postgresql_share_pins_and_an_approval_on_one_serves_on_the_
     let ran = on_b.same_session().call_tool("fault__read", json!({"path": "/"})).await;
     assert!(ran.get("result").is_some(), "{ran}");
     assert_eq!(fault.executions("read"), 1);
+
+    let approvals = || trails.iter().map(|trail| approval_events(trail).len()).sum::<usize>();
+    eventually("a replica audits the approval", || async { approvals() > 0 }).await;
+    // Both replicas poll the pins every 2 s: wait for two more polls of each.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(approvals(), 1, "one replica of the two writes the approval's event");
+}
+
+/// The `pin_approval` lines of the audit trail `file`.
+fn approval_events(file: &PathBuf) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().filter(|line| line.contains("\"event\":\"pin_approval\"")).map(str::to_owned).collect()
 }
 
 /// The official Python SDK as the agent: a changed tool leaves its list, and its call fails with the gateway's

@@ -155,9 +155,9 @@ pub(super) async fn decisions_are_read_back_by_time_and_announced_once(h: &Harne
 
     let at = decided.decided_at.expect("decided at");
     let second = h.second().await;
-    assert!(h.store.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("take"));
-    assert!(!second.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("taken"), "once");
-    assert!(second.take_announcement(Announced::Resolution, &row.key, at).await.expect("another kind"));
+    assert!(h.store.take_announcement(Announced::ApprovalDecision, row.key.as_str(), at).await.expect("take"));
+    assert!(!second.take_announcement(Announced::ApprovalDecision, row.key.as_str(), at).await.expect("taken"), "once");
+    assert!(second.take_announcement(Announced::Resolution, row.key.as_str(), at).await.expect("another kind"));
     assert_eq!(h.store.purge_announcements(at + Duration::from_millis(1)).await.expect("purge"), 2);
-    assert!(h.store.take_announcement(Announced::ApprovalDecision, &row.key, at).await.expect("purged"));
+    assert!(h.store.take_announcement(Announced::ApprovalDecision, row.key.as_str(), at).await.expect("purged"));
 }
