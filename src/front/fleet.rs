@@ -395,6 +395,10 @@ mod tests {
         let text = serde_json::to_string(&note).unwrap();
         assert_eq!(text, r#"{"k":"cancel","session":"s","id":7}"#);
         assert!(matches!(serde_json::from_str(&text).unwrap(), Note::Cancel { id, .. } if id == 7));
+        let task = serde_json::to_string(&Note::Task { principal: "alice".into(), id: "t1".into() }).unwrap();
+        assert_eq!(task, r#"{"k":"task","principal":"alice","id":"t1"}"#, "the id and principal, never the task");
+        let changed = r#"{"k":"list_changed","backend":"github"}"#;
+        assert!(matches!(serde_json::from_str(changed).unwrap(), Note::ListChanged { backend } if backend == "github"));
     }
 
     #[test]
