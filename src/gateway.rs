@@ -486,6 +486,7 @@ impl Gateway {
         self.tasks.push(crate::router::limits::renew(&self.router));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_session_messages(self.router.session_messages())));
         self.tasks.push(tokio::spawn(Arc::clone(front).deliver_task_changes(self.router.task_changes())));
+        self.tasks.push(tokio::spawn(Arc::clone(front).tell_list_announcements(self.router.list_announcements())));
         let ledger = self.router.ledger();
         let upkeep =
             Maintenance { owner: ledger.owner.clone(), lease: ledger.lease, retention: self.config.ledger.retention };

@@ -21,7 +21,12 @@
 //!   within [`ALIVE_EVERY`] is dropped (a request's waiter with it, so its backend is told at once). A session's
 //!   messages are sent one after another, in the order the backend sent them, each to the holder its first
 //!   waiting message found. A relayed request keeps its waiter here; the agent's answer comes back like any
-//!   answer that lands elsewhere.
+//!   answer that lands elsewhere. A gateway task's `notifications/tasks/status` for a session with no standalone
+//!   stream here goes the same way.
+//! - Every task status this replica writes is told to every other replica (its principal and the task's id,
+//!   never the task itself), whose router reads it back for the listen streams there that watch it.
+//! - A backend's `list_changed` heard here is told to every other replica, which rediscovers that backend (and
+//!   tells its agents, as after any discovery that changed their tools).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -36,6 +41,7 @@ use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
 use super::Front;
@@ -82,6 +88,10 @@ enum Note {
     Holds { n: u64 },
     /// A message for `session`'s standalone stream, from a backend's standalone stream on the sender.
     Deliver { session: String, message: Value },
+    /// The sender wrote a status of `principal`'s task `id` (for the listen streams watching it).
+    Task { principal: String, id: String },
+    /// `backend` announced on the sender that its tools or prompts changed.
+    ListChanged { backend: String },
 }
 
 /// An HTTP message carried between replicas: the request's path (or the response's status), headers and body.
@@ -138,6 +148,16 @@ impl Fleet {
     /// Tells the other replicas a cancel for a request not running here.
     pub(super) fn cancel_elsewhere(&self, session: &str, id: &Value) {
         self.tell(None, &Note::Cancel { session: session.to_owned(), id: id.clone() });
+    }
+
+    /// Tells the other replicas that this one wrote a status of `principal`'s task `id`.
+    pub(super) fn task_changed(&self, principal: &str, id: &str) {
+        self.tell(None, &Note::Task { principal: principal.to_owned(), id: id.to_owned() });
+    }
+
+    /// Tells the other replicas that `backend` announced here that its tools or prompts changed.
+    pub(super) fn list_changed(&self, backend: &str) {
+        self.tell(None, &Note::ListChanged { backend: backend.to_owned() });
     }
 
     /// A new number for a message whose answers are awaited, where they arrive, and what forgets it.
@@ -258,6 +278,14 @@ impl Front {
                     tracing::debug!("fleet: a standalone stream closed before its message arrived");
                 }
             }
+            Note::Task { principal, id } => {
+                let router = Arc::clone(&self.router);
+                tokio::spawn(async move { router.task_changed_elsewhere(&principal, &id).await });
+            }
+            Note::ListChanged { backend } => {
+                let router = Arc::clone(&self.router);
+                tokio::spawn(async move { router.rediscover_announced(&backend).await });
+            }
             Note::Forward { n, request } => {
                 fleet.tell(Some(&from), &Note::Alive { n });
                 tokio::spawn(Arc::clone(self).serve_forwarded(from, n, request));
@@ -266,6 +294,20 @@ impl Front {
             Note::Check { n } => fleet.tell(Some(&from), &Note::Alive { n }),
             Note::Alive { n } => fleet.heard(n, Heard::Alive),
             Note::Reply { n, response } => fleet.heard(n, Heard::Reply(response)),
+        }
+    }
+
+    /// Tells the other replicas of each backend heard here announcing that its tools or prompts changed, until
+    /// the router stops; with one replica, returns at once.
+    pub async fn tell_list_announcements(self: Arc<Self>, mut announced: broadcast::Receiver<Arc<str>>) {
+        let Some(fleet) = &self.fleet else { return };
+        loop {
+            match announced.recv().await {
+                Ok(backend) => fleet.list_changed(&backend),
+                // The other replicas still rediscover every `refresh`.
+                Err(RecvError::Lagged(missed)) => tracing::warn!(missed, "fleet: list changes not passed on"),
+                Err(RecvError::Closed) => return,
+            }
         }
     }
 
@@ -353,6 +395,10 @@ mod tests {
         let text = serde_json::to_string(&note).unwrap();
         assert_eq!(text, r#"{"k":"cancel","session":"s","id":7}"#);
         assert!(matches!(serde_json::from_str(&text).unwrap(), Note::Cancel { id, .. } if id == 7));
+        let task = serde_json::to_string(&Note::Task { principal: "alice".into(), id: "t1".into() }).unwrap();
+        assert_eq!(task, r#"{"k":"task","principal":"alice","id":"t1"}"#, "the id and principal, never the task");
+        let changed = r#"{"k":"list_changed","backend":"github"}"#;
+        assert!(matches!(serde_json::from_str(changed).unwrap(), Note::ListChanged { backend } if backend == "github"));
     }
 
     #[test]

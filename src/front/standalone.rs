@@ -2,14 +2,15 @@
 //! §3). It carries messages not tied to a call — `notifications/tools/list_changed` when the tools the stream's
 //! view shows have changed, and what backends send on their own standalone streams of this agent's sessions
 //! (server-to-client requests, `notifications/resources/updated`, log messages), `notifications/tasks/status`
-//! for the tasks this replica changes on the session's behalf (MCP 2025-11-25 utilities §"Tasks": optional, the
-//! agent still polls) — and keep-alive comments.
+//! for the tasks changed on the session's behalf (MCP 2025-11-25 utilities §"Tasks": optional, the agent still
+//! polls) — and keep-alive comments.
 //!
 //! Rules: an agent may hold several standalone streams, at most `[server] max_streams_per_session` per session on
 //! this replica (one more is refused 429, and the open ones are kept); each message goes to exactly one of them
 //! (the oldest one still open for that session), never to all (transports §"Multiple Connections"). Streams are
-//! connection state of this replica only; the session itself stays sealed and stateless. A backend's message for a
-//! session whose stream another replica holds is passed to that replica ([`super::fleet`]), which delivers it here.
+//! connection state of this replica only; the session itself stays sealed and stateless. A backend's message, or a
+//! task status written here, for a session whose stream another replica holds is passed to that replica
+//! ([`super::fleet`]), which delivers it there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -156,18 +157,31 @@ impl Front {
         }
     }
 
-    /// Tells each agent session with a standalone stream on this replica of the status changes of its tasks
-    /// (those this replica wrote for a request of that session), until the router stops.
+    /// Tells each agent session of the status changes of its tasks this replica wrote for a request of that
+    /// session, on its standalone stream here or on the replica holding one, and the other replicas of every
+    /// change this one wrote (for their listen streams), until the router stops.
     pub async fn deliver_task_changes(self: Arc<Self>, mut changes: broadcast::Receiver<TaskChange>) {
         loop {
             match changes.recv().await {
-                Ok(TaskChange { session: SessionHolder::Agent(session), task, .. }) => {
-                    self.streams.deliver(&session, jsonrpc::notification(method::TASKS_STATUS, Some(task)));
-                }
-                // A missed change is only a missed hint: the agent polls `tasks/get`.
+                Ok(change) if change.here => self.tell_task_change(change),
+                // Another replica's change is for the listen streams here; a missed change is only a missed
+                // hint: the agent polls `tasks/get`.
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
             }
+        }
+    }
+
+    fn tell_task_change(&self, change: TaskChange) {
+        if let Some(fleet) = &self.fleet {
+            fleet.task_changed(&change.principal, &change.id);
+        }
+        let SessionHolder::Agent(session) = change.session else { return };
+        let note = jsonrpc::notification(method::TASKS_STATUS, Some(change.task));
+        if self.streams.has(&session) {
+            self.streams.deliver(&session, note);
+        } else if let Some(fleet) = &self.fleet {
+            fleet.deliver_elsewhere(session.to_string(), note, &self.pending);
         }
     }
 }

@@ -7,6 +7,10 @@
 //! it removes or replaces ([`spawn`] returns each task's handle) and starts one for each backend it adds or
 //! replaces; a discovery always uses the backend's target in force when it starts.
 //!
+//! A backend's `notifications/tools/list_changed` (or prompts') is heard on whichever backend session it is sent
+//! on, so on one replica of a fleet only: that replica rediscovers at once and tells the others
+//! ([`CallRouter::list_announcements`], passed on by the front), which rediscover too.
+//!
 //! Discovery uses the gateway's own backend session per backend ([`SessionHolder::Catalog`]), never an
 //! agent's: a stdio backend runs one process for discovery, never one per agent (and a backend with shared
 //! sessions runs its one process for both).
@@ -14,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -107,10 +112,29 @@ async fn follow_announcements(router: Arc<CallRouter>) {
     let mut announcements = router.client.subscribe_list_changed();
     while let Some(change) = announcements.recv().await {
         let catalogued = [method::TOOLS_LIST_CHANGED, method::PROMPTS_LIST_CHANGED];
-        if catalogued.contains(&change.method.as_str())
-            && let Err(error) = router.discover(&change.backend).await
-        {
-            tracing::warn!(backend = %change.backend, %error, "rediscovery after list_changed failed");
+        if catalogued.contains(&change.method.as_str()) {
+            // Nobody listening (one replica) is fine.
+            let _ = router.list_announcements.send(Arc::clone(&change.backend));
+            router.rediscover_announced(&change.backend).await;
+        }
+    }
+}
+
+impl CallRouter {
+    /// The backends heard here announcing that their tools or prompts changed, from now on: what the other
+    /// replicas of a fleet are told, since a backend announces a change on one backend session only.
+    pub fn list_announcements(&self) -> broadcast::Receiver<Arc<str>> {
+        self.list_announcements.subscribe()
+    }
+
+    /// Rediscovers `backend` after it announced that its tools or prompts changed (here, or heard by another
+    /// replica of the fleet); a backend not configured here is ignored.
+    pub async fn rediscover_announced(&self, backend: &str) {
+        if !self.routing.load().targets.contains_key(backend) {
+            return tracing::debug!(backend, "list_changed of a backend not configured here ignored");
+        }
+        if let Err(error) = self.discover(backend).await {
+            tracing::warn!(backend, %error, "rediscovery after list_changed failed");
         }
     }
 }

@@ -239,6 +239,8 @@ pub struct CallRouter {
     routing: Swap<Routing>,
     /// Announces whose exposed tools changed.
     tool_changes: broadcast::Sender<ToolsChanged>,
+    /// The backends heard announcing that their tools or prompts changed (for the other replicas of a fleet).
+    list_announcements: broadcast::Sender<Arc<str>>,
     ledger: CallLedger,
     resource_owners: forward::ResourceOwners,
     /// OAuth backends nobody has authorized yet.
@@ -261,8 +263,10 @@ pub struct CallRouter {
 
 impl CallRouter {
     pub fn new(catalog: Arc<Catalog>, client: Arc<McpBackendClient>, mut routing: Routing, ledger: CallLedger) -> Self {
+        let tasks = tasks::Tasks::default();
         if matches!(ledger.store, LedgerStore::Postgres(_)) {
             routing.limits.share_in(ledger.store.clone());
+            tasks.share_changes();
         }
         client.health().track(&routing.targets.keys().cloned().collect::<Vec<_>>());
         Self {
@@ -270,6 +274,7 @@ impl CallRouter {
             client,
             routing: Swap::new(routing),
             tool_changes: broadcast::channel(64).0,
+            list_announcements: broadcast::channel(64).0,
             ledger,
             resource_owners: Default::default(),
             unauthorized: Default::default(),
@@ -277,7 +282,7 @@ impl CallRouter {
             waiting: Arc::default(),
             approvals: std::sync::OnceLock::new(),
             expansions: Expansions::default(),
-            tasks: tasks::Tasks::default(),
+            tasks,
             audited_approvals: pins::AuditedApprovals::default(),
             pinned: pins::PinnedBackends::default(),
         }

@@ -4,9 +4,11 @@
 //! landed on the replica holding the call; with that replica gone, the retry gets the lost call's answer at once.
 //! A message sent while its receiver is cut off from PostgreSQL waits in its mailbox and is applied once the
 //! receiver listens again; what a backend sends on its standalone stream reaches the agent's standalone stream
-//! held by the other replica.
+//! held by the other replica. Notifications reach agents on either replica ([`notifications`]).
 //! Raw HTTP picks the replica each message lands on; the official Python SDK goes through a round-robin proxy
 //! (each new connection to the next replica).
+
+mod notifications;
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -46,10 +48,16 @@ impl Replicas {
 
     /// [`Replicas::start`], with `a` reaching PostgreSQL through `proxy` when one is given.
     async fn start_through(backend: &FaultBackend, proxy: Option<&TcpProxy>) -> Option<Replicas> {
+        Replicas::start_before(&backend.url(), proxy).await
+    }
+
+    /// Two replicas in front of the backend at `backend` (named `fault`), `a` reaching PostgreSQL through `proxy`
+    /// when one is given.
+    async fn start_before(backend: &str, proxy: Option<&TcpProxy>) -> Option<Replicas> {
         let schema = PgSchema::create().await?;
         let dir = ScratchDir::new("fleet");
         let secret = dir.path().join("session.key");
-        let instance = |name, url: &str| Instance::new(dir.path(), name, url, &backend.url(), &secret);
+        let instance = |name, url: &str| Instance::new(dir.path(), name, url, backend, &secret);
         let a = instance("a", &proxy.map_or_else(|| schema.url(), |proxy| schema.url_through(proxy))).start().await;
         let b = instance("b", &schema.url()).start().await;
         Some(Replicas { a, b, dir, schema })

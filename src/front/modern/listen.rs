@@ -10,8 +10,9 @@
 //!   sessions' streams, as for the session era's subscriptions). Prompt and resource list changes are not
 //!   announced by the gateway (its capabilities say so), so those opt-ins are not honored. `taskIds` (the tasks
 //!   extension) is honored as given: `notifications/tasks` (the `DetailedTask`, as `tasks/get` answers) for each
-//!   status this replica writes for one of those tasks of the stream's principal; another principal's task id
-//!   is acknowledged like any other and never announced (no existence leak).
+//!   status written for one of those tasks of the stream's principal, by this replica or, on a fleet, by
+//!   another ([`crate::router::CallRouter::task_changed_elsewhere`]); another principal's task id is acknowledged
+//!   like any other and never announced (no existence leak).
 //! - Nothing the agent did not opt into is sent, and every message carries
 //!   `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen request's id. Keep-alive comments while idle.
 //! - Closing the stream ends the subscription: a URI no other open listen stream of the same principal still

@@ -10,12 +10,19 @@
 //!   a task that does not exist), so the writer's principal is the task's.
 //! - Notifications are hints (`tasks/get` is the truth): a stream that opens while a change is announced may
 //!   miss it, as it may miss a change it lags behind on.
+//! - On a ledger replicas share ([`Audience::share`]), a stream on another replica may hear any status: every
+//!   status is read back and announced, the front passing it on (a session's to the replica holding its
+//!   standalone stream, every one to the replicas' listen streams). A status another replica wrote is read here
+//!   only when a listen stream here can be told of it ([`CallRouter::task_changed_elsewhere`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+use super::super::CallRouter;
+use super::{TaskChange, extension, wire};
 use crate::mcp::SessionHolder;
 
 /// What a stream listens for.
@@ -32,6 +39,8 @@ pub enum TaskEar {
 pub(super) struct Audience {
     sessions: Mutex<HashMap<String, usize>>,
     principals: Mutex<HashMap<String, usize>>,
+    /// Other replicas' streams may hear what this replica writes.
+    shared: AtomicBool,
 }
 
 /// A stream's registration in the audience; dropping it (the stream closed) ends it.
@@ -56,13 +65,46 @@ impl Audience {
         TaskHearing { audience: Arc::clone(self), ear }
     }
 
+    /// From now on, streams of other replicas may hear this replica's statuses.
+    pub(super) fn share(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+    }
+
     /// Whether a status written on behalf of `session` for `principal` (the writer's fairness key, computed only
-    /// when a listen stream is open) can be told to anyone here.
+    /// when a listen stream is open) can be told to anyone here, or, on a shared ledger, anywhere.
     pub(super) fn hears(&self, session: &SessionHolder, principal: impl FnOnce() -> String) -> bool {
         let heard = matches!(session, SessionHolder::Agent(session) if self.sessions.lock().contains_key(&**session));
-        heard || {
-            let principals = self.principals.lock();
-            !principals.is_empty() && principals.contains_key(&principal())
+        heard || self.shared.load(Ordering::Relaxed) || self.hears_principal(principal)
+    }
+
+    /// Whether a listen stream of `principal` is open here.
+    fn hears_principal(&self, principal: impl FnOnce() -> String) -> bool {
+        let principals = self.principals.lock();
+        !principals.is_empty() && principals.contains_key(&principal())
+    }
+}
+
+impl CallRouter {
+    /// Tells this replica's listen streams of task `id` of `principal`, whose status another replica wrote (its
+    /// front heard so from that replica's); read back only when a listen stream of the principal is open here.
+    pub async fn task_changed_elsewhere(&self, principal: &str, id: &str) {
+        if self.tasks.audience.hears_principal(|| principal.to_owned()) {
+            self.tell_task_change(SessionHolder::Principal(principal.into()), id, false).await;
+        }
+    }
+
+    /// Reads task `id` back and tells the streams of its change, written for `session` (`here`: by this replica).
+    pub(super) async fn tell_task_change(&self, session: SessionHolder, id: &str, here: bool) {
+        if let Ok(Some(row)) = self.ledger.store.task(id).await {
+            let change = TaskChange {
+                principal: row.principal.clone(),
+                session,
+                id: row.id.clone(),
+                detailed: extension::detailed(&row),
+                task: wire::task(&row),
+                here,
+            };
+            let _ = self.tasks.changes.send(change);
         }
     }
 }
@@ -112,5 +154,9 @@ mod tests {
         assert!(!audience.hears(&agent("s9"), || "bob".to_owned()), "not bob's");
         drop(listen);
         assert!(!audience.hears(&SessionHolder::Principal("alice".into()), alice));
+
+        audience.share();
+        assert!(audience.hears(&agent("s1"), alice), "on a shared ledger, another replica's stream may hear it");
+        assert!(!audience.hears_principal(alice), "but no listen stream here hears alice's");
     }
 }

@@ -90,7 +90,8 @@ pub(super) struct Tasks {
     ended: Notify,
     /// The longest ttl a task gets (the ledger's retention).
     max_ttl: Mutex<Duration>,
-    /// Every status this instance writes, for the agents' listen streams.
+    /// Every status this instance writes (and those another replica wrote that a listen stream here hears), for
+    /// the agents' streams.
     changes: broadcast::Sender<TaskChange>,
     /// The open streams that can be told of a status.
     audience: Arc<audience::Audience>,
@@ -121,10 +122,13 @@ const CHANGES: usize = 256;
 #[derive(Debug, Clone)]
 pub struct TaskChange {
     pub principal: String,
+    /// For a change another replica wrote, the principal's holder (only listen streams hear it).
     pub session: SessionHolder,
     pub id: String,
     pub detailed: Value,
     pub task: Value,
+    /// Written by this replica (the front tells the fleet of it), not heard from another.
+    pub here: bool,
 }
 
 /// A call this instance runs as a task.
@@ -139,6 +143,11 @@ struct Running {
 }
 
 impl Tasks {
+    /// Announces every status, as streams of other replicas sharing the ledger may hear it.
+    pub(super) fn share_changes(&self) {
+        self.audience.share();
+    }
+
     /// Seals backends' task ids with `key` (the request-state key every replica shares) from now on.
     pub(super) fn use_key(&self, key: &StateKey) {
         self.passthrough.use_key(key);
@@ -220,18 +229,8 @@ impl CallRouter {
     /// Tells the listen streams that task `id` changed (read back, as a status written may be raced by another
     /// writer; nothing is read when no open stream can be told of it).
     async fn announce(&self, caller: &Caller, id: &str) {
-        if !self.tasks.audience.hears(&caller.session, || caller.fairness_key()) {
-            return;
-        }
-        if let Ok(Some(row)) = self.ledger.store.task(id).await {
-            let change = TaskChange {
-                principal: row.principal.clone(),
-                session: caller.session.clone(),
-                id: row.id.clone(),
-                detailed: extension::detailed(&row),
-                task: wire::task(&row),
-            };
-            let _ = self.tasks.changes.send(change);
+        if self.tasks.audience.hears(&caller.session, || caller.fairness_key()) {
+            self.tell_task_change(caller.session.clone(), id, true).await;
         }
     }
 
