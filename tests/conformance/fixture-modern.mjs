@@ -430,6 +430,9 @@ export function createModernHandler(surface) {
     send(tag("notifications/subscriptions/acknowledged", { notifications: honoured }));
     const listener = { honoured, send: (method, params) => send(tag(method, params)) };
     listeners.add(listener);
+    if (honoured.taskIds) {
+      surface.log(`task listen ${honoured.taskIds.join(",")}`);
+    }
     const timers = [
       setTimeout(() => {
         for (const uri of subscriptions.filter((uri) => uri === "test://watched-resource")) {

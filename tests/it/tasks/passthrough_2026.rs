@@ -4,7 +4,10 @@
 //! `CreateTaskResult` under the gateway's sealed id, `tasks/get` reaches the backend's task until it is terminal
 //! and inlines its result, `tasks/update` answers the backend's input requests, `tasks/cancel` cancels it at the
 //! backend, and another principal's or a forged id is an unknown task (`-32602`) that never reaches the backend.
-//! The backend's own id never shows in an answer.
+//! The backend's `notifications/tasks` reach the agent's `subscriptions/listen` stream that names the sealed id,
+//! under that id. The backend's own id never shows in an answer or a notification.
+
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,7 +16,8 @@ use serde_json::{Value, json};
 use super::input::TaskAgent;
 use super::passthrough::{backend_id, refused_as_unknown};
 use crate::agent_auth::{ALICE_KEY, BOB_KEY, api_keys};
-use crate::modern_front::ModernAgent;
+use crate::gateway::read_until;
+use crate::modern_front::{ModernAgent, messages};
 use crate::support::assert::eventually;
 use crate::support::gateway::{TestGateway, backend_toml};
 use crate::support::interop::InteropServer;
@@ -114,4 +118,34 @@ async fn a_2026_passthrough_task_takes_input_by_tasks_update_and_is_cancelled_at
     let got = alice.send("tasks/get", json!({"taskId": id})).await;
     assert_eq!((&got["result"]["taskId"], &got["result"]["status"]), (&json!(id), &json!("cancelled")), "{got}");
     assert!(!got.to_string().contains(&own), "{got}");
+}
+
+#[tokio::test]
+async fn a_2026_backends_task_notifications_reach_the_listen_stream_under_the_sealed_id() {
+    let Some(fixture) = InteropServer::fixture_with_tasks() else { return };
+    let gateway = gateway(&fixture).await;
+    let alice = TaskAgent(ModernAgent::as_principal(gateway.mcp(), ALICE_KEY));
+    let (id, own) = create(&alice, CONFIRM, json!({"filename": "told.txt"})).await;
+    // Waiting for input holds the task still while the streams open.
+    assert_eq!(poll(&alice, &id, "input_required").await["status"], "input_required");
+    let bob = ModernAgent::as_principal(gateway.mcp(), BOB_KEY);
+    let mut theirs = bob.listen("theirs", json!({"taskIds": [id]})).await;
+    let mut mine = alice.0.listen("mine", json!({"taskIds": [id]})).await;
+    let acked = read_until(&mut mine, "acknowledged", Duration::from_secs(10)).await.expect("an acknowledgement");
+    assert_eq!(messages(&acked)[0]["params"]["notifications"], json!({"taskIds": [id]}), "{acked}");
+    // The gateway's own stream on the backend asks for the backend's id, and for Alice's stream only.
+    assert_eq!(logged(&fixture, &format!("task listen {own}"), 1).await, 1, "one backend stream");
+
+    let accepted = json!({"confirm_delete": {"action": "accept", "content": {"confirm": true}}});
+    alice.update(&json!(id), accepted).await;
+    let told = read_until(&mut mine, "\"completed\"", Duration::from_secs(20)).await.expect("the statuses");
+    let notes: Vec<Value> = messages(&told).into_iter().filter(|m| m["method"] == "notifications/tasks").collect();
+    let last = notes.last().unwrap_or_else(|| panic!("notifications/tasks: {told}"));
+    assert_eq!((&last["params"]["taskId"], &last["params"]["status"]), (&json!(id), &json!("completed")), "{last}");
+    assert_eq!(last["params"]["result"]["content"][0]["text"], "deleted told.txt", "the DetailedTask: {last}");
+    assert_eq!(last["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "mine", "{last}");
+    assert!(notes.iter().all(|note| note["params"]["taskId"] == json!(id)), "sealed in every status: {notes:?}");
+    assert!(!told.contains(&own), "the backend's id never shows: {told}");
+    let leaked = read_until(&mut theirs, "notifications/tasks\"", Duration::from_millis(500)).await;
+    assert!(leaked.is_none(), "another principal's stream hears nothing of the task");
 }
