@@ -32,6 +32,28 @@ async fn gateway(fixture: &InteropServer) -> TestGateway {
     gateway
 }
 
+/// The fixture, a passthrough gateway in front of it, and Alice; `None` when the fixture is not installed.
+async fn alice_before_the_fixture() -> Option<(InteropServer, TestGateway, TaskAgent)> {
+    let fixture = InteropServer::fixture_with_tasks()?;
+    let gateway = gateway(&fixture).await;
+    let alice = TaskAgent(ModernAgent::as_principal(gateway.mcp(), ALICE_KEY));
+    Some((fixture, gateway, alice))
+}
+
+/// A `confirm_delete` task of `filename` once it waits for its confirmation: its sealed id, the backend's, and
+/// what `tasks/get` said then.
+async fn asking(alice: &TaskAgent, filename: &str) -> (String, String, Value) {
+    let (id, own) = create(alice, CONFIRM, json!({ "filename": filename })).await;
+    let asking = poll(alice, &id, "input_required").await;
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    (id, own, asking)
+}
+
+/// The agent's confirmation, as `confirm_delete` asks for it.
+fn confirmed() -> Value {
+    json!({"confirm_delete": {"action": "accept", "content": {"confirm": true}}})
+}
+
 /// Creates a task of `tool`; returns its sealed id and the backend's own.
 async fn create(agent: &TaskAgent, tool: &str, arguments: Value) -> (String, String) {
     let created = agent.send("tools/call", json!({"name": tool, "arguments": arguments})).await;
@@ -61,9 +83,7 @@ async fn logged(fixture: &InteropServer, line: &str, least: usize) -> usize {
 
 #[tokio::test]
 async fn a_2026_backends_own_task_is_created_polled_and_fetched_under_a_sealed_id() {
-    let Some(fixture) = InteropServer::fixture_with_tasks() else { return };
-    let gateway = gateway(&fixture).await;
-    let alice = TaskAgent(ModernAgent::as_principal(gateway.mcp(), ALICE_KEY));
+    let Some((fixture, gateway, alice)) = alice_before_the_fixture().await else { return };
     let (id, own) = create(&alice, SLOW, json!({"seconds": 1, "label": "relayed"})).await;
     assert_eq!(logged(&fixture, &format!("task created {own} (slow_compute)"), 1).await, 1, "the backend's task");
 
@@ -93,18 +113,13 @@ async fn a_2026_backends_own_task_is_created_polled_and_fetched_under_a_sealed_i
 
 #[tokio::test]
 async fn a_2026_passthrough_task_takes_input_by_tasks_update_and_is_cancelled_at_the_backend() {
-    let Some(fixture) = InteropServer::fixture_with_tasks() else { return };
-    let gateway = gateway(&fixture).await;
-    let alice = TaskAgent(ModernAgent::as_principal(gateway.mcp(), ALICE_KEY));
+    let Some((fixture, _gateway, alice)) = alice_before_the_fixture().await else { return };
 
-    let (id, own) = create(&alice, CONFIRM, json!({"filename": "notes.txt"})).await;
-    let asking = poll(&alice, &id, "input_required").await;
-    assert_eq!(asking["status"], "input_required", "{asking}");
+    let (id, own, asking) = asking(&alice, "notes.txt").await;
     let request = &asking["inputRequests"]["confirm_delete"];
     assert_eq!(request["method"], "elicitation/create", "the backend's own request: {asking}");
     assert!(asking.get("requestState").is_none(), "{asking}");
-    let accepted = json!({"confirm_delete": {"action": "accept", "content": {"confirm": true}}});
-    let ack = alice.update(&json!(id), accepted).await;
+    let ack = alice.update(&json!(id), confirmed()).await;
     assert_eq!(ack["result"]["resultType"], "complete", "an empty acknowledgement: {ack}");
     assert!(ack["result"].get("taskId").is_none(), "{ack}");
     assert_eq!(logged(&fixture, &format!("task update {own} confirm_delete"), 1).await, 1, "the backend's update");
@@ -122,12 +137,9 @@ async fn a_2026_passthrough_task_takes_input_by_tasks_update_and_is_cancelled_at
 
 #[tokio::test]
 async fn a_2026_backends_task_notifications_reach_the_listen_stream_under_the_sealed_id() {
-    let Some(fixture) = InteropServer::fixture_with_tasks() else { return };
-    let gateway = gateway(&fixture).await;
-    let alice = TaskAgent(ModernAgent::as_principal(gateway.mcp(), ALICE_KEY));
-    let (id, own) = create(&alice, CONFIRM, json!({"filename": "told.txt"})).await;
+    let Some((fixture, gateway, alice)) = alice_before_the_fixture().await else { return };
     // Waiting for input holds the task still while the streams open.
-    assert_eq!(poll(&alice, &id, "input_required").await["status"], "input_required");
+    let (id, own, _) = asking(&alice, "told.txt").await;
     let bob = ModernAgent::as_principal(gateway.mcp(), BOB_KEY);
     let mut theirs = bob.listen("theirs", json!({"taskIds": [id]})).await;
     let mut mine = alice.0.listen("mine", json!({"taskIds": [id]})).await;
@@ -136,8 +148,7 @@ async fn a_2026_backends_task_notifications_reach_the_listen_stream_under_the_se
     // The gateway's own stream on the backend asks for the backend's id, and for Alice's stream only.
     assert_eq!(logged(&fixture, &format!("task listen {own}"), 1).await, 1, "one backend stream");
 
-    let accepted = json!({"confirm_delete": {"action": "accept", "content": {"confirm": true}}});
-    alice.update(&json!(id), accepted).await;
+    alice.update(&json!(id), confirmed()).await;
     let told = read_until(&mut mine, "\"completed\"", Duration::from_secs(20)).await.expect("the statuses");
     let notes: Vec<Value> = messages(&told).into_iter().filter(|m| m["method"] == "notifications/tasks").collect();
     let last = notes.last().unwrap_or_else(|| panic!("notifications/tasks: {told}"));
