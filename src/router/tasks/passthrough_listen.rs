@@ -7,9 +7,10 @@
 //! - Only ids that open for the stream's principal are watched (another principal's or a forged id is
 //!   acknowledged by the front like any, and never reaches a backend).
 //! - The backend's stream is the caller's own backend session's (the principal's, as for `tasks/get`), declares
-//!   the tasks extension, and asks for nothing but `taskIds`. It is a long request: it ends at the backend's
-//!   timeout or when the backend closes it, and is opened again after a pause while the agent's stream is open.
-//!   A status sent in between is missed; notifications are hints (`tasks/get` is the truth).
+//!   the tasks extension, and asks for nothing but `taskIds`. It is a request held open: it ends after
+//!   [`LIFETIME`] or when the backend closes it, and is opened again after a pause while the agent's stream is
+//!   open. A status sent in between is missed; notifications are hints (`tasks/get` is the truth). A backend that
+//!   answers the request with an error (it has no listen streams) is not asked again for this agent stream.
 //! - A notification for an id the stream did not ask for is dropped; the backend's id never reaches the agent.
 //! - Dropping the [`BackendTaskWatch`] (the agent's stream closed) closes every backend stream.
 
@@ -24,11 +25,14 @@ use tokio::task::AbortHandle;
 use super::super::{CallRouter, Caller};
 use super::extension::TASKS_EXTENSION;
 use super::passthrough::names_backend_task;
+use crate::backend::mcp_client::McpError;
 use crate::mcp::method::{SUBSCRIPTIONS_LISTEN, TASKS_NOTIFICATION};
 use crate::mcp::{Relay, RelayMessage};
 
 /// The pause before a backend's listen stream is opened again.
 const REOPEN_PAUSE: Duration = Duration::from_secs(1);
+/// How long one backend listen stream is held before it is opened again (as the client's own listen streams).
+const LIFETIME: Duration = Duration::from_secs(600);
 
 /// The backend streams one agent stream holds; closed when dropped.
 #[derive(Debug, Default)]
@@ -78,16 +82,26 @@ impl CallRouter {
     ) {
         let params = json!({ "notifications": { "taskIds": watched.keys().collect::<Vec<_>>() } });
         while !inbox.is_closed() {
+            // A backend no longer configured has no stream to hold.
+            let Some(target) = self.routing.load().targets.get(backend).cloned() else { return };
+            let (slot, context) = caller.on_backend(backend, &target);
+            let context = context.lasting(LIFETIME);
             let (sink, mut heard) = mpsc::unbounded_channel();
             let relay = Relay::new(json!({ "extensions": { TASKS_EXTENSION: {} } }), Some(sink))
                 .refusing_requests("a listen stream is sent notifications only");
-            let listening = self.forward(caller, backend, SUBSCRIPTIONS_LISTEN, params.clone(), &relay);
+            let listening =
+                self.client.request_raw(&slot, &target, &context, SUBSCRIPTIONS_LISTEN, params.clone(), &relay);
             tokio::pin!(listening);
             loop {
                 tokio::select! {
                     ended = &mut listening => {
-                        if let Err(failure) = ended {
-                            tracing::debug!(%backend, error = %failure.message, "a backend's task listen stream ended");
+                        match ended {
+                            Ok(_) => {}
+                            Err(error @ McpError::Rpc { .. }) => {
+                                tracing::info!(%backend, %error, "the backend refuses task listen streams");
+                                return;
+                            }
+                            Err(error) => tracing::debug!(%backend, %error, "a backend's task listen stream ended"),
                         }
                         break;
                     }
