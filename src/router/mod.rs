@@ -81,7 +81,8 @@ pub use readiness::{Health, HealthReport, Readiness};
 use request_state::{CallIdentity, StateKey, StateSealer};
 use starting::Resolved;
 pub use tasks::{
-    RELATED_TASK_META, TASKS_EXTENSION, TaskBackends, TaskChange, TaskEar, TaskHearing, fail_orphaned_tasks,
+    BackendTaskWatch, RELATED_TASK_META, TASKS_EXTENSION, TaskBackends, TaskChange, TaskEar, TaskHearing,
+    fail_orphaned_tasks,
 };
 pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
 use tool_search::{Expansions, GatewayTool};

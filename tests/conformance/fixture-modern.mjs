@@ -40,8 +40,14 @@
 //   and notifications/tools/list_changed when test_trigger_tool_change runs,
 //   every message tagged with _meta subscriptionId; open until the client
 //   closes it;
-// - Mcp-Session-Id on a modern request is ignored (never minted or echoed).
+// - Mcp-Session-Id on a modern request is ignored (never minted or echoed);
+// - with `surface.tasks` (FIXTURE_TASKS=1), the tasks extension as
+//   fixture-modern-tasks.mjs implements it: its methods, task-augmented
+//   calls of its task tools, Mcp-Name = params.taskId on its methods, and
+//   notifications/tasks on listen streams that name the task in taskIds.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+
+import { TASK_METHODS, TASKS_EXTENSION, createTasks } from "./fixture-modern-tasks.mjs";
 
 export const MODERN_VERSIONS = ["2026-07-28"];
 
@@ -147,6 +153,17 @@ function unseal(state) {
  */
 export function createModernHandler(surface) {
   const supported = () => [...MODERN_VERSIONS, ...(surface.mode === "dual" ? surface.legacyVersions : [])];
+  // -32021 is refused with HTTP 400, like every missing capability; the other task errors are JSON-RPC errors.
+  const tasks = surface.tasks
+    ? createTasks({
+        refuse: (code, message, data) => new Refusal(code === -32021 ? 400 : 200, code, message, data),
+        announce: (task) => announceTask(task),
+        log: surface.log,
+      })
+    : null;
+  const capabilities = tasks
+    ? { ...surface.capabilities, extensions: { ...surface.capabilities.extensions, [TASKS_EXTENSION]: {} } }
+    : surface.capabilities;
   const withMeta = (result, cache) => ({
     ...result,
     resultType: result.resultType ?? "complete",
@@ -168,7 +185,9 @@ export function createModernHandler(surface) {
     if (header("mcp-method") !== message.method) {
       throw mismatch("Mcp-Method does not match the method");
     }
-    const named = { "tools/call": "name", "prompts/get": "name", "resources/read": "uri" }[message.method];
+    const named = tasks && TASK_METHODS.includes(message.method)
+      ? "taskId"
+      : { "tools/call": "name", "prompts/get": "name", "resources/read": "uri" }[message.method];
     if (named && header("mcp-name") !== message.params?.[named]) {
       throw mismatch(`Mcp-Name does not match params.${named}`);
     }
@@ -284,42 +303,82 @@ export function createModernHandler(surface) {
     }
   }
 
+  // What the tools get to ask, log and announce with (see fixture-modern-tools.mjs), for one round.
+  function toolEnv(meta, responses, state) {
+    const threshold = LOG_LEVELS.indexOf(meta[META_LOG_LEVEL]);
+    return {
+      responses,
+      state,
+      capabilities: () => meta[META_CAPABILITIES],
+      // The shared tools ask through this; only a retry under the fixture's own state answers them.
+      serverRequest: async (_extra, request, _schema, key) => {
+        if (responses[key] !== undefined && state !== undefined) {
+          return responses[key];
+        }
+        throw new InputRequired({ [key]: { method: request.method, params: request.params } });
+      },
+      sendLog: async (extra, level, data) => {
+        if (threshold >= 0 && LOG_LEVELS.indexOf(level) >= threshold) {
+          await extra.sendNotification({
+            method: "notifications/message",
+            params: { level, logger: "switchyard-conformance-fixture", data },
+          });
+        }
+      },
+      toolsChanged: () => announce("toolsListChanged", "notifications/tools/list_changed"),
+      label: () => "modern request",
+    };
+  }
+
+  // Runs the tool `params` names, with `responses` and `state`, its notifications sent by `notify`.
+  function runToolRound(message, responses, state, signal, notify) {
+    const params = message.params;
+    const extra = {
+      _meta: params._meta,
+      signal,
+      requestId: message.id,
+      sendNotification: async (notification) => notify({ jsonrpc: "2.0", ...notification }),
+    };
+    const env = toolEnv(params._meta, responses, state);
+    const handlers = { ...surface.toolHandlers(env), ...surface.modernToolHandlers(env) };
+    return surface.runTool(handlers, params.name, params.arguments ?? {}, extra);
+  }
+
   function callTool(message, reply, signal) {
     const params = message.params;
-    const meta = params._meta;
-    const threshold = LOG_LEVELS.indexOf(meta[META_LOG_LEVEL]);
-    return round(params, "tool", async (responses, state) => {
-      const env = {
-        responses,
-        state,
-        capabilities: () => meta[META_CAPABILITIES],
-        // The shared tools ask through this; only a retry under the fixture's own state answers them.
-        serverRequest: async (_extra, request, _schema, key) => {
-          if (responses[key] !== undefined && state !== undefined) {
-            return responses[key];
-          }
-          throw new InputRequired({ [key]: { method: request.method, params: request.params } });
-        },
-        sendLog: async (extra, level, data) => {
-          if (threshold >= 0 && LOG_LEVELS.indexOf(level) >= threshold) {
-            await extra.sendNotification({
-              method: "notifications/message",
-              params: { level, logger: "switchyard-conformance-fixture", data },
-            });
-          }
-        },
-        toolsChanged: () => announce("toolsListChanged", "notifications/tools/list_changed"),
-        label: () => "modern request",
-      };
-      const extra = {
-        _meta: meta,
-        signal,
-        requestId: message.id,
-        sendNotification: async (notification) => reply.notify({ jsonrpc: "2.0", ...notification }),
-      };
-      const handlers = { ...surface.toolHandlers(env), ...surface.modernToolHandlers(env) };
-      return surface.runTool(handlers, params.name, params.arguments ?? {}, extra);
-    });
+    const how = tasks?.dispatch(params.name, params._meta[META_CAPABILITIES], params.inputResponses !== undefined);
+    if (how === "task") {
+      return startTask(message);
+    }
+    return round(params, "tool", (responses, state) =>
+      runToolRound(message, responses, state, signal, (note) => reply.notify(note)),
+    );
+  }
+
+  // A task-augmented call: its continuation checked as any call's, then run in the background as a task whose
+  // questions become its input_required status (a task's notifications have no stream to go to).
+  async function startTask(message) {
+    const params = message.params;
+    const bound = { kind: "tool", name: params.name, arguments: digest(params.arguments ?? {}) };
+    const { responses, state } = continuation(params, bound);
+    const run = async (answers, data, signal) => {
+      try {
+        return { result: await runToolRound(message, answers, data, signal, () => {}) };
+      } catch (error) {
+        if (error instanceof InputRequired) {
+          return { input: { inputRequests: error.inputRequests, state: error.state } };
+        }
+        throw error;
+      }
+    };
+    return withMeta(tasks.create(params.name, run, responses, state));
+  }
+
+  // A task method, from a request that declared the extension.
+  function taskMethod(message) {
+    tasks.gate(message.method, message.params._meta[META_CAPABILITIES]);
+    const answer = { "tasks/get": tasks.get, "tasks/update": tasks.update, "tasks/cancel": tasks.cancel };
+    return withMeta(answer[message.method](message.params));
   }
 
   function getPrompt(params) {
@@ -331,6 +390,15 @@ export function createModernHandler(surface) {
 
   // The open subscriptions/listen streams, each with what it asked for.
   const listeners = new Set();
+
+  // Sends a task's status (a DetailedTask) to every listen stream whose taskIds name it.
+  function announceTask(task) {
+    for (const listener of listeners) {
+      if (listener.honoured.taskIds?.includes(task.taskId)) {
+        listener.send("notifications/tasks", task);
+      }
+    }
+  }
 
   // Sends a list-changed notification to every listen stream that asked for `filter`; how many got it.
   function announce(filter, method) {
@@ -350,6 +418,7 @@ export function createModernHandler(surface) {
     const honoured = {
       ...(subscriptions.length > 0 ? { resourceSubscriptions: subscriptions } : {}),
       ...(asked.toolsListChanged === true && surface.capabilities.tools?.listChanged ? { toolsListChanged: true } : {}),
+      ...(tasks && Array.isArray(asked.taskIds) ? { taskIds: asked.taskIds.filter((id) => typeof id === "string") } : {}),
     };
     const tag = (method, params) => ({
       jsonrpc: "2.0",
@@ -361,6 +430,9 @@ export function createModernHandler(surface) {
     send(tag("notifications/subscriptions/acknowledged", { notifications: honoured }));
     const listener = { honoured, send: (method, params) => send(tag(method, params)) };
     listeners.add(listener);
+    if (honoured.taskIds) {
+      surface.log(`task listen ${honoured.taskIds.join(",")}`);
+    }
     const timers = [
       setTimeout(() => {
         for (const uri of subscriptions.filter((uri) => uri === "test://watched-resource")) {
@@ -375,6 +447,11 @@ export function createModernHandler(surface) {
     });
   }
 
+  function listedTools() {
+    const tools = [...surface.tools, ...surface.modernTools()];
+    return tasks ? tools.map((tool) => tasks.describe(tool)) : tools;
+  }
+
   async function answer(message, reply, signal) {
     const params = message.params;
     switch (message.method) {
@@ -382,13 +459,13 @@ export function createModernHandler(surface) {
         return withMeta(
           {
             supportedVersions: supported(),
-            capabilities: surface.capabilities,
+            capabilities,
             instructions: surface.instructions,
           },
           LIST_TTL_MS,
         );
       case "tools/list":
-        return withMeta({ tools: [...surface.tools, ...surface.modernTools()] }, LIST_TTL_MS);
+        return withMeta({ tools: listedTools() }, LIST_TTL_MS);
       case "tools/call":
         return callTool(message, reply, signal);
       case "resources/list":
@@ -409,6 +486,9 @@ export function createModernHandler(surface) {
         return getPrompt(params);
       case "completion/complete":
         return withMeta(surface.complete(params.ref, params.argument));
+    }
+    if (tasks && TASK_METHODS.includes(message.method)) {
+      return taskMethod(message);
     }
     throw new Refusal(404, -32601, `Method not found: ${message.method}`);
   }
@@ -433,7 +513,7 @@ export function createModernHandler(surface) {
         res.status(202).end();
         return;
       }
-      if (!MODERN_METHODS.has(message.method)) {
+      if (!MODERN_METHODS.has(message.method) && !(tasks && TASK_METHODS.includes(message.method))) {
         throw new Refusal(404, -32601, `Method not found: ${message.method}`);
       }
       if (message.method === "subscriptions/listen") {

@@ -8,6 +8,7 @@
 //
 //   PORT=3101 node tests/conformance/fixture.mjs
 //   FIXTURE_ERA=dual PORT=3101 node tests/conformance/fixture.mjs
+//   FIXTURE_ERA=dual FIXTURE_TASKS=1 PORT=3101 node tests/conformance/fixture.mjs
 //
 // Streamable HTTP at http://127.0.0.1:$PORT/mcp (loopback only; PORT=0 picks a
 // free port). Once listening it prints one line to stdout:
@@ -45,11 +46,19 @@
 //   without the modern _meta (initialize included) gets 400 with a -32022
 //   error naming the supported versions.
 //
+// Tasks (FIXTURE_TASKS): by default the tools the tasks scenarios name
+// (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
+// multi_input, test_tool_with_task) are plain synchronous tools, for a gateway
+// to run as its own tasks; with FIXTURE_TASKS=1 (dual or modern era only) the
+// 2026-07-28 side runs them as tasks itself (fixture-modern-tasks.mjs), for a
+// gateway to pass through.
+//
 // Environment:
 //   PORT                        listening port (default 3101; 0 = any free port)
 //   FIXTURE_ERA                 legacy (default) | dual | modern
 //   FIXTURE_RETRY_MS            the SSE `retry:` hint, in ms (default 500)
 //   FIXTURE_SERVER_REQUESTS     auto (default) | standalone | related
+//   FIXTURE_TASKS=1             the 2026-07-28 side implements the tasks extension
 //   FIXTURE_QUIET=1             no per-request log lines on stderr
 //   SWITCHYARD_EXIT_ON_STDIN_EOF=1  exit when stdin reaches end-of-file (lets a
 //                               harness holding the pipe take the fixture down
@@ -96,6 +105,7 @@ const RETRY_MS = Number(process.env.FIXTURE_RETRY_MS ?? 500);
 const SERVER_REQUESTS = process.env.FIXTURE_SERVER_REQUESTS ?? "auto";
 const QUIET = process.env.FIXTURE_QUIET === "1";
 const ERA = process.env.FIXTURE_ERA ?? "legacy";
+const TASKS = process.env.FIXTURE_TASKS ?? "0";
 
 if (!Number.isInteger(PORT) || PORT < 0 || PORT > 65535) {
   console.error(`fixture: bad PORT ${JSON.stringify(process.env.PORT)}`);
@@ -103,6 +113,10 @@ if (!Number.isInteger(PORT) || PORT < 0 || PORT > 65535) {
 }
 if (!["legacy", "dual", "modern"].includes(ERA)) {
   console.error(`fixture: FIXTURE_ERA must be legacy, dual or modern`);
+  process.exit(2);
+}
+if (!["0", "1"].includes(TASKS) || (TASKS === "1" && ERA === "legacy")) {
+  console.error(`fixture: FIXTURE_TASKS must be 0 or 1, and 1 needs FIXTURE_ERA dual or modern`);
   process.exit(2);
 }
 if (!["auto", "standalone", "related"].includes(SERVER_REQUESTS)) {
@@ -286,9 +300,9 @@ const TOOLS = [
     description: "Closes the SSE stream of its own POST mid-call, then completes (SEP-1699 polling)",
     inputSchema: NO_ARGS,
   },
-  // The tools the tasks extension's scenarios name, as plain synchronous tools: the fixture implements no tasks,
-  // so a gateway in front of it must run them as its own tasks. `failing_job` says it requires tasks (a gateway
-  // keeps that and refuses a call that cannot become a task).
+  // The tools the tasks extension's scenarios name, as plain synchronous tools: unless FIXTURE_TASKS=1, the
+  // fixture implements no tasks, so a gateway in front of it must run them as its own tasks. `failing_job` says it
+  // requires tasks (a gateway keeps that and refuses a call that cannot become a task).
   {
     name: "greet",
     description: "Returns Hello, {name}!",
@@ -923,6 +937,7 @@ app.use((req, res, next) => {
 
 const serveModern = createModernHandler({
   mode: ERA,
+  tasks: TASKS === "1",
   legacyVersions: SUPPORTED_PROTOCOL_VERSIONS,
   // test_trigger_tool_change announces on listen streams: the modern side has a tool list that changes.
   capabilities: { ...CAPABILITIES, tools: { listChanged: true } },

@@ -15,7 +15,10 @@
 #    server-everything, judged against baseline-server-2026.txt, the tasks extension's scenarios included (the
 #    gateway runs the fixture's synchronous tools as its own tasks);
 # 5. the same requirement set through a gateway in front of server-everything alone (a 2025-era server behind
-#    the 2026-07-28 front), judged against baseline-server-everything-2026.txt;
+#    the 2026-07-28 front), judged against baseline-server-everything-2026.txt; and through a gateway with
+#    `tasks = "passthrough"` in front of a third fixture that implements the tasks extension itself
+#    (FIXTURE_ERA=dual FIXTURE_TASKS=1), the tasks scenarios judged again (now the fixture's own tasks, under the
+#    gateway's sealed ids), against baseline-server-2026-passthrough.txt;
 # 6. client role with the newest suite: the client scenarios 2026-07-28 requires, each at that wire
 #    (`--spec-version 2026-07-28`), judged against baseline-client-2026.txt;
 # 7. for information only (never failing the run): the newest suite's 2025-11-25 server requirement set, through
@@ -23,12 +26,13 @@
 #
 #   tests/conformance/run-all.sh        (after `cargo build --bin switchyard`, or with SWITCHYARD_BIN)
 #   CONFORMANCE_RUNS="server-2026" tests/conformance/run-all.sh    (only some runs: server, server-stdio, client,
-#                         fixture-2026, server-2026, server-everything-2026, client-2026, server-next-2025)
+#                         fixture-2026, server-2026, server-everything-2026, server-2026-passthrough, client-2026,
+#                         server-next-2025)
 #
 # Everything listens on 127.0.0.1 only and is stopped on exit. Exit status 0 only when every run passes against
 # its baseline; each run ends with its summary line (`conformance-server: …`, `conformance-server-stdio: …`,
 # `conformance-client: …`, `conformance-fixture-2026: …`, `conformance-server-2026: …`, `conformance-server-everything-2026: …`,
-# `conformance-client-2026: …`, `conformance-server-next-2025: …`): "P passed, F failed, X skipped" over
+# `conformance-server-2026-passthrough: …`, `conformance-client-2026: …`, `conformance-server-next-2025: …`): "P passed, F failed, X skipped" over
 # scenarios, F the unexpected failures, X the baselined ones, and ", U unexpectedly passing" when baselined
 # scenarios passed (shrink that baseline).
 set -euo pipefail
@@ -68,7 +72,7 @@ wait_for() {
 start_fixture() {
     local name="$1" era="$2"
     fixture_port="$(free_port)"
-    FIXTURE_ERA="$era" PORT="$fixture_port" "$NODE" "$HERE/fixture.mjs" >"$work/$name.log" 2>&1 &
+    FIXTURE_ERA="$era" FIXTURE_TASKS="${3:-0}" PORT="$fixture_port" "$NODE" "$HERE/fixture.mjs" >"$work/$name.log" 2>&1 &
     pids+=($!)
 }
 start_fixture fixture legacy
@@ -130,7 +134,9 @@ everything_gateway_port="$gateway_port"
 TASKS_SCENARIOS="tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
     tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
     tasks-required-task-error tasks-mrtr-composition"
-RUNS=" ${CONFORMANCE_RUNS:-server server-stdio client fixture-2026 server-2026 server-everything-2026 client-2026 server-next-2025} "
+ALL_RUNS="server server-stdio client fixture-2026 server-2026 server-everything-2026 server-2026-passthrough"
+ALL_RUNS+=" client-2026 server-next-2025"
+RUNS=" ${CONFORMANCE_RUNS:-$ALL_RUNS} "
 runs() { [[ "$RUNS" == *" $1 "* ]]; }
 
 status=0
@@ -164,6 +170,17 @@ if runs server-everything-2026; then
     CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2026-07-28 \
         CONFORMANCE_LABEL=conformance-server-everything-2026 bash "$HERE/run-server-suite.sh" \
         "http://127.0.0.1:$everything_gateway_port/mcp" "$HERE/baseline-server-everything-2026.txt" || status=1
+fi
+if runs server-2026-passthrough; then
+    echo "==> conformance 0.2.0, server role, 2026-07-28 requirements: Switchyard passing through the tasks of a" \
+        "fixture that runs them itself" >&2
+    # Only this run needs the fixture in its tasks mode and its gateway: started here, not for every run.
+    start_fixture fixture-tasks dual 1
+    start_gateway switchyard-passthrough "$(printf '[[backends]]\nname = "fixture"\nurl = "http://127.0.0.1:%s/mcp"\nprefix = ""\ntasks = "passthrough"\n' "$fixture_port")" fixture
+    CONFORMANCE_PACKAGE=conformance-next CONFORMANCE_REQUIREMENTS=2026-07-28 \
+        CONFORMANCE_LABEL=conformance-server-2026-passthrough CONFORMANCE_ALSO_SCORED="$TASKS_SCENARIOS" \
+        bash "$HERE/run-server-suite.sh" "http://127.0.0.1:$gateway_port/mcp" \
+        "$HERE/baseline-server-2026-passthrough.txt" || status=1
 fi
 if runs client-2026; then
     echo "==> conformance 0.2.0, client role, 2026-07-28 requirements: Switchyard as the client of its mock servers" >&2

@@ -7,6 +7,7 @@
 mod input;
 mod notifications;
 mod passthrough;
+mod passthrough_2026;
 
 use std::time::{Duration, Instant};
 

@@ -53,6 +53,11 @@ impl<'a> CallContext<'a> {
         Self { subject_token, ..self }
     }
 
+    /// The same call, allowed `lasting` from now whatever the target's timeout (a stream held open on purpose).
+    pub fn lasting(self, lasting: std::time::Duration) -> Self {
+        Self { deadline: Instant::now() + lasting, ..self }
+    }
+
     pub fn deadline(&self) -> Instant {
         self.deadline
     }

@@ -11,8 +11,9 @@
 //!   announced by the gateway (its capabilities say so), so those opt-ins are not honored. `taskIds` (the tasks
 //!   extension) is honored as given: `notifications/tasks` (the `DetailedTask`, as `tasks/get` answers) for each
 //!   status written for one of those tasks of the stream's principal, by this replica or, on a fleet, by
-//!   another ([`crate::router::CallRouter::task_changed_elsewhere`]); another principal's task id is acknowledged
-//!   like any other and never announced (no existence leak).
+//!   another ([`crate::router::CallRouter::task_changed_elsewhere`]), and for a backend's own task (a sealed
+//!   passthrough id) each status the backend announces on a listen stream the gateway holds on it meanwhile;
+//!   another principal's task id is acknowledged like any other and never announced (no existence leak).
 //! - Nothing the agent did not opt into is sent, and every message carries
 //!   `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen request's id. Keep-alive comments while idle.
 //! - Closing the stream ends the subscription: a URI no other open listen stream of the same principal still
@@ -37,7 +38,7 @@ use crate::front::error::FrontError;
 use crate::front::stream::KEEP_ALIVE;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{RelayMessage, SessionHolder, SessionMessage, jsonrpc, meta};
-use crate::router::{CallRouter, Caller, TaskChange, TaskEar, TaskHearing, ToolsChanged, View};
+use crate::router::{BackendTaskWatch, CallRouter, Caller, TaskChange, TaskEar, TaskHearing, ToolsChanged, View};
 
 type Inbox = mpsc::UnboundedSender<Value>;
 
@@ -60,6 +61,8 @@ struct Registration {
     listens: Arc<Listens>,
     holder: SessionHolder,
     id: u64,
+    /// The stream's inbox, for what else reaches it (backends' task statuses).
+    inbox: Inbox,
 }
 
 impl Listens {
@@ -70,8 +73,8 @@ impl Listens {
     ) -> (Registration, mpsc::UnboundedReceiver<Value>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (inbox, messages) = mpsc::unbounded_channel();
-        self.open.lock().entry(holder.clone()).or_default().push(Listener { id, uris, inbox });
-        (Registration { listens: Arc::clone(self), holder, id }, messages)
+        self.open.lock().entry(holder.clone()).or_default().push(Listener { id, uris, inbox: inbox.clone() });
+        (Registration { listens: Arc::clone(self), holder, id, inbox }, messages)
     }
 
     /// Whether an open stream of `holder` still subscribes to `uri`.
@@ -198,6 +201,8 @@ struct TaskWatch {
     changes: broadcast::Receiver<TaskChange>,
     /// The principal hears its task statuses while the stream is open.
     _hearing: TaskHearing,
+    /// The backends' own tasks among the ids (passthrough), heard on the backends' listen streams meanwhile.
+    _backends: BackendTaskWatch,
 }
 
 /// The next `notifications/tasks` for the stream; pending forever when it watches no task.
@@ -248,7 +253,8 @@ impl Front {
             honored.insert("taskIds".into(), json!(ids));
             let (principal, changes) = (caller.fairness_key(), self.router.task_changes());
             let _hearing = self.router.hear_tasks(TaskEar::Principal(principal.clone()));
-            TaskWatch { principal, ids: ids.into_iter().collect(), changes, _hearing }
+            let _backends = self.router.watch_backend_tasks(&caller, &ids, &registration.inbox);
+            TaskWatch { principal, ids: ids.into_iter().collect(), changes, _hearing, _backends }
         });
         let ack = jsonrpc::notification(method::SUBSCRIPTIONS_ACKNOWLEDGED, Some(json!({"notifications": honored})));
         let changes = self.router.tool_changes();

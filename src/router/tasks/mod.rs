@@ -31,6 +31,7 @@ mod audience;
 mod extension;
 mod input;
 mod passthrough;
+mod passthrough_listen;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -54,6 +55,7 @@ use crate::mcp::{Relay, SessionHolder, jsonrpc};
 pub use audience::{TaskEar, TaskHearing};
 pub use extension::TASKS_EXTENSION;
 pub(super) use passthrough::names_backend_task;
+pub use passthrough_listen::BackendTaskWatch;
 pub use wire::RELATED_TASK_META;
 
 /// The ttl of a task that did not ask for one.

@@ -18,7 +18,8 @@
 //!   in, the sealed id out.
 //! - The backend's `notifications/tasks/status` on that session's standalone stream (opened by the creating
 //!   call) reach the agent with the sealed id; a status for a task not created through this instance is not
-//!   relayed (its sealed id is not known here, and the backend's id is never shown).
+//!   relayed (its sealed id is not known here, and the backend's id is never shown). A 2026-07-28 backend's
+//!   `notifications/tasks` reach the agent's listen streams that name the sealed id ([`super::passthrough_listen`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,13 +54,13 @@ type CreatedKey = (SessionHolder, Arc<str>, String);
 
 /// What a sealed id binds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct BackendTask {
+pub(super) struct BackendTask {
     #[serde(rename = "p")]
     principal: String,
     #[serde(rename = "b")]
-    backend: String,
+    pub(super) backend: String,
     #[serde(rename = "t")]
-    task: String,
+    pub(super) task: String,
 }
 
 /// Seals backends' task ids and remembers those created here.
@@ -92,7 +93,7 @@ impl Passthrough {
 
     /// The backend task the sealed `id` names; an id that does not open, or is another principal's, is an
     /// unknown task.
-    fn open(&self, id: &str, principal: &str) -> Result<BackendTask, RpcFailure> {
+    pub(super) fn open(&self, id: &str, principal: &str) -> Result<BackendTask, RpcFailure> {
         let sealed = id.strip_prefix(PREFIX).filter(|_| id.len() <= MAX_ID_LEN);
         let opened = sealed.and_then(|sealed| self.seal.load().open(sealed).ok());
         let bound: Option<BackendTask> = opened.and_then(|payload| serde_json::from_slice(&payload).ok());

@@ -122,6 +122,17 @@ impl InteropServer {
     /// The conformance fixture serving the protocol era `era` (`legacy`, `dual` or `modern`), or `None` if Node or
     /// the SDK is not installed (outside CI).
     pub fn fixture(era: &'static str) -> Option<Self> {
+        Self::fixture_in(era, "0")
+    }
+
+    /// The conformance fixture serving both eras, its 2026-07-28 side running the tasks scenarios' tools as tasks
+    /// of its own (`FIXTURE_TASKS=1`: the tasks extension, for a gateway to pass through), or `None` if Node or the
+    /// SDK is not installed (outside CI). Its stderr logs each task request (`task <what> <id>`).
+    pub fn fixture_with_tasks() -> Option<Self> {
+        Self::fixture_in("dual", "1")
+    }
+
+    fn fixture_in(era: &'static str, tasks: &'static str) -> Option<Self> {
         let (node, entry) = everything_command()?;
         let node_modules = entry.ancestors().nth(4).expect("node_modules above server-everything").to_path_buf();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/fixture.mjs");
@@ -131,6 +142,7 @@ impl InteropServer {
                 .arg(&script)
                 .env("PORT", port.to_string())
                 .env("FIXTURE_ERA", era)
+                .env("FIXTURE_TASKS", tasks)
                 .env("SWITCHYARD_INTEROP_NODE_MODULES", &node_modules)
                 .env("SWITCHYARD_EXIT_ON_STDIN_EOF", "1");
             command

@@ -42,17 +42,17 @@ fn tool_call(backend: &FaultBackend, n: usize) -> Value {
 }
 
 /// A 2026-07-28 agent that declares the tasks extension on every request.
-struct TaskAgent(ModernAgent);
+pub(super) struct TaskAgent(pub(super) ModernAgent);
 
 impl TaskAgent {
-    async fn send(&self, method: &str, mut params: Value) -> Value {
+    pub(super) async fn send(&self, method: &str, mut params: Value) -> Value {
         params["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}});
         let reply = self.0.send_with(json!(method), method, params, |_| {}).await;
         reply.body.unwrap_or_else(|| panic!("{method}: no answer in {}", reply.raw))
     }
 
     /// `tasks/get` until the task leaves `from`.
-    async fn next_status(&self, id: &Value, from: &str) -> Value {
+    pub(super) async fn next_status(&self, id: &Value, from: &str) -> Value {
         for _ in 0..200 {
             let got = self.send("tasks/get", json!({"taskId": id})).await;
             if got["result"]["status"] != from {
@@ -63,7 +63,7 @@ impl TaskAgent {
         panic!("task {id} stayed {from}");
     }
 
-    async fn update(&self, id: &Value, responses: Value) -> Value {
+    pub(super) async fn update(&self, id: &Value, responses: Value) -> Value {
         self.send("tasks/update", json!({"taskId": id, "inputResponses": responses})).await
     }
 }

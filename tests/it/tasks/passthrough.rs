@@ -35,13 +35,13 @@ async fn research(agent: &Agent, topic: &str, idempotency_key: &str) -> Value {
 }
 
 /// The backend's own id inside a sealed id (sealed ids are signed, not encrypted).
-fn backend_id(sealed: &str) -> String {
+pub(super) fn backend_id(sealed: &str) -> String {
     let payload = sealed.strip_prefix("syt1.").and_then(|rest| rest.split('.').next()).expect("a sealed id");
     let bound: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON");
     bound["t"].as_str().expect("the backend's id").to_owned()
 }
 
-fn refused_as_unknown(answer: &Value) {
+pub(super) fn refused_as_unknown(answer: &Value) {
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
 }
 

@@ -7,7 +7,8 @@
 //!   requests) and the client info, plus the log level the agent asked for, if any. The caller's other `_meta`
 //!   members (its progress token, trace context) stay.
 //! - Over HTTP every request also carries `Mcp-Method`, `Mcp-Name` for `tools/call` and `prompts/get` (the
-//!   backend's own, unprefixed tool or prompt name) and `resources/read` (the URI), each as
+//!   backend's own, unprefixed tool or prompt name), `resources/read` (the URI) and the tasks extension's
+//!   `tasks/get`, `tasks/update` and `tasks/cancel` (the backend's task id), each as
 //!   [`encode_header_value`] gives it, and the `Mcp-Param-*` headers of the tool called ([`super::tool_headers`]).
 //! - Methods 2026-07-28 removed are answered here for the slot: `logging/setLevel` becomes the `_meta` log level of
 //!   later requests; `resources/subscribe` and `resources/unsubscribe` change the slot's `subscriptions/listen`
@@ -44,6 +45,7 @@ pub(crate) fn mirrored_headers(message: &Value) -> Result<Vec<(HeaderName, Heade
     let named = match method {
         method::TOOLS_CALL | method::PROMPTS_GET => message.pointer("/params/name"),
         method::RESOURCES_READ => message.pointer("/params/uri"),
+        method::TASKS_GET | method::TASKS_UPDATE | method::TASKS_CANCEL => message.pointer("/params/taskId"),
         _ => None,
     };
     let mut headers = vec![(HeaderName::from_static(METHOD_HEADER), header_value(method)?)];
@@ -134,6 +136,8 @@ mod tests {
         assert_eq!(headers(read)[1], ("mcp-name".into(), "=?base64?ZmlsZTovLy90bXAvw6Q=?=".into()));
         let prompt = json!({"method": "prompts/get", "params": {"name": "p"}});
         assert_eq!(headers(prompt)[1].1, "p");
+        let task = json!({"method": "tasks/cancel", "params": {"taskId": "t-1"}});
+        assert_eq!(headers(task)[1], ("mcp-name".into(), "t-1".into()), "the task id, as the tasks extension names it");
         assert_eq!(headers(json!({"method": "tools/list", "params": {}})).len(), 1, "nothing named");
     }
 }
