@@ -75,7 +75,7 @@ pub use error::OAuthError;
 pub use exchange::DEFAULT_LIFETIME as DEFAULT_EXCHANGED_LIFETIME;
 pub use http::HttpLimits;
 pub use pin::ISSUER_PIN_PRINCIPAL;
-pub use store::{GATEWAY_PRINCIPAL, StoreCall, StoredToken, TokenStore};
+pub use store::{BackendTokenRow, GATEWAY_PRINCIPAL, StoreCall, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
@@ -723,7 +723,7 @@ impl OAuthClient {
     }
 
     async fn save(&self, owner: &str, backend: &str, tokens: &TokenSet) -> Result<(), OAuthError> {
-        let row = StoredToken {
+        let row = BackendTokenRow {
             principal: owner.to_owned(),
             backend: backend.to_owned(),
             sealed: self.vault.seal(owner, backend, tokens)?,
