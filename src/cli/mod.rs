@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod calls;
+pub mod discovered;
 pub mod healthcheck;
 pub mod import;
 pub mod init;
