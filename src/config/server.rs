@@ -374,12 +374,8 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &HashMap<String, String>
     let (var, key) = ("SWITCHYARD_MAX_CONNECTIONS_PER_PRINCIPAL", "max_connections_per_principal");
     lookup.set(&mut s.max_connections_per_principal, var, key, per_principal)?;
     let streams = |text: &str| STREAMS.parse(text);
-    lookup.set(
-        &mut s.max_streams_per_session,
-        "SWITCHYARD_MAX_STREAMS_PER_SESSION",
-        "max_streams_per_session",
-        streams,
-    )?;
+    let (var, key) = ("SWITCHYARD_MAX_STREAMS_PER_SESSION", "max_streams_per_session");
+    lookup.set(&mut s.max_streams_per_session, var, key, streams)?;
     let processes = |text: &str| PROCESSES.parse(text);
     lookup.set(&mut s.max_stdio_processes, "SWITCHYARD_MAX_STDIO_PROCESSES", "max_stdio_processes", processes)?;
     let public_url = |text: &str| parse_public_url(text).map(Some);
