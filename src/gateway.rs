@@ -396,6 +396,13 @@ impl Gateway {
             }
         }
         self.stop_processes().await;
+        self.settle_leftovers().await;
+        Ok(())
+    }
+
+    /// After the last request: what this process leaves is settled (its running calls `unknown`, its tasks
+    /// failed), and the spans and audit events still queued are flushed, each for at most `FLUSH_WAIT`.
+    async fn settle_leftovers(&self) {
         // Calls still running now will not be settled by this process: their outcome is unknown.
         let ledger = self.router.ledger();
         match ledger.store.orphan(&ledger.owner).await {
@@ -417,7 +424,6 @@ impl Gateway {
         {
             tracing::warn!("the last audit events were not written before shutdown");
         }
-        Ok(())
     }
 
     /// Stops every stdio backend process this gateway started, each with its process group (stdin closed,

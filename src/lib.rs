@@ -31,3 +31,4 @@ pub mod secret;
 pub(crate) mod swap;
 mod sys;
 pub mod telemetry;
+pub(crate) mod token_row;

@@ -8,8 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use switchyard::catalog::BackendStatus;
-use switchyard::catalog::screen::screen;
 use switchyard::config::{Config, LogFormat, parse_log_format};
 use switchyard::gateway::Gateway;
 use switchyard::gateway::reload::{ConfigSource, Reloader};
@@ -21,9 +19,7 @@ mod cli;
 
 use cli::ToolsAction;
 use cli::calls::{CallsAction, CallsFilter};
-use cli::table::{first_line, print_table};
 use cli::tasks::TasksFilter;
-use cli::terminal::escaped;
 
 // glibc's allocator cost about a third of the gateway's CPU per call under load (BENCHMARKS.md); mimalloc's
 // thread-local free lists fit the many short-lived allocations of request handling.
@@ -222,10 +218,11 @@ fn each_cause_once(error: &anyhow::Error) -> String {
 async fn run(command: Command, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { listen, log_format } => serve(config, listen, log_format).await,
-        Command::Check => check(config).await,
-        Command::Tools { action: None } => tools(config).await,
+        Command::Check => cli::discovered::check(load_for_discovery(config).await?).await,
+        Command::Tools { action: None } => cli::discovered::tools(load_for_discovery(config).await?).await,
         Command::Tools { action: Some(ToolsAction::Search { query, principal, limit }) } => {
-            search_tools(config, &query, principal.as_deref(), usize::from(limit)).await
+            let gateway = load_for_discovery(config).await?;
+            cli::discovered::search(gateway, &query, principal.as_deref(), usize::from(limit)).await
         }
         Command::Tools { action: Some(ToolsAction::Pins(action)) } => cli::pins::run(action, config).await,
         Command::Reload => cli::reload::run(config).await,
@@ -422,121 +419,6 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     interrupt.await.unwrap_or_default();
     tracing::info!("shutting down");
-}
-
-/// Exit status 1 when a backend failed discovery or a tool was withheld: both need the operator's attention.
-async fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let gateway = load_for_discovery(config).await?;
-    Gateway::load_tls(&gateway.config)?;
-    gateway.discover_once().await;
-    let catalog = gateway.router.catalog();
-    let rows = catalog
-        .routes()
-        .iter()
-        .map(|route| [route.exposed.clone(), route.backend.to_string(), route.name.clone()])
-        .collect();
-    print_table(["EXPOSED NAME", "BACKEND", "TOOL"], rows);
-    println!("data directory: {}", gateway.config.server.data_dir.display());
-    // Rules the operator should know, not failures: the exit status stays as discovery decides.
-    for note in gateway.config.principal_notes() {
-        println!("note: {note}");
-    }
-    let failures = backend_failures(&gateway);
-    for failure in &failures {
-        println!("{failure}");
-    }
-    let mut healthy = failures.is_empty();
-    for withheld in catalog.withheld() {
-        healthy = false;
-        println!(
-            "withheld: {} `{}` of backend `{}`: {}",
-            withheld.kind,
-            escaped(&withheld.name),
-            withheld.backend,
-            escaped(&withheld.reason)
-        );
-    }
-    // Findings are for the operator to judge (`screen` decides what they do); they leave the exit status alone.
-    for finding in screening_findings(&gateway) {
-        println!("{finding}");
-    }
-    gateway.stop_processes().await;
-    Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// What screening finds in the definitions of every tool discovered (served or quarantined), one line each.
-fn screening_findings(gateway: &Gateway) -> Vec<String> {
-    let catalog = gateway.router.catalog();
-    let mut routes = catalog.routes();
-    routes.extend(catalog.quarantined_tools());
-    let mut lines = Vec::new();
-    for route in routes {
-        let Some(backend) = gateway.config.backends.iter().find(|backend| *backend.name == *route.backend) else {
-            continue;
-        };
-        for finding in screen(&route.bare, backend.pins.max_description) {
-            let (name, finding) = (escaped(&route.name), escaped(&finding.0));
-            lines.push(format!("suspicious: tool `{name}` of backend `{}`: {finding}", route.backend));
-        }
-    }
-    lines
-}
-
-/// Each backend's failure once, in the sentence that names the backend, its URL or command, and the cause: a failed
-/// discovery, or else a stdio backend's failing starts.
-fn backend_failures(gateway: &Gateway) -> Vec<String> {
-    let mut failed = Vec::new();
-    let mut lines = Vec::new();
-    for backend in gateway.router.catalog().statuses() {
-        if let BackendStatus::Failed { error } = backend.status {
-            lines.push(format!("discovery failed: {}", escaped(&error)));
-            failed.push(backend.name);
-        }
-    }
-    for (backend, failures, error, _) in gateway.router.failing_starts() {
-        if !failed.contains(&backend) {
-            lines.push(format!("process does not start (failed starts in a row: {failures}): {}", escaped(&error)));
-        }
-    }
-    lines
-}
-
-async fn tools(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let gateway = load_for_discovery(config).await?;
-    gateway.discover_once().await;
-    let rows = gateway
-        .router
-        .catalog()
-        .routes()
-        .iter()
-        .map(|route| {
-            let description = route.definition.get("description").and_then(|d| d.as_str()).unwrap_or_default();
-            [route.exposed.clone(), route.backend.to_string(), first_line(description, 60)]
-        })
-        .collect();
-    print_table(["NAME", "BACKEND", "DESCRIPTION"], rows);
-    // The table stays the only thing on stdout; what is missing from it, and why, goes to stderr.
-    for failure in backend_failures(&gateway) {
-        eprintln!("{failure}");
-    }
-    gateway.stop_processes().await;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn search_tools(
-    config: Option<PathBuf>,
-    query: &str,
-    principal: Option<&str>,
-    limit: usize,
-) -> anyhow::Result<ExitCode> {
-    let gateway = load_for_discovery(config).await?;
-    gateway.discover_once().await;
-    let found = cli::search::print(&gateway.router, &gateway.config, query, principal, limit);
-    for failure in backend_failures(&gateway) {
-        eprintln!("{failure}");
-    }
-    gateway.stop_processes().await;
-    Ok(found)
 }
 
 async fn demo_server(listen: SocketAddr) -> anyhow::Result<ExitCode> {

@@ -1,9 +1,14 @@
 //! The binary's subcommands that need more than a few lines; `main.rs` parses the command line and calls them.
+//!
+//! Rules: these modules use the library's public API only and never import `main.rs`; here, and in `main.rs`
+//! alone, errors become `anyhow` reports and exit codes; what is printed of agents' and backends' text goes
+//! through [`terminal`], so it is inert on the operator's terminal.
 
 pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod calls;
+pub mod discovered;
 pub mod healthcheck;
 pub mod import;
 pub mod init;

@@ -1,6 +1,7 @@
 //! Tests of the `[auth]` and `[[policies]]` sections: API keys, JWT settings, anonymous serving and their errors.
 
 use super::super::Config;
+use super::super::error::ConfigError;
 use super::super::policy::PolicySubject;
 use super::*;
 

@@ -171,6 +171,20 @@ impl<'a> EnvLookup<'a> {
         self.get_shown(var, key, parse, str::to_owned)
     }
 
+    /// Overrides `field` with the value of `var` parsed with `parse`, when `var` is set ([`EnvLookup::get`]).
+    pub(super) fn set<T>(
+        &self,
+        field: &mut T,
+        var: &str,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, Expected>,
+    ) -> Result<(), ConfigError> {
+        if let Some(value) = self.get(var, key, parse)? {
+            *field = value;
+        }
+        Ok(())
+    }
+
     /// [`EnvLookup::get`] for a value that may hold a secret: an error shows `shown(value)` instead.
     pub(super) fn get_shown<T>(
         &self,

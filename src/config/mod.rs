@@ -34,6 +34,7 @@ mod oauth;
 mod openapi;
 mod pins;
 mod policy;
+mod principals;
 mod server;
 mod starter;
 mod stdio;
@@ -206,14 +207,14 @@ impl Config {
     /// What `check` tells the operator about principals (`auth`'s rules): who may use each `authorization_code`
     /// backend, and every policy or admin entry naming a principal no agent can be.
     pub fn principal_notes(&self) -> Vec<String> {
-        auth::principal_notes(&self.auth, &self.backends, &self.policies)
+        principals::principal_notes(&self.auth, &self.backends, &self.policies)
     }
 
     /// Whether this configuration may serve on its (final) listen address (`auth`'s rules): a gateway reachable
     /// from other machines must authenticate its agents unless `[auth] anonymous = true` says otherwise, and a JWT
     /// resource server on a wildcard address needs `public_url`.
     pub fn check_serving(&self) -> Result<(), ConfigError> {
-        auth::check_serving(&self.auth, self.server.listen, self.server.public_url.is_some())
+        principals::check_serving(&self.auth, self.server.listen, self.server.public_url.is_some())
     }
 
     #[cfg(test)]
@@ -255,8 +256,8 @@ fn build(raw: &RawConfig, env: &HashMap<String, String>) -> Result<Config, Fault
     check_unique_names(&backends)?;
     let catalog = catalog::build(&raw.catalog)?;
     let auth = auth::build(raw.auth.as_ref())?;
-    auth::check_per_principal_backends(&auth, &backends)?;
-    auth::check_exchange_backends(&auth, &backends)?;
+    principals::check_per_principal_backends(&auth, &backends)?;
+    principals::check_exchange_backends(&auth, &backends)?;
     let policies = raw
         .policies
         .iter()

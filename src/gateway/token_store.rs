@@ -1,45 +1,24 @@
 //! The backend OAuth client's [`TokenStore`] over the ledger's token table: the one place the two meet, so the
-//! OAuth module never imports the ledger (the pattern of `revocation_log.rs`). Only types are translated here.
+//! OAuth module never imports the ledger (the pattern of `revocation_log.rs`). Both sides trade the one row type of the
+//! `token_row` leaf, so nothing is translated but errors (to the strings the OAuth client expects).
 
-use crate::backend::oauth::{ISSUER_PIN_PRINCIPAL, StoreCall, StoredToken, TokenStore};
+use crate::backend::oauth::{ISSUER_PIN_PRINCIPAL, StoreCall, TokenStore};
 use crate::ledger::{BackendTokenRow, LedgerStore, TokenFilter};
 
 /// The ledger's store as the OAuth client's token store.
 #[derive(Debug, Clone)]
 pub struct LedgerTokens(pub LedgerStore);
 
-fn stored(row: BackendTokenRow) -> StoredToken {
-    StoredToken {
-        principal: row.principal,
-        backend: row.backend,
-        sealed: row.sealed,
-        scopes: row.scopes,
-        expires_at: row.expires_at,
-        updated_at: row.updated_at,
-    }
-}
-
 fn one(principal: &str, backend: &str) -> TokenFilter {
     TokenFilter { principal: Some(principal.to_owned()), backend: Some(backend.to_owned()) }
 }
 
 impl TokenStore for LedgerTokens {
-    fn get<'a>(&'a self, principal: &'a str, backend: &'a str) -> StoreCall<'a, Option<StoredToken>> {
-        Box::pin(async move {
-            let row = self.0.backend_token(principal, backend).await.map_err(|error| error.to_string())?;
-            Ok(row.map(stored))
-        })
+    fn get<'a>(&'a self, principal: &'a str, backend: &'a str) -> StoreCall<'a, Option<BackendTokenRow>> {
+        Box::pin(async move { self.0.backend_token(principal, backend).await.map_err(|error| error.to_string()) })
     }
 
-    fn put(&self, token: StoredToken) -> StoreCall<'_, ()> {
-        let row = BackendTokenRow {
-            principal: token.principal,
-            backend: token.backend,
-            sealed: token.sealed,
-            scopes: token.scopes,
-            expires_at: token.expires_at,
-            updated_at: token.updated_at,
-        };
+    fn put(&self, row: BackendTokenRow) -> StoreCall<'_, ()> {
         Box::pin(async move { self.0.put_backend_token(&row).await.map_err(|error| error.to_string()) })
     }
 

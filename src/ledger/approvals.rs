@@ -115,6 +115,27 @@ impl ApprovalRow {
         self
     }
 
+    /// Unit tests' request: `bot` calling `pay`'s `send` under idempotency key `name`, awaiting its decision for
+    /// `timeout` from `requested_at`.
+    #[cfg(test)]
+    pub(crate) fn awaiting(name: &str, requested_at: SystemTime, timeout: std::time::Duration) -> ApprovalRow {
+        ApprovalRow {
+            key: ClaimKey::idempotency("bot", name),
+            principal: "bot".into(),
+            backend: "pay".into(),
+            tool: "send".into(),
+            args_digest: "d1".into(),
+            sealed_args: b"\x01sealed".to_vec(),
+            state: ApprovalState::AwaitingApproval,
+            requested_at,
+            expires_at: requested_at + timeout,
+            decided_by: None,
+            decided_at: None,
+            note: None,
+        }
+        .normalized()
+    }
+
     fn check(&self) -> Result<(), LedgerError> {
         if self.state != ApprovalState::AwaitingApproval || self.decided_by.is_some() {
             return Err(LedgerError::InvalidApproval { problem: "a new request awaits its decision".into() });

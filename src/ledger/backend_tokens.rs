@@ -12,39 +12,13 @@
 use super::LedgerStore;
 use super::error::LedgerError;
 use super::sql::Dialect;
+pub use crate::token_row::BackendTokenRow;
 
 /// The table's name (in the configured schema on Postgres).
 pub(crate) const BACKEND_TOKENS_TABLE: &str = "switchyard_backend_tokens";
 /// The largest sealed token set stored.
 pub const MAX_SEALED_TOKEN: usize = 64 * 1024;
 const MAX_NAME: usize = 1024;
-
-/// One stored row.
-#[derive(Clone, PartialEq, Eq)]
-pub struct BackendTokenRow {
-    pub principal: String,
-    pub backend: String,
-    pub sealed: Vec<u8>,
-    /// Space-separated granted scopes.
-    pub scopes: String,
-    /// Unix seconds.
-    pub expires_at: Option<u64>,
-    /// Unix seconds.
-    pub updated_at: u64,
-}
-
-impl std::fmt::Debug for BackendTokenRow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BackendTokenRow")
-            .field("principal", &self.principal)
-            .field("backend", &self.backend)
-            .field("sealed", &format_args!("<{} bytes>", self.sealed.len()))
-            .field("scopes", &self.scopes)
-            .field("expires_at", &self.expires_at)
-            .field("updated_at", &self.updated_at)
-            .finish()
-    }
-}
 
 /// Which rows a list or delete touches; `None` matches every value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

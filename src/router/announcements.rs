@@ -154,7 +154,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::ledger::{ApprovalRow, ApprovalState, Decision};
+    use crate::ledger::{ApprovalRow, Decision};
 
     fn approvals_counted(metrics: &Metrics) -> bool {
         metrics.encode().lines().any(|line| line.starts_with("switchyard_approvals_total{decision=\"approved\"} 1"))
@@ -163,21 +163,7 @@ mod tests {
     #[tokio::test]
     async fn decisions_are_read_back_only_while_something_can_be_announced() {
         let (store, metrics, now) = (LedgerStore::memory(), Metrics::new(), SystemTime::now());
-        let row = ApprovalRow {
-            key: ClaimKey::idempotency("bot", "pay-1"),
-            principal: "bot".into(),
-            backend: "pay".into(),
-            tool: "send".into(),
-            args_digest: "d1".into(),
-            sealed_args: b"\x01sealed".to_vec(),
-            state: ApprovalState::AwaitingApproval,
-            requested_at: now,
-            expires_at: now + Duration::from_secs(3600),
-            decided_by: None,
-            decided_at: None,
-            note: None,
-        }
-        .normalized();
+        let row = ApprovalRow::awaiting("pay-1", now, Duration::from_secs(3600));
         store.request_approval(row.clone()).await.expect("request");
         let decision = Decision { approve: true, by: "ann".into(), note: None, at: now };
         store.decide_approval(&row.key, &decision).await.expect("decided with the command line");

@@ -8,7 +8,7 @@
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
 //! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
 //! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
-//! parts a reload replaces; `raw_json`, `civil_date`, `seal` and `secret` are leaves too. A failure names the file, the line, the path and the rule broken.
+//! parts a reload replaces; `raw_json`, `civil_date`, `seal`, `secret` and `token_row` are leaves too. A failure names the file, the line, the path and the rule broken.
 
 mod circles;
 mod scan;
@@ -50,6 +50,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
     Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box"]),                     why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither" },
+    Rule { layer: "token_row", forbidden: ModulesBut(&["token_row"]),                       why: "the stored backend token row is shared by the backend OAuth client and the ledger, so it depends on neither" },
     Rule { layer: "secret",  forbidden: ModulesBut(&["secret"]),                            why: "the redacted secret is shared by config and the backend client, so it depends on neither" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },
     Rule { layer: "catalog", forbidden: Modules(&["router", "front", "backend"]),           why: "the catalog names tools; it knows neither how they are found nor called" },

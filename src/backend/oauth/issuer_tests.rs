@@ -93,15 +93,15 @@ async fn start(iss_supported: bool) -> (Arc<Mock>, tokio::task::JoinHandle<()>) 
 
 /// Tokens in memory.
 #[derive(Default)]
-struct Memory(Mutex<HashMap<(String, String), StoredToken>>);
+struct Memory(Mutex<HashMap<(String, String), BackendTokenRow>>);
 
 impl TokenStore for Memory {
-    fn get<'a>(&'a self, principal: &'a str, backend: &'a str) -> StoreCall<'a, Option<StoredToken>> {
+    fn get<'a>(&'a self, principal: &'a str, backend: &'a str) -> StoreCall<'a, Option<BackendTokenRow>> {
         let row = self.0.lock().expect("lock").get(&(principal.to_owned(), backend.to_owned())).cloned();
         Box::pin(async move { Ok(row) })
     }
 
-    fn put(&self, row: StoredToken) -> StoreCall<'_, ()> {
+    fn put(&self, row: BackendTokenRow) -> StoreCall<'_, ()> {
         self.0.lock().expect("lock").insert((row.principal.clone(), row.backend.clone()), row);
         Box::pin(async { Ok(()) })
     }

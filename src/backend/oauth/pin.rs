@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::OAuthError;
-use super::store::{StoredToken, TokenStore};
+use super::store::{BackendTokenRow, TokenStore};
 use super::unix_now;
 use super::vault::Vault;
 use super::{BackendOAuth, ClientIdentity};
@@ -76,7 +76,7 @@ pub(super) async fn record(
     backend: &str,
     issuer: &str,
 ) -> Result<(), OAuthError> {
-    let row = StoredToken {
+    let row = BackendTokenRow {
         principal: ISSUER_PIN_PRINCIPAL.to_owned(),
         backend: backend.to_owned(),
         sealed: vault.seal_value(ISSUER_PIN_PRINCIPAL, backend, &Pin { issuer: issuer.to_owned() })?,

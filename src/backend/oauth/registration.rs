@@ -18,6 +18,7 @@
 
 use std::sync::Arc;
 
+use reqwest::Url;
 use serde_json::{Value, json};
 
 use super::ClientIdentity;
@@ -41,7 +42,6 @@ pub(super) async fn register(
     redirect_uri: &str,
     client_name: &str,
 ) -> Result<ClientAuth, OAuthError> {
-    let supported = server.token_endpoint_auth_methods_supported.as_deref();
     match identity {
         ClientIdentity::PreRegistered { client_id, client_secret, private_key } => {
             pre_registered(client_id, client_secret.as_ref(), private_key.as_ref(), configured_method, server)
@@ -59,47 +59,57 @@ pub(super) async fn register(
                 };
                 return Err(OAuthError::NoRegistration { issuer: server.issuer.clone(), reason: reason.to_owned() });
             };
-            let wanted = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, true, false));
-            let metadata = json!({
-                "client_name": client_name,
-                "application_type": APPLICATION_TYPE,
-                "redirect_uris": [redirect_uri],
-                "grant_types": ["authorization_code", "refresh_token"],
-                "response_types": ["code"],
-                "token_endpoint_auth_method": wanted.as_str(),
-            });
-            let request = http
-                .post(endpoint)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(metadata.to_string());
-            let answer =
-                http.send(request).await.map_err(|failed| failed.error("the registration endpoint", endpoint))?;
-            let bad = |reason: String| OAuthError::BadDocument {
-                what: "client registration answer",
-                url: endpoint.to_string(),
-                reason,
-            };
-            let Some(json) = answer.json.as_ref().filter(|_| answer.status.is_success()) else {
-                return Err(bad(answer.describe()));
-            };
-            let client_id = json
-                .get("client_id")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty())
-                .ok_or_else(|| bad("no `client_id`".to_owned()))?;
-            let secret = json.get("client_secret").and_then(Value::as_str).filter(|s| !s.is_empty());
-            let answered = json.get("token_endpoint_auth_method").and_then(Value::as_str).and_then(AuthMethod::parse);
-            let method = configured_method
-                .or(answered)
-                .unwrap_or_else(|| AuthMethod::choose(supported, secret.is_some(), false));
-            Ok(ClientAuth {
-                client_id: client_id.to_owned(),
-                secret: secret.map(|secret| Secret::new(secret.to_owned())),
-                method,
-                assertion: None,
-            })
+            register_dynamically(http, endpoint, configured_method, server, redirect_uri, client_name).await
         }
     }
+}
+
+/// RFC 7591 dynamic client registration at `endpoint`: the method is the configured one, else the one the
+/// server answered, else one chosen from what it supports.
+async fn register_dynamically(
+    http: &Http,
+    endpoint: &Url,
+    configured_method: Option<AuthMethod>,
+    server: &ServerMetadata,
+    redirect_uri: &str,
+    client_name: &str,
+) -> Result<ClientAuth, OAuthError> {
+    let supported = server.token_endpoint_auth_methods_supported.as_deref();
+    let wanted = configured_method.unwrap_or_else(|| AuthMethod::choose(supported, true, false));
+    let metadata = json!({
+        "client_name": client_name,
+        "application_type": APPLICATION_TYPE,
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": wanted.as_str(),
+    });
+    let request =
+        http.post(endpoint).header(reqwest::header::CONTENT_TYPE, "application/json").body(metadata.to_string());
+    let answer = http.send(request).await.map_err(|failed| failed.error("the registration endpoint", endpoint))?;
+    let bad = |reason: String| OAuthError::BadDocument {
+        what: "client registration answer",
+        url: endpoint.to_string(),
+        reason,
+    };
+    let Some(json) = answer.json.as_ref().filter(|_| answer.status.is_success()) else {
+        return Err(bad(answer.describe()));
+    };
+    let client_id = json
+        .get("client_id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| bad("no `client_id`".to_owned()))?;
+    let secret = json.get("client_secret").and_then(Value::as_str).filter(|s| !s.is_empty());
+    let answered = json.get("token_endpoint_auth_method").and_then(Value::as_str).and_then(AuthMethod::parse);
+    let method =
+        configured_method.or(answered).unwrap_or_else(|| AuthMethod::choose(supported, secret.is_some(), false));
+    Ok(ClientAuth {
+        client_id: client_id.to_owned(),
+        secret: secret.map(|secret| Secret::new(secret.to_owned())),
+        method,
+        assertion: None,
+    })
 }
 
 /// A client the operator registered: its method (configured, else chosen) and, for `private_key_jwt`, its signer.

@@ -8,24 +8,6 @@ use crate::ledger::{
     Announced, ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, Resolution, Resolve,
 };
 
-fn request(name: &str, requested_at: SystemTime, timeout: Duration) -> ApprovalRow {
-    ApprovalRow {
-        key: ClaimKey::idempotency("bot", name),
-        principal: "bot".into(),
-        backend: "pay".into(),
-        tool: "send".into(),
-        args_digest: "d1".into(),
-        sealed_args: b"\x01sealed".to_vec(),
-        state: ApprovalState::AwaitingApproval,
-        requested_at,
-        expires_at: requested_at + timeout,
-        decided_by: None,
-        decided_at: None,
-        note: None,
-    }
-    .normalized()
-}
-
 fn decision(approve: bool, by: &str, note: Option<&str>) -> Decision {
     Decision { approve, by: by.into(), note: note.map(str::to_owned), at: SystemTime::now() }
 }
@@ -34,9 +16,9 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 pub(super) async fn an_approval_is_requested_once_and_decided_once(h: &Harness) {
     let store = &h.store;
-    let row = request("k1", SystemTime::now(), HOUR);
+    let row = ApprovalRow::awaiting("k1", SystemTime::now(), HOUR);
     assert_eq!(store.request_approval(row.clone()).await.expect("request"), ApprovalRequest::Created(row.clone()));
-    let again = request("k1", SystemTime::now() + Duration::from_secs(5), HOUR);
+    let again = ApprovalRow::awaiting("k1", SystemTime::now() + Duration::from_secs(5), HOUR);
     assert_eq!(store.request_approval(again).await.expect("retry"), ApprovalRequest::Existing(row.clone()));
     let approved = store.decide_approval(&row.key, &decision(true, "alice", Some("ok, once"))).await.expect("decide");
     assert_eq!(approved.state, ApprovalState::Approved);
@@ -53,7 +35,7 @@ pub(super) async fn an_approval_is_requested_once_and_decided_once(h: &Harness) 
 }
 
 pub(super) async fn concurrent_decisions_have_one_winner(h: &Harness) {
-    let row = request("race", SystemTime::now(), HOUR);
+    let row = ApprovalRow::awaiting("race", SystemTime::now(), HOUR);
     h.store.request_approval(row.clone()).await.expect("request");
     let tasks: Vec<_> = (0..8)
         .map(|n| {
@@ -76,7 +58,7 @@ pub(super) async fn concurrent_decisions_have_one_winner(h: &Harness) {
 
 pub(super) async fn an_undecided_request_expires_and_cannot_be_decided(h: &Harness) {
     let past = SystemTime::now() - 2 * HOUR;
-    let row = request("old", past, HOUR);
+    let row = ApprovalRow::awaiting("old", past, HOUR);
     h.store.request_approval(row.clone()).await.expect("request");
     let stored = h.store.approval(&row.key).await.expect("get").expect("present");
     assert_eq!(stored.state, ApprovalState::AwaitingApproval, "expiry is read, not written");
@@ -89,7 +71,10 @@ pub(super) async fn an_undecided_request_expires_and_cannot_be_decided(h: &Harne
 pub(super) async fn approvals_are_listed_newest_first_by_state(h: &Harness) {
     let now = SystemTime::now();
     for (n, name) in ["a", "b", "c"].iter().enumerate() {
-        h.store.request_approval(request(name, now + Duration::from_secs(n as u64), HOUR)).await.expect("request");
+        h.store
+            .request_approval(ApprovalRow::awaiting(name, now + Duration::from_secs(n as u64), HOUR))
+            .await
+            .expect("request");
     }
     h.store.decide_approval(&ClaimKey::idempotency("bot", "b"), &decision(false, "alice", None)).await.expect("deny");
     let names = |rows: Vec<ApprovalRow>| rows.into_iter().map(|row| row.key.to_string()).collect::<Vec<_>>();
@@ -101,7 +86,7 @@ pub(super) async fn approvals_are_listed_newest_first_by_state(h: &Harness) {
 }
 
 pub(super) async fn approvals_are_seen_by_a_second_instance(h: &Harness) {
-    let row = request("shared", SystemTime::now(), HOUR);
+    let row = ApprovalRow::awaiting("shared", SystemTime::now(), HOUR);
     h.store.request_approval(row.clone()).await.expect("request");
     let second = h.second().await;
     let decided = second.decide_approval(&row.key, &decision(true, "alice", None)).await.expect("decide");
@@ -110,9 +95,9 @@ pub(super) async fn approvals_are_seen_by_a_second_instance(h: &Harness) {
 
 pub(super) async fn old_decided_and_expired_requests_are_purged(h: &Harness) {
     let now = SystemTime::now();
-    let expired = request("expired", now - 3 * HOUR, HOUR);
-    let waiting = request("waiting", now - 3 * HOUR, 10 * HOUR);
-    let decided = request("decided", now - 3 * HOUR, 10 * HOUR);
+    let expired = ApprovalRow::awaiting("expired", now - 3 * HOUR, HOUR);
+    let waiting = ApprovalRow::awaiting("waiting", now - 3 * HOUR, 10 * HOUR);
+    let decided = ApprovalRow::awaiting("decided", now - 3 * HOUR, 10 * HOUR);
     for row in [&expired, &waiting, &decided] {
         h.store.request_approval(row.clone()).await.expect("request");
     }
@@ -124,10 +109,10 @@ pub(super) async fn old_decided_and_expired_requests_are_purged(h: &Harness) {
 }
 
 pub(super) async fn malformed_requests_and_notes_are_refused(h: &Harness) {
-    let mut decided = request("bad", SystemTime::now(), HOUR);
+    let mut decided = ApprovalRow::awaiting("bad", SystemTime::now(), HOUR);
     decided.state = ApprovalState::Approved;
     assert!(matches!(h.store.request_approval(decided).await, Err(LedgerError::InvalidApproval { .. })));
-    let row = request("note", SystemTime::now(), HOUR);
+    let row = ApprovalRow::awaiting("note", SystemTime::now(), HOUR);
     h.store.request_approval(row.clone()).await.expect("request");
     let long = "x".repeat(crate::ledger::MAX_NOTE + 1);
     let refused = h.store.decide_approval(&row.key, &decision(true, "alice", Some(&long))).await;
@@ -136,7 +121,7 @@ pub(super) async fn malformed_requests_and_notes_are_refused(h: &Harness) {
 
 pub(super) async fn decisions_are_read_back_by_time_and_announced_once(h: &Harness) {
     let before = SystemTime::now() - Duration::from_secs(1);
-    let row = request("feed", SystemTime::now(), HOUR);
+    let row = ApprovalRow::awaiting("feed", SystemTime::now(), HOUR);
     h.store.request_approval(row.clone()).await.expect("request");
     assert!(h.store.decided_approvals_since(before).await.expect("read").is_empty(), "undecided");
     let decided = h.store.decide_approval(&row.key, &decision(false, "alice", Some("no"))).await.expect("decide");
