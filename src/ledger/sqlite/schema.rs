@@ -9,7 +9,8 @@
 //!   procedure SQLite documents for changing `CHECK` constraints (<https://sqlite.org/lang_altertable.html>,
 //!   *Making Other Kinds Of Table Schema Changes*), inside the transaction that opens the file, and bumps the
 //!   schema cookie so every connection re-reads the definition. The schema version (`user_version`) stays: a
-//!   build from before opens the file as it always did.
+//!   build from before opens the file as it always did. Only speed depends on the rewrite, so a file where it
+//!   fails is opened all the same (with a warning).
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
