@@ -83,12 +83,27 @@ impl Dialect {
         }
     }
 
+    /// The claims' state constraint. SQLite checks `IN` of three or more values by building a temporary table each
+    /// time the row is written (every claim and every settle), so its tables spell the same test with `OR`.
+    pub(crate) fn state_check(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => STATE_CHECK,
+            Dialect::Postgres => STATE_CHECK_IN,
+        }
+    }
+
     /// What a table clustered on its key is declared with: in SQLite it saves a separate key index, so a write
     /// touches one b-tree less.
     pub(crate) fn clustered(self) -> &'static str {
         if self == Dialect::Sqlite { " WITHOUT ROWID" } else { "" }
     }
 }
+
+/// The claims' state constraint as every PostgreSQL table and the SQLite files made before the `OR` spelling
+/// declare it.
+pub(crate) const STATE_CHECK_IN: &str = "CHECK (state IN ('in_flight', 'completed', 'unknown'))";
+/// The same constraint as SQLite tables declare it (see [`Dialect::state_check`]).
+pub(crate) const STATE_CHECK: &str = "CHECK (state = 'in_flight' OR state = 'completed' OR state = 'unknown')";
 
 /// A unix time as the stores keep and compare it.
 pub(crate) fn stored_time(unix_seconds: u64) -> i64 {
@@ -178,7 +193,7 @@ impl Statements {
 
 /// The statements that create schema version 1 (tables and indexes; Postgres adds its trigger).
 pub(crate) fn create_statements(table: &str, dialect: Dialect) -> Vec<String> {
-    let clustered = dialect.clustered();
+    let (clustered, state_check) = (dialect.clustered(), dialect.state_check());
     vec![
         format!(
             "CREATE TABLE {table} (
@@ -189,7 +204,7 @@ pub(crate) fn create_statements(table: &str, dialect: Dialect) -> Vec<String> {
                 backend TEXT NOT NULL,
                 tool TEXT NOT NULL,
                 args_digest TEXT NOT NULL,
-                state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed', 'unknown')),
+                state TEXT NOT NULL {state_check},
                 result TEXT,
                 result_digest TEXT,
                 error TEXT,
@@ -292,6 +307,11 @@ mod tests {
             assert!(text.contains(&format!("'{}'", state.as_str())), "{state}");
         }
         assert!(create_statements("t", Dialect::Postgres)[0].contains("'in_flight', 'completed', 'unknown'"));
+        let sqlite = &create_statements("t", Dialect::Sqlite)[0];
+        assert!(sqlite.contains(STATE_CHECK) && !sqlite.contains(STATE_CHECK_IN), "{sqlite}");
+        for state in [ClaimState::InFlight, ClaimState::Completed, ClaimState::Unknown] {
+            assert!(STATE_CHECK.contains(&format!("state = '{}'", state.as_str())), "{state}");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   until then (see [`crate::ledger::background`]), is the next batch: a quiet call's completion and the next
 //!   call's claim share one wake-up and one transaction.
 //! - A lone job runs in autocommit mode, as its own transaction. Jobs that arrived together run in one
-//!   `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page instead of one per job.
+//!   `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page instead of one per job. Both
+//!   come from the statement cache, like every statement on this path, rather than being parsed per batch.
 //! - Each job of a batch that may change several things runs inside a savepoint of its own: a job that fails is
 //!   rolled back to its savepoint, so whatever it changed before failing is undone and the others commit without
 //!   it. Claims and settles change at most one row with one statement, and fail only when that statement did not
@@ -118,8 +119,8 @@ fn run(db: &mut Db, mut batch: Vec<Job>, committed: impl FnOnce(Duration)) {
         committed(Duration::ZERO);
         return (ran.reply)(Ok(()));
     }
-    match db.conn.execute_batch("BEGIN IMMEDIATE") {
-        Ok(()) => in_transaction(db, batch, committed),
+    match db.conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])) {
+        Ok(_) => in_transaction(db, batch, committed),
         Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
             // Another process held the write lock for the whole busy timeout: rather than have every queued
             // job wait that long again, writes fail at once (reads still work), and the next batch tries anew.
@@ -193,10 +194,9 @@ fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {
 }
 
 fn commit(db: &mut Db) -> Result<(), LedgerError> {
-    db.conn.execute_batch("COMMIT").map_err(|error| {
+    statement(db, "COMMIT").inspect_err(|_| {
         // A failed COMMIT can leave the transaction open; nothing of it may survive.
         rollback(db);
-        LedgerError::from(error)
     })
 }
 

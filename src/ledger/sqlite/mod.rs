@@ -20,6 +20,7 @@ mod limit_counters;
 mod ops;
 mod pins;
 mod revocations;
+mod schema;
 mod tasks;
 mod worker;
 
