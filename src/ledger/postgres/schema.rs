@@ -7,9 +7,9 @@
 //! - A trigger on the claims table sends `NOTIFY <channel>, <key>` whenever a claim leaves `in_flight` (settled
 //!   or deleted), in the same transaction as the change, whichever replica (or operator) made it — unless the
 //!   transaction set [`DEFER_NOTIFY`]: the batch writers announce their settles themselves right after their
-//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. The trigger's
-//!   function is redefined at every start, so a schema made by an older version gets the deferral too; an older
-//!   replica never sets it, so its settles are still announced.
+//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. A schema made by
+//!   an older version gets the deferring function at the next start; an older replica never sets the setting,
+//!   so its settles are still announced.
 //! - Names are built only from constants and a validated schema name (see [`crate::ledger::url`]), so splicing
 //!   them into SQL is safe.
 
@@ -139,9 +139,17 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     Ok(())
 }
 
-/// (Re)defines the trigger's function, at every start: a schema made by an older version gets the deferral too.
-/// A transaction that set [`DEFER_NOTIFY`] announces its settles itself after its commit (see [`super::batch`]).
+/// Defines the trigger's function unless it already honours [`DEFER_NOTIFY`] (a schema made by an older version
+/// gets the deferral at the next start; a current one is not rewritten, so a role that does not own it can
+/// still start). A transaction that set it announces its settles itself after its commit (see [`super::batch`]).
 async fn announce_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    let current = format!(
+        "SELECT coalesce(bool_or(prosrc LIKE '%{DEFER_NOTIFY}%'), false) FROM pg_proc WHERE oid = to_regproc('{}')",
+        names.function
+    );
+    if tx.query_one(&current, &[]).await?.try_get::<_, bool>(0)? {
+        return Ok(());
+    }
     tx.batch_execute(&format!(
         "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
          BEGIN
