@@ -2,10 +2,11 @@
 //! jobs given are exactly one batch.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::super::PostgresStore;
 use super::{Answer, Job, run};
@@ -14,7 +15,7 @@ use crate::ledger::background::QueuedSettle;
 use crate::ledger::error::LedgerError;
 use crate::ledger::stats::WriterCounters;
 use crate::ledger::tests::{Harness, claim_of, winners_and_losers};
-use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, new_claim_id};
+use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState, NewClaim, Settlement, WaitOutcome, new_claim_id};
 use crate::raw_json::RawJson;
 
 type Claimed = oneshot::Receiver<Result<ClaimOutcome, LedgerError>>;
@@ -119,6 +120,48 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     assert_eq!(state("c").await, Some(ClaimState::InFlight));
     assert_eq!(state("done").await, Some(ClaimState::Completed));
     assert_eq!(state("lost").await, Some(ClaimState::Unknown));
+    harness.finish().await;
+}
+
+/// A batch's settles are announced by the writer after its commit, not by the trigger inside it: a waiter on
+/// another instance is still woken at once, for every kind of settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batchs_settles_wake_waiters_on_other_instances() {
+    let Some(harness) = Harness::postgres().await else { return };
+    let store = postgres(&harness);
+    for name in ["done", "lost"] {
+        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
+        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
+    }
+    let second = harness.second().await;
+    let waiters: Vec<_> = ["done", "lost"]
+        .into_iter()
+        .map(|name| {
+            let second = second.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let key = ClaimKey::idempotency("alice", name);
+                (second.wait_settled(&key, started + Duration::from_secs(20)).await, started.elapsed())
+            })
+        })
+        .collect();
+    // The second instance's listener connects in the background.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (fresh, fresh_answer) = claim_job(claim_of("fresh", "gw-a"));
+    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
+    let (done, done_answer) = settle_job("done", "gw-a", &completed);
+    let (lost, lost_answer) = settle_job("lost", "gw-a", &Settlement::Unknown("timed out".into()));
+    run_batch(store, vec![fresh, done, lost]).await;
+
+    assert!(matches!(fresh_answer.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))));
+    done_answer.await.expect("answered").expect("completed");
+    lost_answer.await.expect("answered").expect("marked unknown");
+    for waiter in waiters {
+        let (outcome, waited) = waiter.await.expect("waiter");
+        assert!(matches!(outcome, Ok(WaitOutcome::Settled(_))), "{outcome:?}");
+        assert!(waited < Duration::from_secs(3), "the other instance was woken late: {waited:?}");
+    }
+    drop(second);
     harness.finish().await;
 }
 

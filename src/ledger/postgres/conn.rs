@@ -29,9 +29,11 @@ use crate::ledger::sql::{Dialect, Statements};
 pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections for reads, upkeep and the operator's commands.
 const GENERAL: usize = 2;
-/// Batch writers, each with its own connection: while one waits for its commit's WAL flush, another gathers
-/// and sends the next batch. Few, to leave connections for replicas; more only makes batches smaller.
-pub(super) const WRITERS: usize = 3;
+/// Batch writers, each with its own connection: while some wait for their commit's WAL flush, another gathers
+/// and sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's
+/// settles are announced after its commit, so no writer holds the notification lock across a flush; see
+/// [`super::batch`]). More writers mean a claim rarely waits for a free one; each is one more server connection.
+pub(super) const WRITERS: usize = 12;
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -101,6 +103,7 @@ pub(super) struct Prepared {
     pub(super) claim_rows: Statement,
     pub(super) others: Statement,
     pub(super) complete_rows: Statement,
+    pub(super) announce: Statement,
 }
 
 /// Every statement the connections prepare.
@@ -127,10 +130,11 @@ impl Prepared {
             client.prepare(&sql.purge),
             client.prepare(&sql.list),
         )?;
-        let (claim_rows, others, complete_rows) = tokio::try_join!(
+        let (claim_rows, others, complete_rows, announce) = tokio::try_join!(
             client.prepare(&rows.claim),
             client.prepare(&rows.others),
-            client.prepare(&rows.complete)
+            client.prepare(&rows.complete),
+            client.prepare(&rows.announce)
         )?;
         Ok(Prepared {
             insert,
@@ -146,6 +150,7 @@ impl Prepared {
             claim_rows,
             others,
             complete_rows,
+            announce,
         })
     }
 }
@@ -196,8 +201,13 @@ struct Slot {
 impl Connector {
     /// A connector for the claims table `table` whose first session is `client` (already connected and migrated
     /// by the caller).
-    pub(super) async fn new(config: Config, table: &str, client: Client) -> Result<Connector, LedgerError> {
-        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table) };
+    pub(super) async fn new(
+        config: Config,
+        table: &str,
+        channel: &str,
+        client: Client,
+    ) -> Result<Connector, LedgerError> {
+        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table, channel) };
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
         let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {

@@ -120,7 +120,7 @@ impl PostgresStore {
         let names = schema::Names::new(url.schema.as_deref());
         let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
         schema::migrate(&mut client, &names).await?;
-        let conn = Connector::new(config.clone(), &names.claims, client).await?;
+        let conn = Connector::new(config.clone(), &names.claims, &names.channel, client).await?;
         let conn = Arc::new(conn);
         let writers = Writers::start(conn.clone(), linger);
         let waiters = Arc::new(Waiters::default());

@@ -5,8 +5,11 @@
 //!   under a transaction-level advisory lock, so replicas starting together migrate once and never see a
 //!   half-created schema.
 //! - A trigger on the claims table sends `NOTIFY <channel>, <key>` whenever a claim leaves `in_flight` (settled
-//!   or deleted), in the same transaction as the change, whichever replica (or operator) made it. Lease
-//!   renewals do not touch `state` and so do not fire it.
+//!   or deleted), in the same transaction as the change, whichever replica (or operator) made it — unless the
+//!   transaction set [`DEFER_NOTIFY`]: the batch writers announce their settles themselves right after their
+//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. A schema made by
+//!   an older version gets the deferring function at the next start; an older replica never sets the setting,
+//!   so its settles are still announced.
 //! - Names are built only from constants and a validated schema name (see [`crate::ledger::url`]), so splicing
 //!   them into SQL is safe.
 
@@ -24,6 +27,10 @@ use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::resolutions::{self, RESOLUTIONS_TABLE};
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
+
+/// The session setting (a custom placeholder) under which the trigger leaves the `NOTIFY` to its transaction's
+/// writer: `SET LOCAL switchyard.defer_notify = 'on'`.
+pub(super) const DEFER_NOTIFY: &str = "switchyard.defer_notify";
 
 /// Serialises migrations of every Switchyard ledger in a database ("SWLEDGER" in ASCII).
 const MIGRATION_LOCK: i64 = 0x5357_4c45_4447_4552;
@@ -108,7 +115,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     };
     match version {
         None => create(&tx, names).await?,
-        Some(SCHEMA_VERSION) => {}
+        Some(SCHEMA_VERSION) => announce_settled(&tx, names).await?,
         Some(found) if found > SCHEMA_VERSION => {
             return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION }.into());
         }
@@ -132,6 +139,34 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     Ok(())
 }
 
+/// Defines the trigger's function unless it already honours [`DEFER_NOTIFY`] (a schema made by an older version
+/// gets the deferral at the next start; a current one is not rewritten, so a role that does not own it can
+/// still start). A transaction that set it announces its settles itself after its commit (see [`super::batch`]).
+async fn announce_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    let current = format!(
+        "SELECT coalesce(bool_or(prosrc LIKE '%{DEFER_NOTIFY}%'), false) FROM pg_proc WHERE oid = to_regproc('{}')",
+        names.function
+    );
+    if tx.query_one(&current, &[]).await?.try_get::<_, bool>(0)? {
+        return Ok(());
+    }
+    tx.batch_execute(&format!(
+        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+         BEGIN
+             IF OLD.state = 'in_flight' AND (TG_OP = 'DELETE' OR NEW.state <> 'in_flight')
+                 AND current_setting('{DEFER_NOTIFY}', true) IS DISTINCT FROM 'on' THEN
+                 PERFORM pg_notify('{channel}', OLD.key);
+             END IF;
+             RETURN NULL;
+         END
+         $body$;",
+        function = names.function,
+        channel = names.channel,
+    ))
+    .await?;
+    Ok(())
+}
+
 fn parse_version(text: &str) -> Result<i64, LedgerError> {
     text.parse().map_err(|_| LedgerError::corrupt(format!("the schema version {text:?} is not a number")))
 }
@@ -140,19 +175,11 @@ async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(
     for statement in create_statements(&names.claims, Dialect::Postgres) {
         tx.batch_execute(&statement).await?;
     }
+    announce_settled(tx, names).await?;
     tx.batch_execute(&format!(
-        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
-         BEGIN
-             IF OLD.state = 'in_flight' AND (TG_OP = 'DELETE' OR NEW.state <> 'in_flight') THEN
-                 PERFORM pg_notify('{channel}', OLD.key);
-             END IF;
-             RETURN NULL;
-         END
-         $body$;
-         CREATE TRIGGER {CLAIMS_TABLE}_settled AFTER UPDATE OF state OR DELETE ON {claims}
+        "CREATE TRIGGER {CLAIMS_TABLE}_settled AFTER UPDATE OF state OR DELETE ON {claims}
              FOR EACH ROW EXECUTE PROCEDURE {function}();",
         function = names.function,
-        channel = names.channel,
         claims = names.claims,
     ))
     .await?;
@@ -183,5 +210,11 @@ mod tests {
         assert_eq!(scoped.fleet_mail, "sy.switchyard_fleet_mail");
         let long = Names::new(Some(&"s".repeat(63)));
         assert!(long.fleet_channel.len() < 40 && long.fleet_channel != plain.fleet_channel, "{}", long.fleet_channel);
+    }
+
+    #[test]
+    fn the_batches_set_the_setting_the_trigger_reads() {
+        let begin = super::super::batch::DEFERRING_BEGIN;
+        assert!(begin.starts_with("BEGIN;") && begin.contains(&format!("SET LOCAL {DEFER_NOTIFY} = 'on'")), "{begin}");
     }
 }

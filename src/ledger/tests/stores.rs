@@ -228,3 +228,41 @@ async fn upkeep_renews_own_leases_and_expires_dead_ones() {
     assert_eq!(state("mine").await, ClaimState::InFlight);
     assert_eq!(state("dead").await, ClaimState::Unknown);
 }
+
+/// A schema made before the batches announced their own settles gets the trigger that leaves it to them at the
+/// next start; a current one is left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_older_schemas_trigger_learns_to_defer() {
+    let Some(harness) = Harness::postgres().await else {
+        return;
+    };
+    let Some(admin) = postgres_admin().await else {
+        return;
+    };
+    let schema = harness.postgres_application().expect("a postgres harness").to_owned();
+    let function = format!("{schema}.switchyard_claim_settled");
+    let defers = || async {
+        let sql = "SELECT prosrc LIKE '%switchyard.defer_notify%' FROM pg_proc WHERE oid = to_regproc($1)";
+        admin.query_one(sql, &[&function]).await.expect("the function exists").get::<_, bool>(0)
+    };
+    assert!(defers().await, "a new schema's trigger defers");
+    // The function as older versions defined it: it always notifies.
+    admin
+        .batch_execute(&format!(
+            "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+             BEGIN
+                 IF OLD.state = 'in_flight' AND (TG_OP = 'DELETE' OR NEW.state <> 'in_flight') THEN
+                     PERFORM pg_notify('switchyard_settled_{schema}', OLD.key);
+                 END IF;
+                 RETURN NULL;
+             END
+             $body$;"
+        ))
+        .await
+        .expect("the older function");
+    assert!(!defers().await);
+    let second = harness.second().await;
+    assert!(defers().await, "the next start redefined it");
+    drop(second);
+    harness.finish().await;
+}
