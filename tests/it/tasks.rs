@@ -280,15 +280,16 @@ async fn a_task_of_a_replica_that_died_fails_unknown_on_the_other() {
     let killed = Instant::now();
 
     let mut seen = get(&mut on_survivor, &task).await;
-    while seen["result"]["status"] == "working" && killed.elapsed() < lease * 3 {
+    while seen["result"]["status"] == "working" && killed.elapsed() < lease * 4 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         seen = get(&mut on_survivor, &task).await;
     }
     let took = killed.elapsed();
     assert_eq!(seen["result"]["status"], "failed", "{seen}");
     assert_eq!(seen["result"]["_meta"]["switchyard/outcome"], "unknown", "{seen}");
-    // The lease runs out at most a lease after the last renewal; the survivor notices within a third of its own.
-    assert!(took <= lease + lease / 2, "failed {took:?} after the kill");
+    // The lease runs out at most a lease after the last renewal and the survivor notices within a third of its
+    // own; the rest is slack for a loaded machine (the task's ttl is a minute).
+    assert!(took <= lease * 2, "failed {took:?} after the kill");
     let answer = on_survivor.request("tasks/result", json!({"taskId": task["taskId"]})).await;
     assert_eq!(answer["error"]["data"]["switchyard/outcome"], "unknown", "{answer}");
     backend.release_calls();
