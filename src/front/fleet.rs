@@ -21,7 +21,8 @@
 //!   within [`ALIVE_EVERY`] is dropped (a request's waiter with it, so its backend is told at once). A session's
 //!   messages are sent one after another, in the order the backend sent them, each to the holder its first
 //!   waiting message found. A relayed request keeps its waiter here; the agent's answer comes back like any
-//!   answer that lands elsewhere. A gateway task's `notifications/tasks/status` for a session with no standalone
+//!   answer that lands elsewhere. A request that reaches the holder after its stream closed is answered there
+//!   at once with an error (-32603), sent back as that answer, so the backend is not left waiting. A gateway task's `notifications/tasks/status` for a session with no standalone
 //!   stream here goes the same way.
 //! - Every task status this replica writes is told to every other replica (its principal and the task's id,
 //!   never the task itself), whose router reads it back for the listen streams there that watch it.
@@ -52,6 +53,8 @@ use crate::router::HeldElsewhere;
 /// How long a forwarded request's owner may stay silent (not confirming, not answering a check) before it is
 /// taken for gone.
 pub const ALIVE_EVERY: Duration = Duration::from_secs(5);
+/// The error a relayed request gets when the stream it was sent to closed before it arrived.
+const UNDELIVERED: &str = "the agent's stream closed before the request reached it";
 /// The largest forwarded response read back.
 const MAX_FORWARDED_RESPONSE: usize = 64 << 20;
 /// Headers a forwarded request does not carry (hop-by-hop, or recomputed for the new body).
@@ -241,6 +244,13 @@ impl Fleet {
     }
 }
 
+/// The answer a relayed request gets when its stream closed before it arrived; `None` for a notification.
+fn undelivered(message: &Value) -> Option<Value> {
+    message.get("method")?;
+    let id = message.get("id")?;
+    Some(jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, UNDELIVERED))
+}
+
 /// Forgets a forwarded request when its sender stops waiting.
 struct Forgotten<'a> {
     fleet: &'a Fleet,
@@ -274,8 +284,14 @@ impl Front {
             Note::Seek { .. } => {}
             Note::Holds { n } => fleet.heard(n, Heard::Holds(from)),
             Note::Deliver { session, message } => {
-                if !self.streams.deliver(&session, message) {
-                    tracing::debug!("fleet: a standalone stream closed before its message arrived");
+                let failed = undelivered(&message);
+                if self.streams.deliver(&session, message) {
+                    return;
+                }
+                tracing::debug!("fleet: a standalone stream closed before its message arrived");
+                // The sender's backend waits for the answer: it gets an error now, not when its stream ends.
+                if let Some(message) = failed {
+                    fleet.tell(Some(&from), &Note::Answer { session, message });
                 }
             }
             Note::Task { principal, id } => {
@@ -399,6 +415,20 @@ mod tests {
         assert_eq!(task, r#"{"k":"task","principal":"alice","id":"t1"}"#, "the id and principal, never the task");
         let changed = r#"{"k":"list_changed","backend":"github"}"#;
         assert!(matches!(serde_json::from_str(changed).unwrap(), Note::ListChanged { backend } if backend == "github"));
+    }
+
+    #[test]
+    fn a_request_whose_stream_closed_is_answered_with_an_error_its_waiter_gets() {
+        let pending = PendingRequests::default();
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        let asked = serde_json::json!({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"});
+        let relayed = pending.prepare("s", crate::mcp::RelayMessage::Request { message: asked, reply }).unwrap();
+        let failed = undelivered(&relayed).expect("a request is answered");
+        assert_eq!((&failed["id"], &failed["error"]["code"]), (&relayed["id"], &serde_json::json!(-32603)));
+        assert!(pending.answer("s", failed.clone()), "the waiter takes it");
+        assert_eq!(answer.try_recv().unwrap(), failed);
+        let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/updated"});
+        assert_eq!(undelivered(&note), None, "nothing waits for a notification");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! - Leases are renewed every third of their length, so two renewals can fail before a live instance's claims
 //!   look dead.
 //! - Every instance expires every instance's overdue leases (whoever notices first; the statement is
-//!   idempotent), so a dead replica's claims become `unknown` even if it never comes back.
+//!   idempotent), so a dead replica's claims become `unknown` even if it never comes back; on PostgreSQL its
+//!   `working` tasks fail with them (see the Postgres store's tasks).
 //! - Purging runs at most once per [`PURGE_EVERY`]; it deletes only settled claims older than the retention,
 //!   approval requests decided (or expired undecided) before it, and revocations whose session has expired (an
 //!   expired session id is refused without them).

@@ -21,6 +21,9 @@ pub(crate) const SETTLE_FROM: [ClaimState; 2] = [ClaimState::InFlight, ClaimStat
 /// The error text of claims whose lease expired.
 pub(crate) const EXPIRED_NOTE: &str =
     "the gateway instance running the call stopped renewing its lease; the call may have run";
+/// The message of tasks failed because the instance running their call stopped renewing its leases.
+pub(crate) const ABANDONED_TASK_NOTE: &str =
+    "the gateway replica running the call stopped (its lease expired): it may have run; it was not repeated";
 /// The error text of claims an instance found left over from its previous run.
 pub(crate) const ORPHANED_NOTE: &str =
     "the gateway instance running the call restarted before it finished; the call may have run";

@@ -12,6 +12,8 @@
 //! - `call_key` (the principal's idempotency key, when the agent sent one) is unique: creating a task for a key
 //!   that has one returns that task instead ([`LedgerStore::create_task`]), so a retried creation never runs the
 //!   tool twice.
+//! - A running task is failed `unknown` by its own instance's restart ([`LedgerStore::orphan_tasks`]) or, on
+//!   PostgreSQL, by any replica's upkeep once its instance holds no live lease any more.
 //! - What the fields mean (status names, the answer's JSON) is the router's; the ledger keeps text and integers.
 //! - The table is additive, like the limit counters': created (`IF NOT EXISTS`) on every open, outside the schema
 //!   version.

@@ -9,6 +9,7 @@ mod notifications;
 mod passthrough;
 mod passthrough_2026;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -31,6 +32,20 @@ async fn gateway(backend: &FaultBackend, sections: &str) -> TestGateway {
     let gateway = TestGateway::start_with("", sections, &backend_toml("fault", &backend.url(), "")).await;
     gateway.wait_for_tool(TOOL).await;
     gateway
+}
+
+/// Writes the configuration of a child gateway in `dir` (its own data directory) with `sections` and the fault
+/// backend; returns the configuration's and the log's paths.
+fn child_config(dir: &ScratchDir, backend: &FaultBackend, sections: &str) -> (PathBuf, PathBuf) {
+    let text = format!(
+        "[server]\ndata_dir = {:?}\nsession_secret_file = {:?}\n\n{sections}\n{}",
+        dir.path().join("data").display().to_string(),
+        dir.path().join("secret").display().to_string(),
+        backend_toml("fault", &backend.url(), ""),
+    );
+    let (config, log) = (dir.path().join("gateway.toml"), dir.path().join("gateway.log"));
+    std::fs::write(&config, text).expect("write the configuration");
+    (config, log)
 }
 
 /// Starts `TOOL` as a task; returns the `Task` of the answer.
@@ -169,14 +184,7 @@ async fn another_principals_task_is_unknown_and_an_idempotency_key_names_one_tas
 async fn tasks_outlive_a_restart_on_sqlite() {
     let backend = FaultBackend::start(Script::default()).await;
     let dir = ScratchDir::new("tasks-restart");
-    let text = format!(
-        "[server]\ndata_dir = {:?}\nsession_secret_file = {:?}\n\n{}",
-        dir.path().join("data").display().to_string(),
-        dir.path().join("secret").display().to_string(),
-        backend_toml("fault", &backend.url(), ""),
-    );
-    let (config, log) = (dir.path().join("gateway.toml"), dir.path().join("gateway.log"));
-    std::fs::write(&config, text).expect("write the configuration");
+    let (config, log) = child_config(&dir, &backend, "");
 
     let gateway = ChildGateway::spawn(&config, &log).await;
     let mut agent = Agent::connected(gateway.mcp()).await;
@@ -245,6 +253,49 @@ async fn a_task_created_on_one_replica_is_fetched_on_the_other() {
     eventually("the backend is told", || async { backend.rpc_count("notifications/cancelled") == 1 }).await;
     assert_eq!(status(&mut on_first, &held).await, "cancelled");
     backend.release_calls();
+}
+
+/// Two replicas on one PostgreSQL schema with a short lease: the replica running a task is killed (SIGKILL) and
+/// never returns; the other one's upkeep expires its leases and fails the task, `unknown`, within the lease (and
+/// a tick), and the call is not run again.
+#[tokio::test]
+async fn a_task_of_a_replica_that_died_fails_unknown_on_the_other() {
+    let Some(schema) = PgSchema::create().await else { return };
+    let backend = FaultBackend::start(Script { hold_calls: true, ..Script::default() }).await;
+    let lease = Duration::from_secs(2);
+    let section = format!("[ledger]\nurl = {:?}\nlease = \"2s\"\n", schema.url());
+    let dir = ScratchDir::new("tasks-dead-replica");
+    let (config, log) = child_config(&dir, &backend, &section);
+    let dying = ChildGateway::spawn(&config, &log).await;
+    let survivor = gateway(&backend, &section).await;
+    let mut on_dying = Agent::connected(dying.mcp()).await;
+    let mut on_survivor = Agent::connected(survivor.mcp()).await;
+
+    let task = create(&mut on_dying, "orphaned").await;
+    eventually("the backend runs the call", || async { backend.executions(RAN) == 1 }).await;
+    // Longer than a lease: a live replica's renewals keep its task running.
+    tokio::time::sleep(lease + lease / 2).await;
+    assert_eq!(status(&mut on_survivor, &task).await, "working");
+    dying.kill().await;
+    let killed = Instant::now();
+
+    let mut seen = get(&mut on_survivor, &task).await;
+    while seen["result"]["status"] == "working" && killed.elapsed() < lease * 4 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = get(&mut on_survivor, &task).await;
+    }
+    let took = killed.elapsed();
+    assert_eq!(seen["result"]["status"], "failed", "{seen}");
+    assert_eq!(seen["result"]["_meta"]["switchyard/outcome"], "unknown", "{seen}");
+    // The lease runs out at most a lease after the last renewal and the survivor notices within a third of its
+    // own; the rest is slack for a loaded machine (the task's ttl is a minute).
+    assert!(took <= lease * 2, "failed {took:?} after the kill");
+    let answer = on_survivor.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(answer["error"]["data"]["switchyard/outcome"], "unknown", "{answer}");
+    backend.release_calls();
+    tokio::time::sleep(lease).await;
+    assert_eq!(backend.executions(RAN), 1, "not rerun");
+    assert_eq!(status(&mut on_survivor, &task).await, "failed", "terminal stays terminal");
 }
 
 /// A 2026-07-28 agent that declares the tasks extension: the gateway decides, so a 5-second call becomes a task

@@ -84,6 +84,8 @@ struct Inner {
     limit_counter_sql: LimitCounterSql,
     pin_sql: PinSql,
     task_sql: TaskSql,
+    /// Fails the working tasks of instances whose leases expired (see [`tasks`]).
+    abandon_sql: String,
     resolution_sql: ResolutionSql,
     announcement_sql: AnnouncementSql,
     /// Announces revocations to this store's subscribers (see [`revocations`]).
@@ -132,6 +134,7 @@ impl PostgresStore {
         let limit_counter_sql = LimitCounterSql::new(&names.limit_counters, Dialect::Postgres);
         let pin_sql = PinSql::new(&names.pins, Dialect::Postgres);
         let task_sql = TaskSql::new(&names.tasks, Dialect::Postgres);
+        let abandon_sql = tasks::abandon_statement(&names.tasks, &names.claims);
         let resolution_sql = ResolutionSql::new(&names.claims, &names.resolutions, Dialect::Postgres);
         let announcement_sql = AnnouncementSql::new(&names.announcements, Dialect::Postgres);
         let listeners = listen::Listeners {
@@ -153,6 +156,7 @@ impl PostgresStore {
             limit_counter_sql,
             pin_sql,
             task_sql,
+            abandon_sql,
             resolution_sql,
             announcement_sql,
             revocations,
@@ -274,6 +278,12 @@ impl PostgresStore {
 
     pub(crate) async fn expire_leases(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let keys = self.inner.conn.run(|session| async move { ops::expire(&session, now, EXPIRED_NOTE).await }).await?;
+        // The claims are settled either way: a failure here leaves the tasks to their ttl, and is only logged.
+        match self.abandon_tasks(&keys, now).await {
+            Ok(0) => {}
+            Ok(failed) => tracing::warn!(failed, "ledger: tasks of a stopped instance failed (unknown)"),
+            Err(error) => tracing::warn!(%error, "ledger: cannot fail the tasks of a stopped instance"),
+        }
         Ok(self.inner.waiters.wake_each(&keys))
     }
 

@@ -1,13 +1,34 @@
 //! Tasks on PostgreSQL: the `switchyard_tasks` table every replica shares, so a task created through one
 //! replica is read, awaited and cancelled through any other. Tasks are few next to calls, so their statements
 //! are not prepared per connection.
+//!
+//! A replica that dies leaves its tasks `working` with nobody to end them. Whichever replica's upkeep expires
+//! the dead replica's leases (docs/tasks.md, "A replica that dies") also fails the `working` tasks of every
+//! instance that owned one of the expired claims and holds no live lease any more: that instance runs no call,
+//! so none of its tasks can end otherwise. It costs nothing while no lease expires, and nothing on any call.
+
+use std::time::SystemTime;
 
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::PostgresStore;
 use crate::ledger::error::LedgerError;
+use crate::ledger::rules::ABANDONED_TASK_NOTE;
 use crate::ledger::tasks::{Seen, TaskEnd, TaskFilter, TaskRow};
+use crate::ledger::types::to_millis;
+
+/// `$1` the keys of the claims just expired, `$2` now, `$3` message: fails the `working` tasks of their owners
+/// that hold no live lease. `input_required` tasks are left alone: no call of theirs runs until a
+/// `tasks/update`, which any replica takes.
+pub(super) fn abandon_statement(tasks: &str, claims: &str) -> String {
+    format!(
+        "UPDATE {tasks} t SET state = 'failed', message = $3, outcome = 'unknown', updated_ms = $2 \
+         WHERE t.state = 'working' AND t.owner IN (SELECT owner FROM {claims} WHERE key = ANY($1)) \
+         AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.owner = t.owner AND c.state = 'in_flight' \
+         AND c.lease_until >= $2)"
+    )
+}
 
 fn read(row: &Row) -> Result<TaskRow, LedgerError> {
     let read = || {
@@ -85,6 +106,15 @@ impl PostgresStore {
         let limit = i64::from(filter.limit);
         let values: [&(dyn ToSql + Sync); 5] = [&filter.principal, &filter.state, &created, &id, &limit];
         self.task_rows(&self.inner.task_sql.list, &values).await
+    }
+
+    /// Fails the tasks the owners of the expired claims `keys` left running (see the module's rules).
+    pub(super) async fn abandon_tasks(&self, keys: &[String], now: SystemTime) -> Result<u64, LedgerError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let now_ms = to_millis(now);
+        self.task_execute(&self.inner.abandon_sql, &[&keys, &now_ms, &ABANDONED_TASK_NOTE]).await
     }
 
     pub(crate) async fn purge_tasks(&self, now_ms: i64) -> Result<u64, LedgerError> {
