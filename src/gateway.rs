@@ -8,7 +8,7 @@
 //! background tasks (discovery, delivering backends' session messages, ledger upkeep, span export), and the
 //! embedded demo backend of a first run. No behaviour of its own beyond wiring; nothing else reads the configuration types of
 //! other parts. A configuration reload ([`reload`]) lowers the new configuration the same way ([`backends`],
-//! [`front_settings`]) and swaps each part's snapshot; [`diff`] decides what changed, [`control`] is the socket
+//! [`front_settings`](mod@front_settings)) and swaps each part's snapshot; [`diff`] decides what changed, [`control`] is the socket
 //! `switchyard reload` reaches the running gateway by.
 
 mod access;
@@ -18,49 +18,49 @@ mod backends;
 pub mod control;
 pub mod data_dir_lock;
 pub(crate) mod diff;
+mod error;
 mod fleet;
+mod front_settings;
 mod ledger_wait;
 mod limits;
 pub mod reload;
+mod shutdown;
 pub mod testing;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::auth::{AuthSettings, AuthSetupError, Authenticator};
-use crate::backend::mcp_client::{ClientBuildError, ClientConfig, McpBackendClient};
+use crate::backend::mcp_client::{ClientConfig, McpBackendClient};
 use crate::backend::oauth::OAuthClient;
 use crate::backend::stdio::{ProcessGroups, StdioOptions};
 use crate::catalog::Catalog;
-use crate::config::{AnonymousAgents, Config, ConfigError, LogFormat, STREAM_REPLAY_KEPT, ServerConfig};
-use crate::front::callback::AuthorizationCallback;
+use crate::config::{Config, LogFormat, STREAM_REPLAY_KEPT};
 use crate::front::cutoff::Cutoff;
-use crate::front::guard::Admission;
-use crate::front::listener::{self, ConnectionLimits};
+use crate::front::listener;
 use crate::front::pending::PendingRequests;
 use crate::front::replay::Replays;
-use crate::front::revocations::{Bounds, LogError, Revocations};
-use crate::front::session::{Sealer, SessionError, SessionSecret};
-use crate::front::shares::Shares;
-use crate::front::tls::{ServerTls, TlsError};
-use crate::front::{self, ConsoleAccess, Front, Settings};
+use crate::front::revocations::{Bounds, Revocations};
+use crate::front::session::{Sealer, SessionSecret};
+use crate::front::tls::ServerTls;
+use crate::front::{self, Front};
 use crate::ledger::{LedgerError, LedgerStore, Maintenance, instance_id};
 use crate::private_files;
 use crate::router::{CallLedger, CallRouter, Routing, announcements, discovery, pins};
 use crate::swap::Swap;
-use crate::telemetry::audit::AuditError;
-use crate::telemetry::trace::{ExportSetupError, Tracer};
+use crate::telemetry::trace::Tracer;
 use crate::telemetry::{ClaimWrite, Metrics};
 pub use access::{admins, auth_settings, policies};
-use data_dir_lock::{DataDirLock, DataDirLockError};
+use data_dir_lock::DataDirLock;
+pub use error::GatewayError;
+use front_settings::{authenticator, callback, connection_limits, console_access, front_settings};
 pub use limits::limits;
 use reload::{ConfigSource, Discovery, Live, Reloader};
+use shutdown::{CUT_GRACE, drain_deadline, stop_after_grace};
 
 mod oauth;
 mod openapi;
@@ -71,53 +71,6 @@ pub mod token_store;
 
 /// The name of the embedded demo backend of a first run.
 pub const DEMO_BACKEND: &str = "demo";
-/// How much longer than its steps stopping the stdio processes at shutdown may take.
-const STOP_MARGIN: Duration = Duration::from_secs(1);
-/// How long the answers of the requests cut at the end of the drain get to be written before their connections
-/// are dropped.
-const CUT_GRACE: Duration = Duration::from_secs(2);
-
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("session key: {0}")]
-    SessionKey(#[from] SessionError),
-    #[error("cannot start the embedded demo backend: {0}")]
-    Demo(std::io::Error),
-    #[error(transparent)]
-    BackendClient(#[from] ClientBuildError),
-    #[error("cannot create the data directory {}: {source}", .path.display())]
-    DataDir { path: std::path::PathBuf, source: std::io::Error },
-    #[error(transparent)]
-    DataDirLock(#[from] DataDirLockError),
-    #[error("cannot record the stdio process groups in {}: {source}", .path.display())]
-    ProcessGroups { path: std::path::PathBuf, source: std::io::Error },
-    #[error("ledger: {0}")]
-    Ledger(#[from] LedgerError),
-    #[error("cannot load the deleted sessions from the ledger: {0}")]
-    Revocations(LogError),
-    #[error("cannot read the listening socket's address: {0}")]
-    Listener(std::io::Error),
-    #[error("cannot listen for /metrics on {address} (`[telemetry] metrics_listen`): {source}")]
-    MetricsListener { address: SocketAddr, source: std::io::Error },
-    #[error("agent authentication: {0}")]
-    Auth(#[from] AuthSetupError),
-    #[error("backend OAuth token key: {0}")]
-    TokenKey(crate::keyfile::KeyFileError),
-    #[error("backend OAuth client: {0}")]
-    OAuth(String),
-    #[error("approvals: {0}")]
-    Approvals(String),
-    #[error(transparent)]
-    Traces(#[from] ExportSetupError),
-    #[error(transparent)]
-    OpenApi(#[from] openapi::ApiError),
-    #[error(transparent)]
-    Audit(#[from] AuditError),
-    #[error("TLS: {0}")]
-    Tls(#[from] TlsError),
-}
 
 /// The parts of a running gateway.
 pub struct Gateway {
@@ -400,40 +353,6 @@ impl Gateway {
         Ok(())
     }
 
-    /// After the last request: what this process leaves is settled (its running calls `unknown`, its tasks
-    /// failed), and the spans and audit events still queued are flushed, each for at most `FLUSH_WAIT`.
-    async fn settle_leftovers(&self) {
-        // Calls still running now will not be settled by this process: their outcome is unknown.
-        let ledger = self.router.ledger();
-        match ledger.store.orphan(&ledger.owner).await {
-            Ok(0) => {}
-            Ok(left) => {
-                tracing::warn!(left, "calls still running at shutdown are marked `unknown`");
-                self.metrics().count_claims(ClaimWrite::Unknown, left);
-            }
-            Err(error) => tracing::error!(%error, "ledger: cannot mark the calls still running at shutdown"),
-        }
-        crate::router::fail_orphaned_tasks(&ledger.store, &ledger.owner).await;
-        if let Some(tracer) = &self.tracer
-            && tokio::time::timeout(telemetry::FLUSH_WAIT, tracer.flush()).await.is_err()
-        {
-            tracing::warn!("the last spans did not reach the collector before shutdown");
-        }
-        if let Some(audit) = self.metrics().audit()
-            && tokio::time::timeout(telemetry::FLUSH_WAIT, audit.flush()).await.is_err()
-        {
-            tracing::warn!("the last audit events were not written before shutdown");
-        }
-    }
-
-    /// Stops every stdio backend process this gateway started, each with its process group (stdin closed,
-    /// SIGTERM, SIGKILL), and waits until they are stopped; `serve` does it at shutdown, `check` and `tools` after
-    /// discovering.
-    pub async fn stop_processes(&self) {
-        // Every step of stopping a process may take the grace period.
-        self.stdio.groups.stop_all(self.stdio.grace * 3 + STOP_MARGIN).await;
-    }
-
     /// The front, with its authenticator, session sealer and revocation list (whose follower task starts).
     async fn front(&mut self) -> Result<Arc<Front>, GatewayError> {
         if let Some(oauth) = &self.oauth {
@@ -532,98 +451,11 @@ impl Gateway {
     }
 }
 
-/// How agents are authenticated (`None`: no credentials configured, everyone is `anonymous`).
-fn agent_auth(config: &Config) -> Option<AuthSettings> {
-    config.auth.has_credentials().then(|| auth_settings(config))
-}
-
 /// How the log is written, as configured (`serve --log-format` has already overridden the file).
 pub fn log_format(config: &Config) -> crate::telemetry::logs::LogFormat {
     match config.telemetry.log_format {
         LogFormat::Text => crate::telemetry::logs::LogFormat::Text,
         LogFormat::Json => crate::telemetry::logs::LogFormat::Json,
-    }
-}
-
-/// The agents' authenticator: everyone is `anonymous` without `[auth]` credentials.
-async fn authenticator(config: &Config) -> Result<Authenticator, GatewayError> {
-    match agent_auth(config) {
-        None => Ok(Authenticator::anonymous_only()),
-        Some(settings) => Ok(Authenticator::new(settings).await?),
-    }
-}
-
-/// The front's `/oauth/callback` over the OAuth client (`None`: no backend uses OAuth).
-fn callback(oauth: Option<&Arc<OAuthClient>>, router: &Arc<CallRouter>) -> Option<Arc<dyn AuthorizationCallback>> {
-    let callback = oauth::Callback { oauth: Arc::clone(oauth?), router: Arc::clone(router) };
-    Some(Arc::new(callback))
-}
-
-/// What the front takes from the configuration (`listen` being the bound address).
-fn front_settings(
-    config: &Config,
-    auth: Arc<Authenticator>,
-    authorization: Option<Arc<dyn AuthorizationCallback>>,
-) -> Settings {
-    Settings {
-        admission: Admission {
-            allowed_origins: config.server.allowed_origins.clone(),
-            allowed_hosts: config.server.allowed_hosts.clone(),
-            binds_loopback: config.server.binds_loopback(),
-            cors_credentials: config.server.cors_credentials,
-        },
-        auth,
-        admins: admins(config),
-        console: console_access(config),
-        approvers: approvals::approvers(config),
-        shares: Shares {
-            per_principal: config.server.connections_per_principal(),
-            streams_per_session: config.server.max_streams_per_session,
-        },
-        max_body: config.server.max_body,
-        body_timeout: config.server.body_timeout,
-        authorization,
-    }
-}
-
-/// Without `[auth]` every agent is `anonymous` on loopback, so the console is this machine's; with it, the
-/// administrators'.
-fn console_access(config: &Config) -> ConsoleAccess {
-    match config.auth.anonymous {
-        AnonymousAgents::LoopbackOnly => ConsoleAccess::ThisMachine,
-        AnonymousAgents::Allowed | AnonymousAgents::Refused => {
-            ConsoleAccess::Administrators { loopback: config.auth.console_loopback }
-        }
-    }
-}
-
-fn connection_limits(server: &ServerConfig) -> ConnectionLimits {
-    ConnectionLimits {
-        header_timeout: server.header_timeout,
-        idle_timeout: server.idle_timeout,
-        max_connections: server.max_connections,
-    }
-}
-
-/// The first phase of a graceful shutdown: `front` says it is stopping (not ready, connections closed after each
-/// answer) and keeps serving for `grace` (as configured when the signal comes), so that load balancers stop
-/// sending before the listener stops accepting.
-async fn stop_after_grace(front: &Front, grace: &Swap<Duration>) {
-    front.stopping.begin();
-    let grace = *grace.load();
-    tracing::info!(
-        grace_ms = grace.as_millis(),
-        "stopping: /readyz answers 503; serving until shutdown_grace ends, then draining"
-    );
-    tokio::time::sleep(grace).await;
-}
-
-/// Completes `drain` (as configured when the signal comes) after the shutdown signal (never, if there is none).
-async fn drain_deadline(stop: tokio::sync::oneshot::Receiver<()>, drain: &Swap<Duration>) {
-    if stop.await.is_ok() {
-        tokio::time::sleep(*drain.load()).await;
-    } else {
-        std::future::pending::<()>().await;
     }
 }
 

@@ -18,9 +18,10 @@
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
 //!   as open connections close (none is closed for it).
 //! - A request whose answer is ready before its body was read (a refusal from authentication, say) keeps its
-//!   connection usable: the rest of the body, up to [`DRAIN_MAX`] bytes arriving within [`DRAIN_TIME`], is read
-//!   and dropped before the answer goes out. A longer or slower rest gets `Connection: close` (RFC 9112 §9.6), so
-//!   the agent opens a new connection instead of sending its next request into one the gateway is closing.
+//!   connection usable: the rest of the body, up to [`early_answer::DRAIN_MAX`] bytes arriving within
+//!   [`early_answer::DRAIN_TIME`], is read and dropped before the answer goes out. A longer or slower rest gets
+//!   `Connection: close` (RFC 9112 §9.6), so the agent opens a new connection instead of sending its next request
+//!   into one the gateway is closing ([`early_answer`]). The idle and header deadlines are kept by [`phase`].
 //! - With TLS ([`ServerTls`]), each connection's handshake runs in its own task within `header_timeout`, with the
 //!   configuration current when it was accepted; a client that does not complete it (a plaintext request, say)
 //!   is dropped, never answered in plain HTTP. The idle and header deadlines start after the handshake.
@@ -33,7 +34,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -41,32 +42,31 @@ use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::http::{Request, Response};
 use axum::response::IntoResponse;
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 
 use super::error::FrontError;
 use super::guard;
 use super::shares::ShareSlot;
 use super::tls::ServerTls;
+use early_answer::{Returned, closing, drain};
+use phase::{Deadlined, Phase, Serving};
+
+mod early_answer;
+mod phase;
 
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
 /// memory), so that it does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
-/// How much of an unread request body is read and dropped to keep the connection open after an early answer.
-const DRAIN_MAX: usize = 64 * 1024;
-/// How long that rest may take to arrive.
-const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// The limits on clients' connections (`[server]` keys of the same names).
 #[derive(Debug, Clone, Copy)]
@@ -220,129 +220,6 @@ fn http_connection<S: AsyncRead + AsyncWrite + Unpin>(
     hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service)
 }
 
-/// Where a connection is in its request cycle, which decides the deadline its reads run against.
-#[derive(Debug)]
-struct Phase {
-    /// Requests being served (HTTP/1.1 serves one at a time; a count keeps the bookkeeping obviously right).
-    serving: usize,
-    /// When the connection was last left without a request: at accept, or when an answer was finished.
-    idle_since: Instant,
-    /// When the first byte of the next request arrived, once it has.
-    head_since: Option<Instant>,
-    /// The reader waiting while a request was served, woken when the connection becomes idle again.
-    reader: Option<Waker>,
-}
-
-/// Which deadline expired.
-#[derive(Debug, Clone, Copy)]
-enum Expiry {
-    Idle,
-    Header,
-}
-
-impl Phase {
-    fn idle() -> Phase {
-        Phase { serving: 0, idle_since: Instant::now(), head_since: None, reader: None }
-    }
-
-    fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, Expiry)> {
-        if self.serving > 0 {
-            return None;
-        }
-        Some(match self.head_since {
-            Some(head) => (head + limits.header_timeout, Expiry::Header),
-            None => (self.idle_since + limits.idle_timeout, Expiry::Idle),
-        })
-    }
-}
-
-/// The connection's socket, whose reads fail with `TimedOut` once the current phase's deadline has passed.
-struct Deadlined<S> {
-    stream: S,
-    limits: ConnectionLimits,
-    phase: Arc<Mutex<Phase>>,
-    timer: Option<Pin<Box<Sleep>>>,
-    /// Held until the connection closes: it is what `max_connections` counts.
-    _slot: OwnedSemaphorePermit,
-}
-
-impl<S> Deadlined<S> {
-    /// Called when a read found nothing: `Pending` until data comes or the deadline passes.
-    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let deadline = {
-            let mut phase = self.phase.lock();
-            let deadline = phase.deadline(&self.limits);
-            if deadline.is_none() {
-                phase.reader = Some(cx.waker().clone());
-            }
-            deadline
-        };
-        let Some((deadline, expiry)) = deadline else {
-            return Poll::Pending;
-        };
-        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if timer.deadline() != deadline {
-            timer.as_mut().reset(deadline);
-        }
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                let what = match expiry {
-                    Expiry::Idle => "the connection was idle for longer than idle_timeout",
-                    Expiry::Header => "the request header was not complete within header_timeout",
-                };
-                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Deadlined<S> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        match Pin::new(&mut this.stream).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    let mut phase = this.phase.lock();
-                    if phase.serving == 0 && phase.head_since.is_none() {
-                        phase.head_since = Some(Instant::now());
-                    }
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
-            Poll::Pending => this.poll_deadline(cx),
-        }
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Deadlined<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, data)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, data)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
-}
-
 /// The per-connection service: tags each request with the peer's address and keeps the connection's phase
 /// `serving` from the end of the request's header until its answer has been written (or abandoned).
 struct PerRequest {
@@ -380,105 +257,6 @@ impl hyper::service::Service<Request<Incoming>> for PerRequest {
             }
             Ok(answer.map(|body| Holding::new(body, held)))
         })
-    }
-}
-
-/// `answer`, saying that the connection closes after it.
-fn closing<B>(mut answer: Response<B>) -> Response<B> {
-    answer.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-    answer
-}
-
-/// Reads and drops the rest of a request body; whether it ended within [`DRAIN_MAX`] and [`DRAIN_TIME`].
-async fn drain(mut rest: Incoming) -> bool {
-    let read = async {
-        let mut size = 0;
-        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut rest).poll_frame(cx)).await {
-            let Ok(frame) = frame else { return false };
-            size += frame.data_ref().map_or(0, Bytes::len);
-            if size > DRAIN_MAX {
-                return false;
-            }
-        }
-        true
-    };
-    tokio::time::timeout(DRAIN_TIME, read).await.unwrap_or(false)
-}
-
-/// A request body that, dropped before its end, hands the rest back to the connection (see [`drain`]).
-struct Returned {
-    body: Option<Incoming>,
-    back: Option<oneshot::Sender<Incoming>>,
-}
-
-impl Returned {
-    /// The request with its body wrapped, and where an unread rest comes back (`None`: it has no body).
-    fn wrap(request: Request<Incoming>) -> (Request<Returned>, Option<oneshot::Receiver<Incoming>>) {
-        if request.body().is_end_stream() {
-            return (request.map(|body| Returned { body: Some(body), back: None }), None);
-        }
-        let (back, unread) = oneshot::channel();
-        (request.map(|body| Returned { body: Some(body), back: Some(back) }), Some(unread))
-    }
-}
-
-impl http_body::Body for Returned {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
-        let polled = Pin::new(body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            this.back = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.as_ref().is_none_or(http_body::Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.as_ref().map(http_body::Body::size_hint).unwrap_or_default()
-    }
-}
-
-impl Drop for Returned {
-    fn drop(&mut self) {
-        if let (Some(body), Some(back)) = (self.body.take(), self.back.take())
-            && !body.is_end_stream()
-        {
-            let _ = back.send(body);
-        }
-    }
-}
-
-/// Marks a request as being served for as long as it lives.
-struct Serving(Arc<Mutex<Phase>>);
-
-impl Serving {
-    fn begin(phase: Arc<Mutex<Phase>>) -> Serving {
-        {
-            let mut state = phase.lock();
-            state.serving += 1;
-            state.head_since = None;
-        }
-        Serving(phase)
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let mut phase = self.0.lock();
-        phase.serving -= 1;
-        if phase.serving == 0 {
-            phase.idle_since = Instant::now();
-            if let Some(reader) = phase.reader.take() {
-                reader.wake();
-            }
-        }
     }
 }
 

@@ -108,7 +108,7 @@ async fn a_body_left_unread_by_an_early_answer_is_drained_and_the_connection_ser
 #[tokio::test]
 async fn an_unread_body_too_large_or_too_slow_to_drain_closes_the_connection_with_the_answer() {
     let (address, server) = early_answerer().await;
-    let large = vec![b'x'; DRAIN_MAX + 1];
+    let large = vec![b'x'; early_answer::DRAIN_MAX + 1];
     let mut client = TcpStream::connect(address).await.unwrap();
     let answer = post_early(&mut client, large.len(), &large).await;
     assert!(answer.starts_with("http/1.1 200") && answer.contains("connection: close"), "{answer}");

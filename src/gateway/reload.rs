@@ -27,10 +27,9 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use super::diff::{ConfigDiff, applicable};
+use super::front_settings::{agent_auth, authenticator, callback, connection_limits, front_settings};
 use super::openapi::Apis;
-use super::{
-    agent_auth, authenticator, backends, callback, connection_limits, front_settings, limits, oauth, policies,
-};
+use super::{backends, limits, oauth, policies};
 use crate::auth::Authenticator;
 use crate::backend::mcp_client::{McpBackendClient, error_chain};
 use crate::backend::oauth::OAuthClient;

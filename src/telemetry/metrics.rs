@@ -14,17 +14,14 @@
 //!   name is known), and series whose labels never change (ledger states, agent sessions) are resolved once.
 //! - Metrics are always on; a fresh [`Metrics`] (as tests and `check` use) is complete but nobody scrapes it.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::audit::{Audit, AuditError, AuditSettings};
@@ -33,6 +30,13 @@ use super::labels::{self, ClaimWrite, ErrorType, Names, ToolOutcome, UNKNOWN_TOO
 use super::pins::PinMetrics;
 use super::tasks::TaskMetrics;
 use super::trace::Counts;
+pub use series::Counted;
+use series::{
+    BackendLabels, BackendSeries, ClientLabels, DecisionLabels, Histograms, LimitLabels, MethodLabels, ReasonLabels,
+    ServerLabels, StateLabels, ToolCallLabels, counted, drop_series, duration_histogram,
+};
+
+mod series;
 
 /// The exported names (counters carry the `_total` the exposition adds to their registered name).
 pub mod names {
@@ -71,64 +75,6 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 pub const BUCKETS: [f64; 17] =
     [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ServerLabels {
-    mcp_method_name: &'static str,
-    gen_ai_tool_name: Arc<str>,
-    error_type: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClientLabels {
-    mcp_method_name: &'static str,
-    gen_ai_tool_name: Arc<str>,
-    error_type: &'static str,
-    backend: Arc<str>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ToolCallLabels {
-    backend: Arc<str>,
-    tool: Arc<str>,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BackendLabels {
-    backend: Arc<str>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
-    state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MethodLabels {
-    method: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DecisionLabels {
-    decision: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LimitLabels {
-    limit: Arc<str>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: &'static str,
-}
-
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
-
-fn duration_histogram() -> Histogram {
-    Histogram::new(BUCKETS)
-}
-
 /// Every metric of one gateway.
 pub struct Metrics {
     registry: Registry,
@@ -166,28 +112,6 @@ pub struct Metrics {
     /// The audit trail, once started (`None` without `[audit]`).
     audit: OnceLock<Audit>,
     audit_dropped: Counter,
-}
-
-#[derive(Default)]
-struct BackendSeries {
-    client_duration: Vec<ClientLabels>,
-    tool_calls: Vec<ToolCallLabels>,
-    /// Backends a reload removed: a call that was running on one when it was removed starts no series.
-    removed: HashSet<Arc<str>>,
-}
-
-impl BackendSeries {
-    /// Notes a new series of `backend`; false when the backend was removed.
-    fn note<L>(&mut self, backend: &str, labels: &L, noted: fn(&mut BackendSeries) -> &mut Vec<L>) -> bool
-    where
-        L: Clone,
-    {
-        if self.removed.contains(backend) {
-            return false;
-        }
-        noted(self).push(labels.clone());
-        true
-    }
 }
 
 impl fmt::Debug for Metrics {
@@ -508,41 +432,9 @@ impl Metrics {
     }
 }
 
-/// Removes from `family` the series `noted` holds whose labels `gone` picks, and forgets them.
-fn drop_series<L, M, C>(family: &Family<L, M, C>, noted: &mut Vec<L>, gone: impl Fn(&L) -> bool)
-where
-    L: Clone + Eq + std::hash::Hash,
-    C: prometheus_client::metrics::family::MetricConstructor<M>,
-{
-    noted.retain(|labels| {
-        let dropped = gone(labels);
-        if dropped {
-            family.remove(labels);
-        }
-        !dropped
-    });
-}
-
 /// The name a counter is registered under: the exposition appends `_total` itself.
 fn counter(name: &'static str) -> &'static str {
     name.strip_suffix("_total").unwrap_or(name)
-}
-
-/// Something counted in a gauge while it lives.
-#[derive(Debug)]
-pub struct Counted(Gauge);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
-/// Counts one in `family`'s series of `backend` until the guard is dropped.
-fn counted(family: &Family<BackendLabels, Gauge>, backend: &Arc<str>) -> Counted {
-    let gauge = family.get_or_create_owned(&BackendLabels { backend: Arc::clone(backend) });
-    gauge.inc();
-    Counted(gauge)
 }
 
 #[cfg(test)]
