@@ -45,6 +45,7 @@ mod tests {
     use super::*;
     use crate::ledger::sql::{Dialect, create_statements};
     use crate::ledger::sqlite::SqliteStore;
+    use crate::ledger::sqlite::worker::NEW_FILE_PAGE_SIZE;
     use crate::ledger::tests::{claim_of, scratch_dir};
     use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState};
     use crate::raw_json::RawJson;
@@ -110,6 +111,30 @@ mod tests {
         drop(store);
         let conn = Connection::open(&path).expect("reopen");
         assert!(definition(&conn).contains(STATE_CHECK), "rewritten by the store's opening");
+        assert_eq!(page_size(&conn), 4096, "a file that exists keeps its page size");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn page_size(conn: &Connection) -> u32 {
+        conn.query_row("PRAGMA page_size", [], |row| row.get(0)).expect("page size")
+    }
+
+    #[tokio::test]
+    async fn a_new_file_gets_the_smaller_pages_and_reopens_with_them() {
+        let dir = scratch_dir("page-size");
+        let path = dir.join("ledger.db");
+        let key = {
+            let store = SqliteStore::open(&path).await.expect("creates");
+            let new = claim_of("paged", "gw");
+            let key = new.key.clone();
+            assert!(matches!(store.claim(new).await.expect("claims"), ClaimOutcome::Claimed(_)));
+            key
+        };
+        let conn = Connection::open(&path).expect("reopen");
+        assert_eq!(page_size(&conn), NEW_FILE_PAGE_SIZE);
+        drop(conn);
+        let store = SqliteStore::open(&path).await.expect("reopens");
+        assert_eq!(store.get(&key).await.expect("read").expect("kept").state, ClaimState::InFlight);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

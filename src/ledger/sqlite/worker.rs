@@ -10,6 +10,7 @@
 //!   per call) keeps the connection, its prepared-statement cache and its page cache warm, and costs one
 //!   channel hop each way.
 //! - A missing file (and its directory) is created private, 0600 (0700): [`crate::private_files`].
+//! - A file this store creates has pages of [`NEW_FILE_PAGE_SIZE`]; one that exists keeps its own.
 //! - The file is opened in WAL mode with `synchronous = NORMAL` (a commit survives a process crash; a power loss
 //!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it.
 //! - The schema version is `PRAGMA user_version`, checked and migrated inside one `BEGIN IMMEDIATE` transaction
@@ -45,8 +46,14 @@ use crate::ledger::stats::{WriterCounters, WriterStats};
 
 /// How long a statement waits for another process's write lock before the store reports it unavailable.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// The log size (in pages) at which the worker checkpoints itself: only reached if [`Checkpointer`] falls behind.
-const AUTOCHECKPOINT_PAGES: u32 = 8192;
+/// The log size at which the worker checkpoints itself: only reached if [`Checkpointer`] falls behind. SQLite
+/// counts it in pages, so it is divided by the file's page size (32 MiB whatever size the file has).
+const AUTOCHECKPOINT_BYTES: u32 = 32 << 20;
+/// The page size of a file this store creates. Every commit writes each page it dirtied (a claim's leaf and its
+/// two index leaves) whole to the log, checksummed and copied, so halving the default 4 KiB cuts a claim's
+/// commit cost; 1 KiB would push a row with a sealed result onto overflow pages and cost more. A file that
+/// exists keeps its page size (SQLite only applies it to an empty file, and never in WAL mode).
+pub(super) const NEW_FILE_PAGE_SIZE: u32 = 2048;
 
 /// The connection and the statements it runs.
 pub(super) struct Db {
@@ -222,12 +229,15 @@ fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
         .map_err(|error| LedgerError::unavailable(format!("cannot create the file: {error}")))?;
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Before WAL mode is set: switching an empty file to WAL writes its first page, fixing the page size.
+    conn.pragma_update(None, "page_size", NEW_FILE_PAGE_SIZE)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(LedgerError::unavailable(format!("cannot use WAL journaling (got {mode})")));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
+    let page_size: u32 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+    conn.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_BYTES / page_size.max(512))?;
     conn.set_prepared_statement_cache_capacity(32);
     migrate(&mut conn)?;
     Ok(Db { conn, sql: Statements::new(CLAIMS_TABLE, Dialect::Sqlite) })
