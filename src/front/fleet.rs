@@ -22,8 +22,8 @@
 //!   messages are sent one after another, in the order the backend sent them, each to the holder its first
 //!   waiting message found. A relayed request keeps its waiter here; the agent's answer comes back like any
 //!   answer that lands elsewhere. A request that reaches the holder after its stream closed is answered there
-//!   at once with an error (-32603), sent back as that answer, so the backend is not left waiting. A gateway task's `notifications/tasks/status` for a session with no standalone
-//!   stream here goes the same way.
+//!   at once with an error (-32603), sent back as that answer, so the backend is not left waiting. A gateway
+//!   task's `notifications/tasks/status` for a session with no standalone stream here goes the same way.
 //! - Every task status this replica writes is told to every other replica (its principal and the task's id,
 //!   never the task itself), whose router reads it back for the listen streams there that watch it.
 //! - A backend's `list_changed` heard here is told to every other replica, which rediscovers that backend (and
