@@ -1,7 +1,7 @@
 //! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server
 //! as one pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for
 //! each other's answers — so a batch costs one round trip, one WAL flush and one turn at the notification
-//! queue's lock, however many calls it carries. Its claims and completions go as three multi-row statements
+//! queue's lock, however many calls it carries. Its claims and completions go as two multi-row statements
 //! ([`super::rows`]), so the server's work per statement is paid per batch, not per call.
 //!
 //! Rules:
@@ -19,12 +19,12 @@
 //!   with the server is covered by the listener's wake-all after it reconnects.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
-//! - A claim is `INSERT … ON CONFLICT DO NOTHING` followed by a `SELECT` (one of each for the batch's claims,
-//!   or one per claim in the per-job form): under READ COMMITTED the select sees the row that won, ours or one
-//!   committed by another replica (the insert waited for it). A settle is one conditional statement (the
-//!   completions' one `UPDATE`); the trigger's `NOTIFY` goes out at the batch's commit, as before. What the
-//!   pipeline cannot decide — a settle that changed nothing, a claim whose row vanished in between — is done
-//!   after the commit by the single operations of [`super::ops`], which explain or retry it.
+//! - A claim is `INSERT … ON CONFLICT DO NOTHING` (the batch's claims in one statement; in the per-job form,
+//!   each followed by a `SELECT`, which under READ COMMITTED sees the row that won, ours or one committed by
+//!   another replica the insert waited for). A settle is one conditional statement (the completions' one
+//!   `UPDATE`). What the pipeline does not decide — a claim whose key was taken (a retry), a settle that changed
+//!   nothing, a claim whose row vanished in between — is done after the commit by the single operations of
+//!   [`super::ops`], which read, explain or retry it.
 //! - Every job is answered after the commit. A statement that fails for its own values (SQLSTATE classes 22 and
 //!   23: data and integrity errors) is answered with its error and the batch runs again without it (when the
 //!   statement was a multi-row one, the batch first runs again in the per-job form, to find the job); a deadlock
@@ -311,9 +311,8 @@ enum Owner {
     Batch,
     /// The job at this index.
     Job(usize),
-    /// A multi-row statement: the inserted claims' ids, the rows others hold, the completed keys.
+    /// A multi-row statement: the inserted claims' ids, the completed keys.
     Inserted,
-    Others,
     Completed,
 }
 
@@ -385,10 +384,7 @@ fn row_statements<'a>(session: &'a Session, gathered: &'a rows::Gathered<'a>) ->
             ];
             client.query(&prepared.claim_rows, &values).await.map(Returned::Rows)
         };
-        let others =
-            async move { client.query(&prepared.others, &[&claims.keys, &claims.ids]).await.map(Returned::Rows) };
         statements.push((Owner::Inserted, Box::pin(insert)));
-        statements.push((Owner::Others, Box::pin(others)));
     }
     statements
 }
@@ -501,7 +497,7 @@ fn judge(
     Ok(match (sqlstate_class(&error), owners.get(at).copied().unwrap_or(Owner::Batch)) {
         (Some("40"), _) => Attempt::Conflict(conn::classify(&error)),
         (Some("22" | "23"), Owner::Job(index)) => Attempt::Refused { index, error: conn::classify(&error) },
-        (Some("22" | "23"), Owner::Inserted | Owner::Others | Owner::Completed) => Attempt::Regroup,
+        (Some("22" | "23"), Owner::Inserted | Owner::Completed) => Attempt::Regroup,
         _ => Attempt::Failed(conn::classify(&error)),
     })
 }
@@ -520,14 +516,13 @@ fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>, owners: &[Owner]
             // A claim's select follows its insert.
             (Owner::Job(index), Returned::Row(row)) => steps[*index].row = row,
             (Owner::Inserted, Returned::Rows(rows)) => decided.inserted = column(&rows),
-            (Owner::Others, Returned::Rows(rows)) => decided.others = rows::by_key(rows),
             (Owner::Completed, Returned::Rows(rows)) => decided.completed = column(&rows),
             _ => {}
         }
     }
     for ((step, job), own) in steps.iter_mut().zip(jobs).zip(own_statement) {
         if !own {
-            (step.changed, step.row) = decided.step_of(job);
+            step.changed = decided.changed_by(job);
         }
     }
     steps
@@ -575,7 +570,8 @@ async fn finish(conn: &Connector, slot: usize, jobs: Vec<Job>, steps: Vec<Step>,
     }
 }
 
-/// A claim's outcome from its insert and select, or `None` when the row vanished in between (try again alone).
+/// A claim's outcome from its insert (and, in the per-job form, its select), or `None` when the batch did not
+/// read the row that holds its key, or it vanished in between (then the claim runs again alone).
 fn decided_claim(new: &NewClaim, id: &str, now: SystemTime, step: Step) -> Option<Result<ClaimOutcome, LedgerError>> {
     if step.changed == 1 {
         return Some(Ok(ClaimOutcome::Claimed(ClaimRecord::claimed(new, id.to_owned(), now))));

@@ -64,8 +64,12 @@ async fn one_batch_commits_every_claim_and_one_claim_per_key_wins() {
         jobs.push(job);
         duplicates.push(answer);
     }
-    run_batch(store, jobs).await;
+    let counters = WriterCounters::default();
+    let conn = &store.inner.conn;
+    run(conn, conn.writer_slots().start, jobs, &counters, |_| {}).await;
 
+    // Only the duplicates' rows are read, after the commit: the batch itself reads nothing back.
+    assert_eq!(counters.snapshot().after_commit, 2);
     for answer in distinct {
         assert!(matches!(answer.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))));
     }

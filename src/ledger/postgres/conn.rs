@@ -12,6 +12,8 @@
 //!   (opened on first use), and queries on one connection are pipelined by the driver. Each of the [`WRITERS`]
 //!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
 //!   transactions must not take in other operations.
+//! - Every connection plans with `enable_seqscan = off` ([`PLANNER_OPTIONS`], before the URL's own `options`):
+//!   prepared statements keep their first generic plan, made while the table was small.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,8 +34,15 @@ const GENERAL: usize = 2;
 /// Batch writers, each with its own connection: while some wait for their commit's WAL flush, another gathers
 /// and sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's
 /// settles are announced after its commit, so no writer holds the notification lock across a flush; see
-/// [`super::batch`]). More writers mean a claim rarely waits for a free one; each is one more server connection.
-pub(super) const WRITERS: usize = 12;
+/// [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
+/// batches, whose statements the server pays once: on two cores 4 writers carried 1.8× the calls of 12
+/// (docs/ledger.md, *Batching in the SQL stores*).
+pub(super) const WRITERS: usize = 4;
+/// Every statement of the ledger finds its rows through an index, and prepared statements keep the plan the
+/// server chose when the table was nearly empty: a fresh ledger's writers planned their multi-row lookups as
+/// sequential scans and kept them as the claims grew (a batch's `SELECT` read the whole table; in a
+/// 5-second run the throughput fell by three quarters). Off, the planner takes the index whatever the size.
+const PLANNER_OPTIONS: &str = "-c enable_seqscan=off";
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -101,7 +110,6 @@ pub(super) struct Prepared {
     pub(super) list: Statement,
     /// The multi-row statements of a batch (see [`super::rows`]).
     pub(super) claim_rows: Statement,
-    pub(super) others: Statement,
     pub(super) complete_rows: Statement,
     pub(super) announce: Statement,
 }
@@ -130,9 +138,8 @@ impl Prepared {
             client.prepare(&sql.purge),
             client.prepare(&sql.list),
         )?;
-        let (claim_rows, others, complete_rows, announce) = tokio::try_join!(
+        let (claim_rows, complete_rows, announce) = tokio::try_join!(
             client.prepare(&rows.claim),
-            client.prepare(&rows.others),
             client.prepare(&rows.complete),
             client.prepare(&rows.announce)
         )?;
@@ -148,7 +155,6 @@ impl Prepared {
             purge,
             list,
             claim_rows,
-            others,
             complete_rows,
             announce,
         })
@@ -167,6 +173,12 @@ pub(super) fn driver_config(connect_url: &str) -> Result<Config, LedgerError> {
     if config.get_application_name().is_none() {
         config.application_name("switchyard");
     }
+    // The URL's own options come after ours, so an operator's `-c enable_seqscan=on` still wins.
+    let options = match config.get_options() {
+        Some(theirs) => format!("{PLANNER_OPTIONS} {theirs}"),
+        None => PLANNER_OPTIONS.to_owned(),
+    };
+    config.options(&options);
     Ok(config)
 }
 
@@ -304,4 +316,34 @@ pub(super) fn connection_broke(error: &tokio_postgres::Error, session: &Session)
         .map(|state| state.code())
         .is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"));
     ending || error.is_closed() || session.client.is_closed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_planner_options_come_before_the_urls_own() {
+        let plain = driver_config("postgres://postgres@127.0.0.1/test").unwrap();
+        assert_eq!(plain.get_options(), Some(PLANNER_OPTIONS));
+        let theirs = driver_config("postgres://postgres@127.0.0.1/test?options=-c%20synchronous_commit%3Doff").unwrap();
+        assert_eq!(theirs.get_options(), Some("-c enable_seqscan=off -c synchronous_commit=off"));
+    }
+
+    #[tokio::test]
+    async fn a_connection_plans_without_sequential_scans_and_keeps_the_urls_options() {
+        if crate::ledger::tests::postgres_admin().await.is_none() {
+            return;
+        }
+        let base = crate::ledger::tests::postgres_admin_url();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}options=-c%20synchronous_commit%3Doff");
+        let client = connect(&driver_config(&url).unwrap()).await.unwrap();
+        let show = |name: &'static str| {
+            let client = &client;
+            async move { client.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
+        };
+        assert_eq!(show("enable_seqscan").await, "off");
+        assert_eq!(show("synchronous_commit").await, "off");
+    }
 }

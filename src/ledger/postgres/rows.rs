@@ -1,26 +1,22 @@
-//! A batch's claims and completions as three multi-row statements (arrays passed as parameters and unnested):
-//! one `INSERT` of every claim, one `SELECT` of the claims other calls already hold under those keys, one
-//! `UPDATE` of every completion. The server then plans, executes and answers three statements per batch instead
-//! of three per call, which is most of what a call cost it (see docs/ledger.md, *Batching in the SQL stores*).
+//! A batch's claims and completions as two multi-row statements (arrays passed as parameters and unnested):
+//! one `INSERT` of every claim, one `UPDATE` of every completion. The server then plans, executes and answers
+//! two statements per batch instead of several per call, which is most of what a call cost it (see
+//! docs/ledger.md, *Batching in the SQL stores*).
 //!
 //! Rules:
-//! - The statements decide what the per-job statements decided: a claim whose id the `INSERT` returns is ours;
-//!   one whose key the `SELECT` returns under another id is someone else's; a completion whose key the `UPDATE`
-//!   returns applied. Whatever they leave open (our own insert from an attempt whose answer was lost, a row that
-//!   vanished, a completion that changed nothing) is finished after the commit by the single operations, as
-//!   before.
+//! - A claim whose id the `INSERT` returns is ours; a completion whose key the `UPDATE` returns applied. What
+//!   they leave open — a key another call already holds (a retry: rare, so its row is not read in every batch),
+//!   our own insert from an attempt whose answer was lost, a completion that changed nothing — is finished after
+//!   the commit by the single operations, which read the row that won.
 //! - A multi-row statement fails as a whole: when one fails on a value (SQLSTATE classes 22 and 23), the batch
 //!   runs again with a statement per job, which tells the culprit from the others (see [`super::batch`]).
 //! - The arrays keep the batch's key order, and `WITH ORDINALITY … ORDER BY` keeps it in the `INSERT`, so row
 //!   locks are taken in key order as everywhere else.
 
-use std::collections::{HashMap, HashSet};
-
-use tokio_postgres::Row;
+use std::collections::HashSet;
 
 use super::batch::Job;
 use crate::ledger::rules::OwnedSettle;
-use crate::ledger::sql::COLUMNS;
 use crate::ledger::types::to_millis;
 
 /// The multi-row statements for one claims table.
@@ -28,8 +24,6 @@ use crate::ledger::types::to_millis;
 pub(super) struct RowsSql {
     /// Arrays: `$1` key … `$7` args_digest, `$8` now, `$9` owner, `$10` lease_until; returns the inserted ids.
     pub(super) claim: String,
-    /// `$1` keys, `$2` our ids; returns the rows under those keys that are not ours.
-    pub(super) others: String,
     /// Arrays: `$1` key, `$2` owner, `$3` result, `$4` result_digest, `$5` now; returns the keys completed.
     pub(super) complete: String,
     /// `$1` keys: announces each on the settled-claims channel, in a transaction of its own that does not wait
@@ -48,7 +42,6 @@ impl RowsSql {
                  $10::bigint[]) WITH ORDINALITY AS c(k, i, p, s, b, t, d, n, o, l, at) ORDER BY at \
                  ON CONFLICT (key) DO NOTHING RETURNING id"
             ),
-            others: format!("SELECT {COLUMNS} FROM {table} WHERE key = ANY($1::text[]) AND id <> ALL($2::text[])"),
             complete: format!(
                 "UPDATE {table} AS claim SET state = 'completed', result = u.result, result_digest = u.digest, \
                  error = NULL, updated_at = u.now FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], \
@@ -64,7 +57,7 @@ impl RowsSql {
     }
 }
 
-/// The parameters of the claims' `INSERT` and `SELECT`, column by column.
+/// The parameters of the claims' `INSERT`, column by column.
 #[derive(Default)]
 pub(super) struct Claims<'a> {
     pub(super) keys: Vec<&'a str>,
@@ -137,26 +130,16 @@ pub(super) fn gather(jobs: &[Job]) -> Gathered<'_> {
 pub(super) struct Decided {
     /// Ids of the claims inserted.
     pub(super) inserted: HashSet<String>,
-    /// Rows other calls hold under the batch's claim keys, by key.
-    pub(super) others: HashMap<String, Row>,
     /// Keys of the completions applied.
     pub(super) completed: HashSet<String>,
 }
 
-/// The rows of the `SELECT` by their key (a row whose key cannot be read is left out: its claim is decided after
-/// the commit).
-pub(super) fn by_key(rows: Vec<Row>) -> HashMap<String, Row> {
-    rows.into_iter().filter_map(|row| Some((row.try_get::<_, String>(0).ok()?, row))).collect()
-}
-
 impl Decided {
-    /// How many rows `job` changed and (claims) the row another call holds under its key.
-    pub(super) fn step_of(&mut self, job: &Job) -> (u64, Option<Row>) {
-        match job {
-            Job::Claim { new, id, .. } => {
-                (u64::from(self.inserted.contains(id.as_str())), self.others.remove(new.key.as_str()))
-            }
-            Job::Settle { queued, .. } => (u64::from(self.completed.contains(queued.key.as_str())), None),
-        }
+    /// How many rows `job` changed.
+    pub(super) fn changed_by(&self, job: &Job) -> u64 {
+        u64::from(match job {
+            Job::Claim { id, .. } => self.inserted.contains(id.as_str()),
+            Job::Settle { queued, .. } => self.completed.contains(queued.key.as_str()),
+        })
     }
 }
