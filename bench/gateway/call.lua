@@ -34,8 +34,11 @@ function setup(thread)
 end
 
 function init(args)
-   -- ids stay unique across threads: thread index in the high digits
-   id_base = (tid or 0) * 1000000000
+   -- Ids stay unique across threads (the thread's index) and across runs on one session (the run's start time
+   -- and a random number): the gateway keys a call by its session and id, so a repeated id is a replay of the
+   -- stored result, not a call.
+   math.randomseed(os.time() + (tid or 0))
+   id_prefix = '"' .. os.time() .. "-" .. math.random(1000000000) .. "-" .. (tid or 0) .. "-"
    seq = 0
    ok = 0
    non200 = 0
@@ -54,7 +57,7 @@ local suffix = ',"method":"tools/call","params":{"name":"' .. tool
 
 function request()
    seq = seq + 1
-   return wrk.format(nil, nil, nil, prefix .. (id_base + seq) .. suffix)
+   return wrk.format(nil, nil, nil, prefix .. id_prefix .. seq .. '"' .. suffix)
 end
 
 function response(status, headers, body)

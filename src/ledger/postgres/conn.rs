@@ -35,9 +35,9 @@ const GENERAL: usize = 2;
 /// and sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's
 /// settles are announced after its commit, so no writer holds the notification lock across a flush; see
 /// [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
-/// batches, whose statements the server pays once: on two cores 4 writers carried 1.8× the calls of 12
-/// (docs/ledger.md, *Batching in the SQL stores*).
-pub(super) const WRITERS: usize = 4;
+/// batches, whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9×
+/// the calls of 12 and 1.2× those of 4 through the gateway (docs/ledger.md, *Batching in the SQL stores*).
+pub(super) const WRITERS: usize = 2;
 /// Every statement of the ledger finds its rows through an index, and prepared statements keep the plan the
 /// server chose when the table was nearly empty: a fresh ledger's writers planned their multi-row lookups as
 /// sequential scans and kept them as the claims grew (a batch's `SELECT` read the whole table; in a
