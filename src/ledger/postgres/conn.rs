@@ -36,12 +36,14 @@ const GENERAL: usize = 2;
 /// settles are announced after its commit, so no writer holds the notification lock across a flush; see
 /// [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
 /// batches, whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9×
-/// the calls of 12 and 1.2× those of 4 through the gateway (docs/ledger.md, *Batching in the SQL stores*).
+/// the calls of 12 (the ledger alone) and, through the gateway, 1.2× those of 4 (docs/ledger.md, *Batching in
+/// the SQL stores*).
 pub(super) const WRITERS: usize = 2;
 /// Every statement of the ledger finds its rows through an index, and prepared statements keep the plan the
 /// server chose when the table was nearly empty: a fresh ledger's writers planned their multi-row lookups as
-/// sequential scans and kept them as the claims grew (a batch's `SELECT` read the whole table; in a
-/// 5-second run the throughput fell by three quarters). Off, the planner takes the index whatever the size.
+/// sequential scans and kept them as the claims grew (a batch's `SELECT` read the whole table, and eight
+/// seconds in, the ledger carried a third of its first seconds' rate). Off, the planner takes the index whatever
+/// the size.
 const PLANNER_OPTIONS: &str = "-c enable_seqscan=off";
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
