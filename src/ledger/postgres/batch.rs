@@ -279,8 +279,8 @@ enum Attempt {
     Failed(LedgerError),
 }
 
-/// What a job's statements returned: rows inserted or changed, and (claims) the row another call holds under
-/// its key (the per-job form: the row of the key, whoever holds it).
+/// What a job's statements returned: rows inserted or changed, and (claims, in the per-job form only) the row
+/// that holds its key, whoever's it is.
 #[derive(Default)]
 struct Step {
     changed: u64,
