@@ -193,11 +193,16 @@ impl Statements {
 
 /// The statements that create schema version 1 (tables and indexes; Postgres adds its trigger).
 pub(crate) fn create_statements(table: &str, dialect: Dialect) -> Vec<String> {
-    let (clustered, state_check) = (dialect.clustered(), dialect.state_check());
+    let state_check = dialect.state_check();
     vec![
+        // In SQLite a rowid table, not one clustered on the key: rows are stored in insertion order, so a batch's
+        // claims share the newest pages and its completions find their rows there, where a table clustered on
+        // the key put every agent session's claims in a region of their own and made each claim and each
+        // completion dirty a page of its own (docs/ledger.md, *Where a durable call's time goes*); the other
+        // indexes then carry the row's 8-byte id instead of the key. Files made clustered keep their layout.
         format!(
             "CREATE TABLE {table} (
-                key TEXT PRIMARY KEY,
+                key TEXT NOT NULL PRIMARY KEY,
                 id TEXT NOT NULL,
                 principal TEXT NOT NULL,
                 agent_session TEXT NOT NULL,
@@ -212,7 +217,7 @@ pub(crate) fn create_statements(table: &str, dialect: Dialect) -> Vec<String> {
                 updated_at BIGINT NOT NULL,
                 owner TEXT NOT NULL,
                 lease_until BIGINT NOT NULL
-            ){clustered}"
+            )"
         ),
         // Few claims are in flight at any time, so renewal, orphaning and expiry scan a small partial index, and
         // settling a claim removes it from there. Every index is written on the hot path, so there are only two.

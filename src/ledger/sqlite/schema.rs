@@ -50,11 +50,14 @@ mod tests {
     use crate::ledger::types::{ClaimKey, ClaimOutcome, ClaimState};
     use crate::raw_json::RawJson;
 
-    /// A file whose claims table was made with the `IN` spelling, holding one completed claim.
-    fn file_from_before(path: &std::path::Path) {
+    /// A file whose claims table was made with the `IN` spelling, holding one completed claim; `clustered`: the
+    /// table is clustered on its key (`WITHOUT ROWID`), as files were made before they stored claims in
+    /// insertion order.
+    fn file_from_before(path: &std::path::Path, clustered: bool) {
         let conn = Connection::open(path).expect("open");
-        for statement in create_statements(CLAIMS_TABLE, Dialect::Sqlite) {
-            conn.execute_batch(&statement.replace(STATE_CHECK, STATE_CHECK_IN)).expect("create");
+        for (index, statement) in create_statements(CLAIMS_TABLE, Dialect::Sqlite).into_iter().enumerate() {
+            let layout = if clustered && index == 0 { " WITHOUT ROWID" } else { "" };
+            conn.execute_batch(&format!("{}{layout}", statement.replace(STATE_CHECK, STATE_CHECK_IN))).expect("create");
         }
         conn.execute_batch(&format!(
             "INSERT INTO {CLAIMS_TABLE} VALUES ('k', 'i', 'p', 's', 'b', 't', 'd', 'completed', '{{}}', NULL, NULL, \
@@ -72,7 +75,7 @@ mod tests {
     fn an_old_state_check_is_rewritten_once_and_still_refuses_unknown_states() {
         let dir = scratch_dir("state-check");
         let path = dir.join("ledger.db");
-        file_from_before(&path);
+        file_from_before(&path, false);
         let mut conn = Connection::open(&path).expect("open");
         let tx = conn.transaction().expect("tx");
         assert!(rewrite_state_check(&tx).expect("rewrites"));
@@ -97,21 +100,53 @@ mod tests {
 
     #[tokio::test]
     async fn a_store_opens_a_file_from_before_and_keeps_its_claims() {
-        let dir = scratch_dir("state-check-store");
-        let path = dir.join("ledger.db");
-        file_from_before(&path);
-        let store = SqliteStore::open(&path).await.expect("opens");
-        let old = store.get(&ClaimKey::from_stored("k".into())).await.expect("read").expect("kept");
-        assert_eq!(old.state, ClaimState::Completed);
-        let new = claim_of("fresh", "gw");
+        for clustered in [false, true] {
+            let dir = scratch_dir("state-check-store");
+            let path = dir.join("ledger.db");
+            file_from_before(&path, clustered);
+            let store = SqliteStore::open(&path).await.expect("opens");
+            let old = store.get(&ClaimKey::from_stored("k".into())).await.expect("read").expect("kept");
+            assert_eq!(old.state, ClaimState::Completed);
+            claim_and_complete(&store, "fresh").await;
+            drop(store);
+            let conn = Connection::open(&path).expect("reopen");
+            assert!(definition(&conn).contains(STATE_CHECK), "rewritten by the store's opening");
+            assert_eq!(definition(&conn).contains("WITHOUT ROWID"), clustered, "a file keeps its layout");
+            assert_eq!(page_size(&conn), 4096, "a file that exists keeps its page size");
+            let check: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
+            assert_eq!(check, "ok");
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    /// Claims `name`, finds a second claim of it refused, completes it and reads it back completed.
+    async fn claim_and_complete(store: &SqliteStore, name: &str) {
+        let new = claim_of(name, "gw");
         let key = new.key.clone();
-        assert!(matches!(store.claim(new).await.expect("claims"), ClaimOutcome::Claimed(_)));
+        assert!(matches!(store.claim(new.clone()).await.expect("claims"), ClaimOutcome::Claimed(_)));
+        assert!(matches!(store.claim(new).await.expect("answers"), ClaimOutcome::Existing(_)), "the key is unique");
         store.complete(&key, "gw", &RawJson::of(&serde_json::json!({"ok": 1})), 1 << 20).await.expect("completes");
         assert_eq!(store.get(&key).await.expect("read").expect("there").state, ClaimState::Completed);
+    }
+
+    #[tokio::test]
+    async fn a_new_file_stores_claims_in_insertion_order_under_a_unique_key_that_cannot_be_null() {
+        let dir = scratch_dir("rowid");
+        let path = dir.join("ledger.db");
+        let store = SqliteStore::open(&path).await.expect("creates");
+        claim_and_complete(&store, "ordered").await;
         drop(store);
         let conn = Connection::open(&path).expect("reopen");
-        assert!(definition(&conn).contains(STATE_CHECK), "rewritten by the store's opening");
-        assert_eq!(page_size(&conn), 4096, "a file that exists keeps its page size");
+        assert!(!definition(&conn).contains("WITHOUT ROWID"), "a rowid table: {}", definition(&conn));
+        // A rowid table's primary key would take NULL unless declared NOT NULL.
+        let null_key = conn.execute(
+            &format!(
+                "INSERT INTO {CLAIMS_TABLE} VALUES (NULL, 'i', 'p', 's', 'b', 't', 'd', 'completed', '{{}}', NULL, \
+                 NULL, 1, 2, 'gw', 3)"
+            ),
+            [],
+        );
+        assert!(null_key.is_err(), "a claim without a key is refused");
         let _ = std::fs::remove_dir_all(dir);
     }
 
