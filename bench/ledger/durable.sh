@@ -119,16 +119,28 @@ pg_ticks() {  # CPU ticks of the server processes serving the gateways GW_PID...
     echo "$total"
 }
 
+# ledger_wchar GW_PID → the bytes the gateway's SQLite threads (named `switchyard-ledg…`: the writer and the
+# checkpointer) passed to `write` calls so far: the log frames and the checkpoints' copies. Per call it does not
+# depend on the machine's load, where calls/s do (docs/ledger.md, *Where a durable call's time goes*).
+ledger_wchar() {
+    local total=0 task
+    for task in /proc/"$1"/task/*; do
+        [[ "$(cat "$task/comm" 2>/dev/null)" == switchyard-ledg* ]] || continue
+        total=$((total + $(awk '/^wchar/ {print $2}' "$task/io" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+
 RESULTS="$WORK/results"; : >"$RESULTS"
 # measure SHAPE ROW URL SESSIONS TOOL PID → one line in RESULTS
 measure() {
-    local shape="$1" row="$2" url="$3" sessions="$4" tool="$5" pid="$6" t c line pg0 pg1 cpu0
+    local shape="$1" row="$2" url="$3" sessions="$4" tool="$5" pid="$6" t c line pg0 pg1 w0 w1
     read -r t c <<<"$(shape_wrk "$shape")"
     GW_PID="$pid" GW_URL="$url"
-    pg0="$(pg_ticks "$pid")"
+    pg0="$(pg_ticks "$pid")"; w0="$(ledger_wchar "$pid")"
     line="$(run_wrk "$shape-$row-$RANDOM" "$url" "$sessions" "$tool" "$t" "$c" "$DURATION")"
-    pg1="$(pg_ticks "$pid")"
-    echo "shape=$shape row=$row $line pg_ticks=$((pg1 - pg0))" >>"$RESULTS"
+    pg1="$(pg_ticks "$pid")"; w1="$(ledger_wchar "$pid")"
+    echo "shape=$shape row=$row $line pg_ticks=$((pg1 - pg0)) ledger_wchar=$((w1 - w0))" >>"$RESULTS"
     echo "  $shape $row: $(field "$line" requests) calls, p50 $(field "$line" p50_us) µs" >&2
 }
 
@@ -211,6 +223,7 @@ function add(map, k, v) { map[k] = map[k] (map[k] == "" ? "" : ",") v }
     add(rps, k, val($0, "requests") / (val($0, "duration_us") / 1e6))
     add(p50, k, val($0, "p50_us"))
     n[k] += val($0, "requests"); cpu[k] += val($0, "gw_cpu_ticks"); pg[k] += val($0, "pg_ticks")
+    wchar[k] += val($0, "ledger_wchar")
     total[k] += val($0, "machine_total_ticks")
     if (val($0, "machine_busy_ticks") != "" && val($0, "machine_total_ticks") > 0) {
         other = val($0, "machine_busy_ticks") - val($0, "gw_cpu_ticks") - val($0, "backend_cpu_ticks") \
@@ -226,18 +239,19 @@ END {
         if (line ~ /^rss/) hwm[k] = val(line, "hwm_kib")
     }
     printf "\n%d round(s) of %s per measurement (medians); fast backend; every answer checked.\n\n", rounds, duration
-    printf "| shape | row | calls/s | vs direct | vs memory | gateway CPU µs/call | median µs | added median µs | PostgreSQL server, %% of machine | idle CPU ms | peak RSS MiB |\n"
-    printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    printf "| shape | row | calls/s | vs direct | vs memory | gateway CPU µs/call | median µs | added median µs | PostgreSQL server, %% of machine | SQLite bytes written per call | idle CPU ms | peak RSS MiB |\n"
+    printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     split("c1 c64 s64", shapes, " "); split("direct memory sqlite postgres", rows, " ")
     for (s = 1; s <= 3; s++) for (r = 1; r <= 4; r++) {
         sh = shapes[s]; row = rows[r]; k = sh SUBSEP row
         if (!(k in n)) continue
         d = median(rps[sh SUBSEP "direct"]); m = median(rps[sh SUBSEP "memory"]); x = median(rps[k])
-        printf "| %s | %s | %.0f | %.2f× | %s | %s | %d | %s | %s | %s | %s |\n", sh, row, x, x / d, \
+        printf "| %s | %s | %.0f | %.2f× | %s | %s | %d | %s | %s | %s | %s | %s |\n", sh, row, x, x / d, \
             (row == "direct") ? "–" : sprintf("%.2f×", x / m), \
             (row == "direct") ? "–" : sprintf("%.1f", cpu[k] * 1e6 / tck / n[k]), median(p50[k]), \
             (row == "direct") ? "–" : sprintf("%+d", median(p50[k]) - median(p50[sh SUBSEP "direct"])), \
             (row == "postgres") ? sprintf("%.0f%%", 100 * pg[k] / total[k]) : "–", \
+            (row == "sqlite") ? sprintf("%.0f", wchar[k] / n[k]) : "–", \
             (k in idle) ? idle[k] : "–", (k in hwm) ? sprintf("%.1f", hwm[k] / 1024) : "–"
     }
     if (("fleet" SUBSEP "one") in n) {

@@ -7,9 +7,10 @@
 //! - A trigger on the claims table sends `NOTIFY <channel>, <key>` whenever a claim leaves `in_flight` (settled
 //!   or deleted), in the same transaction as the change, whichever replica (or operator) made it — unless the
 //!   transaction set [`DEFER_NOTIFY`]: the batch writers announce their settles themselves right after their
-//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. A schema made by
-//!   an older version gets the deferring function at the next start; an older replica never sets the setting,
-//!   so its settles are still announced.
+//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. The trigger's
+//!   `WHEN` clause tests the old state and the setting, so a batch's completions neither call the function nor
+//!   queue an event per row. A schema made by an older version gets the deferring function and the `WHEN`
+//!   clause at the next start; an older replica never sets the setting, so its settles are still announced.
 //! - Names are built only from constants and a validated schema name (see [`crate::ledger::url`]), so splicing
 //!   them into SQL is safe.
 
@@ -31,6 +32,9 @@ use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statement
 /// The session setting (a custom placeholder) under which the trigger leaves the `NOTIFY` to its transaction's
 /// writer: `SET LOCAL switchyard.defer_notify = 'on'`.
 pub(super) const DEFER_NOTIFY: &str = "switchyard.defer_notify";
+
+/// The settled-claims trigger's name.
+const SETTLED_TRIGGER: &str = "switchyard_claims_settled";
 
 /// Serialises migrations of every Switchyard ledger in a database ("SWLEDGER" in ASCII).
 const MIGRATION_LOCK: i64 = 0x5357_4c45_4447_4552;
@@ -115,7 +119,10 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     };
     match version {
         None => create(&tx, names).await?,
-        Some(SCHEMA_VERSION) => announce_settled(&tx, names).await?,
+        Some(SCHEMA_VERSION) => {
+            announce_settled(&tx, names).await?;
+            trigger_settled(&tx, names).await?;
+        }
         Some(found) if found > SCHEMA_VERSION => {
             return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION }.into());
         }
@@ -167,6 +174,32 @@ async fn announce_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -
     Ok(())
 }
 
+/// The trigger that runs [`announce_settled`]'s function, unless it exists with its `WHEN` clause (a trigger made
+/// by an older version, without one, is made again; a current one is not touched, so a role that does not own the
+/// table can still start). The clause is evaluated before the function is called or an event is queued: a batch's
+/// completions, which announce themselves, cost the trigger nothing. (`NEW` cannot appear in the clause of a
+/// trigger that also fires on `DELETE`; the function tests the new state.)
+async fn trigger_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    let current = format!(
+        "SELECT coalesce(bool_and(tgqual IS NOT NULL), false) FROM pg_trigger \
+         WHERE tgrelid = to_regclass('{claims}') AND tgname = '{SETTLED_TRIGGER}'",
+        claims = names.claims
+    );
+    if tx.query_one(&current, &[]).await?.try_get::<_, bool>(0)? {
+        return Ok(());
+    }
+    tx.batch_execute(&format!(
+        "DROP TRIGGER IF EXISTS {SETTLED_TRIGGER} ON {claims};
+         CREATE TRIGGER {SETTLED_TRIGGER} AFTER UPDATE OF state OR DELETE ON {claims} FOR EACH ROW
+             WHEN (OLD.state = 'in_flight' AND current_setting('{DEFER_NOTIFY}', true) IS DISTINCT FROM 'on')
+             EXECUTE PROCEDURE {function}();",
+        function = names.function,
+        claims = names.claims,
+    ))
+    .await?;
+    Ok(())
+}
+
 fn parse_version(text: &str) -> Result<i64, LedgerError> {
     text.parse().map_err(|_| LedgerError::corrupt(format!("the schema version {text:?} is not a number")))
 }
@@ -176,13 +209,7 @@ async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(
         tx.batch_execute(&statement).await?;
     }
     announce_settled(tx, names).await?;
-    tx.batch_execute(&format!(
-        "CREATE TRIGGER {CLAIMS_TABLE}_settled AFTER UPDATE OF state OR DELETE ON {claims}
-             FOR EACH ROW EXECUTE PROCEDURE {function}();",
-        function = names.function,
-        claims = names.claims,
-    ))
-    .await?;
+    trigger_settled(tx, names).await?;
     tx.execute(
         &format!("INSERT INTO {} (name, value) VALUES ('schema_version', $1)", names.meta),
         &[&SCHEMA_VERSION.to_string()],

@@ -229,10 +229,10 @@ async fn upkeep_renews_own_leases_and_expires_dead_ones() {
     assert_eq!(state("dead").await, ClaimState::Unknown);
 }
 
-/// A schema made before the batches announced their own settles gets the trigger that leaves it to them at the
-/// next start; a current one is left as it is.
+/// A schema made before the batches announced their own settles gets the trigger that leaves it to them, with
+/// the `WHEN` clause that spares their completions the call, at the next start; a current one is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_an_older_schemas_trigger_learns_to_defer() {
+async fn postgres_an_older_schemas_trigger_learns_to_defer_and_skip_deferred_rows() {
     let Some(harness) = Harness::postgres().await else {
         return;
     };
@@ -245,8 +245,23 @@ async fn postgres_an_older_schemas_trigger_learns_to_defer() {
         let sql = "SELECT prosrc LIKE '%switchyard.defer_notify%' FROM pg_proc WHERE oid = to_regproc($1)";
         admin.query_one(sql, &[&function]).await.expect("the function exists").get::<_, bool>(0)
     };
+    let guarded = || async {
+        let sql = "SELECT tgqual IS NOT NULL FROM pg_trigger WHERE tgrelid = to_regclass($1) \
+                   AND tgname = 'switchyard_claims_settled'";
+        let claims = format!("{schema}.switchyard_claims");
+        admin.query_one(sql, &[&claims]).await.expect("the trigger exists").get::<_, bool>(0)
+    };
     assert!(defers().await, "a new schema's trigger defers");
-    // The function as older versions defined it: it always notifies.
+    assert!(guarded().await, "a new schema's trigger has its WHEN clause");
+    // The trigger and the function as older versions defined them: no clause, and it always notifies.
+    admin
+        .batch_execute(&format!(
+            "DROP TRIGGER switchyard_claims_settled ON {schema}.switchyard_claims;
+             CREATE TRIGGER switchyard_claims_settled AFTER UPDATE OF state OR DELETE ON {schema}.switchyard_claims
+                 FOR EACH ROW EXECUTE PROCEDURE {function}();"
+        ))
+        .await
+        .expect("the older trigger");
     admin
         .batch_execute(&format!(
             "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
@@ -260,9 +275,10 @@ async fn postgres_an_older_schemas_trigger_learns_to_defer() {
         ))
         .await
         .expect("the older function");
-    assert!(!defers().await);
+    assert!(!defers().await && !guarded().await);
     let second = harness.second().await;
     assert!(defers().await, "the next start redefined it");
+    assert!(guarded().await, "the next start gave the trigger its WHEN clause");
     drop(second);
     harness.finish().await;
 }
