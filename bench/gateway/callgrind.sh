@@ -14,7 +14,9 @@
 # LEDGER: the gateway's `[ledger] url` (default `memory`); `sqlite` prices the durable default (the file in the
 # run's scratch data_dir; its writer threads are counted with the rest of the process).
 #
-# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] [EXTRA=…] [LEDGER=…] callgrind.sh
+# PAD: that many `x` after the echo's `hello` (default 0), to price a larger result (what the ledger stores).
+#
+# Usage: BIN=<release switchyard> BACKEND_BIN=<release bench_backend> [CALLS=2000] [BASE=200] [EXTRA=…] [LEDGER=…] [PAD=…] callgrind.sh
 # Prints: callgrind BIN=… calls=… base=… ir_calls=… ir_base=… ir_per_call=…
 set -euo pipefail
 BIN="${BIN:?the release switchyard binary}"
@@ -57,9 +59,9 @@ measure() {
     start "gateway.$calls" valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$out" \
         "$BIN" serve --config "$WORK/gateway.$calls.toml" --listen 127.0.0.1:0
     local gateway_pid="$PID"
-    python3 - "$URL" "$calls" <<'EOF'
+    python3 - "$URL" "$calls" "${PAD:-0}" <<'EOF'
 import http.client, json, sys, time, urllib.parse
-url, calls = urllib.parse.urlparse(sys.argv[1]), int(sys.argv[2])
+url, calls, text = urllib.parse.urlparse(sys.argv[1]), int(sys.argv[2]), "hello" + "x" * int(sys.argv[3])
 base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-11-25"}
 conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
@@ -75,7 +77,7 @@ session = response.getheader("mcp-session-id")
 post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
 def call(id):
     return post({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                 "params": {"name": "fast__echo", "arguments": {"text": "hello"}}}, session)
+                 "params": {"name": "fast__echo", "arguments": {"text": text}}}, session)
 for attempt in range(600):  # discovery runs in the background: wait until the tool is routed
     _, body = call(1)
     if b'"result"' in body and b"hello" in body and b'"isError":true' not in body:
@@ -98,4 +100,4 @@ BACKEND_URL="$URL"
 ir_base="$(measure "$BASE")"
 ir_calls="$(measure "$CALLS")"
 per_call=$(( (ir_calls - ir_base) / (CALLS - BASE) ))
-echo "callgrind BIN=$BIN ledger=$LEDGER calls=$CALLS base=$BASE ir_calls=$ir_calls ir_base=$ir_base ir_per_call=$per_call"
+echo "callgrind BIN=$BIN ledger=$LEDGER pad=${PAD:-0} calls=$CALLS base=$BASE ir_calls=$ir_calls ir_base=$ir_base ir_per_call=$per_call"
