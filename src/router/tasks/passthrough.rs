@@ -66,8 +66,28 @@ pub(super) struct BackendTask {
 /// Seals backends' task ids and remembers those created here.
 pub(super) struct Passthrough {
     seal: Swap<Seal>,
-    /// The sealed id of each task created through this instance, by backend session and the backend's id.
-    created: Mutex<HashMap<CreatedKey, String>>,
+    created: Mutex<Created>,
+}
+
+/// The sealed id of each task created through this instance, by backend session and the backend's id, with the
+/// order of creation: when full, the older half is forgotten (notifications are hints; forgetting costs a few
+/// of the oldest tasks' status updates, never the tasks).
+#[derive(Default)]
+struct Created {
+    sealed: HashMap<CreatedKey, (u64, String)>,
+    next: u64,
+}
+
+impl Created {
+    fn remember(&mut self, key: CreatedKey, sealed: String) {
+        if self.sealed.len() >= REMEMBERED {
+            // At most the REMEMBERED / 2 newest creations have numbers from here on.
+            let oldest_kept = self.next.saturating_sub(REMEMBERED as u64 / 2);
+            self.sealed.retain(|_, (made, _)| *made >= oldest_kept);
+        }
+        self.sealed.insert(key, (self.next, sealed));
+        self.next += 1;
+    }
 }
 
 impl std::fmt::Debug for Passthrough {
@@ -110,13 +130,7 @@ impl Passthrough {
             let sealed = self.seal_id(&bound);
             *id = json!(sealed);
             if let Some(holder) = created {
-                let mut remembered = self.created.lock();
-                if remembered.len() >= REMEMBERED {
-                    // Notifications are hints: forgetting the oldest-looking half costs a few, never the tasks.
-                    let keep: Vec<_> = remembered.drain().skip(REMEMBERED / 2).collect();
-                    remembered.extend(keep);
-                }
-                remembered.insert((holder.clone(), Arc::clone(backend), bound.task), sealed);
+                self.created.lock().remember((holder.clone(), Arc::clone(backend), bound.task), sealed);
             }
         }
     }
@@ -127,11 +141,11 @@ impl Passthrough {
         let Some(id) = note.pointer_mut("/params/taskId") else { return false };
         let key = (holder.clone(), Arc::clone(backend), id.as_str().unwrap_or_default().to_owned());
         let mut remembered = self.created.lock();
-        let Some(sealed) = remembered.get(&key).cloned() else { return false };
+        let Some((_, sealed)) = remembered.sealed.get(&key).cloned() else { return false };
         *id = json!(sealed);
         let status = note.pointer("/params/status").and_then(Value::as_str).unwrap_or_default();
         if [wire::COMPLETED, wire::FAILED, wire::CANCELLED].contains(&status) {
-            remembered.remove(&key);
+            remembered.sealed.remove(&key);
         }
         true
     }
@@ -292,6 +306,25 @@ mod tests {
         let mut ended = json!({"params": {"taskId": "t-9", "status": "completed"}});
         assert!(pass.reseal_status(&holder, &backend, &mut ended), "the terminal status is relayed");
         assert!(!pass.reseal_status(&holder, &backend, &mut json!({"params": {"taskId": "t-9"}})), "then forgotten");
+    }
+
+    #[test]
+    fn a_full_memory_of_created_tasks_forgets_the_oldest_half() {
+        let pass = passthrough();
+        let (holder, backend): (_, Arc<str>) = (SessionHolder::agent("s1"), "b".into());
+        let create = |n: usize| {
+            pass.reseal("alice", &backend, &mut json!({"task": {"taskId": format!("t-{n}")}}), Some(&holder))
+        };
+        let relayed = |n: usize| {
+            let mut note = json!({"params": {"taskId": format!("t-{n}"), "status": "working"}});
+            pass.reseal_status(&holder, &backend, &mut note)
+        };
+        (0..REMEMBERED).for_each(create);
+        assert!(relayed(0) && relayed(REMEMBERED - 1), "all remembered while there is room");
+        create(REMEMBERED);
+        let remembered: Vec<usize> = (0..=REMEMBERED).filter(|&n| relayed(n)).collect();
+        let newest: Vec<usize> = (REMEMBERED / 2..=REMEMBERED).collect();
+        assert_eq!(remembered, newest, "the older half is forgotten, the newer half and the new task kept");
     }
 
     #[test]
