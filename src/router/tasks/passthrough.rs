@@ -313,7 +313,7 @@ mod tests {
         let pass = passthrough();
         let (holder, backend): (_, Arc<str>) = (SessionHolder::agent("s1"), "b".into());
         let create = |n: usize| {
-            pass.reseal("alice", &backend, &mut json!({"task": {"taskId": format!("t-{n}")}}), Some(&holder))
+            pass.reseal("alice", &backend, &mut json!({"task": {"taskId": format!("t-{n}")}}), Some(&holder));
         };
         let relayed = |n: usize| {
             let mut note = json!({"params": {"taskId": format!("t-{n}"), "status": "working"}});
