@@ -229,6 +229,28 @@ async fn upkeep_renews_own_leases_and_expires_dead_ones() {
     assert_eq!(state("dead").await, ClaimState::Unknown);
 }
 
+/// A new schema's claim keys compare byte by byte (`COLLATE "C"`), as the writers sort them, whatever the
+/// database's collation; claims whose keys differ only in case or accents stay apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_new_schema_compares_claim_keys_byte_by_byte() {
+    let Some(harness) = Harness::postgres().await else {
+        return;
+    };
+    let Some(admin) = postgres_admin().await else {
+        return;
+    };
+    let schema = harness.postgres_application().expect("a postgres harness").to_owned();
+    let sql = "SELECT collation_name FROM information_schema.columns \
+               WHERE table_schema = $1 AND table_name = 'switchyard_claims' AND column_name = 'key'";
+    let collation: Option<String> = admin.query_one(sql, &[&schema]).await.expect("the key column").get(0);
+    assert_eq!(collation.as_deref(), Some("C"));
+    for name in ["Straße", "strasse", "STRASSE"] {
+        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
+        assert!(matches!(outcome, ClaimOutcome::Claimed(_)), "{name}: a key of its own");
+    }
+    harness.finish().await;
+}
+
 /// A schema made before the batches announced their own settles gets the trigger that leaves it to them, with
 /// the `WHEN` clause that spares their completions the call, at the next start; a current one is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
