@@ -239,7 +239,7 @@ END {
         if (line ~ /^rss/) hwm[k] = val(line, "hwm_kib")
     }
     printf "\n%d round(s) of %s per measurement (medians); fast backend; every answer checked.\n\n", rounds, duration
-    printf "| shape | row | calls/s | vs direct | vs memory | gateway CPU µs/call | median µs | added median µs | PostgreSQL server, %% of machine | SQLite bytes written per call | idle CPU ms | peak RSS MiB |\n"
+    printf "| shape | row | calls/s | vs direct | vs memory | gateway CPU µs/call | median µs | added median µs | PostgreSQL server: %% of machine, CPU µs/call | SQLite bytes written per call | idle CPU ms | peak RSS MiB |\n"
     printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     split("c1 c64 s64", shapes, " "); split("direct memory sqlite postgres", rows, " ")
     for (s = 1; s <= 3; s++) for (r = 1; r <= 4; r++) {
@@ -250,7 +250,7 @@ END {
             (row == "direct") ? "–" : sprintf("%.2f×", x / m), \
             (row == "direct") ? "–" : sprintf("%.1f", cpu[k] * 1e6 / tck / n[k]), median(p50[k]), \
             (row == "direct") ? "–" : sprintf("%+d", median(p50[k]) - median(p50[sh SUBSEP "direct"])), \
-            (row == "postgres") ? sprintf("%.0f%%", 100 * pg[k] / total[k]) : "–", \
+            (row == "postgres") ? sprintf("%.0f%%, %.0f", 100 * pg[k] / total[k], pg[k] * 1e6 / tck / n[k]) : "–", \
             (row == "sqlite") ? sprintf("%.0f", wchar[k] / n[k]) : "–", \
             (k in idle) ? idle[k] : "–", (k in hwm) ? sprintf("%.1f", hwm[k] / 1024) : "–"
     }
