@@ -51,9 +51,10 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const AUTOCHECKPOINT_BYTES: u32 = 32 << 20;
 /// The page size of a file this store creates. Every commit writes each page it dirtied (a claim's row, its
 /// key's index leaf and two more index leaves) whole to the log, checksummed and copied, so halving the default
-/// 4 KiB cuts a claim's commit cost; 1 KiB would push a row with a sealed result onto overflow pages and cost
-/// more. A file that exists keeps its page size (SQLite only applies it to an empty file, and never in WAL
-/// mode).
+/// 4 KiB cuts a claim's commit cost. 1 KiB writes less still per commit, but on a table of millions of claims
+/// its deeper trees cost the writer more than that saves (BENCHMARKS.md, *PostgreSQL: the trigger's WHEN clause
+/// and the key's collation*, where the trial is recorded). A file that exists keeps its page size (SQLite only
+/// applies it to an empty file, and never in WAL mode).
 pub(super) const NEW_FILE_PAGE_SIZE: u32 = 2048;
 
 /// The connection and the statements it runs.

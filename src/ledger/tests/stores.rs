@@ -116,15 +116,20 @@ async fn opening_by_url() {
     assert!(matches!(unreachable, Err(LedgerError::Unavailable { .. })), "{unreachable:?}");
 }
 
+/// A PostgreSQL harness, an admin connection beside it, and the harness's schema (also its connections'
+/// `application_name`); `None` when there is no server (outside CI).
+async fn postgres_with_admin() -> Option<(Harness, tokio_postgres::Client, String)> {
+    let harness = Harness::postgres().await?;
+    let admin = postgres_admin().await?;
+    let schema = harness.postgres_application().expect("a postgres harness").to_owned();
+    Some((harness, admin, schema))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_reconnects_after_its_connections_die() {
-    let Some(harness) = Harness::postgres().await else {
+    let Some((harness, admin, application)) = postgres_with_admin().await else {
         return;
     };
-    let Some(admin) = postgres_admin().await else {
-        return;
-    };
-    let application = harness.postgres_application().expect("a postgres harness").to_owned();
     let second = harness.second().await;
     assert!(matches!(harness.store.claim(claim_of("k", "gw-a")).await, Ok(ClaimOutcome::Claimed(_))));
     // The listeners connect in the background; let them, so their death is part of the test.
@@ -173,10 +178,7 @@ async fn heard(feed: &mut RevocationFeed, wanted: impl Fn(&RevocationEvent) -> b
 /// is told it may have missed some (and reloads).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_announces_revocations_to_other_replicas() {
-    let Some(harness) = Harness::postgres().await else {
-        return;
-    };
-    let Some(admin) = postgres_admin().await else {
+    let Some((harness, admin, application)) = postgres_with_admin().await else {
         return;
     };
     let second = harness.second().await;
@@ -197,7 +199,6 @@ async fn postgres_announces_revocations_to_other_replicas() {
     assert_eq!(revocation.session, "gone");
     assert!(revocation.expires_at >= 4_000_000_000, "{revocation:?}");
 
-    let application = harness.postgres_application().expect("a postgres harness").to_owned();
     admin
         .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&application])
         .await
@@ -233,13 +234,9 @@ async fn upkeep_renews_own_leases_and_expires_dead_ones() {
 /// database's collation; claims whose keys differ only in case or accents stay apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_new_schema_compares_claim_keys_byte_by_byte() {
-    let Some(harness) = Harness::postgres().await else {
+    let Some((harness, admin, schema)) = postgres_with_admin().await else {
         return;
     };
-    let Some(admin) = postgres_admin().await else {
-        return;
-    };
-    let schema = harness.postgres_application().expect("a postgres harness").to_owned();
     let sql = "SELECT collation_name FROM information_schema.columns \
                WHERE table_schema = $1 AND table_name = 'switchyard_claims' AND column_name = 'key'";
     let collation: Option<String> = admin.query_one(sql, &[&schema]).await.expect("the key column").get(0);
@@ -255,13 +252,9 @@ async fn postgres_a_new_schema_compares_claim_keys_byte_by_byte() {
 /// the `WHEN` clause that spares their completions the call, at the next start; a current one is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_an_older_schemas_trigger_learns_to_defer_and_skip_deferred_rows() {
-    let Some(harness) = Harness::postgres().await else {
+    let Some((harness, admin, schema)) = postgres_with_admin().await else {
         return;
     };
-    let Some(admin) = postgres_admin().await else {
-        return;
-    };
-    let schema = harness.postgres_application().expect("a postgres harness").to_owned();
     let function = format!("{schema}.switchyard_claim_settled");
     let defers = || async {
         let sql = "SELECT prosrc LIKE '%switchyard.defer_notify%' FROM pg_proc WHERE oid = to_regproc($1)";
