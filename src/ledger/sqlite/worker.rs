@@ -12,7 +12,8 @@
 //! - A missing file (and its directory) is created private, 0600 (0700): [`crate::private_files`].
 //! - A file this store creates has pages of [`NEW_FILE_PAGE_SIZE`]; one that exists keeps its own.
 //! - The file is opened in WAL mode with `synchronous = NORMAL` (a commit survives a process crash; a power loss
-//!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it.
+//!   may lose the last commits but never corrupts the file) and a busy timeout, so several processes can share it;
+//!   through [`crate::sys::sqlite_log`], which writes a commit's log frames in one system call.
 //! - The schema version is `PRAGMA user_version`, checked and migrated inside one `BEGIN IMMEDIATE` transaction
 //!   so two processes opening a new file at once do not both create it; the same transaction makes the
 //!   definition changes that leave the stored bytes alone ([`schema`](super::schema)).
@@ -26,7 +27,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::batch::{Job, Ran, Reply, Served, Writes, serve};
@@ -229,7 +230,10 @@ fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
     // SQLite gives the `-wal` and `-shm` files it creates later the main file's mode.
     crate::private_files::create_file(path)
         .map_err(|error| LedgerError::unavailable(format!("cannot create the file: {error}")))?;
-    let mut conn = Connection::open(path)?;
+    let mut conn = match crate::sys::sqlite_log::vfs() {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs)?,
+        None => Connection::open(path)?,
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Before WAL mode is set: switching an empty file to WAL writes its first page, fixing the page size.
     conn.pragma_update(None, "page_size", NEW_FILE_PAGE_SIZE)?;
@@ -306,5 +310,31 @@ impl From<rusqlite::Error> for LedgerError {
         } else {
             LedgerError::unavailable(format!("SQLite: {error}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::tests::scratch_dir;
+
+    #[test]
+    fn the_writer_writes_a_commits_log_frames_at_once() {
+        let dir = scratch_dir("gathered-log");
+        let db = open(&dir.join("ledger.db")).expect("opens");
+        let before = crate::sys::sqlite_log::log_writes(&db.conn).expect("its log goes through the gathering VFS");
+        // The first claim touches the table and each of its three indexes: four pages, eight writes without it.
+        db.conn
+            .execute(
+                &format!(
+                    "INSERT INTO {CLAIMS_TABLE} VALUES ('k', 'i', 'p', 's', 'b', 't', 'd', 'in_flight', NULL, NULL, \
+                     NULL, 1, 2, 'gw', 3)"
+                ),
+                [],
+            )
+            .expect("a claim");
+        let after = crate::sys::sqlite_log::log_writes(&db.conn).expect("still ours");
+        assert_eq!(after - before, 1);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,10 +1,13 @@
 //! The crate's only `unsafe` code: the few `libc` calls the standard library does not wrap (signals to a process
-//! or a process group, the parent-death signal of a child), each behind a safe function.
+//! or a process group, the parent-death signal of a child), each behind a safe function, and a SQLite VFS
+//! ([`sqlite_log`]).
 //!
 //! Rules: `unsafe_code` is denied everywhere else (`[lints]` in `Cargo.toml`); every `unsafe` block here says in a
 //! `SAFETY` comment why it is sound; a function here checks nothing about policy (which process may be signalled
 //! is the caller's rule) and imports no crate module.
 #![allow(unsafe_code)]
+
+pub mod sqlite_log;
 
 /// Sends `signal` to the process `pid`; `pid` must be > 1 (0, -1 and 1 would reach our own group, every process
 /// or init), otherwise nothing is sent. Whether it arrived is not reported: the callers poll for the result.
