@@ -1,3 +1,6 @@
+//! Tests of the gathering VFS: one write per commit, commits in the file when they return (as a crash would
+//! leave it), and the paths that go straight through (a spilled transaction's rewrites, a restarted log).
+
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
