@@ -14,8 +14,12 @@
 //!   after commit" field is not zero): SQLite publishes a commit in the shared wal-index only after its frames'
 //!   writes returned, so when another connection or process is told of the commit its frames are in the file,
 //!   and a commit that returned survives a crash of this process exactly as without this VFS. Frames of a
-//!   transaction that has not committed (a spilled cache) stay gathered until it does; only their own
-//!   connection could read them, and it writes them out first.
+//!   transaction that has not committed (a spilled cache, see the next rule) stay gathered until it does; only
+//!   their own connection could read them, and it writes them out first.
+//! - A connection opened through it must not spill its cache (`PRAGMA cache_spill = OFF`), so that SQLite writes
+//!   a transaction's frames only when it commits and every run ends with a commit. A spilled transaction's frames
+//!   would stay gathered past a rollback and be written later, possibly over frames another process has
+//!   committed since.
 //! - A read, sync, size, truncation, file control or close of the log first writes out what is gathered; a
 //!   failed write is reported to SQLite by the call that made it, which then fails the commit, and is dropped.
 //!   A run is also written once it holds [`MAX_GATHERED`] bytes.

@@ -122,3 +122,16 @@ fn pages_rewritten_after_a_spill_and_a_restarted_log_leave_a_consistent_file() {
     assert_eq!(rows(&as_left_by_a_crash(&path, &dir)), (481, "ok".to_owned()));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn two_writers_on_one_file_take_turns_without_losing_each_others_commits() {
+    let dir = scratch("two-writers");
+    let path = dir.join("ledger.db");
+    let (first, second) = (gathering(&path), gathering(&path));
+    for turn in 0..30 {
+        let writer = if turn % 2 == 0 { &first } else { &second };
+        insert(writer, turn * 5, 5);
+    }
+    assert_eq!(rows(&as_left_by_a_crash(&path, &dir)), (150, "ok".to_owned()));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -235,6 +235,8 @@ fn open_unnamed(path: &Path) -> Result<Db, LedgerError> {
         None => Connection::open(path)?,
     };
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // The gathering VFS's rule: a transaction's frames reach the log only at its commit (a batch's pages are few).
+    conn.pragma_update(None, "cache_spill", false)?;
     // Before WAL mode is set: switching an empty file to WAL writes its first page, fixing the page size.
     conn.pragma_update(None, "page_size", NEW_FILE_PAGE_SIZE)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
@@ -323,6 +325,8 @@ mod tests {
         let dir = scratch_dir("gathered-log");
         let db = open(&dir.join("ledger.db")).expect("opens");
         let before = crate::sys::sqlite_log::log_writes(&db.conn).expect("its log goes through the gathering VFS");
+        let spills: bool = db.conn.query_row("PRAGMA cache_spill", [], |row| row.get(0)).expect("cache_spill");
+        assert!(!spills, "a transaction's frames are written at its commit only, as the VFS requires");
         // The first claim touches the table and each of its three indexes: four pages, eight writes without it.
         db.conn
             .execute(
