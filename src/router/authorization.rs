@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{CallRouter, Caller, RpcFailure};
-use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{Destination, McpError};
 use crate::catalog::View;
 use crate::mcp::{Relay, jsonrpc, method};
 
@@ -147,7 +147,8 @@ impl CallRouter {
             let (slot, context) = caller.on_backend(&backend, target);
             let (client, target) = (Arc::clone(&self.client), target.clone());
             probes.spawn(async move {
-                let answer = client.request(&slot, &target, &context, method::TOOLS_LIST, Value::Null).await;
+                let to = Destination { slot: &slot, target: &target, context: &context };
+                let answer = client.request(to, method::TOOLS_LIST, Value::Null).await;
                 (backend, answer)
             });
         }

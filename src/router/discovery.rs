@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{CallRouter, ToolsChanged};
-use crate::backend::mcp_client::{Audience, BackendTarget, CallContext, Failure, McpError, SlotKey};
+use crate::backend::mcp_client::{Audience, BackendTarget, CallContext, Destination, Failure, McpError, SlotKey};
 use crate::catalog::Listing;
 use crate::mcp::{SessionHolder, method};
 
@@ -78,8 +78,9 @@ impl CallRouter {
     async fn list_everything(&self, backend: &str, target: &BackendTarget) -> Result<Listing, McpError> {
         let slot = SlotKey::new(SessionHolder::Catalog, backend);
         let context = CallContext::starting_now(target);
-        let capabilities = self.client.session(&slot, target, &context).await?.capabilities().clone();
-        let list = |method, field| self.client.list_all(&slot, target, &context, method, field);
+        let to = Destination { slot: &slot, target, context: &context };
+        let capabilities = self.client.session(to).await?.capabilities().clone();
+        let list = |method, field| self.client.list_all(to, method, field);
         let tools = list(method::TOOLS_LIST, "tools").await?;
         let prompts = if capabilities.get("prompts").is_some() {
             list(method::PROMPTS_LIST, "prompts").await?
@@ -185,6 +186,8 @@ impl CallRouter {
     async fn probe(&self, backend: &str) -> Result<(), McpError> {
         let Some(target) = self.routing.load().targets.get(backend).cloned() else { return Ok(()) };
         let slot = SlotKey::new(SessionHolder::Catalog, backend);
-        self.client.probe(&slot, &target, &CallContext::starting_now(&target)).await
+        self.client
+            .probe(Destination { slot: &slot, target: &target, context: &CallContext::starting_now(&target) })
+            .await
     }
 }

@@ -26,7 +26,7 @@ use super::outcome::Report;
 use super::request_state::CallIdentity;
 use super::{CallRouter, Caller, RpcFailure, View, continuation, no_longer_configured, usable};
 use crate::auth::Grants;
-use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{Destination, McpError};
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::modern::without_result_type;
@@ -99,7 +99,7 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("request", method, backend)));
         };
         let (slot, context) = caller.on_backend(backend, &target);
-        self.request_in_rounds(&slot, &target, &context, method, params, relay)
+        self.request_in_rounds(Destination { slot: &slot, target: &target, context: &context }, method, params, relay)
             .await
             .map_err(|error| match error {
                 McpError::Rpc { code, message, data } => RpcFailure { code, message, data },

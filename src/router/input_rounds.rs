@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::CallRouter;
 use super::continuation::CONTINUABLE;
-use crate::backend::mcp_client::{AfterDeliveryCause, BackendTarget, CallContext, McpError, SlotKey};
+use crate::backend::mcp_client::{AfterDeliveryCause, Destination, McpError};
 use crate::mcp::{Relay, ResultFlags, jsonrpc, method};
 use crate::raw_json::RawJson;
 
@@ -83,28 +83,26 @@ impl CallRouter {
     /// answers until it gives a final one (see the module rules).
     pub(super) async fn request_in_rounds(
         &self,
-        slot: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
+        to: Destination<'_>,
         method: &str,
         params: Value,
         relay: &Relay,
     ) -> Result<RawJson, McpError> {
         if !CONTINUABLE.contains(&method) || relay.refuses_requests() {
-            return self.client.request_raw(slot, target, context, method, params, relay).await;
+            return self.client.request_raw(to, method, params, relay).await;
         }
-        let mut answer = self.client.request_raw(slot, target, context, method, params.clone(), relay).await?;
+        let mut answer = self.client.request_raw(to, method, params.clone(), relay).await?;
         let mut rounds = 0;
         // Only an answer that asks for input is read as a tree; a final one goes back as the backend's text.
         while ResultFlags::read(answer.get()).asks_input() {
             rounds += 1;
             let retry = match rounds {
-                1..=MAX_ROUNDS => Box::pin(ask_agent(&answer.to_value(), &params, relay, context.deadline())).await,
+                1..=MAX_ROUNDS => Box::pin(ask_agent(&answer.to_value(), &params, relay, to.context.deadline())).await,
                 _ => Err(Stop::TooManyRounds),
             };
             let retry = retry.map_err(Stop::into_error)?;
             // Boxed, as the rounds are rare: the first request's future alone sizes the call's.
-            let retried = Box::pin(self.client.request_raw(slot, target, context, method, retry, relay));
+            let retried = Box::pin(self.client.request_raw(to, method, retry, relay));
             answer = retried.await.map_err(delivered)?;
         }
         Ok(answer)

@@ -53,7 +53,7 @@ use tokio::sync::broadcast;
 
 use crate::auth::{Grants, Policies, Principal};
 pub use crate::backend::mcp_client::Audience;
-use crate::backend::mcp_client::{BackendTarget, CallContext, McpBackendClient, SlotKey, SpawnStatus};
+use crate::backend::mcp_client::{BackendTarget, CallContext, Destination, McpBackendClient, SlotKey, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
 use crate::ledger::{LedgerStore, canonical_digest};
@@ -527,7 +527,8 @@ impl CallRouter {
         };
         params["name"] = Value::String(route.name.clone());
         let claimed = context.claimed(key.as_str());
-        let answer = self.request_in_rounds(&slot, target, &claimed, method::TOOLS_CALL, params, relay).await;
+        let to_backend = Destination { slot: &slot, target, context: &claimed };
+        let answer = self.request_in_rounds(to_backend, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let report = Report { backend: &route.backend, target, audience: caller.audience };
         let answer = match self.continue_call(caller, &identity, &report, &key, round, answer) {

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
 use super::census::BackendCensus;
-use super::context::{Call, CallContext};
+use super::context::{Call, Destination};
 use super::endpoint::{BackendTarget, SlotKey};
 use super::error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
 use super::health::HealthBoard;
@@ -67,57 +67,38 @@ impl McpBackendClient {
 
     /// The slot's backend session, starting one within `context` if there is none (concurrent callers share one
     /// handshake).
-    pub async fn session(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
-    ) -> Result<BackendSession, McpError> {
-        let shared = effective_key(key, target);
-        let key = shared.as_ref().unwrap_or(key);
-        let slot = self.acquire(key)?;
-        let session = self.ensure_session(&slot, key, target, context, None, &Value::Null).await;
-        self.health.exchanged(&key.backend, target, &session);
+    pub async fn session(&self, to: Destination<'_>) -> Result<BackendSession, McpError> {
+        let shared = effective_key(to.slot, to.target);
+        let to = Destination { slot: shared.as_ref().unwrap_or(to.slot), ..to };
+        let slot = self.acquire(to.slot)?;
+        let session = self.ensure_session(&slot, to, None, &Value::Null).await;
+        self.health.exchanged(&to.slot.backend, to.target, &session);
         session
     }
 
     /// Sends one request on the slot's backend session and returns the JSON-RPC `result`. A `404` for an HTTP
     /// session re-initializes and retries exactly once. `params` of `Value::Null` are omitted.
-    pub async fn request(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, McpError> {
-        self.request_relayed(key, target, context, method, params, &Relay::default()).await
+    pub async fn request(&self, to: Destination<'_>, method: &str, params: Value) -> Result<Value, McpError> {
+        self.request_relayed(to, method, params, &Relay::default()).await
     }
 
     /// Asks whether the backend answers on the slot's session: `ping` (MCP 2025-11-25, *Ping*) on a 2025-era
     /// session, `server/discover` on a 2026-07-28 one, which has no `ping`. The exchange counts for the health.
-    pub async fn probe(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
-    ) -> Result<(), McpError> {
-        let session = self.session(key, target, context).await?;
+    pub async fn probe(&self, to: Destination<'_>) -> Result<(), McpError> {
+        let session = self.session(to).await?;
         let method = if session.modern().is_some() { method::SERVER_DISCOVER } else { method::PING };
-        self.request_on_slot(key, target, context, method, Value::Null, &Relay::default()).await.map(drop)
+        self.request_on_slot(to, method, Value::Null, &Relay::default()).await.map(drop)
     }
 
     /// [`request`](Self::request), relaying the backend's notifications about it.
     pub async fn request_relayed(
         &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
+        to: Destination<'_>,
         method: &str,
         params: Value,
         relay: &Relay,
     ) -> Result<Value, McpError> {
-        self.request_raw(key, target, context, method, params, relay).await.map(|result| result.to_value())
+        self.request_raw(to, method, params, relay).await.map(|result| result.to_value())
     }
 
     /// [`request_relayed`](Self::request_relayed), returning the `result` as the backend's text, for a caller that
@@ -125,19 +106,18 @@ impl McpBackendClient {
     /// whose context goes to the backend in `params._meta`.
     pub async fn request_raw(
         &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
+        to: Destination<'_>,
         method: &str,
         mut params: Value,
         relay: &Relay,
     ) -> Result<RawJson, McpError> {
         let Some(tracer) = &self.tracer else {
-            return self.request_on_slot(key, target, context, method, params, relay).await;
+            return self.request_on_slot(to, method, params, relay).await;
         };
-        let span = tracer.client_span(&ClientRequest { method, params: &params, peer: target.peer() });
+        let span = tracer.client_span(&ClientRequest { method, params: &params, peer: to.target.peer() });
         span.inject(&mut params);
-        let answer = self.request_on_slot(key, target, &context.traced(&span), method, params, relay).await;
+        let traced = to.context.traced(&span);
+        let answer = self.request_on_slot(Destination { context: &traced, ..to }, method, params, relay).await;
         // The span reads inside a result (`isError`, the outcome): a tree, only when traces are on.
         match &answer {
             Ok(result) => span.end(Ok(&result.to_value())),
@@ -148,13 +128,12 @@ impl McpBackendClient {
 
     async fn request_on_slot(
         &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
+        to: Destination<'_>,
         method: &str,
         params: Value,
         relay: &Relay,
     ) -> Result<RawJson, McpError> {
+        let Destination { slot: key, target, context } = to;
         let started = Instant::now();
         // Only the router calls tools, and only by names its catalog resolved: a bounded label.
         let tool = (method == method::TOOLS_CALL).then(|| params.get("name").and_then(Value::as_str)).flatten();
@@ -175,9 +154,10 @@ impl McpBackendClient {
         let Call { key, method, params, relay, context } = call;
         let shared = effective_key(key, target);
         let key = shared.as_ref().unwrap_or(key);
+        let to = Destination { slot: key, target, context };
         let capabilities = relay.session_capabilities();
         let slot = self.acquire(key)?;
-        let mut session = self.ensure_session(&slot, key, target, context, None, capabilities).await?;
+        let mut session = self.ensure_session(&slot, to, None, capabilities).await?;
         if standalone::wanted(capabilities) || method == method::RESOURCES_SUBSCRIBE || relay.wants_standalone_stream()
         {
             self.sessions.keep_standalone(&slot.background, key, &session, capabilities).await;
@@ -207,43 +187,31 @@ impl McpBackendClient {
             }
             let retry = then?;
             if retry == Retry::SameSessionAfterListing {
-                Box::pin(self.list_tools(key, target, context)).await?;
+                Box::pin(self.list_tools(to)).await?;
             }
             retried = true;
             if let Some(span) = context.span() {
                 span.retry(if retry == Retry::NewSession { "session_ended" } else { "resent" });
             }
             if retry == Retry::NewSession {
-                session = self.ensure_session(&slot, key, target, context, Some(&session), capabilities).await?;
+                session = self.ensure_session(&slot, to, Some(&session), capabilities).await?;
             }
         }
     }
 
     /// All of the backend's tools, following `nextCursor` within [`MAX_TOOL_PAGES`] and [`MAX_TOOLS`].
-    pub async fn list_tools(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
-    ) -> Result<Vec<Value>, McpError> {
-        self.list_all(key, target, context, method::TOOLS_LIST, "tools").await
+    pub async fn list_tools(&self, to: Destination<'_>) -> Result<Vec<Value>, McpError> {
+        self.list_all(to, method::TOOLS_LIST, "tools").await
     }
 
     /// Every item of a paginated list method (`tools/list` → `tools`, `prompts/list` → `prompts`, …), following
     /// `nextCursor` within [`MAX_TOOL_PAGES`] pages and [`MAX_TOOLS`] items.
-    pub async fn list_all(
-        &self,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
-        method: &str,
-        field: &str,
-    ) -> Result<Vec<Value>, McpError> {
+    pub async fn list_all(&self, to: Destination<'_>, method: &str, field: &str) -> Result<Vec<Value>, McpError> {
         let mut items = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor.take().map_or(Value::Null, |cursor| json!({ "cursor": cursor }));
-            let mut page = self.request(key, target, context, method, params).await?;
+            let mut page = self.request(to, method, params).await?;
             let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) else {
                 return Err(McpError::AfterDelivery {
                     cause: AfterDeliveryCause::Malformed,
@@ -371,12 +339,11 @@ impl McpBackendClient {
     async fn ensure_session(
         &self,
         slot: &SlotGuard,
-        key: &SlotKey,
-        target: &BackendTarget,
-        context: &CallContext<'_>,
+        to: Destination<'_>,
         stale: Option<&BackendSession>,
         capabilities: &Value,
     ) -> Result<BackendSession, McpError> {
+        let Destination { slot: key, target, context } = to;
         let deadline = context.deadline();
         let not_delivered =
             |reason: &str| McpError::NotDelivered { cause: NotDeliveredCause::Handshake, reason: reason.into() };

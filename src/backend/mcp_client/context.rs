@@ -6,7 +6,8 @@
 //! a principal is the gateway's own (discovery). The agent's subject token rides along only for the token
 //! exchange of a backend that asks for it, and never outlives the call. A tool call carries its ledger claim's key,
 //! borrowed: a REST backend derives the `Idempotency-Key` it sends from it, and no other transport reads it.
-//! [`Call`] is one request as the layers below the client see it.
+//! [`Destination`] is where a caller sends a request (slot, target, context); [`Call`] is one request as the layers
+//! below the client see it.
 
 use std::sync::Arc;
 
@@ -94,6 +95,14 @@ impl<'a> CallContext<'a> {
         let (principal, subject_token) = (self.principal.clone(), self.subject_token.clone());
         CallContext { deadline: self.deadline, principal, subject_token, span: Some(span), claim: self.claim }
     }
+}
+
+/// Where a request goes: the backend session's slot, the backend as configured, and the call's context.
+#[derive(Clone, Copy)]
+pub struct Destination<'a> {
+    pub slot: &'a SlotKey,
+    pub target: &'a BackendTarget,
+    pub context: &'a CallContext<'a>,
 }
 
 /// One request as the caller asked for it (its params are borrowed: a retry sends them again).

@@ -41,7 +41,7 @@ use crate::telemetry::Metrics;
 
 pub use census::BackendCensus;
 pub use client::McpBackendClient;
-pub use context::CallContext;
+pub use context::{CallContext, Destination};
 pub use endpoint::{BackendEndpoint, BackendTarget, DuplexTarget, SlotKey};
 pub use error::{AfterDeliveryCause, ClientBuildError, McpError, NotDeliveredCause};
 pub use fault::{Audience, Exit, Fault, ManagerError, ProcessEnd};

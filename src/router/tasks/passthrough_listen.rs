@@ -24,7 +24,7 @@ use tokio::task::AbortHandle;
 
 use super::super::{CallRouter, Caller};
 use super::extension::TASKS_EXTENSION;
-use crate::backend::mcp_client::McpError;
+use crate::backend::mcp_client::{Destination, McpError};
 use crate::mcp::method::{SUBSCRIPTIONS_LISTEN, TASKS_NOTIFICATION};
 use crate::mcp::{Relay, RelayMessage};
 
@@ -89,8 +89,8 @@ impl CallRouter {
             let (sink, mut heard) = mpsc::unbounded_channel();
             let relay = Relay::new(json!({ "extensions": { TASKS_EXTENSION: {} } }), Some(sink))
                 .refusing_requests("a listen stream is sent notifications only");
-            let listening =
-                self.client.request_raw(&slot, &target, &context, SUBSCRIPTIONS_LISTEN, params.clone(), &relay);
+            let to = Destination { slot: &slot, target: &target, context: &context };
+            let listening = self.client.request_raw(to, SUBSCRIPTIONS_LISTEN, params.clone(), &relay);
             tokio::pin!(listening);
             loop {
                 tokio::select! {

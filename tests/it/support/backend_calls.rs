@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use switchyard::backend::mcp_client::{
-    BackendSession, BackendTarget, CallContext, McpBackendClient, McpError, SlotKey,
+    BackendSession, BackendTarget, CallContext, Destination, McpBackendClient, McpError, SlotKey,
 };
 use switchyard::mcp::Relay;
 
@@ -24,18 +24,22 @@ impl Calls<'_> {
     }
 
     pub async fn session(&self) -> Result<BackendSession, McpError> {
-        self.client.session(self.slot, self.target, &self.context()).await
+        let context = self.context();
+        self.client.session(Destination { slot: self.slot, target: self.target, context: &context }).await
     }
 
     pub async fn list_tools(&self) -> Result<Vec<Value>, McpError> {
-        self.client.list_tools(self.slot, self.target, &self.context()).await
+        let context = self.context();
+        self.client.list_tools(Destination { slot: self.slot, target: self.target, context: &context }).await
     }
 
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, McpError> {
-        self.client.request(self.slot, self.target, &self.context(), method, params).await
+        self.request_relayed(method, params, &Relay::default()).await
     }
 
     pub async fn request_relayed(&self, method: &str, params: Value, relay: &Relay) -> Result<Value, McpError> {
-        self.client.request_relayed(self.slot, self.target, &self.context(), method, params, relay).await
+        let context = self.context();
+        let to = Destination { slot: self.slot, target: self.target, context: &context };
+        self.client.request_relayed(to, method, params, relay).await
     }
 }
