@@ -170,17 +170,21 @@ impl LogFile {
         if self.gathered.is_empty() {
             return ffi::SQLITE_OK;
         }
-        let gathered = std::mem::take(&mut self.gathered);
-        let written = self.write_through(&gathered, self.gathered_at);
-        self.gathered = gathered;
+        self.writes += 1;
+        let written = self.write_inner(&self.gathered, self.gathered_at);
         self.gathered.clear();
         written
     }
 
     fn write_through(&mut self, bytes: &[u8], offset: i64) -> c_int {
+        self.writes += 1;
+        self.write_inner(bytes, offset)
+    }
+
+    /// One write of `bytes` at `offset` by the default VFS.
+    fn write_inner(&self, bytes: &[u8], offset: i64) -> c_int {
         let Ok(amount) = c_int::try_from(bytes.len()) else { return ffi::SQLITE_IOERR_WRITE };
         let Some(write) = self.inner_methods().xWrite else { return ffi::SQLITE_IOERR_WRITE };
-        self.writes += 1;
         // SAFETY: `bytes` is valid for `amount` bytes; the inner file is open.
         unsafe { write(self.inner, bytes.as_ptr().cast(), amount, offset) }
     }
