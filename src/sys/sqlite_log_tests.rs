@@ -135,3 +135,21 @@ fn two_writers_on_one_file_take_turns_without_losing_each_others_commits() {
     assert_eq!(rows(&as_left_by_a_crash(&path, &dir)), (150, "ok".to_owned()));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_log_that_cannot_be_opened_fails_the_statement_and_the_connection_recovers() {
+    let dir = scratch("unopenable");
+    let path = dir.join("ledger.db");
+    insert(&gathering(&path), 0, 3);
+    // The last connection closed removed the log; a directory in its place cannot be opened as a file.
+    let log = path.with_extension("db-wal");
+    std::fs::create_dir(&log).expect("a directory where the log goes");
+    let conn = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), vfs().expect("registered"))
+        .expect("the database itself opens");
+    let refused = conn.query_row("SELECT count(*) FROM t", [], |row| row.get::<_, i64>(0));
+    assert!(refused.is_err(), "no log, no read: {refused:?}");
+    std::fs::remove_dir(&log).expect("the directory goes");
+    assert_eq!(rows(&conn), (3, "ok".to_owned()), "the next statement opens the log");
+    assert!(log_writes(&conn).is_some(), "through this VFS");
+    let _ = std::fs::remove_dir_all(dir);
+}
