@@ -9,8 +9,10 @@ use tokio::sync::oneshot;
 use super::super::ops;
 use super::super::worker::{Db, Queue, Worker};
 use crate::ledger::error::LedgerError;
+use crate::ledger::resolutions::Resolve;
+use crate::ledger::rules::Settle;
 use crate::ledger::tests::{claim_of, scratch_dir, winners_and_losers};
-use crate::ledger::types::{ClaimOutcome, new_claim_id};
+use crate::ledger::types::{ClaimOutcome, Resolution, new_claim_id};
 
 /// Queues `job`; the receiver gets its answer once its batch committed.
 fn submit<T, F>(queue: &Queue, job: F) -> oneshot::Receiver<Result<T, LedgerError>>
@@ -77,6 +79,38 @@ async fn a_batch_commits_every_job_and_undoes_only_the_one_that_failed() {
     let keys = stored_keys(&path);
     assert_eq!(keys.len(), 101, "every claim but the failed job's is durable: {keys:?}");
     assert!(!keys.iter().any(|key| key.ends_with(":bad")), "the failed job's insert was rolled back: {keys:?}");
+    drop(worker);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn an_operators_resolution_commits_inside_a_batch_of_other_jobs() {
+    let dir = scratch_dir("batch-resolve");
+    let worker = Worker::start(dir.join("ledger.db"), crate::ledger::background::LINGER).await.expect("open");
+    let queue = worker.queue();
+    let lost = claim_of("lost", "gw-a");
+    let key = lost.key.clone();
+    claim(queue, "lost", "gw-a").await.expect("answered").expect("claimed");
+    let marked =
+        submit(queue, move |db| ops::settle(db, &key, "gw-a", Settle::MarkUnknown("dropped"), SystemTime::now()));
+    marked.await.expect("answered").expect("marked unknown");
+
+    let (open_gate, gate) = std_mpsc::channel::<()>();
+    let held = submit(queue, move |_db| gate.recv().map_err(|_| LedgerError::unavailable("gate dropped")));
+    let resolved = submit(queue, move |db| {
+        let resolve = Resolve { resolution: Resolution::Failed, by: "ann".into(), note: None };
+        ops::resolve(db, &lost.key, &resolve, SystemTime::now())
+    });
+    let other = claim(queue, "other", "gw-a");
+    open_gate.send(()).expect("the worker waits at the gate");
+    held.await.expect("answered").expect("the gate job");
+    resolved.await.expect("answered").expect("resolved within the batch's transaction");
+    assert!(matches!(other.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))));
+    assert_eq!(
+        stored_keys(&dir.join("ledger.db")),
+        [claim_of("other", "gw-a").key.as_str()],
+        "the failed call's claim is gone"
+    );
     drop(worker);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -122,8 +122,9 @@ pub(super) fn list(db: &Db, filter: &ListFilter) -> Result<Vec<ClaimRecord>, Led
 }
 
 /// Records the resolution and settles the claim in one transaction; nothing changes unless the claim is `unknown`.
-pub(super) fn resolve(db: &Db, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
-    let tx = db.conn.unchecked_transaction()?;
+pub(super) fn resolve(db: &mut Db, key: &ClaimKey, resolve: &Resolve, now: SystemTime) -> Result<(), LedgerError> {
+    // A savepoint, not a transaction: in a batch the job already runs inside the batch's transaction.
+    let tx = db.conn.savepoint()?;
     let (resolution, by, at, note) = resolutions::values(resolve, now);
     let recorded =
         tx.prepare_cached(&RESOLUTION_SQL.record)?.execute(params![key.as_str(), resolution, by, at, note])?;
