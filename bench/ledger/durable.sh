@@ -121,7 +121,8 @@ pg_ticks() {  # CPU ticks of the server processes serving the gateways GW_PID...
 
 # ledger_wchar GW_PID → the bytes the gateway's SQLite threads (named `switchyard-ledg…`: the writer and the
 # checkpointer) passed to `write` calls so far: the log frames and the checkpoints' copies. Per call it does not
-# depend on the machine's load, where calls/s do (docs/ledger.md, *Where a durable call's time goes*).
+# depend on the machine's load, where calls/s do (docs/ledger.md, *Where a durable call's time goes*). Batches a
+# caller ran on a runtime thread (`by_callers` in the writers' line) are not counted.
 ledger_wchar() {
     local total=0 task
     for task in /proc/"$1"/task/*; do

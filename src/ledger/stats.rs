@@ -30,6 +30,8 @@ pub(crate) struct WriterCounters {
     /// Operations run after a batch's commit because the batch could not decide them (PostgreSQL: one round
     /// trip each).
     after_commit: AtomicU64,
+    /// Batches a caller ran itself rather than the writer (SQLite: a caller alone).
+    by_callers: AtomicU64,
     sizes: [AtomicU64; BUCKETS],
 }
 
@@ -41,6 +43,7 @@ pub(crate) struct Batch {
     pub(crate) waited: Duration,
     pub(crate) busy: Duration,
     pub(crate) commit: Duration,
+    pub(crate) by_caller: bool,
 }
 
 impl WriterCounters {
@@ -52,6 +55,7 @@ impl WriterCounters {
         add(&self.waited_ns, nanos(batch.waited));
         add(&self.busy_ns, nanos(batch.busy));
         add(&self.commit_ns, nanos(batch.commit));
+        add(&self.by_callers, u64::from(batch.by_caller));
         let bucket = (usize::BITS - batch.jobs.max(1).leading_zeros()) as usize - 1;
         add(&self.sizes[bucket.min(BUCKETS - 1)], 1);
     }
@@ -70,6 +74,7 @@ impl WriterCounters {
             busy: Duration::from_nanos(get(&self.busy_ns)),
             committing: Duration::from_nanos(get(&self.commit_ns)),
             after_commit: get(&self.after_commit),
+            by_callers: get(&self.by_callers),
             batch_sizes: std::array::from_fn(|bucket| get(&self.sizes[bucket])),
         }
     }
@@ -95,6 +100,8 @@ pub struct WriterStats {
     pub committing: Duration,
     /// Operations a batch left to be run alone after its commit.
     pub after_commit: u64,
+    /// Batches a caller ran itself instead of the writer.
+    pub by_callers: u64,
     /// Batches by size: 1, 2–3, 4–7, …, 128–255, 256+.
     pub batch_sizes: [u64; BUCKETS],
 }
@@ -111,6 +118,7 @@ impl WriterStats {
             busy: self.busy.saturating_sub(earlier.busy),
             committing: self.committing.saturating_sub(earlier.committing),
             after_commit: minus(self.after_commit, earlier.after_commit),
+            by_callers: minus(self.by_callers, earlier.by_callers),
             batch_sizes: std::array::from_fn(|bucket| minus(self.batch_sizes[bucket], earlier.batch_sizes[bucket])),
         }
     }
@@ -118,13 +126,13 @@ impl WriterStats {
 
 impl fmt::Display for WriterStats {
     /// One line: `batches=… jobs=… jobs_per_batch=… wait_us_per_awaited_job=… busy_us_per_batch=…
-    /// commit_us_per_batch=… after_commit=… sizes=1:…,2:…,4:…`.
+    /// commit_us_per_batch=… after_commit=… by_callers=… sizes=1:…,2:…,4:…`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let per = |total: Duration, count: u64| total.as_secs_f64() * 1e6 / count.max(1) as f64;
         write!(
             f,
             "batches={} jobs={} jobs_per_batch={:.1} wait_us_per_awaited_job={:.1} busy_us_per_batch={:.1} \
-             commit_us_per_batch={:.1} after_commit={} sizes=",
+             commit_us_per_batch={:.1} after_commit={} by_callers={} sizes=",
             self.batches,
             self.jobs,
             self.jobs as f64 / self.batches.max(1) as f64,
@@ -132,6 +140,7 @@ impl fmt::Display for WriterStats {
             per(self.busy, self.batches),
             per(self.committing, self.batches),
             self.after_commit,
+            self.by_callers,
         )?;
         let mut first = true;
         for (bucket, count) in self.batch_sizes.iter().enumerate().filter(|(_, count)| **count > 0) {

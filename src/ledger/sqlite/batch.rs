@@ -4,7 +4,8 @@
 //! - The worker sleeps on its queue and is woken by the next job: nothing polls or spins, so an idle store costs
 //!   no CPU. Whatever queued up while it was busy (at most [`MAX_BATCH`] jobs), after the completions parked
 //!   until then (see [`crate::ledger::background`]), is the next batch: a quiet call's completion and the next
-//!   call's claim share one wake-up and one transaction.
+//!   call's claim share one wake-up and one transaction. A caller alone runs such a batch itself instead
+//!   ([`alone`](super::alone)); the connection's lock makes the two take turns.
 //! - A lone job runs in autocommit mode, as its own transaction. Jobs that arrived together run in one
 //!   `BEGIN IMMEDIATE … COMMIT`: one lock round and one write of each touched page instead of one per job. Both
 //!   come from the statement cache, like every statement on this path, rather than being parsed per batch.
@@ -23,8 +24,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, MutexGuard};
 use rusqlite::ErrorCode;
 
+use super::alone::Solitude;
 use super::checkpoint::Checkpointer;
 use super::worker::{BUSY_TIMEOUT, Db};
 use crate::ledger::background::Parking;
@@ -61,89 +64,113 @@ pub(super) struct Ran {
     pub(super) reply: Reply,
 }
 
-/// What the worker shares with the store besides its queue.
+/// What the writer thread shares with the callers besides its queue.
 pub(super) struct Served {
+    /// The connection: the writer thread holds it while it runs a batch, a caller alone while it runs its own
+    /// (see [`alone`](super::alone)).
+    pub(super) db: Mutex<Db>,
     pub(super) parking: Arc<Parking<Job>>,
     pub(super) counters: Arc<WriterCounters>,
+    /// Told after each batch; `None` when its thread could not start (SQLite then checkpoints alone).
+    pub(super) checkpointer: Option<Checkpointer>,
+    pub(super) solitude: Solitude,
 }
 
-/// Runs jobs until every sender is gone, then what is still parked, telling `checkpointer` after each batch.
-pub(super) fn serve(
-    mut db: Db,
-    queue: &mpsc::Receiver<Option<Job>>,
-    served: &Served,
-    checkpointer: Option<&Checkpointer>,
-) {
+/// Who runs a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunBy {
+    /// The writer thread, which opens the batch's transaction itself (a lone job runs in autocommit mode).
+    Writer,
+    /// A caller alone, which already opened the transaction ([`alone::run_here`](super::alone::run_here)).
+    Caller,
+}
+
+/// Runs jobs until every sender is gone, then what is still parked.
+pub(super) fn serve(queue: &mpsc::Receiver<Option<Job>>, served: &Served) {
     let mut batch = Vec::new();
     while let Ok(first) = queue.recv() {
+        let db = served.db.lock();
         served.parking.take_into(&mut batch);
         let parked = batch.len();
         batch.extend(first);
         batch.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
-        run_counted(&mut db, std::mem::take(&mut batch), parked, served, checkpointer);
+        run_counted(db, std::mem::take(&mut batch), parked, served, RunBy::Writer);
     }
+    let db = served.db.lock();
     served.parking.take_into(&mut batch);
     let parked = batch.len();
-    run_counted(&mut db, batch, parked, served, checkpointer);
+    run_counted(db, batch, parked, served, RunBy::Writer);
 }
 
-/// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), and records it.
-fn run_counted(db: &mut Db, batch: Vec<Job>, parked: usize, served: &Served, checkpointer: Option<&Checkpointer>) {
+/// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), records it, tells the
+/// checkpointer, and answers its jobs once `db` is released, so that a caller answered does not find the
+/// connection still taken.
+pub(super) fn run_counted(mut db: MutexGuard<'_, Db>, batch: Vec<Job>, parked: usize, served: &Served, by: RunBy) {
     // A nudge whose jobs an earlier wake-up took finds nothing.
     if batch.is_empty() {
         return;
     }
     let started = Instant::now();
     let waited = batch[parked..].iter().map(|job| started.saturating_duration_since(job.queued)).sum();
-    let mut record = Batch { jobs: batch.len(), awaited: batch.len() - parked, waited, ..Batch::default() };
+    let awaited = batch.len() - parked;
+    let mut record = Batch { jobs: batch.len(), awaited, waited, by_caller: by == RunBy::Caller, ..Batch::default() };
     let counters = &served.counters;
     // Recorded before its jobs are answered, so an answered caller sees it.
-    run(db, batch, |commit| {
+    let committed = |commit| {
         record.commit = commit;
         record.busy = started.elapsed();
         counters.record(&record);
-    });
-    if let Some(checkpointer) = checkpointer {
+    };
+    let mut answers = Vec::with_capacity(batch.len());
+    match by {
+        RunBy::Writer => run(&mut db, batch, committed, &mut answers),
+        RunBy::Caller => in_transaction(&mut db, batch, committed, &mut answers),
+    }
+    drop(db);
+    if let Some(checkpointer) = &served.checkpointer {
         checkpointer.wrote();
+    }
+    for (reply, outcome) in answers {
+        reply(outcome);
     }
 }
 
-/// Runs `batch`; `committed` is told how long the commit took (zero for autocommit jobs) before any job of the
-/// batch is answered.
-fn run(db: &mut Db, mut batch: Vec<Job>, committed: impl FnOnce(Duration)) {
+/// The batch's replies, each with the outcome of its job's transaction, called once the connection is released.
+type Answers = Vec<(Reply, Result<(), LedgerError>)>;
+
+/// Runs `batch`; `committed` is told how long the commit took (zero for autocommit jobs).
+fn run(db: &mut Db, mut batch: Vec<Job>, committed: impl FnOnce(Duration), answers: &mut Answers) {
     if batch.len() == 1
         && let Some(job) = batch.pop()
     {
         // Its own statements committed it.
         let ran = (job.run)(db);
         committed(Duration::ZERO);
-        return (ran.reply)(Ok(()));
+        return answers.push((ran.reply, Ok(())));
     }
     match db.conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])) {
-        Ok(_) => in_transaction(db, batch, committed),
+        Ok(_) => in_transaction(db, batch, committed, answers),
         Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
             // Another process held the write lock for the whole busy timeout: rather than have every queued
             // job wait that long again, writes fail at once (reads still work), and the next batch tries anew.
             let _ = db.conn.busy_timeout(Duration::ZERO);
             committed(Duration::ZERO);
-            one_by_one(db, batch);
+            one_by_one(db, batch, answers);
             let _ = db.conn.busy_timeout(BUSY_TIMEOUT);
         }
         // Each job meets the problem (a read-only file, say) and reports it itself.
         Err(_) => {
             committed(Duration::ZERO);
-            one_by_one(db, batch);
+            one_by_one(db, batch, answers);
         }
     }
 }
 
-fn one_by_one(db: &mut Db, jobs: impl IntoIterator<Item = Job>) {
-    for job in jobs {
-        ((job.run)(db).reply)(Ok(()));
-    }
+fn one_by_one(db: &mut Db, jobs: impl IntoIterator<Item = Job>, answers: &mut Answers) {
+    answers.extend(jobs.into_iter().map(|job| ((job.run)(db).reply, Ok(()))));
 }
 
-fn in_transaction(db: &mut Db, batch: Vec<Job>, committed: impl FnOnce(Duration)) {
+fn in_transaction(db: &mut Db, batch: Vec<Job>, committed: impl FnOnce(Duration), answers: &mut Answers) {
     let mut jobs = batch.into_iter().peekable();
     let mut replies = Vec::new();
     let mut broken = None;
@@ -182,10 +209,8 @@ fn in_transaction(db: &mut Db, batch: Vec<Job>, committed: impl FnOnce(Duration)
         }
     };
     committed(commit_started.elapsed());
-    for reply in replies {
-        reply(outcome.clone());
-    }
-    one_by_one(db, jobs);
+    answers.extend(replies.into_iter().map(|reply| (reply, outcome.clone())));
+    one_by_one(db, jobs, answers);
 }
 
 fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {

@@ -12,6 +12,7 @@
 //!   the same file are noticed by a poll every [`POLL_INTERVAL`] that runs only while someone waits (the task
 //!   sleeps without a timer otherwise), and reads only the watched keys.
 
+mod alone;
 mod approvals;
 mod backend_tokens;
 mod batch;

@@ -1,14 +1,15 @@
-//! The thread that owns the SQLite connection: it opens and migrates the file, then sleeps on its queue and runs
-//! the jobs the async side sends it (committing those that queue up together at once, see
+//! The thread that writes to the SQLite connection: it opens and migrates the file, then sleeps on its queue and
+//! runs the jobs the async side sends it (committing those that queue up together at once, see
 //! [`batch`](super::batch)), answering each once its transaction committed.
 //!
 //! Rules:
 //! - Completions nobody waits for are parked beside the queue without waking the thread
 //!   ([`Worker::park`], see [`crate::ledger::background`]); the thread takes them with the next job it wakes
 //!   for, or when [`Nudger`] or the store nudges it (a `None` on the queue).
-//! - SQLite calls block, so none runs on the async runtime; one dedicated thread (rather than `spawn_blocking`
-//!   per call) keeps the connection, its prepared-statement cache and its page cache warm, and costs one
-//!   channel hop each way.
+//! - SQLite calls block, so they run on this thread, not the async runtime; one dedicated thread (rather than
+//!   `spawn_blocking` per call) keeps the connection, its prepared-statement cache and its page cache warm, and
+//!   costs one channel hop each way. The one exception is a caller alone, which commits its own small
+//!   transaction when the connection and the file's write lock are free at once ([`alone`](super::alone)).
 //! - A missing file (and its directory) is created private, 0600 (0700): [`crate::private_files`].
 //! - A file this store creates has pages of [`NEW_FILE_PAGE_SIZE`]; one that exists keeps its own.
 //! - The file is opened in WAL mode with `synchronous = NORMAL` (a commit survives a process crash; a power loss
@@ -27,9 +28,11 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::alone::{self, Solitude};
 use super::batch::{Job, Ran, Reply, Served, Writes, serve};
 use super::checkpoint::Checkpointer;
 use super::schema;
@@ -43,7 +46,7 @@ use crate::ledger::pins::{self, PINS_TABLE};
 use crate::ledger::resolutions;
 use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, Statements, create_statements};
-use crate::ledger::stats::{WriterCounters, WriterStats};
+use crate::ledger::stats::WriterStats;
 
 /// How long a statement waits for another process's write lock before the store reports it unavailable.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,12 +68,16 @@ pub(super) struct Db {
 }
 
 /// The async side's handle on the thread.
-#[derive(Debug)]
 pub(super) struct Worker {
     queue: Queue,
-    parking: Arc<Parking<Job>>,
-    counters: Arc<WriterCounters>,
+    served: Arc<Served>,
     _nudger: Nudger,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("parking", &self.served.parking).finish_non_exhaustive()
+    }
 }
 
 /// Where jobs are sent; cheap to clone and usable from any thread, with or without a runtime. `None` nudges the
@@ -86,16 +93,21 @@ impl Worker {
         let (jobs, queue) = mpsc::channel();
         let (ready, opened) = oneshot::channel();
         let parking = Arc::new(Parking::new(linger));
-        let counters = Arc::new(WriterCounters::default());
-        let served = Served { parking: parking.clone(), counters: counters.clone() };
+        let parked = parking.clone();
         thread::Builder::new()
             .name("switchyard-ledger".to_owned())
             .spawn(move || match open(&path) {
                 Ok(db) => {
+                    let served = Arc::new(Served {
+                        db: Mutex::new(db),
+                        parking: parked,
+                        counters: Arc::default(),
+                        checkpointer: Checkpointer::start(path),
+                        solitude: Solitude::default(),
+                    });
                     // The opener may have given up waiting; then there is nobody to serve.
-                    if ready.send(Ok(())).is_ok() {
-                        let checkpointer = Checkpointer::start(path);
-                        serve(db, &queue, &served, checkpointer.as_ref());
+                    if ready.send(Ok(served.clone())).is_ok() {
+                        serve(&queue, &served);
                     }
                 }
                 Err(error) => {
@@ -103,13 +115,14 @@ impl Worker {
                 }
             })
             .map_err(|error| LedgerError::unavailable(format!("cannot start the SQLite thread: {error}")))?;
-        opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
+        let served =
+            opened.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped while opening"))??;
         let queue = Queue { jobs };
         let _nudger = {
-            let (queue, parked) = (queue.clone(), parking.clone());
-            Nudger::start(parking.clone(), move || queue.nudge(&parked))
+            let queue = queue.clone();
+            Nudger::start(parking.clone(), move || queue.nudge(&parking))
         };
-        Ok(Worker { queue, parking, counters, _nudger })
+        Ok(Worker { queue, served, _nudger })
     }
 
     pub(super) fn queue(&self) -> &Queue {
@@ -123,19 +136,19 @@ impl Worker {
         F: FnOnce(&mut Db) -> Result<(), LedgerError> + Send + 'static,
         A: FnOnce(Result<(), LedgerError>) + Send + 'static,
     {
-        if self.parking.park(Queue::job(Writes::One, job, answer)) == Parked::Full {
+        if self.served.parking.park(Queue::job(Writes::One, job, answer)) == Parked::Full {
             self.nudge();
         }
     }
 
     /// Has the thread apply the parked jobs now.
     pub(super) fn nudge(&self) {
-        self.queue.nudge(&self.parking);
+        self.queue.nudge(&self.served.parking);
     }
 
     /// What the thread did so far (see [`crate::ledger::stats`]).
     pub(super) fn stats(&self) -> WriterStats {
-        self.counters.snapshot()
+        self.served.counters.snapshot()
     }
 
     /// Runs `job` on the connection and returns its answer once its transaction committed.
@@ -164,7 +177,15 @@ impl Worker {
     {
         let (reply, answer) = oneshot::channel();
         // The caller may have been cancelled; its answer is then not needed.
-        self.queue.send(Queue::job(writes, job, move |outcome| drop(reply.send(outcome))))?;
+        let job = Queue::job(writes, job, move |outcome| drop(reply.send(outcome)));
+        // Counted until answered, so callers arriving meanwhile are not alone.
+        let arrival = self.served.solitude.arrive();
+        // Only claims and settles (one statement each); purges, lists and renewals can take longer.
+        let left =
+            if writes == Writes::One && arrival.alone() { alone::run_here(&self.served, job) } else { Some(job) };
+        if let Some(job) = left {
+            self.queue.send(job)?;
+        }
         answer.await.map_err(|_| LedgerError::unavailable("the SQLite thread stopped during the operation"))?
     }
 }
