@@ -27,7 +27,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use super::batch::{Job, RunBy, Served, run_counted};
+use super::batch::{Job, RunBy, Served, run_after_parked, statement};
 use super::worker::{BUSY_TIMEOUT, Db};
 
 /// How many arrivals in a row must have been alone before a caller runs its own job.
@@ -86,11 +86,7 @@ pub(super) fn run_here(served: &Served, job: Job) -> Option<Job> {
     if !begin_at_once(&db) {
         return Some(job);
     }
-    let mut batch = Vec::new();
-    served.parking.take_into(&mut batch);
-    let parked = batch.len();
-    batch.push(job);
-    run_counted(db, batch, parked, served, RunBy::Caller);
+    run_after_parked(db, [job], served, RunBy::Caller);
     None
 }
 
@@ -99,7 +95,7 @@ fn begin_at_once(db: &Db) -> bool {
     if db.conn.busy_timeout(std::time::Duration::ZERO).is_err() {
         return false;
     }
-    let begun = db.conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])).is_ok();
+    let begun = statement(db, "BEGIN IMMEDIATE").is_ok();
     // Restored before any statement of the batch runs: once the write lock is held, nothing waits for it.
     let _ = db.conn.busy_timeout(BUSY_TIMEOUT);
     begun

@@ -90,31 +90,40 @@ pub(super) enum RunBy {
 
 /// Runs jobs until every sender is gone, then what is still parked.
 pub(super) fn serve(queue: &mpsc::Receiver<Option<Job>>, served: &Served) {
-    let (mut batch, mut queued) = (Vec::new(), Vec::new());
+    let mut queued = Vec::new();
+    let take_queued = |queued: &mut Vec<Job>| queued.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
     while let Ok(first) = queue.recv() {
         queued.extend(first);
-        queued.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
+        take_queued(&mut queued);
         if queued.len() == 1 {
             // Callers running now may be about to queue theirs.
             std::thread::yield_now();
-            queued.extend(queue.try_iter().take(MAX_BATCH - 1).flatten());
+            take_queued(&mut queued);
         }
-        let db = served.db.lock();
-        served.parking.take_into(&mut batch);
-        let parked = batch.len();
-        batch.append(&mut queued);
-        run_counted(db, std::mem::take(&mut batch), parked, served, RunBy::Writer);
+        run_after_parked(served.db.lock(), queued.drain(..), served, RunBy::Writer);
     }
-    let db = served.db.lock();
+    run_after_parked(served.db.lock(), [], served, RunBy::Writer);
+}
+
+/// Runs the jobs parked until now, then `jobs`, as one batch on `db` (taken before the parked jobs are, so that
+/// whoever holds the connection runs them in the order they came).
+pub(super) fn run_after_parked(
+    db: MutexGuard<'_, Db>,
+    jobs: impl IntoIterator<Item = Job>,
+    served: &Served,
+    by: RunBy,
+) {
+    let mut batch = Vec::new();
     served.parking.take_into(&mut batch);
     let parked = batch.len();
-    run_counted(db, batch, parked, served, RunBy::Writer);
+    batch.extend(jobs);
+    run_counted(db, batch, parked, served, by);
 }
 
 /// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), records it, tells the
 /// checkpointer, and answers its jobs once `db` is released, so that a caller answered does not find the
 /// connection still taken.
-pub(super) fn run_counted(mut db: MutexGuard<'_, Db>, batch: Vec<Job>, parked: usize, served: &Served, by: RunBy) {
+fn run_counted(mut db: MutexGuard<'_, Db>, batch: Vec<Job>, parked: usize, served: &Served, by: RunBy) {
     // A nudge whose jobs an earlier wake-up took finds nothing.
     if batch.is_empty() {
         return;
@@ -222,7 +231,7 @@ fn in_transaction(db: &mut Db, batch: Vec<Job>, committed: impl FnOnce(Duration)
     one_by_one(db, jobs, answers);
 }
 
-fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {
+pub(super) fn statement(db: &Db, sql: &str) -> Result<(), LedgerError> {
     db.conn.prepare_cached(sql)?.execute([])?;
     Ok(())
 }
