@@ -1,6 +1,6 @@
 # Shared by the scripts of this directory (source it; not executable on its own).
 # Provides: HERE ROOT BIN BENCH_BACKEND BENCH_SESSIONS LUA, build_if_needed, cpu_busy_pct, check_idle,
-# start_targets (sets DIRECT_URL DIRECT_PID GW_URL GW_PID DIRECT_SESSION GW_SESSION GW_TOOL), run_wrk, field,
+# start_targets (sets DIRECT_URL DIRECT_PID GW_URL GW_PID DIRECT_SESSION GW_SESSION GW_TOOL), open_sessions, run_wrk, field,
 # cpu_ticks, hwm_kib, rss_kib, WORK (a fresh directory). Everything started is stopped by the EXIT trap.
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -129,6 +129,22 @@ open_session() {
     curl -sS -o /dev/null "${HDRS[@]}" "${auth[@]}" -H "Mcp-Session-Id: $session" -X POST "$url" \
         --data '{"jsonrpc":"2.0","method":"notifications/initialized"}'
     echo "$session"
+}
+
+# open_sessions URL TOOL COUNT → a comma-separated list of sessions, each probed with one call
+open_sessions() {
+    local url="$1" tool="$2" count="$3" list="" session i try
+    for i in $(seq 1 "$count"); do
+        session=""
+        for try in $(seq 1 100); do
+            session="$(open_session "$url" 2>/dev/null || true)"
+            if [[ -n "$session" ]] && probe "$url" "$session" "$tool"; then break; fi
+            session=""; sleep 0.1
+        done
+        [[ -n "$session" ]] || { echo "no working session on $url" >&2; exit 1; }
+        list="${list:+$list,}$session"
+    done
+    echo "$list"
 }
 
 # One tools/call with curl; succeeds when the answer is a result echoing the text.

@@ -5,8 +5,9 @@
 #
 #   bench/gateway/profile.sh                 # -t2 -c64, 10 s
 #   CONNS=1 THREADS=1 bench/gateway/profile.sh
+#   SESSIONS=64 THREADS=64 bench/gateway/profile.sh   # 64 agent sessions, wrk thread N on session N
 #
-# Environment: DURATION (10s), CONNS (64), THREADS (2), FREQ (sampling Hz, 2000), NO_BUILD=1, KEEP=1 (keeps
+# Environment: DURATION (10s), CONNS (64), THREADS (2), SESSIONS (1), FREQ (sampling Hz, 2000), NO_BUILD=1, KEEP=1 (keeps
 # perf.data in the work directory for `perf report -i`), plus those of lib.sh.
 # Needs perf (`apt-get install -y linux-perf`). Traffic goes to 127.0.0.1 only.
 set -euo pipefail
@@ -16,12 +17,14 @@ source "$HERE/lib.sh"
 CONNS="${CONNS:-64}"
 THREADS="${THREADS:-2}"
 FREQ="${FREQ:-2000}"
+SESSIONS="${SESSIONS:-1}"
 command -v perf >/dev/null || { echo "perf is missing: apt-get install -y linux-perf" >&2; exit 2; }
 
 build_if_needed
 check_idle
 start_targets
 echo "warm-up: $WARMUP" >&2
+[[ "$SESSIONS" == 1 ]] || GW_SESSION="$(open_sessions "$GW_URL" "$GW_TOOL" "$SESSIONS")"
 run_wrk warm-gateway "$GW_URL" "$GW_SESSION" "$GW_TOOL" 2 64 "$WARMUP" >/dev/null
 
 secs="${DURATION%s}"

@@ -69,22 +69,6 @@ start_gateway() {
     GW_URL="$START_URL" GW_PID="$LAST_PID"
 }
 
-# open_sessions URL TOOL COUNT → a comma-separated list of sessions, each probed with one call
-open_sessions() {
-    local url="$1" tool="$2" count="$3" list="" session i try
-    for i in $(seq 1 "$count"); do
-        session=""
-        for try in $(seq 1 100); do
-            session="$(open_session "$url" 2>/dev/null || true)"
-            if [[ -n "$session" ]] && probe "$url" "$session" "$tool"; then break; fi
-            session=""; sleep 0.1
-        done
-        [[ -n "$session" ]] || { echo "no working session on $url" >&2; exit 1; }
-        list="${list:+$list,}$session"
-    done
-    echo "$list"
-}
-
 # writers_line LOG LABEL → the last `ledger writers:` line of a gateway's log (access lines included), labelled
 writers_line() { { grep -a "ledger writers: " "$1" || true; } | tail -1 | sed -n "s/.*ledger writers: \(.*\)/writers $2 \1/p"; }
 
