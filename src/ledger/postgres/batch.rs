@@ -1,22 +1,18 @@
 //! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server
 //! as one pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for
-//! each other's answers — so a batch costs one round trip, one WAL flush and one turn at the notification
-//! queue's lock, however many calls it carries. Its claims and completions go as two multi-row statements
+//! each other's answers — so a batch costs one round trip and one WAL flush, however many calls it carries. Its claims and completions go as two multi-row statements
 //! ([`super::rows`]), so the server's work per statement is paid per batch, not per call.
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
 //!   are free (at most [`MAX_BATCH`] jobs), after the completions parked until then (see
 //!   [`crate::ledger::background`]): a quiet call's completion and the next call's claim share one round trip.
-//!   An idle writer sleeps on the queue; nothing polls. A lone claim is sent without `BEGIN`/`COMMIT`, its
+//!   An idle writer sleeps on the queue; nothing polls. A lone job is sent without `BEGIN`/`COMMIT`, its
 //!   statements in autocommit, as before batching.
-//! - A batch's settles are announced after its commit, not by the trigger inside it: the transaction sets
-//!   `switchyard.defer_notify` (see [`super::schema`]) and `COMMIT` is followed, in the same round trip, by one
-//!   statement that notifies the settled keys without waiting for its own flush. A transaction that notifies
-//!   holds the server's notification lock from its commit until its WAL flush ends, so with the trigger's
-//!   `NOTIFY` inside, every batch with a settle waited for the previous one's flush; without it the writers'
-//!   commits share the server's flushes. Woken replicas read the committed row, as before; a notification lost
-//!   with the server is covered by the listener's wake-all after it reconnects.
+//! - A batch announces nothing itself: the claims trigger notifies, inside the transaction, the settles of
+//!   claims a waiter marked (see [`super::schema`]), which are rare. A notifying transaction holds the server's
+//!   notification lock from its commit until its WAL flush ends, so such a batch makes the next one that notifies
+//!   wait for its flush; the batches of settles nobody waits for share the server's flushes.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
 //! - A claim is `INSERT … ON CONFLICT DO NOTHING` (the batch's claims in one statement; in the per-job form,
@@ -91,14 +87,6 @@ impl Job {
     fn made(&self) -> SystemTime {
         match self {
             Job::Claim { now, .. } | Job::Settle { now, .. } => *now,
-        }
-    }
-
-    /// The key a settle job takes out of `in_flight` (claims settle nothing).
-    fn settled_key(&self) -> Option<&str> {
-        match self {
-            Job::Claim { .. } => None,
-            Job::Settle { queued, .. } => Some(queued.key.as_str()),
         }
     }
 
@@ -319,15 +307,13 @@ enum Owner {
 type Pipelined<'a> = Pin<Box<dyn Future<Output = Result<Returned, tokio_postgres::Error>> + Send + 'a>>;
 
 async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt, Failure> {
-    // A lone claim needs no transaction: each of its statements is atomic alone, and its select reads after its
-    // insert either way.
-    let settled: Vec<&str> = jobs.iter().filter_map(Job::settled_key).collect();
-    // A settle always runs in a transaction, which defers its trigger's `NOTIFY` to `announce`.
-    let transaction = jobs.len() > 1 || !settled.is_empty();
+    // A lone job needs no transaction: each of its statements is atomic alone, and a claim's select reads after
+    // its insert either way.
+    let transaction = jobs.len() > 1;
     let gathered = if transaction && form == Form::Rows { Some(rows::gather(jobs)) } else { None };
     let mut statements: Vec<(Owner, Pipelined<'_>)> = Vec::with_capacity(2 * jobs.len() + 3);
     if transaction {
-        statements.push((Owner::Batch, simple(session, DEFERRING_BEGIN)));
+        statements.push((Owner::Batch, simple(session, "BEGIN")));
     }
     match &gathered {
         Some(gathered) => {
@@ -344,9 +330,6 @@ async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt,
     }
     if transaction {
         statements.push((Owner::Batch, simple(session, "COMMIT")));
-    }
-    if !settled.is_empty() {
-        statements.push((Owner::Batch, announce(session, settled)));
     }
     let (owners, statements): (Vec<Owner>, Vec<Pipelined<'_>>) = statements.into_iter().unzip();
     let answers = in_order(statements).await;
@@ -387,27 +370,6 @@ fn row_statements<'a>(session: &'a Session, gathered: &'a rows::Gathered<'a>) ->
         statements.push((Owner::Inserted, Box::pin(insert)));
     }
     statements
-}
-
-/// Starts a batch's transaction with the trigger's `NOTIFY` left to [`announce`]: a transaction that notifies
-/// holds the server's notification lock from its commit until its WAL flush ended, which would make the writers'
-/// commits wait for each other's flushes instead of sharing them.
-pub(super) const DEFERRING_BEGIN: &str = "BEGIN; SET LOCAL switchyard.defer_notify = 'on'";
-
-/// Announces the settled `keys` after the batch's commit, in an autocommit statement that does not wait for its
-/// own flush (a notification is a wake-up, lost with the server anyway). Sent after `COMMIT`, so a replica woken
-/// by it reads the committed row. When the batch rolled back, the wake-ups are spurious: a woken waiter re-reads
-/// its claim. A statement error is logged, not the batch's (the batch committed).
-fn announce<'a>(session: &'a Session, keys: Vec<&'a str>) -> Pipelined<'a> {
-    Box::pin(async move {
-        match session.client.execute(&session.prepared.announce, &[&keys]).await {
-            Err(error) if !conn::connection_broke(&error, session) => {
-                tracing::warn!(%error, "ledger: could not announce settled claims to other replicas");
-                Ok(Returned::Done)
-            }
-            other => other.map(|_| Returned::Done),
-        }
-    })
 }
 
 fn simple<'a>(session: &'a Session, command: &'static str) -> Pipelined<'a> {

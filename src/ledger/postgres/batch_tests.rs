@@ -127,8 +127,8 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     harness.finish().await;
 }
 
-/// A batch's settles are announced by the writer after its commit, not by the trigger inside it: a waiter on
-/// another instance is still woken at once, for every kind of settle.
+/// A batch's settles of claims another instance waits for (marked by its waiters) are announced by the trigger at
+/// the batch's commit: that instance is woken at once, for every kind of settle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batchs_settles_wake_waiters_on_other_instances() {
     let Some(harness) = Harness::postgres().await else { return };

@@ -24,6 +24,7 @@ use parking_lot::RwLock;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use super::rows::RowsSql;
+use super::schema::WAITED;
 use crate::ledger::error::LedgerError;
 use crate::ledger::sql::{Dialect, Statements};
 
@@ -33,8 +34,8 @@ pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 const GENERAL: usize = 2;
 /// Batch writers, each with its own connection: while some wait for their commit's WAL flush, another gathers
 /// and sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's
-/// settles are announced after its commit, so no writer holds the notification lock across a flush; see
-/// [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
+/// settles are announced only when waited for, so no writer holds the notification lock across a flush in
+/// ordinary use; see [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
 /// batches, whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9×
 /// the calls of 12 (the ledger alone) and, through the gateway, 1.2× those of 4 (docs/ledger.md, *Batching in
 /// the SQL stores*).
@@ -113,18 +114,20 @@ pub(super) struct Prepared {
     /// The multi-row statements of a batch (see [`super::rows`]).
     pub(super) claim_rows: Statement,
     pub(super) complete_rows: Statement,
-    pub(super) announce: Statement,
+    /// `$1` key: marks an in-flight claim waited for, so that its settle is announced (see [`super::schema`]).
+    pub(super) watch: Statement,
 }
 
 /// Every statement the connections prepare.
 struct Sql {
     one: Statements,
     rows: RowsSql,
+    watch: String,
 }
 
 impl Prepared {
     async fn new(client: &Client, sql: &Sql) -> Result<Prepared, tokio_postgres::Error> {
-        let (rows, sql) = (&sql.rows, &sql.one);
+        let (rows, watch, sql) = (&sql.rows, &sql.watch, &sql.one);
         // Prepared concurrently: the driver pipelines them into one round trip's worth of waiting.
         let (insert, select, complete, mark_unknown, release, renew) = tokio::try_join!(
             client.prepare(&sql.insert),
@@ -140,11 +143,8 @@ impl Prepared {
             client.prepare(&sql.purge),
             client.prepare(&sql.list),
         )?;
-        let (claim_rows, complete_rows, announce) = tokio::try_join!(
-            client.prepare(&rows.claim),
-            client.prepare(&rows.complete),
-            client.prepare(&rows.announce)
-        )?;
+        let (claim_rows, complete_rows, watch) =
+            tokio::try_join!(client.prepare(&rows.claim), client.prepare(&rows.complete), client.prepare(watch))?;
         Ok(Prepared {
             insert,
             select,
@@ -158,7 +158,7 @@ impl Prepared {
             list,
             claim_rows,
             complete_rows,
-            announce,
+            watch,
         })
     }
 }
@@ -215,13 +215,10 @@ struct Slot {
 impl Connector {
     /// A connector for the claims table `table` whose first session is `client` (already connected and migrated
     /// by the caller).
-    pub(super) async fn new(
-        config: Config,
-        table: &str,
-        channel: &str,
-        client: Client,
-    ) -> Result<Connector, LedgerError> {
-        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table, channel) };
+    pub(super) async fn new(config: Config, table: &str, client: Client) -> Result<Connector, LedgerError> {
+        let watch =
+            format!("UPDATE {table} SET {WAITED} = true WHERE key = $1 AND state = 'in_flight' AND NOT {WAITED}");
+        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table), watch };
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
         let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {

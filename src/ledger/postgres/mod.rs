@@ -122,7 +122,7 @@ impl PostgresStore {
         let names = schema::Names::new(url.schema.as_deref());
         let mut client = conn::connect(&config).await.map_err(conn::Failure::from)?;
         schema::migrate(&mut client, &names).await?;
-        let conn = Connector::new(config.clone(), &names.claims, &names.channel, client).await?;
+        let conn = Connector::new(config.clone(), &names.claims, client).await?;
         let conn = Arc::new(conn);
         let writers = Writers::start(conn.clone(), linger);
         let waiters = Arc::new(Waiters::default());
@@ -270,6 +270,12 @@ impl PostgresStore {
 
     pub(crate) async fn get(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
         self.inner.conn.run(|session| async move { ops::get(&session, key.as_str()).await }).await
+    }
+
+    /// Marks the claim `key` waited for while it is in flight, so that its settle wakes this replica's waiter
+    /// whichever replica settles it (see [`schema`]).
+    pub(crate) async fn watch(&self, key: &ClaimKey) -> Result<(), LedgerError> {
+        self.inner.conn.run(|session| async move { ops::watch(&session, key.as_str()).await }).await
     }
 
     pub(crate) async fn renew_leases(&self, owner: &str, lease_until: SystemTime) -> Result<u64, LedgerError> {

@@ -66,6 +66,12 @@ pub(super) async fn get(session: &Session, key: &str) -> Result<Option<ClaimReco
     }
 }
 
+/// Marks the in-flight claim `key` waited for (nothing when it is settled, gone or marked already).
+pub(super) async fn watch(session: &Session, key: &str) -> Result<(), Failure> {
+    session.client.execute(&session.prepared.watch, &[&key]).await?;
+    Ok(())
+}
+
 /// Applies an owner's settle; see [`rules`].
 pub(super) async fn settle(
     session: &Session,

@@ -26,13 +26,10 @@ pub(super) struct RowsSql {
     pub(super) claim: String,
     /// Arrays: `$1` key, `$2` owner, `$3` result, `$4` result_digest, `$5` now; returns the keys completed.
     pub(super) complete: String,
-    /// `$1` keys: announces each on the settled-claims channel, in a transaction of its own that does not wait
-    /// for its WAL flush (see [`super::batch`]).
-    pub(super) announce: String,
 }
 
 impl RowsSql {
-    pub(super) fn new(table: &str, channel: &str) -> RowsSql {
+    pub(super) fn new(table: &str) -> RowsSql {
         RowsSql {
             claim: format!(
                 "INSERT INTO {table} (key, id, principal, agent_session, backend, tool, args_digest, state, \
@@ -48,10 +45,6 @@ impl RowsSql {
                  $5::bigint[]) AS u(key, owner, result, digest, now) \
                  WHERE claim.key = u.key AND claim.owner = u.owner AND claim.state IN ('in_flight', 'unknown') \
                  RETURNING claim.key"
-            ),
-            announce: format!(
-                "SELECT pg_notify('{channel}', k) FROM set_config('synchronous_commit', 'off', true) AS s, \
-                 unnest($1::text[]) AS k"
             ),
         }
     }

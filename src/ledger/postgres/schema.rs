@@ -4,13 +4,16 @@
 //! - The schema version lives in `switchyard_meta` (`name = 'schema_version'`). Migration runs in one transaction
 //!   under a transaction-level advisory lock, so replicas starting together migrate once and never see a
 //!   half-created schema.
-//! - A trigger on the claims table sends `NOTIFY <channel>, <key>` whenever a claim leaves `in_flight` (settled
-//!   or deleted), in the same transaction as the change, whichever replica (or operator) made it — unless the
-//!   transaction set [`DEFER_NOTIFY`]: the batch writers announce their settles themselves right after their
-//!   commit (see [`super::batch`]). Lease renewals do not touch `state` and so do not fire it. The trigger's
-//!   `WHEN` clause tests the old state and the setting, so a batch's completions neither call the function nor
-//!   queue an event per row. A schema made by an older version gets the deferring function and the `WHEN`
-//!   clause at the next start; an older replica never sets the setting, so its settles are still announced.
+//! - A trigger on the claims table sends `NOTIFY <channel>, <key>` when a claim that some waiter marked
+//!   (`waited`, set by [`super::ops::watch`] before the waiter reads the claim) leaves `in_flight` (settled or
+//!   deleted), in the same transaction as the change, whichever replica (or operator) made it. A claim nobody
+//!   waits for — nearly every one — is settled without a notification: no queue entry, no wake-up of every
+//!   listening replica. Row locks order the mark and the settle: a settle that comes second sees the mark, a mark
+//!   that comes second finds the claim settled and its waiter reads it (docs/ledger.md, *Batching in the SQL
+//!   stores*). Lease renewals do not touch `state` and so do not fire it. The trigger's `WHEN` clause tests the
+//!   old state, the mark and [`DEFER_NOTIFY`] (set by older versions' batches, which announce their settles
+//!   themselves after the commit), so an unmarked settle neither calls the function nor queues an event. A schema
+//!   made by an older version gets the column and the clause at the next start.
 //! - Names are built only from constants and a validated schema name (see [`crate::ledger::url`]), so splicing
 //!   them into SQL is safe.
 
@@ -30,8 +33,11 @@ use crate::ledger::revocations::{self, REVOCATIONS_TABLE};
 use crate::ledger::sql::{CLAIMS_TABLE, Dialect, SCHEMA_VERSION, create_statements};
 
 /// The session setting (a custom placeholder) under which the trigger leaves the `NOTIFY` to its transaction's
-/// writer: `SET LOCAL switchyard.defer_notify = 'on'`.
+/// writer: `SET LOCAL switchyard.defer_notify = 'on'`, set by older versions' batches (this one does not).
 pub(super) const DEFER_NOTIFY: &str = "switchyard.defer_notify";
+
+/// The claims' column a waiter sets so that the claim's settle is announced (see the module rules).
+pub(super) const WAITED: &str = "waited";
 
 /// The settled-claims trigger's name.
 const SETTLED_TRIGGER: &str = "switchyard_claims_settled";
@@ -119,10 +125,7 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     };
     match version {
         None => create(&tx, names).await?,
-        Some(SCHEMA_VERSION) => {
-            announce_settled(&tx, names).await?;
-            trigger_settled(&tx, names).await?;
-        }
+        Some(SCHEMA_VERSION) => announce_waited(&tx, names).await?,
         Some(found) if found > SCHEMA_VERSION => {
             return Err(LedgerError::SchemaTooNew { found, supported: SCHEMA_VERSION }.into());
         }
@@ -143,6 +146,30 @@ pub(super) async fn migrate(client: &mut Client, names: &Names) -> Result<(), Fa
     }
     tx.batch_execute(&announcements::create_statement(&names.announcements)).await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// The column a waiter marks, the trigger's function and the trigger, each made unless it is there as this version
+/// makes it.
+async fn announce_waited(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    waited_column(tx, names).await?;
+    announce_settled(tx, names).await?;
+    trigger_settled(tx, names).await
+}
+
+/// Adds the `waited` mark to a claims table without it (a schema made by an older version; a constant default,
+/// so the rows are not rewritten). A table that has it is not altered, so a role that does not own it can start.
+async fn waited_column(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
+    let present = format!(
+        "SELECT count(*) > 0 FROM pg_attribute WHERE attrelid = to_regclass('{}') AND attname = '{WAITED}' \
+         AND NOT attisdropped",
+        names.claims
+    );
+    if tx.query_one(&present, &[]).await?.try_get::<_, bool>(0)? {
+        return Ok(());
+    }
+    tx.batch_execute(&format!("ALTER TABLE {} ADD COLUMN {WAITED} BOOLEAN NOT NULL DEFAULT false", names.claims))
+        .await?;
     Ok(())
 }
 
@@ -174,14 +201,14 @@ async fn announce_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -
     Ok(())
 }
 
-/// The trigger that runs [`announce_settled`]'s function, unless it exists with its `WHEN` clause (a trigger made
-/// by an older version, without one, is made again; a current one is not touched, so a role that does not own the
-/// table can still start). The clause is evaluated before the function is called or an event is queued: a batch's
-/// completions, which announce themselves, cost the trigger nothing. (`NEW` cannot appear in the clause of a
-/// trigger that also fires on `DELETE`; the function tests the new state.)
+/// The trigger that runs [`announce_settled`]'s function for marked claims, unless it exists with this version's
+/// `WHEN` clause (a trigger made by an older version, with no clause or one without the mark, is made again; a
+/// current one is not touched, so a role that does not own the table can still start). The clause is evaluated
+/// before the function is called or an event is queued: a settle nobody waits for costs the trigger nothing.
+/// (`NEW` cannot appear in the clause of a trigger that also fires on `DELETE`; the function tests the new state.)
 async fn trigger_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
     let current = format!(
-        "SELECT coalesce(bool_and(tgqual IS NOT NULL), false) FROM pg_trigger \
+        "SELECT coalesce(bool_and(pg_get_triggerdef(oid) ILIKE '%old.{WAITED}%'), false) FROM pg_trigger \
          WHERE tgrelid = to_regclass('{claims}') AND tgname = '{SETTLED_TRIGGER}'",
         claims = names.claims
     );
@@ -191,7 +218,8 @@ async fn trigger_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) ->
     tx.batch_execute(&format!(
         "DROP TRIGGER IF EXISTS {SETTLED_TRIGGER} ON {claims};
          CREATE TRIGGER {SETTLED_TRIGGER} AFTER UPDATE OF state OR DELETE ON {claims} FOR EACH ROW
-             WHEN (OLD.state = 'in_flight' AND current_setting('{DEFER_NOTIFY}', true) IS DISTINCT FROM 'on')
+             WHEN (OLD.state = 'in_flight' AND OLD.{WAITED} \
+                   AND current_setting('{DEFER_NOTIFY}', true) IS DISTINCT FROM 'on')
              EXECUTE PROCEDURE {function}();",
         function = names.function,
         claims = names.claims,
@@ -208,8 +236,7 @@ async fn create(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(
     for statement in create_statements(&names.claims, Dialect::Postgres) {
         tx.batch_execute(&statement).await?;
     }
-    announce_settled(tx, names).await?;
-    trigger_settled(tx, names).await?;
+    announce_waited(tx, names).await?;
     tx.execute(
         &format!("INSERT INTO {} (name, value) VALUES ('schema_version', $1)", names.meta),
         &[&SCHEMA_VERSION.to_string()],
@@ -237,11 +264,5 @@ mod tests {
         assert_eq!(scoped.fleet_mail, "sy.switchyard_fleet_mail");
         let long = Names::new(Some(&"s".repeat(63)));
         assert!(long.fleet_channel.len() < 40 && long.fleet_channel != plain.fleet_channel, "{}", long.fleet_channel);
-    }
-
-    #[test]
-    fn the_batches_set_the_setting_the_trigger_reads() {
-        let begin = super::super::batch::DEFERRING_BEGIN;
-        assert!(begin.starts_with("BEGIN;") && begin.contains(&format!("SET LOCAL {DEFER_NOTIFY} = 'on'")), "{begin}");
     }
 }

@@ -248,10 +248,11 @@ async fn postgres_a_new_schema_compares_claim_keys_byte_by_byte() {
     harness.finish().await;
 }
 
-/// A schema made before the batches announced their own settles gets the trigger that leaves it to them, with
-/// the `WHEN` clause that spares their completions the call, at the next start; a current one is left as it is.
+/// A schema made before settles were announced only when waited for gets the `waited` column, the function that
+/// honours older batches' deferral and the trigger whose `WHEN` clause tests the mark at the next start; a current
+/// one is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_an_older_schemas_trigger_learns_to_defer_and_skip_deferred_rows() {
+async fn postgres_an_older_schemas_trigger_learns_to_announce_only_waited_claims() {
     let Some((harness, admin, schema)) = postgres_with_admin().await else {
         return;
     };
@@ -260,23 +261,30 @@ async fn postgres_an_older_schemas_trigger_learns_to_defer_and_skip_deferred_row
         let sql = "SELECT prosrc LIKE '%switchyard.defer_notify%' FROM pg_proc WHERE oid = to_regproc($1)";
         admin.query_one(sql, &[&function]).await.expect("the function exists").get::<_, bool>(0)
     };
+    let claims = format!("{schema}.switchyard_claims");
     let guarded = || async {
-        let sql = "SELECT tgqual IS NOT NULL FROM pg_trigger WHERE tgrelid = to_regclass($1) \
-                   AND tgname = 'switchyard_claims_settled'";
-        let claims = format!("{schema}.switchyard_claims");
+        let sql = "SELECT pg_get_triggerdef(oid) ILIKE '%WHEN%old.waited%' FROM pg_trigger \
+                   WHERE tgrelid = to_regclass($1) AND tgname = 'switchyard_claims_settled'";
         admin.query_one(sql, &[&claims]).await.expect("the trigger exists").get::<_, bool>(0)
     };
+    let marked = || async {
+        let sql = "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'waited' \
+                   AND NOT attisdropped";
+        admin.query_one(sql, &[&claims]).await.expect("the catalog").get::<_, i64>(0) == 1
+    };
     assert!(defers().await, "a new schema's trigger defers");
-    assert!(guarded().await, "a new schema's trigger has its WHEN clause");
+    assert!(guarded().await, "a new schema's trigger tests the mark in its WHEN clause");
+    assert!(marked().await, "a new schema's claims have the mark");
     // The trigger and the function as older versions defined them: no clause, and it always notifies.
     admin
         .batch_execute(&format!(
             "DROP TRIGGER switchyard_claims_settled ON {schema}.switchyard_claims;
              CREATE TRIGGER switchyard_claims_settled AFTER UPDATE OF state OR DELETE ON {schema}.switchyard_claims
-                 FOR EACH ROW EXECUTE PROCEDURE {function}();"
+                 FOR EACH ROW EXECUTE PROCEDURE {function}();
+             ALTER TABLE {schema}.switchyard_claims DROP COLUMN waited;"
         ))
         .await
-        .expect("the older trigger");
+        .expect("the older trigger and table");
     admin
         .batch_execute(&format!(
             "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
@@ -290,10 +298,71 @@ async fn postgres_an_older_schemas_trigger_learns_to_defer_and_skip_deferred_row
         ))
         .await
         .expect("the older function");
-    assert!(!defers().await && !guarded().await);
+    assert!(!defers().await && !guarded().await && !marked().await);
     let second = harness.second().await;
     assert!(defers().await, "the next start redefined it");
     assert!(guarded().await, "the next start gave the trigger its WHEN clause");
+    assert!(marked().await, "the next start added the mark");
+    // The older rows, unmarked, still settle.
+    assert!(matches!(second.claim(claim_of("after", "gw-b")).await, Ok(ClaimOutcome::Claimed(_))));
+    second
+        .complete(&key("after"), "gw-b", &RawJson::of(&json!({"ok": true})), super::MAX_RESULT)
+        .await
+        .expect("settle");
     drop(second);
     harness.finish().await;
+}
+
+/// The settled-claims channel carries only the settles some replica waits for: a claim nobody waits for settles
+/// without a notification, one another replica waits for is announced (and wakes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_announces_only_the_settles_a_replica_waits_for() {
+    let Some((harness, admin, schema)) = postgres_with_admin().await else {
+        return;
+    };
+    let (_listening, mut heard) = listen(&format!("switchyard_settled_{schema}")).await;
+    for name in ["quiet", "watched"] {
+        assert!(matches!(harness.store.claim(claim_of(name, "gw-a")).await, Ok(ClaimOutcome::Claimed(_))));
+    }
+    let second = harness.second().await;
+    let waiter = {
+        let second = second.clone();
+        tokio::spawn(
+            async move { second.wait_settled(&key("watched"), Instant::now() + Duration::from_secs(20)).await },
+        )
+    };
+    let sql = format!("SELECT waited FROM {schema}.switchyard_claims WHERE key = $1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !admin.query_one(&sql, &[&key("watched").as_str()]).await.expect("the claim").get::<_, bool>(0) {
+        assert!(Instant::now() < deadline, "the waiter never marked its claim");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let unmarked: bool = admin.query_one(&sql, &[&key("quiet").as_str()]).await.expect("the claim").get(0);
+    assert!(!unmarked, "nobody waits for the quiet claim");
+
+    let result = RawJson::of(&json!({"ok": true}));
+    // Settled one after the other, so a notification of the first would come before the second's.
+    harness.store.complete(&key("quiet"), "gw-a", &result, super::MAX_RESULT).await.expect("complete");
+    harness.store.complete(&key("watched"), "gw-a", &result, super::MAX_RESULT).await.expect("complete");
+    let first = tokio::time::timeout(Duration::from_secs(10), heard.recv()).await.expect("announced").expect("open");
+    assert_eq!(first, key("watched").as_str(), "the quiet settle was announced too");
+    assert!(matches!(waiter.await.expect("waiter"), Ok(WaitOutcome::Settled(_))));
+    drop(second);
+    harness.finish().await;
+}
+
+/// The payloads of `channel`'s notifications, on a connection of its own (open while the client lives).
+async fn listen(channel: &str) -> (tokio_postgres::Client, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (client, mut connection) =
+        tokio_postgres::connect(&super::postgres_admin_url(), tokio_postgres::NoTls).await.expect("connect");
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notification(note) = message {
+                drop(sender.send(note.payload().to_owned()));
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN \"{channel}\"")).await.expect("listen");
+    (client, receiver)
 }
