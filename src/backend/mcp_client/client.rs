@@ -68,8 +68,8 @@ impl McpBackendClient {
     /// The slot's backend session, starting one within `context` if there is none (concurrent callers share one
     /// handshake).
     pub async fn session(&self, to: Destination<'_>) -> Result<BackendSession, McpError> {
-        let shared = effective_key(to.slot, to.target);
-        let to = Destination { slot: shared.as_ref().unwrap_or(to.slot), ..to };
+        let key = effective_key(to.slot, to.target);
+        let to = Destination { slot: &key, ..to };
         let slot = self.acquire(to.slot)?;
         let session = self.ensure_session(&slot, to, None, &Value::Null).await;
         self.health.exchanged(&to.slot.backend, to.target, &session);
@@ -152,8 +152,7 @@ impl McpBackendClient {
     /// Sends `call` on its slot's session, retrying at most once as [`decide`] says.
     async fn send_with_retry(&self, target: &BackendTarget, call: Call<'_>) -> Result<RawJson, McpError> {
         let Call { key, method, params, relay, context } = call;
-        let shared = effective_key(key, target);
-        let key = shared.as_ref().unwrap_or(key);
+        let key = &*effective_key(key, target);
         let to = Destination { slot: key, target, context };
         let capabilities = relay.session_capabilities();
         let slot = self.acquire(key)?;

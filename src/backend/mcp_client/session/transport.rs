@@ -8,6 +8,7 @@
 //! fresh one; the call that was in it already failed `AfterDelivery` and is never repeated. A stdio session holds
 //! a [`ProcessPermit`] for as long as it lives, so the process caps count live processes only.
 
+use std::borrow::Cow;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -184,11 +185,11 @@ impl BackendSession {
 }
 
 /// The slot key a call really uses: every agent shares one slot of a `sessions = "shared"` backend.
-pub(crate) fn effective_key(key: &SlotKey, target: &BackendTarget) -> Option<SlotKey> {
+pub(crate) fn effective_key<'a>(key: &'a SlotKey, target: &BackendTarget) -> Cow<'a, SlotKey> {
     match target {
         BackendTarget::Duplex(duplex) if duplex.transport.sharing() == Sharing::Shared => {
-            Some(SlotKey::new(SessionHolder::Shared, &key.backend))
+            Cow::Owned(SlotKey::new(SessionHolder::Shared, &key.backend))
         }
-        _ => None,
+        _ => Cow::Borrowed(key),
     }
 }
