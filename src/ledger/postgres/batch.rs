@@ -1,7 +1,8 @@
-//! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server
-//! as one pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for
-//! each other's answers — so a batch costs one round trip and one WAL flush, however many calls it carries. Its claims and completions go as two multi-row statements
-//! ([`super::rows`]), so the server's work per statement is paid per batch, not per call.
+//! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server as one
+//! pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for each other's
+//! answers — so a batch costs one round trip and one WAL flush, however many calls it carries. Its claims and
+//! completions go as two multi-row statements ([`super::rows`]), so the server's work per statement is paid per batch,
+//! not per call.
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they

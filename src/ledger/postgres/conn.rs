@@ -32,13 +32,12 @@ use crate::ledger::sql::{Dialect, Statements};
 pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections for reads, upkeep and the operator's commands.
 const GENERAL: usize = 2;
-/// Batch writers, each with its own connection: while some wait for their commit's WAL flush, another gathers
-/// and sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's
-/// settles are announced only when waited for, so no writer holds the notification lock across a flush in
-/// ordinary use; see [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger
-/// batches, whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9×
-/// the calls of 12 (the ledger alone) and, through the gateway, 1.2× those of 4 (docs/ledger.md, *Batching in
-/// the SQL stores*).
+/// Batch writers, each with its own connection: while some wait for their commit's WAL flush, another gathers and
+/// sends the next batch, and the server's flush covers every commit that reached it meanwhile (a batch's settles are
+/// announced only when waited for, so no writer holds the notification lock across a flush in ordinary use; see
+/// [`super::batch`]). Each is one more server process competing for the CPU, and fewer writers make bigger batches,
+/// whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9× the calls of
+/// 12 (the ledger alone) and, through the gateway, 1.2× those of 4 (docs/ledger.md, *Batching in the SQL stores*).
 pub(super) const WRITERS: usize = 2;
 /// Every statement of the ledger finds its rows through an index, and prepared statements keep the plan the
 /// server chose when the table was nearly empty: a fresh ledger's writers planned their multi-row lookups as
