@@ -175,7 +175,7 @@ async fn waited_column(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> R
 
 /// Defines the trigger's function unless it already honours [`DEFER_NOTIFY`] (a schema made by an older version
 /// gets the deferral at the next start; a current one is not rewritten, so a role that does not own it can
-/// still start). A transaction that set it announces its settles itself after its commit (see [`super::batch`]).
+/// still start). A transaction that set it (an older version's batch) announces its settles itself after its commit.
 async fn announce_settled(tx: &tokio_postgres::Transaction<'_>, names: &Names) -> Result<(), Failure> {
     let current = format!(
         "SELECT coalesce(bool_or(prosrc LIKE '%{DEFER_NOTIFY}%'), false) FROM pg_proc WHERE oid = to_regproc('{}')",
