@@ -323,16 +323,12 @@ impl LedgerStore {
 
     /// Waits until the claim `key` leaves `in_flight` or `deadline` passes (single flight for duplicates).
     pub async fn wait_settled(&self, key: &ClaimKey, deadline: Instant) -> Result<WaitOutcome, LedgerError> {
-        self.waiters().wait_settled(key, deadline, || self.read_watched(key)).await
-    }
-
-    /// The claim `key` as a waiter reads it: on PostgreSQL marked waited for first, since there only marked claims
-    /// announce their settles to the other replicas (see `postgres/schema.rs`). Another process's settle reaches a
-    /// SQLite waiter by its poll.
-    async fn read_watched(&self, key: &ClaimKey) -> Result<Option<ClaimRecord>, LedgerError> {
+        // On PostgreSQL only the claims a waiter marked announce their settles to the other replicas (see
+        // `postgres/schema.rs`). Marked once, before the first read: a settle after the mark is announced, one
+        // before it is found by that read. Another process's settle reaches a SQLite waiter by its poll.
         if let LedgerStore::Postgres(store) = self {
             store.watch(key).await?;
         }
-        self.get(key).await
+        self.waiters().wait_settled(key, deadline, || self.get(key)).await
     }
 }
