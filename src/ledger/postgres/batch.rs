@@ -1,25 +1,25 @@
 //! Group commit on PostgreSQL: the claims and settles that queue up while the writers are busy go to the server as one
 //! pipelined transaction — `BEGIN`, the batch's statements, `COMMIT`, sent together without waiting for each other's
 //! answers — so a batch costs one round trip and one WAL flush, however many calls it carries. Its claims and
-//! completions go as two multi-row statements ([`super::rows`]), so the server's work per statement is paid per batch,
+//! completions go as one multi-row statement ([`super::rows`]), so the server's work per statement is paid per batch,
 //! not per call.
 //!
 //! Rules:
 //! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
 //!   are free (at most [`MAX_BATCH`] jobs), after the completions parked until then (see
 //!   [`crate::ledger::background`]): a quiet call's completion and the next call's claim share one round trip.
-//!   An idle writer sleeps on the queue; nothing polls. A lone job is sent without `BEGIN`/`COMMIT`, its
-//!   statements in autocommit, as before batching.
+//!   An idle writer sleeps on the queue; nothing polls. A lone job, or a batch that is one statement (claims
+//!   and completions only), is sent without `BEGIN`/`COMMIT`, in autocommit: a statement is atomic alone.
 //! - A batch announces nothing itself: the claims trigger notifies, inside the transaction, the settles of
 //!   claims a waiter marked (see [`super::schema`]), which are rare. A notifying transaction holds the server's
 //!   notification lock from its commit until its WAL flush ends, so such a batch makes the next one that notifies
 //!   wait for its flush; the batches of settles nobody waits for share the server's flushes.
 //! - A batch runs its jobs in key order, and every statement elsewhere that locks several claims takes them in
 //!   key order too (`sql::Dialect::bulk_update`), so two transactions never wait for each other in a cycle.
-//! - A claim is `INSERT … ON CONFLICT DO NOTHING` (the batch's claims in one statement; in the per-job form,
-//!   each followed by a `SELECT`, which under READ COMMITTED sees the row that won, ours or one committed by
-//!   another replica the insert waited for). A settle is one conditional statement (the completions' one
-//!   `UPDATE`). What the pipeline does not decide — a claim whose key was taken (a retry), a settle that changed
+//! - A claim is `INSERT … ON CONFLICT DO NOTHING` (the batch's claims in one part of the multi-row statement; in
+//!   the per-job form, each followed by a `SELECT`, which under READ COMMITTED sees the row that won, ours or one
+//!   committed by another replica the insert waited for). A settle is one conditional statement (the
+//!   completions' one `UPDATE`). What the pipeline does not decide — a claim whose key was taken (a retry), a settle that changed
 //!   nothing, a claim whose row vanished in between — is done after the commit by the single operations of
 //!   [`super::ops`], which read, explain or retry it.
 //! - Every job is answered after the commit. A statement that fails for its own values (SQLSTATE classes 22 and
@@ -287,7 +287,7 @@ enum Returned {
 /// How a batch's jobs become statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Form {
-    /// Claims and completions in three multi-row statements, other settles one each (see [`super::rows`]).
+    /// Claims and completions in one multi-row statement, other settles one each (see [`super::rows`]).
     Rows,
     /// A statement (or two) per job, so that a failure names its job.
     PerJob,
@@ -300,25 +300,18 @@ enum Owner {
     Batch,
     /// The job at this index.
     Job(usize),
-    /// A multi-row statement: the inserted claims' ids, the completed keys.
-    Inserted,
-    Completed,
+    /// The multi-row statement: the completed keys and the inserted claims' ids.
+    Rows,
 }
 
 type Pipelined<'a> = Pin<Box<dyn Future<Output = Result<Returned, tokio_postgres::Error>> + Send + 'a>>;
 
 async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt, Failure> {
-    // A lone job needs no transaction: each of its statements is atomic alone, and a claim's select reads after
-    // its insert either way.
-    let transaction = jobs.len() > 1;
-    let gathered = if transaction && form == Form::Rows { Some(rows::gather(jobs)) } else { None };
-    let mut statements: Vec<(Owner, Pipelined<'_>)> = Vec::with_capacity(2 * jobs.len() + 3);
-    if transaction {
-        statements.push((Owner::Batch, simple(session, "BEGIN")));
-    }
+    let gathered = if jobs.len() > 1 && form == Form::Rows { Some(rows::gather(jobs)) } else { None };
+    let mut statements: Vec<(Owner, Pipelined<'_>)> = Vec::with_capacity(2 * jobs.len() + 2);
     match &gathered {
         Some(gathered) => {
-            statements.extend(row_statements(session, gathered));
+            statements.extend(rows_statement(session, gathered).map(|rows| (Owner::Rows, rows)));
             for &index in &gathered.single {
                 statements.extend(statements_of(session, &jobs[index]).into_iter().map(|one| (Owner::Job(index), one)));
             }
@@ -329,7 +322,10 @@ async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt,
             }
         }
     }
-    if transaction {
+    // A lone job needs no transaction: each of its statements is atomic alone, and a claim's select reads after
+    // its insert either way; nor does a batch that is one statement.
+    if jobs.len() > 1 && statements.len() > 1 {
+        statements.insert(0, (Owner::Batch, simple(session, "BEGIN")));
         statements.push((Owner::Batch, simple(session, "COMMIT")));
     }
     let (owners, statements): (Vec<Owner>, Vec<Pipelined<'_>>) = statements.into_iter().unzip();
@@ -337,40 +333,33 @@ async fn attempt(session: &Session, jobs: &[Job], form: Form) -> Result<Attempt,
     judge(session, answers, &owners, jobs)
 }
 
-/// The multi-row statements of `gathered` (none for a kind of job it has none of).
-fn row_statements<'a>(session: &'a Session, gathered: &'a rows::Gathered<'a>) -> Vec<(Owner, Pipelined<'a>)> {
-    let (client, prepared) = (&session.client, &session.prepared);
-    let mut statements: Vec<(Owner, Pipelined<'a>)> = Vec::with_capacity(3);
+/// The multi-row statement of `gathered`, unless it has neither claims nor completions.
+fn rows_statement<'a>(session: &'a Session, gathered: &'a rows::Gathered<'a>) -> Option<Pipelined<'a>> {
     let (claims, completions) = (&gathered.claims, &gathered.completions);
-    // Completions first: a claim of a key completed in this batch then finds it completed, as it would have
-    // in the order the jobs arrived.
-    if !completions.keys.is_empty() {
-        let complete = async move {
-            let values: [&(dyn ToSql + Sync); 5] =
-                [&completions.keys, &completions.owners, &completions.results, &completions.digests, &completions.nows];
-            client.query(&prepared.complete_rows, &values).await.map(Returned::Rows)
-        };
-        statements.push((Owner::Completed, Box::pin(complete)));
+    if claims.keys.is_empty() && completions.keys.is_empty() {
+        return None;
     }
-    if !claims.keys.is_empty() {
-        let insert = async move {
-            let values: [&(dyn ToSql + Sync); 10] = [
-                &claims.keys,
-                &claims.ids,
-                &claims.principals,
-                &claims.sessions,
-                &claims.backends,
-                &claims.tools,
-                &claims.digests,
-                &claims.nows,
-                &claims.owners,
-                &claims.leases,
-            ];
-            client.query(&prepared.claim_rows, &values).await.map(Returned::Rows)
-        };
-        statements.push((Owner::Inserted, Box::pin(insert)));
-    }
-    statements
+    let statement = async move {
+        let values: [&(dyn ToSql + Sync); 15] = [
+            &claims.keys,
+            &claims.ids,
+            &claims.principals,
+            &claims.sessions,
+            &claims.backends,
+            &claims.tools,
+            &claims.digests,
+            &claims.nows,
+            &claims.owners,
+            &claims.leases,
+            &completions.keys,
+            &completions.owners,
+            &completions.results,
+            &completions.digests,
+            &completions.nows,
+        ];
+        session.client.query(&session.prepared.batch, &values).await.map(Returned::Rows)
+    };
+    Some(Box::pin(statement))
 }
 
 fn simple<'a>(session: &'a Session, command: &'static str) -> Pipelined<'a> {
@@ -460,7 +449,7 @@ fn judge(
     Ok(match (sqlstate_class(&error), owners.get(at).copied().unwrap_or(Owner::Batch)) {
         (Some("40"), _) => Attempt::Conflict(conn::classify(&error)),
         (Some("22" | "23"), Owner::Job(index)) => Attempt::Refused { index, error: conn::classify(&error) },
-        (Some("22" | "23"), Owner::Inserted | Owner::Completed) => Attempt::Regroup,
+        (Some("22" | "23"), Owner::Rows) => Attempt::Regroup,
         _ => Attempt::Failed(conn::classify(&error)),
     })
 }
@@ -478,8 +467,7 @@ fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>, owners: &[Owner]
             }
             // A claim's select follows its insert.
             (Owner::Job(index), Returned::Row(row)) => steps[*index].row = row,
-            (Owner::Inserted, Returned::Rows(rows)) => decided.inserted = column(&rows),
-            (Owner::Completed, Returned::Rows(rows)) => decided.completed = column(&rows),
+            (Owner::Rows, Returned::Rows(rows)) => decided = rows::Decided::read(&rows),
             _ => {}
         }
     }
@@ -489,12 +477,6 @@ fn steps(answers: Vec<Result<Returned, tokio_postgres::Error>>, owners: &[Owner]
         }
     }
     steps
-}
-
-/// The first column of `rows`, as text (ids or keys; a value of another type is left out, so its job is
-/// decided after the commit).
-fn column(rows: &[Row]) -> std::collections::HashSet<String> {
-    rows.iter().filter_map(|row| row.try_get::<_, String>(0).ok()).collect()
 }
 
 fn sqlstate_class(error: &tokio_postgres::Error) -> Option<&str> {

@@ -127,6 +127,63 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     harness.finish().await;
 }
 
+/// A batch of claims and completions only is one statement in autocommit: what each part decides, and what it
+/// leaves to the single operations after the commit, reaches each caller; a bad value among them still costs only
+/// its own job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_completions_alone_are_decided_by_one_statement() {
+    let Some(harness) = Harness::postgres().await else { return };
+    let store = postgres(&harness);
+    for name in ["done", "again"] {
+        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
+        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
+    }
+    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
+    let one_batch = |bad: bool| {
+        let (fresh, fresh_answer) = claim_job(claim_of(if bad { "fresh-2" } else { "fresh-1" }, "gw-a"));
+        let name = if bad { "again" } else { "done" };
+        // The same key completed and claimed again (a retry) in one batch: the claim conflicts with the row and
+        // is read after the commit, which finds it completed.
+        let (done, done_answer) = settle_job(name, "gw-a", &completed);
+        let (retry, retry_answer) = claim_job(claim_of(name, "gw-b"));
+        let (missing, missing_answer) = settle_job("missing", "gw-a", &completed);
+        let mut jobs = vec![fresh, done, retry, missing];
+        let bad_answer = bad.then(|| {
+            // PostgreSQL refuses a NUL character in text (SQLSTATE 22021): the statement fails as a whole.
+            let (job, answer) = claim_job(NewClaim { principal: "al\0ice".into(), ..claim_of("bad", "gw-a") });
+            jobs.push(job);
+            answer
+        });
+        (jobs, [fresh_answer, retry_answer], [done_answer, missing_answer], bad_answer)
+    };
+    for bad in [false, true] {
+        let (jobs, [fresh, retry], [done, missing], refused) = one_batch(bad);
+        run_batch(store, jobs).await;
+        assert!(matches!(fresh.await.expect("answered"), Ok(ClaimOutcome::Claimed(_))), "bad={bad}");
+        done.await.expect("answered").expect("completed");
+        let retry = retry.await.expect("answered").expect("claim");
+        let ClaimOutcome::Existing(record) = retry else { panic!("a retry is shown the existing claim: {retry:?}") };
+        assert_eq!(record.state, ClaimState::Completed, "bad={bad}");
+        let missing = missing.await.expect("answered");
+        assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
+        if let Some(refused) = refused {
+            let refused = refused.await.expect("answered");
+            assert!(
+                matches!(&refused, Err(LedgerError::Unavailable { cause }) if cause.contains("22021")),
+                "{refused:?}"
+            );
+        }
+    }
+    let state = |name: &'static str| {
+        let store = harness.store.clone();
+        async move { store.get(&ClaimKey::idempotency("alice", name)).await.expect("get").map(|record| record.state) }
+    };
+    assert_eq!(state("fresh-1").await, Some(ClaimState::InFlight));
+    assert_eq!(state("fresh-2").await, Some(ClaimState::InFlight), "the batch ran again without the bad claim");
+    assert_eq!(state("bad").await, None);
+    harness.finish().await;
+}
+
 /// A batch's settles of claims another instance waits for (marked by its waiters) are announced by the trigger at
 /// the batch's commit: that instance is woken at once, for every kind of settle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

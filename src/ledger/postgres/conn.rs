@@ -12,8 +12,9 @@
 //!   (opened on first use), and queries on one connection are pipelined by the driver. Each of the [`WRITERS`]
 //!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
 //!   transactions must not take in other operations.
-//! - Every connection plans with `enable_seqscan = off` ([`PLANNER_OPTIONS`], before the URL's own `options`):
-//!   prepared statements keep their first generic plan, made while the table was small.
+//! - Every connection plans with `enable_seqscan = off`, generic plans only and no JIT compilation
+//!   ([`PLANNER_OPTIONS`], before the URL's own `options`): a prepared statement is planned once, through its
+//!   index, whatever the table's size when it was planned.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,7 +24,6 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
-use super::rows::RowsSql;
 use super::schema::WAITED;
 use crate::ledger::error::LedgerError;
 use crate::ledger::sql::{Dialect, Statements};
@@ -39,12 +39,18 @@ const GENERAL: usize = 2;
 /// whose statements the server pays once: on two cores shared with the server, 2 writers carried 1.9× the calls of
 /// 12 (the ledger alone) and, through the gateway, 1.2× those of 4 (docs/ledger.md, *Batching in the SQL stores*).
 pub(super) const WRITERS: usize = 2;
-/// Every statement of the ledger finds its rows through an index, and prepared statements keep the plan the
-/// server chose when the table was nearly empty: a fresh ledger's writers planned their multi-row lookups as
-/// sequential scans and kept them as the claims grew (a batch's `SELECT` read the whole table, and eight
-/// seconds in, the ledger carried a third of its first seconds' rate). Off, the planner takes the index whatever
-/// the size.
-const PLANNER_OPTIONS: &str = "-c enable_seqscan=off";
+/// How the ledger's connections plan (docs/ledger.md, *No sequential scans, no planning per batch*):
+/// - `enable_seqscan=off`: every statement of the ledger finds its rows through an index, and prepared statements
+///   keep the plan the server chose when the table was nearly empty: a fresh ledger's writers planned their
+///   multi-row lookups as sequential scans and kept them as the claims grew. Off, the planner takes the index
+///   whatever the size.
+/// - `plan_cache_mode=force_generic_plan`: the server plans a prepared statement once. Left to choose, it planned
+///   the batch statement afresh for every batch (its generic plan, made without the arrays' lengths, looks
+///   costlier than a plan for a batch of two), which was half of the server's time for a batch at one connection.
+/// - `jit=off`: a query that cannot avoid a sequential scan (a small table without a fitting index) is costed
+///   as disabled, far above `jit_above_cost`, and the server compiled it to machine code on every run: tens of
+///   milliseconds for a read of a few rows.
+const PLANNER_OPTIONS: &str = "-c enable_seqscan=off -c plan_cache_mode=force_generic_plan -c jit=off";
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -110,9 +116,8 @@ pub(super) struct Prepared {
     pub(super) orphan: Statement,
     pub(super) purge: Statement,
     pub(super) list: Statement,
-    /// The multi-row statements of a batch (see [`super::rows`]).
-    pub(super) claim_rows: Statement,
-    pub(super) complete_rows: Statement,
+    /// The multi-row statement of a batch's claims and completions (see [`super::rows`]).
+    pub(super) batch: Statement,
     /// `$1` key: marks an in-flight claim waited for, so that its settle is announced (see [`super::schema`]).
     pub(super) watch: Statement,
 }
@@ -120,13 +125,13 @@ pub(super) struct Prepared {
 /// Every statement the connections prepare.
 struct Sql {
     one: Statements,
-    rows: RowsSql,
+    batch: String,
     watch: String,
 }
 
 impl Prepared {
     async fn new(client: &Client, sql: &Sql) -> Result<Prepared, tokio_postgres::Error> {
-        let (rows, watch, sql) = (&sql.rows, &sql.watch, &sql.one);
+        let (batch, watch, sql) = (&sql.batch, &sql.watch, &sql.one);
         // Prepared concurrently: the driver pipelines them into one round trip's worth of waiting.
         let (insert, select, complete, mark_unknown, release, renew) = tokio::try_join!(
             client.prepare(&sql.insert),
@@ -142,8 +147,7 @@ impl Prepared {
             client.prepare(&sql.purge),
             client.prepare(&sql.list),
         )?;
-        let (claim_rows, complete_rows, watch) =
-            tokio::try_join!(client.prepare(&rows.claim), client.prepare(&rows.complete), client.prepare(watch))?;
+        let (batch, watch) = tokio::try_join!(client.prepare(batch), client.prepare(watch))?;
         Ok(Prepared {
             insert,
             select,
@@ -155,8 +159,7 @@ impl Prepared {
             orphan,
             purge,
             list,
-            claim_rows,
-            complete_rows,
+            batch,
             watch,
         })
     }
@@ -217,7 +220,7 @@ impl Connector {
     pub(super) async fn new(config: Config, table: &str, client: Client) -> Result<Connector, LedgerError> {
         let watch =
             format!("UPDATE {table} SET {WAITED} = true WHERE key = $1 AND state = 'in_flight' AND NOT {WAITED}");
-        let sql = Sql { one: Statements::new(table, Dialect::Postgres), rows: RowsSql::new(table), watch };
+        let sql = Sql { one: Statements::new(table, Dialect::Postgres), batch: super::rows::batch_sql(table), watch };
         let prepared = Prepared::new(&client, &sql).await.map_err(|error| classify(&error))?;
         let slots: Vec<Slot> = (0..GENERAL + WRITERS).map(|_| Slot::default()).collect();
         if let Some(first) = slots.first() {
@@ -325,23 +328,27 @@ mod tests {
         let plain = driver_config("postgres://postgres@127.0.0.1/test").unwrap();
         assert_eq!(plain.get_options(), Some(PLANNER_OPTIONS));
         let theirs = driver_config("postgres://postgres@127.0.0.1/test?options=-c%20synchronous_commit%3Doff").unwrap();
-        assert_eq!(theirs.get_options(), Some("-c enable_seqscan=off -c synchronous_commit=off"));
+        assert_eq!(theirs.get_options(), Some(format!("{PLANNER_OPTIONS} -c synchronous_commit=off").as_str()));
     }
 
     #[tokio::test]
-    async fn a_connection_plans_without_sequential_scans_and_keeps_the_urls_options() {
+    async fn a_connection_plans_once_without_sequential_scans_or_jit_and_keeps_the_urls_options() {
         if crate::ledger::tests::postgres_admin().await.is_none() {
             return;
         }
         let base = crate::ledger::tests::postgres_admin_url();
         let separator = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{separator}options=-c%20synchronous_commit%3Doff");
+        let url = format!("{base}{separator}options=-c%20synchronous_commit%3Doff%20-c%20jit%3Don");
         let client = connect(&driver_config(&url).unwrap()).await.unwrap();
         let show = |name: &'static str| {
             let client = &client;
             async move { client.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
         };
         assert_eq!(show("enable_seqscan").await, "off");
+        assert_eq!(show("plan_cache_mode").await, "force_generic_plan");
         assert_eq!(show("synchronous_commit").await, "off");
+        assert_eq!(show("jit").await, "on", "the URL's own options win");
+        let plain = connect(&driver_config(&base).unwrap()).await.unwrap();
+        assert_eq!(plain.query_one("SHOW jit", &[]).await.unwrap().get::<_, String>(0), "off");
     }
 }
