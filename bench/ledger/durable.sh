@@ -18,7 +18,7 @@
 # PostgreSQL server's CPU (the backends serving the gateway, found by its client ports: not other users of the
 # server, nor its WAL writer) is measured during its rows and reported as a share of the machine; with NICE
 # those backends run at NICE too (PG_NICE). Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET (1; 0 skips it), IDLE (5 s
-# of idle CPU per gateway; 0 skips it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways
+# of idle CPU per gateway, and of the PostgreSQL server processes serving it; 0 skips it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways
 # run at NICE too; 0 leaves them at their own), EXTRA (TOML appended to every gateway's configuration, `\n` for a
 # line break: e.g. a [[limits]] table), DEMO_ENV (NAME=VALUE words for the bench backend: BENCH_BACKEND_SSE=1 makes
 # it answer with SSE streams), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
@@ -162,8 +162,9 @@ for shape in $SHAPES; do
     done
     for row in memory sqlite postgres; do
         if (( IDLE > 0 )); then
-            idle0="$(cpu_ticks "${PID[$row]}")"; sleep "$IDLE"
-            echo "idle shape=$shape row=$row ms=$(( ($(cpu_ticks "${PID[$row]}") - idle0) * 1000 / CLK_TCK ))" >>"$STATS"
+            idle0="$(cpu_ticks "${PID[$row]}")"; pg_idle0="$(pg_ticks "${PID[$row]}")"; sleep "$IDLE"
+            echo "idle shape=$shape row=$row ms=$(( ($(cpu_ticks "${PID[$row]}") - idle0) * 1000 / CLK_TCK ))" \
+                "pg_ms=$(( ($(pg_ticks "${PID[$row]}") - pg_idle0) * 1000 / CLK_TCK ))" >>"$STATS"
         fi
         echo "rss shape=$shape row=$row hwm_kib=$(hwm_kib "${PID[$row]}")" >>"$STATS"
         kill -TERM "${PID[$row]}"; wait "${PID[$row]}" 2>/dev/null || true
@@ -220,7 +221,7 @@ END {
     while ((getline line < stats) > 0) {
         k = val(line, "shape") SUBSEP val(line, "row")
         if (line ~ /^writers/) { sub(/^writers shape=[^ ]* row=[^ ]* /, "", line); writers[k] = line }
-        if (line ~ /^idle/) idle[k] = val(line, "ms")
+        if (line ~ /^idle/) { idle[k] = val(line, "ms"); pg_idle[k] = val(line, "pg_ms") }
         if (line ~ /^rss/) hwm[k] = val(line, "hwm_kib")
     }
     printf "\n%d round(s) of %s per measurement (medians); fast backend; every answer checked.\n\n", rounds, duration
@@ -237,7 +238,7 @@ END {
             (row == "direct") ? "–" : sprintf("%+d", median(p50[k]) - median(p50[sh SUBSEP "direct"])), \
             (row == "postgres") ? sprintf("%.0f%%, %.0f", 100 * pg[k] / total[k], pg[k] * 1e6 / tck / n[k]) : "–", \
             (row == "sqlite") ? sprintf("%.0f", wchar[k] / n[k]) : "–", \
-            (k in idle) ? idle[k] : "–", (k in hwm) ? sprintf("%.1f", hwm[k] / 1024) : "–"
+            !(k in idle) ? "–" : (row == "postgres") ? sprintf("%s (server %s)", idle[k], pg_idle[k]) : idle[k], (k in hwm) ? sprintf("%.1f", hwm[k] / 1024) : "–"
     }
     if (("fleet" SUBSEP "one") in n) {
         one = median(rps["fleet" SUBSEP "one"]); two = median(rps["fleet" SUBSEP "two"])
