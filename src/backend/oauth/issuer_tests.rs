@@ -1,7 +1,7 @@
-//! Tests of the issuer rules of `mod.rs`: RFC 9207 `iss` in the authorization response (SEP-2468) and
-//! registrations and tokens bound to the issuer that gave them (SEP-2352), against a small mock on 127.0.0.1:0
-//! that plays the backend's PRM and two authorization servers, `as1` and `as2`, and records every registration
-//! and token request.
+//! Tests of the issuer rules of `mod.rs` and `authorize.rs`: RFC 9207 `iss` in the authorization response
+//! (SEP-2468) and registrations and tokens bound to the issuer that gave them (SEP-2352), against a small mock on
+//! 127.0.0.1:0 that plays the backend's PRM and two authorization servers, `as1` and `as2`, and records every
+//! registration and token request.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,7 +11,9 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::authorize::check_iss;
 use super::*;
+use crate::secret::Secret;
 
 /// What the mock serves and what it saw.
 #[derive(Default)]

@@ -30,10 +30,8 @@
 //!   token with 401, its PRM is read again; if it now names another authorization server, the old registration
 //!   is dropped and the gateway registers at the new one (once: the next refusal finds the same issuer), and a
 //!   refresh token is never sent to an issuer other than the one that granted it.
-//! - The authorization response's `iss` (RFC 9207, SEP-2468) must equal the issuer of the server the request
-//!   went to, by simple string comparison (no URL normalization: a trailing slash is a mismatch); it must be
-//!   present when the server advertises `authorization_response_iss_parameter_supported`. Otherwise the code is
-//!   not exchanged and the state is spent.
+//! - The authorization code flow (start page, consent, callback) and its `iss` check (RFC 9207, SEP-2468) are
+//!   `authorize.rs`; the settings it is given, `settings.rs`.
 //! - Outbound trust (`address.rs`, `pin.rs`, `backoff.rs`): every URL is filtered by scheme and by the address
 //!   actually connected to; a pre-registered client's credentials go only to its backend's pinned authorization
 //!   server; a failed discovery is held off per backend; a whole discovery has one deadline
@@ -42,6 +40,7 @@
 
 mod address;
 mod assertion;
+mod authorize;
 mod backoff;
 mod challenge;
 mod discovery;
@@ -53,6 +52,7 @@ mod pending;
 mod pin;
 mod pkce;
 mod registration;
+mod settings;
 mod store;
 mod token;
 mod vault;
@@ -65,8 +65,6 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
-use crate::secret::Secret;
-
 pub use address::{AddressClass, AddressPolicy};
 pub use assertion::{KeyError, SigningKey};
 
@@ -76,13 +74,14 @@ pub use error::OAuthError;
 pub use exchange::DEFAULT_LIFETIME as DEFAULT_EXCHANGED_LIFETIME;
 pub use http::HttpLimits;
 pub use pin::ISSUER_PIN_PRINCIPAL;
+pub use settings::{BackendOAuth, ClientIdentity, ExchangeSettings, GrantKind, OAuthOptions};
 pub use store::{BackendTokenRow, GATEWAY_PRINCIPAL, StoreCall, TokenStore};
 pub use token::AuthMethod;
 pub use vault::{TOKEN_KEY_FILE_NAME, TokenSet, Vault};
 
 use crate::civil_date::unix_now;
 pub use pending::Consent;
-use pending::{PendingTable, Request};
+use pending::PendingTable;
 use token::{ClientAuth, Grant, Issued};
 
 /// Step-up authorizations allowed on top of the first one (the conformance suite allows three attempts in all).
@@ -92,68 +91,6 @@ pub const START_PAGE: &str = "start";
 pub const START_FLOW_PARAM: &str = "flow";
 /// A token this close to its expiry is renewed before it is used.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
-
-/// How tokens are obtained for a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrantKind {
-    ClientCredentials,
-    AuthorizationCode,
-    /// The agent's JWT is exchanged for a token of the backend's (RFC 8693, `exchange.rs`).
-    TokenExchange,
-}
-
-/// What a token exchange asks for besides the subject token (used by [`GrantKind::TokenExchange`] only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExchangeSettings {
-    /// `audience`; `None`: the backend's canonical URL.
-    pub audience: Option<String>,
-    /// Whether the gateway's own token goes as `actor_token` (RFC 8693 delegation).
-    pub actor: bool,
-}
-
-/// Who the gateway is at the backend's authorization server.
-#[derive(Debug, Clone)]
-pub enum ClientIdentity {
-    /// Registered by the operator: authenticates with its secret, or with client assertions signed by its key.
-    PreRegistered {
-        client_id: String,
-        client_secret: Option<Secret>,
-        private_key: Option<Arc<SigningKey>>,
-    },
-    MetadataDocument(Url),
-    Dynamic,
-}
-
-/// One backend's OAuth settings (lowered from `[backends.oauth]` by the composition root).
-#[derive(Debug, Clone)]
-pub struct BackendOAuth {
-    pub backend: String,
-    /// The backend's MCP endpoint.
-    pub url: Url,
-    pub grant: GrantKind,
-    pub client: ClientIdentity,
-    pub scopes: Vec<String>,
-    /// Skips PRM discovery when set.
-    pub authorization_server: Option<Url>,
-    pub auth_method: Option<AuthMethod>,
-    /// Loopback and private addresses are allowed for its OAuth exchanges even when the backend is not in them.
-    pub allow_internal: bool,
-    pub exchange: ExchangeSettings,
-}
-
-/// Settings shared by every backend.
-#[derive(Debug, Clone)]
-pub struct OAuthOptions {
-    /// `<public_url>/oauth/callback`: where authorization servers send the user back.
-    pub redirect_uri: Url,
-    /// `client_name` in dynamic registrations.
-    pub client_name: String,
-    pub limits: HttpLimits,
-    /// How long an authorization URL stays usable.
-    pub pending_ttl: Duration,
-    /// Authorizations waiting for their callback, at most.
-    pub max_pending: usize,
-}
 
 /// A token to send to one backend.
 #[derive(Clone, PartialEq, Eq)]
@@ -375,51 +312,6 @@ impl OAuthClient {
         }
     }
 
-    /// The start page of `flow` is being shown to a browser: the authorization is bound to that browser from now
-    /// on (the cookie and consent token returned), and no other may continue or complete it.
-    pub fn consent(&self, flow: &str) -> Result<Consent, OAuthError> {
-        self.pending.bind(flow)
-    }
-
-    /// The user consented on the start page: the authorization server URL to send the browser to, when it
-    /// presents the flow's `consent` token and one of its `cookies`.
-    pub fn proceed(&self, flow: &str, consent: &str, cookies: &[String]) -> Result<String, OAuthError> {
-        self.pending.proceed(flow, consent, cookies)
-    }
-
-    /// Completes the authorization of `state` with the `code` (and the `iss`, RFC 9207) the authorization server
-    /// sent to the callback, when the browser presents the cookie of the browser that consented (among
-    /// `cookies`); another browser is refused and leaves the authorization waiting.
-    pub async fn complete(
-        &self,
-        state: &str,
-        code: &str,
-        iss: Option<&str>,
-        cookies: &[String],
-    ) -> Result<Completed, OAuthError> {
-        let pending = self.pending.take(state, cookies)?;
-        let request = &pending.request;
-        let backend = self.backends.get(&request.backend);
-        let http = &backend.ok_or_else(|| OAuthError::UnknownBackend(request.backend.clone()))?.http;
-        let discovered = &request.discovered;
-        check_iss(&discovered.server, iss)?;
-        let redirect_uri = self.redirect_uri();
-        let grant = Grant::AuthorizationCode { code, redirect_uri: &redirect_uri, verifier: &request.verifier };
-        let issued = token::request(
-            http,
-            &discovered.server.token_endpoint,
-            &discovered.client,
-            grant,
-            &discovered.resource,
-            None,
-        )
-        .await?;
-        let tokens = token_set(issued, request.scopes.clone().unwrap_or_default(), discovered, None, request.step_ups);
-        self.save(&request.principal, &request.backend, &tokens).await?;
-        let Request { principal, backend, .. } = pending.request;
-        Ok(Completed { principal, backend, flow: pending.flow })
-    }
-
     async fn renew_or_obtain(
         &self,
         state: &BackendState,
@@ -510,57 +402,6 @@ impl OAuthClient {
         }
     }
 
-    /// The gateway's start page for an authorization of (`owner`, `backend`): the one waiting, or a new one.
-    /// The authorization server's URL (with its `state`) is revealed only by [`OAuthClient::proceed`].
-    fn authorization_url(
-        &self,
-        owner: &str,
-        backend: &str,
-        discovered: Arc<Discovered>,
-        scopes: Option<Vec<String>>,
-        step_ups: u8,
-    ) -> Result<String, OAuthError> {
-        let server = &discovered.server;
-        let endpoint = server.authorization_endpoint.clone().ok_or_else(|| OAuthError::BadDocument {
-            what: "authorization server metadata",
-            url: server.issuer.clone(),
-            reason: "`authorization_endpoint` is missing".to_owned(),
-        })?;
-        let verifier = pkce::random_token()?;
-        let (challenge, redirect_uri) = (pkce::s256_challenge(&verifier), self.redirect_uri());
-        let (client_id, resource) = (discovered.client.client_id.clone(), discovered.resource.clone());
-        let scope = scopes.as_ref().filter(|scopes| !scopes.is_empty()).map(|scopes| scopes.join(" "));
-        let url = move |state: &str| {
-            let mut url = endpoint;
-            let mut query = url.query_pairs_mut();
-            query
-                .append_pair("response_type", "code")
-                .append_pair("client_id", &client_id)
-                .append_pair("redirect_uri", &redirect_uri)
-                .append_pair("state", state)
-                .append_pair("code_challenge", &challenge)
-                .append_pair("code_challenge_method", "S256")
-                .append_pair("resource", &resource);
-            if let Some(scope) = &scope {
-                query.append_pair("scope", scope);
-            }
-            drop(query);
-            url.to_string()
-        };
-        let request = Request {
-            principal: owner.to_owned(),
-            backend: backend.to_owned(),
-            verifier,
-            scopes,
-            step_ups,
-            discovered: Arc::clone(&discovered),
-        };
-        let flow = self.pending.admit(request, url)?;
-        let mut start = self.start_uri();
-        start.query_pairs_mut().append_pair(START_FLOW_PARAM, &flow);
-        Ok(start.to_string())
-    }
-
     async fn refresh(&self, state: &BackendState, refresh_token: &str, old: &TokenSet) -> Result<TokenSet, OAuthError> {
         let discovered = self.discover(state, None).await?;
         if let Some(granted_by) = old.issuer.as_ref().filter(|issuer| **issuer != discovered.server.issuer) {
@@ -633,19 +474,6 @@ impl OAuthClient {
 
 fn fresh(tokens: &TokenSet) -> bool {
     tokens.expires_at.is_none_or(|expires_at| unix_now() + REFRESH_MARGIN.as_secs() < expires_at)
-}
-
-/// RFC 9207 §2.4: `iss`, when present, is the issuer exactly; a server that advertises it must send it.
-fn check_iss(server: &ServerMetadata, iss: Option<&str>) -> Result<(), OAuthError> {
-    match iss {
-        Some(found) if found != server.issuer => {
-            Err(OAuthError::IssMismatch { expected: server.issuer.clone(), found: found.to_owned() })
-        }
-        None if server.authorization_response_iss_parameter_supported => {
-            Err(OAuthError::IssMissing { issuer: server.issuer.clone() })
-        }
-        _ => Ok(()),
-    }
 }
 
 fn token_set(
