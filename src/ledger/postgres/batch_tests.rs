@@ -127,6 +127,22 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     harness.finish().await;
 }
 
+/// The writers' connections plan each statement once; the general ones leave the choice to the server (their
+/// listings' optional filters fold away only in a plan made for the values at hand).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_plan_their_statements_once_and_general_connections_choose() {
+    let Some(harness) = Harness::postgres().await else { return };
+    let conn = &postgres(&harness).inner.conn;
+    let plan_cache_mode = |session: Arc<super::super::conn::Session>| async move {
+        Ok(session.client.query_one("SHOW plan_cache_mode", &[]).await?.get::<_, String>(0))
+    };
+    let writer = conn.run_on(conn.writer_slots().start, plan_cache_mode).await.expect("writer");
+    assert_eq!(writer, "force_generic_plan");
+    let general = conn.run(plan_cache_mode).await.expect("general");
+    assert_eq!(general, "auto");
+    harness.finish().await;
+}
+
 /// A batch of claims and completions only is one statement in autocommit: what each part decides, and what it
 /// leaves to the single operations after the commit, reaches each caller; a bad value among them still costs only
 /// its own job.

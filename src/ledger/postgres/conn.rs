@@ -12,9 +12,9 @@
 //!   (opened on first use), and queries on one connection are pipelined by the driver. Each of the [`WRITERS`]
 //!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
 //!   transactions must not take in other operations.
-//! - Every connection plans with `enable_seqscan = off`, generic plans only and no JIT compilation
-//!   ([`PLANNER_OPTIONS`], before the URL's own `options`): a prepared statement is planned once, through its
-//!   index, whatever the table's size when it was planned.
+//! - Every connection plans with `enable_seqscan = off` and no JIT compilation ([`PLANNER_OPTIONS`], before the
+//!   URL's own `options`): prepared statements take their index whatever the table's size when they were
+//!   planned. The writers' connections also plan each statement only once ([`WRITER_OPTIONS`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -44,13 +44,16 @@ pub(super) const WRITERS: usize = 2;
 ///   keep the plan the server chose when the table was nearly empty: a fresh ledger's writers planned their
 ///   multi-row lookups as sequential scans and kept them as the claims grew. Off, the planner takes the index
 ///   whatever the size.
-/// - `plan_cache_mode=force_generic_plan`: the server plans a prepared statement once. Left to choose, it planned
-///   the batch statement afresh for every batch (its generic plan, made without the arrays' lengths, looks
-///   costlier than a plan for a batch of two), which was half of the server's time for a batch at one connection.
 /// - `jit=off`: a query that cannot avoid a sequential scan (a small table without a fitting index) is costed
 ///   as disabled, far above `jit_above_cost`, and the server compiled it to machine code on every run: tens of
 ///   milliseconds for a read of a few rows.
-const PLANNER_OPTIONS: &str = "-c enable_seqscan=off -c plan_cache_mode=force_generic_plan -c jit=off";
+const PLANNER_OPTIONS: &str = "-c enable_seqscan=off -c jit=off";
+/// What the writers' connections add: `plan_cache_mode=force_generic_plan`, so the server plans each of their
+/// statements once. Left to choose, it planned the batch statement afresh for every batch (its generic plan, made
+/// without the arrays' lengths, looks costlier than a plan for a batch of two), which was half of the server's
+/// time for a batch at one connection. The general connections keep the server's choice: their listings'
+/// optional filters (`$1 IS NULL OR …`) are folded away only in a plan made for the values at hand.
+const WRITER_OPTIONS: &str = "-c plan_cache_mode=force_generic_plan";
 /// How long connecting may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -177,13 +180,19 @@ pub(super) fn driver_config(connect_url: &str) -> Result<Config, LedgerError> {
     if config.get_application_name().is_none() {
         config.application_name("switchyard");
     }
-    // The URL's own options come after ours, so an operator's `-c enable_seqscan=on` still wins.
+    Ok(with_options_first(&config, PLANNER_OPTIONS))
+}
+
+/// `config` with `ours` before the options it has: the URL's own come last, so an operator's
+/// `-c enable_seqscan=on` still wins.
+fn with_options_first(config: &Config, ours: &str) -> Config {
+    let mut config = config.clone();
     let options = match config.get_options() {
-        Some(theirs) => format!("{PLANNER_OPTIONS} {theirs}"),
-        None => PLANNER_OPTIONS.to_owned(),
+        Some(theirs) => format!("{ours} {theirs}"),
+        None => ours.to_owned(),
     };
     config.options(&options);
-    Ok(config)
+    config
 }
 
 /// Connects and spawns the task that drives the connection.
@@ -200,6 +209,8 @@ pub(super) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
 /// The store's connections, each replaced whenever it dies.
 pub(super) struct Connector {
     config: Config,
+    /// `config` with [`WRITER_OPTIONS`], for the writers' slots.
+    writer_config: Config,
     sql: Sql,
     slots: Vec<Slot>,
     /// Round-robin position: operations are spread over the slots.
@@ -226,7 +237,8 @@ impl Connector {
         if let Some(first) = slots.first() {
             *first.live.write() = Some(Arc::new(Session { client, prepared }));
         }
-        Ok(Connector { config, sql, slots, next: AtomicUsize::new(0) })
+        let writer_config = with_options_first(&config, WRITER_OPTIONS);
+        Ok(Connector { config, writer_config, sql, slots, next: AtomicUsize::new(0) })
     }
 
     /// The slots of the batch writers, one each.
@@ -234,7 +246,8 @@ impl Connector {
         GENERAL..GENERAL + WRITERS
     }
 
-    async fn session(&self, slot: &Slot) -> Result<Arc<Session>, Failure> {
+    async fn session(&self, index: usize) -> Result<Arc<Session>, Failure> {
+        let slot = &self.slots[index];
         if let Some(session) = slot.current() {
             return Ok(session);
         }
@@ -242,7 +255,8 @@ impl Connector {
         if let Some(session) = slot.current() {
             return Ok(session);
         }
-        let client = connect(&self.config).await?;
+        let config = if self.writer_slots().contains(&index) { &self.writer_config } else { &self.config };
+        let client = connect(config).await?;
         let prepared = Prepared::new(&client, &self.sql).await?;
         let session = Arc::new(Session { client, prepared });
         *slot.live.write() = Some(session.clone());
@@ -267,7 +281,7 @@ impl Connector {
         let slot = &self.slots[index];
         let mut retried = false;
         loop {
-            let session = within(self.session(slot)).await??;
+            let session = within(self.session(index)).await??;
             match within(operation(session.clone())).await {
                 Err(timed_out) => {
                     // A connection that stops answering is as good as dead.
@@ -332,7 +346,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_connection_plans_once_without_sequential_scans_or_jit_and_keeps_the_urls_options() {
+    async fn a_connection_plans_without_sequential_scans_or_jit_and_keeps_the_urls_options() {
         if crate::ledger::tests::postgres_admin().await.is_none() {
             return;
         }
@@ -345,7 +359,6 @@ mod tests {
             async move { client.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
         };
         assert_eq!(show("enable_seqscan").await, "off");
-        assert_eq!(show("plan_cache_mode").await, "force_generic_plan");
         assert_eq!(show("synchronous_commit").await, "off");
         assert_eq!(show("jit").await, "on", "the URL's own options win");
         let plain = connect(&driver_config(&base).unwrap()).await.unwrap();
