@@ -16,12 +16,13 @@
 # shape's gateways stop, their ledgers log what their writers did (`ledger writers: …`, debug level): batches, jobs
 # per batch, the wait of a call's claim for its batch, the batch's time and its commit's, batch sizes. The
 # PostgreSQL server's CPU (the backends serving the gateway, found by its client ports: not other users of the
-# server, nor its WAL writer) is measured during its rows and reported as a share of the machine; with NICE
-# those backends run at NICE too (PG_NICE). Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET (1; 0 skips it), IDLE (5 s
-# of idle CPU per gateway, and of the PostgreSQL server processes serving it; 0 skips it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways
-# run at NICE too; 0 leaves them at their own), EXTRA (TOML appended to every gateway's configuration, `\n` for a
-# line break: e.g. a [[limits]] table), DEMO_ENV (NAME=VALUE words for the bench backend: BENCH_BACKEND_SSE=1 makes
-# it answer with SSE streams), and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
+# server, nor its WAL writer) is measured during its rows and reported as a share of the machine; with NICE those
+# backends run at NICE too (PG_NICE). Knobs: DURATION (5s), WARMUP (2s), ROUNDS (3), SHAPES ("c1 c64 s64"), FLEET
+# (1; 0 skips it), IDLE (5 s of idle CPU per gateway, and of the PostgreSQL server processes serving it; 0 skips
+# it), PG_NICE (1: with NICE, the server's backends of the benchmark's gateways run at NICE too; 0 leaves them at
+# their own), EXTRA (TOML appended to every gateway's configuration, `\n` for a line break: e.g. a [[limits]]
+# table), DEMO_ENV (NAME=VALUE words for the bench backend: BENCH_BACKEND_SSE=1 makes it answer with SSE streams),
+# and lib.sh's NO_BUILD, BIN, NICE, PG_URL, KEEP, GATEWAY_ENV.
 # Traffic stays on 127.0.0.1; everything started is stopped at exit and the PostgreSQL schemas are dropped.
 set -euo pipefail
 
