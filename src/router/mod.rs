@@ -24,8 +24,10 @@
 //! Must not know: HTTP, agent session tokens, backend wire formats.
 
 pub mod announcements;
+mod answer;
 mod approvals;
 mod authorization;
+mod caller;
 mod claims;
 mod continuation;
 pub(crate) mod discovery;
@@ -44,30 +46,29 @@ pub mod testing;
 pub mod tool_search;
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::auth::{Grants, Policies, Principal};
+use crate::auth::{Grants, Policies};
 pub use crate::backend::mcp_client::Audience;
-use crate::backend::mcp_client::{BackendTarget, CallContext, Destination, McpBackendClient, SlotKey, SpawnStatus};
+use crate::backend::mcp_client::{BackendTarget, Destination, McpBackendClient, SpawnStatus};
 pub use crate::catalog::View;
 use crate::catalog::{self, BackendSpec, Catalog};
 use crate::ledger::{LedgerStore, canonical_digest};
 use crate::mcp::jsonrpc;
 use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
-use crate::raw_json::RawJson;
-use crate::secret::SubjectToken;
 use crate::swap::Swap;
-use crate::telemetry::{RequestRecord, ToolOutcome};
+use crate::telemetry::ToolOutcome;
+pub use answer::{Found, RpcFailure};
 pub use approvals::{
     Announce, ApprovalGate, Approvers, DecisionRefused, DecisionRequest, RefusalKind, VaultFile,
     arguments as approval_arguments, decide, decision_commands,
 };
+pub use caller::{Caller, fairness_key};
 use claims::{Admission, GuardedCall};
 pub use claims::{CallLedger, REPLAYED_META};
 pub use continuation::HeldElsewhere;
@@ -86,98 +87,6 @@ pub use tasks::{
 };
 pub use tool_search::{CALL_TOOL, CatalogModes, SEARCH_TOOL};
 use tool_search::{Expansions, GatewayTool};
-
-/// Who is asking, and the identity of the request.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// Whom the caller's backend sessions are held for: its agent session, or for an agent without sessions
-    /// (MCP 2026-07-28) its principal.
-    pub session: SessionHolder,
-    /// Who is calling (authenticated on this very request), with the groups policies match.
-    pub principal: Principal,
-    /// The verified JWT the agent presented, held opaquely for the backends that exchange it (RFC 8693); never
-    /// stored, not even in a claim.
-    pub subject_token: Option<SubjectToken>,
-    /// The agent's JSON-RPC request id.
-    pub request_id: Value,
-    /// Where `request_id` names one request, for a call without an idempotency key: the agent session (ids are
-    /// never reused within a session), or a scope of this request alone when the agent's ids may repeat (the
-    /// front decides; see its era rules).
-    pub request_scope: String,
-    /// The `Idempotency-Key` HTTP header, if the agent sent one (checked by [`idempotency::from_header`]).
-    pub idempotency_key: Option<IdempotencyKey>,
-    /// The address the request came from, when the transport knows it.
-    pub peer: Option<IpAddr>,
-    /// What telemetry reports about the request; the router adds the tool, its backend and the outcome.
-    pub record: Arc<RequestRecord>,
-    /// An agent of the sessionless era (MCP 2026-07-28): it answers a backend's `input_required` itself, with
-    /// a retry carrying the gateway's `requestState` ([`continuation`]).
-    pub sessionless: bool,
-    /// Who reads the caller's error texts: an operator (whoever may read the console) reads where a failing
-    /// backend is; any other agent reads the same sentence without addresses, commands or stderr.
-    pub audience: Audience,
-}
-
-impl Caller {
-    /// Who the caller's backend sessions count against in the shared session table ([`fairness_key`]).
-    pub fn fairness_key(&self) -> String {
-        fairness_key(&self.principal, self.peer)
-    }
-
-    /// The caller's slot for `backend` in the backend client's session table, and the context of a call to
-    /// `target` starting now on the caller's behalf: the principal's name is made shared once, for both.
-    fn on_backend(&self, backend: &Arc<str>, target: &BackendTarget) -> (SlotKey, CallContext<'static>) {
-        let principal: Arc<str> = self.principal.name.as_str().into();
-        let owner = match self.principal.name != Principal::ANONYMOUS {
-            true => Arc::clone(&principal),
-            false => self.fairness_key().into(),
-        };
-        let slot = SlotKey { holder: self.session.clone(), backend: Arc::clone(backend), owner };
-        let context = CallContext::starting_now(target).for_principal(principal);
-        (slot, context.with_subject_token(self.subject_token.clone()))
-    }
-}
-
-/// A request's result for the agent: one the gateway built or edited (a tree), or a backend's `tools/call`
-/// result relayed as the text the backend sent, which the front splices into its response unparsed
-/// (docs/ledger.md, *Raw results*).
-#[derive(Debug, PartialEq)]
-pub enum Found {
-    Built(Value),
-    Relayed(RawJson),
-}
-
-impl Found {
-    /// The result as a tree, for a caller that must edit it (the 2026-07-28 era's shape).
-    pub fn into_value(self) -> Value {
-        match self {
-            Found::Built(value) => value,
-            Found::Relayed(raw) => raw.to_value(),
-        }
-    }
-}
-
-/// A JSON-RPC error for the agent.
-#[derive(Debug, PartialEq)]
-pub struct RpcFailure {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcFailure {
-    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
-    }
-
-    pub fn into_message(self, id: &Value) -> Value {
-        let mut message = jsonrpc::error(Some(id), self.code, &self.message);
-        if let Some(data) = self.data {
-            message["error"]["data"] = data;
-        }
-        message
-    }
-}
 
 /// How each backend is reached and what each principal may use: what a configuration reload replaces in the
 /// router, as one snapshot.
@@ -566,20 +475,6 @@ impl CallRouter {
                 )),
             ),
         }
-    }
-}
-
-/// Who a request counts against in what all principals share (backend sessions, the front's connections): the
-/// principal, except that every unauthenticated agent is `anonymous`, so those are told apart by address
-/// (`anonymous@<ip>`, `anonymous@unknown` when the address is not known).
-pub fn fairness_key(principal: &Principal, peer: Option<IpAddr>) -> String {
-    let name = &principal.name;
-    if name != Principal::ANONYMOUS {
-        return name.clone();
-    }
-    match peer {
-        Some(ip) => format!("{name}@{ip}"),
-        None => format!("{name}@unknown"),
     }
 }
 
