@@ -19,9 +19,9 @@
 //! - A claim is `INSERT … ON CONFLICT DO NOTHING` (the batch's claims in one part of the multi-row statement; in
 //!   the per-job form, each followed by a `SELECT`, which under READ COMMITTED sees the row that won, ours or one
 //!   committed by another replica the insert waited for). A settle is one conditional statement (the
-//!   completions' one `UPDATE`). What the pipeline does not decide — a claim whose key was taken (a retry), a settle that changed
-//!   nothing, a claim whose row vanished in between — is done after the commit by the single operations of
-//!   [`super::ops`], which read, explain or retry it.
+//!   completions' one `UPDATE`). What the pipeline does not decide — a claim whose key was taken (a retry), a
+//!   settle that changed nothing, a claim whose row vanished in between — is done after the commit by the single
+//!   operations of [`super::ops`], which read, explain or retry it.
 //! - Every job is answered after the commit. A statement that fails for its own values (SQLSTATE classes 22 and
 //!   23: data and integrity errors) is answered with its error and the batch runs again without it (when the
 //!   statement was a multi-row one, the batch first runs again in the per-job form, to find the job); a deadlock

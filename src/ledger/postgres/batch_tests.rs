@@ -48,6 +48,33 @@ async fn run_batch(store: &PostgresStore, jobs: Vec<Job>) {
     run(conn, conn.writer_slots().start, jobs, &WriterCounters::default(), |_| {}).await;
 }
 
+/// Claims each of `names` for `gw-a`, each alone.
+async fn claim_each(harness: &Harness, names: &[&str]) {
+    for name in names {
+        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
+        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
+    }
+}
+
+/// A claim of `name` PostgreSQL refuses for its own values: a NUL character in text (SQLSTATE 22021).
+fn refused_claim(name: &str) -> NewClaim {
+    NewClaim { principal: "al\0ice".into(), ..claim_of(name, "gw-a") }
+}
+
+fn assert_refused(outcome: &Result<ClaimOutcome, LedgerError>) {
+    assert!(matches!(outcome, Err(LedgerError::Unavailable { cause }) if cause.contains("22021")), "{outcome:?}");
+}
+
+/// A tool call's settlement with an empty result.
+fn completed() -> Settlement {
+    Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})))
+}
+
+/// The state of the claim `name`, if there is one.
+async fn state_of(harness: &Harness, name: &str) -> Option<ClaimState> {
+    harness.store.get(&ClaimKey::idempotency("alice", name)).await.expect("get").map(|record| record.state)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_batch_commits_every_claim_and_one_claim_per_key_wins() {
     let Some(harness) = Harness::postgres().await else { return };
@@ -91,23 +118,19 @@ async fn one_batch_commits_every_claim_and_one_claim_per_key_wins() {
 async fn a_failing_statement_is_reported_to_its_caller_only() {
     let Some(harness) = Harness::postgres().await else { return };
     let store = postgres(&harness);
-    for name in ["done", "lost"] {
-        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
-        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
-    }
+    claim_each(&harness, &["done", "lost"]).await;
     let (first, first_answer) = claim_job(claim_of("a", "gw-a"));
-    // PostgreSQL refuses a NUL character in text (SQLSTATE 22021): this statement fails on its own values.
-    let (bad, bad_answer) = claim_job(NewClaim { principal: "al\0ice".into(), ..claim_of("b", "gw-a") });
+    // This statement fails on its own values.
+    let (bad, bad_answer) = claim_job(refused_claim("b"));
     let (last, last_answer) = claim_job(claim_of("c", "gw-a"));
-    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
+    let completed = completed();
     let (done, done_answer) = settle_job("done", "gw-a", &completed);
     let (lost, lost_answer) = settle_job("lost", "gw-a", &Settlement::Unknown("timed out".into()));
     // Changes nothing in the batch; the rules say why after the commit.
     let (missing, missing_answer) = settle_job("missing", "gw-a", &completed);
     run_batch(store, vec![first, bad, last, done, lost, missing]).await;
 
-    let refused = bad_answer.await.expect("answered");
-    assert!(matches!(&refused, Err(LedgerError::Unavailable { cause }) if cause.contains("22021")), "{refused:?}");
+    assert_refused(&bad_answer.await.expect("answered"));
     let missing = missing_answer.await.expect("answered");
     assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
     for answer in [first_answer, last_answer] {
@@ -115,15 +138,11 @@ async fn a_failing_statement_is_reported_to_its_caller_only() {
     }
     done_answer.await.expect("answered").expect("completed");
     lost_answer.await.expect("answered").expect("marked unknown");
-    let state = |name: &'static str| {
-        let store = harness.store.clone();
-        async move { store.get(&ClaimKey::idempotency("alice", name)).await.expect("get").map(|record| record.state) }
-    };
-    assert_eq!(state("a").await, Some(ClaimState::InFlight));
-    assert_eq!(state("b").await, None, "the refused claim left nothing behind");
-    assert_eq!(state("c").await, Some(ClaimState::InFlight));
-    assert_eq!(state("done").await, Some(ClaimState::Completed));
-    assert_eq!(state("lost").await, Some(ClaimState::Unknown));
+    assert_eq!(state_of(&harness, "a").await, Some(ClaimState::InFlight));
+    assert_eq!(state_of(&harness, "b").await, None, "the refused claim left nothing behind");
+    assert_eq!(state_of(&harness, "c").await, Some(ClaimState::InFlight));
+    assert_eq!(state_of(&harness, "done").await, Some(ClaimState::Completed));
+    assert_eq!(state_of(&harness, "lost").await, Some(ClaimState::Unknown));
     harness.finish().await;
 }
 
@@ -150,11 +169,8 @@ async fn writers_plan_their_statements_once_and_general_connections_choose() {
 async fn claims_and_completions_alone_are_decided_by_one_statement() {
     let Some(harness) = Harness::postgres().await else { return };
     let store = postgres(&harness);
-    for name in ["done", "again"] {
-        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
-        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
-    }
-    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
+    claim_each(&harness, &["done", "again"]).await;
+    let completed = completed();
     let one_batch = |bad: bool| {
         let (fresh, fresh_answer) = claim_job(claim_of(if bad { "fresh-2" } else { "fresh-1" }, "gw-a"));
         let name = if bad { "again" } else { "done" };
@@ -165,8 +181,8 @@ async fn claims_and_completions_alone_are_decided_by_one_statement() {
         let (missing, missing_answer) = settle_job("missing", "gw-a", &completed);
         let mut jobs = vec![fresh, done, retry, missing];
         let bad_answer = bad.then(|| {
-            // PostgreSQL refuses a NUL character in text (SQLSTATE 22021): the statement fails as a whole.
-            let (job, answer) = claim_job(NewClaim { principal: "al\0ice".into(), ..claim_of("bad", "gw-a") });
+            // The statement fails as a whole.
+            let (job, answer) = claim_job(refused_claim("bad"));
             jobs.push(job);
             answer
         });
@@ -183,20 +199,12 @@ async fn claims_and_completions_alone_are_decided_by_one_statement() {
         let missing = missing.await.expect("answered");
         assert!(matches!(missing, Err(LedgerError::NotFound { .. })), "{missing:?}");
         if let Some(refused) = refused {
-            let refused = refused.await.expect("answered");
-            assert!(
-                matches!(&refused, Err(LedgerError::Unavailable { cause }) if cause.contains("22021")),
-                "{refused:?}"
-            );
+            assert_refused(&refused.await.expect("answered"));
         }
     }
-    let state = |name: &'static str| {
-        let store = harness.store.clone();
-        async move { store.get(&ClaimKey::idempotency("alice", name)).await.expect("get").map(|record| record.state) }
-    };
-    assert_eq!(state("fresh-1").await, Some(ClaimState::InFlight));
-    assert_eq!(state("fresh-2").await, Some(ClaimState::InFlight), "the batch ran again without the bad claim");
-    assert_eq!(state("bad").await, None);
+    assert_eq!(state_of(&harness, "fresh-1").await, Some(ClaimState::InFlight));
+    assert_eq!(state_of(&harness, "fresh-2").await, Some(ClaimState::InFlight), "the batch ran again without it");
+    assert_eq!(state_of(&harness, "bad").await, None);
     harness.finish().await;
 }
 
@@ -206,10 +214,7 @@ async fn claims_and_completions_alone_are_decided_by_one_statement() {
 async fn a_batchs_settles_wake_waiters_on_other_instances() {
     let Some(harness) = Harness::postgres().await else { return };
     let store = postgres(&harness);
-    for name in ["done", "lost"] {
-        let outcome = harness.store.claim(claim_of(name, "gw-a")).await.expect("claim");
-        assert!(matches!(outcome, ClaimOutcome::Claimed(_)));
-    }
+    claim_each(&harness, &["done", "lost"]).await;
     let second = harness.second().await;
     let waiters: Vec<_> = ["done", "lost"]
         .into_iter()
@@ -225,7 +230,7 @@ async fn a_batchs_settles_wake_waiters_on_other_instances() {
     // The second instance's listener connects in the background.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (fresh, fresh_answer) = claim_job(claim_of("fresh", "gw-a"));
-    let completed = Settlement::Completed(RawJson::of(&json!({"result": {"content": []}})));
+    let completed = completed();
     let (done, done_answer) = settle_job("done", "gw-a", &completed);
     let (lost, lost_answer) = settle_job("lost", "gw-a", &Settlement::Unknown("timed out".into()));
     run_batch(store, vec![fresh, done, lost]).await;

@@ -180,13 +180,12 @@ pub(super) fn driver_config(connect_url: &str) -> Result<Config, LedgerError> {
     if config.get_application_name().is_none() {
         config.application_name("switchyard");
     }
-    Ok(with_options_first(&config, PLANNER_OPTIONS))
+    Ok(with_options_first(config, PLANNER_OPTIONS))
 }
 
 /// `config` with `ours` before the options it has: the URL's own come last, so an operator's
 /// `-c enable_seqscan=on` still wins.
-fn with_options_first(config: &Config, ours: &str) -> Config {
-    let mut config = config.clone();
+fn with_options_first(mut config: Config, ours: &str) -> Config {
     let options = match config.get_options() {
         Some(theirs) => format!("{ours} {theirs}"),
         None => ours.to_owned(),
@@ -237,7 +236,7 @@ impl Connector {
         if let Some(first) = slots.first() {
             *first.live.write() = Some(Arc::new(Session { client, prepared }));
         }
-        let writer_config = with_options_first(&config, WRITER_OPTIONS);
+        let writer_config = with_options_first(config.clone(), WRITER_OPTIONS);
         Ok(Connector { config, writer_config, sql, slots, next: AtomicUsize::new(0) })
     }
 
