@@ -14,6 +14,9 @@
 //!   admission leaves the principal's share, held with the answer's body until it is sent or dropped.
 //! - A request naming more than one host ([`guard::check_target`]) is refused here, before any route sees it.
 //! - Sockets are `TCP_NODELAY`: every write goes out when it is made (an event is never held for an ACK).
+//! - A connection's task is polled through [`inline_wake`]: a wake-up it gives itself while being polled (the
+//!   backend's answer handed back, the connection turning idle) is another round of the poll, not a reschedule
+//!   that wakes the other worker thread.
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
 //!   as open connections close (none is closed for it).
@@ -58,6 +61,7 @@ use super::error::FrontError;
 use super::guard;
 use super::shares::ShareSlot;
 use super::tls::ServerTls;
+use crate::inline_wake;
 use early_answer::{Returned, closing, drain};
 use phase::{Deadlined, Phase, Serving};
 
@@ -193,9 +197,11 @@ impl Accepted {
             tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
         }
         let served = match tls {
-            None => watcher.watch(http_connection(stream, slot, limits, peer, app)).await,
+            None => inline_wake::run(watcher.watch(http_connection(stream, slot, limits, peer, app))).await,
             Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
-                Ok(Ok(stream)) => watcher.watch(http_connection(stream, slot, limits, peer, app)).await,
+                Ok(Ok(stream)) => {
+                    inline_wake::run(watcher.watch(http_connection(stream, slot, limits, peer, app))).await
+                }
                 Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
                 Err(_) => return tracing::debug!(%peer, "TLS handshake not complete within header_timeout"),
             },
