@@ -61,11 +61,11 @@ use super::error::FrontError;
 use super::guard;
 use super::shares::ShareSlot;
 use super::tls::ServerTls;
-use crate::inline_wake;
 use early_answer::{Returned, closing, drain};
 use phase::{Deadlined, Phase, Serving};
 
 mod early_answer;
+mod inline_wake;
 mod phase;
 
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
@@ -197,11 +197,9 @@ impl Accepted {
             tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
         }
         let served = match tls {
-            None => inline_wake::run(watcher.watch(http_connection(stream, slot, limits, peer, app))).await,
+            None => serve_http(stream, slot, limits, peer, app, watcher).await,
             Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
-                Ok(Ok(stream)) => {
-                    inline_wake::run(watcher.watch(http_connection(stream, slot, limits, peer, app))).await
-                }
+                Ok(Ok(stream)) => serve_http(stream, slot, limits, peer, app, watcher).await,
                 Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
                 Err(_) => return tracing::debug!(%peer, "TLS handshake not complete within header_timeout"),
             },
@@ -212,18 +210,21 @@ impl Accepted {
     }
 }
 
-/// One connection's HTTP/1.1, served by hyper over `stream` (a socket, or a TLS session on one).
-fn http_connection<S: AsyncRead + AsyncWrite + Unpin>(
+/// Serves one connection's HTTP/1.1 with hyper over `stream` (a socket, or a TLS session on one) until it
+/// closes, polled through [`inline_wake`] and watched by `watcher`.
+async fn serve_http<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     stream: S,
     slot: OwnedSemaphorePermit,
     limits: ConnectionLimits,
     peer: SocketAddr,
     app: Router,
-) -> hyper::server::conn::http1::Connection<TokioIo<Deadlined<S>>, PerRequest> {
+    watcher: Watcher,
+) -> hyper::Result<()> {
     let phase = Arc::new(Mutex::new(Phase::idle()));
     let io = Deadlined { stream, limits, phase: Arc::clone(&phase), timer: None, _slot: slot };
     let service = PerRequest { app: TowerToHyperService::new(app), peer, phase };
-    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service)
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    inline_wake::run(watcher.watch(connection)).await
 }
 
 /// The per-connection service: tags each request with the peer's address and keeps the connection's phase

@@ -2,7 +2,7 @@
 //! a trip through the scheduler.
 //!
 //! One task serves an agent's connection: hyper's server connection, the handler it polls, and the backend
-//! connection the handler drives ([`crate::backend::http_client`]). Much of what wakes that task comes from inside
+//! connection the handler drives (`backend/http_client/`). Much of what wakes that task comes from inside
 //! its own poll: the request handed to hyper's client connection, the backend's response head and body handed
 //! back by it, the agent's request body, the call's message channel closing, the connection turning idle once the
 //! answer is written — eight wake-ups per call. Tokio treats a wake-up that arrives while the task runs as a
@@ -36,14 +36,14 @@ const WOKEN: u8 = 2;
 const ROUNDS: usize = 4;
 
 /// Runs `future` to its end, polled through an [`InlineWake`].
-pub(crate) async fn run<F: Future>(future: F) -> F::Output {
+pub(super) async fn run<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     let wake = InlineWake::new();
     poll_fn(|cx| wake.poll(cx, |cx| future.as_mut().poll(cx))).await
 }
 
-/// Polls for one task at a time (whichever polls it now); reused across polls and tasks.
-pub(crate) struct InlineWake {
+/// Polls one future for the task that polls it now; reused across the future's polls.
+struct InlineWake {
     shared: Arc<Shared>,
     /// A waker of `shared`, made once.
     waker: Waker,
@@ -72,14 +72,14 @@ impl Wake for Shared {
 }
 
 impl InlineWake {
-    pub(crate) fn new() -> InlineWake {
+    fn new() -> InlineWake {
         let shared = Arc::new(Shared { state: AtomicU8::new(0), task: Mutex::new(None) });
         let waker = Waker::from(shared.clone());
         InlineWake { shared, waker }
     }
 
     /// Polls `poll` for the task of `cx`, again while the round before woke it (see the module's rules).
-    pub(crate) fn poll<T>(&self, cx: &mut Context<'_>, mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+    fn poll<T>(&self, cx: &mut Context<'_>, mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
         self.remember(cx.waker());
         let mut inner = Context::from_waker(&self.waker);
         for _ in 0..ROUNDS {
