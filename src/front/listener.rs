@@ -14,7 +14,7 @@
 //!   admission leaves the principal's share, held with the answer's body until it is sent or dropped.
 //! - A request naming more than one host ([`guard::check_target`]) is refused here, before any route sees it.
 //! - Sockets are `TCP_NODELAY`: every write goes out when it is made (an event is never held for an ACK).
-//! - A connection's task is polled through [`inline_wake`]: a wake-up it gives itself while being polled (the
+//! - A connection's task is polled through [`crate::inline_wake`]: a wake-up it gives itself while being polled (the
 //!   backend's answer handed back, the connection turning idle) is another round of the poll, not a reschedule
 //!   that wakes the other worker thread.
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
@@ -65,7 +65,6 @@ use early_answer::{Returned, closing, drain};
 use phase::{Deadlined, Phase, Serving};
 
 mod early_answer;
-mod inline_wake;
 mod phase;
 
 /// How long the loop pauses after an accept error that is not about one connection (out of file descriptors or
@@ -211,7 +210,7 @@ impl Accepted {
 }
 
 /// Serves one connection's HTTP/1.1 with hyper over `stream` (a socket, or a TLS session on one) until it
-/// closes, polled through [`inline_wake`] and watched by `watcher`.
+/// closes, polled through [`crate::inline_wake`] and watched by `watcher`.
 async fn serve_http<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     stream: S,
     slot: OwnedSemaphorePermit,
@@ -224,7 +223,7 @@ async fn serve_http<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let io = Deadlined { stream, limits, phase: Arc::clone(&phase), timer: None, _slot: slot };
     let service = PerRequest { app: TowerToHyperService::new(app), peer, phase };
     let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);
-    inline_wake::run(watcher.watch(connection)).await
+    crate::inline_wake::run(watcher.watch(connection)).await
 }
 
 /// The per-connection service: tags each request with the peer's address and keeps the connection's phase

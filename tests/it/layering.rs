@@ -47,6 +47,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "swap",    forbidden: ModulesBut(&["swap"]),                              why: "the snapshot cell is shared by the parts a reload replaces, so it depends on none" },
     Rule { layer: "raw_json", forbidden: ModulesBut(&["raw_json"]),                         why: "raw JSON text is shared by the ledger, router and front, so it depends on none" },
     Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls and SQLite's file layer; it knows no layer" },
+    Rule { layer: "inline_wake", forbidden: ModulesBut(&["inline_wake"]),                  why: "the poll that keeps a task's own wake-ups is shared by the front's connections and the ledger's writers, so it depends on neither" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
     Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box"]),                     why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither" },

@@ -5,9 +5,10 @@
 //! not per call.
 //!
 //! Rules:
-//! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own, take everything queued when they
-//!   are free (at most [`MAX_BATCH`] jobs), after the completions parked until then (see
-//!   [`crate::ledger::background`]): a quiet call's completion and the next call's claim share one round trip.
+//! - [`WRITERS`](super::conn::WRITERS) tasks, each on a connection of its own that it drives itself
+//!   ([`Connector::drive`](super::conn::Connector::drive)), take everything queued when they are free (at most
+//!   [`MAX_BATCH`] jobs), after the completions parked until then (see [`crate::ledger::background`]): a quiet
+//!   call's completion and the next call's claim share one round trip.
 //!   An idle writer sleeps on the queue; nothing polls. A lone job, or a batch that is one statement (claims
 //!   and completions only), is sent without `BEGIN`/`COMMIT`, in autocommit: a statement is atomic alone.
 //! - A batch announces nothing itself: the claims trigger notifies, inside the transaction, the settles of
@@ -181,6 +182,11 @@ fn stopped() -> LedgerError {
 }
 
 async fn write(shared: Arc<Shared>, slot: usize) {
+    shared.conn.drive(slot, take_and_run(&shared, slot)).await;
+}
+
+/// Takes what is queued and parked and runs it, until the queue closes.
+async fn take_and_run(shared: &Shared, slot: usize) {
     let mut received = Vec::new();
     // One free writer at a time waits on the queue, the others behind it; whoever wakes takes all that is there.
     while shared.jobs.lock().await.recv_many(&mut received, MAX_BATCH).await > 0 {
@@ -188,12 +194,12 @@ async fn write(shared: Arc<Shared>, slot: usize) {
         shared.parking.take_into(&mut batch);
         let parked = batch.len();
         batch.extend(received.drain(..).flatten());
-        run_counted(&shared, slot, batch, parked).await;
+        run_counted(shared, slot, batch, parked).await;
     }
     let mut rest = Vec::new();
     shared.parking.take_into(&mut rest);
     let parked = rest.len();
-    run_counted(&shared, slot, rest, parked).await;
+    run_counted(shared, slot, rest, parked).await;
 }
 
 /// Runs `batch`, whose first `parked` jobs were parked (nobody waits for them), and records it.

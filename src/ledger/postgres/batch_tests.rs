@@ -44,8 +44,8 @@ fn settle_job(name: &str, owner: &str, settlement: &Settlement) -> (Job, Settled
 
 /// Runs `jobs` as one batch on the store's first writer connection.
 async fn run_batch(store: &PostgresStore, jobs: Vec<Job>) {
-    let conn = &store.inner.conn;
-    run(conn, conn.writer_slots().start, jobs, &WriterCounters::default(), |_| {}).await;
+    let (conn, slot) = (&store.inner.conn, store.inner.conn.writer_slots().start);
+    conn.drive(slot, run(conn, slot, jobs, &WriterCounters::default(), |_| {})).await;
 }
 
 /// Claims each of `names` for `gw-a`, each alone.
@@ -92,8 +92,8 @@ async fn one_batch_commits_every_claim_and_one_claim_per_key_wins() {
         duplicates.push(answer);
     }
     let counters = WriterCounters::default();
-    let conn = &store.inner.conn;
-    run(conn, conn.writer_slots().start, jobs, &counters, |_| {}).await;
+    let (conn, slot) = (&store.inner.conn, store.inner.conn.writer_slots().start);
+    conn.drive(slot, run(conn, slot, jobs, &counters, |_| {})).await;
 
     // Only the duplicates' rows are read, after the commit: the batch itself reads nothing back.
     assert_eq!(counters.snapshot().after_commit, 2);
@@ -155,7 +155,8 @@ async fn writers_plan_their_statements_once_and_general_connections_choose() {
     let plan_cache_mode = |session: Arc<super::super::conn::Session>| async move {
         Ok(session.client.query_one("SHOW plan_cache_mode", &[]).await?.get::<_, String>(0))
     };
-    let writer = conn.run_on(conn.writer_slots().start, plan_cache_mode).await.expect("writer");
+    let slot = conn.writer_slots().start;
+    let writer = conn.drive(slot, conn.run_on(slot, plan_cache_mode)).await.expect("writer");
     assert_eq!(writer, "force_generic_plan");
     let general = conn.run(plan_cache_mode).await.expect("general");
     assert_eq!(general, "auto");

@@ -11,12 +11,15 @@
 //! - Statements are prepared once per connection; operations go round-robin over [`GENERAL`] connections
 //!   (opened on first use), and queries on one connection are pipelined by the driver. Each of the [`WRITERS`]
 //!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
-//!   transactions must not take in other operations.
+//!   transactions must not take in other operations. The writer's own task drives that connection
+//!   ([`Connector::drive`]), so a batch and its answers cross no task; every other connection has a task of its
+//!   own.
 //! - Every connection plans with `enable_seqscan = off` and no JIT compilation ([`PLANNER_OPTIONS`], before the
 //!   URL's own `options`): prepared statements take their index whatever the table's size when they were
 //!   planned. The writers' connections also plan each statement only once ([`WRITER_OPTIONS`]).
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -197,13 +200,21 @@ fn with_options_first(mut config: Config, ours: &str) -> Config {
 /// Connects and spawns the task that drives the connection.
 pub(super) async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
+    tokio::spawn(driven(connection));
+    Ok(client)
+}
+
+/// A connection's driving future, which logs how it ended.
+fn driven(connection: impl Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static) -> Driven {
+    Box::pin(async move {
         if let Err(error) = connection.await {
             tracing::debug!(%error, "ledger: PostgreSQL connection ended");
         }
-    });
-    Ok(client)
+    })
 }
+
+/// What moves a connection's requests and answers between its client and its socket.
+type Driven = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The store's connections, each replaced whenever it dies.
 pub(super) struct Connector {
@@ -222,6 +233,9 @@ struct Slot {
     live: RwLock<Option<Arc<Session>>>,
     /// Held while connecting, so a broken connection causes one reconnect, not one per waiting task.
     connecting: tokio::sync::Mutex<()>,
+    /// A writer's connection, driven by the writer's task ([`Connector::drive`]); general connections have a task
+    /// of their own.
+    driven: parking_lot::Mutex<Option<Driven>>,
 }
 
 impl Connector {
@@ -254,12 +268,37 @@ impl Connector {
         if let Some(session) = slot.current() {
             return Ok(session);
         }
-        let config = if self.writer_slots().contains(&index) { &self.writer_config } else { &self.config };
-        let client = connect(config).await?;
+        let client = if self.writer_slots().contains(&index) {
+            let (client, connection) = self.writer_config.connect(NoTls).await?;
+            *slot.driven.lock() = Some(driven(connection));
+            client
+        } else {
+            connect(&self.config).await?
+        };
         let prepared = Prepared::new(&client, &self.sql).await?;
         let session = Arc::new(Session { client, prepared });
         *slot.live.write() = Some(session.clone());
         Ok(session)
+    }
+
+    /// Runs `work` — which uses the writer connection of slot `index` — in the calling task, which drives that
+    /// connection meanwhile: a writer's batch and its answers then cross no task, and a wake-up between them is
+    /// another round of the same poll ([`crate::inline_wake`]). A connection opened during `work` is driven from
+    /// the same round on.
+    pub(super) async fn drive<F: Future>(&self, index: usize, work: F) -> F::Output {
+        let mut work = pin!(work);
+        let driven = &self.slots[index].driven;
+        crate::inline_wake::run(poll_fn(|cx| {
+            let outcome = work.as_mut().poll(cx);
+            let mut connection = driven.lock();
+            if let Some(running) = connection.as_mut()
+                && running.as_mut().poll(cx).is_ready()
+            {
+                *connection = None;
+            }
+            outcome
+        }))
+        .await
     }
 
     /// Runs `operation` on a live general session, once more on a fresh one if the connection broke under it.

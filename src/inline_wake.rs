@@ -1,14 +1,17 @@
 //! Wake-ups a task gives itself while it is being polled, turned into another round of the same poll instead of
 //! a trip through the scheduler.
 //!
-//! One task serves an agent's connection: hyper's server connection, the handler it polls, and the backend
-//! connection the handler drives (`backend/http_client/`). Much of what wakes that task comes from inside
-//! its own poll: the request handed to hyper's client connection, the backend's response head and body handed
-//! back by it, the agent's request body, the call's message channel closing, the connection turning idle once the
-//! answer is written — eight wake-ups per call. Tokio treats a wake-up that arrives while the task runs as a
-//! yield: it queues the task again and wakes an idle worker thread to come and take it (a futex or eventfd round
-//! trip, and often the task moved to the other core) for work this very poll could do at once
-//! (docs/decisions.md, *The call path*).
+//! Tokio treats a wake-up that arrives while the task runs as a yield: it queues the task again and wakes an idle
+//! worker thread to come and take it (a futex or eventfd round trip, and often the task moved to the other core)
+//! for work this very poll could do at once. Two tasks get most of their wake-ups from inside their own poll:
+//! - the task of an agent's connection (`front/listener.rs`): hyper's server connection, the handler it polls and
+//!   the backend connection the handler drives hand each other the request, the backend's response head and body,
+//!   the agent's request body, the call's message channel closing, the connection turning idle — eight wake-ups
+//!   per call;
+//! - a PostgreSQL ledger writer (`ledger/postgres/conn.rs`), which drives its own connection: the batch handed to
+//!   the connection and the server's answers handed back.
+//!
+//! (docs/decisions.md, *The call path*.)
 //!
 //! Rules:
 //! - The future is polled with a waker of its own. A wake-up while it is being polled only marks the poll for
@@ -36,7 +39,7 @@ const WOKEN: u8 = 2;
 const ROUNDS: usize = 4;
 
 /// Runs `future` to its end, polled through an [`InlineWake`].
-pub(super) async fn run<F: Future>(future: F) -> F::Output {
+pub(crate) async fn run<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     let wake = InlineWake::new();
     poll_fn(|cx| wake.poll(cx, |cx| future.as_mut().poll(cx))).await
