@@ -18,6 +18,7 @@ pub mod demo;
 pub(crate) mod front;
 pub mod gateway;
 pub(crate) mod glob;
+pub(crate) mod hex;
 pub(crate) mod inline_wake;
 pub(crate) mod keyfile;
 pub mod ledger;

@@ -78,7 +78,7 @@ pub fn generate_api_key() -> Result<String, getrandom::Error> {
 
 /// Lowercase hex, as `sha256` is written in the configuration.
 pub fn hex(digest: &[u8; 32]) -> String {
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::hex::encode(digest)
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "raw_json", forbidden: ModulesBut(&["raw_json"]),                         why: "raw JSON text is shared by the ledger, router and front, so it depends on none" },
     Rule { layer: "sys",     forbidden: ModulesBut(&["sys"]),                               why: "the crate's only unsafe code wraps system calls and SQLite's file layer; it knows no layer" },
     Rule { layer: "inline_wake", forbidden: ModulesBut(&["inline_wake"]),                  why: "the poll that keeps a task's own wake-ups is shared by the front's connections and the ledger's writers, so it depends on neither" },
+    Rule { layer: "hex",     forbidden: ModulesBut(&["hex"]),                               why: "hex text of digests and ids is written by the ledger, front, auth, telemetry and backend, so it depends on none" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
     Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box"]),                     why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither" },
@@ -58,7 +59,7 @@ const RULES: &[Rule] = &[
     Rule { layer: "backend", forbidden: Modules(&["front", "router", "ledger", "catalog"]), why: "the backend client knows backends, not agents, routing or storage" },
     Rule { layer: "auth",    forbidden: Modules(&["front", "router", "backend", "ledger", "catalog", "config"]), why: "auth turns header bytes into a principal; it knows no sessions, configuration types or backends" },
     Rule { layer: "auth",    forbidden: Crates(&["axum", "hyper"]),                         why: "auth knows no HTTP framework" },
-    Rule { layer: "telemetry", forbidden: ModulesBut(&["telemetry", "mcp", "civil_date", "glob"]), why: "every layer reports to telemetry, so it knows none of them but the MCP vocabulary (and the glob leaf, which the audit's redaction matches argument names with)" },
+    Rule { layer: "telemetry", forbidden: ModulesBut(&["telemetry", "mcp", "civil_date", "glob", "hex"]), why: "every layer reports to telemetry, so it knows none of them but the MCP vocabulary (and the leaves it writes with: glob, which the audit's redaction matches argument names with, and hex)" },
     Rule { layer: "telemetry", forbidden: Crates(&["axum", "hyper"]),                       why: "telemetry records plain values; serving /metrics over HTTP is the front's" },
     Rule { layer: "*",       forbidden: Modules(&["gateway"]),                              why: "the composition root wires the layers; none of them depends on it" },
 ];

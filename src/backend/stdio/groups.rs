@@ -70,7 +70,7 @@ impl GroupToken {
     pub(super) fn new() -> io::Result<GroupToken> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|error| io::Error::other(format!("no randomness: {error}")))?;
-        Ok(GroupToken(bytes.iter().map(|byte| format!("{byte:02x}")).collect()))
+        Ok(GroupToken(crate::hex::encode(&bytes)))
     }
 
     /// The environment entry the group's processes get.

@@ -72,7 +72,7 @@ impl SessionRef {
 
 impl fmt::Display for SessionRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+        crate::hex::write(&self.0, f)
     }
 }
 

@@ -39,7 +39,7 @@ impl Link {
 
 /// Lowercase hex SHA-256 of one line (without its newline).
 pub fn line_hash(line: &str) -> String {
-    Sha256::digest(line.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::hex::encode(&Sha256::digest(line.as_bytes()))
 }
 
 /// The `seq` and `prev` a line declares, if it is an event at all.

@@ -55,7 +55,7 @@ macro_rules! hex_id {
     ($id:ident) => {
         impl fmt::Display for $id {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+                crate::hex::write(&self.0, f)
             }
         }
 
