@@ -13,7 +13,7 @@
 //!   batch writers (see [`super::batch`]) has a connection of its own, which nothing else uses: its
 //!   transactions must not take in other operations. The writer's own task drives that connection
 //!   ([`Connector::drive`]), so a batch and its answers cross no task; every other connection has a task of its
-//!   own.
+//!   own. A writer slot is used only inside `drive`: outside it, nothing would poll the connection.
 //! - Every connection plans with `enable_seqscan = off` and no JIT compilation ([`PLANNER_OPTIONS`], before the
 //!   URL's own `options`): prepared statements take their index whatever the table's size when they were
 //!   planned. The writers' connections also plan each statement only once ([`WRITER_OPTIONS`]).
