@@ -6,10 +6,10 @@
 //! once, at its first seal, and each seal's 24-byte nonce is that prefix followed by the count of the box's seals
 //! so far: unique within the process, and across the processes that share the key file (restarts, replicas)
 //! unless two of them drew the same 128 random bits. (One system call per seal, as drawing a whole nonce each time
-//! took, was a measurable part of a call.) The sealed form is `version (1) || nonce (24) || ciphertext+tag`; the associated data is the
-//! caller's, which binds a sealed value to where it belongs (a row, a claim) and to its purpose. Opening fails,
-//! without saying why, on a wrong key, other associated data, tampering or a foreign version. A neutral leaf: it
-//! imports no crate module.
+//! took, was a measurable part of a call.) The sealed form is `version (1) || nonce (24) || ciphertext+tag`; the
+//! associated data is the caller's, which binds a sealed value to where it belongs (a row, a claim) and to its
+//! purpose. Opening fails, without saying why, on a wrong key, other associated data, tampering or a foreign
+//! version. A neutral leaf: it imports no crate module.
 
 use std::fmt;
 use std::sync::OnceLock;

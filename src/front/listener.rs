@@ -14,9 +14,9 @@
 //!   admission leaves the principal's share, held with the answer's body until it is sent or dropped.
 //! - A request naming more than one host ([`guard::check_target`]) is refused here, before any route sees it.
 //! - Sockets are `TCP_NODELAY`: every write goes out when it is made (an event is never held for an ACK).
-//! - A connection's task is polled through [`crate::inline_wake`]: a wake-up it gives itself while being polled (the
-//!   backend's answer handed back, the connection turning idle) is another round of the poll, not a reschedule
-//!   that wakes the other worker thread.
+//! - A connection's task is polled through [`crate::inline_wake`]: a wake-up it gives itself while being polled
+//!   (the backend's answer handed back, the connection turning idle) is another round of the poll, not a
+//!   reschedule that wakes the other worker thread.
 //! - The limits may change while serving (a configuration reload, through a `watch` channel): a connection keeps
 //!   the timeouts it was accepted with; a raised `max_connections` admits more at once, a lowered one takes effect
 //!   as open connections close (none is closed for it).

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::hex;
 use crate::raw_json::RawJson;
 
 /// Hex SHA-256 of `value`'s canonical JSON; equal for equal values whatever their key order.
@@ -17,7 +18,7 @@ pub fn canonical_digest(value: &Value) -> String {
     let mut sink = HashSink(Sha256::new());
     // Writing into a hasher cannot fail, and serde_json only fails on non-string map keys, which `Value` has none of.
     let _ = write_canonical(&mut sink, value);
-    hex(&sink.0.finalize())
+    hex::encode(&sink.0.finalize())
 }
 
 /// `value`'s canonical JSON text (what [`canonical_digest`] hashes), for storing a definition to compare later.
@@ -30,11 +31,7 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// Hex SHA-256 of raw bytes.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    crate::hex::encode(bytes)
+    hex::encode(&Sha256::digest(bytes))
 }
 
 struct HashSink(Sha256);

@@ -9,8 +9,8 @@
 use std::io::{ErrorKind, Write};
 use std::path::Path;
 
-use super::digest::hex;
 use super::error::LedgerError;
+use crate::hex;
 
 /// The file, inside the data directory, that holds the instance id.
 pub const INSTANCE_ID_FILE: &str = "instance.id";
@@ -30,7 +30,7 @@ pub fn instance_id(data_dir: &Path) -> Result<String, LedgerError> {
     crate::private_files::create_dir(data_dir).map_err(unavailable)?;
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))?;
-    let id = format!("sy-{}", hex(&bytes));
+    let id = format!("sy-{}", hex::encode(&bytes));
     match crate::private_files::new_file(&path) {
         Ok(mut file) => {
             file.write_all(format!("{id}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(unavailable)?;

@@ -64,7 +64,6 @@ pub use crate::ledger_url::{LedgerUrl, PostgresUrl, SQLITE_FILE_NAME};
 pub use announcements::Announced;
 pub use approvals::{ApprovalRequest, ApprovalRow, ApprovalState, Decision, MAX_NOTE};
 pub use backend_tokens::{BackendTokenRow, TokenFilter};
-pub(crate) use digest::hex;
 pub use digest::{canonical_digest, canonical_json};
 pub use error::LedgerError;
 pub use fleet::{FleetBus, Heard, StreamEvent};

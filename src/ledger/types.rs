@@ -299,7 +299,7 @@ pub(crate) fn from_millis(millis: i64) -> SystemTime {
 
 /// A random claim id: 128 bits as hex.
 pub(crate) fn new_claim_id() -> Result<String, LedgerError> {
-    Ok(super::digest::hex(&new_claim_id_bytes()?))
+    Ok(crate::hex::encode(&new_claim_id_bytes()?))
 }
 
 /// The 128 random bits of a claim id, for a store that keeps them as bytes (the memory store).

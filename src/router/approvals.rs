@@ -31,7 +31,7 @@ use crate::auth::{Principal, Subject};
 use crate::backend::oauth::Vault;
 use crate::catalog::Route;
 use crate::ledger::{
-    ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest, hex,
+    ApprovalRequest, ApprovalRow, ApprovalState, ClaimKey, Decision, LedgerError, LedgerStore, canonical_digest,
 };
 use crate::mcp::{OUTCOME_META, Outcome, Relay, jsonrpc};
 use crate::telemetry::{Metrics, ToolOutcome};
@@ -233,7 +233,7 @@ fn mint_key(params: &mut Value) -> Result<IdempotencyKey, String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|error| format!("the gateway has no randomness ({error}); the call did not run"))?;
-    let text = format!("approval-{}", hex(&bytes));
+    let text = format!("approval-{}", crate::hex::encode(&bytes));
     let key = idempotency::from_header([text.as_bytes()]).ok().flatten().ok_or("minted an invalid key")?;
     let meta = params.as_object_mut().map(|params| params.entry("_meta").or_insert_with(|| json!({})));
     match meta.and_then(Value::as_object_mut) {

@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::super::digest::hex;
 use super::super::error::LedgerError;
 use super::super::rules::{self, RESOLVED_NOTE, Settle, Verdict};
 use super::super::types::{
@@ -23,6 +22,7 @@ use super::super::types::{
 };
 use super::record::{Names, Stored};
 use super::table::Table;
+use crate::hex;
 
 /// The claims of one memory store.
 #[derive(Debug, Default)]
@@ -57,7 +57,7 @@ impl Claims {
             return ClaimOutcome::Existing(existing);
         }
         // Built as every store builds it, so the times are the ones the other stores would keep.
-        let shown = ClaimRecord::claimed(new, hex(&id), now);
+        let shown = ClaimRecord::claimed(new, hex::encode(&id), now);
         let times = (to_millis(shown.created_at), to_millis(shown.lease_until));
         let record = Stored::claimed(new, id, times, &mut self.names);
         let key: Arc<str> = new.key.as_str().into();

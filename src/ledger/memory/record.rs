@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use crate::raw_json::RawJson;
 
-use super::super::digest::hex;
 use super::super::rules::Current;
 use super::super::types::{ClaimKey, ClaimRecord, ClaimState, NewClaim, from_millis};
 use super::table::Table;
+use crate::hex;
 
 /// A text that is usually lowercase SHA-256 hex (an arguments digest), kept as its bytes when it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl Digest {
 
     fn to_text(&self) -> String {
         match self {
-            Digest::Sha256(bytes) => hex(bytes),
+            Digest::Sha256(bytes) => hex::encode(bytes),
             Digest::Text(text) => text.to_string(),
         }
     }
@@ -95,7 +95,7 @@ impl Stored {
     pub(super) fn to_record(&self, key: &str) -> ClaimRecord {
         ClaimRecord {
             key: ClaimKey::from_stored(key.to_owned()),
-            id: hex(&self.id),
+            id: hex::encode(&self.id),
             principal: self.principal.to_string(),
             session: self.session.to_string(),
             backend: self.backend.to_string(),

@@ -192,7 +192,7 @@ fn next_update(row: &TaskRow) -> i64 {
 fn new_task_id() -> Result<String, RpcFailure> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|_| internal("no randomness for a task id"))?;
-    Ok(crate::ledger::hex(&bytes))
+    Ok(crate::hex::encode(&bytes))
 }
 
 fn internal(message: &str) -> RpcFailure {
