@@ -14,6 +14,7 @@ pub mod backend;
 pub mod catalog;
 pub mod civil_date;
 pub mod config;
+pub(crate) mod counted_ids;
 pub mod demo;
 pub(crate) mod front;
 pub mod gateway;

@@ -2,26 +2,24 @@
 //! 32-byte key of `<data_dir>/oauth-tokens.key`): the backend OAuth tokens (`backend/oauth/vault.rs`) and the
 //! ledger's results and held arguments (`ledger/at_rest.rs`).
 //!
-//! Rules: no two seals under one key share a nonce. A box draws a random 16-byte prefix from the operating system
-//! once, at its first seal, and each seal's 24-byte nonce is that prefix followed by the count of the box's seals
-//! so far: unique within the process, and across the processes that share the key file (restarts, replicas)
-//! unless two of them drew the same 128 random bits. (One system call per seal, as drawing a whole nonce each time
-//! took, was a measurable part of a call.) The sealed form is `version (1) || nonce (24) || ciphertext+tag`; the
-//! associated data is the caller's, which binds a sealed value to where it belongs (a row, a claim) and to its
-//! purpose. Opening fails, without saying why, on a wrong key, other associated data, tampering or a foreign
-//! version. A neutral leaf: it imports no crate module.
+//! Rules: no two seals under one key share a nonce. Each seal's 24-byte nonce comes from the box's own
+//! [`CountedIds`]: 16 random bytes drawn at the first seal, then the count of the box's seals, so nonces are unique
+//! within the process and across the processes that share the key file (restarts, replicas) unless two of them drew
+//! the same 128 random bits. (One system call per seal, as drawing a whole nonce each time took, was a measurable
+//! part of a call.) The sealed form is `version (1) || nonce (24) || ciphertext+tag`; the associated data is the
+//! caller's, which binds a sealed value to where it belongs (a row, a claim) and to its purpose. Opening fails,
+//! without saying why, on a wrong key, other associated data, tampering or a foreign version. A neutral leaf: it
+//! imports no crate module but the leaf `counted_ids`.
 
 use std::fmt;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 
+use crate::counted_ids::CountedIds;
+
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 24;
-/// The random part of a nonce; the rest is a count.
-const PREFIX_LEN: usize = 16;
 
 /// Why sealing or opening failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -36,32 +34,7 @@ pub(crate) enum SealError {
 /// A key values are sealed with.
 pub(crate) struct SealedBox {
     cipher: XChaCha20Poly1305,
-    nonces: Nonces,
-}
-
-/// The nonces of one box's seals (see the module's rules).
-#[derive(Default)]
-struct Nonces {
-    prefix: OnceLock<[u8; PREFIX_LEN]>,
-    count: AtomicU64,
-}
-
-impl Nonces {
-    fn next(&self) -> Result<[u8; NONCE_LEN], SealError> {
-        let prefix = match self.prefix.get() {
-            Some(prefix) => prefix,
-            None => {
-                let mut drawn = [0u8; PREFIX_LEN];
-                getrandom::fill(&mut drawn).map_err(|_| SealError::Random)?;
-                // Two first seals at once: both use the prefix that won.
-                self.prefix.get_or_init(|| drawn)
-            }
-        };
-        let mut nonce = [0u8; NONCE_LEN];
-        nonce[..PREFIX_LEN].copy_from_slice(prefix);
-        nonce[PREFIX_LEN..].copy_from_slice(&self.count.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-        Ok(nonce)
-    }
+    nonces: CountedIds<NONCE_LEN>,
 }
 
 impl fmt::Debug for SealedBox {
@@ -72,12 +45,12 @@ impl fmt::Debug for SealedBox {
 
 impl SealedBox {
     pub(crate) fn from_key(key: &[u8; 32]) -> SealedBox {
-        SealedBox { cipher: XChaCha20Poly1305::new(Key::from_slice(key)), nonces: Nonces::default() }
+        SealedBox { cipher: XChaCha20Poly1305::new(Key::from_slice(key)), nonces: CountedIds::new() }
     }
 
     /// `plaintext` sealed under a fresh nonce, bound to `aad`.
     pub(crate) fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
-        let nonce = self.nonces.next()?;
+        let nonce = self.nonces.next().map_err(|_| SealError::Random)?;
         let ciphertext = self
             .cipher
             .encrypt(XNonce::from_slice(&nonce), Payload { msg: plaintext, aad })
@@ -136,7 +109,7 @@ mod tests {
         assert_eq!(nonces.len(), sealed.len(), "every seal of one box has a nonce of its own");
         assert!(sealed.iter().all(|one| first.open(b"row", one).as_deref() == Ok(&b"same text"[..])));
         let (one, other) = (first.seal(b"row", b"x").expect("sealed"), second.seal(b"row", b"x").expect("sealed"));
-        assert_ne!(nonce_of(&one)[..PREFIX_LEN], nonce_of(&other)[..PREFIX_LEN], "each box draws its own prefix");
+        assert_ne!(nonce_of(&one)[..16], nonce_of(&other)[..16], "each box draws its own prefix");
         assert_eq!(
             second.open(b"row", &one).as_deref(),
             Ok(&b"x"[..]),

@@ -271,3 +271,24 @@ impl Front {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `handler` returns, found without calling it.
+    fn future_size<H, A, B, C, D, E, G, F>(_: &H) -> usize
+    where
+        H: FnOnce(A, B, C, D, E, G) -> F,
+    {
+        std::mem::size_of::<F>()
+    }
+
+    #[test]
+    fn the_message_handlers_future_stays_small() {
+        // axum moves the handler's future to the heap whole, at its type's size, on every request; a branch an
+        // ordinary request does not take is boxed where it is awaited (docs/decisions.md, *The call path*).
+        let size = future_size(&post_message);
+        assert!(size <= 4096, "post_message's future is {size} bytes: box the branch that made it grow");
+    }
+}

@@ -137,7 +137,9 @@ impl Front {
         let Message::Request(Request { id, method: Method::ToolsCall, params }) = &incoming.message else {
             return None;
         };
-        Some((self.router.held_elsewhere(params).await?, id.clone()))
+        // Boxed: inline, the fleet's lookup would size every request's handler future (which axum boxes, copying it
+        // whole), fleet or not.
+        Some((Box::pin(self.router.held_elsewhere(params)).await?, id.clone()))
     }
 
     /// Whether `headers` name a session this request's principal may use now (the dispatch order of a gateway

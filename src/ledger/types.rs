@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::counted_ids::CountedIds;
 use crate::raw_json::RawJson;
 
 use super::digest::sha256_hex;
@@ -297,16 +298,17 @@ pub(crate) fn from_millis(millis: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
-/// A random claim id: 128 bits as hex.
+/// A new claim id as hex (see [`new_claim_id_bytes`]).
 pub(crate) fn new_claim_id() -> Result<String, LedgerError> {
     Ok(crate::hex::encode(&new_claim_id_bytes()?))
 }
 
-/// The 128 random bits of a claim id, for a store that keeps them as bytes (the memory store).
+/// A new claim id's 16 bytes, for a store that keeps them as bytes (the memory store). An id only tells the claim
+/// a caller made from another made of the same key (a retry's, another replica's), so it must be unique, not
+/// secret: 8 random bytes drawn once per process and a count (`counted_ids`), not a system call per call.
 pub(crate) fn new_claim_id_bytes() -> Result<[u8; 16], LedgerError> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))?;
-    Ok(bytes)
+    static CLAIM_IDS: CountedIds<16> = CountedIds::new();
+    CLAIM_IDS.next().map_err(|error| LedgerError::unavailable(format!("no randomness: {error}")))
 }
 
 impl ClaimRecord {

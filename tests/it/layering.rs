@@ -8,8 +8,8 @@
 //! dependency: its modules must not import items of `main.rs`. A layer `*` rule applies to every layer but the
 //! one it forbids. `glob` is a leaf every layer may use; `ledger_url` is a leaf config and ledger share; `telemetry`
 //! is a leaf (but for `mcp`) that the front, the router and the backend client report to; `swap` is a leaf for the
-//! parts a reload replaces; `raw_json`, `civil_date`, `seal`, `sealed_box`, `secret`, `token_row`, `inline_wake`
-//! and `hex` are leaves too. A failure names the file, the line, the path and the rule broken.
+//! parts a reload replaces; `raw_json`, `civil_date`, `seal`, `sealed_box`, `secret`, `token_row`, `inline_wake`,
+//! `hex` and `counted_ids` are leaves too. A failure names the file, the line, the path and the rule broken.
 
 mod circles;
 mod scan;
@@ -52,7 +52,8 @@ const RULES: &[Rule] = &[
     Rule { layer: "hex",     forbidden: ModulesBut(&["hex"]),                               why: "hex text of digests and ids is written by the ledger, router, front, auth, telemetry and backend, so it depends on none" },
     Rule { layer: "civil_date", forbidden: ModulesBut(&["civil_date"]),                     why: "the calendar arithmetic is shared by telemetry and the CLI, so it depends on none" },
     Rule { layer: "seal",    forbidden: ModulesBut(&["seal"]),                              why: "sealing is shared by the front's session ids and the router's request states, so it depends on neither" },
-    Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box"]),                     why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither" },
+    Rule { layer: "sealed_box", forbidden: ModulesBut(&["sealed_box", "counted_ids"]),      why: "encryption at rest is shared by the backend OAuth vault and the ledger's results, so it depends on neither (its nonces are counted ids)" },
+    Rule { layer: "counted_ids", forbidden: ModulesBut(&["counted_ids"]),                  why: "unique ids without a system call each are shared by the sealed box's nonces and the ledger's claim ids, so it depends on neither" },
     Rule { layer: "token_row", forbidden: ModulesBut(&["token_row"]),                       why: "the stored backend token row is shared by the backend OAuth client and the ledger, so it depends on neither" },
     Rule { layer: "secret",  forbidden: ModulesBut(&["secret"]),                            why: "the redacted secret is shared by config and the backend client, so it depends on neither" },
     Rule { layer: "ledger",  forbidden: Modules(&["router", "front", "backend", "mcp"]),    why: "the ledger stores claims; it knows neither MCP traffic nor HTTP" },

@@ -153,7 +153,8 @@ impl Front {
         let caller = post.requester.caller(&id, CallerScope::Sessionless)?;
         let _allowance = self.admit_by_limits(&caller, &method).await?;
         if method == Method::SubscriptionsListen {
-            return self.listen(caller, post.backend, &params).await;
+            // Boxed: inline, a subscription's future would size every modern request's.
+            return Box::pin(self.listen(caller, post.backend, &params)).await;
         }
         let span = self.server_span(&post, &id, method.as_str(), &params);
         let params = without_client_meta(params);

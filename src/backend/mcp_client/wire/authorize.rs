@@ -89,9 +89,11 @@ impl OAuthBinding {
         principal: &str,
         subject: Option<&SubjectToken>,
     ) -> Result<Option<AccessToken>, McpError> {
+        // Boxed here and below: a token may need a round trip to the authorization server, whose future, inline,
+        // would size the future of every call to this backend.
         let token = match self.exchanges() {
-            true => self.client.exchanged_token(&self.backend, principal, subject, None).await.map(Some),
-            false => self.client.stored_token(&self.backend, principal).await,
+            true => Box::pin(self.client.exchanged_token(&self.backend, principal, subject, None)).await.map(Some),
+            false => Box::pin(self.client.stored_token(&self.backend, principal)).await,
         };
         token.map_err(|need| self.failed(need))?.map(|token| self.checked(token)).transpose()
     }
@@ -105,14 +107,14 @@ impl OAuthBinding {
         sent: Option<&AccessToken>,
     ) -> Result<AccessToken, McpError> {
         if self.exchanges() {
-            let token = self.client.exchanged_token(&self.backend, principal, subject, sent).await;
+            let token = Box::pin(self.client.exchanged_token(&self.backend, principal, subject, sent)).await;
             return self.checked(token.map_err(|need| self.failed(need))?);
         }
         let refusal = match (&refused.challenge, refused.status) {
             (Some(challenge), StatusCode::FORBIDDEN) => Refusal::InsufficientScope { challenge, sent },
             (challenge, _) => Refusal::Unauthorized { challenge: challenge.as_ref(), sent },
         };
-        let token = self.client.token_for(&self.backend, principal, Some(refusal)).await;
+        let token = Box::pin(self.client.token_for(&self.backend, principal, Some(refusal))).await;
         self.checked(token.map_err(|need| self.failed(need))?)
     }
 

@@ -106,7 +106,8 @@ impl Exchange<'_> {
                 if let Some(relay) = self.notifications.relay {
                     relay.stream_opened();
                 }
-                self.read_stream(response, id, &mut budget).await?
+                // Boxed: inline, reading an event stream (and resuming it) would size every call's future.
+                Box::pin(self.read_stream(response, id, &mut budget)).await?
             }
             ContentType::Other(other) => {
                 return Err(after_delivery(
