@@ -17,12 +17,6 @@ pub(crate) struct CountedIds<const N: usize> {
     count: AtomicU64,
 }
 
-impl<const N: usize> Default for CountedIds<N> {
-    fn default() -> Self {
-        CountedIds::new()
-    }
-}
-
 impl<const N: usize> CountedIds<N> {
     pub(crate) const fn new() -> Self {
         const { assert!(N > COUNT_LEN, "an id needs random bytes before its count") };
