@@ -32,7 +32,6 @@ use crate::backend::mcp_client::{Audience, McpError};
 use crate::catalog::Route;
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
-    canonical_digest,
 };
 use crate::mcp::{ResultFlags, jsonrpc};
 use crate::raw_json::RawJson;
@@ -63,6 +62,8 @@ pub(super) struct GuardedCall<'a> {
     pub caller: &'a Caller,
     pub route: &'a Route,
     pub params: &'a Value,
+    /// The [`crate::ledger::canonical_digest`] of `params.arguments`, computed once per call.
+    pub args_digest: &'a str,
     pub deadline: Instant,
 }
 
@@ -87,12 +88,11 @@ impl CallLedger {
         };
         let _waiting = self.metrics.waiting_on_ledger();
         let key = &named.key;
-        let digest = canonical_digest(call.params.get("arguments").unwrap_or(&Value::Null));
         let unavailable =
             |error| Admission::Answered(ToolOutcome::NotDelivered, Ok(outcome::ledger_unavailable(&error)));
         for _ in 0..MAX_RECLAIMS {
             // Each attempt builds its claim rather than cloning one kept for the rare comparison below.
-            let existing = match self.store.claim(self.new_claim(call, key, &digest)).await {
+            let existing = match self.store.claim(self.new_claim(call, key)).await {
                 Ok(ClaimOutcome::Claimed(_)) => {
                     self.metrics.count_claims(ClaimWrite::InFlight, 1);
                     return Admission::Run(named.key, 0);
@@ -100,7 +100,7 @@ impl CallLedger {
                 Ok(ClaimOutcome::Existing(existing)) => existing,
                 Err(error) => return unavailable(error),
             };
-            let new = self.new_claim(call, key, &digest);
+            let new = self.new_claim(call, key);
             if let Some(mismatch) = existing.mismatch(&new) {
                 return Admission::Answered(ToolOutcome::Denied, Err(named.conflict(&existing, &new, mismatch)));
             }
@@ -123,15 +123,15 @@ impl CallLedger {
         Admission::Answered(ToolOutcome::Replayed, Ok(outcome::in_progress_unclaimed()))
     }
 
-    /// The claim `call` makes under `key`; `digest`: its arguments' [`canonical_digest`].
-    fn new_claim(&self, call: &GuardedCall<'_>, key: &ClaimKey, digest: &str) -> NewClaim {
+    /// The claim `call` makes under `key`.
+    fn new_claim(&self, call: &GuardedCall<'_>, key: &ClaimKey) -> NewClaim {
         NewClaim {
             key: key.clone(),
             principal: call.caller.principal.name.clone(),
             session: call.caller.session.to_string(),
             backend: call.route.backend.to_string(),
             tool: call.route.name.clone(),
-            args_digest: digest.to_owned(),
+            args_digest: call.args_digest.to_owned(),
             owner: self.owner.clone(),
             lease: self.lease,
         }

@@ -175,12 +175,18 @@ pub(super) fn refusal(refused: &StateRefusal) -> RpcFailure {
 impl CallIdentity {
     /// The call `caller` makes: `target` as the agent named it, `arguments` as it sent them.
     pub(super) fn of(caller: &Caller, backend: &str, method: &str, target: &str, arguments: Option<&Value>) -> Self {
+        let args_digest = canonical_digest(arguments.unwrap_or(&Value::Null));
+        CallIdentity::with_digest(caller, backend, method, target, &args_digest)
+    }
+
+    /// [`of`](Self::of) for arguments whose [`canonical_digest`] is `args_digest`.
+    pub(super) fn with_digest(caller: &Caller, backend: &str, method: &str, target: &str, args_digest: &str) -> Self {
         CallIdentity {
             principal: caller.principal.name.clone(),
             backend: backend.to_owned(),
             method: method.to_owned(),
             target: target.to_owned(),
-            args_digest: canonical_digest(arguments.unwrap_or(&Value::Null)),
+            args_digest: args_digest.to_owned(),
         }
     }
 }
@@ -230,7 +236,7 @@ impl CallRouter {
     pub(super) fn continue_call(
         &self,
         caller: &Caller,
-        call: &CallIdentity,
+        call: impl FnOnce() -> CallIdentity,
         report: &outcome::Report<'_>,
         claim: &ClaimKey,
         round: u32,
@@ -240,10 +246,10 @@ impl CallRouter {
             Ok(result) if caller.sessionless && ResultFlags::read(result.get()).asks_input() => {
                 // The gateway's state replaces the backend's: this answer is edited, so it is a tree.
                 let mut result = result.to_value();
-                let next = round + 1;
+                let (call, next) = (call(), round + 1);
                 let sealer = self.states.load();
                 hand_over(&mut result, |backend_state| {
-                    sealer.seal(&Continuation::issue(call, Some(claim.to_string()), next, backend_state))
+                    sealer.seal(&Continuation::issue(&call, Some(claim.to_string()), next, backend_state))
                 });
                 self.waiting.wait(claim, next);
                 self.expire_later(claim.clone(), next);

@@ -390,7 +390,9 @@ impl CallRouter {
             return Err(RpcFailure::new(jsonrpc::INVALID_PARAMS, no_longer_configured("tool", &name, &route.backend)));
         };
         let (slot, context) = caller.on_backend(&route.backend, target);
-        let identity = CallIdentity::of(caller, &route.backend, method::TOOLS_CALL, &name, params.get("arguments"));
+        let args_digest = canonical_digest(params.get("arguments").unwrap_or(&Value::Null));
+        // Only a call that continues or asks for input needs its identity: built then, not for every call.
+        let identity = || CallIdentity::with_digest(caller, &route.backend, method::TOOLS_CALL, &name, &args_digest);
         let refused = |_: &RpcFailure| caller.record.tool_outcome(ToolOutcome::Denied);
         let state = continuation::take_state(&mut params).inspect_err(refused)?;
         // A continued call (a `requestState`) passed the gate when it started.
@@ -414,11 +416,17 @@ impl CallRouter {
             Ok(allowance) => allowance,
             Err(refused) => return Ok(Found::Built(refused)),
         };
-        let guarded = GuardedCall { caller, route: &route, params: &params, deadline: context.deadline() };
+        let guarded = GuardedCall {
+            caller,
+            route: &route,
+            params: &params,
+            args_digest: &args_digest,
+            deadline: context.deadline(),
+        };
         let admitted = match state {
             None => self.ledger.admit(&guarded).await,
             Some(text) => {
-                let continued = self.open_state(&text, &identity).inspect_err(refused)?;
+                let continued = self.open_state(&text, &identity()).inspect_err(refused)?;
                 let admitted = Box::pin(self.ledger.resume(&guarded, &continued, &self.waiting)).await;
                 continuation::restore_backend_state(&mut params, continued.backend_state);
                 admitted
@@ -440,7 +448,7 @@ impl CallRouter {
         let answer = self.request_in_rounds(to_backend, method::TOOLS_CALL, params, relay).await;
         caller.record.tool_outcome(claims::tool_outcome(&answer));
         let report = Report { backend: &route.backend, target, audience: caller.audience };
-        let answer = match self.continue_call(caller, &identity, &report, &key, round, answer) {
+        let answer = match self.continue_call(caller, identity, &report, &key, round, answer) {
             Ok(answer) => answer,
             Err(held) => return Ok(Found::Built(held)),
         };
