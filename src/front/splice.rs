@@ -14,10 +14,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::mcp::ResultFlags;
 use crate::mcp::modern::without_result_type;
 use crate::raw_json::RawJson;
-use crate::router::{Found, RpcFailure};
+use crate::router::{Found, Relayed, RpcFailure};
 use crate::telemetry::{ErrorType, RequestRecord};
 
 /// The agent's JSON-RPC response to one request.
@@ -33,8 +32,7 @@ impl JsonRpcReply {
     /// The response to the request `id` that ended with `answer`.
     pub(super) fn of(id: &Value, answer: Result<Found, RpcFailure>) -> JsonRpcReply {
         match answer {
-            Ok(Found::Relayed(result)) => {
-                let flags = ResultFlags::read(result.get());
+            Ok(Found::Relayed(Relayed { result, flags })) => {
                 if flags.has_result_type() {
                     return JsonRpcReply::Tree(crate::mcp::jsonrpc::result(id, without_result_type(result.to_value())));
                 }
@@ -106,6 +104,10 @@ mod tests {
         RawJson::from_text(text.to_owned()).expect("valid JSON")
     }
 
+    fn relayed(text: &str) -> Relayed {
+        Relayed::read(raw(text))
+    }
+
     #[test]
     fn splices_ids_of_every_json_type_the_agent_may_send() {
         let result = raw(r#"{"content":[]}"#);
@@ -139,7 +141,7 @@ mod tests {
             JsonRpcReply::Spliced { error, .. } => *error,
             JsonRpcReply::Tree(message) => ErrorType::of_response(message),
         };
-        let failed = JsonRpcReply::of(&json!(1), Ok(Found::Relayed(raw(r#"{"content":[],"isError":true}"#))));
+        let failed = JsonRpcReply::of(&json!(1), Ok(Found::Relayed(relayed(r#"{"content":[],"isError":true}"#))));
         assert_eq!(record(&failed), ErrorType::ToolError);
         assert_eq!(failed.to_value(), json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}}));
         let built = JsonRpcReply::of(&json!(2), Ok(Found::Built(json!({"tools": []}))));
@@ -150,13 +152,15 @@ mod tests {
 
     #[test]
     fn only_a_result_with_a_result_type_is_rewritten_and_it_loses_that_member() {
-        let modern = JsonRpcReply::of(&json!(4), Ok(Found::Relayed(raw(r#"{"content":[],"resultType":"complete"}"#))));
+        let modern =
+            JsonRpcReply::of(&json!(4), Ok(Found::Relayed(relayed(r#"{"content":[],"resultType":"complete"}"#))));
         assert!(matches!(modern, JsonRpcReply::Tree(_)));
         assert_eq!(modern.text(), r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]}}"#);
         let failed =
-            JsonRpcReply::of(&json!(5), Ok(Found::Relayed(raw(r#"{"isError":true,"resultType":"complete"}"#))));
+            JsonRpcReply::of(&json!(5), Ok(Found::Relayed(relayed(r#"{"isError":true,"resultType":"complete"}"#))));
         assert_eq!(failed.to_value()["result"], json!({"isError": true}));
-        let legacy = JsonRpcReply::of(&json!(6), Ok(Found::Relayed(raw(r#"{"content": [], "kind": "resultType"}"#))));
+        let legacy =
+            JsonRpcReply::of(&json!(6), Ok(Found::Relayed(relayed(r#"{"content": [], "kind": "resultType"}"#))));
         assert!(matches!(legacy, JsonRpcReply::Spliced { .. }), "the ordinary path keeps the backend's bytes");
     }
 

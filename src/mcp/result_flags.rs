@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::modern::INPUT_REQUIRED;
 
 /// The two members of a result the gateway branches on.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct ResultFlags {
     #[serde(rename = "isError", default)]
     is_error: Option<Value>,

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::mcp::jsonrpc;
+use crate::mcp::{ResultFlags, jsonrpc};
 use crate::raw_json::RawJson;
 
 /// A request's result for the agent: one the gateway built or edited (a tree), or a backend's `tools/call`
@@ -12,7 +12,7 @@ use crate::raw_json::RawJson;
 #[derive(Debug, PartialEq)]
 pub enum Found {
     Built(Value),
-    Relayed(RawJson),
+    Relayed(Relayed),
 }
 
 impl Found {
@@ -20,8 +20,23 @@ impl Found {
     pub fn into_value(self) -> Value {
         match self {
             Found::Built(value) => value,
-            Found::Relayed(raw) => raw.to_value(),
+            Found::Relayed(relayed) => relayed.result.to_value(),
         }
+    }
+}
+
+/// A backend's result as the text it sent, with the flags the gateway decides by, read from it once: the input
+/// rounds, the call's outcome and the agent's reply each need them.
+#[derive(Debug, PartialEq)]
+pub struct Relayed {
+    pub result: RawJson,
+    pub flags: ResultFlags,
+}
+
+impl Relayed {
+    pub fn read(result: RawJson) -> Relayed {
+        let flags = ResultFlags::read(result.get());
+        Relayed { result, flags }
     }
 }
 

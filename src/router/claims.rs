@@ -27,13 +27,13 @@ use super::continuation::Waiting;
 use super::idempotency::{self, KeyRefusal};
 use super::outcome;
 use super::request_state::{Continuation, StateRefusal};
-use super::{Caller, Found, RpcFailure};
+use super::{Caller, Found, Relayed, RpcFailure};
 use crate::backend::mcp_client::{Audience, McpError};
 use crate::catalog::Route;
 use crate::ledger::{
     CallMismatch, ClaimKey, ClaimOutcome, ClaimRecord, ClaimState, LedgerStore, NewClaim, Settlement, WaitOutcome,
 };
-use crate::mcp::{ResultFlags, jsonrpc};
+use crate::mcp::jsonrpc;
 use crate::raw_json::RawJson;
 use crate::telemetry::{ClaimWrite, LogThrottle, Metrics, ToolOutcome};
 
@@ -189,7 +189,7 @@ impl CallLedger {
         &self,
         key: &ClaimKey,
         report: &outcome::Report<'_>,
-        answer: Result<RawJson, McpError>,
+        answer: Result<Relayed, McpError>,
     ) -> Result<Found, RpcFailure> {
         let settlement = settlement_of(&answer);
         let (awaited, state) = match &settlement {
@@ -216,7 +216,7 @@ impl CallLedger {
             }
         }
         match answer {
-            Ok(result) => Ok(Found::Relayed(result)),
+            Ok(relayed) => Ok(Found::Relayed(relayed)),
             Err(McpError::Rpc { code, message, data }) => Err(RpcFailure { code, message, data }),
             Err(error) => Ok(Found::Built(outcome::failed_call(report, &error, Some(key)))),
         }
@@ -224,16 +224,13 @@ impl CallLedger {
 }
 
 /// How a sent call ended, by what the backend client reported (`switchyard_tool_calls_total`'s outcome).
-pub(super) fn tool_outcome(answer: &Result<RawJson, McpError>) -> ToolOutcome {
+pub(super) fn tool_outcome(answer: &Result<Relayed, McpError>) -> ToolOutcome {
     match answer {
-        Ok(result) => {
-            let flags = ResultFlags::read(result.get());
-            match (flags.asks_input(), flags.is_error()) {
-                (true, _) => ToolOutcome::InputRequired,
-                (false, true) => ToolOutcome::ToolError,
-                (false, false) => ToolOutcome::Completed,
-            }
-        }
+        Ok(Relayed { flags, .. }) => match (flags.asks_input(), flags.is_error()) {
+            (true, _) => ToolOutcome::InputRequired,
+            (false, true) => ToolOutcome::ToolError,
+            (false, false) => ToolOutcome::Completed,
+        },
         Err(McpError::Rpc { .. }) => ToolOutcome::ToolError,
         Err(error) if error.proves_not_delivered() => ToolOutcome::NotDelivered,
         Err(_) => ToolOutcome::Unknown,
@@ -244,9 +241,9 @@ pub(super) fn tool_outcome(answer: &Result<RawJson, McpError>) -> ToolOutcome {
 /// completed, stored as `{"result": …}` or `{"error": …}` for replays. The result goes into the text the ledger
 /// stores as the backend's bytes (copied once, never parsed or re-encoded); rows written by earlier versions,
 /// which re-encoded it, have the same shape and replay alike.
-fn settlement_of(answer: &Result<RawJson, McpError>) -> Settlement {
+fn settlement_of(answer: &Result<Relayed, McpError>) -> Settlement {
     match answer {
-        Ok(result) => Settlement::Completed(RawJson::of(&StoredAnswer::Result(result))),
+        Ok(Relayed { result, .. }) => Settlement::Completed(RawJson::of(&StoredAnswer::Result(result))),
         Err(McpError::Rpc { code, message, data }) => {
             Settlement::Completed(RawJson::of(&StoredAnswer::Error { code: *code, message, data }))
         }
@@ -408,7 +405,7 @@ mod tests {
             other => panic!("not completed: {other:?}"),
         };
         let backend = RawJson::from_text(r#"{"z": 1.50, "a": [true], "isError": false}"#.into()).expect("JSON");
-        let result = stored(Ok(backend));
+        let result = stored(Ok(Relayed::read(backend)));
         assert_eq!(result.get(), r#"{"result":{"z": 1.50, "a": [true], "isError": false}}"#, "the backend's bytes");
         assert_eq!(replay_stored(&result.to_value()).unwrap()["_meta"], json!({REPLAYED_META: true}));
         let rpc = |data| McpError::Rpc { code: -32000, message: "down".into(), data };

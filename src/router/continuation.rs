@@ -33,11 +33,10 @@ use serde_json::Value;
 
 use super::outcome;
 use super::request_state::{CallIdentity, Continuation, STATE_TTL, StateRefusal};
-use super::{CallLedger, CallRouter, Caller, RpcFailure};
+use super::{CallLedger, CallRouter, Caller, Relayed, RpcFailure};
 use crate::backend::mcp_client::McpError;
 use crate::ledger::{ClaimKey, ClaimState, canonical_digest};
-use crate::mcp::{ResultFlags, jsonrpc, method};
-use crate::raw_json::RawJson;
+use crate::mcp::{jsonrpc, method};
 use crate::telemetry::ClaimWrite;
 
 /// Why a claim whose agent never answered is `unknown`.
@@ -240,12 +239,12 @@ impl CallRouter {
         report: &outcome::Report<'_>,
         claim: &ClaimKey,
         round: u32,
-        answer: Result<RawJson, McpError>,
-    ) -> Result<Result<RawJson, McpError>, Value> {
+        answer: Result<Relayed, McpError>,
+    ) -> Result<Result<Relayed, McpError>, Value> {
         match answer {
-            Ok(result) if caller.sessionless && ResultFlags::read(result.get()).asks_input() => {
+            Ok(relayed) if caller.sessionless && relayed.flags.asks_input() => {
                 // The gateway's state replaces the backend's: this answer is edited, so it is a tree.
-                let mut result = result.to_value();
+                let mut result = relayed.result.to_value();
                 let (call, next) = (call(), round + 1);
                 let sealer = self.states.load();
                 hand_over(&mut result, |backend_state| {

@@ -109,7 +109,7 @@ impl CallRouter {
                 }
             })
             // Prompts, resources and completions are read or rewritten above: a tree.
-            .and_then(|result| continuation::refuse_elsewhere(backend, method, result.to_value()))
+            .and_then(|relayed| continuation::refuse_elsewhere(backend, method, relayed.result.to_value()))
             .map(|result| match caller.sessionless || continuation::asks_input(&result) {
                 true => result,
                 false => without_result_type(result),

@@ -27,11 +27,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::CallRouter;
 use super::continuation::CONTINUABLE;
+use super::{CallRouter, Relayed};
 use crate::backend::mcp_client::{AfterDeliveryCause, Destination, McpError};
-use crate::mcp::{Relay, ResultFlags, jsonrpc, method};
-use crate::raw_json::RawJson;
+use crate::mcp::{Relay, jsonrpc, method};
 
 /// How many `input_required` answers one call may get. A backend that keeps asking is more likely looping than
 /// gathering input, and every round holds a claim and waits on a person: 16 covers any dialogue a tool needs.
@@ -87,23 +86,24 @@ impl CallRouter {
         method: &str,
         params: Value,
         relay: &Relay,
-    ) -> Result<RawJson, McpError> {
+    ) -> Result<Relayed, McpError> {
         if !CONTINUABLE.contains(&method) || relay.refuses_requests() {
-            return self.client.request_raw(to, method, params, relay).await;
+            return self.client.request_raw(to, method, params, relay).await.map(Relayed::read);
         }
-        let mut answer = self.client.request_raw(to, method, params.clone(), relay).await?;
+        let mut answer = Relayed::read(self.client.request_raw(to, method, params.clone(), relay).await?);
         let mut rounds = 0;
         // Only an answer that asks for input is read as a tree; a final one goes back as the backend's text.
-        while ResultFlags::read(answer.get()).asks_input() {
+        while answer.flags.asks_input() {
             rounds += 1;
+            let asking = answer.result.to_value();
             let retry = match rounds {
-                1..=MAX_ROUNDS => Box::pin(ask_agent(&answer.to_value(), &params, relay, to.context.deadline())).await,
+                1..=MAX_ROUNDS => Box::pin(ask_agent(&asking, &params, relay, to.context.deadline())).await,
                 _ => Err(Stop::TooManyRounds),
             };
             let retry = retry.map_err(Stop::into_error)?;
             // Boxed, as the rounds are rare: the first request's future alone sizes the call's.
             let retried = Box::pin(self.client.request_raw(to, method, retry, relay));
-            answer = retried.await.map_err(delivered)?;
+            answer = Relayed::read(retried.await.map_err(delivered)?);
         }
         Ok(answer)
     }

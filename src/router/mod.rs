@@ -63,7 +63,7 @@ use crate::mcp::method::{self, Method};
 use crate::mcp::{Relay, SessionHolder};
 use crate::swap::Swap;
 use crate::telemetry::ToolOutcome;
-pub use answer::{Found, RpcFailure};
+pub use answer::{Found, Relayed, RpcFailure};
 pub use approvals::{
     Announce, ApprovalGate, Approvers, DecisionRefused, DecisionRequest, RefusalKind, VaultFile,
     arguments as approval_arguments, decide, decision_commands,

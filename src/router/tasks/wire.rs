@@ -220,6 +220,7 @@ pub(super) fn sample_row(state: &str, outcome: Option<&str>, answer: Option<&str
 mod tests {
     use super::*;
     use crate::raw_json::RawJson;
+    use crate::router::Relayed;
 
     fn row(answer: Option<&str>) -> TaskRow {
         sample_row(COMPLETED, None, answer)
@@ -239,7 +240,7 @@ mod tests {
     #[test]
     fn error_results_fail_the_task_with_their_outcome() {
         let raw = RawJson::of(&json!({"content": [], "isError": true, "_meta": {OUTCOME_META: "unknown"}}));
-        let end = ending(Ok(Found::Relayed(raw)), 5);
+        let end = ending(Ok(Found::Relayed(Relayed::read(raw))), 5);
         assert_eq!((end.state.as_str(), end.outcome.as_deref()), (FAILED, Some("unknown")));
         let end = ending(Ok(Found::Built(json!({"content": []}))), 5);
         assert_eq!((end.state.as_str(), end.outcome), (COMPLETED, None));
