@@ -17,11 +17,8 @@ fn digits(byte: u8) -> [u8; 2] {
 /// `bytes` as lowercase hex.
 pub fn encode(bytes: &[u8]) -> String {
     let mut text = String::with_capacity(bytes.len() * 2);
-    for &byte in bytes {
-        let [high, low] = digits(byte);
-        text.push(char::from(high));
-        text.push(char::from(low));
-    }
+    // Writing to a `String` cannot fail.
+    let _ = write(bytes, &mut text);
     text
 }
 
