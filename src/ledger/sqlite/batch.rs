@@ -31,7 +31,7 @@ use parking_lot::{Mutex, MutexGuard};
 use rusqlite::ErrorCode;
 
 use super::alone::Solitude;
-use super::checkpoint::Checkpointer;
+use super::checkpoint::{self, Checkpointer};
 use super::worker::{BUSY_TIMEOUT, Db};
 use crate::ledger::background::Parking;
 use crate::ledger::error::LedgerError;
@@ -150,6 +150,10 @@ fn run_counted(mut db: MutexGuard<'_, Db>, batch: Vec<Job>, parked: usize, serve
     }
     for (reply, outcome) in answers {
         reply(outcome);
+    }
+    // After the answers, so that no caller of this batch waits for it; never on a caller's thread.
+    if by == RunBy::Writer && served.checkpointer.as_ref().is_some_and(Checkpointer::take_rewind) {
+        checkpoint::rewind(&served.db.lock().conn);
     }
 }
 
