@@ -22,6 +22,8 @@
 //!   change that did not happen.
 //! - If SQLite rolls the whole transaction back on an error (disk full, I/O error), the jobs that ran in it are
 //!   answered with an error and the rest of the batch runs one by one.
+//! - After a batch of the writer thread is answered, the log is rewound when the checkpoint thread says it is due
+//!   ([`checkpoint::rewind`]); a caller alone never does it, its thread being the runtime's.
 
 use std::sync::Arc;
 use std::sync::mpsc;

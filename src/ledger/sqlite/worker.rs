@@ -19,7 +19,8 @@
 //!   so two processes opening a new file at once do not both create it; the same transaction makes the
 //!   definition changes that leave the stored bytes alone ([`schema`](super::schema)).
 //! - WAL checkpoints run on a thread of their own ([`Checkpointer`]), off the callers' path, started and stopped
-//!   by this thread.
+//!   by this thread; only the short tail of the log that rewinds it is checkpointed here, between two batches
+//!   (see [`checkpoint`](super::checkpoint)).
 //! - When the store is dropped the job channel closes and the thread ends, after applying what is still parked,
 //!   closing the connection.
 
