@@ -147,14 +147,21 @@ mod tests {
     use super::*;
     use crate::ledger::tests::scratch_dir;
 
+    /// A connection to a new file at `path` in WAL mode, without SQLite's automatic checkpoint: its log is copied
+    /// into the file only when a test checkpoints it.
+    fn wal_writer(path: &std::path::Path) -> Connection {
+        let writer = Connection::open(path).expect("open");
+        let mode: String = writer.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).expect("wal");
+        assert_eq!(mode, "wal");
+        writer.pragma_update(None, "wal_autocheckpoint", 0).expect("no automatic checkpoint");
+        writer
+    }
+
     #[test]
     fn reported_writes_are_checkpointed_into_the_file() {
         let dir = scratch_dir("checkpoint");
         let path = dir.join("wal.db");
-        let writer = Connection::open(&path).expect("open");
-        let mode: String = writer.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).expect("wal");
-        assert_eq!(mode, "wal");
-        writer.pragma_update(None, "wal_autocheckpoint", 0).expect("no automatic checkpoint");
+        let writer = wal_writer(&path);
         let rows = "CREATE TABLE t (x); \
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
             INSERT INTO t SELECT randomblob(1000) FROM n;";
@@ -192,10 +199,7 @@ mod tests {
     fn a_writer_that_began_before_the_catch_up_keeps_appending_until_it_rewinds() {
         let dir = scratch_dir("rewind");
         let path = dir.join("wal.db");
-        let writer = Connection::open(&path).expect("open");
-        let mode: String = writer.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).expect("wal");
-        assert_eq!(mode, "wal");
-        writer.pragma_update(None, "wal_autocheckpoint", 0).expect("no automatic checkpoint");
+        let writer = wal_writer(&path);
         writer.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (randomblob(5000))").expect("write");
         let insert = "INSERT INTO t VALUES (randomblob(100))";
 
